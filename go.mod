@@ -1,0 +1,32 @@
+module github.com/klocklabs/klock
+
+go 1.26.8
+
+require (
+	cel.dev/cel-go v0.33.2
+	github.com/cilium/ebpf v0.22.0
+	github.com/containerd/cgroups/v3 v3.1.3
+	github.com/elastic/go-seccomp-bpf v1.4.0
+	github.com/landlock-lsm/go-landlock v0.11.0
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sys v0.49.0
+)
+
+require (
+	cel.dev/expr v0.25.1 // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
+	github.com/containerd/log v0.1.0 // indirect
+	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
+	github.com/godbus/dbus/v5 v5.1.0 // indirect
+	github.com/opencontainers/runtime-spec v1.3.0 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	golang.org/x/exp v0.0.0-20241108190413-2d47ceb2692f // indirect
+	golang.org/x/net v0.62.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20240826202546-f6391c0de4c7 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20240826202546-f6391c0de4c7 // indirect
+	google.golang.org/protobuf v1.36.10 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
+)
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,0 +1,81 @@
+package policy
+
+// systemRO is what a dynamically linked program needs to read to start and
+// do ordinary work: libraries, the loader cache, locale and time zone data,
+// name-service files, certificates, the harmless device nodes, and the
+// process's own /proc entries. Nothing here is writable except the null
+// sinks, and nothing is executable: executables are declared as PROC.
+var systemRO = []string{
+	"CONSUMES FILE:/usr/**",
+	"CONSUMES FILE:/lib/**",
+	"CONSUMES FILE:/lib64/**",
+	"CONSUMES FILE:/bin/**",
+	"CONSUMES FILE:/sbin/**",
+	"CONSUMES FILE:/etc/ld.so.cache",
+	"CONSUMES FILE:/etc/ld.so.conf",
+	"CONSUMES FILE:/etc/ld.so.conf.d/**",
+	"CONSUMES FILE:/etc/ld.so.preload",
+	"CONSUMES FILE:/etc/localtime",
+	"CONSUMES FILE:/etc/timezone",
+	"CONSUMES FILE:/etc/locale.alias",
+	"CONSUMES FILE:/etc/nsswitch.conf",
+	"CONSUMES FILE:/etc/passwd",
+	"CONSUMES FILE:/etc/group",
+	"CONSUMES FILE:/etc/hosts",
+	"CONSUMES FILE:/etc/host.conf",
+	"CONSUMES FILE:/etc/resolv.conf",
+	"CONSUMES FILE:/etc/gai.conf",
+	"CONSUMES FILE:/etc/services",
+	"CONSUMES FILE:/etc/protocols",
+	"CONSUMES FILE:/etc/mime.types",
+	"CONSUMES FILE:/etc/ssl/**",
+	"CONSUMES FILE:/etc/ca-certificates/**",
+	"CONSUMES FILE:/etc/alternatives/**",
+	"CONSUMES FILE:/etc/terminfo/**",
+	"CONSUMES FILE:/etc/inputrc",
+	"CONSUMES FILE:/etc/bash.bashrc",
+	"CONSUMES FILE:/etc/profile",
+	"CONSUMES FILE:/dev/zero",
+	"CONSUMES FILE:/dev/random",
+	"CONSUMES FILE:/dev/urandom",
+	"MUTATES FILE:/dev/null",
+	"MUTATES FILE:/dev/full",
+	"MUTATES FILE:/dev/tty",
+	"CONSUMES FILE:/proc/self/**",
+	"CONSUMES FILE:/proc/thread-self/**",
+	"CONSUMES FILE:/proc/meminfo",
+	"CONSUMES FILE:/proc/cpuinfo",
+	"CONSUMES FILE:/proc/stat",
+	"CONSUMES FILE:/proc/filesystems",
+	"CONSUMES FILE:/sys/devices/system/cpu/**",
+	"CONSUMES FILE:/sys/kernel/mm/transparent_hugepage/**",
+}
+
+// elfInterpreters are the dynamic loaders. The kernel opens them for exec
+// on behalf of a declared binary (PT_INTERP); executing one directly would
+// run any binary by name ("ld.so /tmp/x"), so they are never exec targets.
+var elfInterpreters = []string{
+	"/lib64/ld-linux-x86-64.so.2",
+	"/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+	"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+	"/usr/lib64/ld-linux-x86-64.so.2",
+	"/lib/ld-linux-aarch64.so.1",
+	"/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+	"/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+}
+
+func baselineIntents(b Baseline) []Intent {
+	if b != BaselineSystemRO {
+		return nil
+	}
+	out := make([]Intent, 0, len(systemRO))
+	for _, s := range systemRO {
+		in, err := ParseIntent(s)
+		if err != nil {
+			panic("policy: bad baseline intent " + s + ": " + err.Error())
+		}
+		in.Origin = "baseline:" + string(b)
+		out = append(out, in)
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/klocklabs/klock/money"
+	"go.yaml.in/yaml/v3"
+)
+
+// Money is an integer amount of minor units. In a manifest it is written
+// {units: 150, currency: USD} or as an exact decimal string "1.50 USD";
+// a float is always rejected.
+type Money struct{ money.Amount }
+
+func (m *Money) decodeNode(d *decoder, n *yaml.Node, path string) {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str":
+		a, err := money.Parse(n.Value)
+		if err != nil {
+			d.fail(n, path, "money", "write {units: <integer minor units>, currency: USD} or \"12.34 USD\"", "%v", err)
+			return
+		}
+		m.Amount = a
+	case n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!float" || n.ShortTag() == "!!int"):
+		d.fail(n, path, "money-float", "write {units: <integer minor units>, currency: USD} or an exact string such as \""+n.Value+" USD\"",
+			"money needs integer minor units and a currency; the bare number %s is not money", n.Value)
+	case n.Kind == yaml.MappingNode:
+		var raw struct {
+			Units    uint64 `yaml:"units"`
+			Currency string `yaml:"currency"`
+		}
+		before := len(d.r.diags)
+		d.decodeStruct(n, reflectElem(&raw), path)
+		for i := before; i < len(d.r.diags); i++ {
+			if d.r.diags[i].Field == join(path, "units") && d.r.diags[i].Code == "type" {
+				d.r.diags[i].Code = "money-float"
+				d.r.diags[i].Problem = "money units must be an integer count of minor units (cents, satoshis, ...): floats are rejected"
+				d.r.diags[i].Want = "write e.g. units: 150 for 1.50 USD"
+			}
+		}
+		if _, err := money.Exponent(raw.Currency); err != nil {
+			d.fail(n, join(path, "currency"), "money", "", "%v", err)
+			return
+		}
+		m.Amount = money.Amount{Units: raw.Units, Currency: raw.Currency}
+	default:
+		d.fail(n, path, "money", "write {units: 150, currency: USD}", "want money, got %s", kindName(n))
+	}
+}
+
+// MarshalJSON renders {units, currency}.
+func (m Money) MarshalYAML() (any, error) { return m.Amount, nil }
+
+// floatMoney stands for KCC's float-valued *_usd fields, which klock rejects:
+// money is integer minor units.
+type floatMoney struct{}
+
+func (*floatMoney) decodeNode(d *decoder, n *yaml.Node, path string) {
+	d.fail(n, path, "money-float", "write "+moneyFieldFor(path)+": {units: <cents>, currency: USD} or \"0.50 USD\"",
+		"floats in money are rejected (KCC's *_usd float fields lose cents to rounding)")
+}
+
+func moneyFieldFor(path string) string {
+	switch {
+	case len(path) >= len("max_cost_usd") && path[len(path)-len("max_cost_usd"):] == "max_cost_usd":
+		return "max_cost"
+	default:
+		return "expected_cost"
+	}
+}
+
+// CostEnvelope is KCC surface 5: the budget per invocation of the agent.
+type CostEnvelope struct {
+	ExpectedTokensIn  int64   `yaml:"expected_tokens_in" json:"expected_tokens_in"`
+	MaxTokensIn       int64   `yaml:"max_tokens_in" json:"max_tokens_in"`
+	ExpectedTokensOut int64   `yaml:"expected_tokens_out" json:"expected_tokens_out"`
+	MaxTokensOut      int64   `yaml:"max_tokens_out" json:"max_tokens_out"`
+	ExpectedLatencyMS int64   `yaml:"expected_latency_ms" json:"expected_latency_ms"`
+	MaxLatencyMS      int64   `yaml:"max_latency_ms" json:"max_latency_ms"`
+	ContextEfficiency float64 `yaml:"context_efficiency" json:"context_efficiency" jsonschema:"minimum=0.3,maximum=1"`
+	ExpectedCost      *Money  `yaml:"expected_cost" json:"expected_cost"`
+	MaxCost           *Money  `yaml:"max_cost" json:"max_cost"`
+
+	// KCC's float fields, rejected with a pointer to the integer form.
+	ExpectedCostUSD *floatMoney `yaml:"expected_cost_usd" json:"-"`
+	MaxCostUSD      *floatMoney `yaml:"max_cost_usd" json:"-"`
+}
+
+// Grant is a Chio ToolGrant: per-tool budget limits.
+type Grant struct {
+	Tool                 string   `yaml:"tool" json:"tool"`
+	ServerID             string   `yaml:"server_id" json:"server_id,omitempty"`
+	Operations           []string `yaml:"operations" json:"operations,omitempty"`
+	MaxCostPerInvocation *Money   `yaml:"max_cost_per_invocation" json:"max_cost_per_invocation,omitempty"`
+	MaxTotalCost         *Money   `yaml:"max_total_cost" json:"max_total_cost,omitempty"`
+	MaxInvocations       uint64   `yaml:"max_invocations" json:"max_invocations,omitempty"`
+}
+
+func (g Grant) String() string {
+	s := g.Tool
+	if g.MaxCostPerInvocation != nil {
+		s += fmt.Sprintf(" per-call<=%s", g.MaxCostPerInvocation)
+	}
+	if g.MaxTotalCost != nil {
+		s += fmt.Sprintf(" total<=%s", g.MaxTotalCost)
+	}
+	if g.MaxInvocations > 0 {
+		s += fmt.Sprintf(" calls<=%d", g.MaxInvocations)
+	}
+	return s
+}

@@ -1,0 +1,102 @@
+package policy
+
+// APIVersion is the only manifest version this package reads.
+const APIVersion = "klock/v1"
+
+// Manifest is one agent's declaration: who it is, what it may touch in the
+// kernel (intents), which tools it may call and under which contracts, and
+// what it may spend. It merges KCC surfaces 1, 4, 5 and 6, KLIS intents,
+// Tool Trust Contracts (seed 002) and Chio grants (seed 003).
+type Manifest struct {
+	APIVersion    string        `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=klock/v1"`
+	Agent         Agent         `yaml:"agent" json:"agent"`
+	Mode          Mode          `yaml:"mode" json:"mode,omitempty" jsonschema:"enum=strict,enum=permissive,default=strict"`
+	Workdir       string        `yaml:"workdir" json:"workdir,omitempty" jsonschema:"description=absolute directory the agent works in; ${workdir} in intents expands to it"`
+	Baseline      Baseline      `yaml:"baseline" json:"baseline,omitempty" jsonschema:"enum=system-ro,enum=none,default=system-ro"`
+	Intents       []Intent      `yaml:"intents" json:"intents"`
+	DeclaredTools []Tool        `yaml:"declared_tools" json:"declared_tools,omitempty"`
+	CostEnvelope  *CostEnvelope `yaml:"cost_envelope" json:"cost_envelope"`
+	Grants        []Grant       `yaml:"grants" json:"grants,omitempty"`
+	HITL          HITL          `yaml:"hitl" json:"hitl,omitempty"`
+	Signature     *Signature    `yaml:"signature" json:"signature,omitempty"`
+
+	// Warnings found while loading; never fatal.
+	Warnings []Diagnostic `yaml:"-" json:"-"`
+	// File is the path the manifest was read from.
+	File string `yaml:"-" json:"-"`
+
+	raw []byte         // the bytes as read, for signature verification
+	pos map[string]Pos // field path -> position
+}
+
+// Pos returns the position of a field path (or its nearest parent).
+func (m *Manifest) Pos(field string) Pos {
+	r := report{file: m.File, pos: m.pos}
+	return r.lookup(field)
+}
+
+// Agent is KCC surface 1: identity.
+type Agent struct {
+	ID         string `yaml:"id" json:"id"`
+	Name       string `yaml:"name" json:"name,omitempty"`
+	Version    string `yaml:"version" json:"version,omitempty"`
+	Capability string `yaml:"capability" json:"capability,omitempty"`
+	Maturity   string `yaml:"maturity" json:"maturity,omitempty" jsonschema:"enum=L1,enum=L2,enum=L3"`
+	Owner      Owner  `yaml:"owner" json:"owner"`
+	CreatedAt  string `yaml:"created_at" json:"created_at,omitempty"`
+}
+
+// Owner names who answers for the agent.
+type Owner struct {
+	Team    string `yaml:"team" json:"team,omitempty"`
+	Contact string `yaml:"contact" json:"contact,omitempty"`
+}
+
+// Mode is the escalation policy of KLIS-6 §3.2.
+type Mode string
+
+const (
+	ModeStrict     Mode = "strict"
+	ModePermissive Mode = "permissive"
+)
+
+// Baseline names a set of read-only system paths a program needs to run at all.
+type Baseline string
+
+const (
+	BaselineSystemRO Baseline = "system-ro"
+	BaselineNone     Baseline = "none"
+)
+
+// HITLMode is KCC surface 6.
+type HITLMode string
+
+const (
+	HITLModeHITL HITLMode = "HITL"
+	HITLModeHOTL HITLMode = "HOTL"
+)
+
+// HITL is KCC surface 6: human in or on the loop.
+type HITL struct {
+	DefaultMode    HITLMode `yaml:"default_mode" json:"default_mode,omitempty" jsonschema:"enum=HITL,enum=HOTL,default=HITL"`
+	RevokeTriggers []string `yaml:"revoke_triggers" json:"revoke_triggers,omitempty"`
+	// MaintainerApproval is required to run HOTL with an organizational tool.
+	MaintainerApproval *Approval `yaml:"maintainer_approval" json:"maintainer_approval,omitempty"`
+	// ApprovalTimeoutSeconds: a pending approval is denied after this long.
+	ApprovalTimeoutSeconds int `yaml:"approval_timeout_seconds" json:"approval_timeout_seconds,omitempty"`
+}
+
+// Approval records who approved what.
+type Approval struct {
+	ApprovedBy string `yaml:"approved_by" json:"approved_by"`
+	Reference  string `yaml:"reference" json:"reference,omitempty"`
+	Date       string `yaml:"date" json:"date,omitempty"`
+}
+
+// Signature is an ed25519 signature over the manifest's canonical form
+// (RFC 8785 JSON of the document without this field).
+type Signature struct {
+	Algorithm string `yaml:"algorithm" json:"algorithm" jsonschema:"enum=ed25519"`
+	PublicKey string `yaml:"public_key" json:"public_key"`
+	Value     string `yaml:"value" json:"value"`
+}

@@ -1,0 +1,173 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+)
+
+// Ruleset is a compiled manifest: the normalized rules a kernel backend
+// loads, and the index that answers Allows. A Ruleset is immutable; With
+// returns an amended copy (permissive mode's Dynamic Lease Acquisition).
+type Ruleset struct {
+	Agent    string
+	Mode     Mode
+	Workdir  string
+	Baseline Baseline
+
+	// Intents holds the manifest's intents followed by the baseline's and
+	// any amendments; rules refer to them by index.
+	Intents []Intent
+	// Files are the FILE rules merged by pattern, sorted by path.
+	Files []PathRule
+	// Exec are the PROC rules (PROVIDES PROC: may be executed).
+	Exec []PathRule
+	// Net are the NET rules; host names stay unresolved until Resolve.
+	Net []NetRule
+	// RawSockets is true when NET:raw is declared.
+	RawSockets bool
+	// Interpreters are ELF loaders the kernel may open for a declared
+	// binary; a direct exec of one is an exec of an undeclared binary.
+	Interpreters []string
+
+	files, exec pathIndex
+}
+
+// PathRule is one FILE or PROC pattern and the predicates declared on it.
+type PathRule struct {
+	Pattern PathPattern `json:"pattern"`
+	Access  Access      `json:"access"`  // declared predicates (without implications)
+	Grants  Access      `json:"grants"`  // what they allow (with implications)
+	Intents []int       `json:"intents"` // indexes into Ruleset.Intents
+}
+
+// NetRule is one NET pattern.
+type NetRule struct {
+	Pattern NetPattern `json:"pattern"`
+	Access  Access     `json:"access"` // CONSUMES: connect/send; PROVIDES: bind/listen
+	Intent  int        `json:"intent"`
+}
+
+// Compile turns a validated manifest into a Ruleset.
+func Compile(m *Manifest) (*Ruleset, error) {
+	intents := append(append([]Intent(nil), m.Intents...), baselineIntents(m.Baseline)...)
+	rs := &Ruleset{Agent: m.Agent.ID, Mode: m.Mode, Workdir: m.Workdir, Baseline: m.Baseline}
+	if m.Baseline == BaselineSystemRO {
+		rs.Interpreters = append([]string(nil), elfInterpreters...)
+	}
+	if err := rs.build(intents); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+func (rs *Ruleset) build(intents []Intent) error {
+	rs.Intents = intents
+	rs.Files, rs.Exec, rs.Net, rs.RawSockets = nil, nil, nil, false
+	rs.files, rs.exec = pathIndex{}, pathIndex{}
+	fileRules := map[PathPattern]*PathRule{}
+	execRules := map[PathPattern]*PathRule{}
+	for i, in := range intents {
+		switch in.Object.Type {
+		case ObjFile:
+			if err := checkCompilable(in); err != nil {
+				return err
+			}
+			mergeRule(fileRules, in.Object.Path, in.Predicate, i)
+			rs.files.add(in.Object.Path, in.Predicate, i)
+		case ObjProc:
+			if err := checkCompilable(in); err != nil {
+				return err
+			}
+			mergeRule(execRules, in.Object.Path, Provides, i)
+			rs.exec.add(in.Object.Path, Provides, i)
+		case ObjNet:
+			if in.Object.Net.Raw {
+				rs.RawSockets = true
+			}
+			rs.Net = append(rs.Net, NetRule{Pattern: in.Object.Net, Access: AccessOf(in.Predicate), Intent: i})
+		default:
+			return fmt.Errorf("%w: intent %d has no object", ErrInvalidManifest, i)
+		}
+	}
+	rs.Files = sortedRules(fileRules)
+	rs.Exec = sortedRules(execRules)
+	return nil
+}
+
+func checkCompilable(in Intent) error {
+	if p := in.Object.Path.Path; p == "" || p[0] != '/' {
+		return fmt.Errorf("%w: %s is not absolute (unexpanded ${workdir}?)", ErrInvalidManifest, in)
+	}
+	return nil
+}
+
+func mergeRule(m map[PathPattern]*PathRule, pat PathPattern, p Predicate, i int) {
+	r := m[pat]
+	if r == nil {
+		r = &PathRule{Pattern: pat}
+		m[pat] = r
+	}
+	r.Access |= AccessOf(p)
+	r.Grants |= Grants(p)
+	r.Intents = append(r.Intents, i)
+}
+
+func sortedRules(m map[PathPattern]*PathRule) []PathRule {
+	out := make([]PathRule, 0, len(m))
+	for _, r := range m {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pattern.Path != out[j].Pattern.Path {
+			return out[i].Pattern.Path < out[j].Pattern.Path
+		}
+		return out[i].Pattern.Match < out[j].Pattern.Match
+	})
+	return out
+}
+
+// With returns a copy of the ruleset with more intents (marked Origin
+// "lease" when they have none): permissive mode amends its scope this way.
+func (rs *Ruleset) With(more ...Intent) (*Ruleset, error) {
+	n := *rs
+	intents := append(append([]Intent(nil), rs.Intents...), more...)
+	for i := len(rs.Intents); i < len(intents); i++ {
+		if intents[i].Origin == "" {
+			intents[i].Origin = "lease"
+		}
+	}
+	if err := n.build(intents); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// Resolve returns a copy in which every host-name NET rule is followed by
+// one rule per address lookup returns (same intent, same ports). A name that
+// does not resolve is an error: a declared host the enforcer cannot wall in
+// must not silently become "no rule".
+func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Ruleset, error) {
+	n := *rs
+	n.Net = nil
+	for _, r := range rs.Net {
+		n.Net = append(n.Net, r)
+		if r.Pattern.Host == "" {
+			continue
+		}
+		addrs, err := lookup(r.Pattern.Host)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %s (from %s): %w", r.Pattern.Host, rs.Intents[r.Intent], err)
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("resolve %s (from %s): no addresses", r.Pattern.Host, rs.Intents[r.Intent])
+		}
+		for _, a := range addrs {
+			a = a.Unmap()
+			p := r.Pattern
+			p.Host, p.Prefix = "", netip.PrefixFrom(a, a.BitLen())
+			n.Net = append(n.Net, NetRule{Pattern: p, Access: r.Access, Intent: r.Intent})
+		}
+	}
+	return &n, nil
+}

@@ -1,0 +1,124 @@
+package policy
+
+// Tool is one declared tool: KCC surface 4 fields, the seven Tool Trust
+// Contract properties of seed 002, and the category and capability code of
+// seed 004.
+type Tool struct {
+	// KCC surface 4.
+	Name                  string    `yaml:"name" json:"name"`
+	Type                  string    `yaml:"type" json:"type,omitempty" jsonschema:"enum=read,enum=write,enum=external,enum=internal"`
+	BlastRadius           string    `yaml:"blast_radius" json:"blast_radius" jsonschema:"enum=read,enum=local,enum=domain,enum=organizational"`
+	UntrustedContent      bool      `yaml:"untrusted_content" json:"untrusted_content"`
+	PrivateDataAccess     bool      `yaml:"private_data_access" json:"private_data_access"`
+	ExternalCommunication bool      `yaml:"external_communication" json:"external_communication"`
+	RateLimit             int       `yaml:"rate_limit" json:"rate_limit,omitempty" jsonschema:"description=requests per minute (KCC); see rate_limits for the full contract"`
+	CostPerInvocation     *ToolCost `yaml:"cost_per_invocation" json:"cost_per_invocation,omitempty"`
+	Version               string    `yaml:"version" json:"version,omitempty"`
+	Description           string    `yaml:"description" json:"description,omitempty"`
+	Server                string    `yaml:"server" json:"server,omitempty" jsonschema:"description=MCP server or tool server id that provides the tool"`
+
+	// Seed 004.
+	Category   string `yaml:"category" json:"category,omitempty" jsonschema:"enum=A,enum=B,enum=C,enum=D"`
+	Capability string `yaml:"capability" json:"capability,omitempty" jsonschema:"description=defaults to tool.<name>.invoke"`
+	TimeoutMS  int    `yaml:"timeout_ms" json:"timeout_ms,omitempty" jsonschema:"description=defaults to the category's timeout"`
+
+	// Tool Trust Contract (seed 002).
+	Permission   Permission              `yaml:"permission" json:"permission,omitempty"`
+	InputSchema  map[string]*ParamSchema `yaml:"input_schema" json:"input_schema,omitempty"`
+	OutputSchema map[string]*ParamSchema `yaml:"output_schema" json:"output_schema,omitempty"`
+	SideEffects  SideEffect              `yaml:"side_effects" json:"side_effects" jsonschema:"enum=READ,enum=REVERSIBLE-WRITE,enum=IRREVERSIBLE-WRITE"`
+	Idempotency  Idempotency             `yaml:"idempotency" json:"idempotency,omitempty"`
+	Rollback     Rollback                `yaml:"rollback" json:"rollback,omitempty"`
+	RateLimits   RateLimits              `yaml:"rate_limits" json:"rate_limits,omitempty"`
+	AuditLogging AuditLogging            `yaml:"audit_logging" json:"audit_logging,omitempty"`
+	Autonomy     Autonomy                `yaml:"autonomy" json:"autonomy,omitempty"`
+}
+
+// CapabilityCode returns the tool's capability, tool.<name>.invoke by default.
+func (t *Tool) CapabilityCode() string {
+	if t.Capability != "" {
+		return t.Capability
+	}
+	return "tool." + t.Name + ".invoke"
+}
+
+// ToolCost is KCC's optional cost contribution: tokens or money.
+type ToolCost struct {
+	Tokens int    `yaml:"tokens" json:"tokens,omitempty"`
+	Money  *Money `yaml:"money" json:"money,omitempty"`
+}
+
+// SideEffect is seed 002's classification by least reversible effect.
+type SideEffect string
+
+const (
+	SideEffectRead              SideEffect = "READ"
+	SideEffectReversibleWrite   SideEffect = "REVERSIBLE-WRITE"
+	SideEffectIrreversibleWrite SideEffect = "IRREVERSIBLE-WRITE"
+)
+
+// Permission: who the tool acts as and what it may touch.
+type Permission struct {
+	ActsAs    string `yaml:"acts_as" json:"acts_as,omitempty"`
+	Scope     string `yaml:"scope" json:"scope,omitempty"`
+	Forbidden string `yaml:"forbidden" json:"forbidden,omitempty"`
+}
+
+// ParamSchema is one argument's type and constraints.
+type ParamSchema struct {
+	Type         string   `yaml:"type" json:"type" jsonschema:"enum=string,enum=number,enum=integer,enum=boolean,enum=enum,enum=array,enum=object"`
+	Required     *bool    `yaml:"required" json:"required,omitempty" jsonschema:"description=defaults to true"`
+	Nullable     bool     `yaml:"nullable" json:"nullable,omitempty"`
+	Min          *float64 `yaml:"min" json:"min,omitempty"`
+	Max          *float64 `yaml:"max" json:"max,omitempty"`
+	MinLength    *int     `yaml:"min_length" json:"min_length,omitempty"`
+	MaxLength    *int     `yaml:"max_length" json:"max_length,omitempty"`
+	Pattern      string   `yaml:"pattern" json:"pattern,omitempty"`
+	Values       []string `yaml:"values" json:"values,omitempty"`
+	MustMatch    string   `yaml:"must_match" json:"must_match,omitempty" jsonschema:"description=context binding, e.g. task.customer_id"`
+	MustBelongTo string   `yaml:"must_belong_to" json:"must_belong_to,omitempty"`
+	Description  string   `yaml:"description" json:"description,omitempty"`
+}
+
+// IsRequired reports whether the argument must be present (default true).
+func (p *ParamSchema) IsRequired() bool { return p.Required == nil || *p.Required }
+
+// Idempotency: does calling twice do it twice?
+type Idempotency struct {
+	Mode      string `yaml:"mode" json:"mode,omitempty" jsonschema:"enum=natural,enum=key,enum=none"`
+	KeySource string `yaml:"key_source" json:"key_source,omitempty"`
+	Behavior  string `yaml:"behavior" json:"behavior,omitempty"`
+}
+
+// Rollback names the compensating action of a REVERSIBLE-WRITE.
+type Rollback struct {
+	Mechanism string `yaml:"mechanism" json:"mechanism,omitempty"`
+	Window    string `yaml:"window" json:"window,omitempty"`
+	Restores  string `yaml:"restores" json:"restores,omitempty"`
+}
+
+// RateLimits per run and per unit of time; PerArgument limits per value of
+// one argument (seed 002's per_customer_per_day).
+type RateLimits struct {
+	PerRun      int                   `yaml:"per_run" json:"per_run,omitempty"`
+	PerMinute   int                   `yaml:"per_minute" json:"per_minute,omitempty"`
+	PerHour     int                   `yaml:"per_hour" json:"per_hour,omitempty"`
+	PerDay      int                   `yaml:"per_day" json:"per_day,omitempty"`
+	PerArgument map[string]RateLimits `yaml:"per_argument" json:"per_argument,omitempty"`
+}
+
+// AuditLogging: what each invocation's record holds and where it goes.
+type AuditLogging struct {
+	Records      []string `yaml:"records" json:"records,omitempty"`
+	Destination  string   `yaml:"destination" json:"destination,omitempty"`
+	Confidential bool     `yaml:"confidential" json:"confidential,omitempty" jsonschema:"description=store argument hashes and redact outputs (seed 004)"`
+}
+
+// Autonomy is where the contract meets the autonomy ladder.
+type Autonomy struct {
+	// Unsupervised: always | never. Empty with UnsupervisedIf set means
+	// conditional; empty without it defaults by side effect (READ: always).
+	Unsupervised   string `yaml:"unsupervised" json:"unsupervised,omitempty" jsonschema:"enum=always,enum=never"`
+	UnsupervisedIf string `yaml:"unsupervised_if" json:"unsupervised_if,omitempty" jsonschema:"description=CEL expression over the arguments (by name, or args.x) and context.x"`
+	Else           string `yaml:"else" json:"else,omitempty" jsonschema:"enum=ESCALATE,enum=DENY,default=ESCALATE"`
+}
