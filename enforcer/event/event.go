@@ -1,0 +1,45 @@
+package event
+
+import (
+	"time"
+
+	"github.com/klocklabs/klock/policy"
+)
+
+// Source names the mechanism that saw an operation.
+type Source string
+
+const (
+	SourceTracepoint Source = "tracepoint" // raw syscall tracepoints (detects)
+	SourceLandlock   Source = "landlock"   // a Landlock denial seen as EACCES (blocked)
+	SourceCgroupNet  Source = "cgroup-net" // cgroup connect/sendmsg/sock_create programs (blocks)
+	SourceLSM        Source = "bpf-lsm"    // BPF LSM hooks (blocks)
+)
+
+// Event is one observed operation.
+type Event struct {
+	Time   time.Time
+	Source Source
+	Triple policy.Triple
+	// Extra is a secondary triple the same operation implies (rename's
+	// destination, exec's CONSUMES of the binary); zero when none.
+	Extra policy.Triple
+	PID   uint32 // thread-group id
+	TID   uint32
+	Comm  string
+	// Syscall is the operation's name (openat, connect, ...), for the log.
+	Syscall string
+	// Errno is the kernel's answer: 0 when the operation succeeded, else
+	// the positive errno (EACCES from Landlock, EPERM from cgroup-net/LSM).
+	Errno int32
+	// Blocked is true when a kernel mechanism refused the operation before
+	// any effect.
+	Blocked bool
+}
+
+// Lost reports events the kernel could not deliver; in strict mode any loss
+// ends the session (fail closed).
+type Lost struct {
+	Time  time.Time
+	Count uint64
+}

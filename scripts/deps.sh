@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what klock's build, tests and demo need, only when missing.
+# Usage: scripts/deps.sh [build|bpf|vm|bench|all]
+#   build  Go is assumed (the module proxy serves the rest)
+#   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
+#   vm     qemu, busybox, cpio (BPF-LSM VM tests)
+#   bench  hyperfine, strace
+set -euo pipefail
+want=()
+need() { # need CMD PACKAGE
+	command -v "$1" >/dev/null 2>&1 || want+=("$2")
+}
+case "${1:-all}" in
+build) need strace strace ;;
+bpf) need clang clang; need llvm-strip llvm; need bpftool bpftool; [ -e /usr/include/bpf/bpf_helpers.h ] || want+=(libbpf-dev) ;;
+vm) need qemu-system-x86_64 qemu-system-x86; [ -e /bin/busybox ] || want+=(busybox-static); need cpio cpio ;;
+bench) need hyperfine hyperfine; need strace strace ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|all]" >&2; exit 2 ;;
+esac
+[ ${#want[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "klock: missing packages: ${want[*]}; run as root or: sudo apt-get install -y ${want[*]}" >&2
+	exit 1
+fi
+echo "klock: installing ${want[*]} (apt)" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
