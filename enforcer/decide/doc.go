@@ -1,0 +1,52 @@
+// Package decide owns the decision between what the kernel backends report
+// (event.Event, event.Lost) and what the session does about it: allow,
+// record a blocked violation, kill the session and roll back (strict), or
+// amend the scope with a lease (permissive, Dynamic Lease Acquisition,
+// KLIS-6 §3.2). It also keeps the session's records (observed triples
+// deduplicated and counted, intent use counts, violations, amendments, lost
+// events, files the session created) for the verification log, and writes
+// the manifest that would have allowed the run (--learn).
+//
+// It never acts: it does not kill, roll back, load rules into the kernel or
+// print. It returns a Verdict and the caller (the session) carries it out.
+// It has no kernel code and no syscalls; it is safe for concurrent use by
+// several backends.
+//
+// Decisions (see Engine.Observe):
+//   - Strict: the first triple outside the scope yields ActionKill, whether
+//     or not the kernel already blocked it. KLIS-6 defines Observed Intent as
+//     the side effects *attempted*, and §3.2 terminates a strict session on
+//     any violation: an agent that probes a wall is exactly the agent strict
+//     mode exists to stop. Verdict.Blocked says whether the effect was
+//     prevented (rollback then has nothing of this operation to undo, but
+//     still restores what earlier allowed operations changed, §3.3).
+//     Events after the first kill verdict are still decided and recorded;
+//     their violations return ActionKill again (killing a cgroup twice is
+//     harmless) with Verdict.First false.
+//   - Permissive: a violation amends the scope with an exact lease intent
+//     (Origin "lease") via Ruleset.With, so the same operation is allowed
+//     next time; the verdict is ActionAmended, or ActionBlocked when a kernel
+//     wall already refused the attempt (walls such as Landlock cannot be
+//     widened at run time; the lease still records the need for --learn).
+//   - Lost events: strict returns ActionKill with a reason (fail closed: an
+//     unseen operation may have been a violation); permissive records them
+//     and returns ActionAllow.
+//   - Files the session created (a successful open(O_CREAT)/creat, mknod,
+//     mkdir or symlink allowed as PROVIDES) may afterwards be CONSUMED,
+//     MUTATED, DELETED and RENAMED by the session without another intent.
+//     Rationale: PROVIDES does not imply MUTATES so that an agent cannot
+//     overwrite a pre-existing file it was only allowed to create next to;
+//     a file the session made itself has no pre-session state to protect
+//     (rollback removes it), and "create build/out.o, then write it" is the
+//     ordinary meaning of PROVIDES. Hard links are never creations (a link
+//     to a CONSUMES-only inode must not become writable), a rename moves the
+//     status to its destination and clears whatever it replaced, and PROC
+//     objects never benefit (executing a file the agent wrote needs a
+//     declared PROC intent). See created.go.
+//
+// Error semantics: Observe and Lost never fail; a triple the ruleset cannot
+// judge (zero type, relative path) is a violation (fail closed). Learned
+// returns an error when the manifest is nil or when its own output does not
+// parse, compile or cover every learned triple (a bug, never silently
+// ignored).
+package decide

@@ -1,0 +1,274 @@
+package decide
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Engine decides events against a ruleset and keeps the session's records.
+// It is safe for concurrent use.
+type Engine struct {
+	mu       sync.Mutex
+	mode     policy.Mode
+	rs       *policy.Ruleset
+	index    map[*policy.Intent]int // intent pointer -> index in rs.Intents
+	now      func() time.Time
+	log      *slog.Logger
+	base     int // number of intents in the initial ruleset
+	uses     []uint64
+	obs      map[policy.Triple]*Observation
+	viol     []Violation
+	amend    []Amendment
+	lost     []LostRecord
+	lostN    uint64
+	events   uint64
+	create   createdSet
+	kill     *Verdict
+	learnMin int
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithClock sets the clock used for events and losses without a time.
+func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = now } }
+
+// WithLogger sets the logger for violations, amendments and losses
+// (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+// New returns an engine for the compiled (and, for host names, resolved)
+// ruleset. mode is the session's effective mode (the CLI may override the
+// manifest's); anything but permissive is strict (fail closed).
+func New(rs *policy.Ruleset, mode policy.Mode, opts ...Option) *Engine {
+	if mode != policy.ModePermissive {
+		mode = policy.ModeStrict
+	}
+	e := &Engine{
+		mode:   mode,
+		now:    time.Now,
+		log:    slog.New(slog.DiscardHandler),
+		obs:    map[policy.Triple]*Observation{},
+		create: createdSet{},
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	e.setRuleset(rs)
+	e.base = len(rs.Intents)
+	return e
+}
+
+func (e *Engine) setRuleset(rs *policy.Ruleset) {
+	e.rs = rs
+	e.index = make(map[*policy.Intent]int, len(rs.Intents))
+	for i := range rs.Intents {
+		e.index[&rs.Intents[i]] = i
+	}
+	for len(e.uses) < len(rs.Intents) {
+		e.uses = append(e.uses, 0)
+	}
+}
+
+// Mode is the effective mode.
+func (e *Engine) Mode() policy.Mode { return e.mode }
+
+// Ruleset returns the current ruleset (with every lease in permissive mode).
+func (e *Engine) Ruleset() *policy.Ruleset {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rs
+}
+
+// Terminated returns the first kill verdict, or nil while the session may go on.
+func (e *Engine) Terminated() *Verdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.kill == nil {
+		return nil
+	}
+	v := *e.kill
+	return &v
+}
+
+// Observe decides one event. Both the event's triple and its Extra are
+// checked; the verdict describes the first violation found, else the main
+// triple. An event is recorded whatever its verdict.
+func (e *Engine) Observe(ev event.Event) Verdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ev.Time.IsZero() {
+		ev.Time = e.now()
+	}
+	e.events++
+	v := e.decide(ev, ev.Triple)
+	if ev.Extra.Type != 0 {
+		if x := e.decide(ev, ev.Extra); x.Violation() && !v.Violation() {
+			v = x
+		}
+	}
+	if !v.Violation() && ev.Errno == 0 && !ev.Blocked {
+		e.create.update(ev)
+	}
+	return v
+}
+
+// decide judges one triple of an event and records it.
+func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
+	o := e.observation(ev, t)
+	v := Verdict{Triple: t, Blocked: ev.Blocked}
+	d := e.rs.Allows(t)
+	switch {
+	case d.Allowed:
+		i := e.index[d.Intent]
+		e.uses[i]++
+		o.Intent, v.Intent = i, d.Intent
+		return v
+	case e.create.allows(t):
+		o.Created, v.Created = true, true
+		return v
+	}
+	v.Err = d.Violation(t)
+	o.Violation = true
+	rec := Violation{
+		Time: ev.Time, Triple: t, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall,
+		Source: ev.Source, Errno: ev.Errno, Blocked: ev.Blocked,
+		Declared: d.Declared, Error: v.Err.Error(), Needed: v.Err.Needed(),
+	}
+	if e.mode == policy.ModeStrict {
+		v.Action = ActionKill
+		if e.kill == nil {
+			v.First = true
+			k := v
+			e.kill = &k
+		}
+		rec.Action = v.Action
+		e.viol = append(e.viol, rec)
+		e.log.Error("scope violation: killing the session", "violation", v.Err.Error(), "pid", ev.PID, "comm", ev.Comm, "blocked", ev.Blocked)
+		return v
+	}
+	// Permissive: Dynamic Lease Acquisition.
+	v.Action = ActionAmended
+	if ev.Blocked {
+		v.Action = ActionBlocked
+	}
+	rec.Action = v.Action
+	if lease, ok := leaseFor(t); ok {
+		if rs, err := e.rs.With(lease); err == nil {
+			e.setRuleset(rs)
+			i := len(rs.Intents) - 1
+			v.Lease = &rs.Intents[i]
+			o.Intent = i
+			e.uses[i]++
+			rec.Lease = v.Lease.String()
+			e.amend = append(e.amend, Amendment{
+				Time: ev.Time, Intent: *v.Lease, Triple: t, PID: ev.PID, Comm: ev.Comm,
+				Syscall: ev.Syscall, Blocked: ev.Blocked,
+			})
+		} else {
+			rec.LeaseError = err.Error()
+		}
+	} else {
+		rec.LeaseError = "no exact intent expresses " + t.String()
+	}
+	e.viol = append(e.viol, rec)
+	e.log.Warn("scope violation: amending the scope (permissive)", "violation", v.Err.Error(), "lease", rec.Lease, "pid", ev.PID, "comm", ev.Comm, "blocked", ev.Blocked)
+	return v
+}
+
+func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {
+	o := e.obs[t]
+	if o == nil {
+		o = &Observation{Triple: t, First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall, Source: ev.Source, Intent: -1}
+		e.obs[t] = o
+	}
+	o.Count++
+	o.Last = ev.Time
+	if ev.Blocked {
+		o.Blocked++
+	}
+	if ev.Errno != 0 {
+		o.Failed++
+	}
+	return o
+}
+
+// Lost records events the kernel could not deliver. Strict: ActionKill
+// (fail closed: what was lost may have been a violation). Permissive:
+// recorded, ActionAllow.
+func (e *Engine) Lost(l event.Lost) Verdict {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if l.Time.IsZero() {
+		l.Time = e.now()
+	}
+	e.lostN += l.Count
+	v := Verdict{}
+	rec := LostRecord{Time: l.Time, Count: l.Count}
+	if e.mode == policy.ModeStrict {
+		v.Action = ActionKill
+		v.Reason = fmt.Sprintf("klock lost %d kernel event(s) (%d in total): an unseen operation may have left the scope; strict mode fails closed and ends the session", l.Count, e.lostN)
+		if e.kill == nil {
+			v.First = true
+			k := v
+			e.kill = &k
+		}
+		e.log.Error("lost events: killing the session", "count", l.Count, "total", e.lostN)
+	} else {
+		e.log.Warn("lost events (permissive: recorded, the verification log is incomplete)", "count", l.Count, "total", e.lostN)
+	}
+	rec.Action = v.Action
+	e.lost = append(e.lost, rec)
+	return v
+}
+
+// leaseFor is the exact intent that allows t, for permissive amendments.
+func leaseFor(t policy.Triple) (policy.Intent, bool) {
+	in := policy.Intent{Predicate: t.Predicate, Origin: "lease", Reason: "dynamic lease acquisition"}
+	switch t.Type {
+	case policy.ObjFile, policy.ObjProc:
+		if t.Path == "" || t.Path[0] != '/' {
+			return in, false
+		}
+		if t.Type == policy.ObjProc && t.Predicate != policy.Provides {
+			return in, false
+		}
+		in.Object = policy.Object{Type: t.Type, Path: policy.PathPattern{Path: t.Path, Match: policy.MatchExact}}
+	case policy.ObjNet:
+		n, ok := netPatternFor(t)
+		if !ok {
+			return in, false
+		}
+		in.Object = policy.Object{Type: policy.ObjNet, Net: n}
+	default:
+		return in, false
+	}
+	return in, true
+}
+
+// netPatternFor is the exact NET pattern of a NET triple.
+func netPatternFor(t policy.Triple) (policy.NetPattern, bool) {
+	if t.Raw {
+		return policy.NetPattern{Raw: true}, true
+	}
+	port := t.Addr.Port()
+	n := policy.NetPattern{Ports: policy.PortRange{Lo: port, Hi: port}, Proto: t.Proto}
+	switch {
+	case t.Host != "":
+		n.Host = t.Host
+	case t.Addr.Addr().IsValid():
+		a := t.Addr.Addr().Unmap()
+		if a.Zone() != "" {
+			a = a.WithZone("")
+		}
+		n.Prefix = netipPrefix(a)
+	default:
+		return n, false
+	}
+	return n, true
+}

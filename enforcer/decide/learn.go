@@ -1,0 +1,424 @@
+package decide
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/klocklabs/klock/policy"
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultLearnThreshold is how many distinct observed paths directly in one
+// directory (with one predicate) make --learn declare the directory's
+// subtree instead of each path.
+const DefaultLearnThreshold = 4
+
+// WithLearnThreshold sets the collapse threshold of Learned (minimum 2).
+func WithLearnThreshold(n int) Option {
+	return func(e *Engine) { e.learnMin = max(n, 2) }
+}
+
+// ErrLearn marks a learned manifest that failed its own check.
+var ErrLearn = errors.New("learned manifest does not cover the run")
+
+// learnedIntent is one intent --learn adds.
+type learnedIntent struct {
+	pred    policy.Predicate
+	obj     string // object string, e.g. FILE:/srv/repo/build/** (workdir not yet contracted)
+	typ     policy.ObjectType
+	comment string
+}
+
+// Learned returns a YAML manifest that would have allowed the run: m's
+// fields (minus its signature, which no longer matches) with m's intents
+// followed by intents for every triple that was a violation. Generalization:
+//   - FILE: exact paths; when at least the threshold (DefaultLearnThreshold)
+//     of distinct paths with one predicate sit directly in one directory,
+//     the directory's subtree (/dir/**) instead, repeated upwards. Never for
+//     a directory at depth < 2 (/etc/**, /home/**), a home directory
+//     (/home/<user>, /root), or anything under /proc, /sys, /dev, /run;
+//     for writing predicates (PROVIDES, MUTATES, DELETES, RENAMES) only
+//     inside the workdir, /tmp or /var/tmp. A path the manifest language
+//     cannot write exactly (a wildcard character, "$") becomes its
+//     directory's children (/dir/*). Every collapse is commented.
+//   - NET: the exact address (or host name), port and protocol.
+//   - PROC: the exact executable.
+//
+// Paths under the workdir are written ${workdir}/...; the output is checked:
+// it must parse with policy.Parse, compile, and allow every learned triple
+// (else ErrLearn). Triples no intent can express (relative paths, unknown
+// types) are listed in a comment and skipped.
+func (e *Engine) Learned(m *policy.Manifest) ([]byte, error) {
+	if m == nil {
+		return nil, errors.New("learn: no manifest")
+	}
+	e.mu.Lock()
+	var need []learnObs
+	for _, o := range e.obs {
+		if o.Violation {
+			need = append(need, learnObs{t: o.Triple, count: o.Count})
+		}
+	}
+	threshold := e.learnMin
+	e.mu.Unlock()
+	if threshold == 0 {
+		threshold = DefaultLearnThreshold
+	}
+	sort.Slice(need, func(i, j int) bool { return need[i].t.String() < need[j].t.String() })
+
+	learned, skipped := generalize(need, m.Workdir, threshold)
+	out, err := renderLearned(m, learned, skipped)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLearned(out, need, skipped); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+type learnObs struct {
+	t     policy.Triple
+	count uint64
+}
+
+// generalize turns the violating triples into intents.
+func generalize(need []learnObs, workdir string, threshold int) (out []learnedIntent, skipped []string) {
+	files := map[policy.Predicate][]learnObs{}
+	for _, o := range need {
+		t := o.t
+		switch t.Type {
+		case policy.ObjFile:
+			if !absClean(t.Path) {
+				skipped = append(skipped, t.String())
+				continue
+			}
+			files[t.Predicate] = append(files[t.Predicate], o)
+		case policy.ObjProc:
+			if t.Predicate != policy.Provides || !absClean(t.Path) {
+				skipped = append(skipped, t.String())
+				continue
+			}
+			pat, note := exactOrNearest(t.Path)
+			out = append(out, learnedIntent{pred: t.Predicate, typ: t.Type, obj: "PROC:" + pat, comment: note + seen(o.count)})
+		case policy.ObjNet:
+			n, ok := netPatternFor(t)
+			if !ok || (t.Predicate != policy.Consumes && t.Predicate != policy.Provides) {
+				skipped = append(skipped, t.String())
+				continue
+			}
+			out = append(out, learnedIntent{pred: t.Predicate, typ: t.Type, obj: "NET:" + n.String(), comment: seen(o.count)})
+		default:
+			skipped = append(skipped, t.String())
+		}
+	}
+	for _, p := range policy.Predicates() {
+		out = append(out, collapse(p, files[p], workdir, threshold)...)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].typ != out[j].typ {
+			return out[i].typ < out[j].typ
+		}
+		if out[i].obj != out[j].obj {
+			return out[i].obj < out[j].obj
+		}
+		return out[i].pred < out[j].pred
+	})
+	return out, skipped
+}
+
+func seen(n uint64) string {
+	if n == 1 {
+		return "learned: seen once"
+	}
+	return fmt.Sprintf("learned: seen %d times", n)
+}
+
+func absClean(p string) bool { return p != "" && p[0] == '/' && path.Clean(p) == p }
+
+// exactOrNearest returns p when the manifest language can write it as an
+// exact path, else the nearest expressible pattern and a note.
+func exactOrNearest(p string) (string, string) {
+	if expressible(p) {
+		return p, ""
+	}
+	dir, match := path.Dir(p), policy.MatchChildren
+	for !expressible(dir) {
+		dir, match = path.Dir(dir), policy.MatchSubtree
+	}
+	return policy.PathPattern{Path: dir, Match: match}.String(), fmt.Sprintf("widened: %q cannot be written exactly; ", p)
+}
+
+func expressible(p string) bool {
+	pp, err := policy.ParsePathPattern(p)
+	return err == nil && pp.Match == policy.MatchExact && pp.Path == p && !strings.HasPrefix(p, policy.WorkdirVar)
+}
+
+type fileEntry struct {
+	pat   policy.PathPattern
+	paths int
+	count uint64
+	note  string
+}
+
+// collapse generalizes one predicate's paths.
+func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int) []learnedIntent {
+	entries := map[policy.PathPattern]*fileEntry{}
+	for _, o := range obs {
+		s, note := exactOrNearest(o.t.Path)
+		pp, err := policy.ParsePathPattern(s)
+		if err != nil {
+			continue // unreachable: exactOrNearest returns expressible forms
+		}
+		e := entries[pp]
+		if e == nil {
+			e = &fileEntry{pat: pp, note: note}
+			entries[pp] = e
+		}
+		e.paths++
+		e.count += o.count
+	}
+	for changed := true; changed; {
+		changed = false
+		groups := map[string][]policy.PathPattern{}
+		for pat := range entries {
+			if pat.Path == "/" {
+				continue
+			}
+			groups[path.Dir(pat.Path)] = append(groups[path.Dir(pat.Path)], pat)
+		}
+		dirs := make([]string, 0, len(groups))
+		for d := range groups {
+			dirs = append(dirs, d)
+		}
+		sort.Strings(dirs)
+		for _, d := range dirs {
+			if len(groups[d]) < threshold || !sensible(d, p, workdir) {
+				continue
+			}
+			sub := policy.PathPattern{Path: d, Match: policy.MatchSubtree}
+			merged := &fileEntry{pat: sub}
+			for pat, e := range entries {
+				if sub.Covers(pat.Path) {
+					merged.paths += e.paths
+					merged.count += e.count
+					delete(entries, pat)
+				}
+			}
+			merged.note = fmt.Sprintf("learned: %d observed paths collapsed into the subtree; ", merged.paths)
+			entries[sub] = merged
+			changed = true
+			break
+		}
+	}
+	out := make([]learnedIntent, 0, len(entries))
+	for _, e := range entries {
+		c := e.note
+		switch {
+		case e.pat.Match == policy.MatchSubtree && strings.HasPrefix(c, "learned:"):
+			c += fmt.Sprintf("seen %d times", e.count)
+		default:
+			c += seen(e.count)
+		}
+		out = append(out, learnedIntent{pred: p, typ: policy.ObjFile, obj: "FILE:" + e.pat.String(), comment: c})
+	}
+	return out
+}
+
+var neverCollapse = []string{"/proc", "/sys", "/dev", "/run", "/var/run"}
+
+// sensible says whether dir may be declared as a subtree for predicate p.
+func sensible(dir string, p policy.Predicate, workdir string) bool {
+	if strings.Count(dir, "/") < 2 || dir == "/root" {
+		return false
+	}
+	if strings.HasPrefix(dir, "/home/") && strings.Count(dir, "/") == 2 {
+		return false
+	}
+	for _, n := range neverCollapse {
+		if dir == n || strings.HasPrefix(dir, n+"/") {
+			return false
+		}
+	}
+	if p == policy.Consumes || p == policy.DependsOn {
+		return true
+	}
+	for _, w := range []string{workdir, "/tmp", "/var/tmp"} {
+		if w != "" && w != "/" && (dir == w || strings.HasPrefix(dir, w+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// contract writes a path under the workdir as ${workdir}/....
+func contract(obj, workdir string) string {
+	typ, p, ok := strings.Cut(obj, ":")
+	if !ok || (typ != "FILE" && typ != "PROC") || workdir == "" || workdir == "/" {
+		return obj
+	}
+	if p == workdir || strings.HasPrefix(p, workdir+"/") {
+		return typ + ":" + policy.WorkdirVar + p[len(workdir):]
+	}
+	return obj
+}
+
+// renderLearned writes the manifest document.
+func renderLearned(m *policy.Manifest, learned []learnedIntent, skipped []string) ([]byte, error) {
+	var doc yaml.Node
+	if err := doc.Encode(m); err != nil {
+		return nil, fmt.Errorf("learn: encode manifest: %w", err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	prune(root)
+	intents := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	have := map[string]bool{}
+	for _, in := range m.Intents {
+		have[in.String()] = true
+		obj := contract(in.Object.String(), m.Workdir)
+		if in.Subject == "" && in.Confidence == "" && in.Reason == "" && !strings.ContainsAny(obj, " \t\n") {
+			intents.Content = append(intents.Content, str(in.Predicate.String()+" "+obj))
+			continue
+		}
+		mp := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		add := func(k, v string) {
+			if v != "" {
+				mp.Content = append(mp.Content, str(k), str(v))
+			}
+		}
+		add("predicate", in.Predicate.String())
+		add("object", obj)
+		add("subject", in.Subject)
+		add("confidence", in.Confidence)
+		add("reason", in.Reason)
+		intents.Content = append(intents.Content, mp)
+	}
+	first := true
+	for _, l := range learned {
+		s := l.pred.String() + " " + l.obj
+		if have[s] {
+			continue
+		}
+		have[s] = true
+		obj := contract(l.obj, m.Workdir)
+		var n *yaml.Node
+		if strings.ContainsAny(obj, " \t\n") {
+			n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
+				str("predicate"), str(l.pred.String()), str("object"), str(obj)}}
+		} else {
+			n = str(l.pred.String() + " " + obj)
+		}
+		n.LineComment = "# " + l.comment
+		if first {
+			n.HeadComment = "# --- learned by klock run --learn: review before use ---"
+			first = false
+		}
+		intents.Content = append(intents.Content, n)
+	}
+	setKey(root, "intents", intents)
+	deleteKey(root, "signature")
+	head := "# Manifest learned by klock run --learn: the original manifest plus the\n" +
+		"# intents this run needed. Review every learned intent before use; the\n" +
+		"# original signature was dropped (it no longer matches): sign it again."
+	if len(skipped) > 0 {
+		head += "\n# Observed but not expressible as an intent (not learned):"
+		for _, s := range skipped {
+			head += "\n#   " + s
+		}
+	}
+	root.HeadComment = head
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, fmt.Errorf("learn: encode: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("learn: encode: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+// prune drops nulls, empty strings and empty collections from maps, so the
+// output only holds what the manifest set (the policy decoder rejects some
+// explicit nulls, e.g. KCC's float money fields).
+func prune(n *yaml.Node) bool {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Tag == "!!null" || (n.Tag == "!!str" && n.Value == "")
+	case yaml.MappingNode:
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if prune(n.Content[i+1]) {
+				continue
+			}
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+		n.Content = kept
+		return len(n.Content) == 0
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			prune(c)
+		}
+		return len(n.Content) == 0
+	}
+	return false
+}
+
+func setKey(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, str(key), v)
+}
+
+func deleteKey(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			return
+		}
+	}
+}
+
+// checkLearned parses and compiles the output and checks it allows every
+// learned triple.
+func checkLearned(out []byte, need []learnObs, skipped []string) error {
+	m, err := policy.Parse("learned.yaml", out)
+	if err != nil {
+		return fmt.Errorf("%w: it does not parse: %w", ErrLearn, err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		return fmt.Errorf("%w: it does not compile: %w", ErrLearn, err)
+	}
+	skip := map[string]bool{}
+	for _, s := range skipped {
+		skip[s] = true
+	}
+	var missing []string
+	for _, o := range need {
+		if skip[o.t.String()] {
+			continue
+		}
+		if !rs.Allows(o.t).Allowed {
+			missing = append(missing, o.t.String())
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s", ErrLearn, strings.Join(missing, ", "))
+	}
+	return nil
+}

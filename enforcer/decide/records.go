@@ -1,0 +1,152 @@
+package decide
+
+import (
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+func netipPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+// Observation is one distinct observed triple.
+type Observation struct {
+	Triple policy.Triple
+	Count  uint64 // times observed
+	// Blocked counts attempts a kernel mechanism refused; Failed counts
+	// attempts that returned an error (blocked or not).
+	Blocked, Failed uint64
+	// First occurrence.
+	First   time.Time
+	PID     uint32
+	Comm    string
+	Syscall string
+	Source  event.Source
+	Last    time.Time
+	// Intent is the index in Records.Intents of the intent that allowed it
+	// (the latest one: a lease after an amendment); -1 when none did.
+	Intent int
+	// Created is true when it was allowed because the session created the file.
+	Created bool
+	// Violation is true when at least one occurrence was outside the scope.
+	Violation bool
+}
+
+// Violation is one triple observed outside the scope.
+type Violation struct {
+	Time     time.Time
+	Triple   policy.Triple
+	PID      uint32
+	Comm     string
+	Syscall  string
+	Source   event.Source
+	Errno    int32
+	Blocked  bool
+	Declared policy.Access // what the scope declares on the object
+	Error    string        // the ScopeViolationError text
+	Needed   string        // the intent that would have allowed it
+	Action   Action
+	// Lease is the amendment made for it (permissive), LeaseError why none could be.
+	Lease      string
+	LeaseError string
+}
+
+// Amendment is one Dynamic Lease Acquisition.
+type Amendment struct {
+	Time    time.Time
+	Intent  policy.Intent
+	Triple  policy.Triple
+	PID     uint32
+	Comm    string
+	Syscall string
+	Blocked bool
+}
+
+// LostRecord is one report of lost kernel events.
+type LostRecord struct {
+	Time   time.Time
+	Count  uint64
+	Action Action
+}
+
+// Records is a snapshot of what the engine decided, for the verification log.
+type Records struct {
+	Mode policy.Mode
+	// Intents are the current ruleset's intents: the manifest's, then the
+	// baseline's, then leases (Origin says which). Uses[i] counts the
+	// triple occurrences Intents[i] allowed.
+	Intents []policy.Intent
+	Uses    []uint64
+	// Initial is the number of intents before any amendment.
+	Initial int
+	// Observed is deduplicated, ordered by first occurrence.
+	Observed   []Observation
+	Violations []Violation
+	Amendments []Amendment
+	Lost       []LostRecord
+	LostTotal  uint64
+	Events     uint64
+	// Created are the paths the session created and still owns, sorted.
+	Created []string
+	// Kill is the first kill verdict, nil when the session was not killed by klock.
+	Kill *Verdict
+}
+
+// Records returns a copy of the engine's records.
+func (e *Engine) Records() Records {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := Records{
+		Mode:       e.mode,
+		Intents:    append([]policy.Intent(nil), e.rs.Intents...),
+		Uses:       append([]uint64(nil), e.uses[:len(e.rs.Intents)]...),
+		Initial:    e.base,
+		Violations: append([]Violation(nil), e.viol...),
+		Amendments: append([]Amendment(nil), e.amend...),
+		Lost:       append([]LostRecord(nil), e.lost...),
+		LostTotal:  e.lostN,
+		Events:     e.events,
+	}
+	r.Observed = make([]Observation, 0, len(e.obs))
+	for _, o := range e.obs {
+		r.Observed = append(r.Observed, *o)
+	}
+	sort.Slice(r.Observed, func(i, j int) bool {
+		a, b := &r.Observed[i], &r.Observed[j]
+		if !a.First.Equal(b.First) {
+			return a.First.Before(b.First)
+		}
+		return a.Triple.String() < b.Triple.String()
+	})
+	for p := range e.create {
+		r.Created = append(r.Created, p)
+	}
+	sort.Strings(r.Created)
+	if e.kill != nil {
+		k := *e.kill
+		r.Kill = &k
+	}
+	return r
+}
+
+// Unused returns the indexes of manifest intents (Origin "manifest") that
+// allowed nothing: KLIS-6 §4 under-utilization.
+func (r Records) Unused() []int {
+	var out []int
+	for i := 0; i < r.Initial && i < len(r.Intents); i++ {
+		if r.Uses[i] == 0 && isManifest(r.Intents[i]) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func isManifest(in policy.Intent) bool {
+	return in.Origin == "" || in.Origin == "manifest"
+}
+
+// IsBaseline reports whether an intent comes from a baseline.
+func IsBaseline(in policy.Intent) bool { return strings.HasPrefix(in.Origin, "baseline:") }
