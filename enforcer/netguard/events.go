@@ -1,0 +1,142 @@
+//go:build linux
+
+package netguard
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+// lostPoll is how often the kernel's per-session loss counters are read.
+const lostPoll = 100 * time.Millisecond
+
+func (g *Guard) readLoop() {
+	defer g.wg.Done()
+	var rec ringbuf.Record
+	for {
+		if err := g.rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return
+			}
+			g.logger.Error("netguard: read ring buffer", "err", err)
+			continue
+		}
+		var raw netguardNgEvent
+		if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
+			g.logger.Error("netguard: short event", "bytes", len(rec.RawSample))
+			continue
+		}
+		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
+			g.logger.Error("netguard: decode event", "err", err)
+			continue
+		}
+		g.dispatch(raw.CgroupId, toEvent(&raw, time.Now()))
+	}
+}
+
+func (g *Guard) dispatch(id uint64, ev event.Event) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.sessions[id]
+	if s == nil || s.closed {
+		g.orphans++
+		g.logger.Debug("netguard: denial for a cgroup without session", "cgroup", id, "triple", ev.Triple.String())
+		return
+	}
+	select {
+	case s.events <- ev:
+	default:
+		s.pendingLost++
+		s.flushLostLocked()
+	}
+}
+
+// lostLoop moves the kernel's per-session loss counters to Session.Lost.
+func (g *Guard) lostLoop() {
+	defer g.wg.Done()
+	t := time.NewTicker(lostPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.done:
+			return
+		case <-t.C:
+		}
+		g.mu.Lock()
+		for id, s := range g.sessions {
+			var n uint64
+			if err := g.objs.NgLost.Lookup(id, &n); err == nil && n > s.kernelLost {
+				s.pendingLost += n - s.kernelLost
+				s.kernelLost = n
+			}
+			s.flushLostLocked()
+		}
+		g.mu.Unlock()
+	}
+}
+
+// flushLostLocked delivers the pending loss count, if any; g.mu is held.
+func (s *Session) flushLostLocked() {
+	if s.pendingLost == 0 || s.closed {
+		return
+	}
+	select {
+	case s.lost <- event.Lost{Time: time.Now(), Count: s.pendingLost}:
+		s.pendingLost = 0
+	default: // delivered with the next report
+	}
+}
+
+// toEvent maps one kernel record to the triple it denied.
+func toEvent(r *netguardNgEvent, now time.Time) event.Event {
+	ev := event.Event{
+		Time:    now,
+		Source:  event.SourceCgroupNet,
+		PID:     r.Pid,
+		TID:     r.Tid,
+		Comm:    comm(r.Comm),
+		Errno:   int32(unix.EPERM),
+		Blocked: true,
+	}
+	var proto policy.Proto
+	switch r.Proto {
+	case 1:
+		proto = policy.ProtoTCP
+	case 2:
+		proto = policy.ProtoUDP
+	}
+	ap := netip.AddrPortFrom(decodeAddr(r.Addr, r.Family), r.Port)
+	switch r.Hook {
+	case hookConnect4, hookConnect6:
+		ev.Syscall, ev.Triple = "connect", policy.NetTriple(policy.Consumes, ap, proto)
+	case hookSendmsg4, hookSendmsg6:
+		ev.Syscall, ev.Triple = "sendmsg", policy.NetTriple(policy.Consumes, ap, proto)
+	case hookBind4, hookBind6:
+		ev.Syscall, ev.Triple = "bind", policy.NetTriple(policy.Provides, ap, proto)
+	case hookSockCreate:
+		ev.Syscall, ev.Triple = "socket", policy.RawSocketTriple()
+	}
+	return ev
+}
+
+func comm(c [16]int8) string {
+	b := make([]byte, 0, len(c))
+	for _, x := range c {
+		if x == 0 {
+			break
+		}
+		b = append(b, byte(x))
+	}
+	return string(b)
+}
