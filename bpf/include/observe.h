@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * observe.h: the record bpf/observe.bpf.c sends to user space
+ * (enforcer/observe decodes it; keep both in step: the Go side checks the
+ * layout against the bpf2go-generated type in a test).
+ */
+#ifndef KLOCK_OBSERVE_H
+#define KLOCK_OBSERVE_H
+
+#define OBS_PATH_MAX 4096
+#define OBS_COMM_LEN 16
+
+/* Operations: the BPF side normalises architecture syscall numbers to these,
+ * so user space never needs a syscall table. */
+enum obs_op {
+	OBS_OP_NONE = 0,
+	OBS_OP_OPEN,        /* open, openat, openat2, creat, open_by_handle_at */
+	OBS_OP_MKDIR,       /* mkdir, mkdirat */
+	OBS_OP_MKNOD,       /* mknod, mknodat */
+	OBS_OP_UNLINK,      /* unlink, unlinkat (flags: AT_REMOVEDIR) */
+	OBS_OP_RMDIR,       /* rmdir */
+	OBS_OP_RENAME,      /* rename, renameat, renameat2 */
+	OBS_OP_LINK,        /* link, linkat */
+	OBS_OP_SYMLINK,     /* symlink, symlinkat (path0 = target string, path1 = new link) */
+	OBS_OP_TRUNCATE,    /* truncate (path), ftruncate (fd) */
+	OBS_OP_CHMOD,       /* chmod, fchmod, fchmodat, fchmodat2 */
+	OBS_OP_CHOWN,       /* chown, lchown, fchown, fchownat */
+	OBS_OP_UTIMES,      /* utime, utimes, futimesat, utimensat */
+	OBS_OP_XATTR,       /* set/remove xattr families */
+	OBS_OP_EXEC,        /* sched_process_exec (success) or a failed execve/execveat */
+	OBS_OP_CONNECT,
+	OBS_OP_SENDTO,      /* sendto, sendmsg, sendmmsg with an address */
+	OBS_OP_BIND,
+	OBS_OP_LISTEN,
+	OBS_OP_SOCKET,      /* raw or packet sockets only */
+	OBS_OP_IO_URING,    /* io_uring_setup / io_uring_enter / io_uring_register */
+	OBS_OP_COMPAT,      /* a 32-bit (ia32) syscall: not decoded */
+	OBS_OP_FORK,        /* sched_process_fork of a new process (not a thread) */
+	OBS_OP_EXIT,        /* sched_process_exit of a whole process */
+};
+
+/* Where a path argument's string came from / how the object was named. */
+enum obs_kflags {
+	OBS_F_COMPAT    = 1 << 0, /* ia32 syscall */
+	OBS_F_FAULT0    = 1 << 1, /* path0 could not be read */
+	OBS_F_FAULT1    = 1 << 2, /* path1 could not be read */
+	OBS_F_INO       = 1 << 3, /* ino/dev/mode name the object the kernel acted on */
+	OBS_F_CREATED   = 1 << 4, /* open created the file (FMODE_CREATED) */
+	OBS_F_ADDR      = 1 << 5, /* family/addr/port are set */
+	OBS_F_BASE      = 1 << 6, /* base_ino/base_dev name the dirfd or cwd */
+	OBS_F_SOCK      = 1 << 7, /* sotype/proto came from the kernel socket */
+	OBS_F_TRUNC     = 1 << 8, /* path0 was longer than OBS_PATH_MAX */
+	OBS_F_FDPATH    = 1 << 9, /* the object is named by the fd argument, not a path */
+	OBS_F_BASE2     = 1 << 10, /* base2_ino/base2_dev name dirfd2 (or cwd) */
+};
+
+struct obs_rec {
+	__u64 ts;        /* bpf_ktime_get_boot_ns */
+	__u64 cgid;      /* cgroup v2 id of the task */
+	__s64 ret;       /* syscall return value (0 for exec/fork/exit) */
+	__u64 flags;     /* open flags, *at flags, rename flags, socket type */
+	__u64 ino;       /* object inode (OBS_F_INO) */
+	__u64 base_ino;  /* dirfd/cwd inode for path0 (OBS_F_BASE) */
+	__u64 base2_ino; /* dirfd2/cwd inode for path1 (OBS_F_BASE2) */
+	__u32 dev;       /* kernel dev_t (s_dev) of ino */
+	__u32 base_dev;
+	__u32 base2_dev;
+	__u32 pid;       /* tgid */
+	__u32 tid;
+	__u32 ppid;      /* fork: parent tgid; exec: old tid */
+	__u32 mode;      /* create/chmod mode; f_mode of an opened file */
+	__s32 nr;        /* raw syscall number */
+	__s32 dirfd;
+	__s32 dirfd2;
+	__s32 fd;        /* the fd argument of fd-based ops */
+	__u16 op;
+	__u16 kflags;
+	__u16 len0;      /* bytes of path0 including the NUL (0: none) */
+	__u16 len1;
+	__u16 family;
+	__u16 sotype;
+	__u16 proto;
+	__u16 port;      /* host order */
+	__u8 addr[16];
+	__u32 exit_code;
+	__u32 _pad;
+	char comm[OBS_COMM_LEN];
+	char path0[OBS_PATH_MAX];
+	char path1[OBS_PATH_MAX];
+};
+
+/* Per-session entry of the watched map (key: cgroup id). */
+struct obs_session {
+	__u64 lost; /* records of this cgroup the ring buffer could not take */
+};
+
+#endif

@@ -1,0 +1,854 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * observe.bpf.c: klock's observation backend (detects, never blocks).
+ *
+ * Every program starts with one hash lookup of the current task's cgroup v2
+ * id in `watched`; tasks of cgroups nobody watches return at once. Several
+ * sessions share the loaded programs: each session adds its cgroup id.
+ *
+ * File and network syscalls are recorded at tp_btf/sys_exit, once the kernel
+ * has answered: the arguments are still in the saved user registers, the
+ * path strings are still in user memory (and resident: the kernel has just
+ * copied them, so bpf_probe_read_user_str cannot miss a not-yet-faulted page,
+ * which a read at sys_enter can), and the return value is known. One record
+ * per completed syscall goes over the `events` ring buffer. Objects the
+ * kernel resolved itself are named by inode (the fd an open returned, the fd
+ * argument of f* calls, the dirfd or cwd a relative path starts from, the
+ * file an exec loaded) so user space can check its own path resolution.
+ *
+ * A successful execve never returns to the old image: it is recorded at
+ * tp_btf/sched_process_exec with the kernel's copy of the file name.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "observe.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define AT_FDCWD -100
+#define AT_REMOVEDIR 0x200
+#define AT_EMPTY_PATH 0x1000
+#define O_WRONLY 01
+#define O_CREAT 0100
+#define O_TRUNC 01000
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define AF_PACKET 17
+#define SOCK_RAW 3
+#define EBADF 9
+#define ENOTSOCK 88
+#define FMODE_CREATED (1U << 20)
+#define TS_COMPAT 0x0002
+
+/* Syscall numbers: x86_64 has the legacy path calls, arm64 only the *at ones. */
+#if defined(__TARGET_ARCH_x86)
+#define SYSNR(regs) BPF_CORE_READ((regs), orig_ax)
+#define ARG6(regs) BPF_CORE_READ((regs), r9)
+#define NR_open 2
+#define NR_creat 85
+#define NR_mkdir 83
+#define NR_mknod 133
+#define NR_unlink 87
+#define NR_rmdir 84
+#define NR_rename 82
+#define NR_link 86
+#define NR_symlink 88
+#define NR_chmod 90
+#define NR_chown 92
+#define NR_lchown 94
+#define NR_utime 132
+#define NR_utimes 235
+#define NR_futimesat 261
+#define NR_openat 257
+#define NR_openat2 437
+#define NR_open_by_handle_at 304
+#define NR_mkdirat 258
+#define NR_mknodat 259
+#define NR_unlinkat 263
+#define NR_renameat 264
+#define NR_renameat2 316
+#define NR_linkat 265
+#define NR_symlinkat 266
+#define NR_truncate 76
+#define NR_ftruncate 77
+#define NR_fchmod 91
+#define NR_fchmodat 268
+#define NR_fchmodat2 452
+#define NR_fchown 93
+#define NR_fchownat 260
+#define NR_utimensat 280
+#define NR_setxattr 188
+#define NR_lsetxattr 189
+#define NR_fsetxattr 190
+#define NR_removexattr 197
+#define NR_lremovexattr 198
+#define NR_fremovexattr 199
+#define NR_setxattrat 463
+#define NR_removexattrat 466
+#define NR_execve 59
+#define NR_execveat 322
+#define NR_socket 41
+#define NR_connect 42
+#define NR_sendto 44
+#define NR_sendmsg 46
+#define NR_sendmmsg 307
+#define NR_bind 49
+#define NR_listen 50
+#define NR_io_uring_setup 425
+#define NR_io_uring_enter 426
+#define NR_io_uring_register 427
+#elif defined(__TARGET_ARCH_arm64)
+struct pt_regs___obs_arm64 {
+	__s32 syscallno;
+} __attribute__((preserve_access_index));
+#define SYSNR(regs) BPF_CORE_READ((struct pt_regs___obs_arm64 *)(regs), syscallno)
+#define ARG6(regs) BPF_CORE_READ((struct user_pt_regs *)(regs), regs[5])
+#define NR_openat 56
+#define NR_openat2 437
+#define NR_open_by_handle_at 265
+#define NR_mkdirat 34
+#define NR_mknodat 33
+#define NR_unlinkat 35
+#define NR_renameat 38
+#define NR_renameat2 276
+#define NR_linkat 37
+#define NR_symlinkat 36
+#define NR_truncate 45
+#define NR_ftruncate 46
+#define NR_fchmod 52
+#define NR_fchmodat 53
+#define NR_fchmodat2 452
+#define NR_fchown 55
+#define NR_fchownat 54
+#define NR_utimensat 88
+#define NR_setxattr 5
+#define NR_lsetxattr 6
+#define NR_fsetxattr 7
+#define NR_removexattr 14
+#define NR_lremovexattr 15
+#define NR_fremovexattr 16
+#define NR_setxattrat 463
+#define NR_removexattrat 466
+#define NR_execve 221
+#define NR_execveat 281
+#define NR_socket 198
+#define NR_connect 203
+#define NR_sendto 206
+#define NR_sendmsg 211
+#define NR_sendmmsg 269
+#define NR_bind 200
+#define NR_listen 201
+#define NR_io_uring_setup 425
+#define NR_io_uring_enter 426
+#define NR_io_uring_register 427
+#else
+#error "observe.bpf.c: unsupported target architecture"
+#endif
+
+#define ARG1(r) PT_REGS_PARM1_CORE_SYSCALL(r)
+#define ARG2(r) PT_REGS_PARM2_CORE_SYSCALL(r)
+#define ARG3(r) PT_REGS_PARM3_CORE_SYSCALL(r)
+#define ARG4(r) PT_REGS_PARM4_CORE_SYSCALL(r)
+#define ARG5(r) PT_REGS_PARM5_CORE_SYSCALL(r)
+
+/* Set by user space before load. */
+const volatile __u64 wakeup_bytes = 0; /* 0: wake the reader on every record */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct obs_session);
+} watched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct obs_rec);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u16 op)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct obs_session *s = bpf_map_lookup_elem(&watched, &cgid);
+	if (!s)
+		return NULL;
+	__u32 zero = 0;
+	struct obs_rec *r = bpf_map_lookup_elem(&scratch, &zero);
+	if (!r)
+		return NULL;
+	__u64 id = bpf_get_current_pid_tgid();
+	r->ts = bpf_ktime_get_boot_ns();
+	r->cgid = cgid;
+	r->ret = 0;
+	r->flags = 0;
+	r->ino = 0;
+	r->base_ino = 0;
+	r->base2_ino = 0;
+	r->dev = 0;
+	r->base_dev = 0;
+	r->base2_dev = 0;
+	r->pid = id >> 32;
+	r->tid = (__u32)id;
+	r->ppid = 0;
+	r->mode = 0;
+	r->nr = -1;
+	r->dirfd = AT_FDCWD;
+	r->dirfd2 = AT_FDCWD;
+	r->fd = -1;
+	r->op = op;
+	r->kflags = 0;
+	r->len0 = 0;
+	r->len1 = 0;
+	r->family = 0;
+	r->sotype = 0;
+	r->proto = 0;
+	r->port = 0;
+	__builtin_memset(r->addr, 0, sizeof(r->addr));
+	r->exit_code = 0;
+	r->_pad = 0;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	*sess = s;
+	return r;
+}
+
+static __always_inline void rec_emit(struct obs_rec *r, struct obs_session *s)
+{
+	__u64 sz;
+	__u32 n;
+	if (r->len1) {
+		n = r->len1;
+		if (n > OBS_PATH_MAX)
+			n = OBS_PATH_MAX;
+		sz = __builtin_offsetof(struct obs_rec, path1) + n;
+	} else {
+		n = r->len0;
+		if (n > OBS_PATH_MAX)
+			n = OBS_PATH_MAX;
+		sz = __builtin_offsetof(struct obs_rec, path0) + n;
+	}
+	__u64 flags = 0;
+	if (wakeup_bytes) {
+		if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+			flags = BPF_RB_FORCE_WAKEUP;
+		else
+			flags = BPF_RB_NO_WAKEUP;
+	}
+	if (bpf_ringbuf_output(&events, r, sz, flags)) {
+		__u32 zero = 0;
+		__u64 *l = bpf_map_lookup_elem(&lost, &zero);
+		if (l)
+			*l += 1;
+		__sync_fetch_and_add(&s->lost, 1);
+	}
+}
+
+static __always_inline void read_path0(struct obs_rec *r, const char *up)
+{
+	if (!up) {
+		r->kflags |= OBS_F_FAULT0;
+		return;
+	}
+	long n = bpf_probe_read_user_str(r->path0, sizeof(r->path0), up);
+	if (n < 0) {
+		r->kflags |= OBS_F_FAULT0;
+		r->path0[0] = 0;
+		return;
+	}
+	r->len0 = n;
+}
+
+static __always_inline void read_path1(struct obs_rec *r, const char *up)
+{
+	if (!up) {
+		r->kflags |= OBS_F_FAULT1;
+		return;
+	}
+	long n = bpf_probe_read_user_str(r->path1, sizeof(r->path1), up);
+	if (n < 0) {
+		r->kflags |= OBS_F_FAULT1;
+		r->path1[0] = 0;
+		return;
+	}
+	r->len1 = n;
+}
+
+static __always_inline struct file *fd_file(struct task_struct *t, int fd)
+{
+	if (fd < 0)
+		return NULL;
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	if (!fdt)
+		return NULL;
+	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	if ((unsigned int)fd >= max)
+		return NULL;
+	struct file **arr = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]);
+	return f;
+}
+
+static __always_inline void inode_ident(struct inode *i, __u64 *ino, __u32 *dev)
+{
+	*ino = BPF_CORE_READ(i, i_ino);
+	*dev = BPF_CORE_READ(i, i_sb, s_dev);
+}
+
+/* base_ident names the directory a relative path starts from: dirfd's file or
+ * the cwd. Returns 0 when found. */
+static __always_inline int base_ident(struct task_struct *t, int dirfd, __u64 *ino, __u32 *dev)
+{
+	struct inode *i;
+	if (dirfd == AT_FDCWD) {
+		i = BPF_CORE_READ(t, fs, pwd.dentry, d_inode);
+	} else {
+		struct file *f = fd_file(t, dirfd);
+		if (!f)
+			return -1;
+		i = BPF_CORE_READ(f, f_inode);
+	}
+	if (!i)
+		return -1;
+	inode_ident(i, ino, dev);
+	return 0;
+}
+
+static __always_inline void base0(struct task_struct *t, struct obs_rec *r)
+{
+	if (r->len0 > 1 && r->path0[0] == '/')
+		return;
+	if (!base_ident(t, r->dirfd, &r->base_ino, &r->base_dev))
+		r->kflags |= OBS_F_BASE;
+}
+
+static __always_inline void base1(struct task_struct *t, struct obs_rec *r)
+{
+	if (r->len1 > 1 && r->path1[0] == '/')
+		return;
+	if (!base_ident(t, r->dirfd2, &r->base2_ino, &r->base2_dev))
+		r->kflags |= OBS_F_BASE2;
+}
+
+static __always_inline void fd_object(struct task_struct *t, struct obs_rec *r, int fd)
+{
+	r->fd = fd;
+	r->kflags |= OBS_F_FDPATH;
+	struct file *f = fd_file(t, fd);
+	if (!f)
+		return;
+	struct inode *i = BPF_CORE_READ(f, f_inode);
+	if (!i)
+		return;
+	inode_ident(i, &r->ino, &r->dev);
+	r->kflags |= OBS_F_INO;
+}
+
+/* sock_info fills the socket's type, protocol and, when local, its bound
+ * address (bind, listen). */
+static __always_inline void sock_info(struct task_struct *t, struct obs_rec *r, int fd, int local)
+{
+	r->fd = fd;
+	struct file *f = fd_file(t, fd);
+	if (!f)
+		return;
+	struct socket *so = BPF_CORE_READ(f, private_data);
+	if (!so)
+		return;
+	struct sock *sk = BPF_CORE_READ(so, sk);
+	if (!sk)
+		return;
+	r->sotype = BPF_CORE_READ(so, type);
+	r->proto = BPF_CORE_READ(sk, sk_protocol);
+	r->kflags |= OBS_F_SOCK;
+	if (!local)
+		return;
+	__u16 fam = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (fam == AF_INET) {
+		__u32 a = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__builtin_memcpy(r->addr, &a, 4);
+	} else if (fam == AF_INET6) {
+		BPF_CORE_READ_INTO(&r->addr, sk, __sk_common.skc_v6_rcv_saddr);
+	} else {
+		return;
+	}
+	r->family = fam;
+	r->port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	r->kflags |= OBS_F_ADDR;
+}
+
+/* read_sockaddr copies a user sockaddr; returns 0 when the family is one we
+ * report (inet, inet6, unix). */
+static __always_inline int read_sockaddr(struct obs_rec *r, const void *ua, long len)
+{
+	if (!ua || len < 2)
+		return -1;
+	__u16 fam = 0;
+	if (bpf_probe_read_user(&fam, sizeof(fam), ua))
+		return -1;
+	if (fam == AF_INET) {
+		struct {
+			__u16 family;
+			__u16 port;
+			__u32 addr;
+		} sin = {};
+		if (bpf_probe_read_user(&sin, sizeof(sin), ua))
+			return -1;
+		r->port = bpf_ntohs(sin.port);
+		__builtin_memcpy(r->addr, &sin.addr, 4);
+	} else if (fam == AF_INET6) {
+		struct {
+			__u16 family;
+			__u16 port;
+			__u32 flow;
+			__u8 addr[16];
+		} sin6 = {};
+		if (bpf_probe_read_user(&sin6, sizeof(sin6), ua))
+			return -1;
+		r->port = bpf_ntohs(sin6.port);
+		__builtin_memcpy(r->addr, sin6.addr, 16);
+	} else if (fam == AF_UNIX) {
+		long n = len - 2;
+		if (n <= 0)
+			return -1; /* unnamed */
+		if (n > 108)
+			n = 108;
+		if (bpf_probe_read_user(r->path0, n & 127, (const char *)ua + 2))
+			return -1;
+		r->len0 = n & 127;
+	} else {
+		return -1;
+	}
+	r->family = fam;
+	r->kflags |= OBS_F_ADDR;
+	return 0;
+}
+
+static __always_inline int is_sock_err(long ret)
+{
+	return ret == -EBADF || ret == -ENOTSOCK;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct obs_session *s;
+	struct obs_rec *r = rec_begin(&s, OBS_OP_NONE);
+	if (!r)
+		return 0;
+	struct task_struct *t = bpf_get_current_task_btf();
+	long nr = SYSNR(regs);
+	r->nr = nr;
+	r->ret = ret;
+
+#if defined(__TARGET_ARCH_x86)
+	if (BPF_CORE_READ(t, thread_info.status) & TS_COMPAT) {
+		/* An ia32 syscall: its numbers are not this table's. Report it. */
+		r->op = OBS_OP_COMPAT;
+		r->kflags |= OBS_F_COMPAT;
+		rec_emit(r, s);
+		return 0;
+	}
+#endif
+
+	switch (nr) {
+	/* ---- open ---- */
+#ifdef NR_open
+	case NR_open:
+		r->op = OBS_OP_OPEN;
+		r->flags = ARG2(regs);
+		r->mode = ARG3(regs);
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_creat:
+		r->op = OBS_OP_OPEN;
+		r->flags = O_CREAT | O_WRONLY | O_TRUNC;
+		r->mode = ARG2(regs);
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+#endif
+	case NR_openat:
+		r->op = OBS_OP_OPEN;
+		r->dirfd = ARG1(regs);
+		r->flags = ARG3(regs);
+		r->mode = ARG4(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	case NR_openat2: {
+		r->op = OBS_OP_OPEN;
+		r->dirfd = ARG1(regs);
+		__u64 how[2] = {};
+		bpf_probe_read_user(how, sizeof(how), (const void *)ARG3(regs));
+		r->flags = how[0];
+		r->mode = how[1];
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	}
+	case NR_open_by_handle_at:
+		r->op = OBS_OP_OPEN;
+		r->flags = ARG3(regs);
+		r->dirfd = ARG1(regs);
+		r->kflags |= OBS_F_FDPATH;
+		break;
+	/* ---- create ---- */
+#ifdef NR_mkdir
+	case NR_mkdir:
+		r->op = OBS_OP_MKDIR;
+		r->mode = ARG2(regs);
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_mknod:
+		r->op = OBS_OP_MKNOD;
+		r->mode = ARG2(regs);
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+#endif
+	case NR_mkdirat:
+		r->op = OBS_OP_MKDIR;
+		r->dirfd = ARG1(regs);
+		r->mode = ARG3(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	case NR_mknodat:
+		r->op = OBS_OP_MKNOD;
+		r->dirfd = ARG1(regs);
+		r->mode = ARG3(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	/* ---- delete ---- */
+#ifdef NR_unlink
+	case NR_unlink:
+		r->op = OBS_OP_UNLINK;
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_rmdir:
+		r->op = OBS_OP_RMDIR;
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+#endif
+	case NR_unlinkat:
+		r->dirfd = ARG1(regs);
+		r->flags = ARG3(regs);
+		r->op = (r->flags & AT_REMOVEDIR) ? OBS_OP_RMDIR : OBS_OP_UNLINK;
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	/* ---- two paths ---- */
+#ifdef NR_rename
+	case NR_rename:
+		r->op = OBS_OP_RENAME;
+		read_path0(r, (const char *)ARG1(regs));
+		read_path1(r, (const char *)ARG2(regs));
+		break;
+	case NR_link:
+		r->op = OBS_OP_LINK;
+		read_path0(r, (const char *)ARG1(regs));
+		read_path1(r, (const char *)ARG2(regs));
+		break;
+	case NR_symlink:
+		r->op = OBS_OP_SYMLINK;
+		read_path0(r, (const char *)ARG1(regs));
+		read_path1(r, (const char *)ARG2(regs));
+		break;
+#endif
+	case NR_renameat:
+	case NR_renameat2:
+		r->op = OBS_OP_RENAME;
+		r->dirfd = ARG1(regs);
+		r->dirfd2 = ARG3(regs);
+		if (nr == NR_renameat2)
+			r->flags = (__u32)ARG5(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		read_path1(r, (const char *)ARG4(regs));
+		break;
+	case NR_linkat:
+		r->op = OBS_OP_LINK;
+		r->dirfd = ARG1(regs);
+		r->dirfd2 = ARG3(regs);
+		r->flags = (__u32)ARG5(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		read_path1(r, (const char *)ARG4(regs));
+		break;
+	case NR_symlinkat:
+		r->op = OBS_OP_SYMLINK;
+		r->dirfd2 = ARG2(regs);
+		read_path0(r, (const char *)ARG1(regs));
+		read_path1(r, (const char *)ARG3(regs));
+		break;
+	/* ---- metadata and content by path ---- */
+	case NR_truncate:
+		r->op = OBS_OP_TRUNCATE;
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_ftruncate:
+		r->op = OBS_OP_TRUNCATE;
+		fd_object(t, r, ARG1(regs));
+		break;
+#ifdef NR_chmod
+	case NR_chmod:
+		r->op = OBS_OP_CHMOD;
+		r->mode = ARG2(regs);
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_chown:
+	case NR_lchown:
+		r->op = OBS_OP_CHOWN;
+		if (nr == NR_lchown)
+			r->flags = 0x100; /* AT_SYMLINK_NOFOLLOW */
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_utime:
+	case NR_utimes:
+		r->op = OBS_OP_UTIMES;
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_futimesat:
+		r->op = OBS_OP_UTIMES;
+		r->dirfd = ARG1(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+#endif
+	case NR_fchmod:
+		r->op = OBS_OP_CHMOD;
+		r->mode = ARG2(regs);
+		fd_object(t, r, ARG1(regs));
+		break;
+	case NR_fchmodat:
+	case NR_fchmodat2:
+		r->op = OBS_OP_CHMOD;
+		r->dirfd = ARG1(regs);
+		r->mode = ARG3(regs);
+		if (nr == NR_fchmodat2)
+			r->flags = (__u32)ARG4(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	case NR_fchown:
+		r->op = OBS_OP_CHOWN;
+		fd_object(t, r, ARG1(regs));
+		break;
+	case NR_fchownat:
+		r->op = OBS_OP_CHOWN;
+		r->dirfd = ARG1(regs);
+		r->flags = (__u32)ARG5(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	case NR_utimensat: {
+		r->op = OBS_OP_UTIMES;
+		r->dirfd = ARG1(regs);
+		r->flags = (__u32)ARG4(regs);
+		const char *p = (const char *)ARG2(regs);
+		if (p)
+			read_path0(r, p);
+		else
+			fd_object(t, r, r->dirfd); /* utimensat(fd, NULL, ...) */
+		break;
+	}
+	case NR_setxattr:
+	case NR_removexattr:
+		r->op = OBS_OP_XATTR;
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_lsetxattr:
+	case NR_lremovexattr:
+		r->op = OBS_OP_XATTR;
+		r->flags = 0x100; /* AT_SYMLINK_NOFOLLOW */
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_fsetxattr:
+	case NR_fremovexattr:
+		r->op = OBS_OP_XATTR;
+		fd_object(t, r, ARG1(regs));
+		break;
+	case NR_setxattrat:
+	case NR_removexattrat:
+		r->op = OBS_OP_XATTR;
+		r->dirfd = ARG1(regs);
+		r->flags = (__u32)ARG3(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	/* ---- exec that failed (success is sched_process_exec) ---- */
+	case NR_execve:
+		if (ret == 0)
+			return 0;
+		r->op = OBS_OP_EXEC;
+		read_path0(r, (const char *)ARG1(regs));
+		break;
+	case NR_execveat:
+		if (ret == 0)
+			return 0;
+		r->op = OBS_OP_EXEC;
+		r->dirfd = ARG1(regs);
+		r->flags = (__u32)ARG5(regs);
+		read_path0(r, (const char *)ARG2(regs));
+		break;
+	/* ---- network ---- */
+	case NR_socket: {
+		long fam = ARG1(regs), type = ARG2(regs);
+		if (fam != AF_PACKET && (type & 0xf) != SOCK_RAW)
+			return 0;
+		r->op = OBS_OP_SOCKET;
+		r->family = fam;
+		r->sotype = type & 0xf;
+		r->proto = ARG3(regs);
+		r->flags = type;
+		break;
+	}
+	case NR_connect:
+		r->op = OBS_OP_CONNECT;
+		if (read_sockaddr(r, (const void *)ARG2(regs), ARG3(regs)))
+			return 0;
+		if (!is_sock_err(ret))
+			sock_info(t, r, ARG1(regs), 0);
+		break;
+	case NR_sendto:
+		r->op = OBS_OP_SENDTO;
+		if (read_sockaddr(r, (const void *)ARG5(regs), (long)ARG6(regs)))
+			return 0; /* connected socket: reported at connect */
+		if (!is_sock_err(ret))
+			sock_info(t, r, ARG1(regs), 0);
+		break;
+	case NR_sendmsg:
+	case NR_sendmmsg: {
+		r->op = OBS_OP_SENDTO;
+		struct user_msghdr mh = {};
+		/* sendmmsg: the first message's address (struct mmsghdr starts
+		 * with its msghdr); later messages may name others. */
+		if (bpf_probe_read_user(&mh, sizeof(mh), (const void *)ARG2(regs)))
+			return 0;
+		if (read_sockaddr(r, mh.msg_name, mh.msg_namelen))
+			return 0;
+		if (nr == NR_sendmmsg)
+			r->flags = ARG3(regs); /* vlen */
+		if (!is_sock_err(ret))
+			sock_info(t, r, ARG1(regs), 0);
+		break;
+	}
+	case NR_bind:
+		r->op = OBS_OP_BIND;
+		if (read_sockaddr(r, (const void *)ARG2(regs), ARG3(regs)))
+			return 0;
+		if (!is_sock_err(ret))
+			sock_info(t, r, ARG1(regs), ret == 0 && r->family != AF_UNIX);
+		break;
+	case NR_listen:
+		if (is_sock_err(ret))
+			return 0;
+		r->op = OBS_OP_LISTEN;
+		sock_info(t, r, ARG1(regs), 1);
+		if (!(r->kflags & OBS_F_ADDR))
+			return 0; /* unix or other family: the bind was reported */
+		break;
+	case NR_io_uring_setup:
+	case NR_io_uring_enter:
+	case NR_io_uring_register:
+		r->op = OBS_OP_IO_URING;
+		r->fd = ARG1(regs);
+		break;
+	default:
+		return 0;
+	}
+
+	/* What the kernel resolved: the fd an open returned, the base dir of a
+	 * relative or empty path. */
+	if (r->op == OBS_OP_OPEN && ret >= 0) {
+		struct file *f = fd_file(t, ret);
+		if (f) {
+			struct inode *i = BPF_CORE_READ(f, f_inode);
+			if (i) {
+				inode_ident(i, &r->ino, &r->dev);
+				r->kflags |= OBS_F_INO;
+			}
+			__u32 fm = BPF_CORE_READ(f, f_mode);
+			r->mode = fm;
+			if (fm & FMODE_CREATED)
+				r->kflags |= OBS_F_CREATED;
+		}
+	}
+	if (r->len0 && r->op != OBS_OP_SYMLINK && (r->family == 0 || r->family == AF_UNIX))
+		base0(t, r);
+	if (r->len1)
+		base1(t, r);
+	rec_emit(r, s);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(obs_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct obs_session *s;
+	struct obs_rec *r = rec_begin(&s, OBS_OP_EXEC);
+	if (!r)
+		return 0;
+	r->ppid = old_pid;
+	const char *fn = BPF_CORE_READ(bprm, filename);
+	const char *in = BPF_CORE_READ(bprm, interp);
+	long n = bpf_probe_read_kernel_str(r->path0, sizeof(r->path0), fn);
+	if (n > 0)
+		r->len0 = n;
+	else
+		r->kflags |= OBS_F_FAULT0;
+	if (in && in != fn) {
+		n = bpf_probe_read_kernel_str(r->path1, sizeof(r->path1), in);
+		if (n > 0)
+			r->len1 = n;
+	}
+	struct inode *i = BPF_CORE_READ(bprm, file, f_inode);
+	if (i) {
+		inode_ident(i, &r->ino, &r->dev);
+		r->kflags |= OBS_F_INO;
+	}
+	/* A relative name resolves against the cwd, which exec keeps. */
+	if (r->len0 > 1 && r->path0[0] != '/') {
+		struct task_struct *t = bpf_get_current_task_btf();
+		if (!base_ident(t, AT_FDCWD, &r->base_ino, &r->base_dev))
+			r->kflags |= OBS_F_BASE;
+	}
+	rec_emit(r, s);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(obs_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (BPF_CORE_READ(child, pid) != BPF_CORE_READ(child, tgid))
+		return 0; /* a thread */
+	struct obs_session *s;
+	struct obs_rec *r = rec_begin(&s, OBS_OP_FORK);
+	if (!r)
+		return 0;
+	r->ppid = BPF_CORE_READ(parent, tgid);
+	r->pid = BPF_CORE_READ(child, tgid);
+	r->tid = BPF_CORE_READ(child, pid);
+	rec_emit(r, s);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(obs_exit, struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0; /* other threads of the process live on */
+	struct obs_session *s;
+	struct obs_rec *r = rec_begin(&s, OBS_OP_EXIT);
+	if (!r)
+		return 0;
+	r->exit_code = BPF_CORE_READ(p, exit_code);
+	rec_emit(r, s);
+	return 0;
+}

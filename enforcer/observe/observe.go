@@ -1,0 +1,448 @@
+//go:build linux && (amd64 || arm64)
+
+package observe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/klocklabs/klock/enforcer/event"
+)
+
+// Kind says what a Record carries.
+type Kind uint8
+
+const (
+	// KindEvent: an operation mapped to a triple (Record.Event).
+	KindEvent Kind = iota + 1
+	// KindLost: Record.Lost.Count records of this cgroup were not
+	// delivered (the kernel ring buffer was full, or the Watch channel was).
+	KindLost
+	// KindFork: a new process (Event.PID) of the watched cgroup, child of
+	// Record.PPID.
+	KindFork
+	// KindExit: a whole process (Event.PID) ended; Record.ExitStatus.
+	KindExit
+	// KindUnobserved: the process did something this backend cannot see
+	// through: io_uring_setup/enter/register (io_uring operations do not
+	// pass the syscall tracepoints) or an ia32 (32-bit) syscall, which is
+	// not decoded. Event has the pid, comm, Syscall and Errno; no triple.
+	KindUnobserved
+)
+
+func (k Kind) String() string {
+	return [...]string{"?", "event", "lost", "fork", "exit", "unobserved"}[k]
+}
+
+// Record is one thing the observer reports for a watched cgroup.
+type Record struct {
+	Kind     Kind
+	CgroupID uint64
+	// Event: KindEvent (Triple set), and the who/when of the other kinds.
+	Event event.Event
+	// Lost: KindLost.
+	Lost event.Lost
+	// Arg is the path string the process passed (for the log), when any.
+	Arg string
+	// Path and ExtraPath say how Event.Triple.Path and Event.Extra.Path
+	// were obtained.
+	Path, ExtraPath PathSource
+	// ReplaceUnknown: a rename without RENAME_NOREPLACE/EXCHANGE; whether
+	// it replaced an existing destination cannot be known after the fact,
+	// so Extra is MUTATES dst (fail closed). A caller that knows the
+	// destination did not exist before (e.g. from the pre-flight snapshot)
+	// may read it as PROVIDES.
+	ReplaceUnknown bool
+	// Ino and Dev identify the object the kernel acted on, when the BPF
+	// program could name it (opens, exec, f* calls); Dev uses stat's
+	// encoding. Zero otherwise. Lets a caller spot hard-link aliases.
+	Ino, Dev uint64
+	// PPID: KindFork.
+	PPID uint32
+	// ExitStatus: KindExit, the kernel's exit_code (wait status).
+	ExitStatus uint32
+}
+
+// Options tunes Load. The zero value is the default.
+type Options struct {
+	// RingBytes is the kernel ring buffer size (a power of two, at least a
+	// page). Default 16 MiB.
+	RingBytes uint32
+	// Buffer is each Watch's channel capacity. Default 65536.
+	Buffer int
+	// WakeupBytes > 0 lets the kernel skip waking the reader until that
+	// many bytes are pending (fewer wakeups under load); the reader then
+	// also polls every PollInterval. 0 wakes it for every record.
+	WakeupBytes uint64
+	// PollInterval bounds how long a record can wait with WakeupBytes set,
+	// and how often per-session loss counters are read. Default 20ms.
+	PollInterval time.Duration
+	// Logger receives decoding problems. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrClosed is returned by calls on a closed Observer or Watch.
+var ErrClosed = errors.New("observe: closed")
+
+// ErrWatched is returned by Watch for a cgroup that is already watched.
+var ErrWatched = errors.New("observe: cgroup already watched")
+
+// Observer holds the loaded programs and the reader goroutine; one serves
+// any number of sessions.
+type Observer struct {
+	opts  Options
+	objs  observeObjects
+	links []link.Link
+	rd    *ringbuf.Reader
+	res   *resolver
+	clk   bootClock
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	watches map[uint64]*Watch
+	closed  bool
+
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	syncMu  sync.Mutex    // one Sync at a time
+	flushed chan struct{} // closed by the reader at the Sync's ErrFlushed
+
+	decodeErrs uint64
+}
+
+// Watch is one watched cgroup's subscription.
+type Watch struct {
+	o           *Observer
+	id          uint64
+	ch          chan Record
+	closed      bool
+	pendingLost uint64 // reader goroutine only (under o.mu)
+	kernelLost  uint64 // last per-session kernel counter seen
+}
+
+// Load loads and attaches the observation programs with default options.
+func Load() (*Observer, error) { return LoadOptions(Options{}) }
+
+// LoadOptions loads and attaches the observation programs. Nothing is
+// observed until Watch adds a cgroup.
+func LoadOptions(opts Options) (*Observer, error) {
+	if opts.RingBytes == 0 {
+		opts.RingBytes = 16 << 20
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = 65536
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 20 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("observe: memlock: %w", err)
+	}
+	spec, err := loadObserve()
+	if err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
+	spec.Maps[observeMapEvents].MaxEntries = opts.RingBytes
+	if err := spec.Variables[observeVarWakeupBytes].Set(opts.WakeupBytes); err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
+	o := &Observer{opts: opts, res: newResolver(), clk: newBootClock(), log: opts.Logger,
+		watches: make(map[uint64]*Watch), done: make(chan struct{})}
+	if err := spec.LoadAndAssign(&o.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("observe: load BPF (verifier): %+v", ve)
+		}
+		return nil, fmt.Errorf("observe: load BPF: %w", err)
+	}
+	for _, p := range []*ebpf.Program{o.objs.ObsSysExit, o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			o.closeKernel()
+			return nil, fmt.Errorf("observe: attach %s: %w", p, err)
+		}
+		o.links = append(o.links, l)
+	}
+	o.rd, err = ringbuf.NewReader(o.objs.Events)
+	if err != nil {
+		o.closeKernel()
+		return nil, fmt.Errorf("observe: ring buffer: %w", err)
+	}
+	o.wg.Add(1)
+	go o.read()
+	return o, nil
+}
+
+func (o *Observer) closeKernel() {
+	for _, l := range o.links {
+		_ = l.Close()
+	}
+	o.links = nil
+	_ = o.objs.Close()
+}
+
+// Close detaches the programs, stops the reader and closes every Watch's
+// channel. Records still in the ring buffer are discarded.
+func (o *Observer) Close() error {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
+	o.closed = true
+	o.mu.Unlock()
+	for _, l := range o.links {
+		_ = l.Close()
+	}
+	close(o.done)
+	err := o.rd.Close()
+	o.wg.Wait()
+	o.mu.Lock()
+	for id, w := range o.watches {
+		w.closed = true
+		close(w.ch)
+		delete(o.watches, id)
+	}
+	o.mu.Unlock()
+	o.links = nil
+	return errors.Join(err, o.objs.Close())
+}
+
+// Watch starts observing the cgroup with this id (cgroup.Group.ID). Its
+// records arrive on the returned Watch's channel. Processes already in the
+// cgroup are observed from now on; put the agent there before it starts
+// (SysProcAttr.UseCgroupFD) and call Watch before that.
+func (o *Observer) Watch(cgroupID uint64) (*Watch, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := o.watches[cgroupID]; ok {
+		return nil, fmt.Errorf("%w: %d", ErrWatched, cgroupID)
+	}
+	var s observeObsSession
+	if err := o.objs.Watched.Update(cgroupID, &s, ebpf.UpdateNoExist); err != nil {
+		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
+	}
+	w := &Watch{o: o, id: cgroupID, ch: make(chan Record, o.opts.Buffer)}
+	o.watches[cgroupID] = w
+	return w, nil
+}
+
+// Unwatch stops observing the cgroup and closes its Watch's channel after
+// delivering any pending loss report it can. Records of that cgroup still
+// in flight are discarded.
+func (o *Observer) Unwatch(cgroupID uint64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w, ok := o.watches[cgroupID]
+	if !ok {
+		return fmt.Errorf("observe: cgroup %d is not watched", cgroupID)
+	}
+	o.pollLostLocked(w)
+	err := o.objs.Watched.Delete(cgroupID)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = fmt.Errorf("observe: unwatch cgroup %d: %w", cgroupID, err)
+	} else {
+		err = nil
+	}
+	if w.pendingLost > 0 {
+		select {
+		case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: w.pendingLost}}:
+			w.pendingLost = 0
+		default:
+		}
+	}
+	w.closed = true
+	close(w.ch)
+	delete(o.watches, cgroupID)
+	return err
+}
+
+// Records is the channel of this cgroup's records; it is closed by Unwatch
+// or Observer.Close.
+func (w *Watch) Records() <-chan Record { return w.ch }
+
+// CgroupID is the watched cgroup.
+func (w *Watch) CgroupID() uint64 { return w.id }
+
+// Close is Unwatch.
+func (w *Watch) Close() error { return w.o.Unwatch(w.id) }
+
+// LostTotal is the number of records the kernel could not put in the ring
+// buffer since Load, over all cgroups (the per-CPU `lost` counters).
+func (o *Observer) LostTotal() (uint64, error) {
+	var per []uint64
+	if err := o.objs.Lost.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("observe: read lost counters: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
+// Sync returns once every record the kernel produced before the call has
+// been delivered (or counted lost), loss counters included. A syscall's
+// record is produced before the syscall returns, so after a process has
+// exited, Sync then Unwatch loses none of its records.
+func (o *Observer) Sync(ctx context.Context) error {
+	o.syncMu.Lock()
+	defer o.syncMu.Unlock()
+	ch := make(chan struct{})
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return ErrClosed
+	}
+	o.flushed = ch
+	o.mu.Unlock()
+	if err := o.rd.Flush(); err != nil {
+		return fmt.Errorf("observe: flush: %w", err)
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-o.done:
+		return ErrClosed
+	case <-ctx.Done():
+		o.mu.Lock()
+		if o.flushed == ch {
+			o.flushed = nil
+		}
+		o.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func (o *Observer) clock(ns uint64) time.Time { return o.clk.at(ns) }
+
+// read is the reader goroutine.
+func (o *Observer) read() {
+	defer o.wg.Done()
+	var rec ringbuf.Record
+	var r raw
+	lastPoll := time.Now()
+	o.rd.SetDeadline(lastPoll.Add(o.opts.PollInterval))
+	n := 0
+	for {
+		err := o.rd.ReadInto(&rec)
+		if err != nil {
+			if errors.Is(err, ringbuf.ErrFlushed) {
+				o.pollLost()
+				o.mu.Lock()
+				if o.flushed != nil {
+					close(o.flushed)
+					o.flushed = nil
+				}
+				o.mu.Unlock()
+				continue
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				o.pollLost()
+				lastPoll = time.Now()
+				o.rd.SetDeadline(lastPoll.Add(o.opts.PollInterval))
+				continue
+			}
+			select {
+			case <-o.done:
+				return
+			default:
+			}
+			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
+				return
+			}
+			o.log.Warn("observe: ring buffer read", "err", err)
+			continue
+		}
+		if err := decode(rec.RawSample, &r); err != nil {
+			o.decodeErrs++
+			o.log.Warn("observe: bad record", "err", err, "len", len(rec.RawSample))
+			continue
+		}
+		o.dispatch(&r)
+		if n++; n&1023 == 0 && time.Since(lastPoll) > o.opts.PollInterval {
+			o.pollLost()
+			lastPoll = time.Now()
+		}
+	}
+}
+
+func (o *Observer) dispatch(r *raw) {
+	o.mu.Lock()
+	w := o.watches[r.cgid]
+	o.mu.Unlock()
+	if w == nil {
+		return // unwatched since
+	}
+	o.translate(r, func(rec Record) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if w.closed {
+			return
+		}
+		w.send(rec)
+	})
+}
+
+// send delivers rec without blocking the reader (which serves every
+// session): a full channel turns the record into a counted loss, reported
+// as KindLost as soon as there is room. Called with o.mu held.
+func (w *Watch) send(rec Record) {
+	if w.pendingLost > 0 {
+		select {
+		case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: w.pendingLost}}:
+			w.pendingLost = 0
+		default:
+			w.pendingLost++
+			return
+		}
+	}
+	select {
+	case w.ch <- rec:
+	default:
+		w.pendingLost++
+	}
+}
+
+func (o *Observer) pollLost() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, w := range o.watches {
+		o.pollLostLocked(w)
+		if w.pendingLost > 0 {
+			select {
+			case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: w.pendingLost}}:
+				w.pendingLost = 0
+			default:
+			}
+		}
+	}
+}
+
+// pollLostLocked adds the kernel's per-session loss since the last look.
+func (o *Observer) pollLostLocked(w *Watch) {
+	var s observeObsSession
+	if err := o.objs.Watched.Lookup(w.id, &s); err != nil {
+		return
+	}
+	if s.Lost > w.kernelLost {
+		w.pendingLost += s.Lost - w.kernelLost
+		w.kernelLost = s.Lost
+	}
+}

@@ -1,0 +1,298 @@
+//go:build linux && (amd64 || arm64)
+
+package observe
+
+import (
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// PathSource says how an event's path was obtained, strongest first.
+type PathSource uint8
+
+const (
+	// PathNone: the triple has no path (NET), or none could be formed.
+	PathNone PathSource = iota
+	// PathKernel: read from the kernel's own object (/proc/<pid>/fd/<n> of
+	// the fd the syscall returned or used, /proc/<pid>/exe after an exec)
+	// and that object's inode matched the one the BPF program recorded.
+	PathKernel
+	// PathVerified: the string the process passed, resolved in user space
+	// (dirfd or cwd, then every symlink, by the kernel through an O_PATH
+	// open), and checked: the resolved object's inode matched the kernel's
+	// record, or, for a name that no longer or not yet exists, the base
+	// directory's inode did.
+	PathVerified
+	// PathBestEffort: resolved after the fact with nothing to check it
+	// against (an absolute path to a name that is gone), or a check failed
+	// (the process exited, changed directory, closed or reused the fd, or a
+	// symlink on the path changed in between). The path is still the best
+	// answer available; decide on it knowing that.
+	PathBestEffort
+)
+
+func (p PathSource) String() string {
+	return [...]string{"none", "kernel", "verified", "best-effort"}[p]
+}
+
+// ident names an inode with the user-space dev_t encoding (stat's st_dev).
+type ident struct {
+	dev, ino uint64
+}
+
+// kident converts the kernel's s_dev (MAJOR<<20 | MINOR) to stat's encoding.
+func kident(kdev uint32, ino uint64) ident {
+	return ident{dev: unix.Mkdev(kdev>>20, kdev&0xfffff), ino: ino}
+}
+
+func statIdent(st *unix.Stat_t) ident { return ident{dev: st.Dev, ino: st.Ino} }
+
+const maxDirCache = 4096
+
+// resolver turns path strings into absolute, symlink-free paths. It is used
+// by the reader goroutine only.
+type resolver struct {
+	// dirs maps a directory inode to its path. Directories have one name
+	// (no hard links), so a base dir the kernel named by inode resolves
+	// without /proc when it was seen before; every hit is re-checked with a
+	// stat (a renamed directory misses and is looked up again).
+	dirs map[ident]string
+	// parent maps a pid to its parent (from fork records): when a
+	// short-lived process is gone, an ancestor often still has the same cwd.
+	parent map[uint32]uint32
+}
+
+func newResolver() *resolver {
+	return &resolver{dirs: make(map[ident]string), parent: make(map[uint32]uint32)}
+}
+
+func (rv *resolver) forked(child, parent uint32) {
+	if len(rv.parent) >= 1<<16 {
+		clear(rv.parent)
+	}
+	rv.parent[child] = parent
+}
+
+func procPath(pid uint32, rest string) string {
+	return "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/" + rest
+}
+
+func fdLink(pid uint32, fd int32) string {
+	if fd == atFDCWD {
+		return procPath(pid, "cwd")
+	}
+	return procPath(pid, "fd/"+strconv.FormatInt(int64(fd), 10))
+}
+
+const atFDCWD = -100
+
+// link reads a /proc magic link and stats what it points to. ok is false
+// when the link is gone.
+func readMagic(link string) (string, ident, bool) {
+	p, err := os.Readlink(link)
+	if err != nil {
+		return "", ident{}, false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(link, &st); err != nil {
+		return "", ident{}, false
+	}
+	return strings.TrimSuffix(p, " (deleted)"), statIdent(&st), true
+}
+
+// base returns the directory a relative path of pid starts from (dirfd or
+// cwd). verified is true when its inode matched want.
+func (rv *resolver) base(pid uint32, dirfd int32, want ident, have bool) (string, bool) {
+	if have {
+		if p, ok := rv.dirs[want]; ok {
+			var st unix.Stat_t
+			if unix.Stat(p, &st) == nil && statIdent(&st) == want {
+				return p, true
+			}
+		}
+	}
+	p, id, ok := readMagic(fdLink(pid, dirfd))
+	if !ok && have && dirfd == atFDCWD {
+		// The process is gone: try its ancestors' cwd (same inode only).
+		for i, a := 0, rv.parent[pid]; i < 8 && a > 1; i, a = i+1, rv.parent[a] {
+			if ap, aid, aok := readMagic(fdLink(a, atFDCWD)); aok && aid == want {
+				rv.remember(want, ap)
+				return ap, true
+			}
+		}
+	}
+	if !ok {
+		if have {
+			// The process or its fd is gone. A directory seen before under
+			// this inode (perhaps removed since) is the best answer left.
+			if p, ok := rv.dirs[want]; ok {
+				return p, false
+			}
+		}
+		return "", false
+	}
+	if !have || id != want {
+		return p, false
+	}
+	rv.remember(want, p)
+	return p, true
+}
+
+// remember records a directory's path under its inode.
+func (rv *resolver) remember(id ident, p string) {
+	if len(rv.dirs) >= maxDirCache {
+		clear(rv.dirs)
+	}
+	rv.dirs[id] = p
+}
+
+// kresolve lets the kernel resolve an absolute path now: an O_PATH open
+// (following the last component or not), then the path of what it opened.
+// When the object does not exist, the parent is resolved and the last
+// component appended. found reports whether the object itself was opened.
+func kresolve(full string, follow bool) (path string, id ident, isDir, found bool) {
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	if p, id, mode, ok := openResolveMode(full, flags); ok {
+		return p, id, mode&unix.S_IFMT == unix.S_IFDIR, true
+	}
+	dir, file := splitLast(full)
+	if file == "" || file == "." || file == ".." {
+		return cleanAbs(full), ident{}, false, false
+	}
+	if p, _, ok := openResolve(dir, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY); ok {
+		if p == "/" {
+			return "/" + file, ident{}, false, false
+		}
+		return p + "/" + file, ident{}, false, false
+	}
+	return cleanAbs(full), ident{}, false, false
+}
+
+func openResolve(p string, flags int) (string, ident, bool) {
+	r, id, _, ok := openResolveMode(p, flags)
+	return r, id, ok
+}
+
+func openResolveMode(p string, flags int) (string, ident, uint32, bool) {
+	fd, err := unix.Open(p, flags, 0)
+	if err != nil {
+		return "", ident{}, 0, false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", ident{}, 0, false
+	}
+	r, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", ident{}, 0, false
+	}
+	return r, statIdent(&st), st.Mode, true
+}
+
+// splitLast splits off the last component, ignoring trailing slashes.
+func splitLast(p string) (dir, file string) {
+	p = strings.TrimRight(p, "/")
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ".", p
+	}
+	if i == 0 {
+		return "/", p[1:]
+	}
+	return p[:i], p[i+1:]
+}
+
+func cleanAbs(p string) string {
+	// Lexical cleaning is only a fallback (it is wrong across symlinks,
+	// which is why kresolve asks the kernel first).
+	if !strings.HasPrefix(p, "/") {
+		return p
+	}
+	parts := strings.Split(p, "/")
+	out := make([]string, 0, len(parts))
+	for _, s := range parts {
+		switch s {
+		case "", ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+// pathReq is one path argument to resolve.
+type pathReq struct {
+	pid     uint32
+	dirfd   int32
+	path    string
+	follow  bool
+	base    ident
+	hasBase bool
+	obj     ident // the object's inode when the kernel recorded it
+	hasObj  bool
+}
+
+// resolve returns the absolute, symlink-resolved path the kernel acted on,
+// as well as it can be known after the fact, and how it was obtained.
+func (rv *resolver) resolve(q pathReq) (string, PathSource) {
+	var full string
+	baseOK := true
+	switch {
+	case strings.HasPrefix(q.path, "/"):
+		full = q.path
+	default:
+		b, ok := rv.base(q.pid, q.dirfd, q.base, q.hasBase)
+		if b == "" {
+			if q.path == "" {
+				return "", PathNone
+			}
+			return q.path, PathBestEffort // no base any more: a relative path, fails closed
+		}
+		baseOK = ok
+		if q.path == "" { // AT_EMPTY_PATH: the dirfd's object itself
+			if ok {
+				return b, PathKernel
+			}
+			return b, PathBestEffort
+		}
+		if b == "/" {
+			full = "/" + q.path
+		} else {
+			full = b + "/" + q.path
+		}
+	}
+	p, id, isDir, found := kresolve(full, q.follow)
+	switch {
+	case q.hasObj && found && id == q.obj:
+		if isDir {
+			rv.remember(id, p) // a later *at call may name it by this inode
+		}
+		return p, PathVerified
+	case q.hasObj:
+		return p, PathBestEffort
+	case baseOK && q.hasBase:
+		return p, PathVerified
+	}
+	return p, PathBestEffort
+}
+
+// fdPath names the object behind pid's fd via /proc, checked against the
+// kernel's inode.
+func fdPath(pid uint32, fd int32, want ident) (string, bool) {
+	p, id, ok := readMagic(fdLink(pid, fd))
+	if !ok || id != want || !strings.HasPrefix(p, "/") {
+		return "", false
+	}
+	return p, true
+}

@@ -1,0 +1,5 @@
+//go:build linux
+
+package observe
+
+var legacyNames = map[int32]string{}
