@@ -107,12 +107,20 @@ func (e *Engine) Observe(ev event.Event) Verdict {
 	}
 	e.events++
 	v := e.decide(ev, ev.Triple)
-	if ev.Extra.Type != 0 {
+	if execRead(ev) && v.Action == ActionAllow && v.Intent != nil {
+		// Executing a declared binary reads it: the exec's implied
+		// CONSUMES FILE of the same path is covered by the PROC intent.
+		o := e.observation(ev, ev.Extra)
+		o.Intent = e.index[v.Intent]
+		e.uses[o.Intent]++
+	} else if ev.Extra.Type != 0 {
 		if x := e.decide(ev, ev.Extra); x.Violation() && !v.Violation() {
 			v = x
 		}
 	}
-	if !v.Violation() && ev.Errno == 0 && !ev.Blocked {
+	// The operation took effect (allowed, or allowed by a fresh lease):
+	// track what it created, moved or removed.
+	if (v.Action == ActionAllow || v.Action == ActionAmended) && ev.Errno == 0 && !ev.Blocked {
 		e.create.update(ev)
 	}
 	return v
@@ -271,4 +279,11 @@ func netPatternFor(t policy.Triple) (policy.NetPattern, bool) {
 		return n, false
 	}
 	return n, true
+}
+
+// execRead reports whether ev is an exec whose Extra is the CONSUMES FILE
+// of the executed binary itself.
+func execRead(ev event.Event) bool {
+	return ev.Triple.Type == policy.ObjProc && ev.Extra.Type == policy.ObjFile &&
+		ev.Extra.Predicate == policy.Consumes && ev.Extra.Path == ev.Triple.Path
 }
