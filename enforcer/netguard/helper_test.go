@@ -62,6 +62,11 @@ func sockaddr(ap netip.AddrPort, family int) unix.Sockaddr {
 //	bind6:[A]:P        bind an AF_INET6 stream socket
 //	raw4, raw6         socket(AF_INET/AF_INET6, SOCK_RAW, ICMP)
 //	packet             socket(AF_PACKET, SOCK_RAW, 0)
+//	tfo4:127.0.0.1:P   sendto(MSG_FASTOPEN) on a fresh AF_INET stream socket
+//	udp6via4:A:P       sendto an AF_INET sockaddr from an AF_INET6 datagram socket
+//	udpc6via4:A:P      connect an AF_INET6 datagram socket to an AF_INET sockaddr
+//	mptcp4:A:P         connect an AF_INET MPTCP stream socket
+//	listen4            listen() on an unbound AF_INET stream socket (autobind)
 func runOp(op string) error {
 	kind, target, _ := strings.Cut(op, ":")
 	switch kind {
@@ -71,26 +76,46 @@ func runOp(op string) error {
 		return sock(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6)
 	case "packet":
 		return sock(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	case "listen4":
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Listen(fd, 1)
 	}
 	ap, err := netip.ParseAddrPort(target)
 	if err != nil {
 		return err
 	}
 	family := unix.AF_INET
-	if strings.HasSuffix(kind, "6") {
+	if strings.HasSuffix(kind, "6") || strings.Contains(kind, "6via4") {
 		family = unix.AF_INET6
 	}
 	typ := unix.SOCK_STREAM
 	if strings.HasPrefix(kind, "udp") || kind == "bindu4" {
 		typ = unix.SOCK_DGRAM
 	}
-	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, 0)
+	proto := 0
+	if kind == "mptcp4" {
+		proto = unix.IPPROTO_MPTCP
+	}
+	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, proto)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
 	sa := sockaddr(ap, family)
+	if strings.Contains(kind, "via4") {
+		sa = sockaddr(ap, unix.AF_INET)
+	}
 	switch kind {
+	case "tfo4":
+		return unix.Sendto(fd, []byte("klock"), unix.MSG_FASTOPEN, sa)
+	case "udp6via4":
+		return unix.Sendto(fd, []byte("klock"), 0, sa)
+	case "udpc6via4", "mptcp4":
+		return unix.Connect(fd, sa)
 	case "tcp4", "tcp6", "udpc4":
 		return unix.Connect(fd, sa)
 	case "udp4", "udp6":
@@ -110,7 +135,7 @@ func sock(family, typ, proto int) error {
 }
 
 // benchChild connects n times to target (kind tcp or udp) and prints the
-// mean nanoseconds per connect+close.
+// total nanoseconds of the loop.
 func benchChild(args []string) int {
 	if len(args) != 3 {
 		fmt.Fprintln(os.Stderr, "bench: want kind target n")
@@ -127,6 +152,24 @@ func benchChild(args []string) int {
 		typ = unix.SOCK_DGRAM
 	}
 	sa := sockaddr(ap, unix.AF_INET)
+	if typ == unix.SOCK_DGRAM {
+		// One datagram socket, connected over and over: the loop is the
+		// connect() syscall alone (hook, route lookup), no handshake.
+		fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "socket:", err)
+			return 1
+		}
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := unix.Connect(fd, sa); err != nil {
+				fmt.Fprintln(os.Stderr, "connect:", err)
+				return 1
+			}
+		}
+		fmt.Println(time.Since(start).Nanoseconds())
+		return 0
+	}
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
@@ -134,10 +177,8 @@ func benchChild(args []string) int {
 			fmt.Fprintln(os.Stderr, "socket:", err)
 			return 1
 		}
-		if typ == unix.SOCK_STREAM {
-			// RST on close: no TIME_WAIT, so a long run does not run out of ports.
-			_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-		}
+		// RST on close: no TIME_WAIT, so a long run does not run out of ports.
+		_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 		if err := unix.Connect(fd, sa); err != nil {
 			fmt.Fprintln(os.Stderr, "connect:", err)
 			return 1

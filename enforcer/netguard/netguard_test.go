@@ -576,3 +576,46 @@ func TestToEvent(t *testing.T) {
 		t.Errorf("socket event: %+v", ev)
 	}
 }
+
+// TestEscapes: other ways to name a destination reach the same hooks, and
+// the known gap (listen without bind) is pinned.
+func TestEscapes(t *testing.T) {
+	g := newGuard(t)
+	cg := newCgroup(t, "escapes")
+	portA := tcpListener(t, "tcp4", "127.0.0.1:0")
+	portB := tcpListener(t, "tcp4", "127.0.0.1:0")
+	_, portUB := udpReceiver(t)
+	s, err := g.Attach(cg, ruleset(t, nil, fmt.Sprintf("CONSUMES NET:127.0.0.1:%d/tcp", portA)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	A := fmt.Sprintf("127.0.0.1:%d", portA)
+	B := fmt.Sprintf("127.0.0.1:%d", portB)
+	UB := fmt.Sprintf("127.0.0.1:%d", portUB)
+	want := map[string]string{
+		// TCP Fast Open's sendto(MSG_FASTOPEN, addr) connects through the same hook.
+		"tfo4:" + B: "EPERM",
+		// An AF_INET sockaddr given to an AF_INET6 UDP socket takes the IPv4 path.
+		"udp6via4:" + UB:  "EPERM",
+		"udpc6via4:" + UB: "EPERM",
+		// MPTCP is judged as TCP.
+		"mptcp4:" + A: "ok",
+		"mptcp4:" + B: "EPERM",
+		// Gap: listen() on an unbound socket autobinds an ephemeral port
+		// without a bind hook. See doc.go.
+		"listen4": "ok",
+	}
+	got, _ := runOps(t, cg, slices.Sorted(mapKeys(want))...)
+	checkOps(t, "escapes", got, want)
+	wantEv := []string{
+		"connect CONSUMES NET:" + B + "/tcp", // tfo
+		"connect CONSUMES NET:" + B + "/tcp", // mptcp
+		"sendmsg CONSUMES NET:" + UB + "/udp",
+		"connect CONSUMES NET:" + UB + "/udp",
+	}
+	slices.Sort(wantEv)
+	if gotEv := triples(collect(t, s, len(wantEv))); !slices.Equal(gotEv, wantEv) {
+		t.Errorf("events:\n got %q\nwant %q", gotEv, wantEv)
+	}
+}
