@@ -1,0 +1,69 @@
+// Package launch owns the birth of a klock session's first process: it
+// launches the agent command so that its very first instruction already runs
+// inside the session cgroup, in new mount, pid and cgroup namespaces (and a
+// new network namespace when asked), as a non-root uid with no capabilities
+// and no_new_privs, behind the Landlock ruleset compiled from the manifest
+// and a seccomp filter.
+//
+// # How
+//
+// Start re-executes the current binary ("/proc/self/exe") as stage 2 with
+// clone3(CLONE_INTO_CGROUP | CLONE_NEWNS | CLONE_NEWPID [| CLONE_NEWNET]).
+// The spec travels as JSON over a pipe; Init (which every binary using
+// Start must call first thing in main, and tests in TestMain) recognizes
+// stage 2 by an environment variable naming two pipe fds. Stage 2, locked
+// to one OS thread: marks fds CLOEXEC, unshares a cgroup namespace rooted
+// at the session cgroup, makes every mount private and mounts a fresh
+// /proc for the new pid namespace, sets vm.memfd_noexec=2 for that pid
+// namespace, brings up lo in a new network namespace, opens every Landlock
+// rule path (as root) and builds the ruleset, sets securebits, drops every
+// capability (bounding, ambient, then setgroups/setresgid/setresuid, then
+// capset to empty), re-arms the parent-death signal, chdirs, sets
+// no_new_privs, enforces the Landlock ruleset, installs the seccomp filter,
+// and execs the agent.
+//
+// The agent is pid 1 of its pid namespace (stage 2 becomes it; there is no
+// helper init left in the session, so nothing privileged lives beside the
+// agent). Consequences: the agent's wait status is the session's, exactly
+// (Process.Wait); when the agent ends the kernel kills everything else in
+// its pid namespace; orphans are reparented to the agent; and a signal sent
+// from outside reaches the agent only if it handles that signal (SIGKILL
+// and SIGSTOP always do). Process.Kill uses cgroup.kill and always works.
+//
+// # Landlock
+//
+// The ruleset is built for the ABI the kernel reports (ProbeABI), handling
+// every file-system right of that ABI, TCP bind/connect ports at ABI >= 4
+// and signal/abstract-socket scoping at ABI >= 6; there is no best-effort
+// mode: no Landlock is ErrNoLandlock and the agent does not start. The
+// predicate-to-rights mapping is in rights.go. Landlock rules are
+// path-beneath rules on existing files, so the wall is the nearest
+// expressible scope and PlanLandlock returns every difference as a Residual
+// (Widened: allowed beyond the declaration, detection must flag it;
+// Narrowed: declared but denied; Unmediated: not a Landlock operation at
+// all). The cases: "/dir/*" is walled as "/dir/**"; an exact directory is
+// walled as its hierarchy; creating, removing or renaming a path is a right
+// on its parent directory (every entry there gets it); PROVIDES carries
+// WRITE_FILE and TRUNCATE so created files can be filled, so existing files
+// in that scope are writable too; a path that does not exist at launch is
+// walled at its nearest existing directory when the rule can create it
+// (refused with ErrUnexpressible when that directory is "/") and dropped
+// (Narrowed) when the rule only reads or writes it; "/proc/self/**" is
+// walled as the session's own fresh /proc; the ELF interpreters get
+// EXECUTE, so "ld.so BINARY" is a residual; metadata changes (chmod, chown,
+// utimes, xattrs) and stat are never Landlock operations.
+//
+// # Errors
+//
+// Refusals before anything runs wrap a sentinel: ErrNotRoot, ErrNoLandlock,
+// ErrUnexpressible, ErrRootNotExplicit (uid 0 without AllowRoot), ErrNoUser,
+// ErrBadSpec. A failure inside stage 2 is a *StageError naming the step
+// ("landlock: path /srv/x: no such file or directory"); it matches ErrSetup
+// and the errno with errors.Is, and Start has already killed and reaped the
+// session when it returns it. A non-zero agent exit is not an error: it is
+// Wait's Exit.
+//
+// The package never decides what is allowed (policy does), never observes
+// events (the tracepoint backend does), and never creates or removes the
+// session cgroup (enforcer/cgroup does).
+package launch

@@ -1,0 +1,335 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/klocklabs/klock/policy"
+)
+
+// LandlockPlan is the Landlock ruleset compiled from a policy.Ruleset for
+// one ABI: what the kernel will enforce, and how that differs from what was
+// declared (Residuals).
+type LandlockPlan struct {
+	// ABI is the Landlock ABI version the kernel reported and the ruleset
+	// was built for. It is never higher than what the kernel supports.
+	ABI        int       `json:"abi"`
+	HandledFS  FSRights  `json:"handled_fs"`
+	HandledNet NetRights `json:"handled_net"`
+	// Scoped is the LANDLOCK_SCOPE_* set (signal, abstract unix socket).
+	Scoped    uint64     `json:"scoped"`
+	Rules     []WallRule `json:"rules"`
+	Ports     []PortRule `json:"ports,omitempty"`
+	Residuals []Residual `json:"residuals"`
+	// MemfdNoexec is true when the new pid namespace's vm.memfd_noexec is
+	// set to 2 (memfds can never be executed); false when the kernel lacks
+	// the sysctl (then memfd exec is a residual).
+	MemfdNoexec bool `json:"memfd_noexec"`
+}
+
+// WallRule is one path-beneath rule: Rights on Path and, when Dir, on
+// everything beneath it.
+type WallRule struct {
+	Path   string   `json:"path"`
+	Rights FSRights `json:"rights"`
+	Dir    bool     `json:"dir"`
+}
+
+// PortRule is one Landlock TCP port rule.
+type PortRule struct {
+	Port   uint16    `json:"port"`
+	Rights NetRights `json:"rights"`
+}
+
+// maxPortRange bounds how many single-port rules one NET range may become;
+// a wider range leaves that right unhandled (a residual) instead.
+const maxPortRange = 1024
+
+// PlanLandlock compiles rs into Landlock rules for ABI abi (>= 1), looking
+// at the file system as it is now: rules attach to existing files, so a
+// path's existence and type decide where its rule goes. It fails with
+// ErrUnexpressible when the nearest expressible scope for a write right
+// would be the whole file system.
+func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
+	if abi < 1 {
+		return nil, fmt.Errorf("%w: ABI %d", ErrNoLandlock, abi)
+	}
+	p := &planner{
+		plan:  &LandlockPlan{ABI: abi, HandledFS: handledFS(abi), Scoped: scopedAt(abi)},
+		rules: map[string]*WallRule{},
+	}
+	for _, r := range rs.Files {
+		if err := p.place(r, rightsFor(r.Grants), "FILE"); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range rs.Exec {
+		if err := p.place(r, execRights, "PROC"); err != nil {
+			return nil, err
+		}
+	}
+	p.interpreters(rs.Interpreters)
+	p.network(rs)
+	p.globals()
+	_, err := os.Stat(memfdNoexecSysctl)
+	p.plan.MemfdNoexec = err == nil
+	if !p.plan.MemfdNoexec {
+		p.residual(Residual{Kind: Unmediated, Reason: "exec of a memfd (memfd_create + execveat) is not seen by Landlock and this kernel lacks vm.memfd_noexec"})
+	}
+	for _, w := range p.rules {
+		p.plan.Rules = append(p.plan.Rules, *w)
+	}
+	sort.Slice(p.plan.Rules, func(i, j int) bool { return p.plan.Rules[i].Path < p.plan.Rules[j].Path })
+	return p.plan, nil
+}
+
+const memfdNoexecSysctl = "/proc/sys/vm/memfd_noexec"
+
+type planner struct {
+	plan  *LandlockPlan
+	rules map[string]*WallRule
+}
+
+func (p *planner) residual(r Residual) { p.plan.Residuals = append(p.plan.Residuals, r) }
+
+func (p *planner) add(path string, r FSRights, dir bool) {
+	r &= p.plan.HandledFS
+	if !dir {
+		r &= fileClass
+	}
+	if r == 0 {
+		return
+	}
+	if w := p.rules[path]; w != nil {
+		w.Rights |= r
+		return
+	}
+	p.rules[path] = &WallRule{Path: path, Rights: r, Dir: dir}
+}
+
+// place puts the rights of one declared rule on the nearest expressible
+// scope and records every difference.
+func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
+	r &= p.plan.HandledFS
+	pat := rule.Pattern
+	obj := typ + ":" + pat.String()
+	res := func(kind ResidualKind, wall string, rights FSRights, format string, args ...any) {
+		p.residual(Residual{Kind: kind, Object: obj, Wall: wall, Rights: rights & p.plan.HandledFS, Reason: fmt.Sprintf(format, args...), Intents: rule.Intents})
+	}
+	if r == 0 {
+		return nil
+	}
+	if isProcSelf(pat.Path) {
+		p.add("/proc", r&^writeClass, true)
+		res(Widened, "/proc", r&^writeClass, "/proc/self names a different directory in every process; walled as the session's own /proc (a fresh procfs showing only session processes)")
+		if r&writeClass != 0 {
+			res(Narrowed, "", r&writeClass, "write rights under /proc/self are not granted")
+		}
+		return nil
+	}
+	provides := rule.Grants.Has(policy.Provides) && typ == "FILE"
+	if provides && !rule.Grants.Has(policy.Mutates) {
+		defer func() {
+			res(Widened, "", rWrite|rTruncate, "PROVIDES needs WRITE_FILE and TRUNCATE so created files can be filled; files that already exist there are writable too (overwriting one is MUTATES)")
+		}()
+	}
+	info, err := os.Stat(pat.Path)
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("landlock: %s: %w", obj, err)
+	case err != nil: // missing
+		if r&rMake == 0 {
+			res(Narrowed, "", r, "%s does not exist at launch; Landlock rules attach to existing files, so nothing is granted (if it appears later, access to it is denied)", pat.Path)
+			return nil
+		}
+		target := pat.Path
+		if pat.Match == policy.MatchExact {
+			target = filepath.Dir(pat.Path)
+		}
+		anc, err := nearestDir(target)
+		if err != nil {
+			return fmt.Errorf("landlock: %s: %w", obj, err)
+		}
+		if err := refuseRoot(obj, anc, r); err != nil {
+			return err
+		}
+		p.add(anc, r, true)
+		res(Widened, anc, r, "%s does not exist at launch; walled at the nearest existing directory %s, so everything below %s gets these rights", pat.Path, anc, anc)
+		return nil
+	case info.IsDir() && pat.Match != policy.MatchExact:
+		p.add(pat.Path, r, true)
+		if pat.Match == policy.MatchChildren {
+			res(Widened, pat.Path, r, "a Landlock rule covers a whole hierarchy: %s is walled as %s/** (deeper paths and the directory itself get the same rights)", obj, strings.TrimSuffix(pat.Path, "/"))
+		}
+		// Removing or renaming the directory itself is an operation on its parent.
+		self := r & (rRemoveDir | rRefer)
+		if self&rRemoveDir != 0 && pat.Match == policy.MatchSubtree {
+			return p.parent(obj, pat.Path, self, res)
+		}
+		return nil
+	case info.IsDir(): // an exact directory
+		if r&rReadDir != 0 {
+			p.add(pat.Path, rReadDir, true)
+			res(Widened, pat.Path, rReadDir, "an exact directory can only be walled as a hierarchy: every directory below %s can be listed too", pat.Path)
+		}
+		if rest := r & fileClass &^ rRead; rest != 0 {
+			res(Narrowed, "", rest, "file rights on the directory %s itself mean nothing to Landlock (its metadata is unmediated)", pat.Path)
+		}
+		if self := r & (rMake | rRemoveDir | rRefer); self != 0 {
+			return p.parent(obj, pat.Path, self, res)
+		}
+		return nil
+	default: // an existing non-directory
+		if pat.Match == policy.MatchChildren {
+			res(Narrowed, "", r, "%s is not a directory, so %s covers nothing", pat.Path, obj)
+			return nil
+		}
+		p.add(pat.Path, r&fileClass, false)
+		if self := r & (rMake | rRemoveFile | rRefer); self != 0 {
+			return p.parent(obj, pat.Path, self, res)
+		}
+		return nil
+	}
+}
+
+// parent grants rights that act on path itself (create, remove, rename)
+// on its parent directory, which Landlock applies to every entry there.
+func (p *planner) parent(obj, path string, r FSRights, res func(ResidualKind, string, FSRights, string, ...any)) error {
+	dir, err := nearestDir(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("landlock: %s: %w", obj, err)
+	}
+	if err := refuseRoot(obj, dir, r); err != nil {
+		return err
+	}
+	p.add(dir, r, true)
+	res(Widened, dir, r, "creating, removing or renaming %s is a right on its directory: every entry below %s gets it", path, dir)
+	return nil
+}
+
+func refuseRoot(obj, dir string, r FSRights) error {
+	if dir == "/" && r&writeClass != 0 {
+		return fmt.Errorf("%w: %s: the nearest directory Landlock can attach %s to is /, which would open the whole file system; create the parent directory before launch or declare a narrower path", ErrUnexpressible, obj, r&writeClass)
+	}
+	return nil
+}
+
+// nearestDir returns dir or its nearest existing ancestor.
+func nearestDir(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		info, err := os.Stat(d)
+		if err == nil {
+			if !info.IsDir() {
+				return "", fmt.Errorf("%s is not a directory", d)
+			}
+			return d, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if d == "/" {
+			return "", err
+		}
+	}
+}
+
+func isProcSelf(p string) bool {
+	for _, s := range []string{"/proc/self", "/proc/thread-self"} {
+		if p == s || strings.HasPrefix(p, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *planner) interpreters(paths []string) {
+	var granted []string
+	for _, ip := range paths {
+		info, err := os.Stat(ip)
+		if err != nil || info.IsDir() {
+			continue // another architecture's or another layout's loader
+		}
+		p.add(ip, execRights, false)
+		granted = append(granted, ip)
+	}
+	if len(granted) > 0 {
+		p.residual(Residual{Kind: Widened, Wall: strings.Join(granted, " "), Rights: execRights & p.plan.HandledFS,
+			Reason: "ELF interpreters need EXECUTE for dynamic binaries to start; a direct exec of one (ld.so /any/readable/file) runs code Landlock never saw as an exec: detection must flag an exec of an interpreter path"})
+	}
+}
+
+// network builds Landlock TCP port rules (ABI >= 4). Landlock knows ports,
+// not addresses: the address part of a NET intent is cgroup-net's wall.
+func (p *planner) network(rs *policy.Ruleset) {
+	handled := handledNetTCP(p.plan.ABI)
+	if handled == 0 {
+		p.residual(Residual{Kind: Unmediated, Reason: fmt.Sprintf("Landlock ABI %d has no network rights: TCP connect and bind are walled by cgroup-net only", p.plan.ABI)})
+		return
+	}
+	const bind, connect = NetRights(1), NetRights(2) // LANDLOCK_ACCESS_NET_{BIND,CONNECT}_TCP
+	ports := map[uint16]NetRights{}
+	for _, r := range rs.Net {
+		pat := r.Pattern
+		if pat.Raw || pat.Proto == policy.ProtoUDP {
+			continue
+		}
+		var right NetRights
+		switch {
+		case r.Access.Has(policy.Consumes):
+			right = connect
+		case r.Access.Has(policy.Provides):
+			right = bind
+		default:
+			continue
+		}
+		obj := "NET:" + pat.String()
+		if int(pat.Ports.Hi)-int(pat.Ports.Lo) >= maxPortRange {
+			handled &^= right
+			p.residual(Residual{Kind: Unmediated, Object: obj, Intents: []int{r.Intent},
+				Reason: fmt.Sprintf("port range %s is too wide for per-port rules: Landlock %s is left unrestricted; cgroup-net walls it", pat.Ports, right)})
+			continue
+		}
+		for port := int(pat.Ports.Lo); port <= int(pat.Ports.Hi); port++ {
+			ports[uint16(port)] |= right
+		}
+		if !(pat.Host == "" && pat.Prefix.Bits() == 0) {
+			p.residual(Residual{Kind: Widened, Object: obj, Intents: []int{r.Intent},
+				Reason: fmt.Sprintf("Landlock walls TCP ports only: %s is allowed to every address on port %s; cgroup-net walls the address", right, pat.Ports)})
+		}
+	}
+	p.plan.HandledNet = handled
+	for port, r := range ports {
+		if r &= handled; r != 0 {
+			p.plan.Ports = append(p.plan.Ports, PortRule{Port: port, Rights: r})
+		}
+	}
+	sort.Slice(p.plan.Ports, func(i, j int) bool { return p.plan.Ports[i].Port < p.plan.Ports[j].Port })
+	p.residual(Residual{Kind: Unmediated, Reason: "UDP, raw sockets and MPTCP are not walled by Landlock at this ABI; cgroup-net walls them"})
+}
+
+func (p *planner) globals() {
+	abi := p.plan.ABI
+	p.residual(Residual{Kind: Unmediated, Reason: "chmod, chown, utimes and xattr changes (MUTATES) are not Landlock rights"})
+	p.residual(Residual{Kind: Unmediated, Reason: "stat, access, readlink and getxattr of any path are not mediated (metadata, not content)"})
+	p.residual(Residual{Kind: Unmediated, Reason: "file descriptors inherited at launch (stdio, extra files) keep the access they were opened with"})
+	if abi < 2 {
+		p.residual(Residual{Kind: Narrowed, Reason: "Landlock ABI 1 has no REFER right: every link or rename across directories is denied"})
+	}
+	if abi < 3 {
+		p.residual(Residual{Kind: Unmediated, Reason: "truncate is not a Landlock right below ABI 3"})
+	}
+	if abi < 5 {
+		p.residual(Residual{Kind: Unmediated, Reason: "ioctl on devices is not a Landlock right below ABI 5"})
+	}
+	if abi < 6 {
+		p.residual(Residual{Kind: Unmediated, Reason: "signals and abstract unix sockets are not scoped below ABI 6"})
+	}
+	if abi < 9 {
+		p.residual(Residual{Kind: Unmediated, Reason: "connecting to pathname unix sockets is not a Landlock right below ABI 9"})
+	}
+}

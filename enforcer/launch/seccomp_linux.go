@@ -1,0 +1,141 @@
+//go:build linux
+
+package launch
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/sys/unix"
+)
+
+// deniedSyscalls fail with EPERM for the agent: kernel-wide or
+// cross-process power (BPF, tracing, other processes' memory, modules,
+// kexec, mounts, keyrings, file handles that bypass path checks, entering
+// namespaces).
+var deniedSyscalls = []string{
+	"bpf", "perf_event_open", "ptrace", "process_vm_readv", "process_vm_writev",
+	"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig",
+	"fsmount", "fspick", "mount_setattr",
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"keyctl", "add_key", "request_key", "open_by_handle_at", "name_to_handle_at",
+	"setns", "userfaultfd", "swapon", "swapoff", "reboot", "acct",
+}
+
+var ioURingSyscalls = []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}
+
+// nsFlags are the namespace-creating clone/unshare flags: the agent may not
+// make namespaces (a user namespace would hand it capabilities inside).
+const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
+
+const (
+	retKillProcess = 0x80000000
+	retErrno       = 0x00050000
+	retAllow       = 0x7fff0000
+
+	bpfLdAbsW = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	bpfJeq    = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	bpfJge    = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	bpfJset   = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	bpfRet    = unix.BPF_RET | unix.BPF_K
+
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16 // low 32 bits (little endian on both supported arches)
+	offArg1 = 24
+)
+
+// seccompProgram builds the agent's filter. The syscall numbers come from
+// go-seccomp-bpf's tables for the running architecture; the program itself
+// is assembled here because go-seccomp-bpf v1.4.0's Policy.Assemble lets
+// a foreign-architecture syscall (e.g. int 0x80 on x86_64) fall through to
+// the default action and never reaches a second syscall group.
+//
+// Shape: a foreign audit arch kills the process; x32 syscalls fail with
+// ENOSYS; each denied syscall fails with EPERM; clone and unshare with a
+// namespace flag fail with EPERM; clone3 fails with ENOSYS (its flags are
+// in memory the filter cannot read, and libc falls back to clone on
+// ENOSYS); ioctl(TIOCSTI) fails with EPERM; everything else is allowed.
+func seccompProgram(allowIOURing bool) ([]unix.SockFilter, error) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: %w", err)
+	}
+	if info.ID != arch.X86_64.ID && info.ID != arch.AARCH64.ID {
+		return nil, fmt.Errorf("seccomp: architecture %s is not supported (x86_64 and aarch64 are)", info.Name)
+	}
+	nr := func(name string) (uint32, error) {
+		n, ok := info.SyscallNames[name]
+		if !ok {
+			return 0, fmt.Errorf("seccomp: no syscall %q on %s", name, info.Name)
+		}
+		return uint32(n), nil
+	}
+	stmt := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
+	jump := func(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
+		return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
+	}
+	prog := []unix.SockFilter{
+		stmt(bpfLdAbsW, offArch),
+		jump(bpfJeq, uint32(info.ID), 1, 0),
+		stmt(bpfRet, retKillProcess),
+		stmt(bpfLdAbsW, offNr),
+	}
+	if info.ID == arch.X86_64.ID {
+		prog = append(prog, jump(bpfJge, 0x40000000, 0, 1), stmt(bpfRet, retErrno|uint32(unix.ENOSYS)))
+	}
+	denied := append([]string(nil), deniedSyscalls...)
+	if !allowIOURing {
+		denied = append(denied, ioURingSyscalls...)
+	}
+	for _, name := range denied {
+		n, err := nr(name)
+		if err != nil {
+			return nil, err
+		}
+		prog = append(prog, jump(bpfJeq, n, 0, 1), stmt(bpfRet, retErrno|uint32(unix.EPERM)))
+	}
+	clone3, err := nr("clone3")
+	if err != nil {
+		return nil, err
+	}
+	prog = append(prog, jump(bpfJeq, clone3, 0, 1), stmt(bpfRet, retErrno|uint32(unix.ENOSYS)))
+	// arg-checked syscalls: if nr matches, load the argument, test, deny,
+	// and reload nr for the next check.
+	argCheck := func(name string, off uint32, test unix.SockFilter) error {
+		n, err := nr(name)
+		if err != nil {
+			return err
+		}
+		prog = append(prog,
+			jump(bpfJeq, n, 0, 4),
+			stmt(bpfLdAbsW, off),
+			test,
+			stmt(bpfRet, retErrno|uint32(unix.EPERM)),
+			stmt(bpfLdAbsW, offNr))
+		return nil
+	}
+	for _, name := range []string{"clone", "unshare"} {
+		if err := argCheck(name, offArg0, jump(bpfJset, nsFlags, 0, 1)); err != nil {
+			return nil, err
+		}
+	}
+	if err := argCheck("ioctl", offArg1, jump(bpfJeq, unix.TIOCSTI, 0, 1)); err != nil {
+		return nil, err
+	}
+	prog = append(prog, stmt(bpfRet, retAllow))
+	return prog, nil
+}
+
+// loadSeccomp installs prog on the calling thread (no TSYNC: stage 2 execs
+// from this thread). no_new_privs must already be set.
+func loadSeccomp(prog []unix.SockFilter) error {
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	_, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	if e != 0 {
+		return e
+	}
+	return nil
+}

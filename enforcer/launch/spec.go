@@ -1,0 +1,87 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Spec is everything Start needs to launch one agent.
+type Spec struct {
+	Ruleset *policy.Ruleset // compiled manifest (required)
+	Group   *cgroup.Group   // the session cgroup; the agent is born in it (required)
+
+	Path string   // executable: absolute, or looked up in Env's PATH as the agent
+	Args []string // argv, Args[0] included (required)
+	Env  []string // the agent's whole environment (nothing else is inherited)
+	Dir  string   // working directory (default: Ruleset.Workdir, else /)
+
+	User *Credential // who the agent runs as (required)
+
+	// NewNetNS gives the agent a network namespace of its own with only a
+	// loopback interface. Callers set it when the ruleset declares no NET
+	// intent (see NeedsNetNS).
+	NewNetNS bool
+	// AllowIOURing lets the agent use io_uring. io_uring operations bypass
+	// syscall-tracepoint observation, so only set it when declared.
+	AllowIOURing bool
+
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// ExtraFiles become fds 3, 4, ... of the agent (e.g. a guard socket).
+	// They keep the access they were opened with.
+	ExtraFiles []*os.File
+}
+
+// Credential is the identity of the agent's processes.
+type Credential struct {
+	UID, GID uint32
+	Groups   []uint32 // supplementary groups (none by default)
+	// AllowRoot must be true for UID 0: root is never the default.
+	AllowRoot bool
+}
+
+// NeedsNetNS reports whether rs declares no NET intent, so the agent should
+// get an empty network namespace.
+func NeedsNetNS(rs *policy.Ruleset) bool { return len(rs.Net) == 0 }
+
+// DefaultUser picks the agent's identity: the owner of workdir when that is
+// not root, else the invoking user of sudo (SUDO_UID, SUDO_GID). It fails
+// with ErrNoUser rather than defaulting to root.
+func DefaultUser(workdir string) (*Credential, error) {
+	if workdir != "" {
+		if info, err := os.Stat(workdir); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+				return &Credential{UID: st.Uid, GID: st.Gid}, nil
+			}
+		}
+	}
+	uid, err1 := strconv.ParseUint(os.Getenv("SUDO_UID"), 10, 32)
+	gid, err2 := strconv.ParseUint(os.Getenv("SUDO_GID"), 10, 32)
+	if err1 == nil && err2 == nil && uid != 0 {
+		return &Credential{UID: uint32(uid), GID: uint32(gid)}, nil
+	}
+	return nil, fmt.Errorf("%w: workdir %q is owned by root and SUDO_UID is unset; pass a uid (--user), or --user 0 to run as root explicitly", ErrNoUser, workdir)
+}
+
+func (s *Spec) validate() error {
+	switch {
+	case s.Ruleset == nil:
+		return fmt.Errorf("%w: no ruleset", ErrBadSpec)
+	case s.Group == nil:
+		return fmt.Errorf("%w: no session cgroup", ErrBadSpec)
+	case len(s.Args) == 0:
+		return fmt.Errorf("%w: no command (Args is empty)", ErrBadSpec)
+	case s.User == nil:
+		return fmt.Errorf("%w: Spec.User is nil", ErrNoUser)
+	case s.User.UID == 0 && !s.User.AllowRoot:
+		return ErrRootNotExplicit
+	}
+	return nil
+}

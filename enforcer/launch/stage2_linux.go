@@ -1,0 +1,193 @@
+//go:build linux
+
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Init must be the first call in main() of every binary that calls Start
+// (and in TestMain of its tests): Start re-executes the current binary as
+// "stage 2", and Init is where stage 2 runs. In any other process Init
+// returns at once. In stage 2 it never returns: it execs the agent, or
+// reports why it could not and exits.
+//
+// A process is stage 2 only when the _KLOCK_LAUNCH_STAGE2 variable names
+// two file descriptors that are both pipes.
+func Init() {
+	v, ok := os.LookupEnv(envStage2)
+	if !ok {
+		return
+	}
+	a, b, ok := strings.Cut(v, ",")
+	specFD, err1 := strconv.Atoi(a)
+	statusFD, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || !isPipe(specFD) || !isPipe(statusFD) {
+		return
+	}
+	runtime.LockOSThread() // everything below is per-thread; exec from this thread
+	err := runStage2(specFD)
+	report(statusFD, err)
+	os.Exit(stage2FailExit)
+}
+
+func isPipe(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
+}
+
+// report writes err as JSON on the status pipe; the parent reads it as the
+// reason Start fails.
+func report(fd int, err error) {
+	var se *StageError
+	if !errors.As(err, &se) {
+		se = &StageError{Step: "stage2", Msg: fmt.Sprint(err)}
+	}
+	b, _ := json.Marshal(se)
+	_, _ = unix.Write(fd, b)
+}
+
+func fail(step string, err error) error {
+	se := &StageError{Step: step, Msg: err.Error()}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		se.Errno = errno
+	}
+	return se
+}
+
+// runStage2 returns only on failure.
+func runStage2(specFD int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &StageError{Step: "stage2", Msg: fmt.Sprintf("panic: %v", r)}
+		}
+	}()
+	f := os.NewFile(uintptr(specFD), "spec")
+	var s wireSpec
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return fail("spec", err)
+	}
+	if err := json.Unmarshal(data, &s); err != nil || s.Landlock == nil {
+		return fail("spec", fmt.Errorf("bad spec from parent: %v", err))
+	}
+	// Nothing but stdio and ExtraFiles may reach the agent; the status pipe
+	// closes at exec, which tells the parent the agent started.
+	if err := unix.CloseRange(uint(3+s.ExtraFiles), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fail("fds", err)
+	}
+	// We were born in the session cgroup (CLONE_INTO_CGROUP); a cgroup
+	// namespace rooted here hides everything above it.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fail("cgroupns", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail("mount", fmt.Errorf("make / private: %w", err))
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fail("mount", fmt.Errorf("proc on /proc: %w", err))
+	}
+	if s.Landlock.MemfdNoexec {
+		// Per pid namespace: memfds here can never be executed.
+		if err := os.WriteFile(memfdNoexecSysctl, []byte("2"), 0); err != nil {
+			return fail("memfd_noexec", err)
+		}
+	}
+	if s.NewNetNS {
+		if err := loopbackUp(); err != nil {
+			return fail("netns", err)
+		}
+	}
+	prog, err := seccompProgram(s.IOURing)
+	if err != nil {
+		return fail("seccomp", err)
+	}
+	// Paths are opened while still root, so the wall does not depend on the
+	// agent's permission to traverse to them.
+	rulesetFD, err := buildRuleset(s.Landlock)
+	if err != nil {
+		return fail("landlock", err)
+	}
+	if err := dropPrivileges(s.UID, s.GID, s.Groups); err != nil {
+		return fail("credentials", err)
+	}
+	// The parent-death signal is cleared by a credential change: re-arm it.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fail("pdeathsig", err)
+	}
+	if err := unix.Chdir(s.Dir); err != nil {
+		return fail("chdir", fmt.Errorf("%s: %w", s.Dir, err))
+	}
+	path, err := lookPath(s.Path, s.Env)
+	if err != nil {
+		return fail("exec", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail("no_new_privs", err)
+	}
+	if err := restrictSelf(rulesetFD); err != nil {
+		return fail("landlock", err)
+	}
+	unix.Close(rulesetFD)
+	if err := loadSeccomp(prog); err != nil {
+		return fail("seccomp", err)
+	}
+	err = syscall.Exec(path, s.Args, s.Env)
+	return fail("exec", fmt.Errorf("%s: %w", path, err))
+}
+
+// lookPath resolves name like execvp, with the agent's PATH and identity.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	pathVar := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	for _, dir := range strings.Split(pathVar, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found in PATH %q: %w", name, pathVar, unix.ENOENT)
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo up: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+//go:build linux
+
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+)
+
+// Process is a running agent: pid 1 of its own pid namespace, in the
+// session cgroup, under its Landlock ruleset and seccomp filter.
+type Process struct {
+	// Pid is the agent's pid in klock's pid namespace.
+	Pid int
+	// Landlock is the wall that was enforced, with its residual differences
+	// from the declared scope.
+	Landlock *LandlockPlan
+
+	cmd   *exec.Cmd
+	group *cgroup.Group
+	done  chan struct{}
+	exit  Exit
+	err   error
+}
+
+// Exit is how the agent ended.
+type Exit struct {
+	Code   int            // exit status when it exited
+	Signal syscall.Signal // the signal that killed it, 0 when it exited
+}
+
+// ExitCode is the session's exit status: Code, or 128+signal (the shell's
+// convention) when a signal ended the agent.
+func (e Exit) ExitCode() int {
+	if e.Signal != 0 {
+		return 128 + int(e.Signal)
+	}
+	return e.Code
+}
+
+func (e Exit) String() string {
+	if e.Signal != 0 {
+		return "killed by " + e.Signal.String()
+	}
+	return "exit status " + strconv.Itoa(e.Code)
+}
+
+// Start launches the agent described by s and returns once it runs: its
+// first instruction executes inside s.Group, in new mount, pid and cgroup
+// namespaces (and a new network namespace when s.NewNetNS), as s.User with
+// no capabilities and no_new_privs, under the Landlock ruleset compiled
+// from s.Ruleset and the seccomp filter. If anything fails before the
+// agent's exec, Start returns an error (a *StageError for failures inside
+// stage 2) and nothing is left running. When ctx is done, the whole
+// session cgroup is killed.
+func Start(ctx context.Context, s Spec) (*Process, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	abi, err := ProbeABI()
+	if err != nil {
+		return nil, err
+	}
+	plan, err := PlanLandlock(s.Ruleset, abi)
+	if err != nil {
+		return nil, err
+	}
+	w := wireSpec{
+		Path: s.Path, Args: s.Args, Env: s.Env, Dir: s.Dir,
+		UID: s.User.UID, GID: s.User.GID, Groups: s.User.Groups,
+		NewNetNS: s.NewNetNS, IOURing: s.AllowIOURing, ExtraFiles: len(s.ExtraFiles),
+		Landlock: plan,
+	}
+	if w.Path == "" {
+		w.Path = s.Args[0]
+	}
+	if w.Dir == "" {
+		w.Dir = s.Ruleset.Workdir
+	}
+	if w.Dir == "" {
+		w.Dir = "/"
+	}
+	spec, err := json.Marshal(&w)
+	if err != nil {
+		return nil, fmt.Errorf("launch: encode spec: %w", err)
+	}
+	cgfd, err := s.Group.OpenFD()
+	if err != nil {
+		return nil, err
+	}
+	defer cgfd.Close()
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	defer specW.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	defer statusR.Close()
+
+	n := len(s.ExtraFiles)
+	cloneflags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID)
+	if s.NewNetNS {
+		cloneflags |= syscall.CLONE_NEWNET
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"klock-stage2"},
+		Env:        []string{envStage2 + "=" + strconv.Itoa(3+n) + "," + strconv.Itoa(4+n)},
+		Stdin:      s.Stdin,
+		Stdout:     s.Stdout,
+		Stderr:     s.Stderr,
+		ExtraFiles: append(append([]*os.File(nil), s.ExtraFiles...), specR, statusW),
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  cloneflags,
+			UseCgroupFD: true,
+			CgroupFD:    int(cgfd.Fd()),
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	}
+	err = cmd.Start()
+	specR.Close()
+	statusW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("launch: start stage 2: %w", err)
+	}
+	p := &Process{Pid: cmd.Process.Pid, Landlock: plan, cmd: cmd, group: s.Group, done: make(chan struct{})}
+
+	// From here on the session exists: any failure kills it.
+	abort := func(err error) (*Process, error) {
+		_ = s.Group.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Group.Kill() })
+	if _, err := specW.Write(spec); err != nil {
+		stop()
+		return abort(fmt.Errorf("launch: send spec to stage 2: %w", err))
+	}
+	specW.Close()
+	// EOF without data: the status pipe closed at exec, the agent runs.
+	status, err := io.ReadAll(statusR)
+	if err != nil {
+		stop()
+		return abort(fmt.Errorf("launch: read stage 2 status: %w", err))
+	}
+	if len(status) > 0 {
+		stop()
+		se := &StageError{}
+		if jerr := json.Unmarshal(status, se); jerr != nil {
+			se = &StageError{Step: "stage2", Msg: fmt.Sprintf("unreadable status %q", status)}
+		}
+		return abort(se)
+	}
+	if ctx.Err() != nil {
+		stop()
+		return abort(fmt.Errorf("launch: %w", ctx.Err()))
+	}
+	go p.wait(stop)
+	return p, nil
+}
+
+func (p *Process) wait(stop func() bool) {
+	err := p.cmd.Wait()
+	stop()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		err = nil
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		if ws.Signaled() {
+			p.exit = Exit{Code: -1, Signal: ws.Signal()}
+		} else {
+			p.exit = Exit{Code: ws.ExitStatus()}
+		}
+	}
+	p.err = err
+	close(p.done)
+}
+
+// Wait blocks until the agent (pid 1 of the session's pid namespace) has
+// ended, and returns how. When the agent ends the kernel kills every other
+// process of its pid namespace. The error is non-nil only when waiting
+// itself failed (e.g. copying Stdout), never for a non-zero exit.
+// Wait may be called any number of times, from any goroutine.
+func (p *Process) Wait() (Exit, error) {
+	<-p.done
+	return p.exit, p.err
+}
+
+// Done is closed when the agent has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Kill kills every process of the session at once (cgroup.kill).
+func (p *Process) Kill() error { return p.group.Kill() }
+
+// Signal sends sig to the agent. The agent is pid 1 of its pid namespace:
+// the kernel delivers a signal from outside only when the agent handles it,
+// except SIGKILL and SIGSTOP. Use Kill to end the session unconditionally.
+func (p *Process) Signal(sig os.Signal) error {
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
+	return p.cmd.Process.Signal(sig)
+}
