@@ -1,0 +1,21 @@
+// Package vlog owns klock's verification log (KLIS-6 §4): the record of one
+// session written at its end to <dir>/verification.json (schema
+// "klock.verification/v1"), read back by `klock log`, and rendered as the
+// human summary a security engineer reads first (headline verdict, then
+// violations, rollback, amendments, intents with use counts,
+// under-utilization, observed triples, lost events, exit status).
+//
+// A Log is built from the decision engine's records (Build with
+// decide.Records) or filled directly; the caller supplies what only it
+// knows: session and agent ids, the manifest path and hash, the backends
+// and what each guaranteed, rollback actions and the exit status.
+//
+// It never decides, kills, rolls back or watches anything; it does no I/O
+// except in Write and Read.
+//
+// Error semantics: Write returns the failing step wrapped (%w) and leaves
+// no partial verification.json behind (temp file + fsync + rename + fsync
+// of the directory). Read returns ErrSchema (errors.Is) for a file of
+// another schema and wraps I/O and JSON errors. Render returns the
+// writer's error.
+package vlog

@@ -1,0 +1,79 @@
+package vlog
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Headline returns the verdict (CLEAN, VIOLATION, AMENDED, KILLED) and its
+// qualifiers, e.g. "VIOLATION (blocked, killed, 3 files restored)".
+func (l *Log) Headline() (verdict, summary string) {
+	var blocked, detected, amended int
+	for _, v := range l.Violations {
+		switch {
+		case v.Action == "amended":
+			amended++
+		case v.Blocked:
+			blocked++
+		default:
+			detected++
+		}
+	}
+	var restored, failed int
+	for _, r := range l.Rollback {
+		if r.OK {
+			restored++
+		} else {
+			failed++
+		}
+	}
+	var q []string
+	switch {
+	case blocked+detected > 0 && l.Mode != "permissive" || l.Exit.KilledByKlock && len(l.Violations) > 0:
+		verdict = VerdictViolation
+		if blocked > 0 {
+			q = append(q, "blocked")
+		}
+		if detected > 0 {
+			q = append(q, "detected after the effect")
+		}
+	case l.Exit.KilledByKlock:
+		verdict = VerdictKilled
+		if l.Lost.Total > 0 {
+			q = append(q, plural(int(l.Lost.Total), "kernel event")+" lost, fail closed")
+		}
+	case len(l.Violations) > 0:
+		verdict = VerdictAmended
+		q = append(q, plural(len(l.Amendments), "lease"))
+		if blocked > 0 {
+			q = append(q, fmt.Sprintf("%d blocked by the kernel", blocked))
+		}
+	default:
+		verdict = VerdictClean
+	}
+	if l.Exit.KilledByKlock {
+		if verdict == VerdictViolation {
+			q = append(q, "killed")
+		}
+	}
+	if restored > 0 {
+		q = append(q, plural(restored, "file")+" restored")
+	}
+	if failed > 0 {
+		q = append(q, fmt.Sprintf("%d ROLLBACK FAILURES", failed))
+	}
+	if l.Lost.Total > 0 && verdict != VerdictKilled {
+		q = append(q, plural(int(l.Lost.Total), "kernel event")+" lost: log incomplete")
+	}
+	if len(q) == 0 {
+		return verdict, verdict
+	}
+	return verdict, verdict + " (" + strings.Join(q, ", ") + ")"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

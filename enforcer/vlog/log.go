@@ -1,0 +1,161 @@
+package vlog
+
+import (
+	"time"
+
+	"github.com/klocklabs/klock/policy"
+)
+
+// Schema is the version tag of the verification log format.
+const Schema = "klock.verification/v1"
+
+// FileName is the log's file name inside the session directory.
+const FileName = "verification.json"
+
+// What a backend guaranteed.
+const (
+	GuaranteeBlocks  = "blocks before the effect"
+	GuaranteeDetects = "detects, kills and rolls back"
+)
+
+// Headline verdicts.
+const (
+	VerdictClean     = "CLEAN"
+	VerdictViolation = "VIOLATION"
+	VerdictAmended   = "AMENDED"
+	// VerdictKilled: klock ended the session without a scope violation
+	// (strict mode lost kernel events and failed closed).
+	VerdictKilled = "KILLED"
+)
+
+// Log is one session's verification log.
+type Log struct {
+	Schema   string      `json:"schema"`
+	Session  string      `json:"session"`
+	Agent    string      `json:"agent"`
+	Manifest ManifestRef `json:"manifest"`
+	Mode     policy.Mode `json:"mode"`
+	Start    time.Time   `json:"start"`
+	End      time.Time   `json:"end"`
+	// Verdict and Summary are the headline, filled by Finish and Write.
+	Verdict  string    `json:"verdict"`
+	Summary  string    `json:"summary"`
+	Backends []Backend `json:"backends"`
+	// Intents are the manifest's declared intents then the leases, with use
+	// counts; Baseline holds the baseline's intents, grouped apart.
+	Intents  []IntentUse `json:"intents"`
+	Baseline []IntentUse `json:"baseline,omitempty"`
+	// Unused are declared manifest intents that allowed nothing:
+	// under-utilization, not a violation, useful metadata.
+	Unused     []string     `json:"under_utilization"`
+	Observed   []Observed   `json:"observed"`
+	Violations []Violation  `json:"violations"`
+	Amendments []Amendment  `json:"amendments,omitempty"`
+	Created    []string     `json:"created,omitempty"`
+	Rollback   []RollbackOp `json:"rollback"`
+	Lost       Lost         `json:"lost"`
+	Events     uint64       `json:"events"`
+	Exit       Exit         `json:"exit"`
+}
+
+// ManifestRef names the manifest the session ran under.
+type ManifestRef struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// Backend is one kernel mechanism the session used.
+type Backend struct {
+	Name      string `json:"name"`
+	Guarantee string `json:"guarantee"` // GuaranteeBlocks or GuaranteeDetects
+	// Details are free-form facts, e.g. "Landlock ABI 4", "nearest scope for /srv/repo/*.go".
+	Details []string `json:"details,omitempty"`
+}
+
+// IntentUse is a declared intent and how many operations it allowed.
+type IntentUse struct {
+	Intent string `json:"intent"`
+	Origin string `json:"origin"`
+	Uses   uint64 `json:"uses"`
+}
+
+// Observed is one distinct observed triple.
+type Observed struct {
+	Triple  string       `json:"triple"`
+	Count   uint64       `json:"count"`
+	Blocked uint64       `json:"blocked,omitempty"`
+	Failed  uint64       `json:"failed,omitempty"`
+	First   time.Time    `json:"first"`
+	PID     uint32       `json:"pid"`
+	Comm    string       `json:"comm"`
+	Syscall string       `json:"syscall,omitempty"`
+	Source  string       `json:"source,omitempty"`
+	// AllowedBy is the intent that allowed it, "created by the session",
+	// or empty for a violation that was never amended.
+	AllowedBy string `json:"allowed_by,omitempty"`
+	Violation bool   `json:"violation,omitempty"`
+}
+
+// Violation is one operation outside the declared scope.
+type Violation struct {
+	Time   time.Time `json:"time"`
+	Triple string    `json:"triple"`
+	// Path is the kernel-resolved path (FILE, PROC) or the address (NET).
+	Path     string `json:"path"`
+	Error    string `json:"error"`    // the ScopeViolationError text
+	Needed   string `json:"needed"`   // the intent that would have allowed it
+	Declared string `json:"declared"` // what the scope declares on the object
+	Blocked  bool   `json:"blocked"`
+	Action   string `json:"action"` // violation-kill | violation-blocked | amended
+	Lease    string `json:"lease,omitempty"`
+	PID      uint32 `json:"pid"`
+	Comm     string `json:"comm"`
+	Syscall  string `json:"syscall,omitempty"`
+	Source   string `json:"source,omitempty"`
+}
+
+// Amendment is one Dynamic Lease Acquisition (permissive mode).
+type Amendment struct {
+	Time    time.Time `json:"time"`
+	Intent  string    `json:"intent"`
+	Triple  string    `json:"triple"`
+	PID     uint32    `json:"pid"`
+	Comm    string    `json:"comm"`
+	Blocked bool      `json:"blocked,omitempty"`
+}
+
+// Rollback actions.
+const (
+	RollbackRestored  = "restored"
+	RollbackRemoved   = "removed"
+	RollbackRecreated = "recreated"
+)
+
+// RollbackOp is one action of the pre-flight rollback.
+type RollbackOp struct {
+	Path   string `json:"path"`
+	Action string `json:"action"` // restored | removed | recreated
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Lost summarizes events the kernel could not deliver.
+type Lost struct {
+	Total   uint64       `json:"total"`
+	Reports []LostReport `json:"reports,omitempty"`
+}
+
+// LostReport is one report of lost events.
+type LostReport struct {
+	Time   time.Time `json:"time"`
+	Count  uint64    `json:"count"`
+	Action string    `json:"action"`
+}
+
+// Exit is how the agent ended.
+type Exit struct {
+	Code          *int   `json:"code,omitempty"`   // exit code when it exited
+	Signal        string `json:"signal,omitempty"` // e.g. SIGKILL when signalled
+	KilledByKlock bool   `json:"killed_by_klock"`
+	Reason        string `json:"reason,omitempty"` // why klock killed it
+}

@@ -1,0 +1,244 @@
+package vlog
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// RenderOptions shape the human summary.
+type RenderOptions struct {
+	// JSON writes the verification.json document instead (klock log --json).
+	JSON bool
+	// MaxObserved bounds the observed triples listed (most frequent first,
+	// violations always shown); 0 means 15, negative means all.
+	MaxObserved int
+	// Verbose lists every baseline intent instead of a one-line total.
+	Verbose bool
+}
+
+// Render writes the human summary of a log (or its JSON).
+func Render(w io.Writer, l *Log, opts RenderOptions) error {
+	if opts.JSON {
+		data, err := l.encode()
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	r := &renderer{w: w}
+	verdict, summary := l.Headline()
+	r.line("%s", summary)
+	if verdict == VerdictViolation || verdict == VerdictKilled {
+		switch {
+		case len(l.Violations) > 0:
+			r.line("  %s", l.Violations[0].Error)
+		case l.Exit.Reason != "":
+			r.line("  %s", l.Exit.Reason)
+		}
+	}
+	r.line("")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "session\t%s (agent %s, %s mode)\n", l.Session, l.Agent, l.Mode)
+	fmt.Fprintf(tw, "time\t%s\n", span(l.Start, l.End))
+	sum := l.Manifest.SHA256
+	if len(sum) > 16 {
+		sum = sum[:16] + "…"
+	}
+	fmt.Fprintf(tw, "manifest\t%s (sha256 %s)\n", l.Manifest.Path, sum)
+	fmt.Fprintf(tw, "exit\t%s\n", exitText(l.Exit))
+	fmt.Fprintf(tw, "events\t%d observed, %d distinct, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
+	tw.Flush()
+	r.err = firstErr(r.err, tw.Flush())
+
+	r.section("Backends", len(l.Backends))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, b := range l.Backends {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Guarantee, strings.Join(b.Details, "; "))
+	}
+	r.err = firstErr(r.err, tw.Flush())
+
+	if len(l.Violations) > 0 {
+		r.section("Violations", len(l.Violations))
+		for _, v := range l.Violations {
+			how := "detected"
+			if v.Blocked {
+				how = "blocked by the kernel"
+			}
+			r.line("  %s  %s  pid %d %s  %s → %s", clock(v.Time), v.Triple, v.PID, v.Comm, how, v.Action)
+			r.line("      %s", v.Error)
+			r.line("      would have been allowed by: %s", v.Needed)
+		}
+	}
+	if len(l.Rollback) > 0 {
+		r.section("Rollback", len(l.Rollback))
+		for _, op := range l.Rollback {
+			if op.OK {
+				r.line("  %-9s %s", op.Action, op.Path)
+			} else {
+				r.line("  %-9s %s  FAILED: %s", op.Action, op.Path, op.Error)
+			}
+		}
+	}
+	if len(l.Amendments) > 0 {
+		r.section("Amendments (Dynamic Lease Acquisition)", len(l.Amendments))
+		for _, a := range l.Amendments {
+			note := ""
+			if a.Blocked {
+				note = "  (the kernel still refused this attempt)"
+			}
+			r.line("  %s  + %s  pid %d %s%s", clock(a.Time), a.Intent, a.PID, a.Comm, note)
+		}
+	}
+	r.section("Declared intents (uses)", len(l.Intents))
+	for _, in := range l.Intents {
+		tag := ""
+		switch {
+		case in.Origin != "manifest":
+			tag = "  [" + in.Origin + "]"
+		case in.Uses == 0:
+			tag = "  (never used)"
+		}
+		r.line("  %8d  %s%s", in.Uses, in.Intent, tag)
+	}
+	if len(l.Baseline) > 0 {
+		var uses uint64
+		used := 0
+		for _, b := range l.Baseline {
+			uses += b.Uses
+			if b.Uses > 0 {
+				used++
+			}
+		}
+		r.line("  %8d  baseline %s: %d of %d intents used", uses, strings.TrimPrefix(l.Baseline[0].Origin, "baseline:"), used, len(l.Baseline))
+		if opts.Verbose {
+			for _, b := range l.Baseline {
+				r.line("  %8d    %s", b.Uses, b.Intent)
+			}
+		}
+	}
+	if len(l.Unused) > 0 {
+		r.section("Under-utilization (declared, never used; not a violation)", len(l.Unused))
+		for _, u := range l.Unused {
+			r.line("  %s", u)
+		}
+	}
+	r.observed(l, opts.MaxObserved)
+	if len(l.Lost.Reports) > 0 {
+		r.section("Lost events", int(l.Lost.Total))
+		for _, x := range l.Lost.Reports {
+			r.line("  %s  %d lost → %s", clock(x.Time), x.Count, x.Action)
+		}
+	}
+	return r.err
+}
+
+func (r *renderer) observed(l *Log, max int) {
+	if len(l.Observed) == 0 {
+		return
+	}
+	if max == 0 {
+		max = 15
+	}
+	idx := make([]int, len(l.Observed))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := &l.Observed[idx[a]], &l.Observed[idx[b]]
+		if x.Violation != y.Violation {
+			return x.Violation
+		}
+		return x.Count > y.Count
+	})
+	r.section("Observed (distinct triples)", len(l.Observed))
+	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "count\tfirst\tpid\t\n")
+	shown := 0
+	for _, i := range idx {
+		o := &l.Observed[i]
+		if max > 0 && shown >= max && !o.Violation {
+			break
+		}
+		shown++
+		mark := ""
+		switch {
+		case o.Violation && o.AllowedBy == "":
+			mark = "  VIOLATION"
+		case o.Violation:
+			mark = "  VIOLATION, then " + o.AllowedBy
+		case o.AllowedBy != "":
+			mark = "  ← " + o.AllowedBy
+		}
+		if o.Blocked > 0 {
+			mark += fmt.Sprintf(" [%d blocked]", o.Blocked)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t %s  %s%s\n", o.Count, clock(o.First), o.PID, o.Comm, o.Triple, mark)
+	}
+	r.err = firstErr(r.err, tw.Flush())
+	if rest := len(l.Observed) - shown; rest > 0 {
+		r.line("  … %d more (klock log --json)", rest)
+	}
+}
+
+type renderer struct {
+	w   io.Writer
+	err error
+}
+
+func (r *renderer) line(format string, args ...any) {
+	if r.err != nil {
+		return
+	}
+	_, r.err = fmt.Fprintf(r.w, format+"\n", args...)
+}
+
+func (r *renderer) section(title string, n int) {
+	r.line("")
+	r.line("%s: %d", title, n)
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "--:--:--.---"
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+func span(a, b time.Time) string {
+	if a.IsZero() {
+		return "unknown"
+	}
+	s := a.UTC().Format(time.RFC3339)
+	if b.IsZero() {
+		return s + " → (running)"
+	}
+	return fmt.Sprintf("%s → %s (%s)", s, b.UTC().Format(time.RFC3339), b.Sub(a).Round(time.Millisecond))
+}
+
+func exitText(e Exit) string {
+	var s string
+	switch {
+	case e.Signal != "":
+		s = "signal " + e.Signal
+	case e.Code != nil:
+		s = fmt.Sprintf("exit code %d", *e.Code)
+	default:
+		s = "unknown"
+	}
+	if e.KilledByKlock {
+		s = "killed by klock (" + s + ")"
+	}
+	return s
+}
