@@ -11,9 +11,8 @@ import (
 
 // compile turns rs's NET rules into the kernel's per-session policy.
 //
-// A host-name rule must be followed by the address rules Resolve produced
-// for it (same intent); the host rule itself is not written, its addresses
-// are. IPv4 prefixes are stored IPv4-mapped with family AF_INET (the BPF side
+// A host-name rule must come with the address rules Resolve produced for it
+// (same intent); the host rule itself is not written, its addresses are. IPv4 prefixes are stored IPv4-mapped with family AF_INET (the BPF side
 // checks ::ffff:a.b.c.d destinations against them). Identical address rules
 // are merged (their access bits joined) before the MaxRules check.
 func compile(rs *policy.Ruleset) (*netguardNgPolicy, error) {
@@ -69,16 +68,17 @@ func compile(rs *policy.Ruleset) (*netguardNgPolicy, error) {
 	return pol, nil
 }
 
-// resolvedAt reports whether the host rule at i is followed by at least one
-// address rule of the same intent (what policy.Ruleset.Resolve appends).
+// resolvedAt reports whether the host rule at i has at least one address
+// rule of the same intent: an intent has one object, so an address rule
+// carrying a host intent's index can only come from policy.Ruleset.Resolve.
 func resolvedAt(rs *policy.Ruleset, i int) bool {
 	h := rs.Net[i]
-	if i+1 >= len(rs.Net) {
-		return false
+	for _, n := range rs.Net {
+		if n.Intent == h.Intent && n.Pattern.Host == "" && !n.Pattern.Raw && n.Pattern.Prefix.IsValid() {
+			return true
+		}
 	}
-	n := rs.Net[i+1]
-	return n.Intent == h.Intent && n.Pattern.Host == "" && !n.Pattern.Raw && n.Pattern.Prefix.IsValid() &&
-		n.Pattern.Ports == h.Pattern.Ports && n.Pattern.Proto == h.Pattern.Proto
+	return false
 }
 
 func intentName(rs *policy.Ruleset, i int) string {

@@ -67,7 +67,20 @@ func sockaddr(ap netip.AddrPort, family int) unix.Sockaddr {
 //	udpc6via4:A:P      connect an AF_INET6 datagram socket to an AF_INET sockaddr
 //	mptcp4:A:P         connect an AF_INET MPTCP stream socket
 //	listen4            listen() on an unbound AF_INET stream socket (autobind)
+//	xN:op              op, N times; the last result
 func runOp(op string) error {
+	if rest, ok := strings.CutPrefix(op, "x"); ok {
+		// xN:op repeats op N times and returns the last result.
+		count, inner, _ := strings.Cut(rest, ":")
+		n, err := strconv.Atoi(count)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n-1; i++ {
+			_ = runOp(inner)
+		}
+		return runOp(inner)
+	}
 	kind, target, _ := strings.Cut(op, ":")
 	switch kind {
 	case "raw4":

@@ -619,3 +619,38 @@ func TestEscapes(t *testing.T) {
 		t.Errorf("events:\n got %q\nwant %q", gotEv, wantEv)
 	}
 }
+
+// TestLossAccounting: when the consumer does not keep up, every denial is
+// still accounted for, either as an event or in Lost.
+func TestLossAccounting(t *testing.T) {
+	g := newGuard(t)
+	cg := newCgroup(t, "loss")
+	_, portUB := udpReceiver(t)
+	s, err := g.Attach(cg, ruleset(t, nil, "CONSUMES NET:127.0.0.1:1/tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// More than Events' buffer plus the kernel ring buffer (256 KiB of
+	// 72-byte records: 64 of event, 8 of header) can hold while nobody reads:
+	// loss is certain.
+	const n = EventBuffer + 256*1024/72 + 2000
+	op := fmt.Sprintf("x%d:udpc4:127.0.0.1:%d", n, portUB)
+	got, _ := runOps(t, cg, op) // nobody reads Events meanwhile
+	checkOps(t, "flood", got, map[string]string{op: "EPERM"})
+	var events, lost uint64
+	timeout := time.After(20 * time.Second)
+	for events+lost < n {
+		select {
+		case <-s.Events():
+			events++
+		case l := <-s.Lost():
+			lost += l.Count
+		case <-timeout:
+			t.Fatalf("accounted %d events + %d lost of %d denials", events, lost, n)
+		}
+	}
+	if events+lost != n || lost == 0 {
+		t.Errorf("events %d + lost %d, want %d with some lost", events, lost, n)
+	}
+}
