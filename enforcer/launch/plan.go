@@ -138,6 +138,11 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 			res(Widened, "", rWrite|rTruncate, "PROVIDES needs WRITE_FILE and TRUNCATE so created files can be filled; files that already exist there are writable too (overwriting one is MUTATES)")
 		}()
 	}
+	if rule.Grants.Has(policy.Renames) && !rule.Grants.Has(policy.Deletes) {
+		defer func() {
+			res(Widened, "", rRemoveFile|rRemoveDir, "Landlock checks the source of a rename as a removal: RENAMES needs REMOVE_FILE and REMOVE_DIR, so unlink and rmdir (DELETES) are allowed there too")
+		}()
+	}
 	info, err := os.Stat(pat.Path)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):

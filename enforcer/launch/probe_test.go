@@ -28,7 +28,7 @@ func probe(mode string, args []string) int {
 			}
 		}
 		cg, err := os.ReadFile("/proc/self/cgroup")
-		fmt.Printf("cgroup=%s\n", outcome(err, strings.TrimSpace(string(cg))))
+		fmt.Printf("cgroup=%s\n", outcome(err, unifiedLine(string(cg))))
 		ns, err := os.Readlink("/proc/self/ns/net")
 		fmt.Printf("netns=%s\n", outcome(err, ns))
 		fmt.Printf("pid=%d\n", os.Getpid())
@@ -178,4 +178,15 @@ func memfdExec() error {
 	var ws syscall.WaitStatus
 	_, _ = syscall.Wait4(pid, &ws, 0, nil)
 	return nil
+}
+
+// unifiedLine is the cgroup v2 line ("0::/path") of a /proc/PID/cgroup file
+// (hybrid hosts list v1 hierarchies too).
+func unifiedLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "0::") {
+			return l
+		}
+	}
+	return ""
 }
