@@ -81,15 +81,15 @@ type IntentUse struct {
 
 // Observed is one distinct observed triple.
 type Observed struct {
-	Triple  string       `json:"triple"`
-	Count   uint64       `json:"count"`
-	Blocked uint64       `json:"blocked,omitempty"`
-	Failed  uint64       `json:"failed,omitempty"`
-	First   time.Time    `json:"first"`
-	PID     uint32       `json:"pid"`
-	Comm    string       `json:"comm"`
-	Syscall string       `json:"syscall,omitempty"`
-	Source  string       `json:"source,omitempty"`
+	Triple  string    `json:"triple"`
+	Count   uint64    `json:"count"`
+	Blocked uint64    `json:"blocked,omitempty"`
+	Failed  uint64    `json:"failed,omitempty"`
+	First   time.Time `json:"first"`
+	PID     uint32    `json:"pid"`
+	Comm    string    `json:"comm"`
+	Syscall string    `json:"syscall,omitempty"`
+	Source  string    `json:"source,omitempty"`
 	// AllowedBy is the intent that allowed it, "created by the session",
 	// or empty for a violation that was never amended.
 	AllowedBy string `json:"allowed_by,omitempty"`

@@ -58,6 +58,10 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	r.section("Backends", len(l.Backends))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, b := range l.Backends {
+		if len(b.Details) == 0 {
+			fmt.Fprintf(tw, "  %s\t%s\n", b.Name, b.Guarantee)
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Guarantee, strings.Join(b.Details, "; "))
 	}
 	r.err = firstErr(r.err, tw.Flush())
