@@ -111,28 +111,41 @@ func expand(a Access) Access {
 
 func (rs *Ruleset) allowsNet(t Triple) Decision {
 	var d Decision
+	if t.Raw {
+		for _, i := range rs.netIdx.raw {
+			d.Declared |= rs.Net[i].Access
+			if !d.Allowed {
+				d.Allowed, d.Intent = true, &rs.Intents[rs.Net[i].Intent]
+			}
+		}
+		return d
+	}
+	port := t.Addr.Port()
+	rs.matchNet(&d, t, rs.netIdx.byPort[port])
+	rs.matchNet(&d, t, rs.netIdx.wide)
+	return d
+}
+
+func (rs *Ruleset) matchNet(d *Decision, t Triple, candidates []int32) {
 	addr := t.Addr.Addr().Unmap()
-	for i := range rs.Net {
+	port := t.Addr.Port()
+	for _, i := range candidates {
 		r := &rs.Net[i]
-		p := r.Pattern
+		p := &r.Pattern
 		var match bool
-		switch {
-		case t.Raw || p.Raw:
-			match = t.Raw && p.Raw
-		case t.Host != "":
-			match = p.Host == t.Host && p.Ports.Contains(t.Addr.Port())
-		default:
-			match = p.Host == "" && p.Prefix.Contains(addr) && p.Ports.Contains(t.Addr.Port())
+		if t.Host != "" {
+			match = p.Host == t.Host && p.Ports.Contains(port)
+		} else {
+			match = p.Host == "" && p.Ports.Contains(port) && p.Prefix.Contains(addr)
 		}
 		if !match || (p.Proto != ProtoAny && t.Proto != ProtoAny && p.Proto != t.Proto) {
 			continue
 		}
 		d.Declared |= r.Access
-		if !d.Allowed && (r.Access.Has(t.Predicate) || t.Raw) {
+		if !d.Allowed && r.Access.Has(t.Predicate) {
 			d.Allowed, d.Intent = true, &rs.Intents[r.Intent]
 		}
 	}
-	return d
 }
 
 // ScopeViolationError is KLIS-6 §3.1's error for an operation outside the

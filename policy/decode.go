@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -200,8 +201,18 @@ func (d *decoder) integer(n *yaml.Node, path string) (int64, bool) {
 	return i, true
 }
 
-// fieldIndex maps YAML keys to struct field indexes.
+type fieldInfo struct {
+	idx   map[string]int
+	names []string
+}
+
+var fieldCache sync.Map // reflect.Type -> fieldInfo
+
+// fieldIndex maps YAML keys to struct field indexes (cached per type).
 func fieldIndex(t reflect.Type) (map[string]int, []string) {
+	if fi, ok := fieldCache.Load(t); ok {
+		return fi.(fieldInfo).idx, fi.(fieldInfo).names
+	}
 	idx := map[string]int{}
 	var names []string
 	for i := range t.NumField() {
@@ -218,6 +229,7 @@ func fieldIndex(t reflect.Type) (map[string]int, []string) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	fieldCache.Store(t, fieldInfo{idx, names})
 	return idx, names
 }
 

@@ -167,7 +167,7 @@ func (i *Intent) decodeNode(d *decoder, n *yaml.Node, path string) {
 	case yaml.ScalarNode:
 		in, err := ParseIntent(n.Value)
 		if err != nil {
-			d.fail(n, path, "intent", "write e.g. \"CONSUMES FILE:/srv/repo/**\"", "%v", err)
+			d.fail(n, path, "intent", "", "%v", err)
 			return
 		}
 		*i = in

@@ -37,12 +37,12 @@ func (m *Manifest) Pos(field string) Pos {
 
 // Agent is KCC surface 1: identity.
 type Agent struct {
-	ID         string `yaml:"id" json:"id"`
+	ID         string `yaml:"id" json:"id" jsonschema:"required"`
 	Name       string `yaml:"name" json:"name,omitempty"`
 	Version    string `yaml:"version" json:"version,omitempty"`
 	Capability string `yaml:"capability" json:"capability,omitempty"`
 	Maturity   string `yaml:"maturity" json:"maturity,omitempty" jsonschema:"enum=L1,enum=L2,enum=L3"`
-	Owner      Owner  `yaml:"owner" json:"owner"`
+	Owner      Owner  `yaml:"owner" json:"owner,omitempty"`
 	CreatedAt  string `yaml:"created_at" json:"created_at,omitempty"`
 }
 
@@ -88,7 +88,7 @@ type HITL struct {
 
 // Approval records who approved what.
 type Approval struct {
-	ApprovedBy string `yaml:"approved_by" json:"approved_by"`
+	ApprovedBy string `yaml:"approved_by" json:"approved_by" jsonschema:"required"`
 	Reference  string `yaml:"reference" json:"reference,omitempty"`
 	Date       string `yaml:"date" json:"date,omitempty"`
 }

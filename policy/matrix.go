@@ -1,6 +1,11 @@
 package policy
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
+
+var durationRe = regexp.MustCompile(`^[0-9]+(s|m|h|d|w|min|days?|hours?)$`)
 
 // MatrixRow is one row of seed 002's permissions matrix.
 type MatrixRow struct {
@@ -71,8 +76,7 @@ func (m *Manifest) PermissionsMatrix() []MatrixRow {
 // SideEffectLabel renders a side effect with its rollback window, as seed 002
 // writes "REVERSIBLE-WRITE (24h)".
 func (r MatrixRow) SideEffectLabel() string {
-	if r.SideEffect == SideEffectReversibleWrite && r.Window != "" {
-		w := strings.Fields(r.Window)
+	if w := strings.Fields(r.Window); r.SideEffect == SideEffectReversibleWrite && len(w) > 0 && durationRe.MatchString(w[0]) {
 		return string(r.SideEffect) + " (" + w[0] + ")"
 	}
 	return string(r.SideEffect)

@@ -125,7 +125,7 @@ func ParseNetPattern(s string) (NetPattern, error) {
 		if p, err := parsePrefix(host); err == nil {
 			n.Prefix = p
 		} else if looksNumeric(host) {
-			return n, fmt.Errorf("%q is not a valid IPv4 address or CIDR", host)
+			return n, fmt.Errorf("%q is not a valid IPv4 address or CIDR: %w", host, err)
 		} else if err := checkHostname(host); err != nil {
 			return n, err
 		} else {

@@ -72,8 +72,14 @@ func (ix *pathIndex) lookup(q string, p Predicate) (best int32, declared Access)
 		return 0, 0
 	}
 	bestRank := -1
+	// A rule that declares p directly beats one that only implies it (a
+	// read under CONSUMES /a/** and MUTATES /a/b/** is the CONSUMES's use);
+	// among equals the most specific wins.
 	consider := func(s *ruleSlot, rank int) {
 		declared |= s.declared
+		if s.direct.Has(p) {
+			rank += 1 << 20
+		}
 		if s.by[p] != 0 && rank >= bestRank {
 			best, bestRank = s.by[p], rank
 		}

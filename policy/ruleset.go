@@ -31,6 +31,34 @@ type Ruleset struct {
 	Interpreters []string
 
 	files, exec pathIndex
+	netIdx      netIndex
+}
+
+// netIndex narrows NET rules by destination port: rules on at most
+// narrowPorts ports are listed under each port, wider ones are scanned.
+type netIndex struct {
+	byPort map[uint16][]int32
+	wide   []int32
+	raw    []int32
+}
+
+const narrowPorts = 64
+
+func buildNetIndex(rules []NetRule) netIndex {
+	ix := netIndex{byPort: map[uint16][]int32{}}
+	for i, r := range rules {
+		switch p := r.Pattern; {
+		case p.Raw:
+			ix.raw = append(ix.raw, int32(i))
+		case int(p.Ports.Hi)-int(p.Ports.Lo) < narrowPorts:
+			for port := int(p.Ports.Lo); port <= int(p.Ports.Hi); port++ {
+				ix.byPort[uint16(port)] = append(ix.byPort[uint16(port)], int32(i))
+			}
+		default:
+			ix.wide = append(ix.wide, int32(i))
+		}
+	}
+	return ix
 }
 
 // PathRule is one FILE or PROC pattern and the predicates declared on it.
@@ -90,6 +118,7 @@ func (rs *Ruleset) build(intents []Intent) error {
 			return fmt.Errorf("%w: intent %d has no object", ErrInvalidManifest, i)
 		}
 	}
+	rs.netIdx = buildNetIndex(rs.Net)
 	rs.Files = sortedRules(fileRules)
 	rs.Exec = sortedRules(execRules)
 	return nil
@@ -169,5 +198,6 @@ func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Rul
 			n.Net = append(n.Net, NetRule{Pattern: p, Access: r.Access, Intent: r.Intent})
 		}
 	}
+	n.netIdx = buildNetIndex(n.Net)
 	return &n, nil
 }

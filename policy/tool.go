@@ -5,12 +5,12 @@ package policy
 // seed 004.
 type Tool struct {
 	// KCC surface 4.
-	Name                  string    `yaml:"name" json:"name"`
+	Name                  string    `yaml:"name" json:"name" jsonschema:"required"`
 	Type                  string    `yaml:"type" json:"type,omitempty" jsonschema:"enum=read,enum=write,enum=external,enum=internal"`
-	BlastRadius           string    `yaml:"blast_radius" json:"blast_radius" jsonschema:"enum=read,enum=local,enum=domain,enum=organizational"`
-	UntrustedContent      bool      `yaml:"untrusted_content" json:"untrusted_content"`
-	PrivateDataAccess     bool      `yaml:"private_data_access" json:"private_data_access"`
-	ExternalCommunication bool      `yaml:"external_communication" json:"external_communication"`
+	BlastRadius           string    `yaml:"blast_radius" json:"blast_radius" jsonschema:"required,enum=read,enum=local,enum=domain,enum=organizational"`
+	UntrustedContent      bool      `yaml:"untrusted_content" json:"untrusted_content,omitempty"`
+	PrivateDataAccess     bool      `yaml:"private_data_access" json:"private_data_access,omitempty"`
+	ExternalCommunication bool      `yaml:"external_communication" json:"external_communication,omitempty"`
 	RateLimit             int       `yaml:"rate_limit" json:"rate_limit,omitempty" jsonschema:"description=requests per minute (KCC); see rate_limits for the full contract"`
 	CostPerInvocation     *ToolCost `yaml:"cost_per_invocation" json:"cost_per_invocation,omitempty"`
 	Version               string    `yaml:"version" json:"version,omitempty"`
@@ -26,7 +26,7 @@ type Tool struct {
 	Permission   Permission              `yaml:"permission" json:"permission,omitempty"`
 	InputSchema  map[string]*ParamSchema `yaml:"input_schema" json:"input_schema,omitempty"`
 	OutputSchema map[string]*ParamSchema `yaml:"output_schema" json:"output_schema,omitempty"`
-	SideEffects  SideEffect              `yaml:"side_effects" json:"side_effects" jsonschema:"enum=READ,enum=REVERSIBLE-WRITE,enum=IRREVERSIBLE-WRITE"`
+	SideEffects  SideEffect              `yaml:"side_effects" json:"side_effects" jsonschema:"required,enum=READ,enum=REVERSIBLE-WRITE,enum=IRREVERSIBLE-WRITE"`
 	Idempotency  Idempotency             `yaml:"idempotency" json:"idempotency,omitempty"`
 	Rollback     Rollback                `yaml:"rollback" json:"rollback,omitempty"`
 	RateLimits   RateLimits              `yaml:"rate_limits" json:"rate_limits,omitempty"`
@@ -66,7 +66,7 @@ type Permission struct {
 
 // ParamSchema is one argument's type and constraints.
 type ParamSchema struct {
-	Type         string   `yaml:"type" json:"type" jsonschema:"enum=string,enum=number,enum=integer,enum=boolean,enum=enum,enum=array,enum=object"`
+	Type         string   `yaml:"type" json:"type" jsonschema:"required,enum=string,enum=number,enum=integer,enum=boolean,enum=enum,enum=array,enum=object"`
 	Required     *bool    `yaml:"required" json:"required,omitempty" jsonschema:"description=defaults to true"`
 	Nullable     bool     `yaml:"nullable" json:"nullable,omitempty"`
 	Min          *float64 `yaml:"min" json:"min,omitempty"`

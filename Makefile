@@ -1,0 +1,57 @@
+# klock — run `make` (or `make help`) for the targets.
+SHELL      := /bin/bash
+GO         ?= go
+BIN        := bin/klock
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS    := -X github.com/klocklabs/klock/internal/version.Version=$(VERSION)
+FUZZTIME   ?= 60s
+BENCHTIME  ?= 1s
+# Privileged tests skip when not root; KLOCK_REQUIRE_PRIVILEGED=1 makes every
+# such skip a failure (.ci/run sets it).
+export KLOCK_REQUIRE_PRIVILEGED
+
+.DEFAULT_GOAL := help
+.PHONY: help deps build demo test unit vmtest bench fuzz generate lint clean
+
+help: ## Show this help
+	@awk 'BEGIN{FS=":.*## "} /^[a-z][a-zA-Z_-]*:.*## /{printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+deps: ## Install what the build and tests need (apt, only when missing)
+	@scripts/deps.sh build
+
+build: ## Build bin/klock
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
+
+demo: deps build ## Run the demo: validate and explain the example agents
+	@scripts/demo.sh $(BIN)
+
+test: deps build unit vmtest ## Run every test: unit, privileged host tests (as root), VM tests
+	@echo "make test: all suites passed"
+
+unit: ## Unit and privileged host tests (go test ./...)
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+vmtest: ## Tests that boot a BPF-LSM kernel under qemu
+	@if [ -d vmtests ]; then $(MAKE) -C vmtests; else \
+	  echo "vmtest: no VM tests yet (they arrive with the BPF-LSM backend, issue 4)"; fi
+
+bench: ## Benchmarks, reported as figures and ratios from one run
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./money/
+
+fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
+	@set -e; for t in FuzzParse FuzzParseIntent; do \
+	  echo "fuzz: $$t ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./policy/; done
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./money/
+
+generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
+	@scripts/gen-vmlinux.sh
+	$(GO) generate ./...
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean: ## Remove build output
+	rm -rf bin

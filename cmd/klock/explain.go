@@ -1,0 +1,39 @@
+package main
+
+import (
+	"github.com/klocklabs/klock/internal/explain"
+	"github.com/klocklabs/klock/policy"
+	"github.com/spf13/cobra"
+)
+
+func newExplain() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "explain FILE",
+		Short: "Show what a manifest allows: the permissions matrix, intents, trifecta and HITL verdict",
+		Long: `Explain prints the permissions matrix of seed 002 (tool, side effect,
+idempotent, rollback, unsupervised autonomy, approval needed), the
+intents, the lethal-trifecta verdict and the human-oversight mode that
+will actually apply, the cost envelope and the grants.`,
+		Example: `  klock explain examples/manifests/refund-agent.yaml
+  klock explain --json agent.yaml | jq .permissions_matrix`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := policy.Load(args[0])
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			rs, err := policy.Compile(m)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			r := explain.Build(m, rs)
+			if asJSON {
+				return explain.JSON(cmd.OutOrStdout(), r)
+			}
+			return explain.Text(cmd.OutOrStdout(), r)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return c
+}

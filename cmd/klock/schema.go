@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/klocklabs/klock/policy"
+	"github.com/spf13/cobra"
+)
+
+func newSchema() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the manifest (for editors)",
+		Long: `Schema prints the JSON Schema (draft 2020-12) of the klock/v1 manifest.
+Point your editor's YAML language server at it for completion and checks;
+klock validate still enforces the cross-field rules the schema cannot say.`,
+		Example: `  klock schema > klock-manifest.schema.json
+  # in agent.yaml:  # yaml-language-server: $schema=./klock-manifest.schema.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := policy.JSONSchema()
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			return err
+		},
+	}
+}

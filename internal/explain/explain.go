@@ -1,0 +1,135 @@
+package explain
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/klocklabs/klock/policy"
+)
+
+// Report is the machine-readable form of klock explain --json.
+type Report struct {
+	File       string               `json:"file"`
+	Agent      policy.Agent         `json:"agent"`
+	Mode       policy.Mode          `json:"mode"`
+	Workdir    string               `json:"workdir,omitempty"`
+	Baseline   policy.Baseline      `json:"baseline"`
+	Intents    []string             `json:"intents"`
+	BaselineN  int                  `json:"baseline_intents"`
+	Matrix     []policy.MatrixRow   `json:"permissions_matrix"`
+	Trifecta   policy.Trifecta      `json:"trifecta"`
+	HITL       policy.HITLMode      `json:"hitl_mode"`
+	HITLReason string               `json:"hitl_reason"`
+	Cost       *policy.CostEnvelope `json:"cost_envelope"`
+	Grants     []policy.Grant       `json:"grants,omitempty"`
+	Warnings   []policy.Diagnostic  `json:"warnings,omitempty"`
+	Signed     bool                 `json:"signed"`
+}
+
+// Build assembles the report.
+func Build(m *policy.Manifest, rs *policy.Ruleset) Report {
+	r := Report{
+		File: m.File, Agent: m.Agent, Mode: m.Mode, Workdir: m.Workdir, Baseline: m.Baseline,
+		Matrix: m.PermissionsMatrix(), Trifecta: m.Trifecta(), Cost: m.CostEnvelope,
+		Grants: m.Grants, Warnings: m.Warnings, Signed: m.Signature != nil,
+	}
+	r.HITL, r.HITLReason = m.EffectiveHITL()
+	for _, in := range rs.Intents {
+		if in.Origin == "manifest" {
+			r.Intents = append(r.Intents, in.String())
+		} else {
+			r.BaselineN++
+		}
+	}
+	return r
+}
+
+// JSON writes the report as indented JSON.
+func JSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Text writes the report for people.
+func Text(w io.Writer, r Report) error {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("Agent %s", r.Agent.ID)
+	if r.Agent.Version != "" {
+		p(" v%s", r.Agent.Version)
+	}
+	if r.Agent.Owner.Team != "" {
+		p(" (owner: %s)", r.Agent.Owner.Team)
+	}
+	p("\nMode: %s   Baseline: %s   Workdir: %s   Signed: %v\n", r.Mode, r.Baseline, orDash(r.Workdir), r.Signed)
+
+	if len(r.Matrix) > 0 {
+		p("\nPermissions matrix (%d tools)\n", len(r.Matrix))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOOL\tSIDE EFFECT\tIDEMPOTENT\tROLLBACK\tUNSUPERVISED AUTONOMY\tAPPROVAL NEEDED\tBLAST RADIUS")
+		for _, row := range r.Matrix {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Tool, row.SideEffectLabel(), row.Idempotent, row.Rollback, row.Unsupervised, row.ApprovalNeeded, row.BlastRadius)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	} else {
+		p("\nNo declared tools: the tool gateway lets nothing through.\n")
+	}
+
+	p("\nLethal trifecta: ")
+	if r.Trifecta.Present {
+		p("YES: %s (untrusted content) + %s (private data) + %s (external communication)\n", r.Trifecta.Untrusted, r.Trifecta.Private, r.Trifecta.External)
+	} else {
+		var have []string
+		for _, x := range []struct{ tool, what string }{{r.Trifecta.Untrusted, "untrusted content"}, {r.Trifecta.Private, "private data"}, {r.Trifecta.External, "external communication"}} {
+			if x.tool != "" {
+				have = append(have, x.what+" via "+x.tool)
+			}
+		}
+		if len(have) == 0 {
+			p("no\n")
+		} else {
+			p("no (has %s)\n", strings.Join(have, ", "))
+		}
+	}
+	p("Human oversight: %s (%s)\n", r.HITL, r.HITLReason)
+
+	p("\nIntents (%d declared, %d from baseline %s)\n", len(r.Intents), r.BaselineN, r.Baseline)
+	for _, in := range r.Intents {
+		p("  %s\n", in)
+	}
+	if c := r.Cost; c != nil {
+		p("\nCost envelope\n")
+		p("  tokens in   %d expected, %d max\n", c.ExpectedTokensIn, c.MaxTokensIn)
+		p("  tokens out  %d expected, %d max\n", c.ExpectedTokensOut, c.MaxTokensOut)
+		p("  latency     %d ms expected, %d ms max\n", c.ExpectedLatencyMS, c.MaxLatencyMS)
+		if c.ExpectedCost != nil && c.MaxCost != nil {
+			p("  cost        %s expected, %s max\n", c.ExpectedCost.Amount, c.MaxCost.Amount)
+		}
+		p("  context efficiency %.2f\n", c.ContextEfficiency)
+	}
+	if len(r.Grants) > 0 {
+		p("\nGrants\n")
+		for _, g := range r.Grants {
+			p("  %s\n", g)
+		}
+	}
+	if len(r.Warnings) > 0 {
+		p("\nWarnings\n")
+		for _, d := range r.Warnings {
+			p("  %s\n", d)
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,217 @@
+package policy
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+func TestAllowsFiles(t *testing.T) {
+	rs := mustCompile(t,
+		"CONSUMES FILE:/srv/repo/**",
+		"MUTATES FILE:/srv/repo/src/**",
+		"PROVIDES FILE:/srv/repo/build/*",
+		"DELETES FILE:/srv/repo/build/*",
+		"DEPENDS_ON FILE:/srv/repo/go.mod",
+		"MUTATES FILE:/srv/repo/README.md",
+	)
+	for _, tc := range []struct {
+		p     Predicate
+		path  string
+		allow bool
+		by    string // the intent that allows, when allowed
+	}{
+		{Consumes, "/srv/repo", true, "CONSUMES FILE:/srv/repo/**"},
+		{Consumes, "/srv/repo/a/b/c", true, "CONSUMES FILE:/srv/repo/**"},
+		{Consumes, "/srv/repository", false, ""},
+		{Mutates, "/srv/repo/src/x.go", true, "MUTATES FILE:/srv/repo/src/**"},
+		{Consumes, "/srv/repo/src/x.go", true, "CONSUMES FILE:/srv/repo/**"}, // direct beats implied
+		{Mutates, "/srv/repo/other.go", false, ""},
+		{Mutates, "/srv/repo/README.md", true, "MUTATES FILE:/srv/repo/README.md"},
+		{Provides, "/srv/repo/build/out.o", true, "PROVIDES FILE:/srv/repo/build/*"},
+		{Provides, "/srv/repo/build/sub/out.o", false, ""}, // /* is one level
+		{Provides, "/srv/repo/build", false, ""},
+		{Deletes, "/srv/repo/build/out.o", true, "DELETES FILE:/srv/repo/build/*"},
+		{Deletes, "/srv/repo/src/x.go", false, ""},
+		{Mutates, "/srv/repo/build/out.o", false, ""}, // PROVIDES does not grant MUTATES
+		{Consumes, "/srv/repo/go.mod", true, "CONSUMES FILE:/srv/repo/**"},
+		{Mutates, "/srv/repo/go.mod", false, ""},
+		{Mutates, "/etc/hosts", false, ""},
+		{Consumes, "/etc/hosts", true, "CONSUMES FILE:/etc/hosts"}, // baseline
+		{Consumes, "/etc/shadow", false, ""},
+		{Mutates, "/dev/null", true, "MUTATES FILE:/dev/null"},
+		{Renames, "/srv/repo/src/x.go", false, ""},
+		{Consumes, "relative/path", false, ""},
+	} {
+		d := rs.Allows(FileTriple(tc.p, tc.path))
+		if d.Allowed != tc.allow {
+			t.Errorf("%s %s: allowed=%v, want %v", tc.p, tc.path, d.Allowed, tc.allow)
+			continue
+		}
+		if tc.allow && d.Intent.String() != tc.by {
+			t.Errorf("%s %s: allowed by %q, want %q", tc.p, tc.path, d.Intent, tc.by)
+		}
+	}
+}
+
+func TestBaselineOrigin(t *testing.T) {
+	rs := mustCompile(t, "CONSUMES FILE:/w/**")
+	d := rs.Allows(FileTriple(Consumes, "/usr/lib/x86_64-linux-gnu/libc.so.6"))
+	if !d.Allowed || d.Intent.Origin != "baseline:system-ro" {
+		t.Fatalf("libc read: %+v", d)
+	}
+	if rs.Allows(FileTriple(Mutates, "/usr/bin/ls")).Allowed {
+		t.Fatal("baseline must be read-only")
+	}
+	if rs.Allows(ExecTriple("/usr/bin/ls")).Allowed {
+		t.Fatal("baseline must not grant exec")
+	}
+	if len(rs.Interpreters) == 0 {
+		t.Fatal("system-ro must list the ELF interpreters")
+	}
+	none := mustParse(t, "baseline: none\n"+manifest([]string{"CONSUMES FILE:/w/**"}, ""))
+	rs2, _ := Compile(none)
+	if rs2.Allows(FileTriple(Consumes, "/usr/lib/x")).Allowed || len(rs2.Interpreters) != 0 {
+		t.Fatal("baseline none must add nothing")
+	}
+}
+
+func TestScopeViolationMessage(t *testing.T) {
+	rs := mustCompile(t, "CONSUMES FILE:/srv/**")
+	tr := FileTriple(Mutates, "/etc/hosts")
+	v := rs.Allows(tr).Violation(tr)
+	if got, want := v.Error(), "ScopeViolationError: Agent attempted MUTATES on /etc/hosts but only declared CONSUMES"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	tr = FileTriple(Mutates, "/root/.ssh/id_rsa")
+	if got := rs.Allows(tr).Violation(tr).Error(); got != "ScopeViolationError: Agent attempted MUTATES on /root/.ssh/id_rsa but declared nothing there" {
+		t.Fatalf("got %q", got)
+	}
+	if v.Needed() != "MUTATES FILE:/etc/hosts" {
+		t.Fatalf("Needed = %q", v.Needed())
+	}
+	ok := FileTriple(Consumes, "/srv/x")
+	if rs.Allows(ok).Violation(ok) != nil {
+		t.Fatal("allowed decision has a violation")
+	}
+}
+
+func TestAllowsExec(t *testing.T) {
+	rs := mustCompile(t, "PROVIDES PROC:/usr/bin/git", "PROVIDES PROC:/usr/local/go/bin/**")
+	for path, want := range map[string]bool{
+		"/usr/bin/git": true, "/usr/bin/gitk": false, "/usr/local/go/bin/go": true,
+		"/usr/local/go/bin/sub/x": true, "/lib64/ld-linux-x86-64.so.2": false,
+	} {
+		if got := rs.Allows(ExecTriple(path)).Allowed; got != want {
+			t.Errorf("exec %s = %v, want %v", path, got, want)
+		}
+	}
+}
+
+func TestAllowsNet(t *testing.T) {
+	rs := mustCompile(t,
+		"CONSUMES NET:127.0.0.1:8080/tcp",
+		"CONSUMES NET:10.0.0.0/8:1000-2000",
+		"CONSUMES NET:[::1]:53/udp",
+		"PROVIDES NET:127.0.0.1:9000",
+		"CONSUMES NET:api.example.com:443",
+	)
+	ap := netip.MustParseAddrPort
+	for _, tc := range []struct {
+		p     Predicate
+		addr  string
+		proto Proto
+		want  bool
+	}{
+		{Consumes, "127.0.0.1:8080", ProtoTCP, true},
+		{Consumes, "127.0.0.1:8080", ProtoUDP, false},
+		{Consumes, "127.0.0.1:8081", ProtoTCP, false},
+		{Consumes, "[::ffff:127.0.0.1]:8080", ProtoTCP, true}, // v4-mapped is the v4 address
+		{Consumes, "[::ffff:127.0.0.1]:8081", ProtoTCP, false},
+		{Consumes, "10.1.2.3:1500", ProtoUDP, true},
+		{Consumes, "11.1.2.3:1500", ProtoUDP, false},
+		{Consumes, "[::1]:53", ProtoUDP, true},
+		{Consumes, "[::1]:53", ProtoTCP, false},
+		{Provides, "127.0.0.1:9000", ProtoTCP, true},
+		{Consumes, "127.0.0.1:9000", ProtoTCP, false}, // bind is not connect
+		{Provides, "127.0.0.1:8080", ProtoTCP, false},
+	} {
+		if got := rs.Allows(NetTriple(tc.p, ap(tc.addr), tc.proto)).Allowed; got != tc.want {
+			t.Errorf("%s %s/%s = %v, want %v", tc.p, tc.addr, tc.proto, got, tc.want)
+		}
+	}
+	if rs.Allows(RawSocketTriple()).Allowed {
+		t.Error("raw sockets must need NET:raw")
+	}
+	if !mustCompile(t, "CONSUMES NET:raw").Allows(RawSocketTriple()).Allowed {
+		t.Error("NET:raw declared but raw socket denied")
+	}
+	// Host names are resolved by the enforcer through an injected lookup.
+	res, err := rs.Resolve(func(h string) ([]netip.Addr, error) {
+		if h != "api.example.com" {
+			t.Fatalf("unexpected lookup %s", h)
+		}
+		return []netip.Addr{netip.MustParseAddr("192.0.2.7")}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Allows(NetTriple(Consumes, ap("192.0.2.7:443"), ProtoTCP))
+	if !d.Allowed || d.Intent.String() != "CONSUMES NET:api.example.com:443" {
+		t.Fatalf("resolved host: %+v", d)
+	}
+	if rs.Allows(NetTriple(Consumes, ap("192.0.2.7:443"), ProtoTCP)).Allowed {
+		t.Fatal("unresolved ruleset must not allow the address")
+	}
+	fail := errors.New("nxdomain")
+	if _, err := rs.Resolve(func(string) ([]netip.Addr, error) { return nil, fail }); !errors.Is(err, fail) {
+		t.Fatalf("a name that does not resolve must fail, got %v", err)
+	}
+}
+
+func TestWithAmends(t *testing.T) {
+	rs := mustCompile(t, "CONSUMES FILE:/w/**")
+	tr := FileTriple(Mutates, "/w/x")
+	if rs.Allows(tr).Allowed {
+		t.Fatal("precondition")
+	}
+	in, _ := ParseIntent("MUTATES FILE:/w/x")
+	in.Origin = ""
+	rs2, err := rs.With(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rs2.Allows(tr)
+	if !d.Allowed || d.Intent.Origin != "lease" {
+		t.Fatalf("amended: %+v", d)
+	}
+	if rs.Allows(tr).Allowed {
+		t.Fatal("With must not change the original")
+	}
+}
+
+func TestConflictMatrix(t *testing.T) {
+	// KLIS-2, rows held, columns incoming: P C M D DEP R.
+	rows := map[Predicate]string{
+		Provides:  "X.XX.X",
+		Consumes:  "..XX.X",
+		Mutates:   "XXXXXX",
+		Deletes:   "XXXXXX",
+		DependsOn: "..XX.X",
+		Renames:   "XXXXXX",
+	}
+	for held, row := range rows {
+		for j, in := range Predicates() {
+			if got := Conflicts(held, in); got != (row[j] == 'X') {
+				t.Errorf("held %s incoming %s: conflict=%v", held, in, got)
+			}
+		}
+	}
+	a := Holder{"agent", "s1"}
+	if LeaseConflicts(a, Mutates, a, Mutates) {
+		t.Error("same agent and session must be re-entrant")
+	}
+	if !LeaseConflicts(a, Mutates, Holder{"agent", "s2"}, Consumes) {
+		t.Error("another session must conflict")
+	}
+}
