@@ -51,10 +51,10 @@ func TestFileOpsExactErrno(t *testing.T) {
 	cases := []struct{ op, want string }{
 		{"read:" + j("ro.txt"), "ok"},
 		{"read:" + filepath.Join(secret, "secret.txt"), "EACCES"}, // undeclared
-		{"read:/etc/hostname", "EACCES"},                         // undeclared, world-readable
-		{"read:/proc/self/status", "ok"},                         // baseline
-		{"append:" + j("rw/file.txt"), "ok"},                     // MUTATES
-		{"append:" + j("ro.txt"), "EACCES"},                      // CONSUMES only
+		{"read:/etc/hostname", "EACCES"},                          // undeclared, world-readable
+		{"read:/proc/self/status", "ok"},                          // baseline
+		{"append:" + j("rw/file.txt"), "ok"},                      // MUTATES
+		{"append:" + j("ro.txt"), "EACCES"},                       // CONSUMES only
 		{"trunc:" + j("ro.txt"), "EACCES"},
 		{"create:" + j("out/new.txt"), "ok"}, // PROVIDES
 		{"mkdir:" + j("out/sub"), "ok"},
@@ -67,7 +67,7 @@ func TestFileOpsExactErrno(t *testing.T) {
 		{"unlink:" + j("rw/file.txt"), "EACCES"},
 		{"unlink:" + j("out/keep.txt"), "ok"}, // RENAMES carries REMOVE_FILE: a Widened residual (see TestPlanResiduals)
 		{"rename:" + j("out/new.txt") + ">" + j("out/renamed.txt"), "ok"},
-		{"rename:" + j("ro.txt") + ">" + j("out/ro.txt"), "EACCES"},  // no REMOVE_FILE on the source directory
+		{"rename:" + j("ro.txt") + ">" + j("out/ro.txt"), "EACCES"},   // no REMOVE_FILE on the source directory
 		{"link:" + j("ro.txt") + ">" + j("out/ro-link.txt"), "EXDEV"}, // hard link into a writable scope
 		{"link:" + j("ro.txt") + ">" + j("ro-link.txt"), "EACCES"},    // same directory, no MAKE_REG there
 		{"append:" + j("out/ro-link.txt"), "ENOENT"},                  // so there is nothing to write through

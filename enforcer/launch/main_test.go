@@ -114,6 +114,7 @@ func compile(t *testing.T, workdir string, intents ...string) *policy.Ruleset {
 // agentDir makes a temp directory the agent can traverse and own.
 func agentDir(t *testing.T) string {
 	t.Helper()
+	testutil.RequirePrivileged(t)
 	d := t.TempDir()
 	for p := d; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
 		if err := os.Chmod(p, 0o755); err != nil {

@@ -291,4 +291,3 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
-

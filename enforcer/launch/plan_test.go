@@ -1,0 +1,200 @@
+//go:build linux
+
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/policy"
+)
+
+// planTree is a workdir with a file, a subdirectory and nothing else.
+func planTree(t *testing.T) string {
+	wd := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(wd, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wd, "a.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return wd
+}
+
+func ruleAt(plan *LandlockPlan, path string) (WallRule, bool) {
+	for _, r := range plan.Rules {
+		if r.Path == path {
+			return r, true
+		}
+	}
+	return WallRule{}, false
+}
+
+func residualFor(plan *LandlockPlan, object string) []Residual {
+	var out []Residual
+	for _, r := range plan.Residuals {
+		if r.Object == object {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestPlanPlacement checks where each kind of declared rule lands, with
+// which rights, and which residual it leaves (baseline: none, so only the
+// declared rule is in the plan).
+func TestPlanPlacement(t *testing.T) {
+	wd := planTree(t)
+	read := rRead | rReadDir
+	for _, c := range []struct {
+		intent   string
+		wall     string // "" when no rule may be placed
+		rights   FSRights
+		dir      bool
+		residual ResidualKind // "" for an exact wall
+	}{
+		{"CONSUMES FILE:${workdir}/**", wd, read, true, ""},
+		{"CONSUMES FILE:${workdir}/a.txt", wd + "/a.txt", rRead, false, ""},
+		{"MUTATES FILE:${workdir}/a.txt", wd + "/a.txt", rRead | rWrite | rTruncate | rIoctlDev, false, ""},
+		{"CONSUMES FILE:${workdir}/src/*", wd + "/src", read, true, Widened},
+		{"CONSUMES FILE:${workdir}/src", wd + "/src", rReadDir, true, Widened},
+		{"PROVIDES FILE:${workdir}/build/**", wd, rMake | rRefer | rWrite | rTruncate, true, Widened},
+		{"PROVIDES FILE:${workdir}/new.txt", wd, rMake | rRefer | rWrite | rTruncate, true, Widened},
+		{"DELETES FILE:${workdir}/a.txt", wd, rRemoveFile, true, Widened},
+		{"DELETES FILE:${workdir}/src/**", wd + "/src", rRemoveFile | rRemoveDir, true, Widened}, // removing src itself: REMOVE_DIR on wd
+		{"CONSUMES FILE:${workdir}/missing.txt", "", 0, false, Narrowed},
+		{"PROVIDES PROC:/usr/bin/true", "/usr/bin/true", rExec | rRead, false, ""},
+	} {
+		t.Run(c.intent, func(t *testing.T) {
+			m, err := policy.Parse("t.yaml", []byte(strings.Replace(manifestYAML(wd, []string{c.intent}), "system-ro", "none", 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := policy.Compile(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := PlanLandlock(rs, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := rs.Intents[0].Object.String()
+			if c.wall == "" {
+				if len(plan.Rules) != 0 {
+					t.Errorf("rules %+v, want none", plan.Rules)
+				}
+			} else if r, ok := ruleAt(plan, c.wall); !ok || r.Rights != c.rights || r.Dir != c.dir {
+				t.Errorf("rule at %s: got %+v (found %v), want rights %s dir %v; all: %+v", c.wall, r, ok, c.rights, c.dir, plan.Rules)
+			}
+			res := residualFor(plan, obj)
+			switch {
+			case c.residual == "" && len(res) != 0:
+				t.Errorf("want an exact wall, got residuals %v", res)
+			case c.residual != "" && (len(res) == 0 || res[0].Kind != c.residual):
+				t.Errorf("want a %s residual for %s, got %v", c.residual, obj, res)
+			}
+		})
+	}
+}
+
+func TestPlanSpecialCases(t *testing.T) {
+	wd := planTree(t)
+	t.Run("proc self is the session's /proc", func(t *testing.T) {
+		plan, err := PlanLandlock(compile(t, wd), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := ruleAt(plan, "/proc"); !ok || r.Rights != rRead|rReadDir {
+			t.Errorf("/proc rule %+v %v", r, ok)
+		}
+		if res := residualFor(plan, "FILE:/proc/self/**"); len(res) != 1 || res[0].Kind != Widened || res[0].Wall != "/proc" {
+			t.Errorf("residual %v", res)
+		}
+		if r, ok := ruleAt(plan, "/lib64/ld-linux-x86-64.so.2"); ok && r.Rights != rExec|rRead {
+			t.Errorf("interpreter rule %+v", r)
+		}
+	})
+	t.Run("widening a write right to / is refused", func(t *testing.T) {
+		rs := compile(t, wd, "PROVIDES FILE:/klock-no-such-dir/**")
+		if _, err := PlanLandlock(rs, 7); !errors.Is(err, ErrUnexpressible) || !strings.Contains(err.Error(), "/klock-no-such-dir/**") {
+			t.Errorf("got %v, want ErrUnexpressible naming the pattern", err)
+		}
+	})
+	t.Run("no Landlock", func(t *testing.T) {
+		if _, err := PlanLandlock(compile(t, wd), 0); !errors.Is(err, ErrNoLandlock) {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("lower ABIs handle fewer rights and say so", func(t *testing.T) {
+		rs := compile(t, wd, "RENAMES FILE:${workdir}/src/**", "PROVIDES FILE:${workdir}/src/**")
+		p1, err := PlanLandlock(rs, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p1.HandledFS&(rRefer|rTruncate) != 0 || p1.HandledNet != 0 || p1.Scoped != 0 {
+			t.Errorf("ABI 1 handles %s net %s scoped %d", p1.HandledFS, p1.HandledNet, p1.Scoped)
+		}
+		for _, r := range p1.Rules {
+			if r.Rights&^p1.HandledFS != 0 {
+				t.Errorf("rule %+v grants rights ABI 1 does not handle", r)
+			}
+		}
+		if !hasReason(p1, Narrowed, "no REFER") || !hasReason(p1, Unmediated, "truncate") {
+			t.Errorf("ABI 1 residuals miss REFER/truncate: %v", p1.Residuals)
+		}
+		p7, _ := PlanLandlock(rs, 7)
+		if p7.HandledFS != 1<<16-1 || hasReason(p7, Narrowed, "no REFER") {
+			t.Errorf("ABI 7 handles %s", p7.HandledFS)
+		}
+	})
+	t.Run("TCP ports at ABI 4", func(t *testing.T) {
+		rs := compile(t, wd, "CONSUMES NET:api.example.com:443", "PROVIDES NET:127.0.0.1:8080", "CONSUMES NET:10.0.0.0/8:*")
+		plan, err := PlanLandlock(rs, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []PortRule{{Port: 8080, Rights: 1}}
+		if !reflect.DeepEqual(plan.Ports, want) || plan.HandledNet != 1 {
+			t.Errorf("ports %+v handled %s; want only bind 8080 handled (connect to every port is declared)", plan.Ports, plan.HandledNet)
+		}
+		rs = compile(t, wd, "CONSUMES NET:api.example.com:443")
+		plan, _ = PlanLandlock(rs, 4)
+		if !reflect.DeepEqual(plan.Ports, []PortRule{{Port: 443, Rights: 2}}) || plan.HandledNet != 3 {
+			t.Errorf("ports %+v handled %s", plan.Ports, plan.HandledNet)
+		}
+		if res := residualFor(plan, "NET:api.example.com:443"); len(res) != 1 || res[0].Kind != Widened {
+			t.Errorf("host residual %v", res)
+		}
+	})
+	t.Run("plan survives the pipe to stage 2", func(t *testing.T) {
+		plan, err := PlanLandlock(compile(t, wd, "MUTATES FILE:${workdir}/**", "CONSUMES NET:api.example.com:443"), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back LandlockPlan
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(&back, plan) {
+			t.Errorf("round trip changed the plan:\n%+v\n%+v", back, *plan)
+		}
+	})
+}
+
+func hasReason(p *LandlockPlan, k ResidualKind, sub string) bool {
+	for _, r := range p.Residuals {
+		if r.Kind == k && strings.Contains(r.Reason, sub) {
+			return true
+		}
+	}
+	return false
+}
