@@ -102,6 +102,14 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define NR_io_uring_enter 426
 #define NR_io_uring_register 427
 #elif defined(__TARGET_ARCH_arm64)
+/* vmlinux.h comes from the (x86_64) build host; CO-RE relocates these onto
+ * the arm64 kernel's own types. */
+struct user_pt_regs {
+	__u64 regs[31];
+	__u64 sp;
+	__u64 pc;
+	__u64 pstate;
+} __attribute__((preserve_access_index));
 struct pt_regs___obs_arm64 {
 	__s32 syscallno;
 } __attribute__((preserve_access_index));

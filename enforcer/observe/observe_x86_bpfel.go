@@ -59,17 +59,15 @@ type observeObsSession struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	observeMapEvents        = "events"
-	observeMapLost          = "lost"
-	observeMapScratch       = "scratch"
-	observeMapWatched       = "watched"
-	observeProgObsExec      = "obs_exec"
-	observeProgObsExit      = "obs_exit"
-	observeProgObsFork      = "obs_fork"
-	observeProgObsSysExit   = "obs_sys_exit"
-	observeVarUnusedRec     = "unused_rec"
-	observeVarUnusedSession = "unused_session"
-	observeVarWakeupBytes   = "wakeup_bytes"
+	observeMapEvents      = "events"
+	observeMapLost        = "lost"
+	observeMapScratch     = "scratch"
+	observeMapWatched     = "watched"
+	observeProgObsExec    = "obs_exec"
+	observeProgObsExit    = "obs_exit"
+	observeProgObsFork    = "obs_fork"
+	observeProgObsSysExit = "obs_sys_exit"
+	observeVarWakeupBytes = "wakeup_bytes"
 )
 
 // loadObserve returns the embedded CollectionSpec for observe.
@@ -134,9 +132,7 @@ type observeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeVariableSpecs struct {
-	UnusedRec     *ebpf.VariableSpec `ebpf:"unused_rec"`
-	UnusedSession *ebpf.VariableSpec `ebpf:"unused_session"`
-	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // observeObjects contains all objects after they have been loaded into the kernel.
@@ -178,9 +174,7 @@ func (m *observeMaps) Close() error {
 //
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observeVariables struct {
-	UnusedRec     *ebpf.Variable `ebpf:"unused_rec"`
-	UnusedSession *ebpf.Variable `ebpf:"unused_session"`
-	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
+	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // observePrograms contains all programs after they have been loaded into the kernel.
