@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -289,5 +290,24 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("got %v, want %v", err, c.want)
 			}
 		})
+	}
+}
+
+// TestExtraFilesOnly: ExtraFiles reach the agent as fd 3, ...; stage 2's
+// own pipes (the next fds) do not.
+func TestExtraFilesOnly(t *testing.T) {
+	wd := agentDir(t)
+	rs := compile(t, wd, "PROVIDES PROC:/usr/bin/dash")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	r := run(t, Spec{Ruleset: rs, Args: []string{"/bin/sh", "-c", `echo via-fd3 >&3; for fd in 4 5 6; do [ -e /proc/self/fd/$fd ] && echo leaked=$fd; done; exit 0`},
+		ExtraFiles: []*os.File{pw}})
+	pw.Close()
+	b, _ := io.ReadAll(pr)
+	if string(b) != "via-fd3\n" || r.stdout != "" || r.exit != (Exit{}) {
+		t.Errorf("fd 3 got %q; stdout %q (want no leaked fds); exit %v; stderr %s", b, r.stdout, r.exit, r.stderr)
 	}
 }

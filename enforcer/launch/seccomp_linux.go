@@ -63,6 +63,10 @@ func seccompProgram(allowIOURing bool) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
+	return seccompProgramFor(info, allowIOURing)
+}
+
+func seccompProgramFor(info *arch.Info, allowIOURing bool) ([]unix.SockFilter, error) {
 	if info.ID != arch.X86_64.ID && info.ID != arch.AARCH64.ID {
 		return nil, fmt.Errorf("seccomp: architecture %s is not supported (x86_64 and aarch64 are)", info.Name)
 	}

@@ -184,7 +184,9 @@ func (p *Process) wait(stop func() bool) {
 	case errors.As(err, &ee):
 		err = nil
 	}
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+	if ps := p.cmd.ProcessState; ps == nil {
+		p.exit = Exit{Code: -1}
+	} else if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
 		if ws.Signaled() {
 			p.exit = Exit{Code: -1, Signal: ws.Signal()}
 		} else {
