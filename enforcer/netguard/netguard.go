@@ -139,6 +139,7 @@ func (g *Guard) Close() error {
 		g.mu.Unlock()
 		return nil
 	}
+	g.closed = true // no Attach from here on
 	var open []*Session
 	for _, s := range g.sessions {
 		open = append(open, s)
@@ -148,9 +149,6 @@ func (g *Guard) Close() error {
 	for _, s := range open {
 		errs = append(errs, s.Close())
 	}
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
 	close(g.done)
 	errs = append(errs, g.rd.Close())
 	g.wg.Wait()
@@ -175,6 +173,9 @@ type Session struct {
 	links  []link.Link
 	events chan event.Event
 	lost   chan event.Lost
+
+	closeOnce sync.Once
+	closeErr  error
 
 	// guarded by g.mu
 	closed      bool
@@ -227,7 +228,7 @@ func (g *Guard) Attach(cg *cgroup.Group, rs *policy.Ruleset) (*Session, error) {
 	g.mu.Unlock()
 
 	fail := func(err error) (*Session, error) {
-		s.teardown()
+		_ = s.Close()
 		return nil, err
 	}
 	var zero uint64
@@ -280,15 +281,11 @@ func (s *Session) Events() <-chan event.Event { return s.events }
 func (s *Session) Lost() <-chan event.Lost { return s.lost }
 
 // Close detaches every program from the session cgroup, then deletes its
-// map entries, then closes Events and Lost. It is idempotent.
+// map entries, then closes Events and Lost. It is idempotent and safe to
+// call concurrently; every call returns the first call's error.
 func (s *Session) Close() error {
-	s.g.mu.Lock()
-	if s.closed {
-		s.g.mu.Unlock()
-		return nil
-	}
-	s.g.mu.Unlock()
-	return s.teardown()
+	s.closeOnce.Do(func() { s.closeErr = s.teardown() })
+	return s.closeErr
 }
 
 func (s *Session) teardown() error {
