@@ -9,13 +9,8 @@ import (
 	"testing"
 )
 
-// fsFixture is a workdir with one file per kind of declared access, plus an
-// undeclared directory next to it. Everything is owned by the agent.
-type fsFixture struct {
-	wd, secret string
-	rs         func(t *testing.T) Spec
-}
-
+// newFSFixture is a workdir with one file per kind of declared access, plus
+// an undeclared directory next to it. Everything is owned by the agent.
 func newFSFixture(t *testing.T) (wd, secret string) {
 	wd, secret = agentDir(t), agentDir(t)
 	writeAgentFile(t, filepath.Join(wd, "ro.txt"), "read-only\n")
