@@ -51,6 +51,12 @@ func runHelper(name string, args []string) error {
 		if err := helperOps(args[0], args[1], args[2]); err != nil {
 			return err
 		}
+	case "uring":
+		params := make([]byte, 120) // struct io_uring_params
+		fd, _, _ := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params[0])), 0)
+		if int(fd) >= 0 {
+			unix.Close(int(fd))
+		}
 	case "loop":
 		return helperLoop(args[0], args[1])
 	default:
@@ -131,6 +137,8 @@ func helperLoop(path, count string) error {
 	}
 	fdcwd := unix.AT_FDCWD
 	atfdcwd := uintptr(fdcwd)
+	start := time.Now()
+	defer func() { fmt.Printf("elapsed %d\n", time.Since(start).Nanoseconds()) }()
 	for i := 0; i < n; i++ {
 		fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, atfdcwd, uintptr(unsafe.Pointer(p)), unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
 		if e != 0 {
@@ -172,10 +180,12 @@ func newSession(t testing.TB, o *Observer) *session {
 	return &session{o: o, g: g, w: w, fd: fd}
 }
 
-func loadObserver(t testing.TB) *Observer {
+func loadObserver(t testing.TB) *Observer { return loadObserverOpts(t, Options{}) }
+
+func loadObserverOpts(t testing.TB, opts Options) *Observer {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	o, err := Load()
+	o, err := LoadOptions(opts)
 	if err != nil {
 		testutil.Unavailable(t, "cannot load the observation programs: "+err.Error())
 	}
@@ -224,6 +234,19 @@ func (s *session) drain(t testing.TB) {
 	}
 	for r := range s.w.Records() {
 		s.got = append(s.got, r)
+	}
+}
+
+// drain2 is drain for a consumer that reads the channel itself.
+func (s *session) drain2(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s.o.Sync(ctx); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if err := s.o.Unwatch(s.g.ID); err != nil {
+		t.Fatalf("unwatch: %v", err)
 	}
 }
 

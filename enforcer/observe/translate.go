@@ -176,7 +176,13 @@ func (o *Observer) translateOpen(r *raw, rec *Record, obj ident, hasObj bool, q 
 	rec.Arg = string(r.path0)
 	var p string
 	var src PathSource
-	if r.ret >= 0 && hasObj {
+	if r.ret >= 0 && hasObj && len(r.path0) > 0 && r.path0[0] == '/' {
+		// Seen before, same inode: no need to ask /proc.
+		if v, ok := o.res.objs[objKey{string(r.path0), q.follow}]; ok && v.id == obj {
+			p, src = v.path, PathVerified
+		}
+	}
+	if src == PathNone && r.ret >= 0 && hasObj {
 		if fp, ok := fdPath(r.pid, int32(r.ret), obj); ok {
 			p, src = fp, PathKernel
 			if r.flags&unix.O_DIRECTORY != 0 {

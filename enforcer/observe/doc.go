@@ -1,0 +1,109 @@
+// Package observe is klock's observation backend: BPF programs on raw
+// syscall tracepoints (tp_btf/sys_exit) and the sched_process_exec/fork/exit
+// tracepoints, and the user-space reader that turns their records into
+// KLIS triples (event.Event) for each watched session cgroup.
+//
+// # What it owns
+//
+//   - bpf/observe.bpf.c and bpf/include/observe.h, and the committed
+//     bpf2go output (observe_x86_bpfel.{go,o}, observe_arm64_bpfel.{go,o});
+//     `go generate ./enforcer/observe` rebuilds them (clang, and
+//     bpf/include/vmlinux.h from scripts/gen-vmlinux.sh, on an x86_64 host).
+//   - Loading the programs once (Load) and sharing them between sessions:
+//     Watch/Unwatch add and remove a cgroup id in the `watched` hash map.
+//     Every program first looks up the current task's cgroup id there;
+//     other tasks return after that one lookup.
+//   - The mapping of operations to triples (DESIGN.md's table) and the
+//     resolution of path strings to the absolute, symlink-free paths the
+//     kernel acted on.
+//
+// # What it never does
+//
+// It never decides and never blocks: it reports what happened. Whether a
+// triple is allowed, and what to do about it (kill the cgroup, roll back,
+// amend the scope), is the decision engine's job. It never changes a
+// watched process, its cgroup or its files.
+//
+// # The guarantee: it DETECTS
+//
+// Records are produced at sys_exit, after the kernel acted (bpf_send_signal
+// from sys_enter does not stop a syscall on this kernel either: measured).
+// What it gives is a complete, ordered-per-thread account of the covered
+// syscalls of every process in a watched cgroup, with the kernel's answer:
+// Event.Errno is the errno (0 on success) and Event.Blocked is true when a
+// kernel mechanism refused the operation (EACCES or EPERM: Landlock,
+// cgroup-net, DAC). Blocking belongs to Landlock and cgroup-net.
+//
+// Covered: open/openat/openat2/creat/open_by_handle_at, mkdir(at),
+// mknod(at), unlink(at), rmdir, rename/renameat/renameat2, link(at),
+// symlink(at), truncate/ftruncate, chmod/fchmod/fchmodat/fchmodat2, the
+// chown family, utime/utimes/futimesat/utimensat, the set/remove xattr
+// families (incl. *xattrat), execve/execveat (success from
+// sched_process_exec, failure from sys_exit), connect, sendto, sendmsg,
+// sendmmsg (first message's address), bind, listen, socket (raw and packet
+// only); fork and exit of whole processes. io_uring_setup/enter/register and
+// any ia32 (32-bit) syscall are reported as KindUnobserved: operations they
+// carry bypass the syscall tracepoints, so a session that sees one has lost
+// completeness and should treat it as such (strict mode: a violation).
+//
+// Why sys_exit and not sys_enter: at sys_exit the arguments are still in the
+// saved user registers and the strings in user memory, and they are
+// resident (the kernel has just copied them), whereas
+// bpf_probe_read_user_str at sys_enter fails on a page not yet faulted in
+// (a fresh string constant), which would lose the path. One record per
+// completed syscall, no per-thread in-flight state, and args changed by a
+// seccomp tracer are seen as the kernel used them.
+//
+// # Paths, and the races in resolving them
+//
+// The kernel names what it can by inode in each record: the file an open
+// returned, the fd argument of f* calls, the dirfd or cwd a relative path
+// started from, the binary an exec loaded. User space then names that
+// object, strongest first (Record.Path says which):
+//
+//   - PathKernel: /proc/<pid>/fd/<n> or /proc/<pid>/exe, whose inode matched.
+//   - PathVerified: the string resolved now (base dir from the kernel's
+//     inode, then an O_PATH open that lets the kernel follow every
+//     symlink), and the object's inode matched the kernel's record (or, for
+//     a name that no longer / not yet exists, the base directory's did).
+//   - PathBestEffort: nothing to check against, or a check failed.
+//
+// Races, honestly: resolution happens after the syscall, in the reader. A
+// process can close or reuse the fd (caught: inode mismatch), exit (its
+// cwd is then taken from a cached directory inode or an ancestor with the
+// same cwd inode), chdir, or change a symlink on the path between the
+// syscall and the resolution; the inode checks catch what changed the
+// object, not a symlink swapped to another name of the same inode (a hard
+// link). A removed name (unlink, the source of a rename) cannot be checked
+// against an inode: its parent is resolved and the name appended. Paths are
+// resolved in the observer's mount namespace and root, not the agent's: a
+// session that gives the agent different mounts at the same paths makes
+// them differ. Another thread of the agent can rewrite a path buffer
+// between the kernel's copy and ours (the same race exists at sys_enter,
+// the other way round); the inode checks catch it for opens and exec.
+// open(O_CREAT) is PROVIDES only when the kernel set FMODE_CREATED. A rename
+// without RENAME_NOREPLACE/RENAME_EXCHANGE cannot tell whether it replaced
+// its destination: Extra is MUTATES dst and Record.ReplaceUnknown is set.
+//
+// Not covered: data-path syscalls on already open fds (read, write, mmap,
+// sendfile, splice, copy_file_range) are reported through the open that made
+// the fd; fds received over unix sockets or inherited from outside the
+// session; sends on connected sockets (reported at connect); nested cgroups
+// created below a watched one (their id differs; the agent must not be able
+// to create cgroups); processes moved out of the cgroup; ia32 syscalls on
+// arm64 (aarch32) are not flagged; arm64 objects are compiled, not run here.
+//
+// # Errors and loss
+//
+// Load fails with a wrapped error when the programs cannot load or attach
+// (no BTF, no privileges, a verifier refusal); nothing is attached then.
+// Watch fails for an already watched cgroup (ErrWatched) or a full map.
+// Calls after Close return ErrClosed. Records are never silently dropped:
+// when the kernel ring buffer is full the kernel counts the loss per
+// session (and globally: LostTotal), and when a Watch's channel is full the
+// reader counts it; either way the session receives a KindLost record with
+// the count as soon as there is room. A strict session must treat any loss
+// as fatal (fail closed). Sync waits until everything the kernel produced
+// before the call has been delivered, so Sync then Unwatch after the
+// agent's exit loses nothing.
+package observe
