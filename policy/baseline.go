@@ -35,6 +35,9 @@ var systemRO = []string{
 	"CONSUMES FILE:/etc/inputrc",
 	"CONSUMES FILE:/etc/bash.bashrc",
 	"CONSUMES FILE:/etc/profile",
+	// glibc asks nscd first for users, groups and hosts (a read-only lookup).
+	"CONSUMES FILE:/run/nscd/socket",
+	"CONSUMES FILE:/var/run/nscd/socket",
 	"CONSUMES FILE:/dev/zero",
 	"CONSUMES FILE:/dev/random",
 	"CONSUMES FILE:/dev/urandom",

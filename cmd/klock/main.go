@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/spf13/cobra"
 )
 
@@ -26,6 +27,8 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	// Stage 2 of klock run: becomes the agent and never returns.
+	launch.Init()
 	root := newRoot()
 	err := root.Execute()
 	if err == nil {
@@ -50,17 +53,19 @@ func newRoot() *cobra.Command {
 
 An operator declares the agent's intents (KLIS triples such as
 "MUTATES FILE:/srv/repo/src/**"), its tools and its cost budget in one
-manifest. klock validates and explains that manifest, and (as the kernel
-path lands) launches the agent under it, blocks what was not declared and
-writes a verification log.
+manifest. klock validates and explains that manifest, launches the agent
+under it (klock run), blocks what was not declared and writes a
+verification log.
 
 Start with:
+  klock doctor                                  # what this kernel can enforce
   klock validate examples/manifests/coding-agent.yaml
   klock explain  examples/manifests/refund-agent.yaml
-  klock schema > klock-manifest.schema.json   # for your editor`,
+  sudo klock run -m agent.yaml -- ./agent.sh    # run an agent under its manifest
+  klock schema > klock-manifest.schema.json     # for your editor`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion())
+	root.AddCommand(newRun(), newLog(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion())
 	return root
 }

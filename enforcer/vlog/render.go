@@ -62,9 +62,23 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 			fmt.Fprintf(tw, "  %s\t%s\n", b.Name, b.Guarantee)
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Guarantee, strings.Join(b.Details, "; "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Guarantee, b.Details[0])
 	}
 	r.err = firstErr(r.err, tw.Flush())
+	// Further details (Landlock residuals, ...) one per line, on request.
+	for _, b := range l.Backends {
+		if len(b.Details) < 2 {
+			continue
+		}
+		if !opts.Verbose {
+			fmt.Fprintf(w, "  (%s: %d more details: klock log -v)\n", b.Name, len(b.Details)-1)
+			continue
+		}
+		fmt.Fprintf(w, "  %s:\n", b.Name)
+		for _, d := range b.Details[1:] {
+			fmt.Fprintf(w, "    - %s\n", d)
+		}
+	}
 
 	if len(l.Violations) > 0 {
 		r.section("Violations", len(l.Violations))

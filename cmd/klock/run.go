@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses of klock run beyond the agent's own.
+const (
+	exitViolation = 113 // strict mode killed the session for a scope violation
+	exitNoStart   = 125 // klock refused or failed to start the session
+)
+
+func newRun() *cobra.Command {
+	var (
+		manifest, mode, user, learn, logDir string
+		allowDegraded, quiet                bool
+	)
+	c := &cobra.Command{
+		Use:   "run -m MANIFEST [flags] -- CMD [ARGS...]",
+		Short: "Run an agent under its manifest: block what was not declared, log what happened",
+		Long: `Run launches CMD as the first process of a new session: born in its own
+cgroup, in new mount, pid and cgroup namespaces (and an empty network
+namespace when the manifest declares no NET intent), without capabilities,
+with no_new_privs, as a non-root user, behind a Landlock wall compiled from
+the manifest and a seccomp filter. Raw syscall tracepoints observe every
+file, exec and network operation; cgroup programs wall the network.
+
+strict      a violation kills the whole session (cgroup.kill) and prints the
+            ScopeViolationError; files are restored from the pre-flight backup
+permissive  a violation is logged and the scope amended so the session goes
+            on; --learn writes the manifest that would have allowed the run
+
+The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
+and its summary to stderr; klock log <id> shows it again.
+
+The agent runs as the owner of workdir, else the user who ran sudo; --user 0
+is needed to run it as root.
+
+Exit status: the agent's own (128+N when signal N ended it);
+113 strict mode killed the session for a violation; 125 klock refused or
+failed to start the session (the message says why and what would fix it).`,
+		Example: `  sudo klock run -m agent.yaml -- ./agent.sh
+  sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(manifest)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: fmt.Errorf("read manifest: %w", err)}
+			}
+			m, err := policy.Parse(manifest, data)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			if mode != "" && mode != string(policy.ModeStrict) && mode != string(policy.ModePermissive) {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--mode %q: want strict or permissive", mode)}
+			}
+			if learn != "" && policy.Mode(mode) != policy.ModePermissive && !(mode == "" && m.Mode == policy.ModePermissive) {
+				return &exitError{code: exitUsage, err: errors.New("--learn needs permissive mode (--mode permissive): strict mode stops at the first violation")}
+			}
+			cred, err := credential(user, m.Workdir)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := session.Run(ctx, session.Options{
+				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
+				Command: args, Env: agentEnv(), User: cred, LogDir: logDir,
+				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded,
+			})
+			if err != nil && res == nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			if res.Log != nil && !quiet {
+				fmt.Fprintln(os.Stderr)
+				_ = vlog.Render(os.Stderr, res.Log, vlog.RenderOptions{})
+				fmt.Fprintf(os.Stderr, "verification log: %s\n", res.LogPath)
+			}
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			if learn != "" && res.Learned != nil {
+				if err := os.WriteFile(learn, res.Learned, 0o644); err != nil {
+					return &exitError{code: exitNoStart, err: fmt.Errorf("write --learn output: %w", err)}
+				}
+				fmt.Fprintf(os.Stderr, "learned manifest: %s\n", learn)
+			}
+			if res.Killed {
+				msg := res.Reason
+				if res.Violation != nil {
+					msg = res.Violation.Error()
+				}
+				return &exitError{code: exitViolation, err: errors.New(msg)}
+			}
+			return &exitError{code: res.Exit.ExitCode(), err: errors.New("")}
+		},
+	}
+	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (required)")
+	c.Flags().StringVar(&mode, "mode", "", "strict or permissive (default: the manifest's mode)")
+	c.Flags().StringVar(&user, "user", "", "uid to run the agent as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
+	c.Flags().StringVar(&learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file")
+	c.Flags().StringVar(&logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
+	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the verification summary")
+	_ = c.MarkFlagRequired("manifest")
+	return c
+}
+
+func credential(user, workdir string) (*launch.Credential, error) {
+	if user == "" {
+		return launch.DefaultUser(workdir)
+	}
+	uid, err := strconv.ParseUint(user, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("--user %q: want a numeric uid", user)
+	}
+	return &launch.Credential{UID: uint32(uid), GID: uint32(uid), AllowRoot: uid == 0}, nil
+}
+
+// agentEnv is the environment the agent gets: a small, predictable one, not
+// klock's (which may hold the operator's secrets).
+func agentEnv() []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	for _, k := range []string{"TERM", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}

@@ -1,0 +1,108 @@
+//go:build linux
+
+package session
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/netguard"
+	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+)
+
+// backends are the kernel mechanisms put on one session cgroup.
+type backends struct {
+	obs   *observe.Observer
+	watch *observe.Watch
+	ng    *netguard.Guard
+	ngs   *netguard.Session
+	list  []vlog.Backend
+}
+
+// attach loads and attaches the observation and network backends to g,
+// refusing (ErrDegraded) what the mode relies on unless allowDegraded.
+func attach(g *cgroup.Group, rs *policy.Ruleset, allowDegraded bool, log *slog.Logger) (*backends, error) {
+	b := &backends{}
+	degrade := func(what, lost, fix string, err error) error {
+		if !allowDegraded {
+			return fmt.Errorf("%w: %s is unavailable (%v): %s. Fix: %s; or pass --allow-degraded to run without it", ErrDegraded, what, err, lost, fix)
+		}
+		log.Warn("running degraded", "backend", what, "lost", lost, "error", err)
+		b.list = append(b.list, vlog.Backend{Name: what, Guarantee: "unavailable", Details: []string{err.Error(), "lost: " + lost}})
+		return nil
+	}
+
+	obs, err := observe.Load()
+	if err == nil {
+		b.obs = obs
+		b.watch, err = obs.Watch(g.ID)
+	}
+	if err != nil {
+		b.close()
+		if err := degrade("tracepoints", "operations Landlock cannot wall (its residuals) go undetected and the verification log is incomplete",
+			"run as root on a kernel with BTF and raw tracepoints (klock doctor says which)", err); err != nil {
+			return nil, err
+		}
+	} else {
+		b.list = append(b.list, vlog.Backend{Name: "tracepoints", Guarantee: vlog.GuaranteeDetects,
+			Details: []string{"raw syscall tracepoints filtered by the session cgroup id; detects what the walls do not block"}})
+	}
+
+	if launch.NeedsNetNS(rs) {
+		b.list = append(b.list, vlog.Backend{Name: "netns", Guarantee: vlog.GuaranteeBlocks,
+			Details: []string{"no NET intent declared: the agent has its own network namespace with only loopback"}})
+		return b, nil
+	}
+	ng, err := netguard.Load()
+	if err == nil {
+		b.ng = ng
+		b.ngs, err = ng.Attach(g, rs)
+	}
+	if err != nil {
+		if b.ng != nil {
+			b.ng.Close()
+			b.ng = nil
+		}
+		if err := degrade("cgroup-net", "undeclared connections, datagrams, binds and raw sockets are not blocked",
+			"run as root on a kernel with cgroup BPF (CONFIG_CGROUP_BPF)", err); err != nil {
+			b.close()
+			return nil, err
+		}
+		return b, nil
+	}
+	b.list = append(b.list, vlog.Backend{Name: "cgroup-net", Guarantee: vlog.GuaranteeBlocks,
+		Details: []string{"connect4/6, sendmsg4/6, bind4/6 and sock_create programs on the session cgroup"}})
+	return b, nil
+}
+
+func (b *backends) close() {
+	if b.watch != nil {
+		b.watch.Close()
+	}
+	if b.obs != nil {
+		b.obs.Close()
+	}
+	if b.ngs != nil {
+		b.ngs.Close()
+	}
+	if b.ng != nil {
+		b.ng.Close()
+	}
+}
+
+// landlockBackend describes the wall the launcher built.
+func landlockBackend(p *launch.LandlockPlan) vlog.Backend {
+	be := vlog.Backend{Name: "landlock", Guarantee: vlog.GuaranteeBlocks}
+	if p == nil {
+		return be
+	}
+	be.Details = append(be.Details, fmt.Sprintf("Landlock ABI %d, %d rules; %d residual difference(s) covered by detection", p.ABI, len(p.Rules), len(p.Residuals)))
+	for _, r := range p.Residuals {
+		be.Details = append(be.Details, "residual: "+r.String())
+	}
+	return be
+}

@@ -1,0 +1,19 @@
+// Package session runs one agent session end to end, and is the only place
+// the kernel path is wired together: it compiles and resolves the ruleset,
+// creates the session cgroup, puts the observation (tracepoints) and
+// network (cgroup-net) backends on it, takes the pre-flight snapshot,
+// launches the agent under Landlock and seccomp, feeds every kernel event to
+// the decision engine, acts on its verdicts (kill the whole cgroup and roll
+// back in strict mode, amend the network rules in permissive mode), and
+// writes the verification log.
+//
+// Never fail open: when a backend that the mode relies on cannot be loaded,
+// Run refuses to start (ErrDegraded, naming the lost guarantee and the fix)
+// unless Options.AllowDegraded says the operator accepts that loss; the
+// verification log then records it.
+//
+// Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup or the
+// launcher's sentinels; once the agent has run, Run returns a *Result (with
+// the agent's exit, any violation and the log's path) and an error only for
+// failures of klock itself.
+package session

@@ -1,0 +1,81 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Sentinel errors.
+var (
+	// ErrDegraded: a backend the mode relies on is unavailable and the
+	// operator did not pass AllowDegraded.
+	ErrDegraded = errors.New("session: enforcement would be degraded")
+	// ErrSetup: the session could not be prepared (cgroup, snapshot, names).
+	ErrSetup = errors.New("session: setup failed")
+)
+
+// Restorer rolls a session's files back to their pre-flight state. The
+// snapshot package provides it; Run calls it after a strict kill.
+type Restorer interface {
+	Restore(ctx context.Context) ([]vlog.RollbackOp, error)
+}
+
+// Snapshotter takes the pre-flight backup of what the ruleset lets the
+// agent change, before the agent starts.
+type Snapshotter func(ctx context.Context, rs *policy.Ruleset, id string) (Restorer, error)
+
+// Options describe one session.
+type Options struct {
+	Manifest     *policy.Manifest
+	ManifestPath string
+	ManifestData []byte
+	// Mode overrides the manifest's mode when set.
+	Mode policy.Mode
+	// ID is the session id (NewID when empty).
+	ID string
+
+	Command []string // argv; Command[0] is looked up in Env's PATH
+	Env     []string
+	Dir     string // working directory (default: the manifest's workdir)
+	User    *launch.Credential
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+
+	// AllowDegraded accepts running without a backend the mode relies on.
+	AllowDegraded bool
+	// Snapshot takes the pre-flight backup; nil means none (strict mode
+	// then refuses unless AllowDegraded: it could not roll back).
+	Snapshot Snapshotter
+	// LogDir is where <id>/verification.json goes (default
+	// <workdir>/.klock/sessions, or /var/lib/klock/sessions without workdir).
+	LogDir string
+	// Resolve looks up NET host names (default: the system resolver).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Logger receives progress and warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Result is how a session ended.
+type Result struct {
+	ID   string
+	Exit launch.Exit
+	// Killed is true when klock ended the session (strict violation, lost
+	// events, unobservable operation).
+	Killed bool
+	// Violation is the first ScopeViolationError, if any.
+	Violation error
+	// Reason is why klock killed the session.
+	Reason  string
+	LogPath string
+	Log     *vlog.Log
+	// Learned is the manifest that would have allowed the run.
+	Learned []byte
+}

@@ -1,0 +1,295 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/decide"
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+)
+
+func systemResolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// Run runs one session to its end. See the package documentation.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m := o.Manifest
+	mode := m.Mode
+	if o.Mode != "" {
+		mode = o.Mode
+	}
+	id := o.ID
+	if id == "" {
+		id = NewID(time.Now())
+	}
+	resolve := o.Resolve
+	if resolve == nil {
+		resolve = systemResolve
+	}
+
+	rs, err := policy.Compile(m)
+	if err != nil {
+		return nil, err
+	}
+	rs, err = rs.Resolve(func(h string) ([]netip.Addr, error) { return resolve(ctx, h) })
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v (a declared host must resolve at session start)", ErrSetup, err)
+	}
+	if mode == policy.ModeStrict && o.Snapshot == nil && !o.AllowDegraded {
+		return nil, fmt.Errorf("%w: strict mode promises to roll back what a detected violation changed, but this session has no pre-flight backup. Fix: run with a backup, or pass --allow-degraded to accept that detected-only violations are killed but not undone", ErrDegraded)
+	}
+
+	g, err := cgroup.Create(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	defer g.Delete()
+
+	be, err := attach(g, rs, o.AllowDegraded, log)
+	if err != nil {
+		return nil, err
+	}
+	defer be.close()
+
+	var restorer Restorer
+	if o.Snapshot != nil {
+		if restorer, err = o.Snapshot(ctx, rs, id); err != nil {
+			return nil, fmt.Errorf("%w: pre-flight backup: %v (the agent was not started)", ErrSetup, err)
+		}
+	}
+
+	env := o.Env
+	dir := o.Dir
+	if dir == "" {
+		dir = m.Workdir
+	}
+	start := time.Now()
+	proc, err := launch.Start(ctx, launch.Spec{
+		Ruleset: rs, Group: g, Args: o.Command, Env: env, Dir: dir, User: o.User,
+		NewNetNS: launch.NeedsNetNS(rs), Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	backendsUsed := append([]vlog.Backend{landlockBackend(proc.Landlock), seccompBackend()}, be.list...)
+	if restorer == nil {
+		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
+			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
+	}
+	eng := decide.New(rs, mode, decide.WithLogger(slog.New(slog.DiscardHandler)))
+	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode}
+	s.loop(ctx)
+
+	exit, _ := proc.Wait()
+	res := &Result{ID: id, Exit: exit, Killed: s.killed, Reason: s.reason}
+	if s.first != nil && s.first.Err != nil {
+		res.Violation = s.first.Err
+	}
+
+	var rollback []vlog.RollbackOp
+	if s.killed && restorer != nil {
+		ops, rerr := restorer.Restore(context.WithoutCancel(ctx))
+		rollback = ops
+		if rerr != nil {
+			log.Error("rollback incomplete", "error", rerr)
+			rollback = append(rollback, vlog.RollbackOp{Path: "*", Action: "restored", OK: false, Error: rerr.Error()})
+		}
+	}
+
+	vl := vlog.New(vlog.Session{
+		ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData,
+		Mode: mode, Start: start, Backends: backendsUsed,
+	})
+	vl.AddRecords(eng.Records())
+	vl.Finish(time.Now(), vlogExit(exit, s.killed, s.reason), rollback)
+	logDir := o.LogDir
+	if logDir == "" {
+		logDir = DefaultLogDir(m.Workdir)
+	}
+	path, err := vl.Write(filepath.Join(logDir, id))
+	if err != nil {
+		return res, fmt.Errorf("write verification log: %w", err)
+	}
+	res.LogPath, res.Log = path, vl
+	if mode == policy.ModePermissive {
+		if learned, err := eng.Learned(m); err == nil {
+			res.Learned = learned
+		} else {
+			log.Warn("cannot write the learned manifest", "error", err)
+		}
+	}
+	return res, nil
+}
+
+// DefaultLogDir is where session logs go for a workdir.
+func DefaultLogDir(workdir string) string {
+	if workdir == "" {
+		return "/var/lib/klock/sessions"
+	}
+	return filepath.Join(workdir, ".klock", "sessions")
+}
+
+func seccompBackend() vlog.Backend {
+	return vlog.Backend{Name: "seccomp+namespaces", Guarantee: vlog.GuaranteeBlocks, Details: []string{
+		"no capabilities, no_new_privs, non-root uid, own mount/pid/cgroup namespaces",
+		"bpf, perf_event_open, ptrace, process_vm_*, io_uring_*, mount, kexec and module loading denied",
+	}}
+}
+
+func vlogExit(e launch.Exit, killed bool, reason string) vlog.Exit {
+	x := vlog.Exit{KilledByKlock: killed, Reason: reason}
+	if e.Signal != 0 {
+		x.Signal = e.Signal.String()
+	} else {
+		x.Code = vlog.ExitCode(e.Code)
+	}
+	return x
+}
+
+// running is the event loop of one live session.
+type running struct {
+	eng    *decide.Engine
+	proc   *launch.Process
+	be     *backends
+	log    *slog.Logger
+	mode   policy.Mode
+	once   sync.Once
+	// execs counts successful execs of the session's first process: the
+	// first is klock's own stage 2 (the re-exec of /proc/self/exe), the
+	// second is the agent. Nothing before it is the agent's doing.
+	execs  int
+	killed bool
+	reason string
+	first  *decide.Verdict
+}
+
+func (s *running) kill(reason string, v *decide.Verdict) {
+	s.once.Do(func() {
+		s.killed, s.reason, s.first = true, reason, v
+		if err := s.proc.Kill(); err != nil {
+			s.log.Error("cgroup.kill failed", "error", err)
+		}
+	})
+}
+
+func (s *running) act(v decide.Verdict) {
+	switch v.Action {
+	case decide.ActionKill:
+		if v.First {
+			vv := v
+			s.log.Error("killing the session", "violation", v.Message(), "blocked", v.Blocked)
+			s.kill(v.Message(), &vv)
+		}
+	case decide.ActionAmended:
+		s.log.Warn("scope amended (permissive)", "lease", v.Lease)
+		if v.Triple.Type == policy.ObjNet && s.be.ngs != nil {
+			if err := s.be.ngs.Update(s.eng.Ruleset()); err != nil {
+				s.log.Warn("cannot widen the network wall", "error", err)
+			}
+		}
+	case decide.ActionBlocked:
+		s.log.Warn("blocked (permissive)", "triple", v.Triple.String())
+	}
+}
+
+// agentStarted reports whether ev belongs to the agent's history, counting
+// the session process's execs to find where stage 2 ends.
+func (s *running) agentStarted(ev event.Event) bool {
+	if s.execs >= 2 {
+		return true
+	}
+	if ev.PID == uint32(s.proc.Pid) && ev.Triple.Type == policy.ObjProc && ev.Errno == 0 && !ev.Blocked {
+		s.execs++
+	}
+	return s.execs >= 2
+}
+
+func (s *running) record(r observe.Record) {
+	switch r.Kind {
+	case observe.KindEvent:
+		if !s.agentStarted(r.Event) {
+			return
+		}
+		s.act(s.eng.Observe(r.Event))
+	case observe.KindLost:
+		s.act(s.eng.Lost(r.Lost))
+	case observe.KindUnobserved:
+		if r.Event.Errno == 0 && s.mode == policy.ModeStrict {
+			s.kill(fmt.Sprintf("the agent used %s, which the tracepoint backend cannot observe: strict mode fails closed", r.Event.Syscall), nil)
+		}
+	}
+}
+
+// loop feeds events to the engine until the agent has exited and every
+// event it caused has been read.
+func (s *running) loop(ctx context.Context) {
+	var obsCh <-chan observe.Record
+	if s.be.watch != nil {
+		obsCh = s.be.watch.Records()
+	}
+	var netCh <-chan event.Event
+	var netLost <-chan event.Lost
+	if s.be.ngs != nil {
+		netCh, netLost = s.be.ngs.Events(), s.be.ngs.Lost()
+	}
+	for {
+		select {
+		case r := <-obsCh:
+			s.record(r)
+		case ev := <-netCh:
+			s.act(s.eng.Observe(ev))
+		case l := <-netLost:
+			s.act(s.eng.Lost(l))
+		case <-ctx.Done():
+			s.kill("klock was interrupted: "+context.Cause(ctx).Error(), nil)
+			ctx = context.Background()
+		case <-s.proc.Done():
+			s.drain(obsCh, netCh, netLost)
+			return
+		}
+	}
+}
+
+// drain reads what is still in flight after the agent exited: the observer's
+// Sync guarantees every record produced before it is delivered.
+func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, netLost <-chan event.Lost) {
+	if s.be.obs != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.be.obs.Sync(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("observer sync", "error", err)
+		}
+		cancel()
+	}
+	for {
+		select {
+		case r := <-obsCh:
+			s.record(r)
+		case ev := <-netCh:
+			s.act(s.eng.Observe(ev))
+		case l := <-netLost:
+			s.act(s.eng.Lost(l))
+		default:
+			return
+		}
+	}
+}
