@@ -168,12 +168,12 @@ func vlogExit(e launch.Exit, killed bool, reason string) vlog.Exit {
 
 // running is the event loop of one live session.
 type running struct {
-	eng    *decide.Engine
-	proc   *launch.Process
-	be     *backends
-	log    *slog.Logger
-	mode   policy.Mode
-	once   sync.Once
+	eng  *decide.Engine
+	proc *launch.Process
+	be   *backends
+	log  *slog.Logger
+	mode policy.Mode
+	once sync.Once
 	// execs counts successful execs of the session's first process: the
 	// first is klock's own stage 2 (the re-exec of /proc/self/exe), the
 	// second is the agent. Nothing before it is the agent's doing.
