@@ -37,6 +37,12 @@ type Spec struct {
 	// ExtraFiles become fds 3, 4, ... of the agent (e.g. a guard socket).
 	// They keep the access they were opened with.
 	ExtraFiles []*os.File
+	// Mask hides existing directories from the agent: an empty, read-only
+	// tmpfs is mounted over each in the agent's mount namespace, so klock's
+	// own state (<workdir>/.klock: backups, logs) is out of reach even when
+	// the agent may change everything around it. Landlock cannot subtract a
+	// path from a granted hierarchy; a mount can.
+	Mask []string
 }
 
 // Credential is the identity of the agent's processes.

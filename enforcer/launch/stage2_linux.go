@@ -99,6 +99,13 @@ func runStage2(specFD int) (err error) {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount", fmt.Errorf("proc on /proc: %w", err))
 	}
+	for _, p := range s.Mask {
+		// Empty, read-only, mode 000: nothing to read, nowhere to write, and
+		// the agent (no capabilities, umount denied by seccomp) cannot lift it.
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000"); err != nil {
+			return fail("mask", fmt.Errorf("%s: %w", p, err))
+		}
+	}
 	if s.Landlock.MemfdNoexec {
 		// Per pid namespace: memfds here can never be executed.
 		if err := os.WriteFile(memfdNoexecSysctl, []byte("2"), 0); err != nil {

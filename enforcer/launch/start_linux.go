@@ -81,7 +81,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		Path: s.Path, Args: s.Args, Env: s.Env, Dir: s.Dir,
 		UID: s.User.UID, GID: s.User.GID, Groups: s.User.Groups,
 		NewNetNS: s.NewNetNS, IOURing: s.AllowIOURing, ExtraFiles: len(s.ExtraFiles),
-		Landlock: plan,
+		Landlock: plan, Mask: s.Mask,
 	}
 	if w.Path == "" {
 		w.Path = s.Args[0]

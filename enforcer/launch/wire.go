@@ -13,6 +13,7 @@ type wireSpec struct {
 	IOURing    bool          `json:"io_uring"`
 	ExtraFiles int           `json:"extra_files"`
 	Landlock   *LandlockPlan `json:"landlock"`
+	Mask       []string      `json:"mask,omitempty"`
 }
 
 // envStage2 marks a stage-2 child; its value is "SPECFD,STATUSFD".

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -77,6 +78,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
+	// klock's own state under the workdir is hidden from the agent.
+	var mask []string
+	if m.Workdir != "" {
+		state := filepath.Join(m.Workdir, ".klock")
+		if err := os.MkdirAll(state, 0o700); err != nil {
+			return nil, fmt.Errorf("%w: create %s: %v", ErrSetup, state, err)
+		}
+		mask = append(mask, state)
+	}
 	env := o.Env
 	dir := o.Dir
 	if dir == "" {
@@ -85,7 +95,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	proc, err := launch.Start(ctx, launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: env, Dir: dir, User: o.User,
-		NewNetNS: launch.NeedsNetNS(rs), Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+		NewNetNS: launch.NeedsNetNS(rs), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 	})
 	if err != nil {
 		return nil, err
