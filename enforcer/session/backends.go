@@ -21,11 +21,14 @@ type backends struct {
 	ng    *netguard.Guard
 	ngs   *netguard.Session
 	list  []vlog.Backend
+	// ownObs and ownNG: the session loaded them (not Shared) and closes them.
+	ownObs, ownNG bool
 }
 
-// attach loads and attaches the observation and network backends to g,
-// refusing (ErrDegraded) what the mode relies on unless allowDegraded.
-func attach(g *cgroup.Group, rs *policy.Ruleset, allowDegraded bool, log *slog.Logger) (*backends, error) {
+// attach loads (or takes from shared, when not nil) and attaches the
+// observation and network backends to g, refusing (ErrDegraded) what the
+// mode relies on unless allowDegraded.
+func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, allowDegraded bool, log *slog.Logger) (*backends, error) {
 	b := &backends{}
 	degrade := func(what, lost, fix string, err error) error {
 		if !allowDegraded {
@@ -36,9 +39,9 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, allowDegraded bool, log *slog.L
 		return nil
 	}
 
-	obs, err := observe.Load()
+	obs, own, err := shared.observer()
 	if err == nil {
-		b.obs = obs
+		b.obs, b.ownObs = obs, own
 		b.watch, err = obs.Watch(g.ID)
 	}
 	if err != nil {
@@ -57,16 +60,16 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, allowDegraded bool, log *slog.L
 			Details: []string{"no NET intent declared: the agent has its own network namespace with only loopback"}})
 		return b, nil
 	}
-	ng, err := netguard.Load()
+	ng, own, err := shared.guard()
 	if err == nil {
-		b.ng = ng
+		b.ng, b.ownNG = ng, own
 		b.ngs, err = ng.Attach(g, rs)
 	}
 	if err != nil {
-		if b.ng != nil {
+		if b.ng != nil && b.ownNG {
 			b.ng.Close()
-			b.ng = nil
 		}
+		b.ng = nil
 		if err := degrade("cgroup-net", "undeclared connections, datagrams, binds and raw sockets are not blocked",
 			"run as root on a kernel with cgroup BPF (CONFIG_CGROUP_BPF)", err); err != nil {
 			b.close()
@@ -83,13 +86,13 @@ func (b *backends) close() {
 	if b.watch != nil {
 		b.watch.Close()
 	}
-	if b.obs != nil {
+	if b.obs != nil && b.ownObs {
 		b.obs.Close()
 	}
 	if b.ngs != nil {
 		b.ngs.Close()
 	}
-	if b.ng != nil {
+	if b.ng != nil && b.ownNG {
 		b.ng.Close()
 	}
 }

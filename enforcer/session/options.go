@@ -59,6 +59,10 @@ type Options struct {
 	LogDir string
 	// Resolve looks up NET host names (default: the system resolver).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Backends, when not nil, are kernel backends already loaded (klockd's):
+	// the session uses them instead of loading its own, and leaves them
+	// loaded. nil loads them for this session only (the embedded path).
+	Backends *Shared
 	// Logger receives progress and warnings (default slog.Default()).
 	Logger *slog.Logger
 }

@@ -65,7 +65,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer g.Delete()
 
-	be, err := attach(g, rs, o.AllowDegraded, log)
+	be, err := attach(g, rs, o.Backends, o.AllowDegraded, log)
 	if err != nil {
 		return nil, err
 	}

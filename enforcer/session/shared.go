@@ -1,0 +1,85 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/klocklabs/klock/enforcer/netguard"
+	"github.com/klocklabs/klock/enforcer/observe"
+)
+
+// Shared holds kernel backends loaded once and used by many sessions (the
+// klockd daemon keeps one for its lifetime). A session given a Shared
+// watches its cgroup with the shared Observer and attaches its cgroup to the
+// shared Guard instead of loading the BPF programs itself, and never closes
+// them. A nil field means that backend is unavailable on this host: the
+// session then degrades (or refuses, ErrDegraded) exactly as when its own
+// load fails, with the recorded load error as the reason.
+type Shared struct {
+	Observer    *observe.Observer
+	ObserverErr error // why Observer is nil
+	Guard       *netguard.Guard
+	GuardErr    error // why Guard is nil
+}
+
+// LoadShared loads both backends once. It never fails: a backend that
+// cannot load is nil with its error recorded, for sessions to report.
+func LoadShared(opts observe.Options) *Shared {
+	s := &Shared{}
+	s.Observer, s.ObserverErr = observe.LoadOptions(opts)
+	s.Guard, s.GuardErr = netguard.Load()
+	return s
+}
+
+// Close unloads what LoadShared loaded. Every session using s must have
+// ended first.
+func (s *Shared) Close() error {
+	var errs []error
+	if s.Observer != nil {
+		errs = append(errs, s.Observer.Close())
+		s.Observer = nil
+	}
+	if s.Guard != nil {
+		errs = append(errs, s.Guard.Close())
+		s.Guard = nil
+	}
+	return errors.Join(errs...)
+}
+
+var errNotLoaded = errors.New("not loaded by the daemon")
+
+// observer returns the shared Observer, or loads one the session owns when
+// s is nil (the embedded path).
+func (s *Shared) observer() (o *observe.Observer, owned bool, err error) {
+	if s == nil {
+		o, err = observe.Load()
+		return o, true, err
+	}
+	if s.Observer == nil {
+		return nil, false, fmt.Errorf("shared observer: %w", firstNonNil(s.ObserverErr, errNotLoaded))
+	}
+	return s.Observer, false, nil
+}
+
+// guard is observer's counterpart for the network Guard.
+func (s *Shared) guard() (g *netguard.Guard, owned bool, err error) {
+	if s == nil {
+		g, err = netguard.Load()
+		return g, true, err
+	}
+	if s.Guard == nil {
+		return nil, false, fmt.Errorf("shared network guard: %w", firstNonNil(s.GuardErr, errNotLoaded))
+	}
+	return s.Guard, false, nil
+}
+
+func firstNonNil(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
