@@ -1,0 +1,90 @@
+package snapshot
+
+import (
+	"time"
+)
+
+// Type is the kind of file an Entry records.
+type Type string
+
+// The recorded file types.
+const (
+	TypeFile    Type = "file"
+	TypeDir     Type = "dir"
+	TypeSymlink Type = "symlink"
+	TypeFIFO    Type = "fifo"
+	TypeSocket  Type = "socket"
+	TypeChar    Type = "char"
+	TypeBlock   Type = "block"
+)
+
+// Entry is one recorded path: everything Restore needs to bring it back.
+// Times are nanoseconds since the Unix epoch. Dev and Ino identify the file
+// at Take (they drive the "unchanged" fast path and hard-link groups).
+type Entry struct {
+	Path   string            `json:"path"`
+	Type   Type              `json:"type"`
+	Mode   uint32            `json:"mode"` // permission bits with setuid, setgid, sticky (07777)
+	UID    uint32            `json:"uid"`
+	GID    uint32            `json:"gid"`
+	Atime  int64             `json:"atime"`
+	Mtime  int64             `json:"mtime"`
+	Ctime  int64             `json:"ctime"`
+	Size   int64             `json:"size,omitempty"`
+	Dev    uint64            `json:"dev"`
+	Ino    uint64            `json:"ino"`
+	Nlink  uint32            `json:"nlink,omitempty"`
+	Rdev   uint64            `json:"rdev,omitempty"`
+	Target string            `json:"target,omitempty"` // symlink target
+	Hash   string            `json:"hash,omitempty"`   // sha256 of the content (regular files)
+	Link   string            `json:"link,omitempty"`   // hard link: the group's first path
+	Xattrs map[string][]byte `json:"xattrs,omitempty"` // every extended attribute, values verbatim
+	// Anchor marks the parent directory of a scope that lies outside every
+	// scope: creating or removing a scope's root changes its times, so
+	// Restore puts its atime and mtime back and touches nothing else.
+	Anchor bool `json:"anchor,omitempty"`
+}
+
+// Manifest is the recorded state of one session, stored as
+// <root>/<session>/manifest.json.
+type Manifest struct {
+	Version int       `json:"version"`
+	Session string    `json:"session"`
+	Created time.Time `json:"created"`
+	Workdir string    `json:"workdir,omitempty"`
+	Scopes  []Scope   `json:"scopes"`
+	Exclude []string  `json:"exclude,omitempty"`
+	// Entries are in walk order: anchors first, then each scope in
+	// pre-order (a directory before its contents). Restore creates in this
+	// order and fixes directory metadata in the reverse.
+	Entries []Entry `json:"entries"`
+}
+
+const manifestVersion = 1
+
+// Info summarises one session snapshot (List).
+type Info struct {
+	Session string    `json:"session"`
+	Created time.Time `json:"created"`
+	Workdir string    `json:"workdir,omitempty"`
+	Entries int       `json:"entries"`
+	Files   int       `json:"files"`
+	// Bytes is the total size of the recorded regular files (hard links
+	// counted once); NewBytes what this session added to the object store.
+	Bytes    int64 `json:"bytes"`
+	NewBytes int64 `json:"new_bytes"`
+}
+
+// Stats says what Take did.
+type Stats struct {
+	Entries     int           // recorded paths, anchors included
+	Files       int           // regular files (hard-link groups counted once)
+	Bytes       int64         // their total size
+	IndexHits   int           // files whose hash came from the index (a stat, no read)
+	Hashed      int           // files read to compute their hash
+	Copied      int           // files whose content went into the store
+	CopiedBytes int64         // bytes of those
+	Reflinked   int           // of Copied, how many by FICLONE
+	Deduped     int           // files whose content the store already had
+	Duration    time.Duration // wall time of Take
+}

@@ -1,0 +1,335 @@
+//go:build linux
+
+package snapshot
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// testHook, when set (tests only), is called before every operation that
+// changes the file system during Restore; the crash test kills the process
+// from it.
+var testHook func(op, path string)
+
+func hook(op, path string) {
+	if testHook != nil {
+		testHook(op, path)
+	}
+}
+
+func typeOf(mode uint32) Type {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return TypeFile
+	case unix.S_IFDIR:
+		return TypeDir
+	case unix.S_IFLNK:
+		return TypeSymlink
+	case unix.S_IFIFO:
+		return TypeFIFO
+	case unix.S_IFSOCK:
+		return TypeSocket
+	case unix.S_IFCHR:
+		return TypeChar
+	case unix.S_IFBLK:
+		return TypeBlock
+	}
+	return ""
+}
+
+func ifmt(t Type) uint32 {
+	switch t {
+	case TypeFIFO:
+		return unix.S_IFIFO
+	case TypeSocket:
+		return unix.S_IFSOCK
+	case TypeChar:
+		return unix.S_IFCHR
+	case TypeBlock:
+		return unix.S_IFBLK
+	}
+	return 0
+}
+
+func tsNano(ts unix.Timespec) int64 { return ts.Sec*1e9 + ts.Nsec }
+
+func nanoTS(ns int64) unix.Timespec { return unix.NsecToTimespec(ns) }
+
+// entryOf fills the stat part of an Entry.
+func entryOf(path string, st *unix.Stat_t) Entry {
+	e := Entry{
+		Path:  path,
+		Type:  typeOf(st.Mode),
+		Mode:  st.Mode & 07777,
+		UID:   st.Uid,
+		GID:   st.Gid,
+		Atime: tsNano(st.Atim),
+		Mtime: tsNano(st.Mtim),
+		Ctime: tsNano(st.Ctim),
+		Dev:   st.Dev,
+		Ino:   st.Ino,
+		Nlink: uint32(st.Nlink),
+	}
+	switch e.Type {
+	case TypeFile:
+		e.Size = st.Size
+	case TypeChar, TypeBlock:
+		e.Rdev = st.Rdev
+	}
+	return e
+}
+
+// lstat returns nil, nil for a missing path.
+func lstat(p string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		if err == unix.ENOENT || err == unix.ENOTDIR {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &st, nil
+}
+
+// listXattrs reads every extended attribute of p without following a
+// symlink. A filesystem without xattrs gives an empty map.
+func listXattrs(p string) (map[string][]byte, error) {
+	buf := make([]byte, 256)
+	var n int
+	var err error
+	for {
+		n, err = unix.Llistxattr(p, buf)
+		if err == unix.ERANGE {
+			sz, err2 := unix.Llistxattr(p, nil)
+			if err2 != nil {
+				return nil, err2
+			}
+			buf = make([]byte, sz+64)
+			continue
+		}
+		break
+	}
+	if err != nil {
+		if err == unix.ENOTSUP || err == unix.EOPNOTSUPP {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := map[string][]byte{}
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		v, err := getXattr(p, name)
+		if err == unix.ENODATA {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+func getXattr(p, name string) ([]byte, error) {
+	buf := make([]byte, 128)
+	for {
+		n, err := unix.Lgetxattr(p, name, buf)
+		if err == unix.ERANGE {
+			sz, err2 := unix.Lgetxattr(p, name, nil)
+			if err2 != nil {
+				return nil, err2
+			}
+			buf = make([]byte, sz+64)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte{}, buf[:n]...), nil
+	}
+}
+
+func xattrsEqual(a, b map[string][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || string(v) != string(w) {
+			return false
+		}
+	}
+	return true
+}
+
+// join is path.Join for a clean absolute dir and one name.
+func join(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// excluded reports whether p is, or is below, one of ex.
+func excluded(p string, ex []string) bool {
+	for _, x := range ex {
+		if p == x || strings.HasPrefix(p, x+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// visitFunc sees one path; it returns whether to descend into a directory.
+type visitFunc func(p string, st *unix.Stat_t) (bool, error)
+
+// walkScopes visits every existing path of every scope in pre-order
+// (names sorted), never following symlinks, skipping excluded paths.
+func walkScopes(scopes []Scope, ex []string, visit visitFunc) error {
+	for _, s := range scopes {
+		if excluded(s.Path, ex) {
+			continue
+		}
+		st, err := lstat(s.Path)
+		if err != nil {
+			return pathErr("stat", s.Path, err, s.Path)
+		}
+		if st == nil {
+			continue
+		}
+		down, err := visit(s.Path, st)
+		if err != nil {
+			return err
+		}
+		if s.Tree && down && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			if err := walkDir(s.Path, ex, visit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func walkDir(dir string, ex []string, visit visitFunc) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil
+		}
+		return pathErr("open directory", dir, err, dir)
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return pathErr("read directory", dir, err, dir)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := join(dir, name)
+		if excluded(p, ex) {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err == unix.ENOENT {
+				continue
+			}
+			f.Close()
+			return pathErr("stat", p, err, p)
+		}
+		down, err := visit(p, &st)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if down && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			// Pre-order: descend right away so children follow their parent.
+			if err := walkDir(p, ex, visit); err != nil {
+				f.Close()
+				return err
+			}
+		}
+	}
+	return f.Close()
+}
+
+// syncPath flushes the filesystem holding p (syncfs): one call makes every
+// write to that filesystem durable, far cheaper than an fsync per file.
+func syncPath(p string) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
+}
+
+// fsyncDir makes a directory's entries durable.
+func fsyncDir(p string) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
+}
+
+// lockDir takes an exclusive flock on the directory root; the returned
+// function releases it.
+func lockDir(root string) (func(), error) {
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// removeAll removes p and everything below it without following symlinks.
+func removeAll(p string) error {
+	hook("remove", p)
+	err := os.RemoveAll(p)
+	if err != nil && errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// mkdirTracked creates p (and missing parents) and appends every directory
+// it created to made, parents first.
+func mkdirTracked(p string, mode os.FileMode, made *[]string) error {
+	if st, err := lstat(p); err != nil {
+		return err
+	} else if st != nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return unix.ENOTDIR
+		}
+		return nil
+	}
+	if err := mkdirTracked(filepath.Dir(p), mode, made); err != nil {
+		return err
+	}
+	if err := os.Mkdir(p, mode); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	*made = append(*made, p)
+	return nil
+}

@@ -1,0 +1,663 @@
+//go:build linux
+
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Action is what Restore did to one path.
+type Action string
+
+// The actions a Report lists.
+const (
+	Unchanged Action = "unchanged" // already in its recorded state: not written
+	Restored  Action = "restored"  // existed but differed: content and/or metadata put back
+	Recreated Action = "recreated" // was missing: made again from the backup
+	Removed   Action = "removed"   // did not exist at Take (the session created it): removed
+)
+
+// ReportEntry is one path of a Report.
+type ReportEntry struct {
+	Path   string `json:"path"`
+	Action Action `json:"action"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Report lists every recorded path (and every removed one) with what
+// Restore did; anchors appear only when their times were put back.
+type Report struct {
+	Session string        `json:"session"`
+	Resumed bool          `json:"resumed"` // an interrupted restore was finished
+	Entries []ReportEntry `json:"entries"`
+	// Duration of this call.
+	Duration time.Duration `json:"duration"`
+}
+
+// Changed is every entry whose action is not Unchanged, or that failed.
+func (r Report) Changed() []ReportEntry {
+	var out []ReportEntry
+	for _, e := range r.Entries {
+		if e.Action != Unchanged || e.Error != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Count is how many entries have action a.
+func (r Report) Count(a Action) int {
+	n := 0
+	for _, e := range r.Entries {
+		if e.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// Failed is every entry with an error.
+func (r Report) Failed() []ReportEntry {
+	var out []ReportEntry
+	for _, e := range r.Entries {
+		if e.Error != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// jrec is one journal line.
+type jrec struct {
+	Op     string `json:"op"` // begin | tmp | do | end
+	Path   string `json:"path,omitempty"`
+	Action Action `json:"action,omitempty"`
+}
+
+type journal struct {
+	f    *os.File
+	buf  bytes.Buffer
+	path string
+}
+
+// openJournal reads the journal of an unfinished restore (one whose last
+// record is not "end"), drops a torn last line, and opens it for appending.
+func openJournal(p string) (*journal, []jrec, error) {
+	data, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	var recs []jrec
+	valid := 0
+	for off := 0; off < len(data); {
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			break
+		}
+		var r jrec
+		if json.Unmarshal(data[off:off+nl], &r) != nil {
+			break
+		}
+		recs = append(recs, r)
+		off += nl + 1
+		valid = off
+	}
+	flag := os.O_RDWR | os.O_CREATE
+	if len(recs) == 0 || recs[len(recs)-1].Op == "end" {
+		recs, valid = nil, 0
+	}
+	f, err := os.OpenFile(p, flag, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := f.Truncate(int64(valid)); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if _, err := f.Seek(int64(valid), 0); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return &journal{f: f, path: p}, recs, nil
+}
+
+func (j *journal) add(r jrec) {
+	b, _ := json.Marshal(r)
+	j.buf.Write(b)
+	j.buf.WriteByte('\n')
+}
+
+// flush writes the buffered records and makes them durable.
+func (j *journal) flush() error {
+	if j.buf.Len() == 0 {
+		return nil
+	}
+	hook("journal", j.path)
+	if _, err := j.f.Write(j.buf.Bytes()); err != nil {
+		return err
+	}
+	j.buf.Reset()
+	return j.f.Sync()
+}
+
+// Restore brings every recorded path back to its recorded state and removes
+// every path in the recorded scopes that did not exist at Take. It is
+// idempotent and resumable: it journals its intent in <root>/<session>/journal
+// before acting, so running it again after it was killed at any point
+// finishes the job and converges to the same tree. Per-path failures do not
+// stop it; they are listed in the Report and the error wraps ErrIncomplete.
+func (s *Snapshot) Restore(ctx context.Context) (Report, error) {
+	start := time.Now()
+	rep := Report{Session: s.m.Session}
+	unlock, err := lockDir(s.root)
+	if err != nil {
+		return rep, pathErr("lock", s.root, err, s.root)
+	}
+	defer unlock()
+	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}}
+	err = r.run(&rep)
+	rep.Duration = time.Since(start)
+	return rep, err
+}
+
+type restorer struct {
+	ctx   context.Context
+	s     *Snapshot
+	m     *Manifest
+	j     *journal
+	byIdx map[string]int
+	cur   []*unix.Stat_t
+	act   map[string]*ReportEntry
+	order []string
+	first error
+}
+
+func (r *restorer) set(p string, a Action) {
+	if e, ok := r.act[p]; ok {
+		// Recreated and Removed say more than Restored, which says more
+		// than Unchanged.
+		if a != Unchanged && e.Action != Recreated && e.Action != Removed {
+			e.Action = a
+		}
+		return
+	}
+	r.act[p] = &ReportEntry{Path: p, Action: a}
+	r.order = append(r.order, p)
+}
+
+func (r *restorer) fail(p string, a Action, err error) {
+	r.set(p, a)
+	r.act[p].Error = err.Error()
+	if r.first == nil {
+		r.first = pathErr("restore", p, err, p)
+	}
+}
+
+func (r *restorer) tmpName(p string, i int) string {
+	return filepath.Join(filepath.Dir(p), ".klock-rst-"+r.m.Session+"-"+strconv.Itoa(i))
+}
+
+type job struct {
+	i      int
+	tmp    string
+	action Action
+	ino    uint64
+	ok     bool
+}
+
+func (r *restorer) run(rep *Report) error {
+	m := r.m
+	j, prev, err := openJournal(filepath.Join(r.s.Dir(), journalFile))
+	if err != nil {
+		return pathErr("open journal", filepath.Join(r.s.Dir(), journalFile), err, r.s.root)
+	}
+	r.j = j
+	defer j.f.Close()
+	rep.Resumed = len(prev) > 0
+	prevAct := map[string]Action{}
+	for _, rec := range prev {
+		switch rec.Op {
+		case "tmp": // a killed run's temp file: never a recorded path
+			if st, _ := lstat(rec.Path); st != nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				hook("remove", rec.Path)
+				if err := unix.Unlink(rec.Path); err != nil && err != unix.ENOENT {
+					return pathErr("remove temp file", rec.Path, err, rec.Path)
+				}
+			}
+		case "do":
+			prevAct[rec.Path] = rec.Action
+		}
+	}
+	j.add(jrec{Op: "begin"})
+	if err := j.flush(); err != nil {
+		return pathErr("write journal", j.path, err, r.s.root)
+	}
+
+	// Scan: what exists now, what must go.
+	n := len(m.Entries)
+	r.byIdx = make(map[string]int, n)
+	for i := range m.Entries {
+		r.byIdx[m.Entries[i].Path] = i
+	}
+	r.cur = make([]*unix.Stat_t, n)
+	type removal struct {
+		p   string
+		idx int // -1: not recorded
+	}
+	var removals []removal
+	err = walkScopes(m.Scopes, m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
+		i, ok := r.byIdx[p]
+		if !ok || m.Entries[i].Anchor {
+			removals = append(removals, removal{p, -1})
+			return false, nil
+		}
+		if typeOf(st.Mode) != m.Entries[i].Type {
+			removals = append(removals, removal{p, i})
+			return false, nil
+		}
+		c := *st
+		r.cur[i] = &c
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	for _, rm := range removals {
+		if rm.idx < 0 {
+			j.add(jrec{Op: "do", Path: rm.p, Action: Removed})
+		}
+	}
+	if err := j.flush(); err != nil {
+		return pathErr("write journal", j.path, err, r.s.root)
+	}
+	replaced := make([]bool, n)
+	for _, rm := range removals {
+		if err := removeAll(rm.p); err != nil {
+			r.fail(rm.p, Removed, err)
+			continue
+		}
+		if rm.idx < 0 {
+			r.set(rm.p, Removed)
+		} else {
+			replaced[rm.idx] = true
+		}
+	}
+
+	// Plan: decide per entry, create missing directories top-down.
+	var jobs []*job
+	jobOf := make([]*job, n)
+	var members, metaFix []int
+	leaderIno := make([]uint64, n)
+	missing := func(i int) Action {
+		if replaced[i] {
+			return Restored
+		}
+		return Recreated
+	}
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		if e.Anchor {
+			continue
+		}
+		if i&1023 == 0 {
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+		}
+		st := r.cur[i]
+		if e.Link != "" {
+			members = append(members, i)
+			continue
+		}
+		if st != nil && st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) == e.Ctime {
+			r.set(e.Path, Unchanged)
+			leaderIno[i] = st.Ino
+			continue
+		}
+		switch e.Type {
+		case TypeDir:
+			if st == nil {
+				hook("mkdir", e.Path)
+				if err := unix.Mkdir(e.Path, 0o700); err != nil && err != unix.EEXIST {
+					r.fail(e.Path, missing(i), err)
+					continue
+				}
+				r.set(e.Path, missing(i))
+				j.add(jrec{Op: "do", Path: e.Path, Action: missing(i)})
+			}
+		case TypeFile:
+			if st != nil && st.Size == e.Size {
+				h, hst, err := hashPath(e.Path)
+				if err == nil && h == e.Hash && hst.Ino == st.Ino {
+					leaderIno[i] = st.Ino
+					metaFix = append(metaFix, i)
+					continue
+				}
+			}
+			a := Restored
+			if st == nil {
+				a = missing(i)
+			}
+			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
+			jobs, jobOf[i] = append(jobs, jb), jb
+		case TypeSymlink:
+			if st != nil {
+				if t, err := os.Readlink(e.Path); err == nil && t == e.Target {
+					metaFix = append(metaFix, i)
+					continue
+				}
+			}
+			a := Restored
+			if st == nil {
+				a = missing(i)
+			}
+			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
+			jobs, jobOf[i] = append(jobs, jb), jb
+		default: // fifo, socket, device
+			if st != nil && (e.Rdev == 0 || st.Rdev == e.Rdev) {
+				metaFix = append(metaFix, i)
+				continue
+			}
+			a := Restored
+			if st == nil {
+				a = missing(i)
+			}
+			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
+			jobs, jobOf[i] = append(jobs, jb), jb
+		}
+	}
+	// Hard-link members: fine if they are the leader's (final) inode.
+	var memberJobs []*job
+	for _, i := range members {
+		e := &m.Entries[i]
+		l, ok := r.byIdx[e.Link]
+		if !ok {
+			r.fail(e.Path, Restored, fmt.Errorf("%w: hard-link leader %s not recorded", ErrCorrupt, e.Link))
+			continue
+		}
+		if jobOf[l] == nil && r.cur[i] != nil && leaderIno[l] != 0 && r.cur[i].Ino == leaderIno[l] {
+			r.set(e.Path, Unchanged)
+			continue
+		}
+		a := Restored
+		if r.cur[i] == nil {
+			a = missing(i)
+		}
+		jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
+		memberJobs = append(memberJobs, jb)
+	}
+	jobs = append(jobs, memberJobs...)
+
+	// Journal the temp names and intents before making anything.
+	for _, jb := range jobs {
+		j.add(jrec{Op: "tmp", Path: jb.tmp})
+		j.add(jrec{Op: "do", Path: m.Entries[jb.i].Path, Action: jb.action})
+	}
+	if err := j.flush(); err != nil {
+		return pathErr("write journal", j.path, err, r.s.root)
+	}
+
+	// Make every temp, with content and metadata.
+	for _, jb := range jobs {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		e := &m.Entries[jb.i]
+		if err := r.makeTemp(jb, jobOf, leaderIno); err != nil {
+			os.Remove(jb.tmp)
+			r.fail(e.Path, jb.action, err)
+			continue
+		}
+		jb.ok = true
+		if e.Link == "" && e.Type == TypeFile {
+			leaderIno[jb.i] = jb.ino
+		}
+	}
+	if len(jobs) > 0 {
+		// Temps are durable before they replace anything.
+		if err := r.syncAll(); err != nil {
+			return err
+		}
+	}
+	for _, jb := range jobs {
+		if !jb.ok {
+			continue
+		}
+		e := &m.Entries[jb.i]
+		hook("rename", e.Path)
+		if err := os.Rename(jb.tmp, e.Path); err != nil {
+			os.Remove(jb.tmp)
+			r.fail(e.Path, jb.action, err)
+			continue
+		}
+		r.set(e.Path, jb.action)
+	}
+
+	// Metadata of files whose content was right, in place.
+	for _, i := range metaFix {
+		e := &m.Entries[i]
+		changed, err := applyMeta(e.Path, e, r.cur[i], true)
+		if err != nil {
+			r.fail(e.Path, Restored, err)
+			continue
+		}
+		if changed {
+			r.set(e.Path, Restored)
+		} else {
+			r.set(e.Path, Unchanged)
+		}
+	}
+
+	// Directories (and anchors) after their contents, deepest first.
+	for i := n - 1; i >= 0; i-- {
+		e := &m.Entries[i]
+		if e.Type != TypeDir {
+			continue
+		}
+		st, err := lstat(e.Path)
+		if err != nil || st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err == nil {
+				err = unix.ENOENT
+			}
+			if !e.Anchor {
+				r.fail(e.Path, Recreated, err)
+			}
+			continue
+		}
+		if st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) == e.Ctime {
+			continue
+		}
+		var changed bool
+		if e.Anchor {
+			if tsNano(st.Mtim) != e.Mtime {
+				hook("meta", e.Path)
+				err = setTimes(e.Path, e)
+				changed = true
+			}
+		} else {
+			changed, err = applyMeta(e.Path, e, st, true)
+		}
+		if err != nil {
+			r.fail(e.Path, Restored, err)
+			continue
+		}
+		if changed {
+			r.set(e.Path, Restored)
+		} else if !e.Anchor {
+			r.set(e.Path, Unchanged)
+		}
+	}
+	if err := r.syncAll(); err != nil {
+		return err
+	}
+	if r.first == nil {
+		j.add(jrec{Op: "end"})
+		if err := j.flush(); err != nil {
+			return pathErr("write journal", j.path, err, r.s.root)
+		}
+	}
+
+	// Report: this run, with what an interrupted run already did.
+	for p, a := range prevAct {
+		if e, ok := r.act[p]; !ok {
+			r.act[p] = &ReportEntry{Path: p, Action: a}
+			r.order = append(r.order, p)
+		} else if e.Action == Unchanged {
+			e.Action = a
+		}
+	}
+	for _, p := range r.order {
+		rep.Entries = append(rep.Entries, *r.act[p])
+	}
+	if r.first != nil {
+		var pe *Error
+		if errors.As(r.first, &pe) {
+			return &Error{Op: "restore", Path: pe.Path, Kind: ErrIncomplete, Err: r.first, Hint: fmt.Sprintf("%d path(s) failed, see the report; run the restore again once the cause is fixed", len(rep.Failed()))}
+		}
+		return fmt.Errorf("%w: %w", ErrIncomplete, r.first)
+	}
+	return nil
+}
+
+// makeTemp creates jb.tmp in its recorded state.
+func (r *restorer) makeTemp(jb *job, jobOf []*job, leaderIno []uint64) error {
+	e := &r.m.Entries[jb.i]
+	hook("tmp", jb.tmp)
+	os.Remove(jb.tmp)
+	switch {
+	case e.Link != "":
+		l := r.byIdx[e.Link]
+		src := e.Link
+		if lj := jobOf[l]; lj != nil {
+			if !lj.ok {
+				return fmt.Errorf("hard-link leader %s could not be restored", e.Link)
+			}
+			src = lj.tmp
+		}
+		return os.Link(src, jb.tmp)
+	case e.Type == TypeFile:
+		if !validHash(e.Hash) {
+			return fmt.Errorf("%w: no content recorded for %s", ErrCorrupt, e.Path)
+		}
+		fd, err := unix.Open(jb.tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		if err == nil {
+			err = copyOut(r.s.root, e.Hash, fd, st.Dev)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		jb.ino = st.Ino
+	case e.Type == TypeSymlink:
+		if err := os.Symlink(e.Target, jb.tmp); err != nil {
+			return err
+		}
+	default:
+		if err := unix.Mknod(jb.tmp, ifmt(e.Type)|0o600, int(e.Rdev)); err != nil {
+			return err
+		}
+	}
+	_, err := applyMeta(jb.tmp, e, nil, false)
+	return err
+}
+
+// syncAll flushes every filesystem a scope lives on.
+func (r *restorer) syncAll() error {
+	seen := map[uint64]bool{}
+	for _, s := range r.m.Scopes {
+		p := nearestExisting(s.Path)
+		var st unix.Stat_t
+		if unix.Stat(p, &st) != nil || seen[st.Dev] {
+			continue
+		}
+		seen[st.Dev] = true
+		hook("sync", p)
+		if err := syncPath(p); err != nil {
+			return pathErr("sync", p, err, p)
+		}
+	}
+	return nil
+}
+
+// applyMeta puts e's owner, xattrs, mode and times on p (never following a
+// symlink). With st (the current stat) only what differs is written;
+// cmpX also compares xattrs (a fresh temp always gets them written).
+func applyMeta(p string, e *Entry, st *unix.Stat_t, cmpX bool) (bool, error) {
+	changed := false
+	if st == nil || st.Uid != e.UID || st.Gid != e.GID {
+		hook("meta", p)
+		if err := unix.Lchown(p, int(e.UID), int(e.GID)); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	if st == nil || changed || cmpX {
+		cur, err := listXattrs(p)
+		if err != nil {
+			return changed, err
+		}
+		if !xattrsEqual(cur, e.Xattrs) {
+			for k := range cur {
+				if _, ok := e.Xattrs[k]; !ok {
+					hook("meta", p)
+					if err := unix.Lremovexattr(p, k); err != nil && err != unix.ENODATA {
+						return changed, fmt.Errorf("remove xattr %s: %w", k, err)
+					}
+				}
+			}
+			for k, v := range e.Xattrs {
+				if w, ok := cur[k]; ok && string(w) == string(v) {
+					continue
+				}
+				hook("meta", p)
+				if err := unix.Lsetxattr(p, k, v, 0); err != nil {
+					return changed, fmt.Errorf("set xattr %s: %w", k, err)
+				}
+			}
+			changed = true
+		}
+	}
+	if e.Type != TypeSymlink {
+		var now unix.Stat_t
+		if err := unix.Lstat(p, &now); err != nil {
+			return changed, err
+		}
+		if now.Mode&07777 != e.Mode {
+			hook("meta", p)
+			if err := unix.Fchmodat(unix.AT_FDCWD, p, e.Mode, 0); err != nil {
+				return changed, err
+			}
+			changed = true
+		}
+	}
+	if st == nil || changed || tsNano(st.Mtim) != e.Mtime {
+		hook("meta", p)
+		if err := setTimes(p, e); err != nil {
+			return changed, err
+		}
+		changed = true
+	}
+	return changed, nil
+}
+
+func setTimes(p string, e *Entry) error {
+	return unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{nanoTS(e.Atime), nanoTS(e.Mtime)}, unix.AT_SYMLINK_NOFOLLOW)
+}

@@ -1,0 +1,338 @@
+//go:build linux
+
+package snapshot
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The object store: <root>/objects/<first 2 hex digits>/<other 62>, one
+// read-only file per distinct content, named by its sha256, shared by all
+// sessions under root.
+const objectsDir = "objects"
+
+func objectPath(root, h string) string {
+	return filepath.Join(root, objectsDir, h[:2], h[2:])
+}
+
+func validHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// reflinkOK caches, per (source dev, destination dev), whether FICLONE
+// works, so a filesystem without it costs one failed ioctl per process.
+var reflinkOK sync.Map
+
+func tryReflink(dst, src int, srcDev, dstDev uint64) (bool, error) {
+	key := [2]uint64{srcDev, dstDev}
+	if v, ok := reflinkOK.Load(key); ok && !v.(bool) {
+		return false, nil
+	}
+	err := unix.IoctlFileClone(dst, src)
+	switch err {
+	case nil:
+		reflinkOK.Store(key, true)
+		return true, nil
+	case unix.EOPNOTSUPP, unix.EXDEV, unix.EINVAL, unix.ENOTTY, unix.ENOSYS, unix.EBADF:
+		reflinkOK.Store(key, false)
+		return false, nil
+	}
+	return false, err
+}
+
+// openRead opens a file for reading without updating its atime when the
+// caller may (owner or CAP_FOWNER).
+func openRead(p string) (int, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOATIME, 0)
+	if err == unix.EPERM {
+		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	return fd, err
+}
+
+// hashFD hashes an fd's content from offset 0.
+func hashFD(fd int, buf []byte) (string, int64, error) {
+	h := sha256.New()
+	var off, n int64
+	for {
+		m, err := unix.Pread(fd, buf, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", n, err
+		}
+		if m == 0 {
+			break
+		}
+		h.Write(buf[:m])
+		off += int64(m)
+		n += int64(m)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// copyHash copies src to dst through buf, hashing what it copies: one pass
+// over the data gives both the copy and the name it is stored under, and
+// the hash is of exactly the bytes written.
+type errWrite struct{ err error }
+
+func copyHash(dst, src int, h hash.Hash, buf []byte) (int64, error) {
+	var n int64
+	for {
+		m, err := unix.Read(src, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, nil
+		}
+		h.Write(buf[:m])
+		for w := 0; w < m; {
+			k, err := unix.Write(dst, buf[w:m])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return n, errWrite{err}
+			}
+			w += k
+		}
+		n += int64(m)
+	}
+}
+
+func (e errWrite) Error() string { return e.err.Error() }
+func (e errWrite) Unwrap() error { return e.err }
+
+// copyResult is what copyIn learned about one file.
+type copyResult struct {
+	hash      string
+	size      int64
+	reflinked bool
+	st        unix.Stat_t // the source's fstat after the copy
+}
+
+// sameVersion: nothing about the file's content changed between a and b.
+func sameVersion(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// copyIn copies the regular file src into dstPath (a new file), by FICLONE
+// when the filesystems allow it and by read+write otherwise, and returns
+// the sha256 of the copy. It retries when the source changes under it.
+func copyIn(src, dstPath string, dstDev uint64) (copyResult, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	for try := 0; ; try++ {
+		res, changed, err := copyInOnce(src, dstPath, dstDev, buf)
+		if err != nil || !changed {
+			return res, err
+		}
+		if try == 3 {
+			return res, &Error{Op: "copy", Path: src, Kind: ErrChanged, Hint: "something kept writing to it; stop it before the session starts"}
+		}
+	}
+}
+
+func copyInOnce(src, dstPath string, dstDev uint64, buf []byte) (res copyResult, changed bool, err error) {
+	sfd, err := openRead(src)
+	if err != nil {
+		return res, false, pathErr("open", src, err, src)
+	}
+	defer unix.Close(sfd)
+	var before unix.Stat_t
+	if err := unix.Fstat(sfd, &before); err != nil {
+		return res, false, pathErr("stat", src, err, src)
+	}
+	dfd, err := unix.Open(dstPath, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o400)
+	if err != nil {
+		return res, false, pathErr("create backup copy of", src, err, filepath.Dir(dstPath))
+	}
+	defer unix.Close(dfd)
+	ok, err := tryReflink(dfd, sfd, before.Dev, dstDev)
+	if err != nil {
+		return res, false, pathErr("clone into the backup", src, err, filepath.Dir(dstPath))
+	}
+	if ok {
+		res.reflinked = true
+		res.hash, res.size, err = hashFD(dfd, buf)
+		if err != nil {
+			return res, false, pathErr("hash backup copy of", src, err, filepath.Dir(dstPath))
+		}
+	} else {
+		h := sha256.New()
+		res.size, err = copyHash(dfd, sfd, h, buf)
+		if err != nil {
+			var we errWrite
+			if errors.As(err, &we) {
+				return res, false, pathErr("copy into the backup", src, we.err, filepath.Dir(dstPath))
+			}
+			return res, false, pathErr("read", src, err, src)
+		}
+		res.hash = hex.EncodeToString(h.Sum(nil))
+	}
+	if err := unix.Fstat(sfd, &res.st); err != nil {
+		return res, false, pathErr("stat", src, err, src)
+	}
+	return res, !sameVersion(&before, &res.st) || res.size != res.st.Size, nil
+}
+
+// hashPath hashes a file in place (no copy) and returns its stat.
+func hashPath(p string) (string, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := openRead(p)
+	if err != nil {
+		return "", st, err
+	}
+	defer unix.Close(fd)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	h, _, err := hashFD(fd, *bp)
+	if err != nil {
+		return "", st, err
+	}
+	err = unix.Fstat(fd, &st)
+	return h, st, err
+}
+
+// copyOut fills the open, empty file dfd with object h, verifying that the
+// bytes written hash to h.
+func copyOut(root, h string, dfd int, dstDev uint64) error {
+	obj := objectPath(root, h)
+	sfd, err := unix.Open(obj, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			return &Error{Op: "read object", Path: obj, Kind: ErrCorrupt, Err: err, Hint: "the object store lost this content (was it garbage-collected or edited?)"}
+		}
+		return pathErr("read object", obj, err, root)
+	}
+	defer unix.Close(sfd)
+	var sst unix.Stat_t
+	if err := unix.Fstat(sfd, &sst); err != nil {
+		return pathErr("stat object", obj, err, root)
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	var got string
+	ok, err := tryReflink(dfd, sfd, sst.Dev, dstDev)
+	if err != nil {
+		return err
+	}
+	if ok {
+		got, _, err = hashFD(dfd, *bp)
+	} else {
+		hh := sha256.New()
+		_, err = copyHash(dfd, sfd, hh, *bp)
+		got = hex.EncodeToString(hh.Sum(nil))
+	}
+	if err != nil {
+		return err
+	}
+	if got != h {
+		return &Error{Op: "verify object", Path: obj, Kind: ErrCorrupt, Hint: fmt.Sprintf("content hashes to %s, recorded as %s", got, h)}
+	}
+	return nil
+}
+
+// index is the stat cache: path -> what the file looked like when its hash
+// was computed. A file whose (dev, ino, size, mtime, ctime) still match is
+// not read again. Entries are only added for files whose ctime was at
+// least racyWindow older than the end of their hashing, so a write in the
+// same timestamp tick cannot hide behind an equal ctime.
+type indexEntry struct {
+	Dev, Ino           uint64
+	Size, Mtime, Ctime int64
+	Hash               string
+}
+
+type index map[string]indexEntry
+
+const indexFile = "index"
+
+// racyWindow is well over two jiffies (HZ >= 100) of the coarse clock the
+// kernel stamps files with.
+const racyWindow = 50_000_000 // ns
+
+func loadIndex(root string) index {
+	f, err := os.Open(filepath.Join(root, indexFile))
+	if err != nil {
+		return index{}
+	}
+	defer f.Close()
+	var ix index
+	if err := gob.NewDecoder(bufio.NewReader(f)).Decode(&ix); err != nil || ix == nil {
+		return index{} // a cache: a bad one is just empty
+	}
+	return ix
+}
+
+func (ix index) lookup(e *Entry) (string, bool) {
+	c, ok := ix[e.Path]
+	if !ok || c.Dev != e.Dev || c.Ino != e.Ino || c.Size != e.Size || c.Mtime != e.Mtime || c.Ctime != e.Ctime {
+		return "", false
+	}
+	return c.Hash, true
+}
+
+// writeIndexTmp writes the index to a temp file in root and returns its
+// name (fsynced; the caller renames it into place).
+func writeIndexTmp(root string, ix index) (string, error) {
+	f, err := os.CreateTemp(root, ".index-*")
+	if err != nil {
+		return "", err
+	}
+	w := bufio.NewWriter(f)
+	err = gob.NewEncoder(w).Encode(ix)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// writeFileSync writes data to p (a new file) and fsyncs it.
+func writeFileSync(p string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,561 @@
+//go:build linux
+
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/policy"
+)
+
+// Options tune Take.
+type Options struct {
+	// Dir is the backups root; empty means <workdir>/.klock/backups.
+	Dir string
+	// Session names the snapshot: letters, digits, '.', '_', '-', at most
+	// 128, not starting with '.'.
+	Session string
+	// Scopes overrides what is recorded; nil means WallScopes(rs).
+	Scopes []Scope
+	// Exclude lists more paths (and their subtrees) never recorded nor
+	// removed. Dir and <workdir>/.klock are always excluded.
+	Exclude []string
+	// Progress, when set, is called with bytes done and bytes total while
+	// content is copied (at most ten times a second, and once at the end).
+	// Use TerminalProgress to draw a bar only on a terminal.
+	Progress func(done, total int64)
+	// Workers copying content in parallel; 0 means a default (4, or the
+	// number of CPUs when larger).
+	Workers int
+}
+
+var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func checkSession(s string) error {
+	if !sessionRE.MatchString(s) || s == objectsDir || s == indexFile {
+		return fmt.Errorf("%w: session id %q: want 1-128 letters, digits, '.', '_' or '-', not starting with '.', and not %q or %q", ErrInvalid, s, objectsDir, indexFile)
+	}
+	return nil
+}
+
+// Snapshot is one session's recorded state, taken by Take or opened by Open.
+type Snapshot struct {
+	root string
+	m    *Manifest
+	// Stats is what Take did (zero for an opened snapshot).
+	Stats Stats
+}
+
+// Session is the session id.
+func (s *Snapshot) Session() string { return s.m.Session }
+
+// Dir is the session's directory, <root>/<session>.
+func (s *Snapshot) Dir() string { return filepath.Join(s.root, s.m.Session) }
+
+// Manifest is the recorded state (do not modify it).
+func (s *Snapshot) Manifest() *Manifest { return s.m }
+
+// Info summarises the snapshot.
+func (s *Snapshot) Info() Info { return infoOf(s.m, 0) }
+
+func infoOf(m *Manifest, newBytes int64) Info {
+	in := Info{Session: m.Session, Created: m.Created, Workdir: m.Workdir, Entries: len(m.Entries), NewBytes: newBytes}
+	for _, e := range m.Entries {
+		if e.Type == TypeFile && e.Link == "" {
+			in.Files++
+			in.Bytes += e.Size
+		}
+	}
+	return in
+}
+
+// Take records, before the agent starts, every path the agent will be able
+// to change (see Options.Scopes), so that Restore can bring it back. It
+// writes <root>/<session>/ and new objects durably and atomically: on any
+// error nothing it made is left behind and the error is an *Error naming
+// the path (errors.Is ErrNoSpace / ErrPermission / the errno).
+func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, error) {
+	start := time.Now()
+	if err := checkSession(opts.Session); err != nil {
+		return nil, err
+	}
+	root := opts.Dir
+	workdir := ""
+	if rs != nil {
+		workdir = rs.Workdir
+	}
+	if root == "" {
+		if workdir == "" {
+			return nil, fmt.Errorf("%w: no backup directory: set Options.Dir or the ruleset's workdir", ErrInvalid)
+		}
+		root = filepath.Join(workdir, ".klock", "backups")
+	}
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("%w: backup directory %q is not absolute", ErrInvalid, root)
+	}
+	root = filepath.Clean(root)
+	scopes := opts.Scopes
+	if scopes == nil {
+		if rs == nil {
+			return nil, fmt.Errorf("%w: no ruleset and no scopes", ErrInvalid)
+		}
+		scopes = WallScopes(rs)
+	} else {
+		scopes = normalize(scopes)
+	}
+	if err := checkScopes(scopes); err != nil {
+		return nil, err
+	}
+	ex := []string{root}
+	if workdir != "" {
+		ex = append(ex, filepath.Join(workdir, ".klock"))
+	}
+	for _, x := range opts.Exclude {
+		ex = append(ex, filepath.Clean(x))
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = max(4, runtime.NumCPU())
+	}
+	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers}
+	snap, err := t.run()
+	if err != nil {
+		t.cleanup()
+		return nil, err
+	}
+	snap.Stats.Duration = time.Since(start)
+	return snap, nil
+}
+
+type taker struct {
+	ctx      context.Context
+	root     string
+	workdir  string
+	session  string
+	scopes   []Scope
+	exclude  []string
+	progress func(done, total int64)
+	workers  int
+
+	made     []string // directories Take created (parents first)
+	tmpDir   string   // <root>/.tmp-<session>
+	renamed  []string // objects Take moved into the store
+	indexTmp string
+	unlock   func()
+	stats    Stats
+}
+
+func (t *taker) cleanup() {
+	if t.tmpDir != "" {
+		os.RemoveAll(t.tmpDir)
+	}
+	for _, o := range t.renamed {
+		os.Remove(o)
+	}
+	if t.indexTmp != "" {
+		os.Remove(t.indexTmp)
+	}
+	for i := len(t.made) - 1; i >= 0; i-- {
+		os.Remove(t.made[i]) // only when empty
+	}
+	if t.unlock != nil {
+		t.unlock()
+	}
+}
+
+func (t *taker) run() (*Snapshot, error) {
+	root := t.root
+	if err := mkdirTracked(filepath.Join(root, objectsDir), 0o700, &t.made); err != nil {
+		return nil, pathErr("create backup directory", root, err, root)
+	}
+	unlock, err := lockDir(root)
+	if err != nil {
+		return nil, pathErr("lock", root, err, root)
+	}
+	t.unlock = unlock
+	final := filepath.Join(root, t.session)
+	if ok, err := exists(final); err != nil {
+		return nil, pathErr("stat", final, err, root)
+	} else if ok {
+		return nil, &Error{Op: "take", Path: final, Kind: ErrExists, Hint: "pick a new session id, or remove the old snapshot"}
+	}
+	var rootSt unix.Stat_t
+	if err := unix.Stat(root, &rootSt); err != nil {
+		return nil, pathErr("stat", root, err, root)
+	}
+	t.tmpDir = filepath.Join(root, ".tmp-"+t.session)
+	if err := os.RemoveAll(t.tmpDir); err != nil { // a crashed Take's leftovers
+		return nil, pathErr("remove", t.tmpDir, err, root)
+	}
+	if err := os.Mkdir(t.tmpDir, 0o700); err != nil {
+		return nil, pathErr("create", t.tmpDir, err, root)
+	}
+
+	m := &Manifest{Version: manifestVersion, Session: t.session, Created: time.Now().UTC(), Workdir: t.workdir, Scopes: t.scopes, Exclude: t.exclude}
+	entries, err := t.walk()
+	if err != nil {
+		return nil, err
+	}
+	m.Entries = entries
+
+	// Hashes: from the index when the stat matches, otherwise by reading.
+	ix := loadIndex(root)
+	type job struct {
+		i     int
+		prior string // hash the index had for this path (hash first, copy only if new)
+	}
+	var jobs []job
+	var total int64
+	for i := range entries {
+		e := &entries[i]
+		if e.Type != TypeFile || e.Link != "" {
+			continue
+		}
+		t.stats.Files++
+		t.stats.Bytes += e.Size
+		if h, ok := ix.lookup(e); ok && objectExists(root, h) {
+			e.Hash = h
+			t.stats.IndexHits++
+			continue
+		}
+		j := job{i: i}
+		if c, ok := ix[e.Path]; ok && objectExists(root, c.Hash) {
+			j.prior = c.Hash
+		}
+		jobs = append(jobs, j)
+		total += e.Size
+	}
+
+	// Copy in parallel into <tmp>/o-<i>.
+	var (
+		done    atomic.Int64
+		mu      sync.Mutex
+		lastRep time.Time
+		copied  = make([]bool, len(entries))
+		newIx   = make([]bool, len(entries))
+		firstE  error
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		failed  atomic.Bool
+		counter struct {
+			hashed, copied, reflinked atomic.Int64
+			copiedBytes               atomic.Int64
+		}
+	)
+	report := func(final bool) {
+		if t.progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if final || time.Since(lastRep) >= 100*time.Millisecond {
+			lastRep = time.Now()
+			t.progress(done.Load(), total)
+		}
+	}
+	fail := func(err error) {
+		mu.Lock()
+		if firstE == nil {
+			firstE = err
+		}
+		mu.Unlock()
+		failed.Store(true)
+	}
+	for w := 0; w < min(t.workers, len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				k := int(next.Add(1) - 1)
+				if k >= len(jobs) {
+					return
+				}
+				if err := t.ctx.Err(); err != nil {
+					fail(err)
+					return
+				}
+				j := jobs[k]
+				e := &entries[j.i]
+				if j.prior != "" {
+					h, st, err := hashPath(e.Path)
+					if err != nil {
+						fail(pathErr("read", e.Path, err, e.Path))
+						return
+					}
+					counter.hashed.Add(1)
+					if h == j.prior && st.Ino == e.Ino {
+						e.Hash = h
+						refresh(e, &st)
+						newIx[j.i] = true
+						done.Add(e.Size)
+						report(false)
+						continue
+					}
+				}
+				res, err := copyIn(e.Path, t.objTmp(j.i), rootSt.Dev)
+				if err != nil {
+					fail(err)
+					return
+				}
+				if res.st.Ino != e.Ino {
+					fail(&Error{Op: "copy", Path: e.Path, Kind: ErrChanged, Hint: "it was replaced while the snapshot was taken"})
+					return
+				}
+				e.Hash = res.hash
+				refresh(e, &res.st)
+				copied[j.i], newIx[j.i] = true, true
+				counter.copied.Add(1)
+				counter.copiedBytes.Add(res.size)
+				if res.reflinked {
+					counter.reflinked.Add(1)
+				}
+				done.Add(e.Size)
+				report(false)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstE != nil {
+		return nil, firstE
+	}
+	report(true)
+	t.stats.Hashed = int(counter.hashed.Load())
+	t.stats.Copied = int(counter.copied.Load())
+	t.stats.CopiedBytes = counter.copiedBytes.Load()
+	t.stats.Reflinked = int(counter.reflinked.Load())
+
+	// The copies are durable before they get their final names.
+	if t.stats.Copied > 0 {
+		if err := syncPath(t.tmpDir); err != nil {
+			return nil, pathErr("sync", root, err, root)
+		}
+	}
+	var newBytes int64
+	fanout := map[string]bool{}
+	for i := range entries {
+		if !copied[i] {
+			continue
+		}
+		e := &entries[i]
+		tmp, obj := t.objTmp(i), objectPath(root, e.Hash)
+		if ok, err := exists(obj); err != nil {
+			return nil, pathErr("stat", obj, err, root)
+		} else if ok {
+			os.Remove(tmp)
+			t.stats.Deduped++
+			continue
+		}
+		if dir := filepath.Dir(obj); !fanout[dir] {
+			if err := mkdirTracked(dir, 0o700, &t.made); err != nil {
+				return nil, pathErr("create", dir, err, root)
+			}
+			fanout[dir] = true
+		}
+		if err := os.Rename(tmp, obj); err != nil {
+			return nil, pathErr("store object for", e.Path, err, root)
+		}
+		t.renamed = append(t.renamed, obj)
+		newBytes += e.Size
+	}
+
+	// Hard-link members share their leader's content.
+	byPath := make(map[string]int, len(entries))
+	for i := range entries {
+		byPath[entries[i].Path] = i
+	}
+	for i := range entries {
+		if e := &entries[i]; e.Link != "" {
+			e.Hash = entries[byPath[e.Link]].Hash
+		}
+	}
+
+	// The index: this session's files on top of what was there.
+	now := time.Now().UnixNano()
+	for i := range entries {
+		e := &entries[i]
+		if e.Type != TypeFile || e.Link != "" || e.Hash == "" {
+			continue
+		}
+		if now-e.Ctime > racyWindow && now-e.Mtime > racyWindow {
+			ix[e.Path] = indexEntry{Dev: e.Dev, Ino: e.Ino, Size: e.Size, Mtime: e.Mtime, Ctime: e.Ctime, Hash: e.Hash}
+		} else {
+			delete(ix, e.Path)
+		}
+	}
+	if t.indexTmp, err = writeIndexTmp(root, ix); err != nil {
+		return nil, pathErr("write index", filepath.Join(root, indexFile), err, root)
+	}
+
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(filepath.Join(t.tmpDir, manifestFile), data, 0o600); err != nil {
+		return nil, pathErr("write manifest", filepath.Join(final, manifestFile), err, root)
+	}
+	info := infoOf(m, newBytes)
+	idata, _ := json.Marshal(info)
+	if err := writeFileSync(filepath.Join(t.tmpDir, infoFile), idata, 0o600); err != nil {
+		return nil, pathErr("write", filepath.Join(final, infoFile), err, root)
+	}
+	// Objects' names, fanout directories and the manifest are durable
+	// before the session directory appears under its final name.
+	if err := syncPath(t.tmpDir); err != nil {
+		return nil, pathErr("sync", root, err, root)
+	}
+	if err := os.Rename(t.tmpDir, final); err != nil {
+		return nil, pathErr("commit", final, err, root)
+	}
+	t.tmpDir = ""
+	if err := os.Rename(t.indexTmp, filepath.Join(root, indexFile)); err != nil {
+		// The session is committed; a stale index only costs rehashing.
+		os.Remove(t.indexTmp)
+	}
+	t.indexTmp = ""
+	if err := fsyncDir(root); err != nil {
+		// Committed but maybe not durable: undo so the caller's refusal is truthful.
+		os.RemoveAll(final)
+		return nil, pathErr("sync", root, err, root)
+	}
+	t.unlock()
+	t.unlock = nil
+	t.stats.Entries = len(entries)
+	return &Snapshot{root: root, m: m, Stats: t.stats}, nil
+}
+
+const (
+	manifestFile = "manifest.json"
+	infoFile     = "info.json"
+	journalFile  = "journal"
+)
+
+func (t *taker) objTmp(i int) string { return filepath.Join(t.tmpDir, "o-"+strconv.Itoa(i)) }
+
+func objectExists(root, h string) bool {
+	if !validHash(h) {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Stat(objectPath(root, h), &st) == nil
+}
+
+// refresh updates an entry from the fstat taken when its content was read.
+func refresh(e *Entry, st *unix.Stat_t) {
+	e.Size = st.Size
+	e.Mtime = tsNano(st.Mtim)
+	e.Ctime = tsNano(st.Ctim)
+	e.Mode = st.Mode & 07777
+	e.UID, e.GID = st.Uid, st.Gid
+}
+
+// walk records every path of every scope, anchors first.
+func (t *taker) walk() ([]Entry, error) {
+	var entries []Entry
+	leaders := map[[2]uint64]string{}
+	n := 0
+	err := walkScopes(t.scopes, t.exclude, func(p string, st *unix.Stat_t) (bool, error) {
+		if n++; n&1023 == 0 {
+			if err := t.ctx.Err(); err != nil {
+				return false, err
+			}
+		}
+		e, err := recordEntry(p, st)
+		if err != nil {
+			return false, err
+		}
+		if e.Type == "" {
+			return false, nil
+		}
+		if e.Type == TypeFile && e.Nlink > 1 {
+			k := [2]uint64{e.Dev, e.Ino}
+			if l, ok := leaders[k]; ok {
+				e.Link = l
+			} else {
+				leaders[k] = p
+			}
+		}
+		entries = append(entries, e)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	recorded := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		recorded[e.Path] = true
+	}
+	var anchors []Entry
+	for _, a := range anchorsOf(t.scopes, t.workdir) {
+		if recorded[a] || excluded(a, t.exclude) {
+			continue
+		}
+		st, err := lstat(a)
+		if err != nil {
+			return nil, pathErr("stat", a, err, a)
+		}
+		if st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		e := entryOf(a, st)
+		e.Anchor = true
+		anchors = append(anchors, e)
+		recorded[a] = true
+	}
+	return append(anchors, entries...), nil
+}
+
+// anchorsOf: the parent of every scope root that lies in the workdir.
+func anchorsOf(scopes []Scope, workdir string) []string {
+	if workdir == "" {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range scopes {
+		a := filepath.Dir(s.Path)
+		if a == s.Path || seen[a] {
+			continue
+		}
+		if a == workdir || excludedIn(a, workdir) {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// excludedIn: p is strictly below dir.
+func excludedIn(p, dir string) bool { return dir != p && excluded(p, []string{dir}) }
+
+// recordEntry reads one path's metadata.
+func recordEntry(p string, st *unix.Stat_t) (Entry, error) {
+	e := entryOf(p, st)
+	if e.Type == TypeSymlink {
+		target, err := os.Readlink(p)
+		if err != nil {
+			return e, pathErr("read symlink", p, err, p)
+		}
+		e.Target = target
+	}
+	x, err := listXattrs(p)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return e, pathErr("read xattrs of", p, err, p)
+	}
+	e.Xattrs = x
+	return e, nil
+}
