@@ -1,0 +1,62 @@
+// Command klockd is klock's daemon: it keeps the BPF programs loaded and runs
+// sessions for klock run, klock ps and klock kill over a unix socket (see
+// package enforcer/daemon).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/enforcer/launch"
+)
+
+func main() {
+	// Stage 2 of every session klockd launches: becomes the agent.
+	launch.Init()
+	socket := flag.String("socket", daemon.DefaultSocket, "unix socket to serve on")
+	group := flag.String("group", daemon.DefaultGroup, "group whose members may create sessions besides root")
+	debug := flag.Bool("debug", false, "log debug messages")
+	flag.Parse()
+
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "klockd: needs root (it loads BPF programs and launches sessions)")
+		os.Exit(1)
+	}
+	srv, err := daemon.Listen(daemon.Config{Socket: *socket, Group: *group, Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "klockd:", err)
+		os.Exit(1)
+	}
+	log.Info("klockd listening", "socket", srv.Addr(), "group", *group)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	select {
+	case sig := <-sigs:
+		log.Info("shutting down: killing every session", "signal", sig.String())
+	case err := <-served:
+		log.Error("serve failed", "error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Error("shutdown", "error", err)
+		os.Exit(1)
+	}
+	log.Info("klockd stopped")
+}

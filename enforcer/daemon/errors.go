@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"errors"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Sentinel errors of the daemon itself.
+var (
+	// ErrForbidden: the peer may not use klockd (not root, not in the klock
+	// group, or inside a klock session), or may not do this request.
+	ErrForbidden = errors.New("klockd: permission denied")
+	// ErrNoDaemon: nothing listens on the socket (RunViaDaemon then falls
+	// back to the embedded path).
+	ErrNoDaemon = errors.New("klockd is not running")
+	// ErrNoSession: klock kill named a session klockd does not run.
+	ErrNoSession = errors.New("klockd: no such session")
+	// ErrBadRequest: the request is malformed or names something invalid.
+	ErrBadRequest = errors.New("klockd: bad request")
+	// ErrProtocol: a frame could not be read or decoded.
+	ErrProtocol = errors.New("klockd: protocol error")
+	// ErrShutdown: klockd is shutting down and takes no new session.
+	ErrShutdown = errors.New("klockd: shutting down")
+)
+
+// Error classes on the wire.
+const (
+	ClassForbidden       = "forbidden"
+	ClassNoSession       = "no_session"
+	ClassBadRequest      = "bad_request"
+	ClassShutdown        = "shutdown"
+	ClassInvalidManifest = "invalid_manifest"
+	ClassDegraded        = "degraded"
+	ClassSetup           = "setup"
+	ClassNotRoot         = "not_root"
+	ClassNoLandlock      = "no_landlock"
+	ClassUnexpressible   = "unexpressible"
+	ClassRootNotExplicit = "root_not_explicit"
+	ClassNoUser          = "no_user"
+	ClassBadSpec         = "bad_spec"
+	ClassLaunchSetup     = "launch_setup"
+	ClassInternal        = "internal"
+)
+
+// classes maps each class to the sentinel errors.Is finds in an *Error, so
+// a caller checks a daemon's refusal as it checks the embedded path's
+// (errors.Is(err, session.ErrDegraded)). Order matters on the server: the
+// first sentinel the error matches names its class.
+var classes = []struct {
+	class string
+	err   error
+}{
+	{ClassForbidden, ErrForbidden},
+	{ClassNoSession, ErrNoSession},
+	{ClassBadRequest, ErrBadRequest},
+	{ClassShutdown, ErrShutdown},
+	{ClassInvalidManifest, policy.ErrInvalidManifest},
+	{ClassDegraded, session.ErrDegraded},
+	{ClassSetup, session.ErrSetup},
+	{ClassNotRoot, launch.ErrNotRoot},
+	{ClassNoLandlock, launch.ErrNoLandlock},
+	{ClassUnexpressible, launch.ErrUnexpressible},
+	{ClassRootNotExplicit, launch.ErrRootNotExplicit},
+	{ClassNoUser, launch.ErrNoUser},
+	{ClassBadSpec, launch.ErrBadSpec},
+	{ClassLaunchSetup, launch.ErrSetup},
+}
+
+// Error is a typed refusal or failure reported by klockd: Class is
+// machine-readable, Message is the server's full text (which names what is
+// wrong and what would fix it).
+type Error struct {
+	Class   string `json:"class"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is matches the sentinel of e's class.
+func (e *Error) Is(target error) bool {
+	for _, c := range classes {
+		if c.class == e.Class {
+			return target == c.err
+		}
+	}
+	return false
+}
+
+// wireError classifies err for the wire.
+func wireError(err error) *Error {
+	var de *Error
+	if errors.As(err, &de) {
+		return de
+	}
+	for _, c := range classes {
+		if errors.Is(err, c.err) {
+			return &Error{Class: c.class, Message: err.Error()}
+		}
+	}
+	return &Error{Class: ClassInternal, Message: err.Error()}
+}

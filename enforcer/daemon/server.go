@@ -1,0 +1,575 @@
+//go:build linux
+
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Defaults.
+const (
+	DefaultSocket = "/run/klock/klockd.sock"
+	DefaultGroup  = "klock"
+	// SocketEnv overrides DefaultSocket for clients (SocketPath).
+	SocketEnv = "KLOCK_SOCKET"
+)
+
+// SocketPath is the socket clients use: $KLOCK_SOCKET, else DefaultSocket.
+func SocketPath() string {
+	if p := os.Getenv(SocketEnv); p != "" {
+		return p
+	}
+	return DefaultSocket
+}
+
+// requestTimeout bounds how long a connection may take to send its request.
+const requestTimeout = 30 * time.Second
+
+// Config configures a Server.
+type Config struct {
+	// Socket is the unix socket path (default DefaultSocket).
+	Socket string
+	// Group names the group whose members may create sessions besides root
+	// (default DefaultGroup). When no such group exists only root may.
+	Group string
+	// SocketMode is the socket file's mode (default 0660, group Group).
+	SocketMode os.FileMode
+	// DirMode is the mode of the socket's directory when Listen creates it
+	// (default 0750, group Group). An existing directory is left as it is.
+	DirMode os.FileMode
+	// Backends are the kernel backends sessions share; nil makes Listen
+	// load them (and Shutdown unload them).
+	Backends *session.Shared
+	// Observe configures the observer Listen loads when Backends is nil.
+	Observe observe.Options
+	// Snapshot takes every session's pre-flight backup (see
+	// session.Options.Snapshot); nil means none.
+	Snapshot session.Snapshotter
+	// Logger receives the daemon's log (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server is klockd: it holds the kernel backends and serves sessions on a
+// unix socket. See the package documentation.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	ln        *net.UnixListener
+	socket    string
+	gid       uint32
+	hasGroup  bool
+	shared    *session.Shared
+	ownShared bool
+	cgroupMP  string
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	sessions map[string]*live
+	conns    map[*net.UnixConn]bool // true: serving a run
+	closing  bool
+	wg       sync.WaitGroup
+	serveErr chan error
+}
+
+// live is one session klockd runs.
+type live struct {
+	info   SessionInfo
+	owner  uint32
+	cancel context.CancelCauseFunc
+}
+
+// Listen creates the socket (and its directory, when missing), loads the
+// shared backends unless cfg.Backends is set, and returns a Server ready
+// to Serve.
+func Listen(cfg Config) (*Server, error) {
+	if cfg.Socket == "" {
+		cfg.Socket = DefaultSocket
+	}
+	if cfg.Group == "" {
+		cfg.Group = DefaultGroup
+	}
+	if cfg.SocketMode == 0 {
+		cfg.SocketMode = 0o660
+	}
+	if cfg.DirMode == 0 {
+		cfg.DirMode = 0o750
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, socket: cfg.Socket, sessions: map[string]*live{},
+		conns: map[*net.UnixConn]bool{}, serveErr: make(chan error, 1)}
+	if g, err := user.LookupGroup(cfg.Group); err == nil {
+		gid, perr := strconv.ParseUint(g.Gid, 10, 32)
+		if perr == nil {
+			s.gid, s.hasGroup = uint32(gid), true
+		}
+	}
+	if !s.hasGroup {
+		log.Info("no such group: only root may create sessions", "group", cfg.Group)
+	}
+	mp, err := cgroup.Mountpoint()
+	if err != nil {
+		return nil, err
+	}
+	s.cgroupMP = mp
+
+	dir := filepath.Dir(cfg.Socket)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, cfg.DirMode); err != nil {
+			return nil, fmt.Errorf("klockd: %w", err)
+		}
+		if err := s.own(dir, cfg.DirMode); err != nil {
+			return nil, err
+		}
+	}
+	if err := removeStale(cfg.Socket); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("klockd: listen: %w", err)
+	}
+	if err := s.own(cfg.Socket, cfg.SocketMode); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.ln = ln
+
+	s.shared = cfg.Backends
+	if s.shared == nil {
+		s.shared, s.ownShared = session.LoadShared(cfg.Observe), true
+		if s.shared.ObserverErr != nil {
+			log.Warn("observation backend unavailable: sessions degrade or refuse", "error", s.shared.ObserverErr)
+		}
+		if s.shared.GuardErr != nil {
+			log.Warn("network backend unavailable: sessions degrade or refuse", "error", s.shared.GuardErr)
+		}
+	}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	return s, nil
+}
+
+// own sets path's mode and, when the group exists, its group.
+func (s *Server) own(path string, mode os.FileMode) error {
+	if s.hasGroup {
+		if err := os.Chown(path, 0, int(s.gid)); err != nil {
+			return fmt.Errorf("klockd: %w", err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("klockd: %w", err)
+	}
+	return nil
+}
+
+// removeStale removes a socket nobody listens on; it refuses to replace a
+// live daemon's socket or a file that is not a socket.
+func removeStale(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("klockd: %w", err)
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("klockd: %s exists and is not a socket; refusing to replace it", path)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("klockd: another klockd is listening on %s", path)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("klockd: remove stale socket: %w", err)
+	}
+	return nil
+}
+
+// Addr is the socket path.
+func (s *Server) Addr() string { return s.socket }
+
+// Backends are the shared kernel backends sessions use.
+func (s *Server) Backends() *session.Shared { return s.shared }
+
+// Serve accepts connections until Shutdown; it then returns nil.
+func (s *Server) Serve() error {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("klockd: accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s.conns[c] = false
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.handle(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			c.Close()
+		}()
+	}
+}
+
+// Shutdown stops accepting, kills every running session (each ends as
+// killed, with its rollback and verification log, and its client gets the
+// result), waits for them within ctx, unloads the backends it loaded and
+// removes the socket.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	for _, l := range s.sessions {
+		l.info.State = StateKilling
+		l.cancel(fmt.Errorf("%w: klockd received a shutdown request", ErrShutdown))
+	}
+	for c, running := range s.conns {
+		if !running {
+			c.Close()
+		}
+	}
+	s.mu.Unlock()
+	s.cancel(ErrShutdown)
+	err := s.ln.Close()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("klockd: shutdown: sessions still ending: %w", ctx.Err())
+	}
+	if s.ownShared {
+		err = errors.Join(err, s.shared.Close())
+	}
+	if rerr := os.Remove(s.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// Sessions lists the running sessions.
+func (s *Server) Sessions() []SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]SessionInfo, 0, len(s.sessions))
+	for _, l := range s.sessions {
+		if l.info.PID == 0 {
+			l.info.PID = s.agentPID(l.info.ID)
+			if l.info.PID != 0 && l.info.State == StateStarting {
+				l.info.State = StateRunning
+			}
+		}
+		out = append(out, l.info)
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// agentPID finds the session's agent: the process of its cgroup that is
+// pid 1 of its own pid namespace (the last NSpid field).
+func (s *Server) agentPID(id string) int {
+	data, err := os.ReadFile(filepath.Join(s.cgroupMP, cgroup.Parent, id, "cgroup.procs"))
+	if err != nil {
+		return 0
+	}
+	for _, f := range strings.Fields(string(data)) {
+		st, err := os.ReadFile("/proc/" + f + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				ns := strings.Fields(rest)
+				if len(ns) > 1 && ns[len(ns)-1] == "1" {
+					pid, _ := strconv.Atoi(f)
+					return pid
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// authorize is the check every connection passes before its request is
+// read.
+func (s *Server) authorize(p Peer) error {
+	if inSessionCgroup(p.Cgroup) {
+		return fmt.Errorf("%w: %v (%s)", ErrForbidden, errInSession, p)
+	}
+	if p.UID == 0 || (s.hasGroup && p.inGroup(s.gid)) {
+		return nil
+	}
+	if s.hasGroup {
+		return fmt.Errorf("%w: uid %d is neither root nor a member of group %q", ErrForbidden, p.UID, s.cfg.Group)
+	}
+	return fmt.Errorf("%w: uid %d is not root (group %q does not exist, so only root may use klockd)", ErrForbidden, p.UID, s.cfg.Group)
+}
+
+func (s *Server) handle(c *net.UnixConn) {
+	w := &connWriter{c: c}
+	peer, err := peerOf(c)
+	if err == nil {
+		err = s.authorize(peer)
+	} else {
+		err = fmt.Errorf("%w: cannot verify the peer: %v", ErrForbidden, err)
+	}
+	if err != nil {
+		s.log.Warn("refused a connection", "peer", peer.String(), "error", err)
+		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(requestTimeout))
+	m, files, err := readFrame(c, maxRequestFrame)
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: %v", ErrBadRequest, err))})
+		}
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if m.Type != typeRun {
+		closeAll(files)
+	}
+	if m.V != ProtocolVersion {
+		closeAll(files)
+		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: protocol version %d, klockd speaks %d", ErrBadRequest, m.V, ProtocolVersion))})
+		return
+	}
+	switch m.Type {
+	case typeRun:
+		s.run(c, w, peer, m.Run, files)
+	case typePS:
+		list := s.Sessions()
+		if peer.UID != 0 {
+			list = slices.DeleteFunc(list, func(i SessionInfo) bool { return i.UID != peer.UID })
+		}
+		_ = w.send(&message{Type: typeSessions, Sessions: list})
+	case typeKill:
+		if err := s.kill(peer, m.ID); err != nil {
+			_ = w.send(&message{Type: typeError, Error: wireError(err)})
+			return
+		}
+		s.log.Info("session killed on request", "session", m.ID, "peer", peer.String())
+		_ = w.send(&message{Type: typeKilled, ID: m.ID})
+	default:
+		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: unknown request type %q", ErrBadRequest, m.Type))})
+	}
+}
+
+// kill ends a session: its context is cancelled with the reason, so
+// session.Run kills the cgroup, rolls back and writes the log as for any
+// kill, and the run's client gets a Killed result.
+func (s *Server) kill(peer Peer, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.sessions[id]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoSession, id)
+	}
+	if peer.UID != 0 && l.owner != peer.UID {
+		return fmt.Errorf("%w: session %s belongs to uid %d", ErrForbidden, id, l.owner)
+	}
+	l.info.State = StateKilling
+	l.cancel(fmt.Errorf("killed by klock kill (uid %d, pid %d)", peer.UID, peer.PID))
+	return nil
+}
+
+// credential decides who the agent runs as. Root may name anyone (uid 0
+// only with AllowRoot, as in the embedded path). A klock-group member may
+// run agents only as itself, with its own groups, in a workdir (and log
+// dir) it owns: klockd writes there as root.
+func (s *Server) credential(peer Peer, req *RunRequest, m *policy.Manifest) (*launch.Credential, error) {
+	cred := &launch.Credential{UID: req.UID, GID: req.GID, Groups: req.Groups, AllowRoot: req.AllowRoot}
+	if peer.UID == 0 {
+		return cred, nil
+	}
+	if req.UID != peer.UID || req.AllowRoot {
+		return nil, fmt.Errorf("%w: uid %d may run agents only as itself, not as uid %d (ask root to run it: sudo klock run)", ErrForbidden, peer.UID, req.UID)
+	}
+	for _, g := range append([]uint32{req.GID}, req.Groups...) {
+		if !peer.inGroup(g) {
+			return nil, fmt.Errorf("%w: uid %d is not in group %d", ErrForbidden, peer.UID, g)
+		}
+	}
+	for _, dir := range []string{m.Workdir, req.LogDir} {
+		if dir == "" {
+			continue
+		}
+		st, err := os.Stat(dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != peer.UID {
+			return nil, fmt.Errorf("%w: %s is not owned by uid %d: klockd writes klock's state there as root, so only its owner's sessions may use it", ErrForbidden, dir, peer.UID)
+		}
+	}
+	return cred, nil
+}
+
+func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest, files []*os.File) {
+	defer closeAll(files)
+	fail := func(err error) {
+		s.log.Warn("run refused", "peer", peer.String(), "error", err)
+		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+	}
+	if req == nil || len(req.Argv) == 0 {
+		fail(fmt.Errorf("%w: a run request needs argv", ErrBadRequest))
+		return
+	}
+	var stdio [3]*os.File
+	if len(req.Stdio) != len(files) {
+		fail(fmt.Errorf("%w: %d descriptors attached, stdio names %d", ErrBadRequest, len(files), len(req.Stdio)))
+		return
+	}
+	for i, n := range req.Stdio {
+		if n < 0 || n > 2 || stdio[n] != nil {
+			fail(fmt.Errorf("%w: stdio %v", ErrBadRequest, req.Stdio))
+			return
+		}
+		stdio[n] = files[i]
+	}
+	m, err := policy.Parse(req.ManifestPath, req.Manifest)
+	if err != nil {
+		fail(err)
+		return
+	}
+	cred, err := s.credential(peer, req, m)
+	if err != nil {
+		fail(err)
+		return
+	}
+	mode := m.Mode
+	if req.Mode != "" {
+		mode = req.Mode
+	}
+	id := session.NewID(time.Now())
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	defer cancel(nil)
+	info := SessionInfo{ID: id, Agent: m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID, Command: req.Argv}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		fail(ErrShutdown)
+		return
+	}
+	s.sessions[id] = &live{info: info, owner: peer.UID, cancel: cancel}
+	s.conns[c] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+	}()
+	slg := s.log.With("session", id, "agent", m.Agent.ID)
+	slg.Info("session starting", "peer", peer.String(), "argv", req.Argv, "uid", cred.UID, "mode", mode)
+	_ = w.send(&message{Type: typeStarted, Session: &info})
+
+	// The client ends its session by sending cancel (klock run got SIGINT
+	// or SIGTERM) or by going away.
+	go func() {
+		for {
+			m, fs, err := readFrame(c, 4096)
+			closeAll(fs)
+			if err != nil {
+				cancel(errors.New("the klock client disconnected"))
+				return
+			}
+			if m.Type == typeCancel {
+				reason := "the klock client was interrupted"
+				if m.Reason != "" {
+					reason = m.Reason
+				}
+				cancel(errors.New(reason))
+			}
+		}
+	}()
+
+	fwd := newForwarder(w)
+	defer fwd.close()
+	opts := session.Options{
+		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
+		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded,
+		Snapshot: s.cfg.Snapshot, LogDir: req.LogDir, Backends: s.shared,
+		Logger: newLogger(slg.Handler(), fwd),
+	}
+	// Assign only real files: a nil *os.File in an io.Reader is not nil.
+	if stdio[0] != nil {
+		opts.Stdin = stdio[0]
+	}
+	if stdio[1] != nil {
+		opts.Stdout = stdio[1]
+	}
+	if stdio[2] != nil {
+		opts.Stderr = stdio[2]
+	}
+	res, err := session.Run(ctx, opts)
+	fwd.close()
+	if err != nil && res == nil {
+		slg.Warn("session did not start", "error", err)
+		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+		return
+	}
+	wr := toWire(res, req.Learn)
+	if err != nil {
+		wr.Error = err.Error()
+	}
+	slg.Info("session ended", "exit", res.Exit.String(), "killed", res.Killed, "reason", res.Reason, "log", res.LogPath)
+	_ = c.SetWriteDeadline(time.Now().Add(requestTimeout))
+	_ = w.send(&message{Type: typeResult, Result: wr})
+}
+
+// connWriter serializes frames written to one connection.
+type connWriter struct {
+	mu sync.Mutex
+	c  *net.UnixConn
+}
+
+func (w *connWriter) send(m *message) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return writeFrame(w.c, m)
+}
