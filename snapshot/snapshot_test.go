@@ -264,7 +264,6 @@ func allAtOnce(t testing.TB, W string) {
 		case "delete tree", "rename dir", "rename over", "delete PROVIDES dir's file", "break hard link", "rename file":
 			continue // they would make later cases fail; the rest covers them
 		}
-		t.Logf("all at once: %s", m.name)
 		m.do(t, W)
 	}
 	must(t, os.Rename(W+"/src/sub", W+"/src/sub2"))

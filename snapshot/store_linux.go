@@ -141,12 +141,12 @@ func sameVersion(a, b *unix.Stat_t) bool {
 // copyIn copies the regular file src into dstPath (a new file), by FICLONE
 // when the filesystems allow it and by read+write otherwise, and returns
 // the sha256 of the copy. It retries when the source changes under it.
-func copyIn(src, dstPath string, dstDev uint64) (copyResult, error) {
+func copyIn(src, dstPath string, dstDev uint64, where string) (copyResult, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
 	for try := 0; ; try++ {
-		res, changed, err := copyInOnce(src, dstPath, dstDev, buf)
+		res, changed, err := copyInOnce(src, dstPath, dstDev, buf, where)
 		if err != nil || !changed {
 			return res, err
 		}
@@ -156,7 +156,7 @@ func copyIn(src, dstPath string, dstDev uint64) (copyResult, error) {
 	}
 }
 
-func copyInOnce(src, dstPath string, dstDev uint64, buf []byte) (res copyResult, changed bool, err error) {
+func copyInOnce(src, dstPath string, dstDev uint64, buf []byte, where string) (res copyResult, changed bool, err error) {
 	sfd, err := openRead(src)
 	if err != nil {
 		return res, false, pathErr("open", src, err, src)
@@ -168,18 +168,18 @@ func copyInOnce(src, dstPath string, dstDev uint64, buf []byte) (res copyResult,
 	}
 	dfd, err := unix.Open(dstPath, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o400)
 	if err != nil {
-		return res, false, pathErr("create backup copy of", src, err, filepath.Dir(dstPath))
+		return res, false, pathErr("back up", src, err, where)
 	}
 	defer unix.Close(dfd)
 	ok, err := tryReflink(dfd, sfd, before.Dev, dstDev)
 	if err != nil {
-		return res, false, pathErr("clone into the backup", src, err, filepath.Dir(dstPath))
+		return res, false, pathErr("back up (clone)", src, err, where)
 	}
 	if ok {
 		res.reflinked = true
 		res.hash, res.size, err = hashFD(dfd, buf)
 		if err != nil {
-			return res, false, pathErr("hash backup copy of", src, err, filepath.Dir(dstPath))
+			return res, false, pathErr("back up (hash)", src, err, where)
 		}
 	} else {
 		h := sha256.New()
@@ -187,7 +187,7 @@ func copyInOnce(src, dstPath string, dstDev uint64, buf []byte) (res copyResult,
 		if err != nil {
 			var we errWrite
 			if errors.As(err, &we) {
-				return res, false, pathErr("copy into the backup", src, we.err, filepath.Dir(dstPath))
+				return res, false, pathErr("back up", src, we.err, where)
 			}
 			return res, false, pathErr("read", src, err, src)
 		}

@@ -306,7 +306,7 @@ func (t *taker) run() (*Snapshot, error) {
 						continue
 					}
 				}
-				res, err := copyIn(e.Path, t.objTmp(j.i), rootSt.Dev)
+				res, err := copyIn(e.Path, t.objTmp(j.i), rootSt.Dev, root)
 				if err != nil {
 					fail(err)
 					return
