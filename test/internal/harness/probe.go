@@ -1,0 +1,336 @@
+//go:build linux
+
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// RunProbe performs each "op:arg" step in order, as the agent, and prints
+// one "op:arg=OUTCOME" line per step, OUTCOME being "ok", the errno's name
+// (EACCES, EPERM, EXDEV, ...), "exit N" for a child's non-zero exit, or
+// "error: ..." for anything else. Steps are independent: a failed step does
+// not stop the next.
+func RunProbe(args []string) int {
+	for _, a := range args {
+		op, arg, _ := strings.Cut(a, ":")
+		fmt.Printf("%s=%s\n", a, ErrName(step(op, arg)))
+	}
+	return 0
+}
+
+// ErrName names err the way the probe prints it.
+func ErrName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return unix.ErrnoName(errno)
+	}
+	return "error: " + err.Error()
+}
+
+// Payload is what write-like steps write.
+const Payload = "PWNED"
+
+func writeFD(fd int) error {
+	_, err := unix.Write(fd, []byte(Payload))
+	unix.Close(fd)
+	return err
+}
+
+func openWrite(p string, flags int) error {
+	fd, err := unix.Open(p, flags|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	return writeFD(fd)
+}
+
+func two(arg string) (string, string) { a, b, _ := strings.Cut(arg, ">"); return a, b }
+
+func step(op, arg string) error {
+	switch op {
+	case "read":
+		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		_, err = io.ReadAll(os.NewFile(uintptr(fd), arg))
+		return err
+	case "write": // an existing file, truncated, never created
+		return openWrite(arg, unix.O_WRONLY|unix.O_TRUNC)
+	case "writedev": // no O_TRUNC (device nodes)
+		return openWrite(arg, unix.O_WRONLY)
+	case "append":
+		return openWrite(arg, unix.O_WRONLY|unix.O_APPEND)
+	case "create":
+		return openWrite(arg, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
+	case "mkdir":
+		return unix.Mkdir(arg, 0o755)
+	case "mkfifo":
+		return unix.Mkfifo(arg, 0o644)
+	case "unlink":
+		return unix.Unlink(arg)
+	case "rename":
+		a, b := two(arg)
+		return unix.Rename(a, b)
+	case "exchange":
+		a, b := two(arg)
+		return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+	case "link":
+		a, b := two(arg)
+		return unix.Link(a, b)
+	case "symlink":
+		target, p := two(arg)
+		return unix.Symlink(target, p)
+	case "trunc":
+		return unix.Truncate(arg, 0)
+	case "chmod":
+		return unix.Chmod(arg, 0o777)
+	case "utimes":
+		return unix.UtimesNano(arg, []unix.Timespec{{Sec: 1}, {Sec: 1}})
+	case "setxattr":
+		return unix.Setxattr(arg, "user.klock", []byte("x"), 0)
+	case "exec":
+		parts := strings.Split(arg, ",")
+		return forkExec(parts[0], parts, []string{"PATH=/usr/bin:/bin"})
+	case "ldso": // the dynamic loader running a binary named as its argument
+		return forkExec(ldso(), []string{"ld.so", arg}, nil)
+	case "memfd-exec":
+		return memfdExec()
+	case "tmpfile": // O_TMPFILE in DIR, then linkat(/proc/self/fd/N) to DST
+		dir, dst := two(arg)
+		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if _, err := unix.Write(fd, []byte(Payload)); err != nil {
+			return err
+		}
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
+	case "reopen-write": // open read-only, then reopen the fd for writing through /proc/self/fd
+		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return openWrite("/proc/self/fd/"+strconv.Itoa(fd), unix.O_WRONLY|unix.O_TRUNC)
+	case "openat-write": // a dirfd opened O_PATH, then openat(dirfd, NAME) for writing
+		dir, name := two(arg)
+		dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		return writeFD(fd)
+	case "cwd-write": // chdir DIR, write a relative path (the cwd is restored after)
+		dir, rel := two(arg)
+		old, _ := os.Getwd()
+		if err := unix.Chdir(dir); err != nil {
+			return err
+		}
+		defer unix.Chdir(old)
+		return openWrite(rel, unix.O_WRONLY|unix.O_TRUNC)
+	case "procfd-dir-write": // a directory fd, then /proc/self/fd/N/NAME for writing
+		dir, name := two(arg)
+		dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		return openWrite("/proc/self/fd/"+strconv.Itoa(dfd)+"/"+name, unix.O_WRONLY|unix.O_TRUNC)
+	case "swap-write": // L>A>B: symlink L->A, write through L, close, then atomically point L at B
+		l, rest := two(arg)
+		a, b := two(rest)
+		if err := unix.Symlink(a, l); err != nil {
+			return err
+		}
+		if err := openWrite(l, unix.O_WRONLY|unix.O_TRUNC); err != nil {
+			return err
+		}
+		if err := unix.Symlink(b, l+".swap"); err != nil {
+			return err
+		}
+		return unix.Rename(l+".swap", l)
+	case "hide-write": // L>A: symlink L->A, write through L, close, unlink L
+		l, a := two(arg)
+		if err := unix.Symlink(a, l); err != nil {
+			return err
+		}
+		if err := openWrite(l, unix.O_WRONLY|unix.O_TRUNC); err != nil {
+			return err
+		}
+		return unix.Unlink(l)
+	case "tcp":
+		return dial("tcp", arg)
+	case "udp":
+		return sendUDP(arg)
+	case "raw4":
+		return sock(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
+	case "raw6":
+		return sock(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6)
+	case "ping":
+		return sock(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)
+	case "packet":
+		return sock(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	case "unix":
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Connect(fd, &unix.SockaddrUnix{Name: arg})
+	case "iouring":
+		var params [120]byte // struct io_uring_params
+		r, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
+		if e != 0 {
+			return e
+		}
+		unix.Close(int(r))
+		return nil
+	case "bpf": // BPF_PROG_LOAD of nothing: EINVAL/EFAULT without a wall, EPERM with one
+		var attr [128]byte
+		_, _, e := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_LOAD, uintptr(unsafe.Pointer(&attr[0])), uintptr(len(attr)))
+		if e != 0 {
+			return e
+		}
+		return nil
+	case "ptrace": // PTRACE_ATTACH to a pid of the agent's own namespace
+		pid, _ := strconv.Atoi(arg)
+		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(pid), 0, 0, 0, 0)
+		if e != 0 {
+			return e
+		}
+		return nil
+	case "cgmove": // write "0" (= the writer) to a cgroup.procs file
+		return openWriteData(arg, "0")
+	case "cgroup": // print the unified-hierarchy line of /proc/self/cgroup
+		b, err := os.ReadFile("/proc/self/cgroup")
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "0::") {
+				fmt.Println("cgroup-line=" + l)
+			}
+		}
+		return err
+	case "print":
+		fmt.Println(arg)
+		return nil
+	case "wait-stdin":
+		_, err := io.ReadAll(os.Stdin)
+		return err
+	}
+	return fmt.Errorf("unknown probe step %q", op)
+}
+
+func openWriteData(p, data string) error {
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(data))
+	return err
+}
+
+func ldso() string {
+	for _, p := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "/lib64/ld-linux-x86-64.so.2"
+}
+
+func forkExec(path string, argv, env []string) error {
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}})
+	if err != nil {
+		return err
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		return err
+	}
+	if ws.Signaled() {
+		return fmt.Errorf("signal %v", ws.Signal())
+	}
+	if ws.ExitStatus() != 0 {
+		return fmt.Errorf("exit %d", ws.ExitStatus())
+	}
+	return nil
+}
+
+func memfdExec() error {
+	src, err := os.ReadFile("/usr/bin/true")
+	if err != nil {
+		return err
+	}
+	fd, err := unix.MemfdCreate("klock-probe", unix.MFD_CLOEXEC|unix.MFD_EXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, src); err != nil {
+		return err
+	}
+	return forkExec("/proc/self/fd/"+strconv.Itoa(fd), []string{"true"}, nil)
+}
+
+func dial(network, addr string) error {
+	c, err := net.Dial(network, addr)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			return oe.Err
+		}
+		return err
+	}
+	return c.Close()
+}
+
+// sendUDP sends one datagram with sendto (an unconnected socket).
+func sendUDP(addr string) error {
+	ap, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return err
+	}
+	family := unix.AF_INET
+	var sa unix.Sockaddr
+	if ip4 := ap.IP.To4(); ip4 != nil && !strings.Contains(addr, "[") {
+		sa = &unix.SockaddrInet4{Port: ap.Port, Addr: [4]byte(ip4)}
+	} else {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: ap.Port, Addr: [16]byte(ap.IP.To16())}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Sendto(fd, []byte(Payload), 0, sa)
+}
+
+func sock(family, typ, proto int) error {
+	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, proto)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
