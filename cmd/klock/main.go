@@ -66,6 +66,6 @@ Start with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRun(), newLog(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion())
+	root.AddCommand(newRun(), newLog(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion(), newPS(), newKill())
 	return root
 }

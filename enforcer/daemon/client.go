@@ -83,7 +83,7 @@ func (cl *Client) roundTrip(m *message) (*message, error) {
 	_ = c.SetDeadline(time.Now().Add(requestTimeout))
 	m.V = ProtocolVersion
 	if err := writeFrame(c, m); err != nil {
-		return nil, fmt.Errorf("klockd: send: %w", err)
+		return nil, refusal(c, fmt.Errorf("klockd: send: %w", err))
 	}
 	r, fs, err := readFrame(c, maxReplyFrame)
 	closeAll(fs)
@@ -94,6 +94,20 @@ func (cl *Client) roundTrip(m *message) (*message, error) {
 		return nil, r.Error
 	}
 	return r, nil
+}
+
+// refusal returns the error klockd sent before it closed the connection
+// (it refuses a peer before reading its request, so the request's write may
+// fail), else err.
+func refusal(c *net.UnixConn, err error) error {
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	if r, fs, rerr := readFrame(c, maxReplyFrame); rerr == nil {
+		closeAll(fs)
+		if r.Type == typeError && r.Error != nil {
+			return r.Error
+		}
+	}
+	return err
 }
 
 // PS lists klockd's running sessions (a non-root caller sees its own).
@@ -161,7 +175,7 @@ func (cl *Client) Run(ctx context.Context, r *Run) (*session.Result, error) {
 		}
 	}
 	if err := writeFrame(c, &message{Type: typeRun, V: ProtocolVersion, Run: &req}, files...); err != nil {
-		return nil, fmt.Errorf("klockd: send run request: %w", err)
+		return nil, refusal(c, fmt.Errorf("klockd: send run request: %w", err))
 	}
 	stop := context.AfterFunc(ctx, func() {
 		reason := "klock was interrupted"

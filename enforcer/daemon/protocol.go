@@ -244,6 +244,7 @@ func readFrame(c *net.UnixConn, limit int) (*message, []*os.File, error) {
 		oob := make([]byte, unix.CmsgSpace(4*8))
 		for len(b) > 0 {
 			n, oobn, _, _, err := c.ReadMsgUnix(b, oob)
+			n, oobn = max(n, 0), max(oobn, 0)
 			if oobn > 0 {
 				files = append(files, parseRights(oob[:oobn])...)
 			}

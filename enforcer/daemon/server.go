@@ -325,6 +325,9 @@ func (s *Server) agentPID(id string) int {
 			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
 				ns := strings.Fields(rest)
 				if len(ns) > 1 && ns[len(ns)-1] == "1" {
+					if s.isStage2(f) {
+						return 0 // still klock's stage 2: the agent has not started
+					}
 					pid, _ := strconv.Atoi(f)
 					return pid
 				}
@@ -332,6 +335,16 @@ func (s *Server) agentPID(id string) int {
 		}
 	}
 	return 0
+}
+
+// isStage2 reports whether pid still runs klockd's own binary (launch's
+// stage 2, before it execs the agent).
+func (s *Server) isStage2(pid string) bool {
+	var self, exe syscall.Stat_t
+	if syscall.Stat("/proc/self/exe", &self) != nil || syscall.Stat("/proc/"+pid+"/exe", &exe) != nil {
+		return true
+	}
+	return self.Dev == exe.Dev && self.Ino == exe.Ino
 }
 
 // authorize is the check every connection passes before its request is
@@ -549,6 +562,9 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	res, err := session.Run(ctx, opts)
 	fwd.close()
 	if err != nil && res == nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (the session was ended before the agent started: %v)", err, cause)
+		}
 		slg.Warn("session did not start", "error", err)
 		_ = w.send(&message{Type: typeError, Error: wireError(err)})
 		return

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/spf13/cobra"
+)
+
+// exitNoDaemon: klock ps / kill found no klockd, or it refused the request.
+const exitNoDaemon = 3
+
+func daemonError(err error) error {
+	code := exitNoDaemon
+	if errors.Is(err, daemon.ErrNoSession) {
+		code = exitInvalid
+	}
+	return &exitError{code: code, err: err}
+}
+
+func newPS() *cobra.Command {
+	var (
+		asJSON bool
+		socket string
+	)
+	c := &cobra.Command{
+		Use:   "ps",
+		Short: "List the sessions klockd is running",
+		Long: `ps lists the sessions the klockd daemon runs: id, agent, the agent's pid,
+mode, start time, state (starting, running, killing), the uid that created
+it and the command. Sessions run embedded in klock run (no klockd) are not
+listed. A caller that is not root sees its own sessions.
+
+Exit status: 0; 3 when klockd is not running or refused the request.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := daemon.Dial(socket)
+			if err != nil {
+				return daemonError(err)
+			}
+			defer cl.Close()
+			list, err := cl.PS()
+			if err != nil {
+				return daemonError(err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if list == nil {
+					list = []daemon.SessionInfo{}
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SESSION\tAGENT\tPID\tMODE\tSTARTED\tSTATE\tUID\tCOMMAND")
+			for _, s := range list {
+				pid := "-"
+				if s.PID != 0 {
+					pid = fmt.Sprint(s.PID)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.Agent, pid, s.Mode,
+					s.Start.Local().Format(time.DateTime), s.State, s.UID, strings.Join(s.Command, " "))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the sessions as JSON")
+	c.Flags().StringVar(&socket, "socket", "", "klockd's socket (default $"+daemon.SocketEnv+", else "+daemon.DefaultSocket+")")
+	return c
+}

@@ -1,0 +1,166 @@
+//go:build linux
+
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
+)
+
+const agentUID = 65534
+
+// Environment of the helper client subprocess.
+const (
+	envHelper       = "KLOCKD_TEST_CLIENT" // the request: "ps" or "run-as-root"
+	envHelperSocket = "KLOCKD_TEST_SOCKET"
+)
+
+func TestMain(m *testing.M) {
+	launch.Init()
+	if req := os.Getenv(envHelper); req != "" {
+		os.Exit(helperClient(req))
+	}
+	os.Exit(m.Run())
+}
+
+// helperReply is what the helper client prints: how klockd answered.
+type helperReply struct {
+	OK      bool   `json:"ok"`
+	Class   string `json:"class,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// helperClient runs one request against the socket in envHelperSocket, as
+// whoever the test started it as, and prints a helperReply.
+func helperClient(req string) int {
+	var err error
+	cl, err := Dial(os.Getenv(envHelperSocket))
+	if err == nil {
+		switch req {
+		case "ps":
+			_, err = cl.PS()
+		case "run-as-root":
+			_, err = cl.Run(context.Background(), &Run{RunRequest: RunRequest{
+				Manifest: []byte("apiVersion: klock/v1\nagent: {id: x}\nmode: permissive\nbaseline: system-ro\nintents: [PROVIDES PROC:/usr/bin/**]\n" + costEnvelope),
+				ManifestPath: "x.yaml", Argv: []string{"/bin/true"}, UID: 0, GID: 0, AllowRoot: true, AllowDegraded: true}})
+		default:
+			err = fmt.Errorf("unknown helper request %q", req)
+		}
+	}
+	r := helperReply{OK: err == nil}
+	if err != nil {
+		r.Message = err.Error()
+		var de *Error
+		if errors.As(err, &de) {
+			r.Class = de.Class
+		}
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+	return 0
+}
+
+// openDir makes a directory every uid can traverse (t.TempDir's parents
+// are 0700), removed at the end of the test.
+func openDir(t testing.TB, owner int) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "klockd-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if owner >= 0 {
+		if err := os.Chown(d, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// startServer runs a klockd server in-process on a socket in a fresh
+// directory, and shuts it down at the end of the test.
+func startServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	if cfg.Socket == "" {
+		cfg.Socket = filepath.Join(openDir(t, -1), "klockd.sock")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	s, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := s.Backends().ObserverErr; e != nil {
+		testutil.Unavailable(t, "the observation backend cannot load: "+e.Error())
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve() }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if _, err := os.Stat(s.Addr()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("socket %s left behind (%v)", s.Addr(), err)
+		}
+	})
+	return s
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+const costEnvelope = `declared_tools: []
+cost_envelope:
+  expected_tokens_in: 100
+  max_tokens_in: 200
+  expected_tokens_out: 10
+  max_tokens_out: 20
+  expected_latency_ms: 10
+  max_latency_ms: 20
+  context_efficiency: 0.7
+  expected_cost: "0.01 USD"
+  max_cost: "0.02 USD"
+`
+
+// manifest writes a tiny manifest for an agent-owned workdir.
+func manifest(t testing.TB, mode policy.Mode, intents ...string) (wd, path string, data []byte) {
+	t.Helper()
+	wd = openDir(t, agentUID)
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: klock/v1\nagent: {id: daemon-test}\nmode: %s\nworkdir: %s\nbaseline: system-ro\nintents:\n", mode, wd)
+	for _, in := range append([]string{"CONSUMES FILE:${workdir}/**", "PROVIDES PROC:/usr/bin/**"}, intents...) {
+		fmt.Fprintf(&b, "  - %s\n", in)
+	}
+	b.WriteString(costEnvelope)
+	data = []byte(b.String())
+	path = filepath.Join(openDir(t, -1), "agent.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return wd, path, data
+}
