@@ -51,6 +51,8 @@ var systemRO = []string{
 	"CONSUMES FILE:/proc/stat",
 	"CONSUMES FILE:/proc/filesystems",
 	"CONSUMES FILE:/sys/devices/system/cpu/**",
+	// Runtimes (Go, JVM, .NET) size themselves from their cgroup's limits.
+	"CONSUMES FILE:/sys/fs/cgroup/**",
 	"CONSUMES FILE:/sys/kernel/mm/transparent_hugepage/**",
 }
 

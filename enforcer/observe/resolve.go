@@ -72,6 +72,40 @@ type resolver struct {
 	// parents caches a directory string's resolution with its inode; a hit
 	// costs one stat of the string to check it still leads there.
 	parents map[string]objVal
+	// names maps an object's inode to the last verified path it was seen
+	// at. An f* call (futimens, fchmod, ...) names its object by fd, and
+	// the fd is often closed before /proc can be read (tar sets times and
+	// closes at once); the inode then still names the file, and a stat of
+	// the remembered path proves it still leads there.
+	names map[ident]string
+}
+
+const maxNameCache = 1 << 16
+
+// name records where a verified object was seen.
+func (rv *resolver) name(id ident, p string) {
+	if p == "" || !strings.HasPrefix(p, "/") {
+		return
+	}
+	if len(rv.names) >= maxNameCache {
+		clear(rv.names)
+	}
+	rv.names[id] = p
+}
+
+// byInode names an object by its inode from an earlier verified sighting,
+// re-checked with an lstat (the name may have moved or been reused).
+func (rv *resolver) byInode(id ident) (string, bool) {
+	p, ok := rv.names[id]
+	if !ok {
+		return "", false
+	}
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil || statIdent(&st) != id {
+		delete(rv.names, id)
+		return "", false
+	}
+	return p, true
 }
 
 type objKey struct {
@@ -95,7 +129,7 @@ func (rv *resolver) cacheObj(k objKey, v objVal) {
 
 func newResolver() *resolver {
 	return &resolver{dirs: make(map[ident]string), parent: make(map[uint32]uint32),
-		objs: make(map[objKey]objVal), parents: make(map[string]objVal)}
+		objs: make(map[objKey]objVal), parents: make(map[string]objVal), names: make(map[ident]string)}
 }
 
 func (rv *resolver) forked(child, parent uint32) {
@@ -298,6 +332,10 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	var full string
 	baseOK := true
 	switch {
+	case q.path == "/proc" || strings.HasPrefix(q.path, "/proc/"):
+		// The agent's /proc is its own procfs (its pid namespace): resolving
+		// the string through the observer's /proc would name other processes.
+		return sessionProc(cleanAbs(q.path)), PathBestEffort
 	case strings.HasPrefix(q.path, "/"):
 		full = q.path
 	default:
@@ -324,6 +362,7 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	key := objKey{full, q.follow}
 	if q.hasObj {
 		if v, ok := rv.objs[key]; ok && v.id == q.obj {
+			rv.name(v.id, v.path)
 			return v.path, PathVerified
 		}
 	}
@@ -331,6 +370,7 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	switch {
 	case q.hasObj && found && id == q.obj:
 		rv.cacheObj(key, objVal{p, id})
+		rv.name(id, p)
 		if isDir {
 			rv.remember(id, p) // a later *at call may name it by this inode
 		}
@@ -351,4 +391,23 @@ func fdPath(pid uint32, fd int32, want ident) (string, bool) {
 		return "", false
 	}
 	return p, true
+}
+
+// sessionProc normalizes a path in a session's procfs: the agent sees only
+// its own pid namespace, so every /proc/<n> (and thread-self) is a process
+// of the session, reported as /proc/self. A sibling's entries are thereby
+// reported as the process's own: same session, same uid.
+func sessionProc(p string) string {
+	rest, ok := strings.CutPrefix(p, "/proc/")
+	if !ok {
+		return p
+	}
+	first, tail, _ := strings.Cut(rest, "/")
+	if first != "thread-self" && (first == "" || strings.Trim(first, "0123456789") != "") {
+		return p
+	}
+	if tail == "" {
+		return "/proc/self"
+	}
+	return "/proc/self/" + tail
 }

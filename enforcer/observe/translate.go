@@ -22,7 +22,15 @@ const (
 
 // translate turns one kernel record into the Records it means (an exec of a
 // script means two). clock converts the record's boot-time stamp.
-func (o *Observer) translate(r *raw, out func(Record)) {
+func (o *Observer) translate(r *raw, emit func(Record)) {
+	// Paths in a session's procfs (resolved from an fd they read as
+	// /proc/<host or namespace pid>) are the session's own processes:
+	// report them as /proc/self so intents can name them.
+	out := func(rec Record) {
+		rec.Event.Triple.Path = sessionProc(rec.Event.Triple.Path)
+		rec.Event.Extra.Path = sessionProc(rec.Event.Extra.Path)
+		emit(rec)
+	}
 	base := event.Event{
 		Time:    o.clock(r.ts),
 		Source:  event.SourceTracepoint,
@@ -56,7 +64,12 @@ func (o *Observer) translate(r *raw, out func(Record)) {
 		if r.kflags&fFDPath != 0 {
 			if hasObj {
 				if p, ok := fdPath(r.pid, r.fd, obj); ok {
+					rv.name(obj, p)
 					return p, PathKernel
+				}
+				// The fd is gone already: the inode's last verified name.
+				if p, ok := rv.byInode(obj); ok {
+					return p, PathVerified
 				}
 			}
 			return "", PathNone
@@ -210,6 +223,9 @@ func (o *Observer) translateOpen(r *raw, rec *Record, obj ident, hasObj bool, q 
 		}
 	case write:
 		pred = policy.Mutates
+	}
+	if hasObj && r.ret >= 0 && (src == PathKernel || src == PathVerified) {
+		o.res.name(obj, p)
 	}
 	rec.Path = src
 	rec.Event.Triple = policy.FileTriple(pred, p)

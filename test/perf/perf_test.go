@@ -1,0 +1,244 @@
+//go:build linux
+
+package perf
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
+	"golang.org/x/sys/unix"
+)
+
+const agentUID = 65534
+
+func TestMain(m *testing.M) {
+	launch.Init()
+	if os.Getenv("KLOCK_PERF_HELPER") == "openclose" {
+		os.Exit(openClose())
+	}
+	os.Exit(m.Run())
+}
+
+// openClose is the open/close loop, run as the agent: it prints the
+// nanoseconds per iteration it measured itself.
+func openClose() int {
+	n, _ := strconv.Atoi(os.Getenv("KLOCK_PERF_N"))
+	path := os.Getenv("KLOCK_PERF_PATH")
+	start := time.Now()
+	for range n {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		unix.Close(fd)
+	}
+	fmt.Println(time.Since(start).Nanoseconds() / int64(n))
+	return 0
+}
+
+// workdir makes an agent-owned directory on the real disk.
+func workdir(b *testing.B) string {
+	testutil.RequirePrivileged(b)
+	d, err := os.MkdirTemp("/var/tmp", "klock-perf-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Chown(d, agentUID, agentUID); err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func manifestFor(b *testing.B, wd string, procs ...string) *policy.Manifest {
+	var in strings.Builder
+	for _, s := range []string{"CONSUMES FILE:${workdir}/**", "MUTATES FILE:${workdir}/**", "PROVIDES FILE:${workdir}/**", "DELETES FILE:${workdir}/**"} {
+		in.WriteString("  - " + s + "\n")
+	}
+	for _, p := range procs {
+		in.WriteString("  - PROVIDES PROC:" + p + "\n")
+	}
+	src := fmt.Sprintf(`apiVersion: klock/v1
+agent: {id: perf-agent}
+mode: strict
+workdir: %s
+intents:
+%scost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.5, expected_cost: "0.01 USD", max_cost: "0.02 USD"}
+`, wd, in.String())
+	m, err := policy.Parse("perf.yaml", []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// underKlock runs argv as a strict session and returns its stdout.
+func underKlock(b *testing.B, m *policy.Manifest, argv []string, env []string) (string, time.Duration) {
+	var out, errb bytes.Buffer
+	start := time.Now()
+	res, err := session.Run(context.Background(), session.Options{
+		Manifest: m, Command: argv, Env: env, User: &launch.Credential{UID: agentUID, GID: agentUID},
+		Stdout: &out, Stderr: &errb, AllowDegraded: true, LogDir: b.TempDir(), Logger: quiet(),
+	})
+	took := time.Since(start)
+	if err != nil {
+		b.Fatalf("session: %v\n%s", err, errb.String())
+	}
+	if res.Killed || res.Exit.ExitCode() != 0 {
+		b.Fatalf("session ended %v killed=%v reason=%q violation=%v\nstderr: %s", res.Exit, res.Killed, res.Reason, res.Violation, errb.String())
+	}
+	return out.String(), took
+}
+
+// direct runs argv as the agent uid without klock.
+func direct(b *testing.B, dir string, argv []string, env []string, wrap ...string) (string, time.Duration) {
+	argv = append(append([]string{}, wrap...), argv...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, dir
+	if len(wrap) == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%v: %v\n%s", argv, err, errb.String())
+	}
+	return out.String(), time.Since(start)
+}
+
+func ns(b *testing.B, s string) float64 {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		b.Fatalf("no timing in output %q", s)
+	}
+	v, err := strconv.ParseFloat(f[len(f)-1], 64)
+	if err != nil {
+		b.Fatalf("timing %q: %v", s, err)
+	}
+	return v
+}
+
+// BenchmarkOpenCloseRatio: ns per open+close inside the agent, under klock
+// (Landlock + tracepoints) over the same loop without klock.
+func BenchmarkOpenCloseRatio(b *testing.B) {
+	wd := workdir(b)
+	file := filepath.Join(wd, "f")
+	os.WriteFile(file, []byte("x"), 0o644)
+	// The agent cannot reach go test's private build directory: copy the
+	// helper (this binary) where it can.
+	exe, _ := os.Executable()
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		b.Fatal(err)
+	}
+	self := filepath.Join(wd, "helper")
+	if err := os.WriteFile(self, data, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	m := manifestFor(b, wd, self)
+	env := []string{"KLOCK_PERF_HELPER=openclose", "KLOCK_PERF_N=200000", "KLOCK_PERF_PATH=" + file}
+	var base, klock float64
+	for b.Loop() {
+		out, _ := direct(b, wd, []string{self}, env)
+		base += ns(b, out)
+		out, _ = underKlock(b, m, []string{self}, env)
+		klock += ns(b, out)
+	}
+	b.ReportMetric(base/float64(b.N), "ns/open-direct")
+	b.ReportMetric(klock/float64(b.N), "ns/open-klock")
+	b.ReportMetric(klock/base, "ratio")
+}
+
+const workload = `set -e
+t0=$(date +%s%N)
+mkdir -p tree && tar -xf ../tree.tar -C tree
+find tree -type f | wc -l >/dev/null
+grep -r -c needle tree >/dev/null || true
+rm -rf tree
+t1=$(date +%s%N)
+echo $((t1 - t0))`
+
+// BenchmarkFileWorkloadRatio: untar, find, grep -r over a 10k-file tree;
+// under klock and under strace -f, each over the same without either.
+func BenchmarkFileWorkloadRatio(b *testing.B) {
+	parent := workdir(b)
+	src := filepath.Join(parent, "src")
+	for i := range 10000 {
+		d := filepath.Join(src, fmt.Sprintf("d%03d", i/100))
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, fmt.Sprintf("f%05d.txt", i)), bytes.Repeat([]byte("some text with a needle in it\n"), 8), 0o644)
+	}
+	if out, err := exec.Command("tar", "-cf", filepath.Join(parent, "tree.tar"), "-C", src, ".").CombinedOutput(); err != nil {
+		b.Fatalf("tar: %v %s", err, out)
+	}
+	os.RemoveAll(src)
+	wd := filepath.Join(parent, "work")
+	os.Mkdir(wd, 0o755)
+	os.Chown(wd, agentUID, agentUID)
+	procs := []string{"/usr/bin/dash", "/usr/bin/date", "/usr/bin/mkdir", "/usr/bin/tar", "/usr/bin/find", "/usr/bin/wc", "/usr/bin/grep", "/usr/bin/rm"}
+	m := manifestFor(b, wd, procs...)
+	m.Intents = append(m.Intents, mustIntent(b, "CONSUMES FILE:"+filepath.Join(parent, "tree.tar")))
+	argv := []string{"/bin/sh", "-c", workload}
+	env := []string{"PATH=/usr/bin:/bin"}
+	_, haveStrace := exec.LookPath("strace")
+	var base, klock, strace float64
+	for b.Loop() {
+		out, _ := direct(b, wd, argv, env)
+		base += ns(b, out)
+		out, _ = underKlock(b, m, argv, env)
+		klock += ns(b, out)
+		if haveStrace == nil {
+			out, _ = direct(b, wd, argv, env, "strace", "-f", "-qq", "-o", "/dev/null", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+			strace += ns(b, out)
+		}
+	}
+	b.ReportMetric(base/float64(b.N)/1e6, "ms-direct")
+	b.ReportMetric(klock/float64(b.N)/1e6, "ms-klock")
+	b.ReportMetric(klock/base, "ratio-klock")
+	if haveStrace == nil {
+		b.ReportMetric(strace/base, "ratio-strace")
+	}
+}
+
+// BenchmarkRunTrueLatency: wall time of a whole strict session running
+// /bin/true (cgroup, BPF load and attach, Landlock, log) minus /bin/true
+// run directly.
+func BenchmarkRunTrueLatency(b *testing.B) {
+	wd := workdir(b)
+	m := manifestFor(b, wd, "/usr/bin/true")
+	var base, klock time.Duration
+	for b.Loop() {
+		_, d := direct(b, wd, []string{"/bin/true"}, nil)
+		base += d
+		_, k := underKlock(b, m, []string{"/usr/bin/true"}, nil)
+		klock += k
+	}
+	b.ReportMetric(float64(base.Microseconds())/float64(b.N)/1000, "ms-direct")
+	b.ReportMetric(float64((klock-base).Microseconds())/float64(b.N)/1000, "ms-added")
+}
+
+func mustIntent(b *testing.B, s string) policy.Intent {
+	in, err := policy.ParseIntent(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return in
+}
