@@ -36,8 +36,11 @@ vmtest: ## Tests that boot a BPF-LSM kernel under qemu
 	@if [ -d vmtests ]; then $(MAKE) -C vmtests; else \
 	  echo "vmtest: no VM tests yet (they arrive with the BPF-LSM backend, issue 4)"; fi
 
-bench: ## Benchmarks, reported as figures and ratios from one run
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./money/
+bench: deps ## Benchmarks: figures and ratios against no enforcement, from one run (as root)
+	@scripts/deps.sh bench
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./money/ ./enforcer/decide/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
+	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParse FuzzParseIntent; do \
