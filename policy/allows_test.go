@@ -98,6 +98,12 @@ func TestScopeViolationMessage(t *testing.T) {
 
 func TestAllowsExec(t *testing.T) {
 	rs := mustCompile(t, "PROVIDES PROC:/usr/bin/git", "PROVIDES PROC:/usr/local/go/bin/**")
+	if d := rs.Allows(FileTriple(Consumes, "/usr/local/go/bin/go")); !d.Allowed || d.Intent.String() != "PROVIDES PROC:/usr/local/go/bin/**" {
+		t.Errorf("an executable may be read (interpreters read scripts): %+v", d)
+	}
+	if rs.Allows(FileTriple(Mutates, "/usr/bin/git")).Allowed {
+		t.Error("an executable must not become writable")
+	}
 	for path, want := range map[string]bool{
 		"/usr/bin/git": true, "/usr/bin/gitk": false, "/usr/local/go/bin/go": true,
 		"/usr/local/go/bin/sub/x": true, "/lib64/ld-linux-x86-64.so.2": false,

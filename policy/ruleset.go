@@ -109,6 +109,10 @@ func (rs *Ruleset) build(intents []Intent) error {
 			}
 			mergeRule(execRules, in.Object.Path, Provides, i)
 			rs.exec.add(in.Object.Path, Provides, i)
+			// What may be executed may be read: the kernel reads a binary,
+			// an interpreter reads its script.
+			mergeRule(fileRules, in.Object.Path, Consumes, i)
+			rs.files.add(in.Object.Path, Consumes, i)
 		case ObjNet:
 			if in.Object.Net.Raw {
 				rs.RawSockets = true

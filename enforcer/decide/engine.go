@@ -107,13 +107,9 @@ func (e *Engine) Observe(ev event.Event) Verdict {
 	}
 	e.events++
 	v := e.decide(ev, ev.Triple)
-	if execRead(ev) && v.Action == ActionAllow && v.Intent != nil {
-		// Executing a declared binary reads it: the exec's implied
-		// CONSUMES FILE of the same path is covered by the PROC intent.
-		o := e.observation(ev, ev.Extra)
-		o.Intent = e.index[v.Intent]
-		e.uses[o.Intent]++
-	} else if ev.Extra.Type != 0 {
+	// An exec's Extra is the CONSUMES FILE of its binary; the ruleset
+	// grants reading whatever a PROC intent lets run (policy.Compile).
+	if ev.Extra.Type != 0 {
 		if x := e.decide(ev, ev.Extra); x.Violation() && !v.Violation() {
 			v = x
 		}
@@ -279,11 +275,4 @@ func netPatternFor(t policy.Triple) (policy.NetPattern, bool) {
 		return n, false
 	}
 	return n, true
-}
-
-// execRead reports whether ev is an exec whose Extra is the CONSUMES FILE
-// of the executed binary itself.
-func execRead(ev event.Event) bool {
-	return ev.Triple.Type == policy.ObjProc && ev.Extra.Type == policy.ObjFile &&
-		ev.Extra.Predicate == policy.Consumes && ev.Extra.Path == ev.Triple.Path
 }
