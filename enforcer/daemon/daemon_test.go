@@ -365,3 +365,39 @@ func TestErrorClasses(t *testing.T) {
 		t.Errorf("plain error: %q", e.Class)
 	}
 }
+
+// TestShutdownKillsSessions: klockd's shutdown (SIGTERM) kills every
+// session cleanly: its client still gets the Killed result and log, and
+// the socket is removed (checked by startServer's cleanup).
+func TestShutdownKillsSessions(t *testing.T) {
+	s := startServer(t, Config{})
+	_, mpath, data := manifest(t, policy.ModePermissive)
+	cl, err := Dial(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan error, 1)
+	res, err := cl.Run(context.Background(), &Run{
+		RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID, AllowDegraded: true,
+			Argv: []string{"/bin/sleep", "60"}, Env: []string{"PATH=/usr/bin:/bin"}},
+		Started: func(SessionInfo) {
+			time.AfterFunc(200*time.Millisecond, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				shut <- s.Shutdown(ctx)
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Killed || !strings.Contains(res.Reason, "shutting down") || res.LogPath == "" {
+		t.Fatalf("killed %v reason %q log %q", res.Killed, res.Reason, res.LogPath)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dial(s.Addr()); !errors.Is(err, ErrNoDaemon) {
+		t.Fatalf("dial after shutdown: %v, want ErrNoDaemon", err)
+	}
+}

@@ -53,7 +53,7 @@ func helperClient(req string) int {
 			_, err = cl.PS()
 		case "run-as-root":
 			_, err = cl.Run(context.Background(), &Run{RunRequest: RunRequest{
-				Manifest: []byte("apiVersion: klock/v1\nagent: {id: x}\nmode: permissive\nbaseline: system-ro\nintents: [PROVIDES PROC:/usr/bin/**]\n" + costEnvelope),
+				Manifest:     []byte("apiVersion: klock/v1\nagent: {id: x}\nmode: permissive\nbaseline: system-ro\nintents: [PROVIDES PROC:/usr/bin/**]\n" + costEnvelope),
 				ManifestPath: "x.yaml", Argv: []string{"/bin/true"}, UID: 0, GID: 0, AllowRoot: true, AllowDegraded: true}})
 		default:
 			err = fmt.Errorf("unknown helper request %q", req)
