@@ -8,7 +8,7 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 [ "$(id -u)" = 0 ] || { echo "make demo runs a real enforced session: run it as root (sudo make demo)" >&2; exit 1; }
 
 demo=/var/tmp/klock-demo
-rm -rf "$demo" && mkdir -p "$demo/repo/src" "$demo/repo/config"
+rm -rf "$demo" && mkdir -p "$demo/repo/src" "$demo/repo/config" "$demo/repo/build"
 cp examples/demo/agent.sh "$demo/agent.sh"
 cp examples/demo/agent.yaml "$demo/agent.yaml"
 echo "print('app')" > "$demo/repo/src/app.py"

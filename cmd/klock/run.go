@@ -78,6 +78,7 @@ failed to start the session (the message says why and what would fix it).`,
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded,
+				Snapshot: session.Backup(os.Stderr),
 			})
 			if err != nil && res == nil {
 				return &exitError{code: exitNoStart, err: err}
