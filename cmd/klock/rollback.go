@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
+	"github.com/spf13/cobra"
+)
+
+// backupsRoot finds the backups directory from --dir or the manifest's workdir.
+func backupsRoot(manifest, dir string) (string, error) {
+	switch {
+	case dir != "":
+		return dir, nil
+	case manifest != "":
+		m, err := policy.Load(manifest)
+		if err != nil {
+			return "", &exitError{code: exitInvalid, err: err}
+		}
+		return session.BackupsDir(m.Workdir), nil
+	}
+	return "", &exitError{code: exitUsage, err: fmt.Errorf("say where the backups are: -m MANIFEST (its workdir's .klock/backups) or --dir DIR")}
+}
+
+func newRollback() *cobra.Command {
+	var manifest, dir string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "rollback SESSION",
+		Short: "Restore every file a session could change to its pre-flight state",
+		Long: `Rollback restores, from the session's pre-flight backup, every path the
+session's manifest let the agent change: contents, modes, owners, times,
+xattrs, symlinks and hard links back as they were, and every path created
+since removed. It also undoes a session that ended normally.
+
+A restore is journaled: if it is interrupted (even by kill -9), running
+rollback again resumes it and converges to the same tree.
+
+Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
+		Example: `  sudo klock rollback -m agent.yaml 20261121T221530-a1b2c3
+  sudo klock backups ls -m agent.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, err := backupsRoot(manifest, dir)
+			if err != nil {
+				return err
+			}
+			s, err := snapshot.Open(root, args[0])
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			rep, err := s.Restore(cmd.Context())
+			w := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(rep)
+			} else {
+				for _, e := range rep.Changed() {
+					fmt.Fprintf(w, "%-10s %s\n", e.Action, e.Path)
+				}
+				fmt.Fprintf(w, "session %s: %d path(s) restored or removed, %d unchanged", args[0], len(rep.Changed()), rep.Count(snapshot.Unchanged))
+				if rep.Resumed {
+					fmt.Fprint(w, " (finished an interrupted restore)")
+				}
+				fmt.Fprintln(w)
+			}
+			if failed := rep.Failed(); err != nil || len(failed) > 0 {
+				for _, f := range failed {
+					fmt.Fprintf(os.Stderr, "failed: %s: %s\n", f.Path, f.Error)
+				}
+				if err == nil {
+					err = fmt.Errorf("%d path(s) could not be restored; fix the cause and run klock rollback again (it resumes)", len(failed))
+				}
+				return &exitError{code: exitInvalid, err: err}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&manifest, "manifest", "m", "", "find the backups under this manifest's workdir")
+	c.Flags().StringVar(&dir, "dir", "", "backups directory (default <workdir>/.klock/backups)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the restore report as JSON")
+	return c
+}
+
+func newBackups() *cobra.Command {
+	var manifest, dir string
+	c := &cobra.Command{
+		Use:   "backups",
+		Short: "List or garbage-collect pre-flight backups",
+	}
+	c.PersistentFlags().StringVarP(&manifest, "manifest", "m", "", "the backups under this manifest's workdir")
+	c.PersistentFlags().StringVar(&dir, "dir", "", "backups directory (default <workdir>/.klock/backups)")
+	var asJSON bool
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List the sessions that have a backup",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			root, err := backupsRoot(manifest, dir)
+			if err != nil {
+				return err
+			}
+			infos, err := snapshot.List(root)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(infos)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SESSION\tCREATED\tENTRIES\tFILES\tBYTES\tNEW BYTES")
+			for _, i := range infos {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", i.Session, i.Created.Format("2006-01-02 15:04:05"), i.Entries, i.Files, i.Bytes, i.NewBytes)
+			}
+			return tw.Flush()
+		},
+	}
+	ls.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	var keep int
+	gc := &cobra.Command{
+		Use:   "gc --keep N",
+		Short: "Keep the newest N session backups; delete the rest and unreferenced content",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keep < 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--keep must be >= 0")}
+			}
+			root, err := backupsRoot(manifest, dir)
+			if err != nil {
+				return err
+			}
+			rep, err := snapshot.GC(root, keep)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			b, _ := json.Marshal(rep)
+			fmt.Fprintf(cmd.OutOrStdout(), "gc: %s\n", b)
+			return nil
+		},
+	}
+	gc.Flags().IntVar(&keep, "keep", 10, "how many of the newest session backups to keep")
+	c.AddCommand(ls, gc)
+	return c
+}
