@@ -86,6 +86,17 @@ func TestRunThroughDaemon(t *testing.T) {
 	if len(s.Sessions()) != 0 {
 		t.Errorf("sessions left in the registry: %v", s.Sessions())
 	}
+	// The shared backends outlive a session: a second one is observed too.
+	res2, used, err := RunViaDaemon(context.Background(), s.Addr(), session.Options{
+		Manifest: m, ManifestPath: mpath, ManifestData: data, User: agentUser(), AllowDegraded: true,
+		Command: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"},
+	})
+	if !used || err != nil || res2.Exit.Code != 0 || res2.Log == nil || res2.Log.Events == 0 || res2.ID == res.ID {
+		t.Fatalf("second session: used %v err %v res %+v", used, err, res2)
+	}
+	if b := s.Backends(); b.Observer == nil {
+		t.Fatal("shared observer gone after sessions")
+	}
 }
 
 // TestStrictViolationThroughDaemon: a strict kill crosses the socket as a
