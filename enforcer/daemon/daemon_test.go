@@ -215,8 +215,8 @@ func TestPSAndKill(t *testing.T) {
 	}
 }
 
-// TestClientDisconnectKills: a client that goes away (klock run killed)
-// takes its session with it.
+// TestClientCancelKills: a client whose context ends (klock run got SIGINT)
+// has its session killed, and still gets the Killed result.
 func TestClientCancelKills(t *testing.T) {
 	s := startServer(t, Config{})
 	_, mpath, data := manifest(t, policy.ModePermissive)
