@@ -40,7 +40,8 @@ func BenchmarkRunTrue(b *testing.B) {
 		Manifest: m, ManifestPath: mpath, ManifestData: data, User: agentUser(), AllowDegraded: true,
 		Command: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"},
 		Stdin: devnull, Stdout: devnull, Stderr: devnull,
-		Logger: nil,
+		// The pre-flight backup, as klock run takes it (klockd does too).
+		Snapshot: session.Backup(nil),
 	}
 	ctx := context.Background()
 	var bare, embedded, viaDaemon, shared time.Duration

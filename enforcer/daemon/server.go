@@ -63,8 +63,12 @@ type Config struct {
 	// Observe configures the observer Listen loads when Backends is nil.
 	Observe observe.Options
 	// Snapshot takes every session's pre-flight backup (see
-	// session.Options.Snapshot); nil means none.
+	// session.Options.Snapshot). nil is what klock run does embedded:
+	// session.Backup, its progress on the client's stderr.
 	Snapshot session.Snapshotter
+	// NoBackup runs sessions without a pre-flight backup (strict sessions
+	// then refuse unless the client allows degraded enforcement).
+	NoBackup bool
 	// Logger receives the daemon's log (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -512,11 +516,12 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	s.sessions[id] = &live{info: info, owner: peer.UID, cancel: cancel}
 	s.conns[c] = true
 	s.mu.Unlock()
-	defer func() {
+	unregister := func() {
 		s.mu.Lock()
 		delete(s.sessions, id)
 		s.mu.Unlock()
-	}()
+	}
+	defer unregister()
 	slg := s.log.With("session", id, "agent", m.Agent.ID)
 	slg.Info("session starting", "peer", peer.String(), "argv", req.Argv, "uid", cred.UID, "mode", mode)
 	_ = w.send(&message{Type: typeStarted, Session: &info})
@@ -543,10 +548,21 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 
 	fwd := newForwarder(w)
 	defer fwd.close()
+	snap := s.cfg.Snapshot
+	if snap == nil && !s.cfg.NoBackup {
+		var progress io.Writer // a nil *os.File must not become a non-nil Writer
+		if stdio[2] != nil {
+			progress = stdio[2]
+		}
+		snap = session.Backup(progress)
+	}
+	if s.cfg.NoBackup {
+		snap = nil
+	}
 	opts := session.Options{
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded,
-		Snapshot: s.cfg.Snapshot, LogDir: req.LogDir, Backends: s.shared,
+		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared,
 		Logger: newLogger(slg.Handler(), fwd),
 	}
 	// Assign only real files: a nil *os.File in an io.Reader is not nil.
@@ -560,6 +576,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		opts.Stderr = stdio[2]
 	}
 	res, err := session.Run(ctx, opts)
+	unregister() // before the reply: a client that gets its result no longer sees it in ps
 	fwd.close()
 	if err != nil && res == nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
