@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,9 +34,9 @@ func TestRestoreCrashChild(t *testing.T) {
 		return
 	}
 	at, _ := strconv.Atoi(os.Getenv(crashAtEnv))
-	n := 0
+	var n atomic.Int64
 	testHook = func(op, p string) {
-		if n++; n == at {
+		if n.Add(1) == int64(at) {
 			unix.Kill(os.Getpid(), unix.SIGKILL)
 			time.Sleep(time.Hour)
 		}
@@ -60,10 +61,11 @@ func TestRestoreCrash(t *testing.T) {
 	s := f.take(t, "s1")
 	before := treeState(t, f.W)
 	allAtOnce(t, f.W)
-	total := 0
-	testHook = func(string, string) { total++ }
+	var ops atomic.Int64
+	testHook = func(string, string) { ops.Add(1) }
 	_, err := s.Restore(context.Background())
 	testHook = nil
+	total := int(ops.Load())
 	must(t, err)
 	requireSameTree(t, "uninterrupted restore", before, treeState(t, f.W))
 	if total < 30 {

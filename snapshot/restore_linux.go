@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -410,26 +412,48 @@ func (r *restorer) run(rep *Report) error {
 		return pathErr("write journal", j.path, err, r.s.root)
 	}
 
-	// Make every temp, with content and metadata.
-	for _, jb := range jobs {
-		if err := r.ctx.Err(); err != nil {
-			return err
-		}
+	// Make every temp, with content and metadata: in parallel (allocating
+	// an inode is the slow part on some filesystems), hard-link members
+	// after their leaders.
+	nLead := len(jobs) - len(memberJobs)
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(4, nLead); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= nLead {
+					return
+				}
+				if err := r.ctx.Err(); err != nil {
+					errs[k] = err
+					continue
+				}
+				errs[k] = r.makeTemp(jobs[k], jobOf, leaderIno)
+				jobs[k].ok = errs[k] == nil
+			}
+		}()
+	}
+	wg.Wait()
+	for k := nLead; k < len(jobs); k++ {
+		errs[k] = r.makeTemp(jobs[k], jobOf, leaderIno)
+		jobs[k].ok = errs[k] == nil
+	}
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	for k, jb := range jobs {
 		e := &m.Entries[jb.i]
-		if err := r.makeTemp(jb, jobOf, leaderIno); err != nil {
+		if errs[k] != nil {
 			os.Remove(jb.tmp)
-			r.fail(e.Path, jb.action, err)
+			r.fail(e.Path, jb.action, errs[k])
 			continue
 		}
-		jb.ok = true
 		if e.Link == "" && e.Type == TypeFile {
 			leaderIno[jb.i] = jb.ino
-		}
-	}
-	if len(jobs) > 0 {
-		// Temps are durable before they replace anything.
-		if err := r.syncAll(); err != nil {
-			return err
 		}
 	}
 	for _, jb := range jobs {
@@ -561,11 +585,21 @@ func (r *restorer) makeTemp(jb *job, jobOf []*job, leaderIno []uint64) error {
 		if err == nil {
 			err = copyOut(r.s.root, e.Hash, fd, st.Dev)
 		}
+		if err == nil {
+			_, err = applyMeta(jb.tmp, e, nil, false)
+		}
+		if err == nil {
+			// The temp's bytes and metadata are durable before it
+			// replaces anything (temp + fsync + rename).
+			hook("fsync", jb.tmp)
+			err = unix.Fsync(fd)
+		}
 		unix.Close(fd)
 		if err != nil {
 			return err
 		}
 		jb.ino = st.Ino
+		return nil
 	case e.Type == TypeSymlink:
 		if err := os.Symlink(e.Target, jb.tmp); err != nil {
 			return err

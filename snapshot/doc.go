@@ -1,0 +1,116 @@
+// Package snapshot owns klock's pre-flight backups (KLIS-6 §3.3, §7):
+// before the agent runs, Take records every path the agent will be able to
+// change; after a violation (or whenever an operator asks), Restore brings
+// every one of them back and removes what the session created.
+//
+// # API
+//
+//	Take(ctx, rs *policy.Ruleset, Options) (*Snapshot, error)
+//	Open(root, session string) (*Snapshot, error)
+//	(*Snapshot).Restore(ctx) (Report, error)
+//	List(root string) ([]Info, error)
+//	GC(root string, keep int) (GCReport, error)
+//	DeclaredScopes(rs) / WallScopes(rs) []Scope
+//	TerminalProgress(w io.Writer) func(done, total int64)  // nil unless w is a TTY
+//
+// # What is recorded
+//
+// A Scope is a region the agent can change: Tree (a path and everything
+// below) or exact. Take uses WallScopes(rs) unless Options.Scopes is set:
+// the FILE rules carrying MUTATES, DELETES, RENAMES or PROVIDES, widened to
+// what the Landlock wall really allows (see enforcer/launch): "/dir/*" and
+// an exact directory are whole hierarchies; creating, removing or renaming
+// a path is a right on its parent directory's hierarchy; a path that does
+// not exist is walled at its nearest existing directory. Rollback must
+// cover that difference, because a detected violation there is what it
+// exists to undo. DeclaredScopes is the narrow reading.
+//
+// Every existing path in a scope is recorded with its type, mode
+// (07777), uid, gid, atime/mtime/ctime (ns), size, dev/ino, xattrs (every
+// namespace the kernel lists), symlink target, device number, hard-link
+// group (members name the group's first path) and, for regular files, the
+// sha256 of the content. PROVIDES scopes are recorded with content too: the
+// wall must grant WRITE_FILE there so new files can be filled, so existing
+// files there are writable. The parent of each scope root inside the
+// workdir is an "anchor": only its times are restored (creating or
+// removing a scope root changes them). <workdir>/.klock and the backup
+// root are never recorded nor removed.
+//
+// # On disk
+//
+//	<root>/objects/ab/cdef…   content, one read-only file per sha256, shared by sessions
+//	<root>/index              stat cache: path -> (dev, ino, size, mtime, ctime, sha256)
+//	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order)
+//	<root>/<session>/info.json       Info (List reads only this)
+//	<root>/<session>/journal         Restore's intent log (JSON lines)
+//
+// The default root is <workdir>/.klock/backups. A file whose (dev, ino,
+// size, mtime, ctime) matches the index costs one stat: its content is not
+// read (like git's index). Entries are indexed only when their ctime is
+// older than 50 ms before hashing ended, so a write in the same timestamp
+// tick is never hidden. New content is cloned with FICLONE when the
+// filesystems allow it and otherwise copied in one read→sha256→write pass
+// (so the object's name is the hash of exactly the bytes stored); it is
+// checked against the source's fstat before and after and retried if the
+// file changed. Copies run in parallel (Options.Workers).
+//
+// # Guarantees
+//
+// Take is atomic and durable: objects and the manifest are written under
+// <root>/.tmp-<session>, flushed (syncfs), objects renamed into the store,
+// flushed again, and the session directory renamed into place and its
+// parent fsynced. On any error (ENOSPC, EACCES, EROFS, a cancelled ctx, a
+// file that keeps changing) everything Take made is removed — temp
+// directory, objects it added, fanout directories and the root itself if
+// Take created them — so the backup root is exactly as before and the
+// session can be refused. Take, Restore and GC serialise on an flock of
+// the root directory.
+//
+// Restore is idempotent and resumable. It journals its intent (temp names
+// and per-path actions, fsynced) before acting; it removes paths that are
+// in a scope but not recorded (and recorded paths whose type changed),
+// creates missing directories top-down, writes each file's content into a
+// temp next to it (content verified against its hash, owner, xattrs, mode
+// and times set, fsync) and renames it over the target, relinks hard-link
+// members to their leader, fixes metadata of files whose content is right
+// in place, fixes directories' metadata after their contents (deepest
+// first), flushes the filesystems, and writes "end". A path whose inode
+// and ctime still match the record costs one lstat; one that changed is
+// hashed, and rewritten only if the bytes differ. Killed at any point
+// (kill -9), running Restore again removes the journalled temps and
+// converges to the identical tree; the Report then merges what the killed
+// run did (Resumed is true).
+//
+// # Errors
+//
+// File-system failures are *Error{Op, Path, Kind, Err, Hint}: errors.Is
+// matches the class (ErrNoSpace for ENOSPC/EDQUOT, ErrPermission for
+// EACCES/EPERM/EROFS) and the errno; the message names the path and says
+// what would fix it. Other sentinels: ErrExists, ErrNotFound, ErrInvalid,
+// ErrCorrupt (a missing or altered object), ErrChanged, ErrIncomplete
+// (Restore finished but some paths failed: they are in Report.Failed, and
+// running Restore again resumes).
+//
+// # Not covered
+//
+//   - Paths outside the scopes are not backed up: the kernel wall blocks
+//     writes there. If the integrator walls wider than WallScopes, it must
+//     pass its wall as Options.Scopes.
+//   - atime is restored only on paths Restore writes; ctime cannot be
+//     restored; inode numbers change for rewritten files.
+//   - A hard link that reaches outside the scopes is not followed: writing
+//     through it changes the outside path too, and Restore (temp + rename)
+//     restores the scoped path but leaves the outside link with the new
+//     content.
+//   - Sockets, FIFOs and device nodes are recreated as nodes (mknod), not
+//     as live objects; file holes are not preserved (restored files are
+//     dense); file attributes (chattr) and mounts are not recorded; the
+//     walk crosses mount points inside a scope.
+//   - A move of a scoped file to another filesystem is seen as a delete
+//     (restored from the store) plus, when the destination is in a scope,
+//     a create (removed).
+//   - The backup root must be protected from the agent (the enforcer must
+//     deny <workdir>/.klock): Restore trusts the manifest, and verifies
+//     each object's hash before it writes it.
+//   - No progress bar during Restore; Take reports bytes via Options.Progress.
+package snapshot
