@@ -19,8 +19,9 @@ help: ## Show this help
 deps: ## Install what the build and tests need (apt, only when missing)
 	@scripts/deps.sh build
 
-build: ## Build bin/klock
+build: ## Build bin/klock and bin/klockd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klockd ./cmd/klockd
 
 demo: deps build ## Run the demo: validate and explain the example agents
 	@scripts/demo.sh $(BIN)

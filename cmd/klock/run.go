@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -24,7 +25,7 @@ const (
 func newRun() *cobra.Command {
 	var (
 		manifest, mode, user, learn, logDir string
-		allowDegraded, quiet                bool
+		allowDegraded, quiet, noDaemon      bool
 	)
 	c := &cobra.Command{
 		Use:   "run -m MANIFEST [flags] -- CMD [ARGS...]",
@@ -40,6 +41,10 @@ strict      a violation kills the whole session (cgroup.kill) and prints the
             ScopeViolationError; files are restored from the pre-flight backup
 permissive  a violation is logged and the scope amended so the session goes
             on; --learn writes the manifest that would have allowed the run
+
+klock run uses the klockd daemon when it is running (its socket is
+$KLOCK_SOCKET, else /run/klock/klockd.sock): the BPF programs stay loaded
+and a session starts faster. Otherwise the enforcer runs embedded.
 
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
@@ -74,12 +79,21 @@ failed to start the session (the message says why and what would fix it).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, err := session.Run(ctx, session.Options{
+			opts := session.Options{
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded,
 				Snapshot: session.Backup(os.Stderr),
-			})
+			}
+			// klockd keeps the BPF programs loaded: use it when it runs.
+			var res *session.Result
+			used := false
+			if !noDaemon {
+				res, used, err = daemon.RunViaDaemon(ctx, "", opts)
+			}
+			if !used {
+				res, err = session.Run(ctx, opts)
+			}
 			if err != nil && res == nil {
 				return &exitError{code: exitNoStart, err: err}
 			}
@@ -114,6 +128,7 @@ failed to start the session (the message says why and what would fix it).`,
 	c.Flags().StringVar(&logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the verification summary")
+	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"golang.org/x/sys/unix"
 )
 
 // Process is a running agent: pid 1 of its own pid namespace, in the
@@ -49,7 +50,10 @@ func (e Exit) ExitCode() int {
 
 func (e Exit) String() string {
 	if e.Signal != 0 {
-		return "killed by " + e.Signal.String()
+		if name := unix.SignalName(e.Signal); name != "" {
+			return "killed by " + name
+		}
+		return "killed by signal " + strconv.Itoa(int(e.Signal))
 	}
 	return "exit status " + strconv.Itoa(e.Code)
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -59,6 +58,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("%w: strict mode promises to roll back what a detected violation changed, but this session has no pre-flight backup. Fix: run with a backup, or pass --allow-degraded to accept that detected-only violations are killed but not undone", ErrDegraded)
 	}
 
+	// klock's own state under the workdir is hidden from the agent; it is checked
+	// before anything (the backup first) writes there.
+	var mask []string
+	if m.Workdir != "" {
+		state, err := StateDir(m.Workdir)
+		if err != nil {
+			return nil, err
+		}
+		mask = append(mask, state)
+	}
 	g, err := cgroup.Create(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
@@ -78,15 +87,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
-	// klock's own state under the workdir is hidden from the agent.
-	var mask []string
-	if m.Workdir != "" {
-		state := filepath.Join(m.Workdir, ".klock")
-		if err := os.MkdirAll(state, 0o700); err != nil {
-			return nil, fmt.Errorf("%w: create %s: %v", ErrSetup, state, err)
-		}
-		mask = append(mask, state)
-	}
 	env := o.Env
 	dir := o.Dir
 	if dir == "" {
