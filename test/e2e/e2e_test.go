@@ -191,9 +191,9 @@ func TestBlockedAndLogged(t *testing.T) {
 			wantProbeResult: "EACCES",
 		},
 		{
-			name:    "TCP connect to an undeclared loopback port",
-			step:    func(w *harness.World) string { return fmt.Sprintf("tcp:127.0.0.1:%d", tcpDenied.port) },
-			pred:    "CONSUMES", obj: func(w *harness.World) string { return tcpObj },
+			name: "TCP connect to an undeclared loopback port",
+			step: func(w *harness.World) string { return fmt.Sprintf("tcp:127.0.0.1:%d", tcpDenied.port) },
+			pred: "CONSUMES", obj: func(w *harness.World) string { return tcpObj },
 			network: true,
 			check: func(t *testing.T, w *harness.World) {
 				if tcpDenied.accepted() {
@@ -205,9 +205,9 @@ func TestBlockedAndLogged(t *testing.T) {
 			wantProbeResult: "EACCES",
 		},
 		{
-			name:    "UDP sendto an undeclared loopback port",
-			step:    func(w *harness.World) string { return fmt.Sprintf("udp:127.0.0.1:%d", udpDenied.port) },
-			pred:    "CONSUMES", obj: func(w *harness.World) string { return udpObj },
+			name: "UDP sendto an undeclared loopback port",
+			step: func(w *harness.World) string { return fmt.Sprintf("udp:127.0.0.1:%d", udpDenied.port) },
+			pred: "CONSUMES", obj: func(w *harness.World) string { return udpObj },
 			network: true,
 			check: func(t *testing.T, w *harness.World) {
 				if got := udpDenied.received(); got != "" {
@@ -217,9 +217,9 @@ func TestBlockedAndLogged(t *testing.T) {
 			wantProbeResult: "EPERM", // cgroup/sendmsg4 (Landlock has no UDP rules)
 		},
 		{
-			name:            "raw socket",
-			step:            func(w *harness.World) string { return "raw4" },
-			pred:            "CONSUMES", obj: func(w *harness.World) string { return "NET:raw" },
+			name: "raw socket",
+			step: func(w *harness.World) string { return "raw4" },
+			pred: "CONSUMES", obj: func(w *harness.World) string { return "NET:raw" },
 			network:         true,
 			wantProbeResult: "EPERM", // no CAP_NET_RAW (cgroup sock_create would say EPERM too)
 		},
@@ -357,7 +357,7 @@ func TestChildrenStayEnforced(t *testing.T) {
 			// /bin/sh is named absolutely: setsid's execvp would first try
 			// /usr/local/bin/sh, and a failed exec of an undeclared path is
 			// itself a violation in strict mode.
-			name: "double fork and setsid",
+			name:   "double fork and setsid",
 			script: `mkfifo "$W/out/fifo" && ( setsid /bin/sh -c 'cat "$O/secret.txt"; echo done > "$W/out/fifo"' & ) ; read x < "$W/out/fifo"; exit 0`,
 			procs:  []string{"/usr/bin/setsid", "/usr/bin/cat", "/usr/bin/mkfifo"},
 			pred:   "CONSUMES", target: "secret.txt", comm: "cat",
@@ -543,4 +543,3 @@ func TestExitStatusPropagates(t *testing.T) {
 		t.Errorf("log exit %+v, want code 7", o.Log.Exit)
 	}
 }
-

@@ -438,3 +438,31 @@ func (w *World) AssertRestored(o *Outcome, want map[string]string) {
 func ProbeIntents() []string {
 	return []string{"PROVIDES PROC:" + Probe, "CONSUMES FILE:" + Probe}
 }
+
+// Declared is what the session's manifest (with its baseline) declares on
+// tr's object, as the ScopeViolationError prints it ("" for nothing).
+// Messages use it where the "only declared" part depends on the baseline's
+// contents rather than on the test.
+func (o *Outcome) Declared(t testing.TB, tr policy.Triple) string {
+	t.Helper()
+	data, err := os.ReadFile(o.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := policy.Parse(o.ManifestPath, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rs.Allows(tr)
+	if d.Allowed {
+		t.Fatalf("%s is allowed by the manifest", tr)
+	}
+	if d.Declared == 0 {
+		return ""
+	}
+	return d.Declared.String()
+}

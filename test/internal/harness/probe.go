@@ -109,8 +109,10 @@ func step(op, arg string) error {
 		return forkExec(parts[0], parts, []string{"PATH=/usr/bin:/bin"})
 	case "ldso": // the dynamic loader running a binary named as its argument
 		return forkExec(ldso(), []string{"ld.so", arg}, nil)
-	case "memfd-exec":
-		return memfdExec()
+	case "memfd-exec": // memfd_create(MFD_EXEC), copy /usr/bin/true in, exec it
+		return memfdExec(unix.MFD_EXEC)
+	case "memfd-plain-exec": // memfd_create without MFD_EXEC, then exec through /proc/self/fd
+		return memfdExec(0)
 	case "tmpfile": // O_TMPFILE in DIR, then linkat(/proc/self/fd/N) to DST
 		dir, dst := two(arg)
 		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
@@ -230,6 +232,15 @@ func step(op, arg string) error {
 			}
 		}
 		return err
+	case "chdir":
+		return unix.Chdir(arg)
+	case "readn": // read a file 2000 times (keeps the probe busy and alive)
+		for i := 0; i < 2000; i++ {
+			if err := step("read", arg); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "print":
 		fmt.Println(arg)
 		return nil
@@ -277,12 +288,12 @@ func forkExec(path string, argv, env []string) error {
 	return nil
 }
 
-func memfdExec() error {
+func memfdExec(flags int) error {
 	src, err := os.ReadFile("/usr/bin/true")
 	if err != nil {
 		return err
 	}
-	fd, err := unix.MemfdCreate("klock-probe", unix.MFD_CLOEXEC|unix.MFD_EXEC)
+	fd, err := unix.MemfdCreate("klock-probe", unix.MFD_CLOEXEC|flags)
 	if err != nil {
 		return err
 	}
