@@ -41,7 +41,7 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@scripts/deps.sh bench
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./money/ ./enforcer/decide/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
-	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/
+	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParse FuzzParseIntent; do \

@@ -26,6 +26,13 @@ func BackupsDir(workdir string) string {
 func Backup(progress io.Writer) Snapshotter {
 	return func(ctx context.Context, rs *policy.Ruleset, id string) (Restorer, error) {
 		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: id}
+		if rs.Workdir != "" {
+			// chmod, chown, utimes and xattrs are not Landlock rights: the
+			// agent can change the metadata of any file it owns, CONSUMES-only
+			// ones included. Detection kills such a session; backing up the
+			// whole workdir lets the rollback undo it too.
+			opts.Scopes = append(snapshot.WallScopes(rs), snapshot.Scope{Path: rs.Workdir, Tree: true})
+		}
 		if progress != nil {
 			opts.Progress = snapshot.TerminalProgress(progress)
 		}
