@@ -140,27 +140,45 @@ func absent(p func(e *env) string) func(*testing.T, *env, *harness.Outcome) {
 	}
 }
 
-// changedTo asserts a detected write landed: proof the wall let it
-// through (and, in strict mode, what rollback will have to undo).
-func changedTo(p func(e *env) string, want string) func(*testing.T, *env, *harness.Outcome) {
+// changedTo asserts a detected change of p: in permissive mode it landed
+// (proof the wall let it through); in strict mode the kill's rollback put
+// the pre-session content orig back.
+func changedTo(p func(e *env) string, landed, orig string) func(*testing.T, *env, *harness.Outcome) {
 	return func(t *testing.T, e *env, o *harness.Outcome) {
 		t.Helper()
-		if got := e.Content(p(e)); got != want {
-			t.Errorf("%s = %q, want %q (the residual let the write through)", p(e), got, want)
+		if o.Log.Mode == policy.ModeStrict {
+			e.AssertRestored(o, map[string]string{p(e): orig})
+			return
 		}
-		e.AssertRestored(o, map[string]string{p(e): preciousContent})
+		if got := e.Content(p(e)); got != landed {
+			t.Errorf("%s = %q, want %q (the residual let the change through)", p(e), got, landed)
+		}
 	}
 }
 
-func mode(p func(e *env) string, want os.FileMode) func(*testing.T, *env, *harness.Outcome) {
+// chmodded checks a detected chmod to 0777 of p: landed in permissive
+// mode; in strict mode rolled back to 0644 — except for a file outside the
+// workdir and the wall's scopes (the agent owns it in these tests), which
+// the pre-flight backup does not cover: a known gap, demanded only with
+// KLOCK_KNOWN_ESCAPES set.
+func chmodded(p func(e *env) string) func(*testing.T, *env, *harness.Outcome) {
 	return func(t *testing.T, e *env, o *harness.Outcome) {
 		t.Helper()
 		st, err := os.Stat(p(e))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Mode().Perm() != want {
-			t.Errorf("%s mode %v, want %v", p(e), st.Mode().Perm(), want)
+		got := st.Mode().Perm()
+		switch {
+		case o.Log.Mode != policy.ModeStrict:
+			if got != 0o777 {
+				t.Errorf("%s mode %v, want 0777 (the chmod landed)", p(e), got)
+			}
+		case got == 0o644:
+		case os.Getenv(KnownEscapesEnv) == "" && !strings.HasPrefix(p(e), e.Workdir+"/"):
+			t.Logf("KNOWN ROLLBACK GAP: %s keeps mode %v after the kill: it is outside the workdir and every wall scope, so the pre-flight backup never saw it (session.Backup)", p(e), got)
+		default:
+			t.Errorf("%s mode %v after the strict kill, want 0644 restored", p(e), got)
 		}
 	}
 }
@@ -302,14 +320,14 @@ func rows(t *testing.T, n *nets) []row {
 			why:   "PROVIDES carries WRITE_FILE in Landlock (a Widened residual), so the write lands; the observer names the target, not the link, and strict mode kills",
 			steps: steps(op("symlink", precious, at("rw", "l")), op("write", at("rw", "l"))),
 			want:  detected, triple: file("MUTATES", precious), declared: "PROVIDES|CONSUMES",
-			check: changedTo(precious, harness.Payload),
+			check: changedTo(precious, harness.Payload, preciousContent),
 		},
 		{
 			name:  "symlink swapped after the write (TOCTOU on the observer's resolution)",
 			why:   "the write goes to precious.txt through a link the agent then points at its own mine.txt before the reader resolves the closed fd's path string",
 			steps: steps(op("swap-write", at("rw", "l"), precious, mine)),
 			want:  detected, triple: file("MUTATES", precious), declared: "PROVIDES|CONSUMES",
-			check: changedTo(precious, harness.Payload),
+			check: changedTo(precious, harness.Payload, preciousContent),
 			escape: "the observer resolves a closed fd's path string after the fact; a swapped symlink makes an inode mismatch that falls back to the string's current target " +
 				"(PathBestEffort) and decide judges that path: the write to precious.txt is logged as MUTATES rw/mine.txt, allowed",
 		},
@@ -318,7 +336,7 @@ func rows(t *testing.T, n *nets) []row {
 			why:   "as above, but the link is unlinked: the name no longer resolves and the observer reports the link's own path",
 			steps: steps(op("hide-write", at("rw", "l"), precious)),
 			want:  detected, triple: file("MUTATES", precious), declared: "PROVIDES|CONSUMES",
-			check:  changedTo(precious, harness.Payload),
+			check:  changedTo(precious, harness.Payload, preciousContent),
 			escape: "same root cause: the fd is closed and the link gone before resolution, so the write is logged as MUTATES rw/l (inside MUTATES rw/**), allowed",
 		},
 		{
@@ -343,7 +361,7 @@ func rows(t *testing.T, n *nets) []row {
 			why:   "no REFER check inside one directory and PROVIDES carries WRITE_FILE, so Landlock lets both through; a link is never a creation (decide/created.go), so the write through the new name is MUTATES on an undeclared path and strict mode kills",
 			steps: steps(op("link", precious, at("out", "alias")), op("write", at("out", "alias"))),
 			want:  detected, triple: file("MUTATES", at("out", "alias")), declared: "PROVIDES|CONSUMES",
-			check: changedTo(precious, harness.Payload),
+			check: changedTo(precious, harness.Payload, preciousContent),
 		},
 		// --- /proc/self, dirfd and cwd ---
 		{
@@ -396,7 +414,7 @@ func rows(t *testing.T, n *nets) []row {
 				return []string{"chdir:" + e.Outside, "chmod:secret.txt", "chdir:" + e.W("rw"), "readn:" + e.W("ro.txt"), "print:done"}
 			},
 			want: detected, triple: file("MUTATES", secret),
-			check:  mode(secret, 0o777),
+			check:  chmodded(secret),
 			escape: "observe's base() returns the process's current cwd when the kernel's cwd inode no longer matches (baseOK=false, PathBestEffort), so the chmod of outside/secret.txt is logged as MUTATES rw/secret.txt, allowed",
 		},
 		{
@@ -447,24 +465,27 @@ func rows(t *testing.T, n *nets) []row {
 			why:   "PROVIDES carries TRUNCATE (Widened residual): it lands, the observer reports MUTATES and strict mode kills",
 			steps: steps(op("trunc", precious)),
 			want:  detected, triple: file("MUTATES", precious), declared: "PROVIDES|CONSUMES",
-			check: changedTo(precious, ""),
+			check: changedTo(precious, "", preciousContent),
 		},
 		{
 			name:  "chmod an outside file",
 			why:   "metadata changes are not Landlock operations (Unmediated residual) and DAC lets the owner: detection only",
 			steps: steps(op("chmod", secret)),
 			want:  detected, triple: file("MUTATES", secret),
-			check: mode(secret, 0o777),
+			check: chmodded(secret),
 		},
 		{
 			name:  "utimes on a CONSUMES-only file",
 			why:   "Unmediated residual, as chmod",
 			steps: steps(op("utimes", ro)),
 			want:  detected, triple: file("MUTATES", ro), declared: "CONSUMES",
-			check: func(t *testing.T, e *env, _ *harness.Outcome) {
+			check: func(t *testing.T, e *env, o *harness.Outcome) {
 				st, err := os.Stat(ro(e))
-				if err != nil || st.ModTime().Unix() != 1 {
-					t.Errorf("ro.txt mtime %v, want 1 (the utimes landed)", st.ModTime())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if landed := st.ModTime().Unix() == 1; landed != (o.Log.Mode != policy.ModeStrict) {
+					t.Errorf("ro.txt mtime %v in %s mode: want the utimes landed in permissive mode and rolled back in strict mode", st.ModTime(), o.Log.Mode)
 				}
 			},
 		},

@@ -230,16 +230,10 @@ func NewID() string {
 	return fmt.Sprintf("t%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9, seq.Add(1))
 }
 
-// Run runs a real session through session.Run and reads its verification
-// log back from disk.
-//
-// AllowDegraded is set because no pre-flight snapshot is wired into these
-// tests yet: strict mode refuses to start without one unless the operator
-// accepts that detected-only violations are killed but not undone. Every
-// other backend is present on the test hosts; Run fails the test if the log
-// says any backend other than the backup was unavailable.
-// TODO(snapshot): pass Options.Snapshot and drop AllowDegraded once the
-// snapshot package provides a Snapshotter; see AssertRestored.
+// Run runs a real session through session.Run, with the pre-flight backup
+// klock run takes (session.Backup: strict kills roll back), and reads its
+// verification log back from disk. AllowDegraded is off: every backend
+// must be present.
 func (w *World) Run(s Spec) *Outcome {
 	w.T.Helper()
 	mode := s.Mode
@@ -279,7 +273,7 @@ func (w *World) Run(s Spec) *Outcome {
 		Env:     append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", ProbeEnv + "=1"}, s.Env...),
 		User:    &launch.Credential{UID: AgentUID, GID: AgentGID},
 		Stdin:   s.Stdin, Stdout: stdout, Stderr: &errb,
-		AllowDegraded: true,
+		Snapshot: session.Backup(nil),
 	})
 	if err != nil {
 		w.T.Fatalf("session.Run: %v\nstderr:\n%s", err, errb.String())
@@ -418,25 +412,30 @@ func (o *Outcome) AssertClean(t testing.TB, exit int) {
 	}
 }
 
-// AssertRestored is the hook for the pre-flight snapshot: once strict
-// sessions run with a Snapshotter, a killed session must leave every path
-// in want with its pre-session content ("<absent>" for a path the session
-// created). Until then there is nothing to restore and it only records
-// which files the violation changed.
-// TODO(snapshot): wire Options.Snapshot in World.Run and turn this into a
-// real assertion: for p, c := range want { if w.Content(p) != c { t.Errorf } }.
+// AssertRestored checks a strict kill's rollback: every path in want has
+// its pre-session content again ("<absent>" for a path the session
+// created), and no rollback step failed.
 func (w *World) AssertRestored(o *Outcome, want map[string]string) {
 	w.T.Helper()
-	if len(o.Log.Rollback) != 0 {
-		w.T.Errorf("rollback ran without a snapshot: %+v", o.Log.Rollback)
+	if o.Res.Killed && len(want) > 0 && len(o.Log.Rollback) == 0 {
+		w.T.Errorf("killed session with changed files has no rollback in its log")
 	}
-	_ = want
+	for _, r := range o.Log.Rollback {
+		if !r.OK {
+			w.T.Errorf("rollback of %s failed: %s", r.Path, r.Error)
+		}
+	}
+	for p, c := range want {
+		if got := w.Content(p); got != c {
+			w.T.Errorf("%s = %q after rollback, want %q", p, got, c)
+		}
+	}
 }
 
-// ProbeIntents declare the probe: running it, and reading its own binary
-// (the Go runtime opens its executable at start-up).
+// ProbeIntents declare the probe (a PROC intent also lets the binary be
+// read, which the Go runtime does at start-up).
 func ProbeIntents() []string {
-	return []string{"PROVIDES PROC:" + Probe, "CONSUMES FILE:" + Probe}
+	return []string{"PROVIDES PROC:" + Probe}
 }
 
 // Declared is what the session's manifest (with its baseline) declares on
