@@ -8,6 +8,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -396,7 +399,8 @@ func TestChildrenStayEnforced(t *testing.T) {
 	}
 }
 
-// TestAgentCannotLeaveItsCgroupLoadBPFOrPtrace: moving itself to the
+// TestAgentCannotLeaveItsCgroupLoadBPFOrPtrace: klockd's socket refuses
+// the agent (see the subtest); moving itself to the
 // parent cgroup is refused (Landlock and DAC: EACCES) and, being a file
 // write outside the scope, kills the session; bpf() and ptrace() are
 // refused by the seccomp filter (EPERM). The tracepoint backend does not
@@ -419,6 +423,35 @@ func TestAgentCannotLeaveItsCgroupLoadBPFOrPtrace(t *testing.T) {
 		}
 		if o.Probe["cgroup-line"] != "0::/" {
 			t.Errorf("agent cgroup = %q, want the root of its cgroup namespace (the session group)", o.Probe["cgroup-line"])
+		}
+	})
+
+	t.Run("reach klockd", func(t *testing.T) {
+		// A real klockd on a socket in a directory the agent can traverse
+		// (the default /run/klock is 0750 besides). Its socket is 0660,
+		// root and the klock group: connecting needs write permission on
+		// it, which uid 65534 lacks (EACCES from DAC; Landlock ABI 7 does
+		// not mediate pathname unix connects). The attempt is a CONSUMES
+		// of an undeclared file: strict mode kills.
+		w := harness.NewWorld(t)
+		dir := w.O("run")
+		w.Dir(dir)
+		sock := filepath.Join(dir, "klockd.sock")
+		srv, err := daemon.Listen(daemon.Config{Socket: sock, Backends: &session.Shared{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve()
+		defer srv.Shutdown(context.Background())
+		step := "unix:" + sock
+		o := w.Run(harness.Spec{Mode: policy.ModePermissive, Intents: harness.ProbeIntents(), Command: []string{harness.Probe, step}})
+		if o.Probe[step] != "EACCES" {
+			t.Fatalf("connect to klockd = %q, want EACCES\n%s", o.Probe[step], o.Dump())
+		}
+		o = w.Run(harness.Spec{Intents: harness.ProbeIntents(), Command: []string{harness.Probe, step}})
+		o.AssertKilledFor(t, "CONSUMES FILE:"+sock, sock, msg("CONSUMES", sock, ""), true)
+		if got := srv.Sessions(); len(got) != 0 {
+			t.Errorf("klockd has sessions: %+v", got)
 		}
 	})
 
