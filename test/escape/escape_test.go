@@ -120,6 +120,9 @@ type row struct {
 	// otherwise it also accepts gapTriple (a prefix) and says so.
 	gap       string
 	gapTriple func(e *env) string
+	// strictReason: the strict kill has no ScopeViolationError, only this
+	// reason (a prefix); the permissive run then asserts only the effect.
+	strictReason string
 }
 
 func unchanged(p func(e *env) string, want string) func(*testing.T, *env, *harness.Outcome) {
@@ -332,6 +335,15 @@ func rows(t *testing.T, n *nets) []row {
 				"(PathBestEffort) and decide judges that path: the write to precious.txt is logged as MUTATES rw/mine.txt, allowed",
 		},
 		{
+			name:  "chmod through a symlink swapped afterwards",
+			why:   "chmod has no kernel wall at all; the observer resolves the absolute link string after the fact, through whatever the link points at by then",
+			steps: steps(op("swap-chmod", at("rw", "l"), secret, mine)),
+			want:  detected, triple: file("MUTATES", secret),
+			check: chmodded(secret),
+			escape: "path-based metadata calls carry no object inode, so the observer cannot notice the swap: the chmod of outside/secret.txt is logged as MUTATES rw/mine.txt, allowed. " +
+				"Needs the kernel's own path (the BPF program naming the inode it changed), or an inode recorded at sys_exit to verify against",
+		},
+		{
 			name:  "symlink removed after the write",
 			why:   "as above, but the link is unlinked: the name no longer resolves and the observer reports the link's own path",
 			steps: steps(op("hide-write", at("rw", "l"), precious)),
@@ -409,13 +421,14 @@ func rows(t *testing.T, n *nets) []row {
 		},
 		{
 			name: "chdir outside, chmod a relative path, chdir back into a writable scope",
-			why:  "chmod is Unmediated (it lands); the observer must name the directory the kernel used (its cwd inode), not the process's cwd at resolution time",
+			why: "chmod is Unmediated (it lands). The observer resolves the relative name against the process's cwd at resolution time when the kernel's cwd inode no longer matches (PathBestEffort): it says MUTATES rw/secret.txt, inside the scope. " +
+				"Found by this suite as a real escape; enforcer/session now kills a strict session on any metadata change it could not verify (fail closed), so strict mode ends it with that reason. Permissive mode still logs the wrong path (observer fix needed)",
 			steps: func(e *env) []string {
 				return []string{"chdir:" + e.Outside, "chmod:secret.txt", "chdir:" + e.W("rw"), "readn:" + e.W("ro.txt"), "print:done"}
 			},
-			want: detected, triple: file("MUTATES", secret),
-			check:  chmodded(secret),
-			escape: "observe's base() returns the process's current cwd when the kernel's cwd inode no longer matches (baseOK=false, PathBestEffort), so the chmod of outside/secret.txt is logged as MUTATES rw/secret.txt, allowed",
+			want:         detected,
+			strictReason: "klock could not verify which file a fchmodat changed",
+			check:        chmodded(secret),
 		},
 		{
 			name:  "dot-dot out of a writable directory",
@@ -779,8 +792,15 @@ func attempt(t *testing.T, r row, m policy.Mode) {
 		t.Errorf("attack %q = %s, want %s\n%s", attackKey, got, wantResult, o.Dump())
 	}
 
-	switch r.want {
-	case blocked, detected:
+	switch {
+	case r.strictReason != "":
+		if m == policy.ModeStrict && (!o.Res.Killed || !strings.HasPrefix(o.Res.Reason, r.strictReason)) {
+			t.Errorf("strict: killed=%v reason %q, want a kill for %q\n%s", o.Res.Killed, o.Res.Reason, r.strictReason, o.Dump())
+		}
+		if m == policy.ModePermissive && o.Res.Killed {
+			t.Errorf("permissive session killed: %s", o.Res.Reason)
+		}
+	case r.want == blocked || r.want == detected:
 		triple := r.triple(e)
 		if r.prefix {
 			triple = findPrefix(o, triple)
@@ -804,7 +824,7 @@ func attempt(t *testing.T, r row, m policy.Mode) {
 			}
 			o.AssertKilledFor(t, triple, violationPath(triple), message(triple, decl), logBlocked)
 		}
-	case refusedInScope, refusedUnlogged:
+	case r.want == refusedInScope || r.want == refusedUnlogged:
 		o.AssertClean(t, 0)
 	}
 	if r.check != nil {

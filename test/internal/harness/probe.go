@@ -172,6 +172,19 @@ func step(op, arg string) error {
 			return err
 		}
 		return unix.Rename(l+".swap", l)
+	case "swap-chmod": // L>A>B: symlink L->A, chmod through L, then atomically point L at B
+		l, rest := two(arg)
+		a, b := two(rest)
+		if err := unix.Symlink(a, l); err != nil {
+			return err
+		}
+		if err := unix.Chmod(l, 0o777); err != nil {
+			return err
+		}
+		if err := unix.Symlink(b, l+".swap"); err != nil {
+			return err
+		}
+		return unix.Rename(l+".swap", l)
 	case "hide-write": // L>A: symlink L->A, write through L, close, unlink L
 		l, a := two(arg)
 		if err := unix.Symlink(a, l); err != nil {
