@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,13 +226,26 @@ func TestClientCancelKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
+	// Cancel once the agent itself runs (it says so on its stdout), not
+	// merely once klockd accepted the session: a cancel during set-up
+	// rightly ends in an error, not a killed session.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	go func() {
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(pr, buf); err == nil && string(buf) == "ready\n" {
+			cancel(errors.New("klock run got SIGINT"))
+		}
+	}()
 	res, err := cl.Run(ctx, &Run{
 		RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID, AllowDegraded: true,
-			Argv: []string{"/bin/sleep", "60"}, Env: []string{"PATH=/usr/bin:/bin"}},
-		Started: func(SessionInfo) {
-			time.AfterFunc(200*time.Millisecond, func() { cancel(errors.New("klock run got SIGINT")) })
-		},
+			Argv: []string{"/bin/sh", "-c", "echo ready; exec sleep 60"}, Env: []string{"PATH=/usr/bin:/bin"}},
+		Stdout: pw,
 	})
+	pw.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
