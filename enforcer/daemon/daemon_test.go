@@ -21,6 +21,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -258,17 +259,9 @@ func TestClientCancelKills(t *testing.T) {
 // credentials (and cgroup), and returns klockd's answer.
 func helper(t *testing.T, socket, req string, attr *syscall.SysProcAttr) helperReply {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The test binary's directory is 0700: copy it where any uid can run it.
-	bin := filepath.Join(openDir(t, -1), "client")
-	src, err := os.ReadFile(self)
+	bin, err := testutil.CopySelf(openDir(t, -1), "client")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, src, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin)

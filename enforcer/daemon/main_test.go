@@ -134,30 +134,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-const costEnvelope = `declared_tools: []
-cost_envelope:
-  expected_tokens_in: 100
-  max_tokens_in: 200
-  expected_tokens_out: 10
-  max_tokens_out: 20
-  expected_latency_ms: 10
-  max_latency_ms: 20
-  context_efficiency: 0.7
-  expected_cost: "0.01 USD"
-  max_cost: "0.02 USD"
-`
+const costEnvelope = testutil.CostEnvelope
 
 // manifest writes a tiny manifest for an agent-owned workdir.
 func manifest(t testing.TB, mode policy.Mode, intents ...string) (wd, path string, data []byte) {
 	t.Helper()
 	wd = openDir(t, agentUID)
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: klock/v1\nagent: {id: daemon-test}\nmode: %s\nworkdir: %s\nbaseline: system-ro\nintents:\n", mode, wd)
-	for _, in := range append([]string{"CONSUMES FILE:${workdir}/**", "PROVIDES PROC:/usr/bin/**"}, intents...) {
-		fmt.Fprintf(&b, "  - %s\n", in)
-	}
-	b.WriteString(costEnvelope)
-	data = []byte(b.String())
+	data = []byte(testutil.ManifestYAML("daemon-test", string(mode), wd,
+		append([]string{"CONSUMES FILE:${workdir}/**", "PROVIDES PROC:/usr/bin/**"}, intents...)...))
 	path = filepath.Join(openDir(t, -1), "agent.yaml")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)

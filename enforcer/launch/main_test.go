@@ -78,24 +78,7 @@ func makeProbe() (string, error) {
 
 // manifestYAML is a valid manifest around intents; ${workdir} is workdir.
 func manifestYAML(workdir string, intents []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: klock/v1\nagent: {id: launch-test}\nworkdir: %s\nbaseline: system-ro\nintents:\n", workdir)
-	for _, in := range intents {
-		fmt.Fprintf(&b, "  - %s\n", in)
-	}
-	b.WriteString(`declared_tools: []
-cost_envelope:
-  expected_tokens_in: 100
-  max_tokens_in: 200
-  expected_tokens_out: 10
-  max_tokens_out: 20
-  expected_latency_ms: 10
-  max_latency_ms: 20
-  context_efficiency: 0.7
-  expected_cost: "0.01 USD"
-  max_cost: "0.02 USD"
-`)
-	return b.String()
+	return testutil.ManifestYAML("launch-test", "", workdir, intents...)
 }
 
 func compile(t *testing.T, workdir string, intents ...string) *policy.Ruleset {

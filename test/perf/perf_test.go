@@ -144,13 +144,8 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	// The agent cannot reach go test's private build directory: copy the
 	// helper (this binary) where it can.
-	exe, _ := os.Executable()
-	data, err := os.ReadFile(exe)
+	self, err := testutil.CopySelf(wd, "helper")
 	if err != nil {
-		b.Fatal(err)
-	}
-	self := filepath.Join(wd, "helper")
-	if err := os.WriteFile(self, data, 0o755); err != nil {
 		b.Fatal(err)
 	}
 	m := manifestFor(b, wd, self)
