@@ -3,7 +3,9 @@ package decide
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/event"
@@ -135,6 +137,11 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 		return v
 	case e.create.allows(t):
 		o.Created, v.Created = true, true
+		return v
+	case absent(ev, t):
+		// Nothing was there: the kernel touched no object (a shell trying
+		// each PATH directory, a probe for an optional config file). The
+		// attempt stays in the log as a failed observation.
 		return v
 	}
 	v.Err = d.Violation(t)
@@ -275,4 +282,16 @@ func netPatternFor(t policy.Triple) (policy.NetPattern, bool) {
 		return n, false
 	}
 	return n, true
+}
+
+// absent reports whether a file or exec operation failed because its
+// resolved, absolute path does not exist (ENOENT, ENOTDIR).
+func absent(ev event.Event, t policy.Triple) bool {
+	if t.Type != policy.ObjFile && t.Type != policy.ObjProc {
+		return false
+	}
+	if !strings.HasPrefix(t.Path, "/") {
+		return false // unresolved: fail closed
+	}
+	return ev.Errno == int32(syscall.ENOENT) || ev.Errno == int32(syscall.ENOTDIR)
 }
