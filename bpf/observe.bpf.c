@@ -192,6 +192,36 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* Scratch for the kernel path walk: names are written backwards from the
+ * middle, so every write stays inside the buffer whatever the verifier
+ * knows about the position (<= OBS_PATH_MAX-1 + OBS_KPATH_NAME). */
+#define KP_BUF (2 * OBS_PATH_MAX)
+struct kp_buf {
+	char b[KP_BUF];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kp_buf);
+} kpbuf SEC(".maps");
+
+/* The inode a path-based metadata call changed, caught inside the syscall
+ * by the ctime tracepoints (key: tid), consumed at its sys_exit. */
+struct obs_pending {
+	__u64 ino;
+	__u64 inode;  /* struct inode * */
+	__u64 dentry; /* struct dentry *: its first alias */
+	__u32 dev;
+	__s32 nr;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct obs_pending);
+} pending SEC(".maps");
+
 static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u16 op)
 {
 	__u64 cgid = bpf_get_current_cgroup_id();
@@ -355,6 +385,8 @@ static __always_inline void base1(struct task_struct *t, struct obs_rec *r)
 		r->kflags |= OBS_F_BASE2;
 }
 
+static __always_inline void kpath_file(struct task_struct *t, struct obs_rec *r, struct file *f);
+
 static __always_inline void fd_object(struct task_struct *t, struct obs_rec *r, int fd)
 {
 	r->fd = fd;
@@ -367,6 +399,220 @@ static __always_inline void fd_object(struct task_struct *t, struct obs_rec *r, 
 		return;
 	inode_ident(i, &r->ino, &r->dev);
 	r->kflags |= OBS_F_INO;
+}
+
+/* ---- the kernel's path of an object (as d_path / Tetragon build it) ---- */
+
+enum { KW_RUN = 0, KW_DONE, KW_FAIL };
+
+struct kwalk {
+	struct dentry *d;
+	struct vfsmount *vm;   /* NULL: stop at the filesystem root */
+	struct mount *m;
+	struct dentry *root_d; /* the task's root */
+	struct vfsmount *root_vm;
+	__u32 pos;             /* start of the path in kpbuf */
+	__u32 state;
+};
+
+static long kwalk_step(__u64 i, void *ctx)
+{
+	struct kwalk *w = ctx;
+	__u32 zero = 0;
+	struct kp_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
+	if (!kb) {
+		w->state = KW_FAIL;
+		return 1;
+	}
+	struct dentry *d = w->d;
+	struct vfsmount *vm = w->vm; /* not inside BPF_CORE_READ: kwalk is ours */
+	if (vm) {
+		if (d == w->root_d && vm == w->root_vm) {
+			w->state = KW_DONE;
+			return 1;
+		}
+		if (d == BPF_CORE_READ(vm, mnt_root)) {
+			struct mount *m = w->m;
+			struct mount *p = BPF_CORE_READ(m, mnt_parent);
+			if (!p || p == m) {
+				/* The top of a mount tree without meeting the
+				 * task's root: not reachable from it. */
+				w->state = KW_FAIL;
+				return 1;
+			}
+			w->d = BPF_CORE_READ(m, mnt_mountpoint);
+			w->m = p;
+			w->vm = (struct vfsmount *)((char *)p + bpf_core_field_offset(struct mount, mnt));
+			return 0;
+		}
+	}
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d) {
+		w->state = w->vm ? KW_FAIL : KW_DONE;
+		return 1;
+	}
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	if (len == 0 || len > OBS_KPATH_NAME || w->pos < len + 1) {
+		w->state = KW_FAIL;
+		return 1;
+	}
+	w->pos -= len;
+	if (bpf_probe_read_kernel(&kb->b[w->pos & (OBS_PATH_MAX - 1)], len & OBS_KPATH_NAME, name)) {
+		w->state = KW_FAIL;
+		return 1;
+	}
+	w->pos -= 1;
+	kb->b[w->pos & (OBS_PATH_MAX - 1)] = '/';
+	w->d = parent;
+	return 0;
+}
+
+/* kpath walks from d (on mount vm, or to its filesystem's root when vm is
+ * NULL) and puts the path in path1. Returns 0 when it did. */
+static __always_inline int kpath(struct task_struct *t, struct obs_rec *r, struct dentry *d, struct vfsmount *vm)
+{
+	if (!d)
+		return -1;
+	/* An unlinked object (deleted, O_TMPFILE) has no path: let user space
+	 * name it as before. */
+	if (BPF_CORE_READ(d, d_parent) != d && !BPF_CORE_READ(d, d_hash.pprev))
+		return -1;
+	__u32 zero = 0;
+	struct kp_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
+	if (!kb)
+		return -1;
+	struct kwalk w = {};
+	w.d = d;
+	w.vm = vm;
+	if (vm) {
+		w.m = (struct mount *)((char *)vm - bpf_core_field_offset(struct mount, mnt));
+		w.root_d = BPF_CORE_READ(t, fs, root.dentry);
+		w.root_vm = BPF_CORE_READ(t, fs, root.mnt);
+	}
+	w.pos = OBS_PATH_MAX - 1;
+	kb->b[OBS_PATH_MAX - 1] = 0;
+	bpf_loop(OBS_KPATH_DEPTH, kwalk_step, &w, 0);
+	if (w.state != KW_DONE)
+		return -1;
+	if (w.pos == OBS_PATH_MAX - 1) { /* the root itself */
+		w.pos -= 1;
+		kb->b[OBS_PATH_MAX - 2] = '/';
+	}
+	/* pos in [0, OBS_PATH_MAX-1], so n in [1, OBS_PATH_MAX] for the
+	 * verifier as well. */
+	__u64 pos = w.pos & (OBS_PATH_MAX - 1);
+	__u64 n = OBS_PATH_MAX - pos;
+	if (n < 2)
+		return -1;
+	if (bpf_probe_read_kernel(r->path1, n, &kb->b[pos]))
+		return -1;
+	r->len1 = n;
+	return 0;
+}
+
+static __always_inline void kpath_file(struct task_struct *t, struct obs_rec *r, struct file *f)
+{
+	if (!f || r->len1)
+		return;
+	if (!kpath(t, r, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt)))
+		r->kflags |= OBS_F_KPATH;
+}
+
+/* Path-based metadata calls: no fd, so the object is caught inside the
+ * syscall, where the kernel updates its ctime. */
+static __always_inline int path_meta_nr(long nr)
+{
+	switch (nr) {
+#ifdef NR_chmod
+	case NR_chmod:
+	case NR_chown:
+	case NR_lchown:
+	case NR_utime:
+	case NR_utimes:
+	case NR_futimesat:
+#endif
+	case NR_fchmodat:
+	case NR_fchmodat2:
+	case NR_fchownat:
+	case NR_utimensat:
+	case NR_truncate:
+	case NR_setxattr:
+	case NR_lsetxattr:
+	case NR_removexattr:
+	case NR_lremovexattr:
+	case NR_setxattrat:
+	case NR_removexattrat:
+		return 1;
+	}
+	return 0;
+}
+
+static __always_inline int ctime_hit(struct inode *i)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	if (!bpf_map_lookup_elem(&watched, &cgid))
+		return 0;
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return 0;
+	long nr = SYSNR(regs);
+	if (!path_meta_nr(nr))
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct obs_pending p = {};
+	p.nr = nr;
+	p.inode = (__u64)i;
+	inode_ident(i, &p.ino, &p.dev);
+	/* Its dentry: the (first) alias. */
+	struct hlist_node *first = BPF_CORE_READ(i, i_dentry.first);
+	if (first)
+		p.dentry = (__u64)((char *)first - bpf_core_field_offset(struct dentry, d_u));
+	/* The last ctime change of the syscall is its object's (overlayfs
+	 * changes the upper inode first, then copies the times to its own). */
+	bpf_map_update_elem(&pending, &tid, &p, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/inode_set_ctime_to_ts")
+int BPF_PROG(obs_ctime_ts, struct inode *i, struct timespec64 *ts)
+{
+	return ctime_hit(i);
+}
+
+SEC("tp_btf/ctime_ns_xchg")
+int BPF_PROG(obs_ctime_xchg, struct inode *i, __u32 old, __u32 new, __u32 cur)
+{
+	return ctime_hit(i);
+}
+
+SEC("tp_btf/ctime_xchg_skip")
+int BPF_PROG(obs_ctime_skip, struct inode *i, struct timespec64 *ts)
+{
+	return ctime_hit(i);
+}
+
+/* path_meta_object names the object a path-based metadata call changed, when
+ * a ctime tracepoint caught it. */
+static __always_inline void path_meta_object(struct task_struct *t, struct obs_rec *r, long nr)
+{
+	__u32 tid = r->tid;
+	struct obs_pending *p = bpf_map_lookup_elem(&pending, &tid);
+	if (!p)
+		return;
+	struct obs_pending c = *p;
+	bpf_map_delete_elem(&pending, &tid);
+	if (c.nr != nr || r->ret != 0 || (r->kflags & (OBS_F_INO | OBS_F_FDPATH)))
+		return;
+	r->ino = c.ino;
+	r->dev = c.dev;
+	r->kflags |= OBS_F_INO;
+	struct dentry *d = (struct dentry *)c.dentry;
+	if (r->len1 || !d || (__u64)BPF_CORE_READ(d, d_inode) != c.inode)
+		return;
+	if (!kpath(t, r, d, NULL))
+		r->kflags |= OBS_F_KPATH_SB;
 }
 
 /* sock_info fills the socket's type, protocol and, when local, its bound
@@ -790,8 +1036,15 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (r->len0 && r->op != OBS_OP_SYMLINK && (r->family == 0 || r->family == AF_UNIX))
 		base0(t, r);
-	if (r->len1)
+	if (r->len1 && !(r->kflags & OBS_F_KPATH))
 		base1(t, r);
+	/* The kernel's own path of what it acted on (path1 is free for these
+	 * ops): the file an open returned; the fd of f* calls is done in
+	 * fd_object; path-based metadata calls by the inode caught inside. */
+	if (r->op == OBS_OP_OPEN && ret >= 0)
+		kpath_file(t, r, fd_file(t, ret));
+	else if (path_meta_nr(nr))
+		path_meta_object(t, r, nr); /* always consumes the tid's entry */
 	rec_emit(r, s);
 	return 0;
 }

@@ -52,7 +52,19 @@ enum obs_kflags {
 	OBS_F_TRUNC     = 1 << 8, /* path0 was longer than OBS_PATH_MAX */
 	OBS_F_FDPATH    = 1 << 9, /* the object is named by the fd argument, not a path */
 	OBS_F_BASE2     = 1 << 10, /* base2_ino/base2_dev name dirfd2 (or cwd) */
+	/* path1 is the kernel's own path of the object (opens and f* calls,
+	 * which have no second path): the walk of its struct path (dentry
+	 * d_parent/d_name up through the mounts) to the task's root, i.e.
+	 * the path as the process saw it, at sys_exit. */
+	OBS_F_KPATH     = 1 << 11,
+	/* path1 is the object's path from the root of its filesystem (dev),
+	 * no mount known: a path-based metadata call whose inode was caught
+	 * inside the syscall (ctime tracepoints); ino/dev are set too. */
+	OBS_F_KPATH_SB  = 1 << 12,
 };
+
+#define OBS_KPATH_DEPTH 64 /* path components walked */
+#define OBS_KPATH_NAME 255 /* longest component (NAME_MAX) */
 
 struct obs_rec {
 	__u64 ts;        /* bpf_ktime_get_boot_ns */

@@ -56,31 +56,69 @@
 //
 // # Paths, and the races in resolving them
 //
-// The kernel names what it can by inode in each record: the file an open
-// returned, the fd argument of f* calls, the dirfd or cwd a relative path
-// started from, the binary an exec loaded. User space then names that
-// object, strongest first (Record.Path says which):
+// Where the kernel still holds the object at sys_exit, the BPF program
+// records the kernel's own path of it (OBS_F_KPATH), built the way d_path
+// and Tetragon build it: the struct path's dentry is walked up d_parent,
+// copying each d_name (at most 64 components of at most 255 bytes, into a
+// per-CPU scratch buffer, in a bpf_loop), crossing mounts through struct
+// mount's mnt_parent/mnt_mountpoint, up to the task's own root (so the path
+// is the one the process sees in its mount namespace; a path in the agent's
+// procfs still becomes /proc/self/... through sessionProc). It does this
+// for the file an open returned and for the fd argument of f* calls
+// (fchmod, fchown, ftruncate, fsetxattr, futimens/utimensat(fd, NULL)). An
+// unlinked object (O_TMPFILE, a deleted file), a disconnected dentry, an
+// object not under the task's root, or a path too long or too deep gets no
+// kernel path and is named as below. Such a path cannot be changed after
+// the fact: a symlink on the string swapped or removed later does not
+// matter.
 //
-//   - PathKernel: /proc/<pid>/fd/<n> or /proc/<pid>/exe, whose inode matched.
+// Path-based metadata calls (chmod, chown, utime(s)/utimensat, truncate,
+// set/removexattr by name) have no fd. On kernels with the multigrain ctime
+// tracepoints (6.13+: inode_set_ctime_to_ts, ctime_ns_xchg,
+// ctime_xchg_skip; optional, Observer.CtimeHooks says whether they
+// attached) the inode whose ctime the syscall changed is caught inside it
+// and, at sys_exit, its (dev, ino) and the path of its dentry from its
+// filesystem's root (OBS_F_KPATH_SB) are recorded. User space then requires
+// the string to still lead to that inode (PathVerified); when another inode
+// is there now (a swapped symlink), it names the kernel's inode on a mount
+// of its filesystem (from the process's mountinfo, checked with an lstat
+// that must find the inode) as PathKernel, and PathBestEffort otherwise.
+// A name that no longer exists is judged by its base directory, as before.
+// A relative name whose base directory could not be verified stays
+// PathBestEffort (the session fails closed on it). Without the hooks
+// (6.1), these calls carry no inode, as before.
+//
+// Otherwise the kernel names what it can by inode in each record: the file
+// an open returned, the fd argument of f* calls, the dirfd or cwd a
+// relative path started from, the binary an exec loaded. User space then
+// names that object, strongest first (Record.Path says which):
+//
+//   - PathKernel: the kernel's own path from the record (above), or
+//     /proc/<pid>/fd/<n> or /proc/<pid>/exe, whose inode matched.
 //   - PathVerified: the string resolved now (base dir from the kernel's
 //     inode, then an O_PATH open that lets the kernel follow every
 //     symlink), and the object's inode matched the kernel's record (or, for
 //     a name that no longer / not yet exists, the base directory's did).
 //   - PathBestEffort: nothing to check against, or a check failed.
 //
-// Races, honestly: resolution happens after the syscall, in the reader. A
-// process can close or reuse the fd (caught: inode mismatch), exit (its
-// cwd is then taken from a cached directory inode or an ancestor with the
-// same cwd inode), chdir, or change a symlink on the path between the
-// syscall and the resolution; the inode checks catch what changed the
+// Races, honestly: string resolution happens after the syscall, in the
+// reader. A process can close or reuse the fd (caught: inode mismatch),
+// exit (its cwd is then taken from a cached directory inode or an ancestor
+// with the same cwd inode), chdir, or change a symlink on the path between
+// the syscall and the resolution; the inode checks catch what changed the
 // object, not a symlink swapped to another name of the same inode (a hard
 // link). A removed name (unlink, the source of a rename) cannot be checked
-// against an inode: its parent is resolved and the name appended. Paths are
-// resolved in the observer's mount namespace and root, not the agent's: a
-// session that gives the agent different mounts at the same paths makes
-// them differ. Another thread of the agent can rewrite a path buffer
-// between the kernel's copy and ours (the same race exists at sys_enter,
-// the other way round); the inode checks catch it for opens and exec.
+// against an inode: its parent is resolved and the name appended. Strings
+// are resolved in the observer's mount namespace and root, kernel paths in
+// the agent's: a session that gives the agent different mounts at the same
+// paths makes them differ. The BPF walk takes no rename_lock (d_path
+// retries under it): a directory renamed during the walk can give a torn
+// path. The ctime hooks take the last ctime change of the syscall's thread
+// (overlayfs changes the upper inode, then its own), and miss one in a
+// rare cmpxchg race in inode_set_ctime_current. Another thread of the agent
+// can rewrite a path buffer between the kernel's copy and ours (the same
+// race exists at sys_enter, the other way round); the inode checks catch it
+// for opens and exec.
 // open(O_CREAT) is PROVIDES only when the kernel set FMODE_CREATED. A rename
 // without RENAME_NOREPLACE/RENAME_EXCHANGE cannot tell whether it replaced
 // its destination: Extra is MUTATES dst and Record.ReplaceUnknown is set.

@@ -63,7 +63,8 @@ type Record struct {
 	// may read it as PROVIDES.
 	ReplaceUnknown bool
 	// Ino and Dev identify the object the kernel acted on, when the BPF
-	// program could name it (opens, exec, f* calls); Dev uses stat's
+	// program could name it (opens, exec, f* calls, and path-based
+	// metadata calls where the ctime hooks attached); Dev uses stat's
 	// encoding. Zero otherwise. Lets a caller spot hard-link aliases.
 	Ino, Dev uint64
 	// PPID: KindFork.
@@ -122,6 +123,7 @@ type Observer struct {
 	flushed chan struct{} // closed by the reader at the Sync's ErrFlushed
 
 	decodeErrs uint64
+	ctimeHooks int
 }
 
 // Watch is one watched cgroup's subscription.
@@ -171,13 +173,22 @@ func LoadOptions(opts Options) (*Observer, error) {
 	}
 	o := &Observer{opts: opts, res: newResolver(), clk: newBootClock(), log: opts.Logger,
 		watches: make(map[uint64]*Watch), done: make(chan struct{})}
-	if err := spec.LoadAndAssign(&o.objs, nil); err != nil {
+	var core struct {
+		observeMaps
+		ObsSysExit *ebpf.Program `ebpf:"obs_sys_exit"`
+		ObsExec    *ebpf.Program `ebpf:"obs_exec"`
+		ObsFork    *ebpf.Program `ebpf:"obs_fork"`
+		ObsExit    *ebpf.Program `ebpf:"obs_exit"`
+	}
+	if err := spec.LoadAndAssign(&core, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("observe: load BPF (verifier): %+v", ve)
 		}
 		return nil, fmt.Errorf("observe: load BPF: %w", err)
 	}
+	o.objs.observeMaps = core.observeMaps
+	o.objs.ObsSysExit, o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit = core.ObsSysExit, core.ObsExec, core.ObsFork, core.ObsExit
 	for _, p := range []*ebpf.Program{o.objs.ObsSysExit, o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
@@ -186,6 +197,7 @@ func LoadOptions(opts Options) (*Observer, error) {
 		}
 		o.links = append(o.links, l)
 	}
+	o.loadCtime(spec)
 	o.rd, err = ringbuf.NewReader(o.objs.Events)
 	if err != nil {
 		o.closeKernel()
@@ -195,6 +207,60 @@ func LoadOptions(opts Options) (*Observer, error) {
 	go o.read()
 	return o, nil
 }
+
+// loadCtime loads and attaches the optional ctime tracepoint programs
+// (kernel 6.13+: inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip),
+// which catch the inode a path-based metadata call (chmod, chown, utimes,
+// truncate, xattrs by path) changed. Without them (older kernels) those
+// calls carry no object inode, as before; CtimeHooks says how many attached.
+func (o *Observer) loadCtime(spec *ebpf.CollectionSpec) {
+	repl := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"watched": o.objs.Watched, "pending": o.objs.Pending}}
+	load := func(name string, dst **ebpf.Program) {
+		var err error
+		switch name {
+		case "obs_ctime_ts":
+			var x struct {
+				P *ebpf.Program `ebpf:"obs_ctime_ts"`
+			}
+			err = spec.LoadAndAssign(&x, repl)
+			*dst = x.P
+		case "obs_ctime_xchg":
+			var x struct {
+				P *ebpf.Program `ebpf:"obs_ctime_xchg"`
+			}
+			err = spec.LoadAndAssign(&x, repl)
+			*dst = x.P
+		case "obs_ctime_skip":
+			var x struct {
+				P *ebpf.Program `ebpf:"obs_ctime_skip"`
+			}
+			err = spec.LoadAndAssign(&x, repl)
+			*dst = x.P
+		}
+		if err != nil {
+			o.log.Debug("observe: optional ctime hook unavailable", "prog", name, "err", err)
+			*dst = nil
+			return
+		}
+		l, err := link.AttachTracing(link.TracingOptions{Program: *dst, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			o.log.Debug("observe: optional ctime hook not attached", "prog", name, "err", err)
+			_ = (*dst).Close()
+			*dst = nil
+			return
+		}
+		o.links = append(o.links, l)
+		o.ctimeHooks++
+	}
+	load("obs_ctime_ts", &o.objs.ObsCtimeTs)
+	load("obs_ctime_xchg", &o.objs.ObsCtimeXchg)
+	load("obs_ctime_skip", &o.objs.ObsCtimeSkip)
+}
+
+// CtimeHooks is the number of ctime tracepoint programs attached (0 on
+// kernels before 6.13: path-based metadata calls then carry no inode).
+func (o *Observer) CtimeHooks() int { return o.ctimeHooks }
 
 func (o *Observer) closeKernel() {
 	for _, l := range o.links {

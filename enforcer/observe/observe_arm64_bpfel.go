@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type observeKpBuf struct {
+	_ structs.HostLayout
+	B [8192]int8
+}
+
+type observeObsPending struct {
+	_      structs.HostLayout
+	Ino    uint64
+	Inode  uint64
+	Dentry uint64
+	Dev    uint32
+	Nr     int32
+}
+
 type observeObsRec struct {
 	_        structs.HostLayout
 	Ts       uint64
@@ -59,15 +73,20 @@ type observeObsSession struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	observeMapEvents      = "events"
-	observeMapLost        = "lost"
-	observeMapScratch     = "scratch"
-	observeMapWatched     = "watched"
-	observeProgObsExec    = "obs_exec"
-	observeProgObsExit    = "obs_exit"
-	observeProgObsFork    = "obs_fork"
-	observeProgObsSysExit = "obs_sys_exit"
-	observeVarWakeupBytes = "wakeup_bytes"
+	observeMapEvents        = "events"
+	observeMapKpbuf         = "kpbuf"
+	observeMapLost          = "lost"
+	observeMapPending       = "pending"
+	observeMapScratch       = "scratch"
+	observeMapWatched       = "watched"
+	observeProgObsCtimeSkip = "obs_ctime_skip"
+	observeProgObsCtimeTs   = "obs_ctime_ts"
+	observeProgObsCtimeXchg = "obs_ctime_xchg"
+	observeProgObsExec      = "obs_exec"
+	observeProgObsExit      = "obs_exit"
+	observeProgObsFork      = "obs_fork"
+	observeProgObsSysExit   = "obs_sys_exit"
+	observeVarWakeupBytes   = "wakeup_bytes"
 )
 
 // loadObserve returns the embedded CollectionSpec for observe.
@@ -112,10 +131,13 @@ type observeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeProgramSpecs struct {
-	ObsExec    *ebpf.ProgramSpec `ebpf:"obs_exec"`
-	ObsExit    *ebpf.ProgramSpec `ebpf:"obs_exit"`
-	ObsFork    *ebpf.ProgramSpec `ebpf:"obs_fork"`
-	ObsSysExit *ebpf.ProgramSpec `ebpf:"obs_sys_exit"`
+	ObsCtimeSkip *ebpf.ProgramSpec `ebpf:"obs_ctime_skip"`
+	ObsCtimeTs   *ebpf.ProgramSpec `ebpf:"obs_ctime_ts"`
+	ObsCtimeXchg *ebpf.ProgramSpec `ebpf:"obs_ctime_xchg"`
+	ObsExec      *ebpf.ProgramSpec `ebpf:"obs_exec"`
+	ObsExit      *ebpf.ProgramSpec `ebpf:"obs_exit"`
+	ObsFork      *ebpf.ProgramSpec `ebpf:"obs_fork"`
+	ObsSysExit   *ebpf.ProgramSpec `ebpf:"obs_sys_exit"`
 }
 
 // observeMapSpecs contains maps before they are loaded into the kernel.
@@ -123,7 +145,9 @@ type observeProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeMapSpecs struct {
 	Events  *ebpf.MapSpec `ebpf:"events"`
+	Kpbuf   *ebpf.MapSpec `ebpf:"kpbuf"`
 	Lost    *ebpf.MapSpec `ebpf:"lost"`
+	Pending *ebpf.MapSpec `ebpf:"pending"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 	Watched *ebpf.MapSpec `ebpf:"watched"`
 }
@@ -156,7 +180,9 @@ func (o *observeObjects) Close() error {
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observeMaps struct {
 	Events  *ebpf.Map `ebpf:"events"`
+	Kpbuf   *ebpf.Map `ebpf:"kpbuf"`
 	Lost    *ebpf.Map `ebpf:"lost"`
+	Pending *ebpf.Map `ebpf:"pending"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
 	Watched *ebpf.Map `ebpf:"watched"`
 }
@@ -164,7 +190,9 @@ type observeMaps struct {
 func (m *observeMaps) Close() error {
 	return _ObserveClose(
 		m.Events,
+		m.Kpbuf,
 		m.Lost,
+		m.Pending,
 		m.Scratch,
 		m.Watched,
 	)
@@ -181,14 +209,20 @@ type observeVariables struct {
 //
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observePrograms struct {
-	ObsExec    *ebpf.Program `ebpf:"obs_exec"`
-	ObsExit    *ebpf.Program `ebpf:"obs_exit"`
-	ObsFork    *ebpf.Program `ebpf:"obs_fork"`
-	ObsSysExit *ebpf.Program `ebpf:"obs_sys_exit"`
+	ObsCtimeSkip *ebpf.Program `ebpf:"obs_ctime_skip"`
+	ObsCtimeTs   *ebpf.Program `ebpf:"obs_ctime_ts"`
+	ObsCtimeXchg *ebpf.Program `ebpf:"obs_ctime_xchg"`
+	ObsExec      *ebpf.Program `ebpf:"obs_exec"`
+	ObsExit      *ebpf.Program `ebpf:"obs_exit"`
+	ObsFork      *ebpf.Program `ebpf:"obs_fork"`
+	ObsSysExit   *ebpf.Program `ebpf:"obs_sys_exit"`
 }
 
 func (p *observePrograms) Close() error {
 	return _ObserveClose(
+		p.ObsCtimeSkip,
+		p.ObsCtimeTs,
+		p.ObsCtimeXchg,
 		p.ObsExec,
 		p.ObsExit,
 		p.ObsFork,

@@ -52,6 +52,8 @@ const (
 	fTrunc   = 1 << 8
 	fFDPath  = 1 << 9
 	fBase2   = 1 << 10
+	fKPath   = 1 << 11
+	fKPathSB = 1 << 12
 )
 
 // raw is one decoded kernel record (struct obs_rec without the unused tail).
@@ -72,6 +74,10 @@ type raw struct {
 	exitCode              uint32
 	comm                  string
 	path0, path1          []byte // raw bytes, NUL-trimmed (path0 of AF_UNIX may start with NUL: abstract)
+	// kpath is the kernel's own path of the object (fKPath: from the
+	// task's root; fKPathSB: from its filesystem's root), carried in
+	// path1's buffer (path1 is then nil).
+	kpath string
 }
 
 var errShort = errors.New("observe: short record")
@@ -141,6 +147,14 @@ func decode(b []byte, r *raw) error {
 			return errShort
 		}
 		r.path1 = trimNUL(b[offP1 : offP1+len1])
+	}
+	r.kpath = ""
+	if r.kflags&(fKPath|fKPathSB) != 0 {
+		r.kpath, r.path1 = string(r.path1), nil
+		if r.kpath == "" || r.kpath[0] != '/' {
+			r.kpath = ""
+			r.kflags &^= fKPath | fKPathSB
+		}
 	}
 	return nil
 }

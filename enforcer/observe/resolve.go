@@ -16,9 +16,13 @@ type PathSource uint8
 const (
 	// PathNone: the triple has no path (NET), or none could be formed.
 	PathNone PathSource = iota
-	// PathKernel: read from the kernel's own object (/proc/<pid>/fd/<n> of
-	// the fd the syscall returned or used, /proc/<pid>/exe after an exec)
-	// and that object's inode matched the one the BPF program recorded.
+	// PathKernel: the kernel's own path of the object, walked by the BPF
+	// program at sys_exit (the file an open returned, the fd of an f* call;
+	// for a path-based metadata call, the inode it changed placed on a
+	// mount and checked), or read from the kernel's own object
+	// (/proc/<pid>/fd/<n> of the fd the syscall returned or used,
+	// /proc/<pid>/exe after an exec) whose inode matched the one the BPF
+	// program recorded.
 	PathKernel
 	// PathVerified: the string the process passed, resolved in user space
 	// (dirfd or cwd, then every symlink, by the kernel through an O_PATH
@@ -324,34 +328,47 @@ type pathReq struct {
 	hasBase bool
 	obj     ident // the object's inode when the kernel recorded it
 	hasObj  bool
+	// goneOK: a name that no longer exists is judged by its base
+	// directory as if no inode were known (path-based metadata calls,
+	// whose inode the ctime hooks catch: a temp file renamed away right
+	// after its chmod is not a mismatch); only another inode found at the
+	// name is.
+	goneOK bool
 }
 
 // resolve returns the absolute, symlink-resolved path the kernel acted on,
 // as well as it can be known after the fact, and how it was obtained.
 func (rv *resolver) resolve(q pathReq) (string, PathSource) {
+	p, src, _ := rv.resolveBase(q)
+	return p, src
+}
+
+// resolveBase is resolve, also saying whether a relative path's base
+// directory was verified (always true for an absolute path).
+func (rv *resolver) resolveBase(q pathReq) (_ string, _ PathSource, baseOK bool) {
 	var full string
-	baseOK := true
+	baseOK = true
 	switch {
 	case q.path == "/proc" || strings.HasPrefix(q.path, "/proc/"):
 		// The agent's /proc is its own procfs (its pid namespace): resolving
 		// the string through the observer's /proc would name other processes.
-		return sessionProc(cleanAbs(q.path)), PathBestEffort
+		return sessionProc(cleanAbs(q.path)), PathBestEffort, baseOK
 	case strings.HasPrefix(q.path, "/"):
 		full = q.path
 	default:
 		b, ok := rv.base(q.pid, q.dirfd, q.base, q.hasBase)
 		if b == "" {
 			if q.path == "" {
-				return "", PathNone
+				return "", PathNone, baseOK
 			}
-			return q.path, PathBestEffort // no base any more: a relative path, fails closed
+			return q.path, PathBestEffort, false // no base any more: a relative path, fails closed
 		}
 		baseOK = ok
 		if q.path == "" { // AT_EMPTY_PATH: the dirfd's object itself
 			if ok {
-				return b, PathKernel
+				return b, PathKernel, baseOK
 			}
-			return b, PathBestEffort
+			return b, PathBestEffort, baseOK
 		}
 		if b == "/" {
 			full = "/" + q.path
@@ -363,7 +380,7 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	if q.hasObj {
 		if v, ok := rv.objs[key]; ok && v.id == q.obj {
 			rv.name(v.id, v.path)
-			return v.path, PathVerified
+			return v.path, PathVerified, baseOK
 		}
 	}
 	p, id, isDir, found := rv.kresolve(full, q.follow)
@@ -374,13 +391,13 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 		if isDir {
 			rv.remember(id, p) // a later *at call may name it by this inode
 		}
-		return p, PathVerified
-	case q.hasObj:
-		return p, PathBestEffort
+		return p, PathVerified, baseOK
+	case q.hasObj && (found || !q.goneOK):
+		return p, PathBestEffort, baseOK
 	case baseOK && q.hasBase:
-		return p, PathVerified
+		return p, PathVerified, baseOK
 	}
-	return p, PathBestEffort
+	return p, PathBestEffort, baseOK
 }
 
 // fdPath names the object behind pid's fd via /proc, checked against the
@@ -391,6 +408,69 @@ func fdPath(pid uint32, fd int32, want ident) (string, bool) {
 		return "", false
 	}
 	return p, true
+}
+
+// sbPath names an object the kernel gave as a path from its filesystem's
+// root (fKPathSB): the mounts of that filesystem (the process's mountinfo,
+// else the observer's) whose root contains it, each checked with an lstat
+// that must find the kernel's inode. ok is false when none does.
+func (rv *resolver) sbPath(pid uint32, obj ident, rel string) (string, bool) {
+	for _, mi := range []string{procPath(pid, "mountinfo"), "/proc/self/mountinfo"} {
+		b, err := os.ReadFile(mi)
+		if err != nil {
+			continue
+		}
+		want := strconv.FormatUint(uint64(unix.Major(obj.dev)), 10) + ":" + strconv.FormatUint(uint64(unix.Minor(obj.dev)), 10)
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 5 || f[2] != want {
+				continue
+			}
+			root, mp := unescapeMount(f[3]), unescapeMount(f[4])
+			var rest string
+			switch {
+			case root == "/":
+				rest = rel
+			case rel == root:
+				rest = ""
+			case strings.HasPrefix(rel, root+"/"):
+				rest = rel[len(root):]
+			default:
+				continue
+			}
+			cand := mp + rest
+			if mp == "/" {
+				cand = rest
+			}
+			if cand == "" {
+				cand = "/"
+			}
+			var st unix.Stat_t
+			if unix.Lstat(cand, &st) == nil && statIdent(&st) == obj {
+				return cand, true
+			}
+		}
+	}
+	return "", false
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // sessionProc normalizes a path in a session's procfs: the agent sees only

@@ -62,6 +62,13 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 	// file resolves the op's single path: an fd argument, or a string.
 	file := func(follow bool) (string, PathSource) {
 		if r.kflags&fFDPath != 0 {
+			if r.kflags&fKPath != 0 {
+				// The kernel's own path of the fd's file, at sys_exit.
+				if hasObj {
+					rv.name(obj, r.kpath)
+				}
+				return r.kpath, PathKernel
+			}
 			if hasObj {
 				if p, ok := fdPath(r.pid, r.fd, obj); ok {
 					rv.name(obj, p)
@@ -81,7 +88,20 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 		if len(r.path0) == 0 && r.flags&atEmptyPath == 0 {
 			return "", PathNone // "" without AT_EMPTY_PATH is ENOENT
 		}
-		return rv.resolve(q)
+		// A path-based metadata call whose inode the ctime hooks caught:
+		// the string must still lead to it.
+		q.obj, q.hasObj, q.goneOK = obj, hasObj, true
+		p, src, baseOK := rv.resolveBase(q)
+		if src == PathBestEffort && hasObj && baseOK && r.kflags&fKPathSB != 0 {
+			// Something else is at the name now (a swapped symlink):
+			// the kernel's own path of the inode it changed, placed on
+			// the mount that holds it and checked there.
+			if kp, ok := rv.sbPath(r.pid, obj, r.kpath); ok {
+				rv.name(obj, kp)
+				return kp, PathKernel
+			}
+		}
+		return p, src
 	}
 	fileEvent := func(pred policy.Predicate, follow bool) {
 		p, src := file(follow)
@@ -189,7 +209,15 @@ func (o *Observer) translateOpen(r *raw, rec *Record, obj ident, hasObj bool, q 
 	rec.Arg = string(r.path0)
 	var p string
 	var src PathSource
-	if r.ret >= 0 && hasObj && len(r.path0) > 0 && r.path0[0] == '/' {
+	if r.ret >= 0 && r.kflags&fKPath != 0 {
+		// The kernel's own path of the file it opened (its struct path
+		// walked at sys_exit): no later symlink swap or unlink changes it.
+		p, src = r.kpath, PathKernel
+		if hasObj && r.flags&unix.O_DIRECTORY != 0 {
+			o.res.remember(obj, p)
+		}
+	}
+	if src == PathNone && r.ret >= 0 && hasObj && len(r.path0) > 0 && r.path0[0] == '/' {
 		// Seen before, same inode: no need to ask /proc.
 		if v, ok := o.res.objs[objKey{string(r.path0), q.follow}]; ok && v.id == obj {
 			p, src = v.path, PathVerified

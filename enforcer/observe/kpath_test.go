@@ -1,0 +1,129 @@
+//go:build linux && (amd64 || arm64)
+
+package observe
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/a`:             "/a",
+		`/a\040b`:        "/a b",
+		`/end\040`:       "/end ",
+		`/x\011y\134z`:   "/x\ty\\z",
+		`/trailing\04`:   `/trailing\04`,
+		`/odd\999/thing`: `/odd\999/thing`,
+	} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSBPath places a path from a filesystem's root on the mount that holds
+// it, as the observer does for the inode a path-based metadata call changed.
+func TestSBPath(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "a file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(f, &st); err != nil {
+		t.Fatal(err)
+	}
+	id := statIdent(&st)
+	// The mount holding f: the longest mount point that is a prefix of f
+	// with f's device; its root plus the rest is f's path in its fs.
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Skip(err)
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(id.dev), unix.Minor(id.dev))
+	best, rel := "", ""
+	for _, line := range strings.Split(string(b), "\n") {
+		x := strings.Fields(line)
+		if len(x) < 5 || x[2] != dev {
+			continue
+		}
+		root, mp := unescapeMount(x[3]), unescapeMount(x[4])
+		if (mp == "/" || strings.HasPrefix(f, mp+"/")) && len(mp) >= len(best) {
+			rest := strings.TrimPrefix(f, mp)
+			if mp == "/" {
+				rest = f
+			}
+			best, rel = mp, strings.TrimSuffix(root, "/")+rest
+		}
+	}
+	if best == "" {
+		t.Skip("no mount found for", f)
+	}
+	rv := newResolver()
+	if p, ok := rv.sbPath(uint32(os.Getpid()), id, rel); !ok || p != f {
+		t.Errorf("sbPath(%q) = %q, %v; want %q", rel, p, ok, f)
+	}
+	if p, ok := rv.sbPath(uint32(os.Getpid()), ident{dev: id.dev, ino: id.ino + 1}, rel); ok {
+		t.Errorf("sbPath with another inode = %q, want no match", p)
+	}
+}
+
+// TestObserveKernelPathAfterSwap: writes and chmods through symlinks that
+// are pointed elsewhere (l1) or removed (l2) before the reader looks (it
+// polls only every 2s here) are reported on the links' targets at the time
+// of the syscall: the open carries the kernel's own path of the file, and
+// the chmod, where the ctime hooks attached, the inode it changed.
+func TestObserveKernelPathAfterSwap(t *testing.T) {
+	o := loadObserverOpts(t, Options{PollInterval: 2 * time.Second, WakeupBytes: 8 << 20})
+	s := newSession(t, o)
+	dir := fixture(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	l1, l2 := filepath.Join(dir, "l1"), filepath.Join(dir, "l2")
+	target, other := filepath.Join(dir, "target.txt"), filepath.Join(dir, "a.txt")
+	script := `set -e; for l in "$1" "$2"; do ln -s "$3" "$l"; echo x >> "$l"; chmod 600 "$l"; done
+ln -s "$4" "$1.swap"; mv -T "$1.swap" "$1"; rm "$2"`
+	cmd := exec.Command(sh, "-c", script, "sh", l1, l2, target, other)
+	s.inCgroup(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	s.drain(t)
+	for _, l := range []string{l1, l2} {
+		var open, chmod *Record
+		for _, r := range relevant(s.got, dir) {
+			switch {
+			case r.Arg == l && open == nil && strings.HasPrefix(r.Event.Syscall, "open"):
+				open = &r
+			case r.Arg == l && strings.Contains(r.Event.Syscall, "chmod"):
+				chmod = &r
+			}
+		}
+		if open == nil || chmod == nil {
+			t.Fatalf("missing the write or the chmod through %s; got:\n%s", l, describe(s.got))
+		}
+		t.Logf("%s: write %s (%s); chmod %s (%s)", filepath.Base(l), open.Event.Triple, open.Path, chmod.Event.Triple, chmod.Path)
+		if open.Event.Triple.String() != "MUTATES FILE:"+target || open.Path != PathKernel {
+			t.Errorf("write through %s: %s (%s), want MUTATES %s (kernel)", l, open.Event.Triple, open.Path, target)
+		}
+		if o.CtimeHooks() == 0 {
+			continue // no inode for path-based metadata calls on this kernel
+		}
+		if chmod.Event.Triple.Path != target || chmod.Path != PathKernel || chmod.Ino == 0 {
+			t.Errorf("chmod through %s: %s (%s, ino %d), want %s (kernel)", l, chmod.Event.Triple, chmod.Path, chmod.Ino, target)
+		}
+	}
+}
