@@ -195,18 +195,11 @@ printf 'through the other name\n' >> "$W/work/hard-a"
 
 // TestStrictRollbackAfterRecursiveRemove: rm -r of a directory inside the
 // DELETES scope, then the same violation; the rollback brings the whole
-// removed subtree back. Known bug (enforcer/observe): the session is
-// killed at the rm, not at the chmod, for a DELETES of a bare name
-// ("b.txt", "a", "file.txt"): rm unlinks by unlinkat(dirfd, NAME) and
-// closes or removes each directory at once, so when the observer reads the
-// event the dirfd is gone, the directory's inode is not in its cache (the
-// directory was gone too when its open was read, so that open could not be
-// inode-verified and remembered) and NAME is reported as is, which no
-// intent declares. The rollback after that kill does restore the tree.
+// removed subtree back. rm unlinks by unlinkat(dirfd, NAME) and closes and
+// removes each directory at once; the observer names the directory from the
+// kernel's own path of its open (walked at sys_exit), remembered by inode,
+// so the deletes are judged at their real paths and only the chmod kills.
 func TestStrictRollbackAfterRecursiveRemove(t *testing.T) {
-	if os.Getenv("KLOCK_KNOWN_BUGS") == "" {
-		t.Skip("known bug: rm -r in a DELETES scope kills a strict session for a DELETES of a bare name (the observer does not resolve unlinkat(dirfd, NAME) once the dirfd is gone); set KLOCK_KNOWN_BUGS=1 to run")
-	}
 	w := harness.NewWorld(t)
 	work, ro := w.W("work"), w.W("ro")
 	w.Dir(work)
