@@ -84,7 +84,6 @@ type Server struct {
 	hasGroup  bool
 	shared    *session.Shared
 	ownShared bool
-	cgroupMP  string
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -135,11 +134,10 @@ func Listen(cfg Config) (*Server, error) {
 	if !s.hasGroup {
 		log.Info("no such group: only root may create sessions", "group", cfg.Group)
 	}
-	mp, err := cgroup.Mountpoint()
-	if err != nil {
+	// Sessions need cgroup v2: refuse to start without it.
+	if _, err := cgroup.Mountpoint(); err != nil {
 		return nil, err
 	}
-	s.cgroupMP = mp
 
 	dir := filepath.Dir(cfg.Socket)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
@@ -301,54 +299,10 @@ func (s *Server) Sessions() []SessionInfo {
 	defer s.mu.Unlock()
 	out := make([]SessionInfo, 0, len(s.sessions))
 	for _, l := range s.sessions {
-		if l.info.PID == 0 {
-			l.info.PID = s.agentPID(l.info.ID)
-			if l.info.PID != 0 && l.info.State == StateStarting {
-				l.info.State = StateRunning
-			}
-		}
 		out = append(out, l.info)
 	}
 	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out
-}
-
-// agentPID finds the session's agent: the process of its cgroup that is
-// pid 1 of its own pid namespace (the last NSpid field).
-func (s *Server) agentPID(id string) int {
-	data, err := os.ReadFile(filepath.Join(s.cgroupMP, cgroup.Parent, id, "cgroup.procs"))
-	if err != nil {
-		return 0
-	}
-	for _, f := range strings.Fields(string(data)) {
-		st, err := os.ReadFile("/proc/" + f + "/status")
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(st), "\n") {
-			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-				ns := strings.Fields(rest)
-				if len(ns) > 1 && ns[len(ns)-1] == "1" {
-					if s.isStage2(f) {
-						return 0 // still klock's stage 2: the agent has not started
-					}
-					pid, _ := strconv.Atoi(f)
-					return pid
-				}
-			}
-		}
-	}
-	return 0
-}
-
-// isStage2 reports whether pid still runs klockd's own binary (launch's
-// stage 2, before it execs the agent).
-func (s *Server) isStage2(pid string) bool {
-	var self, exe syscall.Stat_t
-	if syscall.Stat("/proc/self/exe", &self) != nil || syscall.Stat("/proc/"+pid+"/exe", &exe) != nil {
-		return true
-	}
-	return self.Dev == exe.Dev && self.Ino == exe.Ino
 }
 
 // authorize is the check every connection passes before its request is
@@ -564,6 +518,14 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded,
 		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared,
 		Logger: newLogger(slg.Handler(), fwd),
+		// ps shows "running" only once launch has handed over the agent.
+		Started: func(pid int) {
+			s.mu.Lock()
+			if l := s.sessions[id]; l != nil {
+				l.info.PID, l.info.State = pid, StateRunning
+			}
+			s.mu.Unlock()
+		},
 	}
 	// Assign only real files: a nil *os.File in an io.Reader is not nil.
 	if stdio[0] != nil {

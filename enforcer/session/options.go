@@ -63,6 +63,10 @@ type Options struct {
 	// the session uses them instead of loading its own, and leaves them
 	// loaded. nil loads them for this session only (the embedded path).
 	Backends *Shared
+	// Started, when set, is called once the agent itself runs (its exec
+	// done), with its pid; a cancel before that is a session that never
+	// started.
+	Started func(pid int)
 	// Logger receives progress and warnings (default slog.Default()).
 	Logger *slog.Logger
 }

@@ -100,6 +100,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Started != nil {
+		o.Started(proc.Pid)
+	}
 
 	backendsUsed := append([]vlog.Backend{landlockBackend(proc.Landlock), seccompBackend()}, be.list...)
 	if restorer == nil {
