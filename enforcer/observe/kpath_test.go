@@ -4,6 +4,7 @@ package observe
 
 import (
 	"fmt"
+	"github.com/klocklabs/klock/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestSBPath(t *testing.T) {
 	// with f's device; its root plus the rest is f's path in its fs.
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		t.Skip(err)
+		testutil.Unavailable(t, err.Error())
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(id.dev), unix.Minor(id.dev))
 	best, rel := "", ""
@@ -68,7 +69,7 @@ func TestSBPath(t *testing.T) {
 		}
 	}
 	if best == "" {
-		t.Skip("no mount found for", f)
+		testutil.Unavailable(t, "no mount found for "+f)
 	}
 	rv := newResolver()
 	if p, ok := rv.sbPath(uint32(os.Getpid()), id, rel); !ok || p != f {
@@ -90,7 +91,7 @@ func TestObserveKernelPathAfterSwap(t *testing.T) {
 	dir := fixture(t)
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		testutil.Unavailable(t, "no sh")
 	}
 	l1, l2 := filepath.Join(dir, "l1"), filepath.Join(dir, "l2")
 	target, other := filepath.Join(dir, "target.txt"), filepath.Join(dir, "a.txt")

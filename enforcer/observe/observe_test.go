@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/klocklabs/klock/internal/testutil"
 	"net"
 	"net/netip"
 	"os"
@@ -269,7 +270,7 @@ func TestObserveBlockedOpen(t *testing.T) {
 	}
 	cat, err := exec.LookPath("cat")
 	if err != nil {
-		t.Skip("no cat")
+		testutil.Unavailable(t, "no cat")
 	}
 	cmd := exec.Command(cat, secret)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -299,11 +300,11 @@ func TestObserveChildrenForkAndSetsid(t *testing.T) {
 	dir := fixture(t)
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh")
+		testutil.Unavailable(t, "no sh")
 	}
 	setsid, err := exec.LookPath("setsid")
 	if err != nil {
-		t.Skip("no setsid")
+		testutil.Unavailable(t, "no setsid")
 	}
 	// Child: cat in.txt. Double fork + setsid: the grandchild, in its own
 	// session, writes made.txt; the test waits for that file's record.
