@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,10 +47,6 @@ func TestMain(m *testing.M) {
 }
 
 func makeProbe() (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "klock-launch-probe-")
 	if err != nil {
 		return "", err
@@ -59,21 +54,8 @@ func makeProbe() (string, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return dir, err
 	}
-	src, err := os.Open(self)
-	if err != nil {
-		return dir, err
-	}
-	defer src.Close()
-	probePath = filepath.Join(dir, "probe")
-	dst, err := os.OpenFile(probePath, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		return dir, err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return dir, err
-	}
-	return dir, dst.Close()
+	probePath, err = testutil.CopySelf(dir, "probe")
+	return dir, err
 }
 
 // manifestYAML is a valid manifest around intents; ${workdir} is workdir.

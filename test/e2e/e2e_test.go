@@ -28,33 +28,6 @@ import (
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
-// declared is what the session's manifest (with its baseline) declares on
-// t's object, for messages whose "only declared" part depends on the
-// baseline's evolving contents rather than on the test.
-func declared(t *testing.T, o *harness.Outcome, tr policy.Triple) string {
-	t.Helper()
-	data, err := os.ReadFile(o.ManifestPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := policy.Parse(o.ManifestPath, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := rs.Allows(tr)
-	if d.Allowed {
-		t.Fatalf("%s is allowed by the manifest", tr)
-	}
-	if d.Declared == 0 {
-		return ""
-	}
-	return d.Declared.String()
-}
-
 func dash(t *testing.T) string { return harness.Real(t, "/bin/sh") }
 
 func msg(pred, obj, declared string) string {
@@ -467,7 +440,7 @@ func TestAgentCannotLeaveItsCgroupLoadBPFOrPtrace(t *testing.T) {
 		o.AssertViolation(t, "MUTATES FILE:"+procs, procs, true)
 		// Strict: the attempt kills the session.
 		o = w.Run(harness.Spec{Intents: harness.ProbeIntents(), Command: append([]string{harness.Probe}, steps...)})
-		o.AssertKilledFor(t, "MUTATES FILE:"+procs, procs, msg("MUTATES", "FILE:"+procs, declared(t, o, policy.FileTriple(policy.Mutates, procs))), true)
+		o.AssertKilledFor(t, "MUTATES FILE:"+procs, procs, msg("MUTATES", "FILE:"+procs, o.Declared(t, policy.FileTriple(policy.Mutates, procs))), true)
 	})
 }
 

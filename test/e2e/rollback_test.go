@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 	"golang.org/x/sys/unix"
@@ -84,7 +85,7 @@ func TestStrictRollbackRestoresEverything(t *testing.T) {
 		ts := unix.NsecToTimespec(time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC).UnixNano() + int64(i)*1_000_000_007)
 		must(t, unix.UtimesNanoAt(unix.AT_FDCWD, paths[i], []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW))
 	}
-	before := harness.TreeOf(t, w.Workdir)
+	before := testutil.TreeOf(t, w.Workdir)
 
 	// The agent: a sequential script, the violation last. Every step
 	// before it is inside the manifest; the probe does what sh cannot
@@ -143,7 +144,7 @@ printf 'through the other name\n' >> "$W/work/hard-a"
 	assertKilledForChmod(t, o, target)
 
 	// The tree is identical to before the session.
-	if d := before.Diff(harness.TreeOf(t, w.Workdir)); len(d) > 0 {
+	if d := before.Diff(testutil.TreeOf(t, w.Workdir)); len(d) > 0 {
 		t.Errorf("workdir differs from before the session after the rollback:\n%s\n%s", strings.Join(d, "\n"), o.Dump())
 	}
 
@@ -208,7 +209,7 @@ func TestStrictRollbackAfterRecursiveRemove(t *testing.T) {
 	w.File(filepath.Join(work, "tree", "a", "file.txt"), "a\n")
 	w.File(filepath.Join(work, "tree", "b.txt"), "b\n")
 	must(t, os.Mkdir(filepath.Join(w.Workdir, ".klock"), 0o700))
-	before := harness.TreeOf(t, w.Workdir)
+	before := testutil.TreeOf(t, w.Workdir)
 	intents := append([]string{
 		"CONSUMES FILE:" + work + "/**", // rm reads the directories
 		"DELETES FILE:" + work + "/**",
@@ -220,7 +221,7 @@ func TestStrictRollbackAfterRecursiveRemove(t *testing.T) {
 	o := runThenChmod(w, intents, `set -e
 /usr/bin/rm -r "$W/work/tree"`, target)
 	assertKilledForChmod(t, o, target)
-	if d := before.Diff(harness.TreeOf(t, w.Workdir)); len(d) > 0 {
+	if d := before.Diff(testutil.TreeOf(t, w.Workdir)); len(d) > 0 {
 		t.Errorf("workdir differs from before the session after the rollback:\n%s", strings.Join(d, "\n"))
 	}
 	w.AssertRestored(o, nil)

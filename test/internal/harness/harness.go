@@ -58,10 +58,6 @@ func Main(m *testing.M) {
 }
 
 func copyProbe() (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "klock-test-probe-")
 	if err != nil {
 		return "", err
@@ -69,12 +65,8 @@ func copyProbe() (string, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return dir, err
 	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		return dir, err
-	}
-	Probe = filepath.Join(dir, "probe")
-	return dir, os.WriteFile(Probe, data, 0o755)
+	Probe, err = testutil.CopySelf(dir, "probe")
+	return dir, err
 }
 
 // Real returns p with every symlink resolved (the kernel-resolved path klock
