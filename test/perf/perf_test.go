@@ -51,9 +51,12 @@ func openClose() int {
 }
 
 // workdir makes an agent-owned directory on the real disk.
-func workdir(b *testing.B) string {
+func workdir(b *testing.B) string { return workdirIn(b, "/var/tmp") }
+
+// workdirIn makes an agent-owned directory under parent.
+func workdirIn(b *testing.B, parent string) string {
 	testutil.RequirePrivileged(b)
-	d, err := os.MkdirTemp("/var/tmp", "klock-perf-")
+	d, err := os.MkdirTemp(parent, "klock-perf-")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,9 +175,12 @@ t1=$(date +%s%N)
 echo $((t1 - t0))`
 
 // BenchmarkFileWorkloadRatio: untar, find, grep -r over a 10k-file tree;
-// under klock and under strace -f, each over the same without either.
+// under klock and under strace -f, each over the same without either. The
+// tree lives on tmpfs: klock's cost is per syscall, and on this VM's disk
+// the writeback of 10k new files varied the direct run from 0.5 s to 11 s.
+// Each variant's best round is compared (noise only ever adds time).
 func BenchmarkFileWorkloadRatio(b *testing.B) {
-	parent := workdir(b)
+	parent := workdirIn(b, "/dev/shm")
 	src := filepath.Join(parent, "src")
 	for i := range 10000 {
 		d := filepath.Join(src, fmt.Sprintf("d%03d", i/100))
@@ -194,19 +200,25 @@ func BenchmarkFileWorkloadRatio(b *testing.B) {
 	argv := []string{"/bin/sh", "-c", workload}
 	env := []string{"PATH=/usr/bin:/bin"}
 	_, haveStrace := exec.LookPath("strace")
+	best := func(cur, v float64) float64 {
+		if cur == 0 || v < cur {
+			return v
+		}
+		return cur
+	}
 	var base, klock, strace float64
 	for b.Loop() {
 		out, _ := direct(b, wd, argv, env)
-		base += ns(b, out)
+		base = best(base, ns(b, out))
 		out, _ = underKlock(b, m, argv, env)
-		klock += ns(b, out)
+		klock = best(klock, ns(b, out))
 		if haveStrace == nil {
 			out, _ = direct(b, wd, argv, env, "strace", "-f", "-qq", "-o", "/dev/null", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
-			strace += ns(b, out)
+			strace = best(strace, ns(b, out))
 		}
 	}
-	b.ReportMetric(base/float64(b.N)/1e6, "ms-direct")
-	b.ReportMetric(klock/float64(b.N)/1e6, "ms-klock")
+	b.ReportMetric(base/1e6, "ms-direct-best")
+	b.ReportMetric(klock/1e6, "ms-klock-best")
 	b.ReportMetric(klock/base, "ratio-klock")
 	if haveStrace == nil {
 		b.ReportMetric(strace/base, "ratio-strace")
