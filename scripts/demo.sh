@@ -37,8 +37,8 @@ after=$(snap)
 diff <(echo "$before") <(echo "$after") && echo "(identical to before the session)" || true
 
 step "The verification log, again, from disk"
-id=$(ls -t "$demo/repo/.klock/sessions" | head -1)
-"$klock" log -m "$demo/agent.yaml" "$id" | head -12
+id=$(ls -t "$demo/repo/.klock/sessions" | sed -n 1p)
+"$klock" log -m "$demo/agent.yaml" "$id" | sed -n '1,12p'
 
 step "Manifest tooling: a manifest with mistakes is rejected, each problem located"
 "$klock" validate examples/manifests/invalid/unknown-field.yaml examples/manifests/invalid/float-money-units.yaml \
