@@ -62,6 +62,13 @@ type Record struct {
 	// destination did not exist before (e.g. from the pre-flight snapshot)
 	// may read it as PROVIDES.
 	ReplaceUnknown bool
+	// MetadataUnverified: a chmod/chown/utimes/xattr change that took
+	// effect on a relative name whose base directory could not be verified
+	// against the one the kernel used (Path is PathBestEffort). Metadata
+	// has no kernel wall, so the reported path may be one the agent chose
+	// after the fact (chdir out, chmod, chdir back): strict mode must not
+	// trust it.
+	MetadataUnverified bool
 	// Ino and Dev identify the object the kernel acted on, when the BPF
 	// program could name it (opens, exec, f* calls, and path-based
 	// metadata calls where the ctime hooks attached); Dev uses stat's

@@ -107,6 +107,7 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 		p, src := file(follow)
 		rec.Arg = string(r.path0)
 		rec.Path = src
+		rec.MetadataUnverified = rec.MetadataUnverified && src == PathBestEffort
 		rec.Event.Triple = policy.FileTriple(pred, p)
 		out(rec)
 	}
@@ -122,6 +123,11 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 	case opTruncate:
 		fileEvent(policy.Mutates, true)
 	case opChmod, opChown, opUtimes, opXattr:
+		// Metadata changes have no kernel wall (Landlock does not mediate
+		// them): the path is the only thing judged. Say when a relative
+		// name's base could not be verified, i.e. the agent may have moved
+		// its cwd or directory before the name was resolved.
+		rec.MetadataUnverified = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] != '/'
 		fileEvent(policy.Mutates, !nofollow)
 	case opSymlink:
 		// path0 is the link's content, not a path the kernel touched.

@@ -245,7 +245,7 @@ func (s *running) record(r observe.Record) {
 		}
 		v := s.eng.Observe(r.Event)
 		s.act(v)
-		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && unverifiedMetadata(r) {
+		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {
 			s.kill(fmt.Sprintf("klock could not verify which file a %s changed (the agent moved its directory or the name before klock resolved %q; it resolved to %s): metadata changes have no kernel wall, so strict mode fails closed",
 				r.Event.Syscall, r.Arg, r.Event.Triple.Path), nil)
 		}
@@ -256,32 +256,6 @@ func (s *running) record(r observe.Record) {
 			s.kill(fmt.Sprintf("the agent used %s, which the tracepoint backend cannot observe: strict mode fails closed", r.Event.Syscall), nil)
 		}
 	}
-}
-
-// metadataSyscalls change metadata by path: Landlock never mediates them,
-// so the observer's path is the only wall.
-var metadataSyscalls = map[string]bool{
-	"chmod": true, "fchmodat": true, "fchmodat2": true,
-	"chown": true, "lchown": true, "fchownat": true,
-	"utime": true, "utimes": true, "futimesat": true, "utimensat": true,
-	"setxattr": true, "lsetxattr": true, "setxattrat": true,
-	"removexattr": true, "lremovexattr": true, "removexattrat": true,
-}
-
-// unverifiedMetadata reports a metadata change that took effect on a
-// relative path whose base directory the observer could not verify
-// (PathBestEffort for a relative name: the cwd or dirfd no longer had the
-// inode the kernel used, and the observer fell back to where it points
-// now). Deciding on that path would judge a directory the agent chose after
-// the fact (found by test/escape: chdir out, chmod a relative name, chdir
-// back into a writable scope). Absolute names are always PathBestEffort for
-// these calls (there is no object inode to check), so they are not
-// counted; opens are left alone (Landlock walls them, and names
-// legitimately vanish quickly after opens: temp files, sed -i).
-func unverifiedMetadata(r observe.Record) bool {
-	return r.Path == observe.PathBestEffort && r.Event.Errno == 0 &&
-		r.Arg != "" && r.Arg[0] != '/' &&
-		r.Event.Triple.Type == policy.ObjFile && metadataSyscalls[r.Event.Syscall]
 }
 
 // loop feeds events to the engine until the agent has exited and every

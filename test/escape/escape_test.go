@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,8 +282,6 @@ func (n *nets) nothingArrived(t *testing.T) {
 		}
 	}
 }
-
-var sockSeq atomic.Int64
 
 func rows(t *testing.T, n *nets) []row {
 	netIntent := func(*env) []string {
