@@ -221,3 +221,24 @@ func TestConflictMatrix(t *testing.T) {
 		t.Error("another session must conflict")
 	}
 }
+
+// A permissive amendment rebuilds the ruleset: resolved host addresses
+// must survive it, or the declared host stops matching its IPs.
+func TestWithKeepsResolvedHosts(t *testing.T) {
+	rs := mustCompile(t, "CONSUMES NET:api.example.com:443/tcp", "CONSUMES FILE:/w/**")
+	res, err := rs.Resolve(func(string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("192.0.2.7")}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := ParseIntent("MUTATES FILE:/w/x")
+	amended, err := res.With(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := amended.Allows(NetTriple(Consumes, netip.MustParseAddrPort("192.0.2.7:443"), ProtoTCP))
+	if !d.Allowed || d.Intent.String() != "CONSUMES NET:api.example.com:443/tcp" {
+		t.Fatalf("the amendment dropped the resolved address: %+v", d)
+	}
+}

@@ -32,6 +32,9 @@ type Ruleset struct {
 
 	files, exec pathIndex
 	netIdx      netIndex
+	// hosts holds what Resolve found for each host name; build expands
+	// host rules from it, so amendments (With) keep the addresses.
+	hosts map[string][]netip.Addr
 }
 
 // netIndex narrows NET rules by destination port: rules on at most
@@ -117,7 +120,13 @@ func (rs *Ruleset) build(intents []Intent) error {
 			if in.Object.Net.Raw {
 				rs.RawSockets = true
 			}
-			rs.Net = append(rs.Net, NetRule{Pattern: in.Object.Net, Access: AccessOf(in.Predicate), Intent: i})
+			r := NetRule{Pattern: in.Object.Net, Access: AccessOf(in.Predicate), Intent: i}
+			rs.Net = append(rs.Net, r)
+			for _, a := range rs.hosts[r.Pattern.Host] {
+				p := r.Pattern
+				p.Host, p.Prefix = "", netip.PrefixFrom(a, a.BitLen())
+				rs.Net = append(rs.Net, NetRule{Pattern: p, Access: r.Access, Intent: i})
+			}
 		default:
 			return fmt.Errorf("%w: intent %d has no object", ErrInvalidManifest, i)
 		}
@@ -177,31 +186,32 @@ func (rs *Ruleset) With(more ...Intent) (*Ruleset, error) {
 }
 
 // Resolve returns a copy in which every host-name NET rule is followed by
-// one rule per address lookup returns (same intent, same ports). A name that
-// does not resolve is an error: a declared host the enforcer cannot wall in
-// must not silently become "no rule".
+// one rule per address lookup returns (same intent, same ports); the
+// addresses stay with the ruleset, so With keeps them. A name that does not
+// resolve is an error: a declared host the enforcer cannot wall in must not
+// silently become "no rule".
 func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Ruleset, error) {
-	n := *rs
-	n.Net = nil
+	hosts := map[string][]netip.Addr{}
 	for _, r := range rs.Net {
-		n.Net = append(n.Net, r)
-		if r.Pattern.Host == "" {
+		h := r.Pattern.Host
+		if h == "" || hosts[h] != nil {
 			continue
 		}
-		addrs, err := lookup(r.Pattern.Host)
+		addrs, err := lookup(h)
 		if err != nil {
-			return nil, fmt.Errorf("resolve %s (from %s): %w", r.Pattern.Host, rs.Intents[r.Intent], err)
+			return nil, fmt.Errorf("resolve %s (from %s): %w", h, rs.Intents[r.Intent], err)
 		}
 		if len(addrs) == 0 {
-			return nil, fmt.Errorf("resolve %s (from %s): no addresses", r.Pattern.Host, rs.Intents[r.Intent])
+			return nil, fmt.Errorf("resolve %s (from %s): no addresses", h, rs.Intents[r.Intent])
 		}
 		for _, a := range addrs {
-			a = a.Unmap()
-			p := r.Pattern
-			p.Host, p.Prefix = "", netip.PrefixFrom(a, a.BitLen())
-			n.Net = append(n.Net, NetRule{Pattern: p, Access: r.Access, Intent: r.Intent})
+			hosts[h] = append(hosts[h], a.Unmap())
 		}
 	}
-	n.netIdx = buildNetIndex(n.Net)
+	n := *rs
+	n.hosts = hosts
+	if err := n.build(rs.Intents); err != nil {
+		return nil, err
+	}
 	return &n, nil
 }
