@@ -48,7 +48,7 @@ func (m *Money) decodeNode(d *decoder, n *yaml.Node, path string) {
 	}
 }
 
-// MarshalJSON renders {units, currency}.
+// MarshalYAML renders {units, currency}.
 func (m Money) MarshalYAML() (any, error) { return m.Amount, nil }
 
 // floatMoney stands for KCC's float-valued *_usd fields, which klock rejects:

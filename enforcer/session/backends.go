@@ -51,8 +51,16 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, allowDegraded b
 			return nil, err
 		}
 	} else {
-		b.list = append(b.list, vlog.Backend{Name: "tracepoints", Guarantee: vlog.GuaranteeDetects,
-			Details: []string{"raw syscall tracepoints filtered by the session cgroup id; detects what the walls do not block"}})
+		details := []string{"raw syscall tracepoints filtered by the session cgroup id; detects what the walls do not block",
+			"kernel paths: opens and f* calls name the object the kernel acted on (dentry walk at syscall exit)"}
+		if obs.CtimeHooks() == 0 {
+			// Not silent: on this kernel a path-based chmod/chown/utimes/xattr
+			// is judged by its name string, which a symlink swap can change.
+			details = append(details, "degraded: no ctime tracepoints on this kernel (< 6.13): path-based metadata changes are judged by their name, not by the inode the kernel changed; a relative name that cannot be verified kills a strict session")
+		} else {
+			details = append(details, "kernel paths: path-based metadata changes are checked against the inode the kernel changed (ctime tracepoints)")
+		}
+		b.list = append(b.list, vlog.Backend{Name: "tracepoints", Guarantee: vlog.GuaranteeDetects, Details: details})
 	}
 
 	if launch.NeedsNetNS(rs) {
