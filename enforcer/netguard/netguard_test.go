@@ -88,22 +88,7 @@ func ruleset(t testing.TB, lookup func(string) ([]netip.Addr, error), intents ..
 // tcpListener listens on addr (port 0) and accepts and closes every
 // connection; it returns the port.
 func tcpListener(t testing.TB, network, addr string) uint16 {
-	t.Helper()
-	l, err := net.Listen(network, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
+	return uint16(testutil.TCPListener(t, network, addr).Addr().(*net.TCPAddr).Port)
 }
 
 func udpReceiver(t testing.TB) (*net.UDPConn, uint16) {

@@ -113,20 +113,7 @@ type want struct {
 
 func listeners(t *testing.T) (tcp, udp netip.AddrPort) {
 	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	l := testutil.TCPListener(t, "tcp4", "127.0.0.1:0")
 	u, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
