@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/klocklabs/klock/internal/testutil"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,17 +26,7 @@ intents:
   - CONSUMES FILE:/srv/repo/**
   - MUTATES FILE:/srv/repo/src/**
   - PROVIDES FILE:/srv/repo/build/**
-cost_envelope:
-  expected_tokens_in: 1000
-  max_tokens_in: 2000
-  expected_tokens_out: 100
-  max_tokens_out: 200
-  expected_latency_ms: 1000
-  max_latency_ms: 2000
-  context_efficiency: 0.7
-  expected_cost: "0.10 USD"
-  max_cost: "0.20 USD"
-`
+` + testutil.CostEnvelope
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
