@@ -25,6 +25,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "observe.h"
+#include "kwalk.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -192,19 +193,6 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-/* Scratch for the kernel path walk: names are written backwards from the
- * middle, so every write stays inside the buffer whatever the verifier
- * knows about the position (<= OBS_PATH_MAX-1 + OBS_KPATH_NAME). */
-#define KP_BUF (2 * OBS_PATH_MAX)
-struct kp_buf {
-	char b[KP_BUF];
-};
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct kp_buf);
-} kpbuf SEC(".maps");
 
 /* The inode a path-based metadata call changed, caught inside the syscall
  * by the ctime tracepoints (key: tid), consumed at its sys_exit. */
@@ -401,108 +389,19 @@ static __always_inline void fd_object(struct task_struct *t, struct obs_rec *r, 
 	r->kflags |= OBS_F_INO;
 }
 
-/* ---- the kernel's path of an object (as d_path / Tetragon build it) ---- */
-
-enum { KW_RUN = 0, KW_DONE, KW_FAIL };
-
-struct kwalk {
-	struct dentry *d;
-	struct vfsmount *vm;   /* NULL: stop at the filesystem root */
-	struct mount *m;
-	struct dentry *root_d; /* the task's root */
-	struct vfsmount *root_vm;
-	__u32 pos;             /* start of the path in kpbuf */
-	__u32 state;
-};
-
-static long kwalk_step(__u64 i, void *ctx)
-{
-	struct kwalk *w = ctx;
-	__u32 zero = 0;
-	struct kp_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
-	if (!kb) {
-		w->state = KW_FAIL;
-		return 1;
-	}
-	struct dentry *d = w->d;
-	struct vfsmount *vm = w->vm; /* not inside BPF_CORE_READ: kwalk is ours */
-	if (vm) {
-		if (d == w->root_d && vm == w->root_vm) {
-			w->state = KW_DONE;
-			return 1;
-		}
-		if (d == BPF_CORE_READ(vm, mnt_root)) {
-			struct mount *m = w->m;
-			struct mount *p = BPF_CORE_READ(m, mnt_parent);
-			if (!p || p == m) {
-				/* The top of a mount tree without meeting the
-				 * task's root: not reachable from it. */
-				w->state = KW_FAIL;
-				return 1;
-			}
-			w->d = BPF_CORE_READ(m, mnt_mountpoint);
-			w->m = p;
-			w->vm = (struct vfsmount *)((char *)p + bpf_core_field_offset(struct mount, mnt));
-			return 0;
-		}
-	}
-	struct dentry *parent = BPF_CORE_READ(d, d_parent);
-	if (!parent || parent == d) {
-		w->state = w->vm ? KW_FAIL : KW_DONE;
-		return 1;
-	}
-	__u32 len = BPF_CORE_READ(d, d_name.len);
-	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-	if (len == 0 || len > OBS_KPATH_NAME || w->pos < len + 1) {
-		w->state = KW_FAIL;
-		return 1;
-	}
-	w->pos -= len;
-	if (bpf_probe_read_kernel(&kb->b[w->pos & (OBS_PATH_MAX - 1)], len & OBS_KPATH_NAME, name)) {
-		w->state = KW_FAIL;
-		return 1;
-	}
-	w->pos -= 1;
-	kb->b[w->pos & (OBS_PATH_MAX - 1)] = '/';
-	w->d = parent;
-	return 0;
-}
+/* ---- the kernel's path of an object (kwalk.h) ---- */
 
 /* kpath walks from d (on mount vm, or to its filesystem's root when vm is
  * NULL) and puts the path in path1. Returns 0 when it did. */
 static __always_inline int kpath(struct task_struct *t, struct obs_rec *r, struct dentry *d, struct vfsmount *vm)
 {
-	if (!d)
-		return -1;
-	/* An unlinked object (deleted, O_TMPFILE) has no path: let user space
-	 * name it as before. */
-	if (BPF_CORE_READ(d, d_parent) != d && !BPF_CORE_READ(d, d_hash.pprev))
-		return -1;
-	__u32 zero = 0;
-	struct kp_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
+	__u32 pos, last;
+	struct kw_buf *kb = kwalk_path(t, d, vm, &pos, &last);
 	if (!kb)
 		return -1;
-	struct kwalk w = {};
-	w.d = d;
-	w.vm = vm;
-	if (vm) {
-		w.m = (struct mount *)((char *)vm - bpf_core_field_offset(struct mount, mnt));
-		w.root_d = BPF_CORE_READ(t, fs, root.dentry);
-		w.root_vm = BPF_CORE_READ(t, fs, root.mnt);
-	}
-	w.pos = OBS_PATH_MAX - 1;
-	kb->b[OBS_PATH_MAX - 1] = 0;
-	bpf_loop(OBS_KPATH_DEPTH, kwalk_step, &w, 0);
-	if (w.state != KW_DONE)
-		return -1;
-	if (w.pos == OBS_PATH_MAX - 1) { /* the root itself */
-		w.pos -= 1;
-		kb->b[OBS_PATH_MAX - 2] = '/';
-	}
-	/* pos in [0, OBS_PATH_MAX-1], so n in [1, OBS_PATH_MAX] for the
+	/* pos in [0, KW_PATH_MAX-1], so n in [1, KW_PATH_MAX] for the
 	 * verifier as well. */
-	__u64 pos = w.pos & (OBS_PATH_MAX - 1);
-	__u64 n = OBS_PATH_MAX - pos;
+	__u64 n = KW_PATH_MAX - pos;
 	if (n < 2)
 		return -1;
 	if (bpf_probe_read_kernel(r->path1, n, &kb->b[pos]))

@@ -63,8 +63,6 @@ enum obs_kflags {
 	OBS_F_KPATH_SB  = 1 << 12,
 };
 
-#define OBS_KPATH_DEPTH 64 /* path components walked */
-#define OBS_KPATH_NAME 255 /* longest component (NAME_MAX) */
 
 struct obs_rec {
 	__u64 ts;        /* bpf_ktime_get_boot_ns */

@@ -13,7 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type observeKpBuf struct {
+type observeKwBuf struct {
 	_ structs.HostLayout
 	B [8192]int8
 }

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * kwalk.h: the kernel's path of a dentry, as d_path builds it, for programs
+ * that cannot call bpf_d_path (tracepoints, non-sleepable LSM hooks).
+ *
+ * The walk climbs d_parent/d_name and crosses mounts (mnt_mountpoint,
+ * mnt_parent) until it meets the task's root, writing names backwards into a
+ * per-CPU scratch buffer. With vm == NULL it stops at the root of the
+ * dentry's filesystem instead. Shared by observe.bpf.c and lsm.bpf.c so both
+ * backends name objects identically; each object file gets its own scratch
+ * map.
+ *
+ * Include after vmlinux.h and the libbpf headers.
+ */
+#ifndef KLOCK_KWALK_H
+#define KLOCK_KWALK_H
+
+#define KW_PATH_MAX 4096 /* PATH_MAX; a power of two (masks below) */
+#define KW_DEPTH 64      /* path components walked */
+#define KW_NAME_MAX 255  /* longest component (NAME_MAX) */
+
+/* Names are written backwards from the middle, so every write stays inside
+ * the buffer whatever the verifier knows about the position
+ * (<= KW_PATH_MAX-1 + KW_NAME_MAX). */
+struct kw_buf {
+	char b[2 * KW_PATH_MAX];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kw_buf);
+} kpbuf SEC(".maps");
+
+enum { KW_RUN = 0, KW_DONE, KW_FAIL };
+
+struct kwalk {
+	struct dentry *d;
+	struct vfsmount *vm;   /* NULL: stop at the filesystem root */
+	struct mount *m;
+	struct dentry *root_d; /* the task's root */
+	struct vfsmount *root_vm;
+	__u32 pos;             /* start of the path in kpbuf */
+	__u32 last;            /* position of the last '/' (before the final name) */
+	__u32 state;
+};
+
+static long kwalk_step(__u64 i, void *ctx)
+{
+	struct kwalk *w = ctx;
+	__u32 zero = 0;
+	struct kw_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
+	if (!kb) {
+		w->state = KW_FAIL;
+		return 1;
+	}
+	struct dentry *d = w->d;
+	struct vfsmount *vm = w->vm; /* not inside BPF_CORE_READ: kwalk is ours */
+	if (vm) {
+		if (d == w->root_d && vm == w->root_vm) {
+			w->state = KW_DONE;
+			return 1;
+		}
+		if (d == BPF_CORE_READ(vm, mnt_root)) {
+			struct mount *m = w->m;
+			struct mount *p = BPF_CORE_READ(m, mnt_parent);
+			if (!p || p == m) {
+				/* The top of a mount tree without meeting the
+				 * task's root: not reachable from it. */
+				w->state = KW_FAIL;
+				return 1;
+			}
+			w->d = BPF_CORE_READ(m, mnt_mountpoint);
+			w->m = p;
+			w->vm = (struct vfsmount *)((char *)p + bpf_core_field_offset(struct mount, mnt));
+			return 0;
+		}
+	}
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d) {
+		w->state = w->vm ? KW_FAIL : KW_DONE;
+		return 1;
+	}
+	__u32 len = BPF_CORE_READ(d, d_name.len);
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	if (len == 0 || len > KW_NAME_MAX || w->pos < len + 1) {
+		w->state = KW_FAIL;
+		return 1;
+	}
+	w->pos -= len;
+	if (bpf_probe_read_kernel(&kb->b[w->pos & (KW_PATH_MAX - 1)], len & KW_NAME_MAX, name)) {
+		w->state = KW_FAIL;
+		return 1;
+	}
+	w->pos -= 1;
+	kb->b[w->pos & (KW_PATH_MAX - 1)] = '/';
+	if (i == 0)
+		w->last = w->pos;
+	w->d = parent;
+	return 0;
+}
+
+/* kwalk_path walks from d (on mount vm, or to its filesystem's root when vm
+ * is NULL). On success the NUL-terminated path starts at kb->b[*pos] and is
+ * KW_PATH_MAX - *pos bytes long with its NUL; *last is the offset of its
+ * last '/' from *pos. Returns the buffer, or NULL when the object has no
+ * path the task can name (deleted, O_TMPFILE, outside its root, too deep or
+ * too long). */
+static __always_inline struct kw_buf *kwalk_path(struct task_struct *t, struct dentry *d, struct vfsmount *vm, __u32 *pos, __u32 *last)
+{
+	if (!d)
+		return NULL;
+	/* An unlinked object (deleted, O_TMPFILE) has no path. */
+	if (BPF_CORE_READ(d, d_parent) != d && !BPF_CORE_READ(d, d_hash.pprev))
+		return NULL;
+	__u32 zero = 0;
+	struct kw_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
+	if (!kb)
+		return NULL;
+	struct kwalk w = {};
+	w.d = d;
+	w.vm = vm;
+	if (vm) {
+		w.m = (struct mount *)((char *)vm - bpf_core_field_offset(struct mount, mnt));
+		w.root_d = BPF_CORE_READ(t, fs, root.dentry);
+		w.root_vm = BPF_CORE_READ(t, fs, root.mnt);
+	}
+	w.pos = KW_PATH_MAX - 1;
+	w.last = KW_PATH_MAX - 1;
+	kb->b[KW_PATH_MAX - 1] = 0;
+	bpf_loop(KW_DEPTH, kwalk_step, &w, 0);
+	if (w.state != KW_DONE)
+		return NULL;
+	if (w.pos == KW_PATH_MAX - 1) { /* the root itself */
+		w.pos -= 1;
+		w.last = w.pos;
+		kb->b[KW_PATH_MAX - 2] = '/';
+	}
+	*pos = w.pos & (KW_PATH_MAX - 1);
+	*last = (w.last - w.pos) & (KW_PATH_MAX - 1);
+	return kb;
+}
+
+#endif
