@@ -259,6 +259,8 @@ static __always_inline void rec_emit(struct obs_rec *r, struct obs_session *s)
 {
 	__u64 sz;
 	__u32 n;
+	if (s->ops && !(s->ops & (1ULL << (r->op & 63))))
+		return;
 	if (r->len1) {
 		n = r->len1;
 		if (n > OBS_PATH_MAX)
@@ -396,7 +398,7 @@ static __always_inline void fd_object(struct task_struct *t, struct obs_rec *r, 
 static __always_inline int kpath(struct task_struct *t, struct obs_rec *r, struct dentry *d, struct vfsmount *vm)
 {
 	__u32 pos, last;
-	struct kw_buf *kb = kwalk_path(t, d, vm, &pos, &last);
+	struct kw_buf *kb = kwalk_path(t, d, vm, &pos, &last, 1);
 	if (!kb)
 		return -1;
 	/* pos in [0, KW_PATH_MAX-1], so n in [1, KW_PATH_MAX] for the

@@ -105,13 +105,15 @@ static long kwalk_step(__u64 i, void *ctx)
  * KW_PATH_MAX - *pos bytes long with its NUL; *last is the offset of its
  * last '/' from *pos. Returns the buffer, or NULL when the object has no
  * path the task can name (deleted, O_TMPFILE, outside its root, too deep or
- * too long). */
-static __always_inline struct kw_buf *kwalk_path(struct task_struct *t, struct dentry *d, struct vfsmount *vm, __u32 *pos, __u32 *last)
+ * too long). linked: refuse an unhashed (deleted) starting dentry. */
+static __always_inline struct kw_buf *kwalk_path(struct task_struct *t, struct dentry *d, struct vfsmount *vm, __u32 *pos, __u32 *last, int linked)
 {
 	if (!d)
 		return NULL;
-	/* An unlinked object (deleted, O_TMPFILE) has no path. */
-	if (BPF_CORE_READ(d, d_parent) != d && !BPF_CORE_READ(d, d_hash.pprev))
+	/* An unlinked object (deleted, O_TMPFILE) has no path. Callers naming
+	 * a dentry being created (linked == 0) skip the check: the kernel asks
+	 * the LSM before it hashes a new name (an in-lookup dentry). */
+	if (linked && BPF_CORE_READ(d, d_parent) != d && !BPF_CORE_READ(d, d_hash.pprev))
 		return NULL;
 	__u32 zero = 0;
 	struct kw_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);

@@ -102,6 +102,10 @@ struct obs_rec {
 /* Per-session entry of the watched map (key: cgroup id). */
 struct obs_session {
 	__u64 lost; /* records of this cgroup the ring buffer could not take */
+	/* When not 0, only records whose op bit (1 << op) is set are sent:
+	 * a session whose other operations another backend (bpf-lsm)
+	 * decides and reports. */
+	__u64 ops;
 };
 
 #endif

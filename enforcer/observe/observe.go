@@ -308,7 +308,11 @@ func (o *Observer) Close() error {
 // records arrive on the returned Watch's channel. Processes already in the
 // cgroup are observed from now on; put the agent there before it starts
 // (SysProcAttr.UseCgroupFD) and call Watch before that.
-func (o *Observer) Watch(cgroupID uint64) (*Watch, error) {
+func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
+	var wo watchOpts
+	for _, f := range opts {
+		f(&wo)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -317,7 +321,7 @@ func (o *Observer) Watch(cgroupID uint64) (*Watch, error) {
 	if _, ok := o.watches[cgroupID]; ok {
 		return nil, fmt.Errorf("%w: %d", ErrWatched, cgroupID)
 	}
-	var s observeObsSession
+	s := observeObsSession{Ops: wo.ops}
 	if err := o.objs.Watched.Update(cgroupID, &s, ebpf.UpdateNoExist); err != nil {
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}

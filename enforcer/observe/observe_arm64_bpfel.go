@@ -67,6 +67,7 @@ type observeObsRec struct {
 type observeObsSession struct {
 	_    structs.HostLayout
 	Lost uint64
+	Ops  uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * lsm.bpf.c: klock's BPF-LSM backend. It decides in the kernel, before the
+ * effect, for every process of an agent's cgroup.
+ *
+ * Every hook starts with one hash lookup of the current cgroup v2 id in
+ * lsm_sessions; other processes return at once. An armed session's
+ * operation is named by the kernel's own path of the object (kwalk.h, the
+ * same walk the tracepoint backend uses), looked up in lsm_rules (an LPM
+ * trie keyed by session id + path bytes whose values already hold the union
+ * of every covering rule, see enforcer/lsm/compile.go), and refused with
+ * EPERM when the access it needs is not all granted. An object that has no
+ * name the task can reach is refused (fail closed). Every decision is
+ * reported on lsm_events; a record the ring buffer cannot take is counted
+ * on the session (user space then fails closed in strict mode).
+ *
+ * io_uring operations reach the same hooks (file_open, path_*), so they
+ * need no special case.
+ *
+ * Keep the layouts in step with bpf/include/lsm.h and enforcer/lsm.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "kwalk.h"
+#include "lsm.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define EPERM 1
+#define FMODE_WRITE 0x2
+#define FMODE_CREATED 0x100000
+#define O_TMPFILE_DIR 020000000 /* __O_TMPFILE */
+#define RENAME_EXCHANGE 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, LSM_MAX_SESSIONS);
+	__type(key, __u64);
+	__type(value, struct klsm_session);
+} lsm_sessions SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, LSM_MAX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct klsm_key);
+	__type(value, struct klsm_rule);
+} lsm_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} lsm_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct klsm_key);
+} lsm_keybuf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct klsm_event);
+} lsm_evbuf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct klsm_created);
+	__type(value, __u8);
+} lsm_created SEC(".maps");
+
+/* Force the generated Go types. */
+const struct klsm_event *unused_event __attribute__((unused));
+const struct klsm_rule *unused_rule __attribute__((unused));
+
+static __always_inline struct klsm_session *armed(void)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct klsm_session *s = bpf_map_lookup_elem(&lsm_sessions, &cgid);
+	if (!s || s->state != LSM_ARMED)
+		return NULL;
+	return s;
+}
+
+/* lookup_have: what the rules grant the path at kb->b[pos] whose last '/'
+ * is at offset last. Returns -1 when the lookup could not be made. */
+static __always_inline int lookup_have(__u32 sess, struct kw_buf *kb, __u32 pos, __u32 last, __u8 *have)
+{
+	__u32 zero = 0;
+	struct klsm_key *k = bpf_map_lookup_elem(&lsm_keybuf, &zero);
+	if (!k)
+		return -1;
+	__u32 n = KW_PATH_MAX - (pos & (KW_PATH_MAX - 1)); /* with the NUL */
+	__u32 c = n > LSM_KEY_PATH ? LSM_KEY_PATH : n;
+	c &= 0xff;
+	if (c == 0 || c > LSM_KEY_PATH)
+		return -1;
+	k->sess = sess;
+	k->prefixlen = 32 + c * 8;
+	if (bpf_probe_read_kernel(k->path, c, &kb->b[pos & (KW_PATH_MAX - 1)]))
+		return -1;
+	struct klsm_rule *r = bpf_map_lookup_elem(&lsm_rules, k);
+	if (!r) {
+		*have = 0;
+		return 0;
+	}
+	if (r->kind == LSM_R_EXACT || r->keylen == last + 1)
+		*have = r->direct;
+	else
+		*have = r->deeper;
+	return 0;
+}
+
+/* name: walk d, look it up, and copy the path into the event at off.
+ * Returns the bytes copied (0 when the object has no name). */
+static __always_inline __u32 name(struct task_struct *t, struct klsm_session *s, struct klsm_event *e, __u32 off,
+				  struct dentry *d, struct vfsmount *vm, int linked, __u8 *have)
+{
+	__u32 pos, last;
+	*have = 0;
+	struct kw_buf *kb = kwalk_path(t, d, vm, &pos, &last, linked);
+	if (!kb)
+		return 0;
+	if (lookup_have(s->sess, kb, pos, last, have))
+		return 0;
+	__u32 n = KW_PATH_MAX - (pos & (KW_PATH_MAX - 1));
+	if (n < 2 || n > KW_PATH_MAX)
+		return 0;
+	if (e && bpf_probe_read_kernel(&e->data[off & (LSM_PATH_MAX - 1)], n, &kb->b[pos & (KW_PATH_MAX - 1)]))
+		return 0;
+	return n;
+}
+
+static __always_inline struct klsm_event *begin(__u32 op, __u32 flags)
+{
+	__u32 zero = 0;
+	struct klsm_event *e = bpf_map_lookup_elem(&lsm_evbuf, &zero);
+	if (!e)
+		return NULL;
+	__u64 pt = bpf_get_current_pid_tgid();
+	e->ts = bpf_ktime_get_boot_ns();
+	e->cgid = bpf_get_current_cgroup_id();
+	e->pid = pt >> 32;
+	e->tid = (__u32)pt;
+	e->op = op;
+	e->flags = flags;
+	e->need1 = e->have1 = e->need2 = e->have2 = 0;
+	e->len1 = e->len2 = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	return e;
+}
+
+/* finish: refuse or allow per the session's mode, and report. */
+static __always_inline int finish(struct klsm_session *s, struct klsm_event *e, int deny)
+{
+	int ret = 0;
+	if (!e)
+		return deny && !(s->flags & LSM_S_PERMISSIVE) ? -EPERM : 0;
+	if (deny) {
+		if (s->flags & LSM_S_PERMISSIVE) {
+			e->flags |= LSM_E_WOULD;
+		} else {
+			e->flags |= LSM_E_DENIED;
+			ret = -EPERM;
+		}
+	}
+	__u64 size = offsetof(struct klsm_event, data) + (e->len1 & (LSM_PATH_MAX - 1)) + (e->len2 & (LSM_PATH_MAX - 1));
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	if (bpf_ringbuf_output(&lsm_events, e, size, 0))
+		__sync_fetch_and_add(&s->lost, 1);
+	return ret;
+}
+
+static __always_inline void created_key(struct klsm_created *k, struct inode *i)
+{
+	k->cgid = bpf_get_current_cgroup_id();
+	k->ino = BPF_CORE_READ(i, i_ino);
+	k->dev = BPF_CORE_READ(i, i_sb, s_dev);
+	k->gen = BPF_CORE_READ(i, i_generation);
+}
+
+/* owned: whether the session created the inode d names. */
+static __always_inline int owned(struct dentry *d)
+{
+	struct inode *i = d ? BPF_CORE_READ(d, d_inode) : NULL;
+	if (!i)
+		return 0;
+	struct klsm_created k = {};
+	created_key(&k, i);
+	return bpf_map_lookup_elem(&lsm_created, &k) != NULL;
+}
+
+static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, struct dentry *d, struct vfsmount *vm, int linked, __u32 flags)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct klsm_event *e = begin(op, flags);
+	__u8 have = 0;
+	__u32 n = name(t, s, e, 0, d, vm, linked, &have);
+	if (n && (need & ~have) && linked && owned(d)) {
+		have |= LSM_CREATED_GRANTS;
+		if (e)
+			e->flags |= LSM_E_OWNED;
+	}
+	if (!e)
+		return finish(s, NULL, !n || (need & ~have));
+	e->need1 = need;
+	e->have1 = have;
+	e->len1 = n;
+	if (!n)
+		e->flags |= LSM_E_NOPATH1;
+	return finish(s, e, !n || (need & ~have));
+}
+
+/* check2: two objects (link, rename). content: the first name must not
+ * carry more content rights than the second (a hard link). */
+static __always_inline int check2(struct klsm_session *s, __u32 op, __u32 flags, __u8 need1, struct dentry *d1, __u8 need2,
+				  struct dentry *d2, struct vfsmount *vm, int content)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u8 have1 = 0, have2 = 0;
+	struct klsm_event *e;
+	e = begin(op, flags);
+	__u32 n1 = name(t, s, e, 0, d1, vm, 0, &have1);
+	__u32 n2 = name(t, s, e, n1, d2, vm, 0, &have2);
+	if (n1 && (need1 & ~have1) && !content && owned(d1)) {
+		have1 |= LSM_CREATED_GRANTS;
+		flags |= LSM_E_OWNED;
+	}
+	if (n2 && (need2 & ~have2) && !content && owned(d2))
+		have2 |= LSM_CREATED_GRANTS;
+	int deny = !n1 || !n2 || (need1 & ~have1) || (need2 & ~have2);
+	if (content && (have1 & ~have2 & LSM_CONTENT))
+		deny = 1;
+	if (!e)
+		return finish(s, NULL, deny);
+	e->flags = flags;
+	e->need1 = need1;
+	e->have1 = have1;
+	e->need2 = need2;
+	e->have2 = have2;
+	e->len1 = n1;
+	e->len2 = n2;
+	if (!n1)
+		e->flags |= LSM_E_NOPATH1;
+	if (!n2)
+		e->flags |= LSM_E_NOPATH2;
+	return finish(s, e, deny);
+}
+
+SEC("lsm/file_open")
+int BPF_PROG(klock_file_open, struct file *file, int ret)
+{
+	if (ret)
+		return ret;
+	struct klsm_session *s = armed();
+	if (!s)
+		return 0;
+	__u32 fmode = BPF_CORE_READ(file, f_mode);
+	__u32 fflags = BPF_CORE_READ(file, f_flags);
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	__u8 need = LSM_CONSUMES;
+	__u32 flags = 0;
+	if ((fflags & O_TMPFILE_DIR) && (fmode & FMODE_WRITE)) {
+		/* An unnamed file in a directory: PROVIDES on the directory,
+		 * as the tracepoint backend names it. */
+		need = LSM_PROVIDES;
+		flags = LSM_E_TMPFILE;
+		d = BPF_CORE_READ(d, d_parent);
+	} else if (fmode & FMODE_WRITE) {
+		if (fmode & FMODE_CREATED) {
+			need = LSM_PROVIDES;
+			flags = LSM_E_CREATED;
+		} else {
+			need = LSM_MUTATES;
+		}
+	}
+	int r = check1(s, LSM_OP_OPEN, need, d, BPF_CORE_READ(file, f_path.mnt), 1, flags);
+	if (r == 0 && (flags & LSM_E_CREATED)) {
+		struct klsm_created k = {};
+		__u8 one = 1;
+		created_key(&k, BPF_CORE_READ(file, f_inode));
+		bpf_map_update_elem(&lsm_created, &k, &one, BPF_ANY);
+	}
+	return r;
+}
+
+SEC("lsm/bprm_check_security")
+int BPF_PROG(klock_bprm_check, struct linux_binprm *bprm, int ret)
+{
+	if (ret)
+		return ret;
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct klsm_session *s = bpf_map_lookup_elem(&lsm_sessions, &cgid);
+	if (!s)
+		return 0;
+	/* A script's interpreter (a second round of the same exec): the
+	 * kernel opens it for exec, and file_open checks that read. */
+	if (BPF_CORE_READ(bprm, interp) != BPF_CORE_READ(bprm, filename))
+		return 0;
+	if (s->state != LSM_ARMED) {
+		if (__sync_fetch_and_add(&s->execs, 1) < 1)
+			return 0; /* klock's own stage 2 */
+		s->state = LSM_ARMED;
+	}
+	struct file *f = BPF_CORE_READ(bprm, file);
+	return check1(s, LSM_OP_EXEC, LSM_EXEC, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt), 1, 0);
+}
+
+SEC("lsm/path_mknod")
+int BPF_PROG(klock_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check1(s, LSM_OP_MKNOD, LSM_PROVIDES, dentry, BPF_CORE_READ(dir, mnt), 0, 0);
+}
+
+SEC("lsm/path_mkdir")
+int BPF_PROG(klock_path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check1(s, LSM_OP_MKDIR, LSM_PROVIDES, dentry, BPF_CORE_READ(dir, mnt), 0, 0);
+}
+
+SEC("lsm/path_symlink")
+int BPF_PROG(klock_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check1(s, LSM_OP_SYMLINK, LSM_PROVIDES, dentry, BPF_CORE_READ(dir, mnt), 0, 0);
+}
+
+SEC("lsm/path_unlink")
+int BPF_PROG(klock_path_unlink, const struct path *dir, struct dentry *dentry, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	int r = check1(s, LSM_OP_UNLINK, LSM_DELETES, dentry, BPF_CORE_READ(dir, mnt), 1, 0);
+	struct inode *i = BPF_CORE_READ(dentry, d_inode);
+	if (r == 0 && i && BPF_CORE_READ(i, __i_nlink) <= 1) {
+		/* The last name goes: the inode (and its number) may be
+		 * recycled, so it stops being the session's. */
+		struct klsm_created k = {};
+		created_key(&k, i);
+		bpf_map_delete_elem(&lsm_created, &k);
+	}
+	return r;
+}
+
+SEC("lsm/path_rmdir")
+int BPF_PROG(klock_path_rmdir, const struct path *dir, struct dentry *dentry, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check1(s, LSM_OP_RMDIR, LSM_DELETES, dentry, BPF_CORE_READ(dir, mnt), 1, 0);
+}
+
+SEC("lsm/path_truncate")
+int BPF_PROG(klock_path_truncate, const struct path *path, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check1(s, LSM_OP_TRUNCATE, LSM_MUTATES, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), 1, 0);
+}
+
+SEC("lsm/path_chmod")
+int BPF_PROG(klock_path_chmod, const struct path *path, umode_t mode, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check1(s, LSM_OP_CHMOD, LSM_MUTATES, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), 1, 0);
+}
+
+SEC("lsm/path_chown")
+int BPF_PROG(klock_path_chown, const struct path *path, unsigned int uid, unsigned int gid, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check1(s, LSM_OP_CHOWN, LSM_MUTATES, BPF_CORE_READ(path, dentry), BPF_CORE_READ(path, mnt), 1, 0);
+}
+
+SEC("lsm/path_link")
+int BPF_PROG(klock_path_link, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	/* The new name must be creatable and must not give more than the
+	 * existing file already grants (no widening through a link). */
+	return check2(s, LSM_OP_LINK, 0, LSM_PROVIDES, new_dentry, LSM_CONSUMES, old_dentry, BPF_CORE_READ(new_dir, mnt), 1);
+}
+
+SEC("lsm/path_rename")
+int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_dentry, const struct path *new_dir,
+	     struct dentry *new_dentry, unsigned int flags, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	__u32 ef = 0;
+	__u8 need2 = LSM_PROVIDES;
+	if (flags & RENAME_EXCHANGE) {
+		ef = LSM_E_EXCHANGE;
+		need2 = LSM_MUTATES;
+	} else if (BPF_CORE_READ(new_dentry, d_inode)) {
+		ef = LSM_E_REPLACES;
+		need2 = LSM_MUTATES;
+	}
+	return check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), 0);
+}

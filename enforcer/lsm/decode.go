@@ -1,0 +1,125 @@
+package lsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Mirrors of bpf/include/lsm.h.
+const (
+	opOpen = 1 + iota
+	opExec
+	opMknod
+	opMkdir
+	opSymlink
+	opLink
+	opUnlink
+	opRmdir
+	opRename
+	opTruncate
+	opChmod
+	opChown
+)
+
+const (
+	fDenied   = 1 << 0
+	fWould    = 1 << 1
+	fNoPath1  = 1 << 2
+	fNoPath2  = 1 << 3
+	fReplaces = 1 << 4
+	fExchange = 1 << 5
+	fCreated  = 1 << 6
+	fTmpfile  = 1 << 7
+)
+
+// hooks names each operation by its LSM hook, as the log shows it (and as
+// enforcer/decide recognises creations).
+var hooks = [...]string{opOpen: "file_open", opExec: "bprm_check_security", opMknod: "path_mknod", opMkdir: "path_mkdir",
+	opSymlink: "path_symlink", opLink: "path_link", opUnlink: "path_unlink", opRmdir: "path_rmdir", opRename: "path_rename",
+	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown"}
+
+// Unnamed stands for an object the kernel could not name for the task
+// (deleted, O_TMPFILE, outside its root); no rule covers it, so it is
+// always a violation.
+const Unnamed = "(unnamed object)"
+
+func cstr(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// decode turns one ring-buffer record into an event.
+func decode(b []byte) (event.Event, bool) {
+	le := binary.LittleEndian
+	op := le.Uint32(b[24:])
+	flags := le.Uint32(b[28:])
+	need1 := b[32]
+	len1, len2 := le.Uint32(b[36:]), le.Uint32(b[40:])
+	if op == 0 || int(op) >= len(hooks) || hdrSize+uint64(len1)+uint64(len2) > uint64(len(b)) {
+		return event.Event{}, false
+	}
+	p1 := cstr(b[hdrSize : hdrSize+len1])
+	p2 := cstr(b[hdrSize+len1 : hdrSize+len1+len2])
+	if flags&fNoPath1 != 0 || p1 == "" {
+		p1 = Unnamed
+	}
+	if flags&fNoPath2 != 0 {
+		p2 = Unnamed
+	}
+	ev := event.Event{
+		Time:    time.Now(),
+		Source:  event.SourceLSM,
+		PID:     le.Uint32(b[16:]),
+		TID:     le.Uint32(b[20:]),
+		Comm:    cstr(b[48:64]),
+		Syscall: hooks[op],
+		Blocked: flags&fDenied != 0,
+	}
+	if ev.Blocked {
+		ev.Errno = int32(unix.EPERM)
+	}
+	file := func(p policy.Predicate, path string) policy.Triple { return policy.FileTriple(p, path) }
+	switch op {
+	case opOpen:
+		pred := policy.Consumes
+		switch {
+		case need1&(1<<policy.Provides) != 0:
+			pred = policy.Provides
+		case need1&(1<<policy.Mutates) != 0:
+			pred = policy.Mutates
+		}
+		ev.Triple = file(pred, p1)
+		if flags&fCreated != 0 {
+			// The kernel created the file: a creation for decide.
+			ev.Syscall = "open"
+		}
+	case opExec:
+		ev.Triple = policy.ExecTriple(p1)
+		ev.Extra = file(policy.Consumes, p1)
+	case opMknod, opMkdir, opSymlink:
+		ev.Triple = file(policy.Provides, p1)
+	case opUnlink, opRmdir:
+		ev.Triple = file(policy.Deletes, p1)
+	case opTruncate, opChmod, opChown:
+		ev.Triple = file(policy.Mutates, p1)
+	case opLink:
+		ev.Triple = file(policy.Provides, p1)
+		ev.Extra = file(policy.Consumes, p2)
+	case opRename:
+		ev.Triple = file(policy.Renames, p1)
+		if flags&(fReplaces|fExchange) != 0 {
+			ev.Extra = file(policy.Mutates, p2)
+		} else {
+			ev.Extra = file(policy.Provides, p2)
+		}
+	}
+	return ev, true
+}

@@ -1,0 +1,35 @@
+// Package lsm owns klock's BPF-LSM backend: LSM programs on file_open,
+// bprm_check_security and the path_* hooks that decide in the kernel,
+// before the effect, for every process of a session's cgroup (io_uring
+// operations included: they reach the same hooks).
+//
+// # Model
+//
+// Load loads and attaches the programs once (klockd keeps them; the
+// embedded path loads them per session). Attach gives a session cgroup its
+// rules: compile turns a policy.Ruleset into LPM-trie entries keyed by a
+// session id and path bytes, whose values hold the union of every covering
+// rule, so the kernel's longest match decides exactly as
+// policy.Ruleset.Allows (a property the tests check on random paths). A new
+// session is "arming" until the second exec of its first process (klock's
+// stage 2 re-executes itself, then execs the agent): the agent's exec is the
+// first operation decided. Objects are named by the kernel's own path
+// (bpf/include/kwalk.h, shared with the tracepoint backend); an object with
+// no reachable name is refused. Files the session created (O_CREAT) stay
+// the session's to read, change, delete and rename, as enforcer/decide
+// allows. Every decision is reported as an event.Event with Source bpf-lsm;
+// a refused one has Blocked set and Errno EPERM.
+//
+// Not covered here, by design: network operations (enforcer/netguard's
+// cgroup programs wall them for both backends), and operations whose hooks
+// name no path (utimes, xattrs, AF_UNIX connects), which the session leaves
+// to the tracepoint observer's detection.
+//
+// # Errors
+//
+// ErrLoad: the programs cannot load or attach on this kernel (klock doctor
+// says why). ErrUnsupported (TooLongError): the ruleset has a rule the
+// kernel maps cannot hold; the caller picks another backend and says so.
+// ErrAttach: a session could not be given its rules. ErrClosed: the backend
+// was closed.
+package lsm

@@ -1,0 +1,329 @@
+//go:build linux
+
+package lsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Sentinel errors.
+var (
+	ErrLoad        = errors.New("lsm: load BPF-LSM programs")
+	ErrUnsupported = errors.New("lsm: the ruleset cannot be enforced by bpf-lsm")
+	ErrAttach      = errors.New("lsm: attach session")
+	ErrClosed      = errors.New("lsm: closed")
+)
+
+// EventBuffer is how many events a session's channel holds before the
+// reader blocks (the ring buffer then absorbs the rest).
+const EventBuffer = 4096
+
+// LSM is the loaded, attached backend, shared by sessions.
+type LSM struct {
+	objs  lsmObjects
+	links []link.Link
+	rd    *ringbuf.Reader
+	wg    sync.WaitGroup
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[uint64]*Session
+	nextSess uint32
+	closed   bool
+}
+
+// Load loads the programs and attaches them to their LSM hooks.
+func Load() (*LSM, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("%w: remove memlock limit: %w", ErrLoad, err)
+	}
+	l := &LSM{sessions: map[uint64]*Session{}, log: slog.Default().With("backend", "bpf-lsm")}
+	if err := loadLsmObjects(&l.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("%w: verifier: %+v", ErrLoad, ve)
+		}
+		if errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("%w: %w (BPF LSM programs cannot load on this kernel: is bpf in the lsm= boot list? klock doctor says why)", ErrLoad, err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	p := &l.objs.lsmPrograms
+	for _, prog := range []*ebpf.Program{p.KlockFileOpen, p.KlockBprmCheck, p.KlockPathMknod, p.KlockPathMkdir,
+		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
+		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename} {
+		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
+		if err != nil {
+			l.closeLinks()
+			l.objs.Close()
+			return nil, fmt.Errorf("%w: attach %s: %w", ErrLoad, prog, err)
+		}
+		l.links = append(l.links, lk)
+	}
+	rd, err := ringbuf.NewReader(l.objs.LsmEvents)
+	if err != nil {
+		l.closeLinks()
+		l.objs.Close()
+		return nil, fmt.Errorf("%w: ring buffer reader: %w", ErrLoad, err)
+	}
+	l.rd = rd
+	l.wg.Add(1)
+	go l.readLoop()
+	return l, nil
+}
+
+func (l *LSM) closeLinks() {
+	for _, lk := range l.links {
+		lk.Close()
+	}
+	l.links = nil
+}
+
+// Close detaches everything. Sessions still attached are closed first.
+func (l *LSM) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	var open []*Session
+	for _, s := range l.sessions {
+		open = append(open, s)
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range open {
+		errs = append(errs, s.Close())
+	}
+	l.closeLinks()
+	errs = append(errs, l.rd.Close())
+	l.wg.Wait()
+	errs = append(errs, l.objs.Close())
+	return errors.Join(errs...)
+}
+
+// Session is one cgroup's rules and events.
+type Session struct {
+	l       *LSM
+	cgid    uint64
+	sess    uint32
+	entries []entry
+	events  chan event.Event
+	lost    chan event.Lost
+
+	once      sync.Once
+	closeErr  error
+	lostSeen  uint64
+	mu        sync.Mutex // guards sess/entries on Update
+	delivered uint64
+}
+
+// Option configures Attach.
+type Option func(*attachOpts)
+
+type attachOpts struct{ permissive bool }
+
+// Permissive reports refusals (Would) instead of refusing.
+func Permissive() Option { return func(o *attachOpts) { o.permissive = true } }
+
+// Attach gives cgroup cgid the ruleset's rules. The session is armed at
+// its first process's second exec (see the package documentation).
+func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset, opts ...Option) (*Session, error) {
+	var o attachOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	entries, err := compile(rs)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, dup := l.sessions[cgid]; dup {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("%w: cgroup %d already has a session", ErrAttach, cgid)
+	}
+	l.nextSess++
+	s := &Session{l: l, cgid: cgid, sess: l.nextSess, events: make(chan event.Event, EventBuffer), lost: make(chan event.Lost, 16)}
+	l.sessions[cgid] = s
+	l.mu.Unlock()
+	if err := l.writeRules(s.sess, entries); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.entries = entries
+	val := lsmKlsmSession{Sess: s.sess, State: 0}
+	if o.permissive {
+		val.Flags = 1
+	}
+	if err := l.objs.LsmSessions.Update(cgid, val, ebpf.UpdateNoExist); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("%w: cgroup %d: %w", ErrAttach, cgid, err)
+	}
+	return s, nil
+}
+
+func key(sess uint32, e entry) lsmKlsmKey {
+	k := lsmKlsmKey{Prefixlen: uint32(32 + 8*len(e.key)), Sess: sess}
+	copy(k.Path[:], e.key)
+	return k
+}
+
+func (l *LSM) writeRules(sess uint32, entries []entry) error {
+	for _, e := range entries {
+		v := lsmKlsmRule{Direct: e.direct, Deeper: e.deeper, Kind: e.kind, Keylen: uint16(len(e.key))}
+		if err := l.objs.LsmRules.Update(key(sess, e), v, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("%w: write rule %q: %w", ErrAttach, e.key, err)
+		}
+	}
+	return nil
+}
+
+func (l *LSM) deleteRules(sess uint32, entries []entry) error {
+	var errs []error
+	for _, e := range entries {
+		if err := l.objs.LsmRules.Delete(key(sess, e)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Update replaces the session's rules (permissive mode's amendments): the
+// new rules are written under a new id and switched to in one map update.
+func (s *Session) Update(rs *policy.Ruleset) error {
+	entries, err := compile(rs)
+	if err != nil {
+		return err
+	}
+	l := s.l
+	l.mu.Lock()
+	l.nextSess++
+	sess := l.nextSess
+	l.mu.Unlock()
+	if err := l.writeRules(sess, entries); err != nil {
+		l.deleteRules(sess, entries)
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var val lsmKlsmSession
+	if err := l.objs.LsmSessions.Lookup(s.cgid, &val); err != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	old, oldEntries := val.Sess, s.entries
+	val.Sess = sess
+	if err := l.objs.LsmSessions.Update(s.cgid, val, ebpf.UpdateExist); err != nil {
+		l.deleteRules(sess, entries)
+		return fmt.Errorf("%w: switch rules: %w", ErrAttach, err)
+	}
+	s.sess, s.entries = sess, entries
+	return l.deleteRules(old, oldEntries)
+}
+
+// Events delivers the session's decisions.
+func (s *Session) Events() <-chan event.Event { return s.events }
+
+// Lost delivers counts of decisions the kernel could not report.
+func (s *Session) Lost() <-chan event.Lost { return s.lost }
+
+// Sync reports decisions not yet delivered as lost: it reads the session's
+// kernel loss counter. Call it after the agent exited, before the end.
+func (s *Session) Sync() {
+	var val lsmKlsmSession
+	if err := s.l.objs.LsmSessions.Lookup(s.cgid, &val); err != nil {
+		return
+	}
+	if n := val.Lost - s.lostSeen; n > 0 {
+		s.lostSeen = val.Lost
+		s.lost <- event.Lost{Time: time.Now(), Count: n}
+	}
+}
+
+// Close removes the session's rules and stops its events.
+func (s *Session) Close() error {
+	s.once.Do(func() {
+		l := s.l
+		var errs []error
+		if err := l.objs.LsmSessions.Delete(s.cgid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+		s.mu.Lock()
+		errs = append(errs, l.deleteRules(s.sess, s.entries))
+		s.mu.Unlock()
+		errs = append(errs, l.forgetCreated(s.cgid))
+		l.mu.Lock()
+		delete(l.sessions, s.cgid)
+		l.mu.Unlock()
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+func (l *LSM) forgetCreated(cgid uint64) error {
+	var k lsmKlsmCreated
+	var v uint8
+	var drop []lsmKlsmCreated
+	it := l.objs.LsmCreated.Iterate()
+	for it.Next(&k, &v) {
+		if k.Cgid == cgid {
+			drop = append(drop, k)
+		}
+	}
+	for _, k := range drop {
+		l.objs.LsmCreated.Delete(k)
+	}
+	return it.Err()
+}
+
+// hdrSize is offsetof(struct klsm_event, data).
+const hdrSize = 64
+
+func (l *LSM) readLoop() {
+	defer l.wg.Done()
+	var rec ringbuf.Record
+	for {
+		if err := l.rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return
+			}
+			l.log.Error("read events", "error", err)
+			continue
+		}
+		b := rec.RawSample
+		if len(b) < hdrSize {
+			continue
+		}
+		cgid := binary.LittleEndian.Uint64(b[8:])
+		l.mu.Lock()
+		s := l.sessions[cgid]
+		l.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		ev, ok := decode(b)
+		if !ok {
+			s.lost <- event.Lost{Time: time.Now(), Count: 1}
+			continue
+		}
+		s.events <- ev
+	}
+}
