@@ -25,6 +25,7 @@ const (
 func newRun() *cobra.Command {
 	var (
 		manifest, mode, user, learn, logDir string
+		backend                             string
 		allowDegraded, quiet, noDaemon      bool
 	)
 	c := &cobra.Command{
@@ -45,6 +46,12 @@ permissive  a violation is logged and the scope amended so the session goes
 klock run uses the klockd daemon when it is running (its socket is
 $KLOCK_SOCKET, else /run/klock/klockd.sock): the BPF programs stay loaded
 and a session starts faster. Otherwise the enforcer runs embedded.
+
+The file wall is bpf-lsm when this kernel can load BPF LSM programs (klock
+doctor says whether it can): every file operation is decided in the kernel
+before its effect. Elsewhere it is Landlock, with tracepoints detecting
+what Landlock cannot express (killed and rolled back in strict mode).
+--backend forces one; the verification log always says which ran.
 
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
@@ -73,6 +80,10 @@ failed to start the session (the message says why and what would fix it).`,
 			if learn != "" && policy.Mode(mode) != policy.ModePermissive && !(mode == "" && m.Mode == policy.ModePermissive) {
 				return &exitError{code: exitUsage, err: errors.New("--learn needs permissive mode (--mode permissive): strict mode stops at the first violation")}
 			}
+			be, err := session.ParseBackend(backend)
+			if err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--backend: %w", err)}
+			}
 			cred, err := credential(user, m.Workdir)
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
@@ -82,7 +93,7 @@ failed to start the session (the message says why and what would fix it).`,
 			opts := session.Options{
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(), User: cred, LogDir: logDir,
-				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded,
+				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
 				Snapshot: session.Backup(os.Stderr),
 			}
 			// klockd keeps the BPF programs loaded: use it when it runs.
@@ -126,6 +137,7 @@ failed to start the session (the message says why and what would fix it).`,
 	c.Flags().StringVar(&user, "user", "", "uid to run the agent as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
 	c.Flags().StringVar(&learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file")
 	c.Flags().StringVar(&logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
+	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it) or landlock")
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the verification summary")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")

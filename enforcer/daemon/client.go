@@ -277,7 +277,7 @@ func RunViaDaemon(ctx context.Context, socket string, o session.Options) (res *s
 			Manifest: o.ManifestData, ManifestPath: abs(o.ManifestPath), Mode: o.Mode,
 			Argv: o.Command, Env: o.Env, Dir: abs(o.Dir),
 			UID: cred.UID, GID: cred.GID, Groups: cred.Groups, AllowRoot: cred.AllowRoot,
-			AllowDegraded: o.AllowDegraded, Learn: true, LogDir: abs(o.LogDir),
+			AllowDegraded: o.AllowDegraded, Backend: string(o.Backend), Learn: true, LogDir: abs(o.LogDir),
 		},
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Logger: o.Logger,
 	}

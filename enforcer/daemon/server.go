@@ -515,7 +515,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	}
 	opts := session.Options{
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
-		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded,
+		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: session.Backend(req.Backend),
 		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.

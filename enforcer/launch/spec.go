@@ -30,6 +30,9 @@ type Spec struct {
 	// AllowIOURing lets the agent use io_uring. io_uring operations bypass
 	// syscall-tracepoint observation, so only set it when declared.
 	AllowIOURing bool
+	// NoLandlock launches without a Landlock wall: the caller has another
+	// backend that decides every file operation before its effect (bpf-lsm).
+	NoLandlock bool
 
 	Stdin  io.Reader
 	Stdout io.Writer

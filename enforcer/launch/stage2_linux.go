@@ -80,7 +80,7 @@ func runStage2(specFD int) (err error) {
 	if err != nil {
 		return fail("spec", err)
 	}
-	if err := json.Unmarshal(data, &s); err != nil || s.Landlock == nil {
+	if err := json.Unmarshal(data, &s); err != nil || (s.Landlock == nil) != s.NoLandlock {
 		return fail("spec", fmt.Errorf("bad spec from parent: %v", err))
 	}
 	// Nothing but stdio and ExtraFiles may reach the agent; the status pipe
@@ -106,7 +106,7 @@ func runStage2(specFD int) (err error) {
 			return fail("mask", fmt.Errorf("%s: %w", p, err))
 		}
 	}
-	if s.Landlock.MemfdNoexec {
+	if s.Landlock != nil && s.Landlock.MemfdNoexec {
 		// Per pid namespace: memfds here can never be executed.
 		if err := os.WriteFile(memfdNoexecSysctl, []byte("2"), 0); err != nil {
 			return fail("memfd_noexec", err)
@@ -123,9 +123,11 @@ func runStage2(specFD int) (err error) {
 	}
 	// Paths are opened while still root, so the wall does not depend on the
 	// agent's permission to traverse to them.
-	rulesetFD, err := buildRuleset(s.Landlock)
-	if err != nil {
-		return fail("landlock", err)
+	rulesetFD := -1
+	if s.Landlock != nil {
+		if rulesetFD, err = buildRuleset(s.Landlock); err != nil {
+			return fail("landlock", err)
+		}
 	}
 	if err := dropPrivileges(s.UID, s.GID, s.Groups); err != nil {
 		return fail("credentials", err)
@@ -144,10 +146,12 @@ func runStage2(specFD int) (err error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("no_new_privs", err)
 	}
-	if err := restrictSelf(rulesetFD); err != nil {
-		return fail("landlock", err)
+	if rulesetFD >= 0 {
+		if err := restrictSelf(rulesetFD); err != nil {
+			return fail("landlock", err)
+		}
+		unix.Close(rulesetFD)
 	}
-	unix.Close(rulesetFD)
 	if err := loadSeccomp(prog); err != nil {
 		return fail("seccomp", err)
 	}

@@ -73,19 +73,21 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
-	abi, err := ProbeABI()
-	if err != nil {
-		return nil, err
-	}
-	plan, err := PlanLandlock(s.Ruleset, abi)
-	if err != nil {
-		return nil, err
+	var plan *LandlockPlan
+	if !s.NoLandlock {
+		abi, err := ProbeABI()
+		if err != nil {
+			return nil, err
+		}
+		if plan, err = PlanLandlock(s.Ruleset, abi); err != nil {
+			return nil, err
+		}
 	}
 	w := wireSpec{
 		Path: s.Path, Args: s.Args, Env: s.Env, Dir: s.Dir,
 		UID: s.User.UID, GID: s.User.GID, Groups: s.User.Groups,
 		NewNetNS: s.NewNetNS, IOURing: s.AllowIOURing, ExtraFiles: len(s.ExtraFiles),
-		Landlock: plan, Mask: s.Mask,
+		Landlock: plan, NoLandlock: s.NoLandlock, Mask: s.Mask,
 	}
 	if w.Path == "" {
 		w.Path = s.Args[0]

@@ -13,6 +13,7 @@ type wireSpec struct {
 	IOURing    bool          `json:"io_uring"`
 	ExtraFiles int           `json:"extra_files"`
 	Landlock   *LandlockPlan `json:"landlock"`
+	NoLandlock bool          `json:"no_landlock,omitempty"`
 	Mask       []string      `json:"mask,omitempty"`
 }
 

@@ -121,4 +121,3 @@ func (e *TooLongError) Error() string {
 }
 
 func (e *TooLongError) Unwrap() error { return ErrUnsupported }
-

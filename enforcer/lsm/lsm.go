@@ -40,6 +40,10 @@ type LSM struct {
 	wg    sync.WaitGroup
 	log   *slog.Logger
 
+	// inflight is held by the reader from a record's read to its delivery,
+	// so Idle can tell "nothing left anywhere".
+	inflight sync.Mutex
+
 	mu       sync.Mutex
 	sessions map[uint64]*Session
 	nextSess uint32
@@ -308,21 +312,46 @@ func (l *LSM) readLoop() {
 			l.log.Error("read events", "error", err)
 			continue
 		}
-		b := rec.RawSample
+		l.inflight.Lock()
+		l.deliver(rec.RawSample)
+		l.inflight.Unlock()
+	}
+}
+
+// Idle reports whether every record the kernel produced so far has been
+// delivered to its session's channel.
+func (l *LSM) Idle() bool {
+	if l.rd.AvailableBytes() > 0 {
+		return false
+	}
+	// TryLock: a delivery blocked on another session's full channel must
+	// not block this caller; it asks again.
+	if !l.inflight.TryLock() {
+		return false
+	}
+	defer l.inflight.Unlock()
+	return l.rd.AvailableBytes() == 0
+}
+
+// Idle is LSM.Idle for the session's backend.
+func (s *Session) Idle() bool { return s.l.Idle() }
+
+func (l *LSM) deliver(b []byte) {
+	{
 		if len(b) < hdrSize {
-			continue
+			return
 		}
 		cgid := binary.LittleEndian.Uint64(b[8:])
 		l.mu.Lock()
 		s := l.sessions[cgid]
 		l.mu.Unlock()
 		if s == nil {
-			continue
+			return
 		}
 		ev, ok := decode(b)
 		if !ok {
 			s.lost <- event.Lost{Time: time.Now(), Count: 1}
-			continue
+			return
 		}
 		s.events <- ev
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/enforcer/netguard"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -20,15 +21,54 @@ type backends struct {
 	watch *observe.Watch
 	ng    *netguard.Guard
 	ngs   *netguard.Session
+	lsm   *lsm.LSM
+	lsms  *lsm.Session // nil: Landlock walls the files
 	list  []vlog.Backend
-	// ownObs and ownNG: the session loaded them (not Shared) and closes them.
-	ownObs, ownNG bool
+	// ownObs, ownNG, ownLSM: the session loaded them (not Shared) and
+	// closes them.
+	ownObs, ownNG, ownLSM bool
+	// lsmSkipped says why BackendAuto did not use bpf-lsm.
+	lsmSkipped string
+}
+
+// attachLSM puts the BPF-LSM wall on g when the choice allows and it
+// works; otherwise the session uses Landlock (BackendAuto, the reason kept
+// for the log) or refuses (BackendLSM).
+func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, mode policy.Mode) error {
+	if choice == BackendLandlock {
+		return nil
+	}
+	l, own, err := shared.lsmBackend()
+	if err == nil {
+		var opts []lsm.Option
+		if mode == policy.ModePermissive {
+			opts = append(opts, lsm.Permissive())
+		}
+		b.lsms, err = l.Attach(g.ID, rs, opts...)
+		if err != nil && own {
+			l.Close()
+		}
+	}
+	if err != nil {
+		if choice == BackendLSM {
+			return fmt.Errorf("%w: --backend bpf-lsm: %v. Fix: boot with bpf in lsm= (klock doctor says what is missing), or use --backend auto", ErrDegraded, err)
+		}
+		b.lsmSkipped = err.Error()
+		return nil
+	}
+	b.lsm, b.ownLSM = l, own
+	b.list = append(b.list, vlog.Backend{Name: "bpf-lsm", Guarantee: vlog.GuaranteeBlocks, Details: []string{
+		"LSM programs on file_open, bprm_check_security and path_mknod/mkdir/symlink/link/unlink/rmdir/rename/truncate/chmod/chown decide in the kernel, before the effect, from the session's rules (io_uring operations included)",
+		"objects are named by the kernel's own path; an object with no reachable name is refused",
+		"no Landlock wall: the LSM decides every file operation with a path hook",
+	}})
+	return nil
 }
 
 // attach loads (or takes from shared, when not nil) and attaches the
 // observation and network backends to g, refusing (ErrDegraded) what the
 // mode relies on unless allowDegraded.
-func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, allowDegraded bool, log *slog.Logger) (*backends, error) {
+func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, mode policy.Mode, allowDegraded bool, log *slog.Logger) (*backends, error) {
 	b := &backends{}
 	degrade := func(what, lost, fix string, err error) error {
 		if !allowDegraded {
@@ -39,10 +79,17 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, allowDegraded b
 		return nil
 	}
 
+	if err := b.attachLSM(g, rs, shared, choice, mode); err != nil {
+		return nil, err
+	}
+	var watchOpts []observe.WatchOption
+	if b.lsms != nil {
+		watchOpts = append(watchOpts, observe.Residuals())
+	}
 	obs, own, err := shared.observer()
 	if err == nil {
 		b.obs, b.ownObs = obs, own
-		b.watch, err = obs.Watch(g.ID)
+		b.watch, err = obs.Watch(g.ID, watchOpts...)
 	}
 	if err != nil {
 		b.close()
@@ -59,6 +106,9 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, allowDegraded b
 			details = append(details, "degraded: no ctime tracepoints on this kernel (< 6.13): path-based metadata changes are judged by their name, not by the inode the kernel changed; a relative name that cannot be verified kills a strict session")
 		} else {
 			details = append(details, "kernel paths: path-based metadata changes are checked against the inode the kernel changed (ctime tracepoints)")
+		}
+		if b.lsms != nil {
+			details = []string{"raw syscall tracepoints filtered by the session cgroup id, reporting only what bpf-lsm has no path hook for: utimes, xattr changes, AF_UNIX socket names, io_uring set-up, 32-bit syscalls (detects, kills and rolls back)"}
 		}
 		b.list = append(b.list, vlog.Backend{Name: "tracepoints", Guarantee: vlog.GuaranteeDetects, Details: details})
 	}
@@ -91,6 +141,12 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, allowDegraded b
 }
 
 func (b *backends) close() {
+	if b.lsms != nil {
+		b.lsms.Close()
+	}
+	if b.lsm != nil && b.ownLSM {
+		b.lsm.Close()
+	}
 	if b.watch != nil {
 		b.watch.Close()
 	}
@@ -105,9 +161,13 @@ func (b *backends) close() {
 	}
 }
 
-// landlockBackend describes the wall the launcher built.
-func landlockBackend(p *launch.LandlockPlan) vlog.Backend {
+// landlockBackend describes the wall the launcher built; skipped says why
+// bpf-lsm was not used instead (empty when it was not tried).
+func landlockBackend(p *launch.LandlockPlan, skipped string) vlog.Backend {
 	be := vlog.Backend{Name: "landlock", Guarantee: vlog.GuaranteeBlocks}
+	if skipped != "" {
+		be.Details = append(be.Details, "bpf-lsm not used: "+skipped)
+	}
 	if p == nil {
 		return be
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -31,6 +32,30 @@ type Restorer interface {
 // agent change, before the agent starts.
 type Snapshotter func(ctx context.Context, rs *policy.Ruleset, id string) (Restorer, error)
 
+// Backend names the mechanism that walls the agent's file operations.
+type Backend string
+
+const (
+	// BackendAuto uses bpf-lsm when it loads and the ruleset fits it, else
+	// Landlock + tracepoints, and says which in the log.
+	BackendAuto Backend = "auto"
+	// BackendLSM requires bpf-lsm: the session refuses to start without it.
+	BackendLSM Backend = "bpf-lsm"
+	// BackendLandlock uses Landlock + tracepoints even where bpf-lsm works.
+	BackendLandlock Backend = "landlock"
+)
+
+// ParseBackend reads a --backend value.
+func ParseBackend(s string) (Backend, error) {
+	switch b := Backend(s); b {
+	case "", BackendAuto:
+		return BackendAuto, nil
+	case BackendLSM, BackendLandlock:
+		return b, nil
+	}
+	return "", fmt.Errorf("unknown backend %q: want auto, bpf-lsm or landlock", s)
+}
+
 // Options describe one session.
 type Options struct {
 	Manifest     *policy.Manifest
@@ -49,6 +74,8 @@ type Options struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
 
+	// Backend chooses the file wall (default BackendAuto).
+	Backend Backend
 	// AllowDegraded accepts running without a backend the mode relies on.
 	AllowDegraded bool
 	// Snapshot takes the pre-flight backup; nil means none (strict mode

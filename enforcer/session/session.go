@@ -74,7 +74,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer g.Delete()
 
-	be, err := attach(g, rs, o.Backends, o.AllowDegraded, log)
+	choice := o.Backend
+	if choice == "" {
+		choice = BackendAuto
+	}
+	be, err := attach(g, rs, o.Backends, choice, mode, o.AllowDegraded, log)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +100,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	proc, err := launch.Start(ctx, launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: env, Dir: dir, User: o.User,
 		NewNetNS: launch.NeedsNetNS(rs), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+		NoLandlock: be.lsms != nil,
 	})
 	if err != nil {
 		return nil, err
@@ -104,7 +109,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Started(proc.Pid)
 	}
 
-	backendsUsed := append([]vlog.Backend{landlockBackend(proc.Landlock), seccompBackend()}, be.list...)
+	var backendsUsed []vlog.Backend
+	if be.lsms == nil {
+		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
+	}
+	backendsUsed = append(append(backendsUsed, seccompBackend()), be.list...)
 	if restorer == nil {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
@@ -220,6 +229,11 @@ func (s *running) act(v decide.Verdict) {
 				s.log.Warn("cannot widen the network wall", "error", err)
 			}
 		}
+		if v.Triple.Type != policy.ObjNet && s.be.lsms != nil {
+			if err := s.be.lsms.Update(s.eng.Ruleset()); err != nil {
+				s.log.Warn("cannot widen the bpf-lsm rules", "error", err)
+			}
+		}
 	case decide.ActionBlocked:
 		s.log.Warn("blocked (permissive)", "triple", v.Triple.String())
 	}
@@ -241,6 +255,11 @@ func (s *running) record(r observe.Record) {
 	switch r.Kind {
 	case observe.KindEvent:
 		if !s.agentStarted(r.Event) {
+			return
+		}
+		if s.be.lsms != nil && r.Event.Triple.Type == policy.ObjProc {
+			// bpf-lsm decides and reports execs; the tracepoint's only
+			// delimit the agent's history.
 			return
 		}
 		v := s.eng.Observe(r.Event)
@@ -265,10 +284,13 @@ func (s *running) loop(ctx context.Context) {
 	if s.be.watch != nil {
 		obsCh = s.be.watch.Records()
 	}
-	var netCh <-chan event.Event
-	var netLost <-chan event.Lost
+	var netCh, lsmCh <-chan event.Event
+	var netLost, lsmLost <-chan event.Lost
 	if s.be.ngs != nil {
 		netCh, netLost = s.be.ngs.Events(), s.be.ngs.Lost()
+	}
+	if s.be.lsms != nil {
+		lsmCh, lsmLost = s.be.lsms.Events(), s.be.lsms.Lost()
 	}
 	for {
 		select {
@@ -278,11 +300,53 @@ func (s *running) loop(ctx context.Context) {
 			s.act(s.eng.Observe(ev))
 		case l := <-netLost:
 			s.act(s.eng.Lost(l))
+		case ev := <-lsmCh:
+			s.act(s.eng.Observe(ev))
+		case l := <-lsmLost:
+			s.act(s.eng.Lost(l))
 		case <-ctx.Done():
 			s.kill("klock was interrupted: "+context.Cause(ctx).Error(), nil)
 			ctx = context.Background()
 		case <-s.proc.Done():
 			s.drain(obsCh, netCh, netLost)
+			s.drainLSM()
+			return
+		}
+	}
+}
+
+// drainLSM delivers the bpf-lsm decisions still in flight after the agent
+// exited, then its loss count.
+func (s *running) drainLSM() {
+	if s.be.lsms == nil {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		select {
+		case ev := <-s.be.lsms.Events():
+			s.act(s.eng.Observe(ev))
+			continue
+		case l := <-s.be.lsms.Lost():
+			s.act(s.eng.Lost(l))
+			continue
+		default:
+		}
+		if s.be.lsms.Idle() && len(s.be.lsms.Events()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.log.Warn("bpf-lsm events still in flight after 5s")
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.be.lsms.Sync()
+	for {
+		select {
+		case l := <-s.be.lsms.Lost():
+			s.act(s.eng.Lost(l))
+		default:
 			return
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/enforcer/netguard"
 	"github.com/klocklabs/klock/enforcer/observe"
 )
@@ -22,6 +23,8 @@ type Shared struct {
 	ObserverErr error // why Observer is nil
 	Guard       *netguard.Guard
 	GuardErr    error // why Guard is nil
+	LSM         *lsm.LSM
+	LSMErr      error // why LSM is nil
 }
 
 // LoadShared loads both backends once. It never fails: a backend that
@@ -30,6 +33,7 @@ func LoadShared(opts observe.Options) *Shared {
 	s := &Shared{}
 	s.Observer, s.ObserverErr = observe.LoadOptions(opts)
 	s.Guard, s.GuardErr = netguard.Load()
+	s.LSM, s.LSMErr = lsm.Load()
 	return s
 }
 
@@ -44,6 +48,10 @@ func (s *Shared) Close() error {
 	if s.Guard != nil {
 		errs = append(errs, s.Guard.Close())
 		s.Guard = nil
+	}
+	if s.LSM != nil {
+		errs = append(errs, s.LSM.Close())
+		s.LSM = nil
 	}
 	return errors.Join(errs...)
 }
@@ -73,6 +81,18 @@ func (s *Shared) guard() (g *netguard.Guard, owned bool, err error) {
 		return nil, false, fmt.Errorf("shared network guard: %w", firstNonNil(s.GuardErr, errNotLoaded))
 	}
 	return s.Guard, false, nil
+}
+
+// lsmBackend is observer's counterpart for the BPF-LSM backend.
+func (s *Shared) lsmBackend() (l *lsm.LSM, owned bool, err error) {
+	if s == nil {
+		l, err = lsm.Load()
+		return l, true, err
+	}
+	if s.LSM == nil {
+		return nil, false, fmt.Errorf("shared bpf-lsm: %w", firstNonNil(s.LSMErr, errNotLoaded))
+	}
+	return s.LSM, false, nil
 }
 
 func firstNonNil(errs ...error) error {
