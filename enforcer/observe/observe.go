@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -131,6 +132,12 @@ type Observer struct {
 
 	decodeErrs uint64
 	ctimeHooks int
+
+	// forget is set by Unwatch: the reader then drops the resolver's
+	// inode-keyed caches before its next record. An ended session's
+	// directories get deleted and their inode numbers reused; a cached
+	// name must never answer for another session's object.
+	forget atomic.Bool
 }
 
 // Watch is one watched cgroup's subscription.
@@ -341,6 +348,7 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 		return fmt.Errorf("observe: cgroup %d is not watched", cgroupID)
 	}
 	o.pollLostLocked(w)
+	o.forget.Store(true)
 	err := o.objs.Watched.Delete(cgroupID)
 	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		err = fmt.Errorf("observe: unwatch cgroup %d: %w", cgroupID, err)
@@ -476,6 +484,9 @@ func (o *Observer) dispatch(r *raw) {
 	o.mu.Unlock()
 	if w == nil {
 		return // unwatched since
+	}
+	if o.forget.Swap(false) {
+		o.res.forget()
 	}
 	o.translate(r, func(rec Record) {
 		o.mu.Lock()

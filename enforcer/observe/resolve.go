@@ -136,6 +136,15 @@ func newResolver() *resolver {
 		objs: make(map[objKey]objVal), parents: make(map[string]objVal), names: make(map[ident]string)}
 }
 
+// forget drops every cache keyed by inode or pid (see Observer.forget).
+func (rv *resolver) forget() {
+	clear(rv.dirs)
+	clear(rv.parent)
+	clear(rv.objs)
+	clear(rv.parents)
+	clear(rv.names)
+}
+
 func (rv *resolver) forked(child, parent uint32) {
 	if len(rv.parent) >= 1<<16 {
 		clear(rv.parent)

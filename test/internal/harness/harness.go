@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/testutil"
@@ -35,6 +36,13 @@ const ProbeEnv = "KLOCK_TEST_PROBE"
 // system calls named by its arguments and prints their exact outcome.
 var Probe string
 
+// shared holds the suite's kernel backends (nil when not root).
+var shared *session.Shared
+
+// BackendEnv forces the sessions' file backend (auto when unset); the VM
+// harness sets it to bpf-lsm so nothing can silently fall back.
+const BackendEnv = "KLOCK_TEST_BACKEND"
+
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
 // session re-executes this binary), then the probe mode, then the tests.
 func Main(m *testing.M) {
@@ -44,6 +52,9 @@ func Main(m *testing.M) {
 	}
 	var dir string
 	if os.Geteuid() == 0 {
+		// One set of kernel backends for every session of the suite, as
+		// klockd keeps them (the verifier runs once, not per test).
+		shared = session.LoadShared(observe.Options{})
 		var err error
 		if dir, err = copyProbe(); err != nil {
 			fmt.Fprintln(os.Stderr, "harness: copy probe:", err)
@@ -53,6 +64,9 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if dir != "" {
 		os.RemoveAll(dir)
+	}
+	if shared != nil {
+		shared.Close()
 	}
 	os.Exit(code)
 }
@@ -261,6 +275,7 @@ func (w *World) Run(s Spec) *Outcome {
 	}
 	res, err := session.Run(ctx, session.Options{
 		Manifest: m, ManifestPath: mpath, ManifestData: data, Mode: mode, ID: id,
+		Backends: shared, Backend: session.Backend(os.Getenv(BackendEnv)),
 		Command: s.Command,
 		Env:     append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", ProbeEnv + "=1"}, s.Env...),
 		User:    &launch.Credential{UID: AgentUID, GID: AgentGID},
