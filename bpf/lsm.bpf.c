@@ -54,11 +54,18 @@ struct {
 	__uint(max_entries, 8 << 20);
 } lsm_events SEC(".maps");
 
+/* The key scratch has slack after the key: the verifier is shown a copy
+ * length masked to 255 (the compiler drops a tighter clamp), so the copy
+ * must fit 8 + 255 bytes. */
+struct klsm_keybuf {
+	struct klsm_key k;
+	__u8 slack[8];
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct klsm_key);
+	__type(value, struct klsm_keybuf);
 } lsm_keybuf SEC(".maps");
 
 struct {
@@ -93,13 +100,16 @@ static __always_inline struct klsm_session *armed(void)
 static __always_inline int lookup_have(__u32 sess, struct kw_buf *kb, __u32 pos, __u32 last, __u8 *have)
 {
 	__u32 zero = 0;
-	struct klsm_key *k = bpf_map_lookup_elem(&lsm_keybuf, &zero);
-	if (!k)
+	struct klsm_keybuf *kbuf = bpf_map_lookup_elem(&lsm_keybuf, &zero);
+	if (!kbuf)
 		return -1;
+	struct klsm_key *k = &kbuf->k;
 	__u32 n = KW_PATH_MAX - (pos & (KW_PATH_MAX - 1)); /* with the NUL */
 	__u32 c = n > LSM_KEY_PATH ? LSM_KEY_PATH : n;
-	c &= 0xff;
-	if (c == 0 || c > LSM_KEY_PATH)
+	/* Hide c from the optimiser, then mask it where the verifier sees
+	 * it: the copy below is provably <= 255 bytes (the slack covers it). */
+	asm volatile("%[c] &= 0xff" : [c] "+r"(c));
+	if (c == 0)
 		return -1;
 	k->sess = sess;
 	k->prefixlen = 32 + c * 8;

@@ -47,6 +47,12 @@ type lsmKlsmKey struct {
 	Path      [248]uint8
 }
 
+type lsmKlsmKeybuf struct {
+	_     structs.HostLayout
+	K     lsmKlsmKey
+	Slack [8]uint8
+}
+
 type lsmKlsmRule struct {
 	_      structs.HostLayout
 	Direct uint8

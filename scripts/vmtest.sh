@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Boots Debian's kernel (BPF LSM enabled on its boot line) under qemu and runs
+# klock's kernel suites there with the bpf-lsm backend forced: the enforcer
+# tests, the end-to-end and escape suites, and `klock doctor`.
+#
+# Usage: scripts/vmtest.sh [go test package patterns...]
+#   KLOCK_VM_CACHE  where the kernel package is kept (default ~/.cache/klock-vm)
+#   KLOCK_VM_SMP    vCPUs (default: the host's, at most 4)
+#   KLOCK_VM_MEM    memory in MiB (default 3072)
+# The verdict is read from the serial console, never from qemu's exit code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh vm
+cache=${KLOCK_VM_CACHE:-$HOME/.cache/klock-vm}
+mkdir -p "$cache"
+
+# The kernel: Debian's current linux-image-amd64 (CONFIG_BPF_LSM=y, BTF).
+if ! ls "$cache"/boot/vmlinuz-* >/dev/null 2>&1; then
+	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image/{print $2; exit}')
+	if [ -z "$pkg" ]; then
+		apt-get update -qq >/dev/null
+		pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image/{print $2; exit}')
+	fi
+	echo "vmtest: downloading $pkg (apt)" >&2
+	(cd "$cache" && apt-get download -qq "$pkg" >/dev/null) || { apt-get update -qq >/dev/null; (cd "$cache" && apt-get download -qq "$pkg"); }
+	dpkg-deb -x "$cache"/"$pkg"_*.deb "$cache"
+	rm -f "$cache"/*.deb
+fi
+kernel=$(ls "$cache"/boot/vmlinuz-* | head -1)
+
+work=$(mktemp -d /tmp/klock-vm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,run,etc,root,t,lib,lib64}
+cp /bin/busybox "$root/bin/busybox"
+for app in $("$root/bin/busybox" --list); do
+	[ -e "$root/bin/$app" ] || ln -s busybox "$root/bin/$app"
+done
+ln -sf ../../bin/busybox "$root/usr/bin/env"
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
+cp test/vm/init "$root/init"
+
+pkgs=("$@")
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(./enforcer/lsm ./test/escape ./test/e2e)
+echo "vmtest: building static test binaries: ${pkgs[*]}" >&2
+for p in "${pkgs[@]}"; do
+	name=$(echo "${p#./}" | tr / -)
+	CGO_ENABLED=0 go test -c -o "$root/t/$name.test" "$p"
+done
+CGO_ENABLED=0 go build -o "$root/bin/klock" ./cmd/klock
+# klock doctor must find bpf-lsm available here.
+cat >"$root/t/doctor.cmd" <<'DOC'
+/bin/klock doctor
+/bin/klock doctor --json | tr -d ' \n' | grep -q '"name":"bpf-lsm","ok":true'
+DOC
+
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
+smp=${KLOCK_VM_SMP:-$(nproc)}
+[ "$smp" -gt 4 ] && smp=4
+echo "vmtest: booting $(basename "$kernel") under qemu (TCG, $smp vCPUs)" >&2
+start=$(date +%s)
+timeout --foreground 45m qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "${KLOCK_VM_MEM:-3072}" \
+	-nographic -no-reboot -kernel "$kernel" -initrd "$work/initrd.gz" \
+	-append "console=ttyS0 quiet panic=-1 lsm=lockdown,capability,landlock,bpf" </dev/null | tee "$work/console.log" | grep --line-buffered -E 'KLOCK-VM|--- FAIL|_test.go:[0-9]+:|^\s+(ok|FAIL)|panic|klock doctor|bpf-lsm|landlock|tracepoints' || true
+echo "vmtest: VM ran $(( $(date +%s) - start ))s" >&2
+mkdir -p bin && cp "$work/console.log" bin/vm-console.log
+if grep -q 'KLOCK-VM-RESULT PASS' "$work/console.log"; then
+	echo "vmtest: PASS"
+	exit 0
+fi
+if ! grep -q 'KLOCK-VM-RESULT' "$work/console.log"; then
+	echo "vmtest: no verdict on the console (the VM crashed or timed out); last lines:" >&2
+	tail -30 "$work/console.log" >&2
+fi
+echo "vmtest: FAIL (the whole console is in bin/vm-console.log)" >&2
+exit 1
