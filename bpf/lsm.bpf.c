@@ -56,10 +56,10 @@ struct {
 
 /* The key scratch has slack after the key: the verifier is shown a copy
  * length masked to 255 (the compiler drops a tighter clamp), so the copy
- * must fit 8 + 255 bytes. */
+ * must fit 8 + 10 + 255 bytes. */
 struct klsm_keybuf {
 	struct klsm_key k;
-	__u8 slack[8];
+	__u8 slack[24];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -95,6 +95,29 @@ static __always_inline struct klsm_session *armed(void)
 	return s;
 }
 
+/* proc_tail: for /proc/<digits>[/...] the offset (from pos) where the
+ * tail ("/..." or the NUL) starts, else 0. The agent has its own pid
+ * namespace and procfs, so every /proc/<n> is a process of the session:
+ * it is looked up as /proc/self, as event.SessionProc names it. */
+static __always_inline __u32 proc_tail(struct kw_buf *kb, __u32 pos)
+{
+	char h[6];
+	pos &= KW_PATH_MAX - 1;
+	if (bpf_probe_read_kernel(h, sizeof(h), &kb->b[pos]))
+		return 0;
+	if (h[0] != '/' || h[1] != 'p' || h[2] != 'r' || h[3] != 'o' || h[4] != 'c' || h[5] != '/')
+		return 0;
+	for (__u32 i = 6; i < 6 + 11; i++) {
+		char ch = kb->b[(pos + i) & (2 * KW_PATH_MAX - 1)];
+		if (ch >= '0' && ch <= '9')
+			continue;
+		if (i > 6 && (ch == '/' || ch == 0))
+			return i;
+		return 0;
+	}
+	return 0;
+}
+
 /* lookup_have: what the rules grant the path at kb->b[pos] whose last '/'
  * is at offset last. Returns -1 when the lookup could not be made. */
 static __always_inline int lookup_have(__u32 sess, struct kw_buf *kb, __u32 pos, __u32 last, __u8 *have)
@@ -104,16 +127,24 @@ static __always_inline int lookup_have(__u32 sess, struct kw_buf *kb, __u32 pos,
 	if (!kbuf)
 		return -1;
 	struct klsm_key *k = &kbuf->k;
-	__u32 n = KW_PATH_MAX - (pos & (KW_PATH_MAX - 1)); /* with the NUL */
-	__u32 c = n > LSM_KEY_PATH ? LSM_KEY_PATH : n;
+	pos &= KW_PATH_MAX - 1;
+	__u32 n = KW_PATH_MAX - pos; /* with the NUL */
+	__u32 skip = proc_tail(kb, pos), head = 0;
+	if (skip) {
+		__builtin_memcpy(k->path, "/proc/self", 10);
+		head = 10;
+		n -= skip;
+		last = last >= skip ? last - skip + head : 5;
+	}
+	__u32 c = n > LSM_KEY_PATH - head ? LSM_KEY_PATH - head : n;
 	/* Hide c from the optimiser, then mask it where the verifier sees
 	 * it: the copy below is provably <= 255 bytes (the slack covers it). */
 	asm volatile("%[c] &= 0xff" : [c] "+r"(c));
 	if (c == 0)
 		return -1;
 	k->sess = sess;
-	k->prefixlen = 32 + c * 8;
-	if (bpf_probe_read_kernel(k->path, c, &kb->b[pos & (KW_PATH_MAX - 1)]))
+	k->prefixlen = 32 + (head + c) * 8;
+	if (bpf_probe_read_kernel(&k->path[head & 15], c, &kb->b[(pos + skip) & (KW_PATH_MAX - 1)]))
 		return -1;
 	struct klsm_rule *r = bpf_map_lookup_elem(&lsm_rules, k);
 	if (!r) {
@@ -166,20 +197,15 @@ static __always_inline struct klsm_event *begin(__u32 op, __u32 flags)
 	return e;
 }
 
-/* finish: refuse or allow per the session's mode, and report. */
+/* finish: refuse or allow, and report. Both modes refuse: permissive
+ * mode amends the rules from user space, so a retry goes through. */
 static __always_inline int finish(struct klsm_session *s, struct klsm_event *e, int deny)
 {
-	int ret = 0;
+	int ret = deny ? -EPERM : 0;
 	if (!e)
-		return deny && !(s->flags & LSM_S_PERMISSIVE) ? -EPERM : 0;
-	if (deny) {
-		if (s->flags & LSM_S_PERMISSIVE) {
-			e->flags |= LSM_E_WOULD;
-		} else {
-			e->flags |= LSM_E_DENIED;
-			ret = -EPERM;
-		}
-	}
+		return ret;
+	if (deny)
+		e->flags |= LSM_E_DENIED;
 	__u64 size = offsetof(struct klsm_event, data) + (e->len1 & (LSM_PATH_MAX - 1)) + (e->len2 & (LSM_PATH_MAX - 1));
 	if (size > sizeof(*e))
 		size = sizeof(*e);
@@ -210,7 +236,9 @@ static __always_inline int owned(struct dentry *d)
 static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, struct dentry *d, struct vfsmount *vm, int linked, __u32 flags)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	struct klsm_event *e = begin(op, flags);
+	/* The open that follows a creation was decided and reported by
+	 * path_mknod already: decide it again, report it once. */
+	struct klsm_event *e = (flags & LSM_E_CREATED) ? NULL : begin(op, flags);
 	__u8 have = 0;
 	__u32 n = name(t, s, e, 0, d, vm, linked, &have);
 	if (n && (need & ~have) && linked && owned(d)) {

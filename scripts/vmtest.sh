@@ -31,12 +31,24 @@ kernel=$(ls "$cache"/boot/vmlinuz-* | head -1)
 work=$(mktemp -d /tmp/klock-vm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
-mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,run,etc,root,t,lib,lib64}
-cp /bin/busybox "$root/bin/busybox"
-for app in $("$root/bin/busybox" --list); do
-	[ -e "$root/bin/$app" ] || ln -s busybox "$root/bin/$app"
+# A usrmerged Debian-like root: the host's own dynamically linked tools
+# (with their libraries and ELF interpreter, so exec rules meet a real
+# ld.so), and busybox for everything else the init needs.
+mkdir -p "$root"/{usr/bin,usr/sbin,usr/lib,usr/lib64,proc,sys,dev,tmp,run,etc,root,t}
+for d in bin sbin lib lib64; do ln -s usr/$d "$root/$d"; done
+cp /bin/busybox "$root/usr/bin/busybox"
+tools="dash true false id cat wc tee tar setsid rm mkfifo mkdir grep find date sleep env ls ln chmod touch mv cp stat head"
+for tool in $tools; do
+	src=$(type -P "$tool") || continue
+	cp -L "$src" "$root/usr/bin/$tool"
+	for lib in $(ldd "$src" 2>/dev/null | grep -o '/[^ ]*'); do
+		[ -e "$root$lib" ] || cp -L --parents "$lib" "$root"
+	done
 done
-ln -sf ../../bin/busybox "$root/usr/bin/env"
+ln -s dash "$root/usr/bin/sh"
+for app in $("$root/usr/bin/busybox" --list); do
+	[ -e "$root/usr/bin/$app" ] || ln -s busybox "$root/usr/bin/$app"
+done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
@@ -49,6 +61,13 @@ for p in "${pkgs[@]}"; do
 	name=$(echo "${p#./}" | tr / -)
 	CGO_ENABLED=0 go test -c -o "$root/t/$name.test" "$p"
 done
+# One test cannot run here, and runs on the host instead: the VM's /tmp is a
+# 6.1 tmpfs, which has no user.* xattrs (they arrived in 6.6), and the
+# rollback test sets some. It has nothing to do with the backend.
+if [ -e "$root/t/test-e2e.test" ]; then
+	echo "vmtest: TestStrictRollbackRestoresEverything runs on the host only (6.1 tmpfs has no user xattrs)" >&2
+	echo '-test.skip=^TestStrictRollbackRestoresEverything$' >"$root/t/test-e2e.args"
+fi
 CGO_ENABLED=0 go build -o "$root/bin/klock" ./cmd/klock
 # klock doctor must find bpf-lsm available here.
 cat >"$root/t/doctor.cmd" <<'DOC'
@@ -56,6 +75,8 @@ cat >"$root/t/doctor.cmd" <<'DOC'
 /bin/klock doctor --json | tr -d ' \n' | grep -q '"name":"bpf-lsm","ok":true'
 DOC
 
+# Extra command files (KLOCK_VM_CMDS=dir: every *.cmd in it runs as a suite).
+if [ -n "${KLOCK_VM_CMDS:-}" ]; then cp "$KLOCK_VM_CMDS"/*.cmd "$root/t/"; fi
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
 smp=${KLOCK_VM_SMP:-$(nproc)}
 [ "$smp" -gt 4 ] && smp=4

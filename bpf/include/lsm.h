@@ -44,15 +44,11 @@ enum lsm_op {
  * is klock's stage 2 (two execs: the re-exec of klock, then the agent). */
 enum lsm_state { LSM_ARMING = 0, LSM_ARMED = 1 };
 
-enum lsm_session_flags {
-	LSM_S_PERMISSIVE = 1 << 0, /* report, never refuse */
-};
-
 struct klsm_session {
 	__u32 sess;   /* the rules' session id (LPM key prefix) */
 	__u32 state;  /* enum lsm_state */
 	__u32 execs;  /* first-round bprm checks seen while arming */
-	__u32 flags;  /* enum lsm_session_flags */
+	__u32 flags;  /* reserved */
 	__u64 lost;   /* records the ring buffer could not take */
 };
 
@@ -94,7 +90,6 @@ struct klsm_rule {
 
 enum lsm_event_flags {
 	LSM_E_DENIED = 1 << 0,   /* the kernel refused it (EPERM) */
-	LSM_E_WOULD = 1 << 1,    /* permissive: would have been refused */
 	LSM_E_NOPATH1 = 1 << 2,  /* path1 has no name the task can reach: denied */
 	LSM_E_NOPATH2 = 1 << 3,
 	LSM_E_REPLACES = 1 << 4, /* rename/link destination existed */

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"strings"
 	"time"
 
 	"github.com/klocklabs/klock/policy"
@@ -42,4 +43,25 @@ type Event struct {
 type Lost struct {
 	Time  time.Time
 	Count uint64
+}
+
+// SessionProc names a path in a session's procfs the way every backend
+// reports it: the agent sees only its own pid namespace, so every
+// /proc/<n> (and thread-self) is a process of the session, reported as
+// /proc/self, which is what intents (and the system-ro baseline) name. A
+// sibling's entries are thereby reported as the process's own: same
+// session, same uid. bpf/lsm.bpf.c applies the same rule in the kernel.
+func SessionProc(p string) string {
+	rest, ok := strings.CutPrefix(p, "/proc/")
+	if !ok {
+		return p
+	}
+	first, tail, _ := strings.Cut(rest, "/")
+	if first != "thread-self" && (first == "" || strings.Trim(first, "0123456789") != "") {
+		return p
+	}
+	if tail == "" {
+		return "/proc/self"
+	}
+	return "/proc/self/" + tail
 }

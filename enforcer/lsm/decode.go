@@ -29,7 +29,6 @@ const (
 
 const (
 	fDenied   = 1 << 0
-	fWould    = 1 << 1
 	fNoPath1  = 1 << 2
 	fNoPath2  = 1 << 3
 	fReplaces = 1 << 4
@@ -66,8 +65,8 @@ func decode(b []byte) (event.Event, bool) {
 	if op == 0 || int(op) >= len(hooks) || hdrSize+uint64(len1)+uint64(len2) > uint64(len(b)) {
 		return event.Event{}, false
 	}
-	p1 := cstr(b[hdrSize : hdrSize+len1])
-	p2 := cstr(b[hdrSize+len1 : hdrSize+len1+len2])
+	p1 := event.SessionProc(cstr(b[hdrSize : hdrSize+len1]))
+	p2 := event.SessionProc(cstr(b[hdrSize+len1 : hdrSize+len1+len2]))
 	if flags&fNoPath1 != 0 || p1 == "" {
 		p1 = Unnamed
 	}

@@ -137,21 +137,9 @@ type Session struct {
 	delivered uint64
 }
 
-// Option configures Attach.
-type Option func(*attachOpts)
-
-type attachOpts struct{ permissive bool }
-
-// Permissive reports refusals (Would) instead of refusing.
-func Permissive() Option { return func(o *attachOpts) { o.permissive = true } }
-
 // Attach gives cgroup cgid the ruleset's rules. The session is armed at
 // its first process's second exec (see the package documentation).
-func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset, opts ...Option) (*Session, error) {
-	var o attachOpts
-	for _, f := range opts {
-		f(&o)
-	}
+func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset) (*Session, error) {
 	entries, err := compile(rs)
 	if err != nil {
 		return nil, err
@@ -174,10 +162,7 @@ func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset, opts ...Option) (*Session,
 		return nil, err
 	}
 	s.entries = entries
-	val := lsmKlsmSession{Sess: s.sess, State: 0}
-	if o.permissive {
-		val.Flags = 1
-	}
+	val := lsmKlsmSession{Sess: s.sess}
 	if err := l.objs.LsmSessions.Update(cgid, val, ebpf.UpdateNoExist); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("%w: cgroup %d: %w", ErrAttach, cgid, err)

@@ -50,7 +50,7 @@ type lsmKlsmKey struct {
 type lsmKlsmKeybuf struct {
 	_     structs.HostLayout
 	K     lsmKlsmKey
-	Slack [8]uint8
+	Slack [24]uint8
 }
 
 type lsmKlsmRule struct {

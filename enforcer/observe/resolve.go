@@ -3,6 +3,7 @@
 package observe
 
 import (
+	"github.com/klocklabs/klock/enforcer/event"
 	"os"
 	"strconv"
 	"strings"
@@ -482,21 +483,5 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// sessionProc normalizes a path in a session's procfs: the agent sees only
-// its own pid namespace, so every /proc/<n> (and thread-self) is a process
-// of the session, reported as /proc/self. A sibling's entries are thereby
-// reported as the process's own: same session, same uid.
-func sessionProc(p string) string {
-	rest, ok := strings.CutPrefix(p, "/proc/")
-	if !ok {
-		return p
-	}
-	first, tail, _ := strings.Cut(rest, "/")
-	if first != "thread-self" && (first == "" || strings.Trim(first, "0123456789") != "") {
-		return p
-	}
-	if tail == "" {
-		return "/proc/self"
-	}
-	return "/proc/self/" + tail
-}
+// sessionProc is event.SessionProc.
+func sessionProc(p string) string { return event.SessionProc(p) }

@@ -34,17 +34,16 @@ type backends struct {
 // attachLSM puts the BPF-LSM wall on g when the choice allows and it
 // works; otherwise the session uses Landlock (BackendAuto, the reason kept
 // for the log) or refuses (BackendLSM).
-func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, mode policy.Mode) error {
+func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend) error {
 	if choice == BackendLandlock {
 		return nil
 	}
 	l, own, err := shared.lsmBackend()
 	if err == nil {
-		var opts []lsm.Option
-		if mode == policy.ModePermissive {
-			opts = append(opts, lsm.Permissive())
-		}
-		b.lsms, err = l.Attach(g.ID, rs, opts...)
+		// Permissive mode keeps the wall (as with Landlock): a refused
+		// operation is reported, the scope amended (Session.Update), and
+		// the agent's retry goes through.
+		b.lsms, err = l.Attach(g.ID, rs)
 		if err != nil && own {
 			l.Close()
 		}
@@ -68,7 +67,7 @@ func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared
 // attach loads (or takes from shared, when not nil) and attaches the
 // observation and network backends to g, refusing (ErrDegraded) what the
 // mode relies on unless allowDegraded.
-func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, mode policy.Mode, allowDegraded bool, log *slog.Logger) (*backends, error) {
+func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, allowDegraded bool, log *slog.Logger) (*backends, error) {
 	b := &backends{}
 	degrade := func(what, lost, fix string, err error) error {
 		if !allowDegraded {
@@ -79,7 +78,7 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend,
 		return nil
 	}
 
-	if err := b.attachLSM(g, rs, shared, choice, mode); err != nil {
+	if err := b.attachLSM(g, rs, shared, choice); err != nil {
 		return nil, err
 	}
 	var watchOpts []observe.WatchOption

@@ -78,7 +78,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if choice == "" {
 		choice = BackendAuto
 	}
-	be, err := attach(g, rs, o.Backends, choice, mode, o.AllowDegraded, log)
+	be, err := attach(g, rs, o.Backends, choice, o.AllowDegraded, log)
 	if err != nil {
 		return nil, err
 	}

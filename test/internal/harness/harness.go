@@ -39,9 +39,30 @@ var Probe string
 // shared holds the suite's kernel backends (nil when not root).
 var shared *session.Shared
 
-// BackendEnv forces the sessions' file backend (auto when unset); the VM
-// harness sets it to bpf-lsm so nothing can silently fall back.
+// BackendEnv chooses the sessions' file backend: landlock when unset (so a
+// suite's expectations do not depend on the machine), bpf-lsm in the VM
+// harness, where nothing may silently fall back.
 const BackendEnv = "KLOCK_TEST_BACKEND"
+
+// Backend is the file backend every session of the suite runs with.
+func Backend() session.Backend {
+	if b := os.Getenv(BackendEnv); b != "" {
+		return session.Backend(b)
+	}
+	return session.BackendLandlock
+}
+
+// LSM reports whether the suite runs on the bpf-lsm backend.
+func LSM() bool { return Backend() == session.BackendLSM }
+
+// Refusal is the errno the file wall answers with: EPERM from bpf-lsm,
+// EACCES from Landlock.
+func Refusal() string {
+	if LSM() {
+		return "EPERM"
+	}
+	return "EACCES"
+}
 
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
 // session re-executes this binary), then the probe mode, then the tests.
@@ -275,7 +296,7 @@ func (w *World) Run(s Spec) *Outcome {
 	}
 	res, err := session.Run(ctx, session.Options{
 		Manifest: m, ManifestPath: mpath, ManifestData: data, Mode: mode, ID: id,
-		Backends: shared, Backend: session.Backend(os.Getenv(BackendEnv)),
+		Backends: shared, Backend: Backend(),
 		Command: s.Command,
 		Env:     append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", ProbeEnv + "=1"}, s.Env...),
 		User:    &launch.Credential{UID: AgentUID, GID: AgentGID},
