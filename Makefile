@@ -16,8 +16,9 @@ export KLOCK_REQUIRE_PRIVILEGED
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-z][a-zA-Z_-]*:.*## /{printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## Install what the build and tests need (apt, only when missing)
+deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh build
+	@scripts/deps.sh npm
 
 build: ## Build bin/klock and bin/klockd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
