@@ -42,7 +42,7 @@ func New(gw *gateway.Gateway, opts ...Option) *Proxy {
 // leak undeclared tools.
 func (p *Proxy) filterList(result json.RawMessage) json.RawMessage {
 	var r map[string]json.RawMessage
-	if err := json.Unmarshal(result, &r); err != nil {
+	if err := json.Unmarshal(result, &r); err != nil || r == nil {
 		return json.RawMessage(`{"tools":[]}`)
 	}
 	var tools []json.RawMessage
