@@ -140,4 +140,3 @@ such request; 125 the queue cannot be written.`, verb,
 
 func newApprove() *cobra.Command { return newDecide(true) }
 func newDeny() *cobra.Command    { return newDecide(false) }
-
