@@ -27,7 +27,7 @@ func newApprovals() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "approvals",
 		Short: "List tool calls waiting for a human (HITL)",
-		Long: `approvals lists the tool calls a gateway (klock mcp, klock tools serve)
+		Long: `approvals lists the tool calls a gateway (klock mcp)
 escalated to a human: an IRREVERSIBLE-WRITE, an autonomy condition that did
 not hold, an agent in HITL mode, or the lethal trifecta. Each waits until
 klock approve or klock deny decides it, or its deadline passes (a timeout

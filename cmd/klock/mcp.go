@@ -19,7 +19,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// gatewayFlags are shared by klock mcp and klock tools serve.
+// gatewayFlags are the flags of a gateway command (klock mcp; the HTTP
+// tool proxy will share them).
 type gatewayFlags struct {
 	manifest, stateDir, auditPath, runID, control string
 	context                                       []string

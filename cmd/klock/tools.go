@@ -47,7 +47,7 @@ func newTools() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "tools",
 		Short: "Govern a running gateway's tools: list, disable, enable, limit",
-		Long: `tools changes a running gateway (klock mcp or klock tools serve) through
+		Long: `tools changes a running gateway (klock mcp) through
 its control socket, without a restart (seed 004's governance hooks). A
 change narrows or restores what the manifest declared; it can never add a
 tool. A disabled tool vanishes from tools/list and every call of it gets

@@ -119,7 +119,7 @@ func (c *Client) do(method, url string, body, out any) error {
 	req, _ := http.NewRequest(method, "http://gateway"+url, rd)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w %s: %v (is `klock mcp` or `klock tools serve` running for this agent?)", ErrUnreachable, c.path, err)
+		return fmt.Errorf("%w %s: %v (is `klock mcp` running for this agent?)", ErrUnreachable, c.path, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
