@@ -194,6 +194,32 @@ func TestFilesystemServerBehindGateway(t *testing.T) {
 			t.Fatalf("audit shows %d replays of edit_file, want 1", replays)
 		}
 	})
+
+	t.Run("klock tools disable changes the running gateway", func(t *testing.T) {
+		socks, _ := filepath.Glob(filepath.Join(state, "gateway", "*", "control.sock"))
+		if len(socks) != 1 {
+			t.Fatalf("control sockets: %v", socks)
+		}
+		if out, err := exec.Command(klockBin, "tools", "disable", "--socket", socks[0], "write_file", "--reason", "incident 7").CombinedOutput(); err != nil {
+			t.Fatalf("klock tools disable: %v: %s", err, out)
+		}
+		res, err := s.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range res.Tools {
+			if tool.Name == "write_file" {
+				t.Fatal("a disabled tool is still listed")
+			}
+		}
+		e := refusal(t, call(t, s, "write_file", map[string]any{"path": filepath.Join(root, "data", "ok.txt"), "content": "again"}))
+		if e.Class != "tool_restricted" || !strings.Contains(e.Message, "incident 7") {
+			t.Fatalf("disabled tool: %+v", e)
+		}
+		if err := exec.Command(klockBin, "tools", "disable", "--socket", socks[0], "no_such_tool").Run(); err == nil {
+			t.Fatal("disabling an undeclared tool succeeded")
+		}
+	})
 }
 
 func TestTrifectaCallWaitsForApproval(t *testing.T) {
