@@ -16,8 +16,9 @@ export KLOCK_REQUIRE_PRIVILEGED
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-z][a-zA-Z_-]*:.*## /{printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## Install what the build and tests need (apt, only when missing)
+deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh build
+	@scripts/deps.sh npm
 
 build: ## Build bin/klock and bin/klockd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
@@ -42,12 +43,20 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./money/ ./enforcer/decide/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
+	@echo "guard: decisions/s/core on the check path alone (goal >= 20000)"
+	$(GO) test -run '^$$' -bench . -cpu 1 -benchtime $(BENCHTIME) ./guard/check/
+	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./guard/mcpproxy/
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParse FuzzParseIntent; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./policy/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./money/
+	@set -e; for t in FuzzFrame FuzzFilterList; do \
+	  echo "fuzz: $$t ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/mcpproxy/; done
+	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./guard/check/
 
 generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
 	@scripts/gen-vmlinux.sh

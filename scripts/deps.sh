@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|all]
 #   build  Go is assumed (the module proxy serves the rest)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
 #   vm     qemu, busybox, cpio (BPF-LSM VM tests)
 #   bench  hyperfine, strace
+#   npm    the pinned MCP servers and conformance suite in test/mcp (npm ci)
 set -euo pipefail
 want=()
 need() { # need CMD PACKAGE
@@ -15,8 +16,20 @@ build) need strace strace ;;
 bpf) need clang clang; need llvm-strip llvm; need bpftool bpftool; [ -e /usr/include/bpf/bpf_helpers.h ] || want+=(libbpf-dev) ;;
 vm) need qemu-system-x86_64 qemu-system-x86; [ -e /bin/busybox ] || want+=(busybox-static); need cpio cpio ;;
 bench) need hyperfine hyperfine; need strace strace ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|all]" >&2; exit 2 ;;
+npm)
+	# node and npm come with the machine; the packages come from the
+	# committed package-lock.json, exactly, and only when not yet there.
+	dir="$(cd "$(dirname "$0")/../test/mcp" && pwd)"
+	if [ -x "$dir/node_modules/.bin/mcp-server-filesystem" ] && [ -x "$dir/node_modules/.bin/conformance" ] &&
+		[ -x "$dir/node_modules/.bin/mcp-server-everything" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+		exit 0
+	fi
+	command -v npm >/dev/null 2>&1 || { echo "klock: npm is missing (install nodejs and npm)" >&2; exit 1; }
+	echo "klock: installing the MCP test servers (npm ci in test/mcp)" >&2
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	exit 0 ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

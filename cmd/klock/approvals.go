@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"text/tabwriter"
+	"time"
+
+	"github.com/klocklabs/klock/guard/approval"
+	"github.com/klocklabs/klock/guard/gateway"
+	"github.com/spf13/cobra"
+)
+
+func approvalStore(stateDir string) (*approval.Store, error) {
+	if stateDir == "" {
+		stateDir = gateway.StateDir()
+	}
+	return approval.Open(gateway.Layout{Dir: stateDir}.Approvals())
+}
+
+func newApprovals() *cobra.Command {
+	var stateDir string
+	var all, asJSON bool
+	c := &cobra.Command{
+		Use:   "approvals",
+		Short: "List tool calls waiting for a human (HITL)",
+		Long: `approvals lists the tool calls a gateway (klock mcp)
+escalated to a human: an IRREVERSIBLE-WRITE, an autonomy condition that did
+not hold, an agent in HITL mode, or the lethal trifecta. Each waits until
+klock approve or klock deny decides it, or its deadline passes (a timeout
+denies). The queue is on disk, shared by every gateway using the same
+--state-dir, and survives restarts.
+
+Exit status: 0, or 125 when the queue cannot be read.`,
+		Example: `  klock approvals               # pending requests
+  klock approvals --all         # with decided and expired ones
+  klock approvals --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := approvalStore(stateDir)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			list, err := s.List(!all)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if list == nil {
+					list = []*approval.Request{}
+				}
+				return enc.Encode(list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no pending approvals")
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tAGENT\tTOOL\tEXPIRES\tWHY\tARGS")
+			for _, r := range list {
+				args := string(r.Args)
+				if args == "" {
+					args = "sha256:" + r.ArgsSHA256[:16] + "… (confidential)"
+				}
+				if len(args) > 80 {
+					args = args[:77] + "..."
+				}
+				exp := "-"
+				if r.State == approval.Pending {
+					exp = time.Until(r.Deadline).Round(time.Second).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Agent, r.Tool, exp, r.Why, args)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&stateDir, "state-dir", "", "the gateway's state directory (default as klock mcp)")
+	c.Flags().BoolVar(&all, "all", false, "include decided and expired requests")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func decider() string {
+	if u, err := user.Current(); err == nil {
+		if s := os.Getenv("SUDO_USER"); s != "" && u.Uid == "0" {
+			return s + " (sudo)"
+		}
+		return u.Username
+	}
+	return fmt.Sprintf("uid %d", os.Getuid())
+}
+
+func newDecide(approve bool) *cobra.Command {
+	var stateDir, note string
+	verb, past := "deny", "denied"
+	if approve {
+		verb, past = "approve", "approved"
+	}
+	c := &cobra.Command{
+		Use:   verb + " ID",
+		Short: map[bool]string{true: "Approve a pending tool call: the waiting gateway dispatches it", false: "Deny a pending tool call: the agent gets tool_restricted"}[approve],
+		Long: fmt.Sprintf(`%s decides one request listed by klock approvals. The gateway that
+filed it sees the decision within a fraction of a second: the waiting call
+%s. An approval covers that one call (same tool, same arguments, same
+run), once.
+
+Exit status: 0 %s; 1 the request was already decided or expired; 2 no
+such request; 125 the queue cannot be written.`, verb,
+			map[bool]string{true: "is dispatched and its result returned to the agent", false: "returns tool_restricted (approval_denied) to the agent"}[approve], past),
+		Example: fmt.Sprintf(`  klock approvals
+  klock %s ap_0123456789ab --note "checked with the customer"`, verb),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := approvalStore(stateDir)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			r, err := s.Decide(args[0], approve, decider(), note)
+			switch {
+			case errors.Is(err, approval.ErrNotFound):
+				return &exitError{code: exitUsage, err: fmt.Errorf("%v (klock approvals lists them; queue %s)", err, s.Dir())}
+			case errors.Is(err, approval.ErrDecided):
+				return &exitError{code: exitInvalid, err: err}
+			case err != nil:
+				return &exitError{code: exitNoStart, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %s of agent %s\n", past, r.ID, r.Tool, r.Agent)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&stateDir, "state-dir", "", "the gateway's state directory (default as klock mcp)")
+	c.Flags().StringVar(&note, "note", "", "why, recorded with the decision (and shown to the agent on a denial)")
+	return c
+}
+
+func newApprove() *cobra.Command { return newDecide(true) }
+func newDeny() *cobra.Command    { return newDecide(false) }

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/control"
+	"github.com/klocklabs/klock/guard/gateway"
+	"github.com/klocklabs/klock/guard/mcpproxy"
+	"github.com/klocklabs/klock/policy"
+	"github.com/spf13/cobra"
+)
+
+// gatewayFlags are the flags of a gateway command (klock mcp; the HTTP
+// tool proxy will share them).
+type gatewayFlags struct {
+	manifest, stateDir, auditPath, runID, control string
+	context                                       []string
+	approvalWait                                  time.Duration
+	confidential                                  bool
+}
+
+func (f *gatewayFlags) register(c *cobra.Command) {
+	c.Flags().StringVarP(&f.manifest, "manifest", "m", "", "the agent's manifest (required): its declared_tools are the contract")
+	c.Flags().StringVar(&f.stateDir, "state-dir", "", "durable gateway state: approvals, audit, idempotency (default $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
+	c.Flags().StringVar(&f.auditPath, "audit", "", "audit log file (default <state-dir>/gateway/<agent>/audit.jsonl)")
+	c.Flags().StringArrayVar(&f.context, "context", nil, "call context KEY=VALUE for must_match bindings (repeatable), e.g. task.customer_id=c_42")
+	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one)")
+	c.Flags().DurationVar(&f.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it returns approval_pending (default: the approval timeout)")
+	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode: audit argument hashes only, for every tool")
+	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
+	_ = c.MarkFlagRequired("manifest")
+}
+
+// open loads the manifest and opens the gateway and its control socket.
+func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gateway, func(), error) {
+	m, err := policy.Load(f.manifest)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if f.stateDir == "" {
+		f.stateDir = gateway.StateDir()
+	}
+	if f.runID == "" {
+		f.runID = fmt.Sprintf("run_%d", time.Now().UnixNano())
+	}
+	var copts []check.Option
+	if f.confidential {
+		copts = append(copts, check.WithConfidential())
+	}
+	var gopts []gateway.Option
+	if f.approvalWait > 0 {
+		gopts = append(gopts, gateway.WithApprovalWait(f.approvalWait))
+	}
+	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID}
+	gw, st, err := gateway.Open(m, l, f.auditPath, copts, gopts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sock := f.control
+	if sock == "" {
+		sock = l.Control()
+	}
+	stop, err := control.Serve(ctx, sock, gw.Pipeline())
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return m, gw, func() { stop(); st.Close() }, nil
+}
+
+// parseContext turns KEY=VALUE flags into the call context.
+func parseContext(kvs []string) (map[string]any, error) {
+	ctx := map[string]any{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--context %q: want KEY=VALUE, e.g. task.customer_id=c_42", kv)
+		}
+		ctx[k] = v
+	}
+	return ctx, nil
+}
+
+func newMCP() *cobra.Command {
+	var (
+		f                gatewayFlags
+		listen, upstream string
+		enforce          bool
+	)
+	c := &cobra.Command{
+		Use:   "mcp -m MANIFEST [flags] -- SERVER [ARGS...]",
+		Short: "Proxy an MCP server: only declared tools, every call checked against its contract and audited",
+		Long: `mcp runs between an MCP client (the agent) and a real MCP server.
+
+tools/list shows only the tools the manifest declares. Every tools/call
+passes, cheapest first: declared tool and capability tool.<name>.invoke;
+category A-D defaults (timeout, rate); input_schema constraints and
+must_match context bindings; rate limits per run and per minute/hour/day;
+idempotency (a repeated key returns the stored result, never a second
+effect); side-effect class and autonomy (unsupervised_if, CEL); HITL and the
+lethal trifecta (the call waits for klock approve). A refused call comes
+back as a tool result with isError and a typed error:
+  {"ok":false,"error_class":"tool_invalid_args","retryable":false,"message":...}
+Everything else in the protocol passes through untouched.
+
+stdio (default): klock mcp starts SERVER and speaks MCP on its own stdin/
+stdout; put it where the client expects the server's command.
+HTTP: --listen ADDR --upstream URL proxies a streamable HTTP server.
+
+Every call is appended to a hash-chained audit log; a gateway that cannot
+write it refuses to start or to dispatch. klock tools changes a running
+gateway (disable a tool, lower a limit) through its control socket.
+
+Exit status: 0 when the client or server closed the session, 1 the manifest
+is invalid, 125 the gateway could not start (the message says why).`,
+		Example: `  # stdio: a filesystem server behind the gateway (client config: command = klock)
+  klock mcp -m agent.yaml -- npx @modelcontextprotocol/server-filesystem /srv/data
+
+  # bind the refund tool to the task's customer (must_match: task.customer_id)
+  klock mcp -m refund-agent.yaml --context task.customer_id=c_42 -- ./payments-mcp
+
+  # streamable HTTP
+  klock mcp -m agent.yaml --listen 127.0.0.1:8808 --upstream http://127.0.0.1:3001/mcp
+
+  # the server itself runs under kernel enforcement with the manifest's scope
+  sudo klock mcp -m agent.yaml --enforce -- npx @modelcontextprotocol/server-filesystem /srv/data
+
+  # a second terminal: pending approvals, and the decision
+  klock approvals
+  klock approve ap_0123456789ab`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			httpMode := listen != "" || upstream != ""
+			switch {
+			case httpMode && (listen == "" || upstream == ""):
+				return &exitError{code: exitUsage, err: errors.New("HTTP mode needs both --listen ADDR and --upstream URL")}
+			case httpMode && len(args) > 0:
+				return &exitError{code: exitUsage, err: errors.New("give either a SERVER command (stdio) or --listen/--upstream (HTTP), not both")}
+			case !httpMode && len(args) == 0:
+				return &exitError{code: exitUsage, err: errors.New("name the MCP server to run after --, e.g. klock mcp -m agent.yaml -- npx @modelcontextprotocol/server-filesystem /srv/data")}
+			case httpMode && enforce:
+				return &exitError{code: exitUsage, err: errors.New("--enforce runs a stdio server under klock; for HTTP, start the server with klock run")}
+			}
+			callCtx, err := parseContext(f.context)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			m, gw, closeGW, err := f.open(ctx)
+			if err != nil {
+				var ve *policy.ValidationError
+				if errors.As(err, &ve) {
+					return &exitError{code: exitInvalid, err: err}
+				}
+				return &exitError{code: exitNoStart, err: err}
+			}
+			defer closeGW()
+			p := mcpproxy.New(gw, mcpproxy.WithContext(callCtx), mcpproxy.WithRunID(f.runID))
+			if httpMode {
+				return serveHTTP(ctx, p, listen, upstream)
+			}
+			if enforce {
+				return serveEnforced(ctx, p, m, f.manifest, args)
+			}
+			return serveStdio(ctx, p, args)
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&listen, "listen", "", "HTTP mode: address to serve streamable HTTP on, e.g. 127.0.0.1:8808")
+	c.Flags().StringVar(&upstream, "upstream", "", "HTTP mode: the MCP server's endpoint URL")
+	c.Flags().BoolVar(&enforce, "enforce", false, "run SERVER under kernel enforcement with the manifest's scope (root)")
+	return c
+}
+
+func serveStdio(ctx context.Context, p *mcpproxy.Proxy, args []string) error {
+	srv := exec.Command(args[0], args[1:]...)
+	srv.Stderr = os.Stderr
+	in, err := srv.StdinPipe()
+	if err != nil {
+		return &exitError{code: exitNoStart, err: err}
+	}
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		return &exitError{code: exitNoStart, err: err}
+	}
+	if err := srv.Start(); err != nil {
+		return &exitError{code: exitNoStart, err: fmt.Errorf("start MCP server: %w", err)}
+	}
+	perr := p.ServeStdio(ctx, os.Stdin, os.Stdout, in, out)
+	in.Close() // EOF tells a stdio server to exit
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		srv.Process.Kill()
+		<-done
+	}
+	if perr != nil {
+		return &exitError{code: exitNoStart, err: perr}
+	}
+	return nil
+}

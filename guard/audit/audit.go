@@ -1,0 +1,153 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/gowebpki/jcs"
+	"github.com/klocklabs/klock/internal/hashchain"
+)
+
+// ErrUnwritable means the audit log cannot be written: no call may proceed.
+var ErrUnwritable = errors.New("audit log unwritable")
+
+// Record is one audit line. Seq and Prev are the chain's.
+type Record struct {
+	Seq        uint64            `json:"seq"`
+	Prev       string            `json:"prev"`
+	Time       string            `json:"time"`
+	Event      string            `json:"event"` // decision | dispatch | result
+	CallID     string            `json:"call_id"`
+	Actor      string            `json:"actor"` // the agent id
+	RunID      string            `json:"run_id,omitempty"`
+	Tool       string            `json:"tool"`
+	Args       json.RawMessage   `json:"args,omitempty"`
+	ArgsSHA256 map[string]string `json:"args_sha256,omitempty"`
+	Verdict    string            `json:"verdict,omitempty"` // allow | deny | escalate | approved | replay
+	Result     string            `json:"result,omitempty"`  // ok | tool_error | <error_class>
+	Check      string            `json:"check,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+	Message    string            `json:"message,omitempty"`
+	ApprovalID string            `json:"approval_id,omitempty"`
+	IdemKey    string            `json:"idempotency_key,omitempty"`
+	DurationMS float64           `json:"duration_ms,omitempty"`
+	OutSHA256  string            `json:"output_sha256,omitempty"`
+	OutBytes   int               `json:"output_bytes,omitempty"`
+}
+
+// Log appends records to one chain file. Safe for concurrent use.
+type Log struct {
+	w   *hashchain.Writer
+	now func() time.Time
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	chain []hashchain.Option
+	now   func() time.Time
+}
+
+// WithoutSync skips the fsync per line (benchmarks only: a crash may lose
+// acknowledged records).
+func WithoutSync() Option {
+	return func(o *options) { o.chain = append(o.chain, hashchain.WithoutSync()) }
+}
+
+// WithClock sets the clock of Time.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// Open opens (creating the directory and file) the log at path, verifies
+// the chain so far and positions after its last line.
+func Open(path string, opts ...Option) (*Log, error) {
+	o := options{now: time.Now}
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %v (make the directory writable or pass another --audit path)", ErrUnwritable, err)
+	}
+	w, err := hashchain.Open(path, o.chain...)
+	if err != nil {
+		if errors.Is(err, hashchain.ErrBroken) {
+			return nil, fmt.Errorf("audit log %s: %w (it was altered: keep it as evidence and start a new log)", path, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUnwritable, err)
+	}
+	return &Log{w: w, now: o.now}, nil
+}
+
+// Append writes r as the next line; Seq, Prev and Time are filled in.
+func (l *Log) Append(r *Record) error {
+	_, err := l.w.Append(func(h hashchain.Head) ([]byte, error) {
+		r.Seq, r.Prev = h.Next(), h.Hash
+		if r.Time == "" {
+			r.Time = l.now().UTC().Format(time.RFC3339Nano)
+		}
+		return json.Marshal(r)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnwritable, err)
+	}
+	return nil
+}
+
+// Close closes the file.
+func (l *Log) Close() error { return l.w.Close() }
+
+// Verify checks the chain of the log at path and returns its line count.
+func Verify(path string) (uint64, error) {
+	h, err := hashchain.VerifyFile(path, nil)
+	return h.Seq, err
+}
+
+// SetArgs stores args in r: as they are, or (confidential) as a SHA-256 of
+// each argument's canonical JSON, so equal values stay comparable across
+// records without their plaintext.
+func (r *Record) SetArgs(args map[string]any, confidential bool) {
+	if len(args) == 0 {
+		return
+	}
+	if !confidential {
+		r.Args, _ = json.Marshal(args)
+		return
+	}
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	r.ArgsSHA256 = make(map[string]string, len(args))
+	for _, k := range names {
+		r.ArgsSHA256[k] = HashValue(args[k])
+	}
+}
+
+// SetOutput records the output's hash and size, never its content.
+func (r *Record) SetOutput(out []byte) {
+	if len(out) == 0 {
+		return
+	}
+	s := sha256.Sum256(out)
+	r.OutSHA256, r.OutBytes = hex.EncodeToString(s[:]), len(out)
+}
+
+// HashValue is the hex SHA-256 of v's RFC 8785 canonical JSON.
+func HashValue(v any) string {
+	raw, err := json.Marshal(v)
+	if err == nil {
+		if c, err2 := jcs.Transform(raw); err2 == nil {
+			raw = c
+		}
+	}
+	s := sha256.Sum256(raw)
+	return hex.EncodeToString(s[:])
+}

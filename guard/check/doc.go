@@ -1,0 +1,28 @@
+// Package check owns the decision on one tool call before it reaches the
+// world: the ordered, cheapest-first pipeline of Tool Trust Contract checks
+// (seed 002) with seed 004's capability codes and category defaults.
+//
+// Order (every stage must pass; the first that fails decides):
+//
+//  1. declared   the tool is declared, holds capability tool.<name>.invoke,
+//     and is not disabled by governance
+//  2. category   seed 004's A–D defaults (timeout, rate) fill what the
+//     contract leaves open
+//  3. schema     arguments against input_schema (types, min/max, lengths,
+//     pattern, enum; no undeclared argument) and context bindings (must_match)
+//  4. rate       token buckets per run, per minute/hour/day and per argument value
+//  5. idempotency the call's idempotency key (the store lives in guard/idem)
+//  6. effect     side-effect class: an IRREVERSIBLE-WRITE never runs unsupervised
+//  7. autonomy   unsupervised / unsupervised_if (CEL), else escalate or deny;
+//     HITL mode (declared, or forced by the lethal trifecta) escalates every
+//     non-READ or externally communicating call
+//
+// Decide is pure logic over memory: no I/O, no clock other than the injected
+// one, safe for concurrent use. A denial is a *toolerr.Error (errors.Is its
+// class's sentinel); an escalation names why a human must approve. A
+// condition that cannot be evaluated never allows: it escalates (or denies
+// when the contract says else: DENY).
+//
+// The Charger interface is the seam for budgets (issue 7): check defines it,
+// the gateway calls it, and a nil Charger means no budget is configured.
+package check

@@ -1,0 +1,244 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/policy"
+)
+
+// ErrUnknownTool is returned by governance calls naming an undeclared tool.
+var ErrUnknownTool = errors.New("tool is not declared in the manifest")
+
+// contract is one declared tool, compiled.
+type contract struct {
+	tool              *policy.Tool
+	params            []param
+	argNames          []string
+	autonomy          *policy.AutonomyCondition
+	idemArgs          []string // key_source arguments; nil = all arguments
+	timeout           time.Duration
+	categoryPerMinute int
+
+	mu       sync.Mutex
+	disabled string             // non-empty: disabled by governance, with the reason
+	override *policy.RateLimits // governance's limits, replacing the contract's
+	lim      limiter
+}
+
+func (c *contract) limits() policy.RateLimits {
+	if c.override != nil {
+		return *c.override
+	}
+	l := c.tool.RateLimits
+	// KCC's rate_limit is requests per minute; the lower of the two applies.
+	if c.tool.RateLimit > 0 && (l.PerMinute == 0 || c.tool.RateLimit < l.PerMinute) {
+		l.PerMinute = c.tool.RateLimit
+	}
+	return l
+}
+
+// Pipeline decides tool calls for one manifest.
+type Pipeline struct {
+	tools        map[string]*contract
+	names        []string
+	capabilities map[string]bool
+	invokeDenied map[string]bool // tools whose grant omits the invoke operation
+	hitl         bool            // effective mode HITL
+	hitlWhy      string
+	trifecta     policy.Trifecta
+	now          func() time.Time
+	confidential bool
+}
+
+// Option configures New.
+type Option func(*Pipeline)
+
+// WithClock sets the clock the rate limits read (tests, benchmarks).
+func WithClock(now func() time.Time) Option { return func(p *Pipeline) { p.now = now } }
+
+// WithCapabilities replaces the capabilities the run holds (default: the
+// capability code of every declared tool). A declared tool whose capability
+// is not held is refused with tool_capability_missing (seed 004's PDP check).
+func WithCapabilities(caps []string) Option {
+	return func(p *Pipeline) {
+		p.capabilities = map[string]bool{}
+		for _, c := range caps {
+			p.capabilities[c] = true
+		}
+	}
+}
+
+// WithConfidential puts every tool in confidential mode (seed 004 §11):
+// the audit keeps argument hashes only and redacts outputs.
+func WithConfidential() Option { return func(p *Pipeline) { p.confidential = true } }
+
+// DefaultTimeout applies to a tool with neither timeout_ms nor a category.
+const DefaultTimeout = 30 * time.Second
+
+// New compiles m's declared tools into a pipeline.
+func New(m *policy.Manifest, opts ...Option) (*Pipeline, error) {
+	p := &Pipeline{tools: map[string]*contract{}, now: time.Now, invokeDenied: map[string]bool{}}
+	mode, why := m.EffectiveHITL()
+	p.hitl, p.hitlWhy, p.trifecta = mode == policy.HITLModeHITL, why, m.Trifecta()
+	for i := range m.DeclaredTools {
+		t := &m.DeclaredTools[i]
+		c := &contract{tool: t, lim: limiter{perRun: map[string]int{}, buckets: map[string]*bucket{}}}
+		var err error
+		if c.params, err = compileSchema(t.InputSchema); err != nil {
+			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
+		for _, pr := range c.params {
+			c.argNames = append(c.argNames, pr.name)
+		}
+		if c.autonomy, err = policy.CompileAutonomy(t); err != nil {
+			return nil, fmt.Errorf("tool %s: autonomy.unsupervised_if: %w", t.Name, err)
+		}
+		if t.Idempotency.Mode == "key" {
+			if c.idemArgs, err = keyArgs(t); err != nil {
+				return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+			}
+		}
+		timeout, perMin, _ := CategoryDefaults(t.Category)
+		if t.TimeoutMS > 0 {
+			timeout = time.Duration(t.TimeoutMS) * time.Millisecond
+		}
+		if timeout == 0 {
+			timeout = DefaultTimeout
+		}
+		c.timeout, c.categoryPerMinute = timeout, perMin
+		p.tools[t.Name] = c
+		p.names = append(p.names, t.Name)
+	}
+	sort.Strings(p.names)
+	for _, g := range m.Grants {
+		if len(g.Operations) > 0 && !contains(g.Operations, "invoke") {
+			p.invokeDenied[g.Tool] = true
+		}
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.capabilities == nil {
+		p.capabilities = map[string]bool{}
+		for _, c := range p.tools {
+			p.capabilities[c.tool.CapabilityCode()] = true
+		}
+	}
+	return p, nil
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Declared reports whether name is a declared tool: what tools/list shows.
+// A tool disabled by governance is still declared but not listed.
+func (p *Pipeline) Declared(name string) bool {
+	c, ok := p.tools[name]
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.disabled == ""
+}
+
+// Tools returns the declared tool names, sorted.
+func (p *Pipeline) Tools() []string { return p.names }
+
+// Tool returns a declared tool's contract.
+func (p *Pipeline) Tool(name string) (*policy.Tool, bool) {
+	c, ok := p.tools[name]
+	if !ok {
+		return nil, false
+	}
+	return c.tool, true
+}
+
+// Decide runs the pipeline on one call.
+func (p *Pipeline) Decide(call *Call) Decision {
+	// 1. declared + capability + governance.
+	c, ok := p.tools[call.Tool]
+	if !ok {
+		return deny("declared", nil, toolerr.New(toolerr.CapabilityMissing, "undeclared",
+			"tool %q is not declared in the agent's manifest: undeclared tools do not exist for this agent", call.Tool))
+	}
+	t := c.tool
+	if !p.capabilities[t.CapabilityCode()] || p.invokeDenied[t.Name] {
+		return deny("declared", t, toolerr.New(toolerr.CapabilityMissing, "capability",
+			"the run does not hold capability %s", t.CapabilityCode()))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.disabled != "" {
+		return deny("declared", t, toolerr.New(toolerr.Restricted, "disabled", "%s is disabled by governance: %s", t.Name, c.disabled))
+	}
+	// 2. category defaults are compiled into c.timeout and the rate windows.
+	d := Decision{Tool: t, Timeout: c.timeout, Confidential: p.confidential || t.AuditLogging.Confidential}
+	// 3. schema and context bindings.
+	if e := c.checkArgs(call.Args, call.Context); e != nil {
+		return deny("schema", t, e)
+	}
+	// 4. rate limits.
+	if e := c.lim.take(c, call, p.now()); e != nil {
+		return deny("rate", t, e)
+	}
+	// 5. idempotency key.
+	if t.Idempotency.Mode == "key" {
+		k, err := idemKey(t.Name, c.idemArgs, call.Args)
+		if err != nil {
+			return deny("idempotency", t, toolerr.New(toolerr.InvalidArgs, "idempotency_key", "%s: %v", t.Name, err))
+		}
+		d.IdemKey = k
+	}
+	// 6–7. side effect, autonomy, HITL / trifecta.
+	d.Verdict, d.Check, d.Why = p.autonomy(c, call)
+	if d.Verdict == Deny {
+		return deny("autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
+	}
+	return d
+}
+
+// autonomy decides allow or escalate (or deny for else: DENY), mirroring
+// policy's permissions matrix so klock explain and the gateway agree.
+func (p *Pipeline) autonomy(c *contract, call *Call) (Verdict, string, string) {
+	t := c.tool
+	gated := t.SideEffects != policy.SideEffectRead || t.ExternalCommunication
+	if p.hitl && gated {
+		if p.trifecta.Present {
+			return Escalate, "trifecta", "lethal trifecta: " + p.hitlWhy + "; every write or external call needs a human"
+		}
+		return Escalate, "autonomy", "the agent runs HITL: every write or external call needs a human"
+	}
+	switch {
+	case t.SideEffects == policy.SideEffectIrreversibleWrite:
+		return Escalate, "effect", "IRREVERSIBLE-WRITE never runs unsupervised"
+	case c.autonomy != nil:
+		ok, err := c.autonomy.Eval(call.Args, call.Context)
+		if ok && err == nil {
+			return Allow, "autonomy", ""
+		}
+		why := "unsupervised_if (" + c.autonomy.Source + ") is false"
+		if err != nil {
+			why = "unsupervised_if (" + c.autonomy.Source + ") could not be evaluated: " + err.Error()
+		}
+		if t.Autonomy.Else == "DENY" {
+			return Deny, "autonomy", why
+		}
+		return Escalate, "autonomy", why
+	case t.Autonomy.Unsupervised == "always" || t.Autonomy.Unsupervised == "" && t.SideEffects == policy.SideEffectRead:
+		return Allow, "autonomy", ""
+	default:
+		return Escalate, "autonomy", "autonomy: unsupervised never"
+	}
+}

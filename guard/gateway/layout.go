@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/klocklabs/klock/guard/approval"
+	"github.com/klocklabs/klock/guard/audit"
+	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/idem"
+	"github.com/klocklabs/klock/policy"
+)
+
+// StateDir is where gateways keep their durable state by default:
+// $KLOCK_STATE_DIR, else /var/lib/klock for root, else
+// $XDG_STATE_HOME/klock (~/.local/state/klock).
+func StateDir() string {
+	if d := os.Getenv("KLOCK_STATE_DIR"); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/klock"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "klock")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "state", "klock")
+}
+
+// Layout names the files of one agent's gateway under a state directory.
+// The approval queue is shared by every agent on the host, so one
+// `klock approvals` shows them all.
+type Layout struct{ Dir, Agent string }
+
+func (l Layout) Approvals() string { return filepath.Join(l.Dir, "approvals") }
+func (l Layout) agentDir() string  { return filepath.Join(l.Dir, "gateway", l.Agent) }
+func (l Layout) Audit() string     { return filepath.Join(l.agentDir(), "audit.jsonl") }
+func (l Layout) Idem() string      { return filepath.Join(l.agentDir(), "idempotency.jsonl") }
+func (l Layout) Control() string   { return filepath.Join(l.agentDir(), "control.sock") }
+
+// Stores are the durable pieces a gateway opened; Close closes them.
+type Stores struct {
+	Audit     *audit.Log
+	Approvals *approval.Store
+	Idem      *idem.Store
+}
+
+// Close closes the audit log and the idempotency store.
+func (s *Stores) Close() {
+	if s.Audit != nil {
+		s.Audit.Close()
+	}
+	if s.Idem != nil {
+		s.Idem.Close()
+	}
+}
+
+// Open compiles m and opens its durable stores; auditPath overrides the
+// layout's audit log when not empty. Any store that cannot be opened stops
+// the gateway from starting, with the path and the fix in the error.
+func Open(m *policy.Manifest, l Layout, auditPath string, checkOpts []check.Option, opts ...Option) (*Gateway, *Stores, error) {
+	p, err := check.New(m, checkOpts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("compile the manifest's tool contracts: %w", err)
+	}
+	if auditPath == "" {
+		auditPath = l.Audit()
+	}
+	st := &Stores{}
+	if st.Audit, err = audit.Open(auditPath); err != nil {
+		return nil, nil, fmt.Errorf("refusing to start without an audit log: %w", err)
+	}
+	if st.Approvals, err = approval.Open(l.Approvals()); err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("refusing to start without an approval queue (--state-dir): %w", err)
+	}
+	if st.Idem, err = idem.Open(l.Idem()); err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("refusing to start without the idempotency store (--state-dir): %w", err)
+	}
+	g, err := New(m, p, st.Audit, st.Approvals, st.Idem, opts...)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return g, st, nil
+}
