@@ -30,6 +30,9 @@ const (
 	Failed        = "failed"
 )
 
+// Every integer that can grow with input is Units, never a bare int64: a
+// JSON number beyond 2^53 would be rounded by canonicalization.
+
 // Receipt is one signed decision. Field names follow Chio receipts; the
 // klock additions (phase, agent_id, ledger_event, metadata.cost and the
 // ledger_* fields of the financial metadata) are what make the ledger
@@ -39,7 +42,7 @@ type Receipt struct {
 	Prev         string     `json:"prev"`
 	ID           string     `json:"id"`
 	Timestamp    int64      `json:"timestamp"` // unix seconds
-	TimestampNS  int64      `json:"timestamp_ns"`
+	Time         string     `json:"time"`      // RFC 3339 with nanoseconds
 	CapabilityID string     `json:"capability_id"`
 	AgentID      string     `json:"agent_id,omitempty"`
 	ToolServer   string     `json:"tool_server,omitempty"`
@@ -146,25 +149,25 @@ type Cost struct {
 
 // Envelope is the part of the cost envelope the guard enforced.
 type Envelope struct {
-	MaxTokensIn  int64  `json:"max_tokens_in"`
-	MaxTokensOut int64  `json:"max_tokens_out"`
-	MaxLatencyMS int64  `json:"max_latency_ms"`
+	MaxTokensIn  Units  `json:"max_tokens_in"`
+	MaxTokensOut Units  `json:"max_tokens_out"`
+	MaxLatencyMS Units  `json:"max_latency_ms"`
 	MaxCost      *Units `json:"max_cost,omitempty"`
 	Currency     string `json:"currency,omitempty"`
 }
 
 // Tokens is an estimate.
 type Tokens struct {
-	TokensIn  int64  `json:"tokens_in"`
-	TokensOut int64  `json:"tokens_out"`
+	TokensIn  Units  `json:"tokens_in"`
+	TokensOut Units  `json:"tokens_out"`
 	Cost      *Units `json:"cost,omitempty"`
 }
 
 // Actual is a measured figure with its provenance (seed 000).
 type Actual struct {
-	TokensIn          int64  `json:"tokens_in"`
-	TokensOut         int64  `json:"tokens_out"`
-	LatencyMS         int64  `json:"latency_ms,omitempty"`
+	TokensIn          Units  `json:"tokens_in"`
+	TokensOut         Units  `json:"tokens_out"`
+	LatencyMS         Units  `json:"latency_ms,omitempty"`
 	Cost              *Units `json:"cost,omitempty"`
 	Source            string `json:"source"`
 	UnavailableReason string `json:"unavailable_reason,omitempty"`

@@ -14,7 +14,7 @@ import (
 
 func sample(i int) *Receipt {
 	return &Receipt{
-		ID: "rcpt-test", Timestamp: 1710000100, TimestampNS: 1710000100_000000000 + int64(i),
+		ID: "rcpt-test", Timestamp: 1710000100, Time: "2024-03-09T16:01:40.00000000" + string(rune('0'+i)) + "Z",
 		CapabilityID: "cap-1", AgentID: "agent-<1>", ToolName: "generate_text", Phase: PhasePreCharge,
 		Action:   Action{Parameters: json.RawMessage(`{"max_tokens":500}`), ParameterHash: "sha256:00"},
 		Decision: Decision{Verdict: Allow},
@@ -73,7 +73,7 @@ func TestSignedChainVerifiesAndEveryByteFlipIsDetected(t *testing.T) {
 		bad[i] ^= 0x01
 		os.WriteFile(path, bad, 0o600)
 		if _, err := VerifyFile(path, nil, nil); err == nil {
-			t.Fatalf("flipping byte %d (%q) was not detected", i, data[i])
+			t.Fatalf("flipping byte %d (%q) was not detected: %s", i, data[i], data[max(0, i-80):min(len(data), i+20)])
 		}
 	}
 	// Reopen continues the chain from the last receipt.
