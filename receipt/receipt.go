@@ -108,7 +108,7 @@ type Financial struct {
 	LedgerDebit      Units             `json:"ledger_debit"`
 	LedgerCredit     Units             `json:"ledger_credit"`
 	InvocationDelta  int8              `json:"invocation_delta"`
-	InvocationsUsed  uint64            `json:"invocations_used"`
+	InvocationsUsed  Units             `json:"invocations_used"`
 	OriginalCost     *OriginalAmount   `json:"original_cost,omitempty"`
 	Extra            map[string]string `json:"extra,omitempty"`
 }
