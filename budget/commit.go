@@ -129,23 +129,19 @@ func (s *Store) runBatch(ops []*op) {
 
 func (v *view) write() error {
 	for _, g := range v.grants {
-		if err := saveGrant(v.tx, g); err != nil {
+		if err := saveGrant(v.tx, v.s.stmts, g); err != nil {
 			return err
 		}
 	}
 	for _, h := range v.holds {
-		if err := saveHold(v.tx, h); err != nil {
+		if err := saveHold(v.tx, v.s.stmts, h); err != nil {
 			return err
 		}
 	}
 	if len(v.events) == 0 {
 		return nil
 	}
-	stmt, err := v.tx.Prepare(`INSERT INTO events (id, receipt) VALUES (?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
+	stmt := v.tx.Stmt(v.s.stmts.saveEvent)
 	for _, e := range v.events {
 		body, err := json.Marshal(e.r)
 		if err != nil {

@@ -69,14 +69,12 @@ func loadGrant(tx *sql.Tx, k Key) (*grantState, error) {
 	return &g, nil
 }
 
-func saveGrant(tx *sql.Tx, g *grantState) error {
+func saveGrant(tx *sql.Tx, stmts *statements, g *grantState) error {
 	var pc, pg any
 	if g.parent != nil {
 		pc, pg = g.parent.Capability, g.parent.Grant
 	}
-	_, err := tx.Exec(`INSERT INTO grants (capability, grant_index, currency, per_call, total, max_invocations, parent_capability, parent_grant, depth, root_holder, tool, server, invocations, charged)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (capability, grant_index) DO UPDATE SET invocations = excluded.invocations, charged = excluded.charged`,
+	_, err := tx.Stmt(stmts.saveGrant).Exec(
 		g.key.Capability, g.key.Grant, g.limits.Currency, nullU(g.limits.PerInvocation), nullU(g.limits.Total), i64(g.limits.MaxInvocations),
 		pc, pg, g.depth, g.root, g.tool, g.server, i64(g.invocations), i64(g.charged))
 	return err
@@ -97,10 +95,33 @@ func loadHold(tx *sql.Tx, id string) (*holdState, error) {
 	return &h, nil
 }
 
-func saveHold(tx *sql.Tx, h *holdState) error {
-	_, err := tx.Exec(`INSERT INTO holds (id, capability, grant_index, reserved, open, tool) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET open = excluded.open`, h.id, h.key.Capability, h.key.Grant, i64(h.reserved), h.open, h.tool)
+func saveHold(tx *sql.Tx, stmts *statements, h *holdState) error {
+	_, err := tx.Stmt(stmts.saveHold).Exec(h.id, h.key.Capability, h.key.Grant, i64(h.reserved), h.open, h.tool)
 	return err
 }
 
 func (g *grantState) String() string { return fmt.Sprintf("%s (%s)", g.key, g.tool) }
+
+// statements are prepared once on the ledger's single connection.
+type statements struct{ saveGrant, saveHold, saveEvent *sql.Stmt }
+
+func prepareStatements(db *sql.DB) (*statements, error) {
+	var st statements
+	var err error
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&st.saveGrant, `INSERT INTO grants (capability, grant_index, currency, per_call, total, max_invocations, parent_capability, parent_grant, depth, root_holder, tool, server, invocations, charged)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (capability, grant_index) DO UPDATE SET invocations = excluded.invocations, charged = excluded.charged`},
+		{&st.saveHold, `INSERT INTO holds (id, capability, grant_index, reserved, open, tool) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET open = excluded.open`},
+		{&st.saveEvent, `INSERT INTO events (id, receipt) VALUES (?, ?)`},
+	} {
+		if *p.dst, err = db.Prepare(p.sql); err != nil {
+			return nil, err
+		}
+	}
+	return &st, nil
+}

@@ -16,10 +16,11 @@ import (
 
 // Store is one ledger and its receipt chain. It is safe for concurrent use.
 type Store struct {
-	cfg  config
-	db   *sql.DB
-	log  *receipt.Log
-	path string
+	cfg   config
+	db    *sql.DB
+	log   *receipt.Log
+	path  string
+	stmts *statements
 
 	mu     sync.Mutex // serializes transactions and guards the state below
 	grants map[Key]*grantState
@@ -114,13 +115,18 @@ func Open(dbPath, receiptsPath string, priv ed25519.PrivateKey, opts ...Option) 
 		db.Close()
 		return nil, ledgerErr(dbPath, "create schema (is another klock process using this ledger?)", err)
 	}
+	stmts, err := prepareStatements(db)
+	if err != nil {
+		db.Close()
+		return nil, ledgerErr(dbPath, "prepare statements", err)
+	}
 	// The emitter syncs the chain once per batch (when cfg.sync).
 	lg, err := receipt.OpenLog(receiptsPath, priv, receipt.WithoutSync())
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w: %v; move the damaged chain aside (klock receipts verify says where it breaks) and restart", ErrLedger, err)
 	}
-	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
+	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, stmts: stmts, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
 		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{})}
 	s.emitCnd = sync.NewCond(&s.emitMu)
 	if err := s.recover(); err != nil {

@@ -3,7 +3,6 @@ package receipt
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -65,18 +64,36 @@ func (l *Log) Last() *Receipt { return l.last }
 // Append links, signs and writes r, setting its seq, prev, kernel_key and
 // signature, and returns the line written.
 func (l *Log) Append(r *Receipt) ([]byte, error) {
-	var out []byte
-	_, err := l.w.Append(func(h hashchain.Head) ([]byte, error) {
-		r.Seq, r.Prev = h.Next(), h.Hash
-		if err := Sign(r, l.priv); err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(r)
-		out = b
-		return b, err
-	})
-	return out, err
+	p, err := Prepare(r, l.priv)
+	if err != nil {
+		return nil, err
+	}
+	line, err := l.AppendPrepared(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Decode(line)
+	if err != nil {
+		return nil, err
+	}
+	*r = *d
+	return line, nil
 }
+
+// AppendPrepared links, signs and writes a prepared receipt. The line is the
+// canonical JSON of the whole signed receipt.
+func (l *Log) AppendPrepared(p *Prepared) ([]byte, error) {
+	var line []byte
+	_, err := l.w.Append(func(h hashchain.Head) ([]byte, error) {
+		sig := ed25519.Sign(l.priv, p.chained(h.Next(), h.Hash, ""))
+		line = p.chained(h.Next(), h.Hash, encodeSig(sig))
+		return line, nil
+	})
+	return line, err
+}
+
+// Key is the log's signing key.
+func (l *Log) Key() ed25519.PrivateKey { return l.priv }
 
 // Sync flushes appended receipts to stable storage.
 func (l *Log) Sync() error { return l.w.Sync() }

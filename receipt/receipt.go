@@ -38,96 +38,96 @@ const (
 // ledger_* fields of the financial metadata) are what make the ledger
 // recomputable from the receipts alone.
 type Receipt struct {
-	Seq          uint64     `json:"seq"`
-	Prev         string     `json:"prev"`
-	ID           string     `json:"id"`
-	Timestamp    int64      `json:"timestamp"` // unix seconds
-	Time         string     `json:"time"`      // RFC 3339 with nanoseconds
-	CapabilityID string     `json:"capability_id"`
+	Action       Action     `json:"action,omitzero"`
 	AgentID      string     `json:"agent_id,omitempty"`
-	ToolServer   string     `json:"tool_server,omitempty"`
-	ToolName     string     `json:"tool_name"`
-	Phase        string     `json:"phase"`
-	Action       Action     `json:"action"`
-	Decision     Decision   `json:"decision"`
+	CapabilityID string     `json:"capability_id"`
 	ContentHash  string     `json:"content_hash,omitempty"`
-	PolicyHash   string     `json:"policy_hash,omitempty"`
+	Decision     Decision   `json:"decision"`
 	Evidence     []Evidence `json:"evidence,omitempty"`
-	Metadata     Metadata   `json:"metadata"`
+	ID           string     `json:"id"`
+	KernelKey    string     `json:"kernel_key"`
 	// LedgerEvent is the budget ledger's event id this receipt records (0
 	// for none); receipts are appended in ledger event order.
-	LedgerEvent uint64 `json:"ledger_event"`
-	KernelKey   string `json:"kernel_key"`
-	Signature   string `json:"signature"`
+	LedgerEvent uint64   `json:"ledger_event"`
+	Metadata    Metadata `json:"metadata,omitzero"`
+	Phase       string   `json:"phase"`
+	PolicyHash  string   `json:"policy_hash,omitempty"`
+	Prev        string   `json:"prev,omitempty"`
+	Seq         uint64   `json:"seq,omitempty"`
+	Signature   string   `json:"signature,omitempty"`
+	Time        string   `json:"time"`      // RFC 3339 with nanoseconds
+	Timestamp   int64    `json:"timestamp"` // unix seconds
+	ToolName    string   `json:"tool_name"`
+	ToolServer  string   `json:"tool_server,omitempty"`
 }
 
 // Action is what was attempted.
 type Action struct {
-	Parameters    json.RawMessage `json:"parameters,omitempty"`
 	ParameterHash string          `json:"parameter_hash,omitempty"`
+	Parameters    json.RawMessage `json:"parameters,omitempty"`
 }
 
 // Decision is the verdict, with the reason and the deciding guard on a deny.
 type Decision struct {
-	Verdict string `json:"verdict"`
-	Reason  string `json:"reason,omitempty"`
 	Guard   string `json:"guard,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Verdict string `json:"verdict"`
 }
 
 // Evidence is one guard's say.
 type Evidence struct {
+	Details   string `json:"details,omitempty"`
 	GuardName string `json:"guard_name"`
 	Verdict   bool   `json:"verdict"`
-	Details   string `json:"details,omitempty"`
 }
 
 // Metadata holds the financial record and the token-level cost record.
 type Metadata struct {
-	Financial *Financial `json:"financial,omitempty"`
 	Cost      *Cost      `json:"cost,omitempty"`
+	Financial *Financial `json:"financial,omitempty"`
 }
 
 // Financial is seed 003's FinancialReceiptMetadata plus the ledger movement
 // this decision made (LedgerDebit, LedgerCredit, InvocationDelta), so that
 // for every grant sum(debit) - sum(credit) equals the ledger's charged total.
 type Financial struct {
-	GrantIndex       uint32            `json:"grant_index"`
+	AttemptedCost    *Units            `json:"attempted_cost,omitempty"`
+	BudgetRemaining  *Units            `json:"budget_remaining,omitempty"`
+	BudgetTotal      *Units            `json:"budget_total,omitempty"`
+	CostBreakdown    json.RawMessage   `json:"cost_breakdown,omitempty"`
 	CostCharged      Units             `json:"cost_charged"`
 	Currency         string            `json:"currency"`
-	BudgetRemaining  *Units            `json:"budget_remaining"`
-	BudgetTotal      *Units            `json:"budget_total"`
 	DelegationDepth  uint32            `json:"delegation_depth"`
-	RootBudgetHolder string            `json:"root_budget_holder"`
-	PaymentReference string            `json:"payment_reference,omitempty"`
-	SettlementStatus string            `json:"settlement_status"`
-	CostBreakdown    json.RawMessage   `json:"cost_breakdown,omitempty"`
-	OracleEvidence   *OracleEvidence   `json:"oracle_evidence"`
-	AttemptedCost    *Units            `json:"attempted_cost"`
-	Overrun          *Units            `json:"overrun,omitempty"`
+	Extra            map[string]string `json:"extra,omitempty"`
+	GrantIndex       uint32            `json:"grant_index"`
 	HoldID           string            `json:"hold_id,omitempty"`
-	LedgerDebit      Units             `json:"ledger_debit"`
-	LedgerCredit     Units             `json:"ledger_credit"`
 	InvocationDelta  int8              `json:"invocation_delta"`
 	InvocationsUsed  Units             `json:"invocations_used"`
+	LedgerCredit     Units             `json:"ledger_credit"`
+	LedgerDebit      Units             `json:"ledger_debit"`
+	OracleEvidence   *OracleEvidence   `json:"oracle_evidence,omitempty"`
 	OriginalCost     *OriginalAmount   `json:"original_cost,omitempty"`
-	Extra            map[string]string `json:"extra,omitempty"`
+	Overrun          *Units            `json:"overrun,omitempty"`
+	PaymentReference string            `json:"payment_reference,omitempty"`
+	RootBudgetHolder string            `json:"root_budget_holder"`
+	SettlementStatus string            `json:"settlement_status"`
 }
 
 // OriginalAmount is a cost as the tool reported it, before conversion.
 type OriginalAmount struct {
-	Units    Units  `json:"units"`
 	Currency string `json:"currency"`
+	Units    Units  `json:"units"`
 }
 
 // OracleEvidence is seed 003's OracleConversionEvidence.
 type OracleEvidence struct {
 	FromCurrency    string `json:"from_currency"`
-	ToCurrency      string `json:"to_currency"`
-	RateNumerator   Units  `json:"rate_numerator"`
-	RateDenominator Units  `json:"rate_denominator"`
 	MarginBPS       uint32 `json:"margin_bps"`
 	OracleSource    string `json:"oracle_source"`
+	RateDenominator Units  `json:"rate_denominator"`
+	RateNumerator   Units  `json:"rate_numerator"`
 	RateTimestamp   int64  `json:"rate_timestamp"`
+	ToCurrency      string `json:"to_currency"`
 }
 
 // EvidenceFor renders a conversion rate as receipt evidence.
@@ -140,36 +140,36 @@ func EvidenceFor(r money.Rate, source string, at int64) *OracleEvidence {
 // envelope it was held to, the estimate, and the actual with its source.
 // Estimates and actuals stay apart so calibration compares like with like.
 type Cost struct {
+	Actual   *Actual   `json:"actual,omitempty"`
 	Envelope *Envelope `json:"envelope,omitempty"`
 	Estimate *Tokens   `json:"estimate,omitempty"`
-	Actual   *Actual   `json:"actual,omitempty"`
 	// Exceeded lists the envelope maxima the actual went over.
 	Exceeded []string `json:"exceeded,omitempty"`
 }
 
 // Envelope is the part of the cost envelope the guard enforced.
 type Envelope struct {
+	Currency     string `json:"currency,omitempty"`
+	MaxCost      *Units `json:"max_cost,omitempty"`
+	MaxLatencyMS Units  `json:"max_latency_ms"`
 	MaxTokensIn  Units  `json:"max_tokens_in"`
 	MaxTokensOut Units  `json:"max_tokens_out"`
-	MaxLatencyMS Units  `json:"max_latency_ms"`
-	MaxCost      *Units `json:"max_cost,omitempty"`
-	Currency     string `json:"currency,omitempty"`
 }
 
 // Tokens is an estimate.
 type Tokens struct {
+	Cost      *Units `json:"cost,omitempty"`
 	TokensIn  Units  `json:"tokens_in"`
 	TokensOut Units  `json:"tokens_out"`
-	Cost      *Units `json:"cost,omitempty"`
 }
 
 // Actual is a measured figure with its provenance (seed 000).
 type Actual struct {
+	Cost              *Units `json:"cost,omitempty"`
+	LatencyMS         Units  `json:"latency_ms,omitempty"`
+	Source            string `json:"source"`
 	TokensIn          Units  `json:"tokens_in"`
 	TokensOut         Units  `json:"tokens_out"`
-	LatencyMS         Units  `json:"latency_ms,omitempty"`
-	Cost              *Units `json:"cost,omitempty"`
-	Source            string `json:"source"`
 	UnavailableReason string `json:"unavailable_reason,omitempty"`
 }
 

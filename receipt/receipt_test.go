@@ -1,10 +1,15 @@
 package receipt
 
 import (
+	"bytes"
+	"reflect"
+	"strings"
+
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"github.com/gowebpki/jcs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,7 +21,7 @@ func sample(i int) *Receipt {
 	return &Receipt{
 		ID: "rcpt-test", Timestamp: 1710000100, Time: "2024-03-09T16:01:40.00000000" + string(rune('0'+i)) + "Z",
 		CapabilityID: "cap-1", AgentID: "agent-<1>", ToolName: "generate_text", Phase: PhasePreCharge,
-		Action:   Action{Parameters: json.RawMessage(`{"max_tokens":500}`), ParameterHash: "sha256:00"},
+		Action:   Action{Parameters: json.RawMessage(`{"max_tokens":500,"signature":"","seq":0,"time":"x"}`), ParameterHash: "sha256:00"},
 		Decision: Decision{Verdict: Allow},
 		Metadata: Metadata{Financial: &Financial{
 			CostCharged: 150, Currency: "ETH", BudgetRemaining: U(1 << 60), BudgetTotal: U(1<<60 + 150),
@@ -59,7 +64,7 @@ func TestSignedChainVerifiesAndEveryByteFlipIsDetected(t *testing.T) {
 		}
 	}
 	l.Close()
-	s, err := VerifyFile(path, pub, nil)
+	s, err := VerifyFile(path, pub, func(r *Receipt) error { return Check(r, pub) })
 	if err != nil || s.Receipts != 4 {
 		t.Fatalf("verify: %+v %v", s, err)
 	}
@@ -138,4 +143,38 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("signature stopped verifying after a round trip: %s", again)
 		}
 	})
+}
+
+// alreadyCanonical relies on every struct declaring its JSON members in
+// sorted order.
+func TestStructMembersAreSorted(t *testing.T) {
+	for _, v := range []any{Receipt{}, Action{}, Decision{}, Evidence{}, Metadata{}, Financial{}, OriginalAmount{},
+		OracleEvidence{}, Cost{}, Envelope{}, Tokens{}, Actual{}} {
+		typ := reflect.TypeOf(v)
+		prev := ""
+		for i := 0; i < typ.NumField(); i++ {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if name < prev {
+				t.Errorf("%s: member %q declared after %q", typ.Name(), name, prev)
+			}
+			prev = name
+		}
+	}
+}
+
+func TestFastPathMatchesJCS(t *testing.T) {
+	_, priv := newKey(t)
+	for i, r := range []*Receipt{sample(0), {ID: "x", Time: "t", Decision: Decision{Verdict: Deny, Reason: "a<b & c>d"}},
+		{ID: "é", Time: "t", Metadata: Metadata{Cost: &Cost{Exceeded: []string{"max_tokens_out"}, Actual: &Actual{TokensIn: 1 << 60, Source: "api-usage"}}}}} {
+		r.Action.Parameters = nil
+		p, err := Prepare(r, priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := p.chained(7, "ab", "ed25519:sig")
+		canon, err := jcs.Transform(line)
+		if err != nil || !bytes.Equal(canon, line) {
+			t.Errorf("receipt %d: prepared line is not canonical:\n%s\n%s", i, line, canon)
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gowebpki/jcs"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -21,22 +20,13 @@ var (
 const sigPrefix = "ed25519:"
 
 // Canonical returns the bytes a receipt's signature covers: the RFC 8785
-// canonical JSON of the receipt with an empty signature field removed.
+// canonical JSON of the receipt without its signature member.
 func Canonical(r *Receipt) ([]byte, error) {
-	c := *r
-	c.Signature = ""
-	js, err := json.Marshal(&c)
+	p, err := prepare(*r)
 	if err != nil {
 		return nil, err
 	}
-	// The signature field is always present in the struct; drop it so the
-	// signed form is "the receipt without its signature".
-	js = bytes.Replace(js, []byte(`,"signature":""`), nil, 1)
-	out, err := jcs.Transform(js)
-	if err != nil {
-		return nil, fmt.Errorf("%w: canonicalize: %v", ErrMalformed, err)
-	}
-	return out, nil
+	return p.chained(r.Seq, r.Prev, ""), nil
 }
 
 // Sign sets r's kernel_key and signature.
@@ -46,32 +36,25 @@ func Sign(r *Receipt, priv ed25519.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	r.Signature = sigPrefix + base64.StdEncoding.EncodeToString(ed25519.Sign(priv, msg))
+	r.Signature = encodeSig(ed25519.Sign(priv, msg))
 	return nil
 }
 
 // Check verifies r's signature with its own kernel_key and, when trusted is
 // not nil, that the key is the trusted one.
 func Check(r *Receipt, trusted ed25519.PublicKey) error {
-	pub, err := policy.ParsePublicKey([]byte(r.KernelKey))
+	pub, sig, err := keyAndSig(r, trusted)
 	if err != nil {
-		return fmt.Errorf("%w: kernel_key: %v", ErrMalformed, err)
-	}
-	if trusted != nil && !pub.Equal(trusted) {
-		return fmt.Errorf("%w: signed by %s, not by the trusted key %s", ErrSignature, r.KernelKey, policy.FormatPublicKey(trusted))
-	}
-	raw, ok := bytes.CutPrefix([]byte(r.Signature), []byte(sigPrefix))
-	if !ok {
-		return fmt.Errorf("%w: signature %q does not start with %q", ErrMalformed, r.Signature, sigPrefix)
-	}
-	sig, err := base64.StdEncoding.Strict().DecodeString(string(raw))
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return fmt.Errorf("%w: signature is not base64 of %d bytes", ErrMalformed, ed25519.SignatureSize)
+		return err
 	}
 	msg, err := Canonical(r)
 	if err != nil {
 		return err
 	}
+	return verifySig(pub, msg, sig, r)
+}
+
+func verifySig(pub ed25519.PublicKey, msg, sig []byte, r *Receipt) error {
 	if !ed25519.Verify(pub, msg, sig) {
 		return fmt.Errorf("%w: receipt %s (seq %d) was altered after signing", ErrSignature, r.ID, r.Seq)
 	}
@@ -94,4 +77,23 @@ func Decode(line []byte) (*Receipt, error) {
 		return nil, fmt.Errorf("%w: receipt %q has no signature or kernel_key", ErrMalformed, r.ID)
 	}
 	return &r, nil
+}
+
+func keyAndSig(r *Receipt, trusted ed25519.PublicKey) (ed25519.PublicKey, []byte, error) {
+	pub, err := policy.ParsePublicKey([]byte(r.KernelKey))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: kernel_key: %v", ErrMalformed, err)
+	}
+	if trusted != nil && !pub.Equal(trusted) {
+		return nil, nil, fmt.Errorf("%w: signed by %s, not by the trusted key %s", ErrSignature, r.KernelKey, policy.FormatPublicKey(trusted))
+	}
+	raw, ok := bytes.CutPrefix([]byte(r.Signature), []byte(sigPrefix))
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: signature %q does not start with %q", ErrMalformed, r.Signature, sigPrefix)
+	}
+	sig, err := base64.StdEncoding.Strict().DecodeString(string(raw))
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return nil, nil, fmt.Errorf("%w: signature is not base64 of %d bytes", ErrMalformed, ed25519.SignatureSize)
+	}
+	return pub, sig, nil
 }

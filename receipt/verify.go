@@ -3,8 +3,9 @@ package receipt
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/json"
+
 	"fmt"
+	"github.com/gowebpki/jcs"
 	"io"
 	"os"
 
@@ -29,11 +30,11 @@ func Verify(r io.Reader, trusted ed25519.PublicKey, each func(*Receipt) error) (
 		if err != nil {
 			return err
 		}
-		// Only the encoding Log writes is accepted, so that no byte of a
-		// receipt can change without changing what verifies (JSON allows
-		// several spellings of one string, e.g. \u0041 and A).
-		if again, err := json.Marshal(rc); err != nil || !bytes.Equal(again, line) {
-			return fmt.Errorf("%w: receipt %d is not in the encoding klock writes", ErrMalformed, seq)
+		// A line is the canonical JSON of the signed receipt: any other
+		// spelling of the same data (JSON has several, e.g. \u0041 and A)
+		// is rejected, so no byte can change without failing verification.
+		if canon, err := jcs.Transform(line); err != nil || !bytes.Equal(canon, line) {
+			return fmt.Errorf("%w: receipt %d is not in RFC 8785 canonical form", ErrMalformed, seq)
 		}
 		if rc.Seq != seq {
 			return fmt.Errorf("%w: receipt seq %d at position %d", ErrMalformed, rc.Seq, seq)
@@ -43,7 +44,15 @@ func Verify(r io.Reader, trusted ed25519.PublicKey, each func(*Receipt) error) (
 		} else if rc.KernelKey != s.KernelKey {
 			return fmt.Errorf("%w: receipt %d is signed by %s, the chain by %s", ErrSignature, seq, rc.KernelKey, s.KernelKey)
 		}
-		if err := Check(rc, trusted); err != nil {
+		pub, sig, err := keyAndSig(rc, trusted)
+		if err != nil {
+			return err
+		}
+		msg, ok := signedPart(line)
+		if !ok {
+			return fmt.Errorf("%w: receipt %d has no signature member", ErrMalformed, seq)
+		}
+		if err := verifySig(pub, msg, sig, rc); err != nil {
 			return err
 		}
 		if each != nil {
