@@ -66,6 +66,6 @@ Start with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRun(), newLog(), newRollback(), newBackups(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion(), newPS(), newKill())
+	root.AddCommand(newRun(), newLog(), newRollback(), newBackups(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion(), newPS(), newKill(), newMeter(), newReceipts(), newReport())
 	return root
 }
