@@ -291,11 +291,13 @@ func (v *view) reserve(req Request) (Hold, error) {
 		}
 	}
 	for _, g := range chain {
-		g.invocations++
-		g.charged += cost.Units // cannot overflow: checked against total above, or u64 sum guarded below
+		if g.charged+cost.Units < g.charged { // only possible without a total limit
+			return deny(LimitTotal, g, fmt.Sprintf("%s more would overflow the charged total", cost))
+		}
 	}
-	if leaf.limits.Total == nil && leaf.charged < cost.Units {
-		return Hold{}, fmt.Errorf("%w: %s charged total overflows u64", ErrBadRequest, leaf.key)
+	for _, g := range chain {
+		g.invocations++
+		g.charged += cost.Units
 	}
 	h := &holdState{key: leaf.key, reserved: cost.Units, open: true, tool: rc.ToolName}
 	nf := v.financial(leaf, chain)
