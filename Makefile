@@ -47,6 +47,7 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench . -cpu 1 -benchtime $(BENCHTIME) ./guard/check/
 	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./guard/mcpproxy/
+	$(GO) test -run '^$$' -bench DurableAuthorizations -benchtime 1x ./budget/
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParse FuzzParseIntent; do \
@@ -57,6 +58,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/mcpproxy/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./guard/check/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./receipt/
+	@set -e; for t in FuzzParseRequest FuzzSSEUsage; do \
+	  echo "fuzz: $$t ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./meter/; done
 
 generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
 	@scripts/gen-vmlinux.sh

@@ -2,6 +2,9 @@
 # Installs what klock's build, tests and demo need, only when missing.
 # Usage: scripts/deps.sh [build|bpf|vm|bench|npm|all]
 #   build  Go is assumed (the module proxy serves the rest)
+# Usage: scripts/deps.sh [build|bpf|vm|bench|all]
+#   build  Go is assumed (the module proxy serves the rest); strace, and curl
+#          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
 #   vm     qemu, busybox, cpio (BPF-LSM VM tests)
 #   bench  hyperfine, strace
@@ -12,7 +15,7 @@ need() { # need CMD PACKAGE
 	command -v "$1" >/dev/null 2>&1 || want+=("$2")
 }
 case "${1:-all}" in
-build) need strace strace ;;
+build) need strace strace; need curl curl ;;
 bpf) need clang clang; need llvm-strip llvm; need bpftool bpftool; [ -e /usr/include/bpf/bpf_helpers.h ] || want+=(libbpf-dev) ;;
 vm) need qemu-system-x86_64 qemu-system-x86; [ -e /bin/busybox ] || want+=(busybox-static); need cpio cpio ;;
 bench) need hyperfine hyperfine; need strace strace ;;

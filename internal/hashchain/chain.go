@@ -210,3 +210,11 @@ func checkLink(line []byte, head Head) error {
 	}
 	return nil
 }
+
+// Sync flushes appended lines to stable storage; with WithoutSync it is how
+// a caller that batches appends makes a whole batch durable with one fsync.
+func (w *Writer) Sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.f.Sync()
+}

@@ -1,0 +1,155 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// submit runs one decision: through the group-commit queue, or in a
+// transaction of its own. It returns once the decision is durable (or
+// refused because it could not be made durable).
+func (s *Store) submit(ctx context.Context, o *op) result {
+	if err := s.broken(); err != nil {
+		return result{err: err}
+	}
+	if s.queue == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		select {
+		case <-s.done:
+			return result{err: fmt.Errorf("%w: the store is closed", ErrLedger)}
+		default:
+		}
+		s.runBatch([]*op{o})
+		return o.res
+	}
+	o.done = make(chan struct{})
+	select {
+	case s.queue <- o:
+	case <-s.done:
+		return result{err: fmt.Errorf("%w: the store is closed", ErrLedger)}
+	case <-ctx.Done():
+		return result{err: ctx.Err()}
+	}
+	// Once queued, the decision is made whatever ctx says: waiting for it
+	// is the only way to tell the caller what was decided.
+	<-o.done
+	return o.res
+}
+
+// batcher collects queued decisions into transactions: whatever is queued
+// when the previous transaction ends goes into the next, up to cfg.group.
+// No timer: a lone caller is not made to wait for company.
+func (s *Store) batcher() {
+	defer s.wgBatch.Done()
+	batch := make([]*op, 0, s.cfg.group)
+	for {
+		select {
+		case o := <-s.queue:
+			batch = append(batch[:0], o)
+		drain:
+			for len(batch) < s.cfg.group {
+				select {
+				case o := <-s.queue:
+					batch = append(batch, o)
+				default:
+					break drain
+				}
+			}
+			s.mu.Lock()
+			s.runBatch(batch)
+			s.mu.Unlock()
+			for _, o := range batch {
+				close(o.done)
+			}
+		case <-s.done:
+			for {
+				select {
+				case o := <-s.queue:
+					o.res.err = fmt.Errorf("%w: the store is closed", ErrLedger)
+					close(o.done)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// runBatch applies ops in one BEGIN IMMEDIATE transaction. Each op sees the
+// effects of the ones before it. If the transaction cannot commit, every op
+// in it is refused with ErrLedger and memory is left as it was. Caller
+// holds s.mu.
+func (s *Store) runBatch(ops []*op) {
+	fail := func(what string, err error) {
+		e := ledgerErr(s.path, what, err)
+		for _, o := range ops {
+			o.res = result{err: e}
+		}
+	}
+	tx, err := s.db.Begin() // _txlock=immediate: BEGIN IMMEDIATE
+	if err != nil {
+		fail("begin transaction", err)
+		return
+	}
+	v := &view{s: s, tx: tx, grants: map[Key]*grantState{}, holds: map[string]*holdState{}, nextEv: s.lastEv}
+	for _, o := range ops {
+		if err := v.apply(o); err != nil {
+			tx.Rollback()
+			fail("read", err)
+			return
+		}
+	}
+	if err := v.write(); err != nil {
+		tx.Rollback()
+		fail("write", err)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		tx.Rollback()
+		fail("commit", err)
+		return
+	}
+	for k, g := range v.grants {
+		s.grants[k] = g
+	}
+	for id, h := range v.holds {
+		if h.open {
+			s.holds[id] = h
+		} else {
+			delete(s.holds, id) // closed holds live in the database only
+		}
+	}
+	s.lastEv = v.nextEv
+	if len(v.events) > 0 {
+		s.emitQ <- v.events
+	}
+}
+
+func (v *view) write() error {
+	for _, g := range v.grants {
+		if err := saveGrant(v.tx, v.s.stmts, g); err != nil {
+			return err
+		}
+	}
+	for _, h := range v.holds {
+		if err := saveHold(v.tx, v.s.stmts, h); err != nil {
+			return err
+		}
+	}
+	if len(v.events) == 0 {
+		return nil
+	}
+	stmt := v.tx.Stmt(v.s.stmts.saveEvent)
+	for _, e := range v.events {
+		body, err := json.Marshal(e.r)
+		if err != nil {
+			return err
+		}
+		if _, err := stmt.Exec(int64(e.id), body); err != nil {
+			return err
+		}
+	}
+	return nil
+}

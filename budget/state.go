@@ -1,0 +1,127 @@
+package budget
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// grantState is one grant's limits and running counters.
+type grantState struct {
+	key         Key
+	limits      Limits
+	parent      *Key
+	depth       uint32
+	root        string
+	tool        string
+	server      string
+	invocations uint64
+	charged     uint64
+}
+
+// holdState is one pre-charge, open until reconciled or reversed.
+type holdState struct {
+	id       string
+	key      Key
+	reserved uint64 // in the grant's currency
+	open     bool
+	tool     string
+}
+
+// SQLite integers are signed 64-bit; u64 minor units (wei reach 2^63 at
+// 9.2 ETH) are stored bit-for-bit as int64 and only ever compared in Go.
+func i64(u uint64) int64 { return int64(u) }
+func u64(i int64) uint64 { return uint64(i) }
+func nullU(p *uint64) any {
+	if p == nil {
+		return nil
+	}
+	return i64(*p)
+}
+
+func loadGrant(tx *sql.Tx, k Key) (*grantState, error) {
+	var g grantState
+	var per, total, pg sql.NullInt64
+	var pc sql.NullString
+	var maxInv, inv, charged int64
+	err := tx.QueryRow(`SELECT currency, per_call, total, max_invocations, parent_capability, parent_grant, depth, root_holder, tool, server, invocations, charged
+		FROM grants WHERE capability = ? AND grant_index = ?`, k.Capability, k.Grant).
+		Scan(&g.limits.Currency, &per, &total, &maxInv, &pc, &pg, &g.depth, &g.root, &g.tool, &g.server, &inv, &charged)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.key = k
+	if per.Valid {
+		v := u64(per.Int64)
+		g.limits.PerInvocation = &v
+	}
+	if total.Valid {
+		v := u64(total.Int64)
+		g.limits.Total = &v
+	}
+	if pc.Valid {
+		g.parent = &Key{Capability: pc.String, Grant: uint32(pg.Int64)}
+	}
+	g.limits.MaxInvocations, g.invocations, g.charged = u64(maxInv), u64(inv), u64(charged)
+	return &g, nil
+}
+
+func saveGrant(tx *sql.Tx, stmts *statements, g *grantState) error {
+	var pc, pg any
+	if g.parent != nil {
+		pc, pg = g.parent.Capability, g.parent.Grant
+	}
+	_, err := tx.Stmt(stmts.saveGrant).Exec(
+		g.key.Capability, g.key.Grant, g.limits.Currency, nullU(g.limits.PerInvocation), nullU(g.limits.Total), i64(g.limits.MaxInvocations),
+		pc, pg, g.depth, g.root, g.tool, g.server, i64(g.invocations), i64(g.charged))
+	return err
+}
+
+func loadHold(tx *sql.Tx, id string) (*holdState, error) {
+	h := holdState{id: id}
+	var reserved int64
+	err := tx.QueryRow(`SELECT capability, grant_index, reserved, open, tool FROM holds WHERE id = ?`, id).
+		Scan(&h.key.Capability, &h.key.Grant, &reserved, &h.open, &h.tool)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.reserved = u64(reserved)
+	return &h, nil
+}
+
+func saveHold(tx *sql.Tx, stmts *statements, h *holdState) error {
+	_, err := tx.Stmt(stmts.saveHold).Exec(h.id, h.key.Capability, h.key.Grant, i64(h.reserved), h.open, h.tool)
+	return err
+}
+
+func (g *grantState) String() string { return fmt.Sprintf("%s (%s)", g.key, g.tool) }
+
+// statements are prepared once on the ledger's single connection.
+type statements struct{ saveGrant, saveHold, saveEvent *sql.Stmt }
+
+func prepareStatements(db *sql.DB) (*statements, error) {
+	var st statements
+	var err error
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&st.saveGrant, `INSERT INTO grants (capability, grant_index, currency, per_call, total, max_invocations, parent_capability, parent_grant, depth, root_holder, tool, server, invocations, charged)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (capability, grant_index) DO UPDATE SET invocations = excluded.invocations, charged = excluded.charged`},
+		{&st.saveHold, `INSERT INTO holds (id, capability, grant_index, reserved, open, tool) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET open = excluded.open`},
+		{&st.saveEvent, `INSERT INTO events (id, receipt) VALUES (?, ?)`},
+	} {
+		if *p.dst, err = db.Prepare(p.sql); err != nil {
+			return nil, err
+		}
+	}
+	return &st, nil
+}

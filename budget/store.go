@@ -1,0 +1,228 @@
+package budget
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/klocklabs/klock/receipt"
+	_ "modernc.org/sqlite" // pure-Go SQLite: klock builds with CGO_ENABLED=0
+)
+
+// Store is one ledger and its receipt chain. It is safe for concurrent use.
+type Store struct {
+	cfg   config
+	db    *sql.DB
+	log   *receipt.Log
+	path  string
+	stmts *statements
+
+	mu     sync.Mutex // serializes transactions and guards the state below
+	grants map[Key]*grantState
+	holds  map[string]*holdState
+	lastEv uint64 // id of the last committed ledger event
+
+	queue   chan *op      // group commit
+	emitQ   chan []*event // committed events waiting for their signed receipt
+	emitMu  sync.Mutex
+	emitted uint64 // last event whose receipt is in the chain
+	emitErr error  // sticky: the chain could not be written
+	emitCnd *sync.Cond
+	done    chan struct{} // closed by Close: no new decisions
+	stopEm  chan struct{} // closed after the committer stopped: emitter drains and ends
+	wgBatch sync.WaitGroup
+	wgEmit  sync.WaitGroup
+}
+
+type config struct {
+	sync      bool
+	group     int // max decisions per transaction; 0 = one transaction per call
+	rates     *RateTable
+	now       func() time.Time
+	agentID   string
+	logPrefix string
+}
+
+// Option configures Open.
+type Option func(*config)
+
+// WithGroupCommit lets up to max concurrent decisions share one
+// transaction and one fsync.
+func WithGroupCommit(max int) Option { return func(c *config) { c.group = max } }
+
+// WithoutSync turns off fsync in the ledger (synchronous=OFF) and the
+// receipt log. Atomicity is unchanged; a power loss may lose acknowledged
+// decisions. For tests about atomicity and for throughput comparisons only.
+func WithoutSync() Option { return func(c *config) { c.sync = false } }
+
+// WithRates sets the conversion rates for charges in another currency than
+// their grant's.
+func WithRates(t *RateTable) Option { return func(c *config) { c.rates = t } }
+
+// WithClock sets the time source (tests).
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithAgent names the agent recorded in every receipt.
+func WithAgent(id string) Option { return func(c *config) { c.agentID = id } }
+
+const schema = `
+CREATE TABLE IF NOT EXISTS grants (
+  capability TEXT NOT NULL, grant_index INTEGER NOT NULL,
+  currency TEXT NOT NULL, per_call INTEGER, total INTEGER, max_invocations INTEGER NOT NULL,
+  parent_capability TEXT, parent_grant INTEGER, depth INTEGER NOT NULL, root_holder TEXT NOT NULL,
+  tool TEXT NOT NULL, server TEXT NOT NULL,
+  invocations INTEGER NOT NULL, charged INTEGER NOT NULL,
+  PRIMARY KEY (capability, grant_index));
+CREATE TABLE IF NOT EXISTS holds (
+  id TEXT PRIMARY KEY, capability TEXT NOT NULL, grant_index INTEGER NOT NULL,
+  reserved INTEGER NOT NULL, open INTEGER NOT NULL, tool TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, receipt BLOB NOT NULL);
+`
+
+// Open opens (creating) the ledger at dbPath and the receipt chain at
+// receiptsPath, signing receipts with priv, and appends to the chain any
+// receipt a crash kept from it.
+func Open(dbPath, receiptsPath string, priv ed25519.PrivateKey, opts ...Option) (*Store, error) {
+	cfg := config{sync: true, now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	syncMode := "FULL"
+	if !cfg.sync {
+		syncMode = "OFF"
+	}
+	// Exclusive locking before WAL: one owner process, and WAL without a
+	// shared-memory file. Pragmas apply to every connection the pool opens.
+	q := url.Values{}
+	q.Add("_pragma", "locking_mode(EXCLUSIVE)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	q.Add("_pragma", "busy_timeout(100)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?"+q.Encode())
+	if err != nil {
+		return nil, ledgerErr(dbPath, "open", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, ledgerErr(dbPath, "create schema (is another klock process using this ledger?)", err)
+	}
+	stmts, err := prepareStatements(db)
+	if err != nil {
+		db.Close()
+		return nil, ledgerErr(dbPath, "prepare statements", err)
+	}
+	// The emitter syncs the chain once per batch (when cfg.sync).
+	lg, err := receipt.OpenLog(receiptsPath, priv, receipt.WithoutSync())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %v; move the damaged chain aside (klock receipts verify says where it breaks) and restart", ErrLedger, err)
+	}
+	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, stmts: stmts, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
+		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{})}
+	s.emitCnd = sync.NewCond(&s.emitMu)
+	if err := s.recover(); err != nil {
+		s.db.Close()
+		s.log.Close()
+		return nil, err
+	}
+	s.wgEmit.Add(1)
+	go s.emitter()
+	if cfg.group > 0 {
+		s.queue = make(chan *op, cfg.group*4)
+		s.wgBatch.Add(1)
+		go s.batcher()
+	}
+	return s, nil
+}
+
+// recover loads the last event id and re-emits receipts the chain lacks.
+func (s *Store) recover() error {
+	if err := s.db.QueryRow(`SELECT COALESCE(MAX(id), 0) FROM events`).Scan(&s.lastEv); err != nil {
+		return ledgerErr(s.path, "read events", err)
+	}
+	var from uint64
+	if last := s.log.Last(); last != nil {
+		from = last.LedgerEvent
+	}
+	if from > s.lastEv {
+		return fmt.Errorf("%w: the receipt chain records ledger event %d but the ledger %s ends at %d: they are not a pair; restore the matching ledger or move the chain aside",
+			ErrLedger, from, s.path, s.lastEv)
+	}
+	rows, err := s.db.Query(`SELECT id, receipt FROM events WHERE id > ? ORDER BY id`, from)
+	if err != nil {
+		return ledgerErr(s.path, "read events", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uint64
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return ledgerErr(s.path, "read events", err)
+		}
+		var r receipt.Receipt
+		if err := json.Unmarshal(body, &r); err != nil {
+			return ledgerErr(s.path, fmt.Sprintf("decode event %d", id), err)
+		}
+		if _, err := s.log.Append(&r); err != nil {
+			return fmt.Errorf("%w: re-emit receipt for event %d: %v", ErrLedger, id, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return ledgerErr(s.path, "read events", err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("%w: sync receipt log: %v", ErrLedger, err)
+	}
+	s.emitted = s.lastEv
+	return nil
+}
+
+// Close waits for queued decisions and receipts, then closes the ledger.
+func (s *Store) Close() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	close(s.done)
+	s.wgBatch.Wait()
+	s.mu.Lock() // no per-call transaction is still running
+	close(s.stopEm)
+	s.mu.Unlock()
+	s.wgEmit.Wait()
+	err1 := s.log.Close()
+	err2 := s.db.Close()
+	if err1 != nil {
+		return err1
+	}
+	return err2
+}
+
+// Flush waits until every committed decision's receipt is in the chain.
+func (s *Store) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	target := s.lastEv
+	s.mu.Unlock()
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
+	for s.emitted < target && s.emitErr == nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.emitCnd.Wait()
+	}
+	return s.emitErr
+}
+
+func ledgerErr(path, what string, err error) error {
+	return fmt.Errorf("%w: %s %s: %v (check the disk has space and the file is writable; only one process may own a ledger)", ErrLedger, what, path, err)
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/meter"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/tokenguard"
+	"github.com/spf13/cobra"
+)
+
+func newMeter() *cobra.Command {
+	var manifest, listen, upstream, receiptsDir, pricesFile, keyFile, session, grantTool string
+	c := &cobra.Command{
+		Use:   "meter -m FILE --listen ADDR --upstream URL",
+		Short: "Meter an agent's model calls: Token Guard, budget, signed receipts",
+		Long: `Meter runs a reverse proxy for OpenAI-style (/v1/chat/completions,
+/v1/responses) and Anthropic-style (/v1/messages) model APIs, streaming
+included. Point the agent's API base URL at --listen. For every call it:
+
+  - refuses it when the estimate exceeds a max_* of the cost_envelope, and
+    refuses an estimate above 80 % of a max (it needs human approval, which
+    klock meter does not ask for yet);
+  - caps the output tokens to the envelope and the remaining budget;
+  - pre-charges the worst case against the grant whose tool is --grant
+    (default "model"; without one, the envelope's max_cost per call);
+  - relays the response (SSE event by event), cuts a stream that crosses
+    the budget, and reconciles with the usage the API reported;
+  - writes a signed, hash-chained receipt for every decision.
+
+Prices come from a YAML table in integer micro-units per token (see
+examples/prices.yaml); without --prices, <workdir>/.klock/prices.yaml.
+State lives in the receipts directory (default <workdir>/.klock/receipts/):
+ledger.db (the budget ledger, SQLite), receipts.jsonl (the receipt chain),
+receipts.key and receipts.pub (the signing key, created on first use).
+Budgets persist across restarts for the same --session.`,
+		Example: `  klock meter -m examples/manifests/refund-agent.yaml --prices examples/prices.yaml \
+      --listen 127.0.0.1:8411 --upstream https://api.openai.example --receipts /tmp/receipts
+  OPENAI_BASE_URL=http://127.0.0.1:8411/v1 ./agent
+  klock receipts verify /tmp/receipts
+  klock report /tmp/receipts`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := policy.Load(manifest)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			up, err := url.Parse(upstream)
+			if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--upstream %q: want an http(s) URL such as https://api.openai.com", upstream)}
+			}
+			if receiptsDir == "" {
+				if m.Workdir == "" {
+					return &exitError{code: exitUsage, err: fmt.Errorf("%s has no workdir: pass --receipts DIR", manifest)}
+				}
+				receiptsDir = filepath.Join(m.Workdir, ".klock", "receipts")
+			}
+			if pricesFile == "" {
+				if m.Workdir == "" {
+					return &exitError{code: exitUsage, err: errors.New("pass --prices FILE (a price table, see examples/prices.yaml)")}
+				}
+				pricesFile = filepath.Join(m.Workdir, ".klock", "prices.yaml")
+			}
+			prices, err := meter.LoadPrices(pricesFile)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			guard, err := tokenguard.New(m.CostEnvelope)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if err := os.MkdirAll(receiptsDir, 0o700); err != nil {
+				return err
+			}
+			priv, err := receiptKey(receiptsDir, keyFile)
+			if err != nil {
+				return err
+			}
+			if session == "" {
+				session = m.Agent.ID
+			}
+			grant, err := meterGrant(m, session, grantTool, prices.Currency)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			store, err := budget.Open(filepath.Join(receiptsDir, "ledger.db"), filepath.Join(receiptsDir, "receipts.jsonl"), priv,
+				budget.WithGroupCommit(256), budget.WithAgent(m.Agent.ID))
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if err := store.Define(cmd.Context(), grant); err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
+				AgentID: m.Agent.ID}, meter.WithLogger(log))
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			srv := &http.Server{Handler: px, ReadHeaderTimeout: 10 * time.Second}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				srv.Shutdown(sctx)
+			}()
+			log.Info("klock meter: listening", "addr", ln.Addr().String(), "upstream", up.String(), "grant", grant.Key.String(),
+				"receipts", receiptsDir)
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return store.Flush(context.Background())
+		},
+	}
+	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (its cost_envelope and grants apply)")
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8411", "address to serve the proxy on")
+	c.Flags().StringVar(&upstream, "upstream", "", "the model API base URL, e.g. https://api.openai.com")
+	c.Flags().StringVar(&receiptsDir, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
+	c.Flags().StringVar(&pricesFile, "prices", "", "price table YAML (default <workdir>/.klock/prices.yaml)")
+	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
+	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
+	c.Flags().StringVar(&grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")
+	_ = c.MarkFlagRequired("manifest")
+	_ = c.MarkFlagRequired("upstream")
+	return c
+}
+
+// meterGrant is the manifest grant named tool, or (when there is none) a
+// grant holding each call to the envelope's max_cost.
+func meterGrant(m *policy.Manifest, session, tool, currency string) (budget.Grant, error) {
+	for i, g := range m.Grants {
+		if g.Tool == tool {
+			l, err := budget.FromGrant(g, currency)
+			if err != nil {
+				return budget.Grant{}, err
+			}
+			return budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID}, nil
+		}
+	}
+	l := budget.Limits{Currency: currency}
+	if mc := m.CostEnvelope.MaxCost; mc != nil && mc.Currency == currency {
+		u := mc.Units
+		l.PerInvocation = &u
+	}
+	return budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(len(m.Grants))}, Limits: l, Tool: tool}, nil
+}
+
+// receiptKey reads the signing key, creating receipts.key/.pub in dir on
+// first use.
+func receiptKey(dir, keyFile string) (ed25519.PrivateKey, error) {
+	if keyFile == "" {
+		keyFile = filepath.Join(dir, "receipts.key")
+		if _, err := os.Stat(keyFile); errors.Is(err, os.ErrNotExist) {
+			priv, pub, err := policy.GenerateKey()
+			if err != nil {
+				return nil, err
+			}
+			if err := writeNew(keyFile, priv, 0o600, false); err != nil {
+				return nil, err
+			}
+			if err := writeNew(filepath.Join(dir, "receipts.pub"), pub, 0o644, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	data, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("read receipt key: %w", err)}
+	}
+	priv, err := policy.ParsePrivateKey(data)
+	if err != nil {
+		return nil, &exitError{code: exitInvalid, err: err}
+	}
+	return priv, nil
+}

@@ -1,0 +1,420 @@
+package meter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/tokenguard"
+)
+
+// Budget is what the proxy needs from the ledger.
+type Budget interface {
+	budget.Authorizer
+	Usage(ctx context.Context, k budget.Key) (budget.Usage, error)
+}
+
+// Config is the proxy's wiring.
+type Config struct {
+	Upstream *url.URL
+	Budget   Budget
+	Key      budget.Key // the grant model calls are charged to
+	Guard    *tokenguard.Guard
+	Prices   *Prices
+	AgentID  string
+	// Approver answers Token Guard escalations; nil refuses them.
+	Approver tokenguard.Approver
+	Client   *http.Client
+	Log      *slog.Logger
+}
+
+// Proxy is the metering reverse proxy (an http.Handler).
+type Proxy struct{ c Config }
+
+// Option configures New.
+type Option func(*Config)
+
+// WithApprover sets the escalation approver.
+func WithApprover(a tokenguard.Approver) Option { return func(c *Config) { c.Approver = a } }
+
+// WithClient sets the upstream HTTP client.
+func WithClient(cl *http.Client) Option { return func(c *Config) { c.Client = cl } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Log = l } }
+
+const (
+	maxBody  = 8 << 20
+	maxEvent = 1 << 20
+	// bytesPerToken estimates input tokens from the request size. It over-
+	// counts for English text (about 4 bytes a token) because the JSON
+	// around the messages is counted too: an estimate errs on the side of
+	// the budget, and the reconcile corrects it with the API's usage.
+	bytesPerToken = 4
+)
+
+// New returns a proxy.
+func New(c Config, opts ...Option) (*Proxy, error) {
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.Upstream == nil || c.Budget == nil || c.Guard == nil || c.Prices == nil {
+		return nil, errors.New("meter: upstream, budget, guard and prices are required")
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Proxy{c: c}, nil
+}
+
+// apiError is the typed error body clients get.
+type apiError struct {
+	OK         bool   `json:"ok"`
+	ErrorClass string `json:"error_class"`
+	Retryable  bool   `json:"retryable"`
+	Message    string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, class string, retryable bool, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(apiError{ErrorClass: class, Retryable: retryable, Message: "klock meter: " + err.Error()})
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	api, ok := APIFor(r.URL.Path)
+	if !ok || r.Method != http.MethodPost {
+		writeError(w, http.StatusNotFound, "not_metered", false,
+			fmt.Errorf("%s %s is not a metered model call (POST /v1/chat/completions, /v1/responses or /v1/messages)", r.Method, r.URL.Path))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "bad_request", false, fmt.Errorf("%w: body unreadable or over %d bytes", ErrRequest, maxBody))
+		return
+	}
+	req, err := ParseRequest(api, body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", false, err)
+		return
+	}
+	p.serve(w, r, req, body)
+}
+
+// call is one metered invocation in progress.
+type call struct {
+	req      *Request
+	price    Price
+	estIn    int64
+	capOut   int64
+	hold     budget.Hold
+	envelope *receipt.Envelope
+	estimate *receipt.Tokens
+	started  time.Time
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body []byte) {
+	ctx := r.Context()
+	c := &call{req: req, estIn: (int64(len(body)) + bytesPerToken - 1) / bytesPerToken, started: time.Now()}
+	env := p.c.Guard.Envelope()
+	c.envelope = &receipt.Envelope{MaxTokensIn: units(env.MaxTokensIn), MaxTokensOut: units(env.MaxTokensOut), MaxLatencyMS: units(env.MaxLatencyMS)}
+	if env.MaxCost != nil {
+		c.envelope.MaxCost, c.envelope.Currency = receipt.U(env.MaxCost.Units), env.MaxCost.Currency
+	}
+	var err error
+	if c.price, err = p.c.Prices.lookup(req.Model); err != nil {
+		p.refuse(w, r, c, http.StatusBadRequest, "unpriced_model", err)
+		return
+	}
+	// The Token Guard judges the estimate: the output the client asked for,
+	// or the envelope's expected output when it did not say.
+	estOut := req.MaxOut
+	if estOut == 0 {
+		estOut = env.ExpectedTokensOut
+	}
+	estCost, err := p.c.Prices.Cost(c.price, c.estIn, estOut)
+	if err != nil {
+		p.refuse(w, r, c, http.StatusBadRequest, "bad_request", err)
+		return
+	}
+	c.estimate = &receipt.Tokens{TokensIn: units(c.estIn), TokensOut: units(estOut), Cost: receipt.U(estCost.Units)}
+	if _, err := p.c.Guard.Admit(ctx, p.c.AgentID, tokenguard.Estimate{TokensIn: c.estIn, TokensOut: estOut, Cost: &estCost}, p.c.Approver); err != nil {
+		p.refuse(w, r, c, http.StatusForbidden, "token_guard", err)
+		return
+	}
+	// Cap the output to the envelope and to what the money allows.
+	c.capOut = env.MaxTokensOut
+	if req.MaxOut > 0 && (c.capOut == 0 || req.MaxOut < c.capOut) {
+		c.capOut = req.MaxOut
+	}
+	limit, err := p.moneyLimit(ctx)
+	if err != nil {
+		p.refuse(w, r, c, http.StatusServiceUnavailable, "ledger", err)
+		return
+	}
+	if limit != nil {
+		if a := p.c.Prices.affordable(c.price, c.estIn, *limit); c.capOut == 0 || a < c.capOut {
+			c.capOut = a
+		}
+	}
+	if c.capOut <= 0 {
+		p.refuse(w, r, c, http.StatusPaymentRequired, "budget_exhausted",
+			fmt.Errorf("%w: the remaining budget does not cover the input of this call", budget.ErrDenied))
+		return
+	}
+	worst, err := p.c.Prices.Cost(c.price, c.estIn, c.capOut)
+	if err != nil {
+		p.refuse(w, r, c, http.StatusBadRequest, "bad_request", err)
+		return
+	}
+	params, _ := json.Marshal(map[string]any{"api": req.API, "model": req.Model, "stream": req.Stream, "max_output_tokens": c.capOut})
+	c.hold, err = p.c.Budget.Reserve(ctx, budget.Request{Key: p.c.Key, Cost: worst, Tool: req.Model, Server: p.c.Upstream.Host,
+		Parameters: params, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate}})
+	if err != nil {
+		status, class, retry := http.StatusPaymentRequired, "budget_denied", false
+		if errors.Is(err, budget.ErrLedger) {
+			status, class, retry = http.StatusServiceUnavailable, "ledger", true
+		}
+		writeError(w, status, class, retry, err) // the budget wrote the deny receipt
+		return
+	}
+	out, err := req.Rewrite(c.capOut)
+	if err != nil {
+		p.release(c, "request rewrite failed: "+err.Error())
+		writeError(w, http.StatusBadRequest, "bad_request", false, err)
+		return
+	}
+	p.forward(w, r, c, out)
+}
+
+// moneyLimit is the most one call may cost: the smallest of the envelope's
+// max_cost, the grant's per-invocation limit and what its total has left.
+func (p *Proxy) moneyLimit(ctx context.Context) (*uint64, error) {
+	var lim *uint64
+	tighten := func(v uint64) {
+		if lim == nil || v < *lim {
+			lim = &v
+		}
+	}
+	if m := p.c.Guard.Envelope().MaxCost; m != nil && m.Currency == p.c.Prices.Currency {
+		tighten(m.Units)
+	}
+	u, err := p.c.Budget.Usage(ctx, p.c.Key)
+	if err != nil {
+		return nil, err
+	}
+	if u.Limits.Currency == p.c.Prices.Currency {
+		if pi := u.Limits.PerInvocation; pi != nil {
+			tighten(*pi)
+		}
+		if t := u.Limits.Total; t != nil {
+			rem := uint64(0)
+			if *t > u.Charged.Units {
+				rem = *t - u.Charged.Units
+			}
+			tighten(rem)
+		}
+	}
+	return lim, nil
+}
+
+func units(v int64) receipt.Units {
+	if v < 0 {
+		return 0
+	}
+	return receipt.Units(v)
+}
+
+// refuse answers a call refused before any money moved, with a receipt.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, c *call, status int, class string, cause error) {
+	rc := &receipt.Receipt{CapabilityID: p.c.Key.Capability, AgentID: p.c.AgentID, ToolName: c.req.Model, ToolServer: p.c.Upstream.Host,
+		Phase: receipt.PhaseGuard, Decision: receipt.Decision{Verdict: receipt.Deny, Reason: cause.Error(), Guard: class},
+		Metadata: receipt.Metadata{Cost: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate}}}
+	if err := p.c.Budget.Record(r.Context(), rc); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "ledger", true, fmt.Errorf("%v (and the refusal could not be recorded: %w)", cause, err))
+		return
+	}
+	writeError(w, status, class, false, cause)
+}
+
+func (p *Proxy) release(c *call, reason string) {
+	if _, err := p.c.Budget.Release(context.WithoutCancel(context.Background()), c.hold.ID, reason, "meter"); err != nil {
+		p.c.Log.Error("meter: release failed; the hold stays charged", "hold", c.hold.ID, "err", err)
+	}
+}
+
+func (p *Proxy) settle(c *call, t *Tally, cutReason string) {
+	act := &receipt.Actual{LatencyMS: units(time.Since(c.started).Milliseconds())}
+	actual := c.hold.Reserved
+	var tgActual tokenguard.Actual
+	switch {
+	case cutReason == "" && t.HaveIn && t.HaveOut:
+		cost, err := p.c.Prices.Cost(c.price, t.In, t.Out)
+		if err == nil {
+			actual = cost
+			act.TokensIn, act.TokensOut, act.Cost, act.Source = units(t.In), units(t.Out), receipt.U(cost.Units), string(tokenguard.APIUsage)
+			tgActual = tokenguard.Actual{TokensIn: t.In, TokensOut: t.Out, LatencyMS: int64(act.LatencyMS), Cost: &cost, Source: tokenguard.APIUsage}
+			break
+		}
+		cutReason = "usage could not be priced: " + err.Error()
+		fallthrough
+	default:
+		reason := cutReason
+		if reason == "" {
+			reason = "the API reported no usage"
+		}
+		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason + "; the full reservation stays charged"}
+		tgActual = tokenguard.Actual{Source: tokenguard.Unavailable, UnavailableReason: act.UnavailableReason}
+	}
+	meta := &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Actual: act, Exceeded: p.c.Guard.Exceeded(tgActual)}
+	if _, err := p.c.Budget.Reconcile(context.Background(), c.hold.ID, budget.Settle{Actual: actual, CostMeta: meta}); err != nil {
+		p.c.Log.Error("meter: reconcile failed; the reservation stays charged", "hold", c.hold.ID, "err", err)
+	}
+}
+
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c *call, body []byte) {
+	flight, ctx := p.c.Guard.Start(r.Context())
+	defer flight.End()
+	u := *p.c.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + r.URL.Path
+	u.RawQuery = r.URL.RawQuery
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		p.release(c, err.Error())
+		writeError(w, http.StatusBadGateway, "upstream", true, err)
+		return
+	}
+	for k, vs := range r.Header {
+		switch http.CanonicalHeaderKey(k) {
+		case "Content-Length", "Connection", "Accept-Encoding", "Transfer-Encoding":
+			continue
+		}
+		up.Header[k] = vs
+	}
+	resp, err := p.c.Client.Do(up)
+	if err != nil {
+		p.release(c, "upstream unreachable: "+err.Error())
+		writeError(w, http.StatusBadGateway, "upstream", true, err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		// An API error is not billed; pass it through and reverse.
+		p.release(c, fmt.Sprintf("upstream answered %s", resp.Status))
+		copyHeader(w, resp)
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, io.LimitReader(resp.Body, maxBody))
+		return
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		p.stream(w, c, resp, flight)
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	var t Tally
+	cut := ""
+	if err != nil {
+		cut = "response read failed: " + err.Error()
+	} else if err := t.Body(data); err != nil {
+		cut = err.Error()
+	}
+	p.settle(c, &t, cut)
+	copyHeader(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	w.Write(data)
+}
+
+func copyHeader(w http.ResponseWriter, resp *http.Response) {
+	for k, vs := range resp.Header {
+		if http.CanonicalHeaderKey(k) == "Content-Length" {
+			continue
+		}
+		w.Header()[k] = vs
+	}
+}
+
+// stream relays SSE events one by one, holding the running output to the
+// Token Guard and the reservation; crossing either cuts the stream.
+func (p *Proxy) stream(w http.ResponseWriter, c *call, resp *http.Response, flight *tokenguard.Flight) {
+	copyHeader(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	fl, _ := w.(http.Flusher)
+	er := NewEventReader(resp.Body, maxEvent)
+	var t Tally
+	cut := ""
+	for {
+		ev, err := er.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			cut = "stream broke: " + err.Error()
+			break
+		}
+		if err := t.Event(ev); err != nil {
+			cut = err.Error()
+			break
+		}
+		if reason := p.overBudget(c, &t, flight); reason != "" {
+			cut = reason
+			break
+		}
+		if _, err := w.Write(ev.Raw); err != nil {
+			cut = "client went away"
+			break
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	if cut != "" {
+		resp.Body.Close() // cancels the upstream call
+		msg, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{
+			"type": "klock_budget_exceeded", "error_class": "budget_cut", "retryable": false, "message": "klock meter: stream cut: " + cut}})
+		fmt.Fprintf(w, "event: error\ndata: %s\n\n", msg)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	if cut != "" {
+		cut = "stream cut by klock before the API reported usage: " + cut
+	}
+	p.settle(c, &t, cut)
+}
+
+// overBudget says why the stream must stop now ("" to go on): the Token
+// Guard's hard limits, or output past what was reserved.
+func (p *Proxy) overBudget(c *call, t *Tally, flight *tokenguard.Flight) string {
+	in := c.estIn
+	if t.HaveIn {
+		in = t.In
+	}
+	out := t.OutSoFar()
+	cost, err := p.c.Prices.Cost(c.price, in, out)
+	if err != nil {
+		return err.Error()
+	}
+	if err := flight.Observe(tokenguard.Usage{TokensIn: in, TokensOut: out, Cost: &cost}); err != nil {
+		return err.Error()
+	}
+	if cost.Currency == c.hold.Reserved.Currency && cost.Units > c.hold.Reserved.Units {
+		return fmt.Sprintf("%d output tokens so far would cost %s, over the %s reserved", out, cost, c.hold.Reserved)
+	}
+	if out > c.capOut {
+		return fmt.Sprintf("%d output tokens, over the cap of %d", out, c.capOut)
+	}
+	return ""
+}

@@ -1,0 +1,115 @@
+package receipt
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/gowebpki/jcs"
+	"github.com/klocklabs/klock/policy"
+)
+
+// Signing a chained receipt has a parallel part and a sequential part. The
+// canonical JSON of everything but seq, prev and signature does not depend
+// on the chain (Prepare, run concurrently); seq and prev do, and the
+// signature covers them (Log.AppendPrepared, one at a time). Because RFC
+// 8785 sorts members by name and the three chain-owned members are plain
+// ASCII scalars, adding them to a canonical object is inserting them at
+// their sorted place, just before "time", which every receipt has and after
+// which only scalar members follow (so the last `,"time":"` in the bytes is
+// the top-level one: an unescaped quote cannot occur inside a JSON string).
+var timeMember = []byte(`,"time":"`)
+
+// Prepared is a receipt's canonical JSON without its chain members.
+type Prepared struct {
+	canon []byte
+	at    int // where seq, prev and signature go
+}
+
+// Prepare canonicalizes r (with kernel_key set for priv) for AppendPrepared.
+func Prepare(r *Receipt, priv ed25519.PrivateKey) (*Prepared, error) {
+	c := *r
+	c.KernelKey = policy.FormatPublicKey(priv.Public().(ed25519.PublicKey))
+	return prepare(c)
+}
+
+func prepare(c Receipt) (*Prepared, error) {
+	c.Seq, c.Prev, c.Signature = 0, "", "" // omitted: the chain adds them
+	if c.Time == "" {
+		return nil, fmt.Errorf("%w: receipt %q has no time", ErrMalformed, c.ID)
+	}
+	js, err := json.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	canon := js
+	if !alreadyCanonical(&c, js) {
+		if canon, err = jcs.Transform(js); err != nil {
+			return nil, fmt.Errorf("%w: canonicalize: %v", ErrMalformed, err)
+		}
+	}
+	at := bytes.LastIndex(canon, timeMember)
+	if at < 0 {
+		return nil, fmt.Errorf("%w: canonical receipt has no top-level time", ErrMalformed)
+	}
+	return &Prepared{canon: canon, at: at}, nil
+}
+
+// alreadyCanonical reports whether encoding/json's output for c is already
+// its RFC 8785 form, so the costly re-canonicalization can be skipped. It
+// is when: every struct declares its members in sorted order (receipt.go
+// does, and TestStructMembersAreSorted keeps it so), every number is an
+// integer, no string needed an escape (no backslash in the output: Go
+// escapes <, > and & where JCS does not) or holds a non-ASCII byte, and
+// there is no embedded raw JSON (parameters, cost breakdown) of unknown
+// form. Verify re-canonicalizes every line with jcs, so a mistake here
+// would show as receipts that do not verify, never as a weaker check.
+func alreadyCanonical(c *Receipt, js []byte) bool {
+	if c.Action.Parameters != nil || (c.Metadata.Financial != nil && c.Metadata.Financial.CostBreakdown != nil) {
+		return false
+	}
+	for _, b := range js {
+		if b == '\\' || b >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// chained returns the canonical bytes with seq and prev inserted (what the
+// signature covers) and, when sig is set, with the signature too (the line).
+func (p *Prepared) chained(seq uint64, prev, sig string) []byte {
+	b := make([]byte, 0, len(p.canon)+200)
+	b = append(b, p.canon[:p.at]...)
+	b = append(b, `,"prev":"`...)
+	b = append(b, prev...)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	if sig != "" {
+		b = append(b, `,"signature":"`...)
+		b = append(b, sig...)
+		b = append(b, '"')
+	}
+	return append(b, p.canon[p.at:]...)
+}
+
+// signedPart removes the signature member from a canonical line, giving
+// the bytes the signature covers.
+func signedPart(line []byte) ([]byte, bool) {
+	i := bytes.LastIndex(line, []byte(`,"signature":"`))
+	if i < 0 {
+		return nil, false
+	}
+	j := bytes.IndexByte(line[i+len(`,"signature":"`):], '"')
+	if j < 0 {
+		return nil, false
+	}
+	end := i + len(`,"signature":"`) + j + 1
+	out := make([]byte, 0, len(line)-(end-i))
+	return append(append(out, line[:i]...), line[end:]...), true
+}
+
+func encodeSig(sig []byte) string { return sigPrefix + base64.StdEncoding.EncodeToString(sig) }

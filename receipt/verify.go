@@ -1,0 +1,75 @@
+package receipt
+
+import (
+	"bytes"
+	"crypto/ed25519"
+
+	"fmt"
+	"github.com/gowebpki/jcs"
+	"io"
+	"os"
+
+	"github.com/klocklabs/klock/internal/hashchain"
+)
+
+// Summary is what a verified chain holds.
+type Summary struct {
+	Receipts  uint64
+	KernelKey string
+	Head      hashchain.Head
+}
+
+// Verify checks every receipt of a chain offline: its JSON, its signature,
+// that its seq matches its position, that every receipt is signed by the
+// same key (the trusted one when given), and the hash links. Each decoded
+// receipt is passed to each (may be nil) in order.
+func Verify(r io.Reader, trusted ed25519.PublicKey, each func(*Receipt) error) (Summary, error) {
+	var s Summary
+	head, err := hashchain.Verify(r, func(seq uint64, line []byte) error {
+		rc, err := Decode(line)
+		if err != nil {
+			return err
+		}
+		// A line is the canonical JSON of the signed receipt: any other
+		// spelling of the same data (JSON has several, e.g. \u0041 and A)
+		// is rejected, so no byte can change without failing verification.
+		if canon, err := jcs.Transform(line); err != nil || !bytes.Equal(canon, line) {
+			return fmt.Errorf("%w: receipt %d is not in RFC 8785 canonical form", ErrMalformed, seq)
+		}
+		if rc.Seq != seq {
+			return fmt.Errorf("%w: receipt seq %d at position %d", ErrMalformed, rc.Seq, seq)
+		}
+		if s.KernelKey == "" {
+			s.KernelKey = rc.KernelKey
+		} else if rc.KernelKey != s.KernelKey {
+			return fmt.Errorf("%w: receipt %d is signed by %s, the chain by %s", ErrSignature, seq, rc.KernelKey, s.KernelKey)
+		}
+		pub, sig, err := keyAndSig(rc, trusted)
+		if err != nil {
+			return err
+		}
+		msg, ok := signedPart(line)
+		if !ok {
+			return fmt.Errorf("%w: receipt %d has no signature member", ErrMalformed, seq)
+		}
+		if err := verifySig(pub, msg, sig, rc); err != nil {
+			return err
+		}
+		if each != nil {
+			return each(rc)
+		}
+		return nil
+	})
+	s.Head, s.Receipts = head, head.Seq
+	return s, err
+}
+
+// VerifyFile is Verify on the file at path.
+func VerifyFile(path string, trusted ed25519.PublicKey, each func(*Receipt) error) (Summary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer f.Close()
+	return Verify(f, trusted, each)
+}
