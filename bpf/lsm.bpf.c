@@ -32,6 +32,10 @@ char LICENSE[] SEC("license") = "GPL";
 #define FMODE_WRITE 0x2
 #define FMODE_CREATED 0x100000
 #define O_TMPFILE_DIR 020000000 /* __O_TMPFILE */
+#define FMODE_EXEC_FLAG 0x20     /* __FMODE_EXEC in f_flags */
+/* Internal event flag (never sent): report only a refusal. The kernel's
+ * own open of a binary being executed is reported by the exec. */
+#define LSM_E_QUIET_OK (1u << 31)
 #define RENAME_EXCHANGE 2
 
 struct {
@@ -204,6 +208,9 @@ static __always_inline int finish(struct klsm_session *s, struct klsm_event *e, 
 	int ret = deny ? -EPERM : 0;
 	if (!e)
 		return ret;
+	if (!deny && (e->flags & LSM_E_QUIET_OK))
+		return 0;
+	e->flags &= ~LSM_E_QUIET_OK;
 	if (deny)
 		e->flags |= LSM_E_DENIED;
 	__u64 size = offsetof(struct klsm_event, data) + (e->len1 & (LSM_PATH_MAX - 1)) + (e->len2 & (LSM_PATH_MAX - 1));
@@ -311,6 +318,8 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 		need = LSM_PROVIDES;
 		flags = LSM_E_TMPFILE;
 		d = BPF_CORE_READ(d, d_parent);
+	} else if (fflags & FMODE_EXEC_FLAG) {
+		flags = LSM_E_QUIET_OK;
 	} else if (fmode & FMODE_WRITE) {
 		if (fmode & FMODE_CREATED) {
 			need = LSM_PROVIDES;
@@ -460,4 +469,34 @@ int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_d
 		need2 = LSM_MUTATES;
 	}
 	return check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), 0);
+}
+
+#define AF_UNIX 1
+
+/* An abstract AF_UNIX name lives outside every file system, so no FILE
+ * intent can cover it, and no NET pattern names one: a connect to it is
+ * always refused (Landlock ABI 6 scopes them the same way). Path names are
+ * left to the file system (the tracepoints report them). */
+SEC("lsm/socket_connect")
+int BPF_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	if (addrlen < 3 || BPF_CORE_READ(address, sa_family) != AF_UNIX)
+		return 0;
+	char first = 1;
+	bpf_probe_read_kernel(&first, 1, (char *)address + 2);
+	if (first != 0)
+		return 0;
+	struct klsm_event *e = begin(LSM_OP_CONNECT_ABSTRACT, 0);
+	if (e) {
+		__u32 n = (addrlen - 3) & 127;
+		e->data[0] = '@';
+		if (n && bpf_probe_read_kernel(&e->data[1], n, (char *)address + 3))
+			n = 0;
+		e->data[(n + 1) & 255] = 0;
+		e->len1 = n + 2;
+	}
+	return finish(s, e, 1);
 }

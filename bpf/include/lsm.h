@@ -38,6 +38,7 @@ enum lsm_op {
 	LSM_OP_TRUNCATE,
 	LSM_OP_CHMOD,
 	LSM_OP_CHOWN,
+	LSM_OP_CONNECT_ABSTRACT, /* path1 = "@name": an abstract AF_UNIX address */
 };
 
 /* Session states: until the agent's own exec, the session's first process

@@ -25,6 +25,7 @@ const (
 	opTruncate
 	opChmod
 	opChown
+	opConnectAbstract
 )
 
 const (
@@ -41,7 +42,7 @@ const (
 // enforcer/decide recognises creations).
 var hooks = [...]string{opOpen: "file_open", opExec: "bprm_check_security", opMknod: "path_mknod", opMkdir: "path_mkdir",
 	opSymlink: "path_symlink", opLink: "path_link", opUnlink: "path_unlink", opRmdir: "path_rmdir", opRename: "path_rename",
-	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown"}
+	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown", opConnectAbstract: "socket_connect"}
 
 // Unnamed stands for an object the kernel could not name for the task
 // (deleted, O_TMPFILE, outside its root); no rule covers it, so it is
@@ -112,6 +113,9 @@ func decode(b []byte) (event.Event, bool) {
 	case opLink:
 		ev.Triple = file(policy.Provides, p1)
 		ev.Extra = file(policy.Consumes, p2)
+	case opConnectAbstract:
+		// Named as the tracepoint backend names it: NET:@name.
+		ev.Triple = policy.Triple{Predicate: policy.Consumes, Type: policy.ObjNet, Host: p1}
 	case opRename:
 		ev.Triple = file(policy.Renames, p1)
 		if flags&(fReplaces|fExchange) != 0 {

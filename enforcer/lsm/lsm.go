@@ -69,7 +69,7 @@ func Load() (*LSM, error) {
 	p := &l.objs.lsmPrograms
 	for _, prog := range []*ebpf.Program{p.KlockFileOpen, p.KlockBprmCheck, p.KlockPathMknod, p.KlockPathMkdir,
 		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
-		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename} {
+		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect} {
 		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
 		if err != nil {
 			l.closeLinks()

@@ -81,27 +81,28 @@ type lsmKwBuf struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lsmMapKpbuf              = "kpbuf"
-	lsmMapLsmCreated         = "lsm_created"
-	lsmMapLsmEvbuf           = "lsm_evbuf"
-	lsmMapLsmEvents          = "lsm_events"
-	lsmMapLsmKeybuf          = "lsm_keybuf"
-	lsmMapLsmRules           = "lsm_rules"
-	lsmMapLsmSessions        = "lsm_sessions"
-	lsmProgKlockBprmCheck    = "klock_bprm_check"
-	lsmProgKlockFileOpen     = "klock_file_open"
-	lsmProgKlockPathChmod    = "klock_path_chmod"
-	lsmProgKlockPathChown    = "klock_path_chown"
-	lsmProgKlockPathLink     = "klock_path_link"
-	lsmProgKlockPathMkdir    = "klock_path_mkdir"
-	lsmProgKlockPathMknod    = "klock_path_mknod"
-	lsmProgKlockPathRename   = "klock_path_rename"
-	lsmProgKlockPathRmdir    = "klock_path_rmdir"
-	lsmProgKlockPathSymlink  = "klock_path_symlink"
-	lsmProgKlockPathTruncate = "klock_path_truncate"
-	lsmProgKlockPathUnlink   = "klock_path_unlink"
-	lsmVarUnusedEvent        = "unused_event"
-	lsmVarUnusedRule         = "unused_rule"
+	lsmMapKpbuf               = "kpbuf"
+	lsmMapLsmCreated          = "lsm_created"
+	lsmMapLsmEvbuf            = "lsm_evbuf"
+	lsmMapLsmEvents           = "lsm_events"
+	lsmMapLsmKeybuf           = "lsm_keybuf"
+	lsmMapLsmRules            = "lsm_rules"
+	lsmMapLsmSessions         = "lsm_sessions"
+	lsmProgKlockBprmCheck     = "klock_bprm_check"
+	lsmProgKlockFileOpen      = "klock_file_open"
+	lsmProgKlockPathChmod     = "klock_path_chmod"
+	lsmProgKlockPathChown     = "klock_path_chown"
+	lsmProgKlockPathLink      = "klock_path_link"
+	lsmProgKlockPathMkdir     = "klock_path_mkdir"
+	lsmProgKlockPathMknod     = "klock_path_mknod"
+	lsmProgKlockPathRename    = "klock_path_rename"
+	lsmProgKlockPathRmdir     = "klock_path_rmdir"
+	lsmProgKlockPathSymlink   = "klock_path_symlink"
+	lsmProgKlockPathTruncate  = "klock_path_truncate"
+	lsmProgKlockPathUnlink    = "klock_path_unlink"
+	lsmProgKlockSocketConnect = "klock_socket_connect"
+	lsmVarUnusedEvent         = "unused_event"
+	lsmVarUnusedRule          = "unused_rule"
 )
 
 // loadLsm returns the embedded CollectionSpec for lsm.
@@ -146,18 +147,19 @@ type lsmSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lsmProgramSpecs struct {
-	KlockBprmCheck    *ebpf.ProgramSpec `ebpf:"klock_bprm_check"`
-	KlockFileOpen     *ebpf.ProgramSpec `ebpf:"klock_file_open"`
-	KlockPathChmod    *ebpf.ProgramSpec `ebpf:"klock_path_chmod"`
-	KlockPathChown    *ebpf.ProgramSpec `ebpf:"klock_path_chown"`
-	KlockPathLink     *ebpf.ProgramSpec `ebpf:"klock_path_link"`
-	KlockPathMkdir    *ebpf.ProgramSpec `ebpf:"klock_path_mkdir"`
-	KlockPathMknod    *ebpf.ProgramSpec `ebpf:"klock_path_mknod"`
-	KlockPathRename   *ebpf.ProgramSpec `ebpf:"klock_path_rename"`
-	KlockPathRmdir    *ebpf.ProgramSpec `ebpf:"klock_path_rmdir"`
-	KlockPathSymlink  *ebpf.ProgramSpec `ebpf:"klock_path_symlink"`
-	KlockPathTruncate *ebpf.ProgramSpec `ebpf:"klock_path_truncate"`
-	KlockPathUnlink   *ebpf.ProgramSpec `ebpf:"klock_path_unlink"`
+	KlockBprmCheck     *ebpf.ProgramSpec `ebpf:"klock_bprm_check"`
+	KlockFileOpen      *ebpf.ProgramSpec `ebpf:"klock_file_open"`
+	KlockPathChmod     *ebpf.ProgramSpec `ebpf:"klock_path_chmod"`
+	KlockPathChown     *ebpf.ProgramSpec `ebpf:"klock_path_chown"`
+	KlockPathLink      *ebpf.ProgramSpec `ebpf:"klock_path_link"`
+	KlockPathMkdir     *ebpf.ProgramSpec `ebpf:"klock_path_mkdir"`
+	KlockPathMknod     *ebpf.ProgramSpec `ebpf:"klock_path_mknod"`
+	KlockPathRename    *ebpf.ProgramSpec `ebpf:"klock_path_rename"`
+	KlockPathRmdir     *ebpf.ProgramSpec `ebpf:"klock_path_rmdir"`
+	KlockPathSymlink   *ebpf.ProgramSpec `ebpf:"klock_path_symlink"`
+	KlockPathTruncate  *ebpf.ProgramSpec `ebpf:"klock_path_truncate"`
+	KlockPathUnlink    *ebpf.ProgramSpec `ebpf:"klock_path_unlink"`
+	KlockSocketConnect *ebpf.ProgramSpec `ebpf:"klock_socket_connect"`
 }
 
 // lsmMapSpecs contains maps before they are loaded into the kernel.
@@ -234,18 +236,19 @@ type lsmVariables struct {
 //
 // It can be passed to loadLsmObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lsmPrograms struct {
-	KlockBprmCheck    *ebpf.Program `ebpf:"klock_bprm_check"`
-	KlockFileOpen     *ebpf.Program `ebpf:"klock_file_open"`
-	KlockPathChmod    *ebpf.Program `ebpf:"klock_path_chmod"`
-	KlockPathChown    *ebpf.Program `ebpf:"klock_path_chown"`
-	KlockPathLink     *ebpf.Program `ebpf:"klock_path_link"`
-	KlockPathMkdir    *ebpf.Program `ebpf:"klock_path_mkdir"`
-	KlockPathMknod    *ebpf.Program `ebpf:"klock_path_mknod"`
-	KlockPathRename   *ebpf.Program `ebpf:"klock_path_rename"`
-	KlockPathRmdir    *ebpf.Program `ebpf:"klock_path_rmdir"`
-	KlockPathSymlink  *ebpf.Program `ebpf:"klock_path_symlink"`
-	KlockPathTruncate *ebpf.Program `ebpf:"klock_path_truncate"`
-	KlockPathUnlink   *ebpf.Program `ebpf:"klock_path_unlink"`
+	KlockBprmCheck     *ebpf.Program `ebpf:"klock_bprm_check"`
+	KlockFileOpen      *ebpf.Program `ebpf:"klock_file_open"`
+	KlockPathChmod     *ebpf.Program `ebpf:"klock_path_chmod"`
+	KlockPathChown     *ebpf.Program `ebpf:"klock_path_chown"`
+	KlockPathLink      *ebpf.Program `ebpf:"klock_path_link"`
+	KlockPathMkdir     *ebpf.Program `ebpf:"klock_path_mkdir"`
+	KlockPathMknod     *ebpf.Program `ebpf:"klock_path_mknod"`
+	KlockPathRename    *ebpf.Program `ebpf:"klock_path_rename"`
+	KlockPathRmdir     *ebpf.Program `ebpf:"klock_path_rmdir"`
+	KlockPathSymlink   *ebpf.Program `ebpf:"klock_path_symlink"`
+	KlockPathTruncate  *ebpf.Program `ebpf:"klock_path_truncate"`
+	KlockPathUnlink    *ebpf.Program `ebpf:"klock_path_unlink"`
+	KlockSocketConnect *ebpf.Program `ebpf:"klock_socket_connect"`
 }
 
 func (p *lsmPrograms) Close() error {
@@ -262,6 +265,7 @@ func (p *lsmPrograms) Close() error {
 		p.KlockPathSymlink,
 		p.KlockPathTruncate,
 		p.KlockPathUnlink,
+		p.KlockSocketConnect,
 	)
 }
 

@@ -174,6 +174,11 @@ printf 'through the other name\n' >> "$W/work/hard-a"
 	if mmap != "" {
 		want[wk("mmap.bin")] = "restored"
 	}
+	if harness.LSM() {
+		// bpf-lsm refused the violating chmod before its effect: the
+		// target never changed, so the rollback has nothing to do there.
+		want[target] = ""
+	}
 	for p, a := range want {
 		if got[p] != a {
 			t.Errorf("rollback log: %s %q, want %q", p, got[p], a)
@@ -262,7 +267,9 @@ func assertKilledForChmod(t *testing.T, o *harness.Outcome, target string) {
 		t.Errorf("agent output %q: want it to reach the violation and be killed there", o.Stdout)
 	}
 	tr := policy.FileTriple(policy.Mutates, target)
-	o.AssertKilledFor(t, tr.String(), target, msg("MUTATES", "FILE:"+target, o.Declared(t, tr)), false)
+	// Landlock has no chmod right: the tracepoints detect it after the
+	// effect. bpf-lsm's path_chmod refuses it before.
+	o.AssertKilledFor(t, tr.String(), target, msg("MUTATES", "FILE:"+target, o.Declared(t, tr)), harness.LSM())
 }
 
 func must(t *testing.T, err error) {

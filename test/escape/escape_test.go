@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -138,7 +139,10 @@ var residualOps = []string{"utimes:", "setxattr:", "unix:"}
 func lsmRow(r row, e *env) row {
 	if r.lsm != nil {
 		o := *r.lsm
-		o.name, o.steps, o.cmd, o.extra, o.setup = r.name, r.steps, r.cmd, r.extra, r.setup
+		o.name, o.extra, o.setup = r.name, r.extra, r.setup
+		if o.steps == nil && o.cmd == nil {
+			o.steps, o.cmd = r.steps, r.cmd
+		}
 		if o.check == nil {
 			o.check = r.check
 		}
@@ -153,7 +157,8 @@ func lsmRow(r row, e *env) row {
 		}
 	}
 	switch {
-	case r.want == blocked && r.errno == "EACCES":
+	case r.want == blocked && (r.errno == "EACCES" || r.errno == "EXDEV"):
+		// EXDEV: Landlock's refusal of a link that would widen access.
 		r.errno = "EPERM"
 	case r.want == detected:
 		r.want, r.errno = blocked, "EPERM"
@@ -408,6 +413,10 @@ func rows(t *testing.T, n *nets) []row {
 				unchanged(ro, roContent)(t, e, o)
 				absent(at("rw", "ro-link"))(t, e, o)
 			},
+			// bpf-lsm: path_link refuses a name that would carry more
+			// content rights than the file has (EPERM); both triples are
+			// declared, so it is refused in scope, as with Landlock.
+			lsm: &row{want: refusedInScope, errno: "EPERM"},
 		},
 		{
 			name:  "hard link of a protected file in the same PROVIDES directory, then write through it",
@@ -449,6 +458,9 @@ func rows(t *testing.T, n *nets) []row {
 			check: unchanged(secret, secretContent),
 			// The probe step reports the openat's refusal, not the O_PATH open.
 			errno: "EACCES",
+			// bpf-lsm: an O_PATH open reaches no LSM hook (it grants no
+			// access); the open for writing through it is refused.
+			lsm: &row{want: blocked, errno: "EPERM", triple: file("MUTATES", secret)},
 		},
 		{
 			name:  "chdir outside, write a relative path",
@@ -470,6 +482,12 @@ func rows(t *testing.T, n *nets) []row {
 			want:         detected,
 			strictReason: "klock could not verify which file a fchmodat changed",
 			check:        chmodded(secret),
+			// bpf-lsm: path_chmod names the inode the kernel reached; the
+			// relative name's base does not matter, and it is refused.
+			lsm: &row{
+				steps: func(e *env) []string { return []string{"chdir:" + e.Outside, "chmod:secret.txt"} },
+				want:  blocked, errno: "EPERM", triple: file("MUTATES", secret),
+			},
 		},
 		{
 			name:  "dot-dot out of a writable directory",
@@ -561,12 +579,17 @@ func rows(t *testing.T, n *nets) []row {
 			why:   "vm.memfd_noexec=2 in the session's pid namespace refuses executable memfds at creation; memfd_create is not an observed syscall",
 			steps: steps(lit("memfd-exec")),
 			want:  refusedUnlogged, errno: "EACCES",
+			// The VM's 6.1 kernel predates MFD_EXEC (6.3): unknown flag.
+			lsm: &row{want: refusedUnlogged, errno: "EINVAL"},
 		},
 		{
 			name:  "plain memfd, exec through /proc/self/fd",
 			why:   "a memfd made under memfd_noexec=2 is sealed non-executable: execve fails with EACCES; the observer reports the failed exec of /proc/self/fd/N (a memfd has no path) as an undeclared PROC, so strict mode kills",
 			steps: steps(lit("memfd-plain-exec")),
 			want:  blocked, errno: "EACCES", triple: lit("PROVIDES PROC:/proc/self/fd/"), prefix: true,
+			// bpf-lsm: the kernel's open of the memfd for exec names no
+			// reachable path: refused (fail closed) before the exec.
+			lsm: &row{want: blocked, errno: "EPERM", triple: lit("CONSUMES FILE:" + lsm.Unnamed)},
 		},
 		{
 			name:  "ld.so running an undeclared binary",
@@ -584,6 +607,8 @@ func rows(t *testing.T, n *nets) []row {
 			},
 			want: blocked, errno: "EACCES", triple: file("PROVIDES", out("sh.txt")),
 			check: absent(out("sh.txt")),
+			// The script labels any refusal EACCES.
+			lsm: &row{want: blocked, errno: "EACCES", triple: file("PROVIDES", out("sh.txt")), check: absent(out("sh.txt"))},
 		},
 		// --- network (host network namespace: a NET intent is declared) ---
 		{
@@ -661,6 +686,8 @@ func rows(t *testing.T, n *nets) []row {
 			setup: abstractListener,
 			steps: func(e *env) []string { return []string{"unix:@" + e.ID} },
 			want:  blocked, errno: "ECONNREFUSED", triple: func(e *env) string { return "CONSUMES NET:@" + e.ID + ":0" },
+			// bpf-lsm's socket_connect refuses every abstract name first.
+			lsm: &row{want: blocked, errno: "EPERM", triple: func(e *env) string { return "CONSUMES NET:@" + e.ID + ":0" }},
 		},
 		// --- devices, klock's state, cgroups ---
 		{
