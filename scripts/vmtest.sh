@@ -71,7 +71,7 @@ printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
 cp test/vm/init "$root/init"
 
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(./enforcer/lsm ./test/escape ./test/e2e)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(./enforcer/lsm ./enforcer/detect ./test/e2e ./test/escape)
 echo "vmtest: building static test binaries: ${pkgs[*]}" >&2
 for p in "${pkgs[@]}"; do
 	name=$(echo "${p#./}" | tr / -)

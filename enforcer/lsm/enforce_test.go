@@ -1,0 +1,261 @@
+//go:build linux
+
+package lsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/detect"
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
+)
+
+// childEnv runs this test binary as a session's process: "stage" is the
+// first exec in the cgroup (klock's stage 2 in a real session), which execs
+// itself again as "agent", the first process the rules judge.
+const childEnv = "KLOCK_LSM_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(childEnv) {
+	case "stage":
+		os.Setenv(childEnv, "agent")
+		err := syscall.Exec("/proc/self/exe", os.Args, os.Environ())
+		fmt.Fprintln(os.Stderr, "re-exec:", err)
+		os.Exit(2)
+	case "agent":
+		os.Exit(agent(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// agent performs "op:path[>path2]" steps and prints "step=ok|ERRNO".
+func agent(steps []string) int {
+	for _, s := range steps {
+		op, arg, _ := strings.Cut(s, ":")
+		a, b, _ := strings.Cut(arg, ">")
+		var err error
+		switch op {
+		case "read":
+			_, err = os.ReadFile(a)
+		case "write":
+			err = os.WriteFile(a, []byte("changed\n"), 0o644)
+		case "create":
+			var f *os.File
+			if f, err = os.OpenFile(a, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+			}
+		case "unlink":
+			err = os.Remove(a)
+		case "rename":
+			err = os.Rename(a, b)
+		case "link":
+			err = os.Link(a, b)
+		case "chmod":
+			err = os.Chmod(a, 0o777)
+		case "exec":
+			err = exec.Command(a).Run()
+		case "uring-read":
+			var fd int
+			if fd, err = testutil.IOURingOpenat(a, unix.O_RDONLY); err == nil {
+				unix.Close(fd)
+			}
+		case "uring-write":
+			var fd int
+			if fd, err = testutil.IOURingOpenat(a, unix.O_WRONLY|unix.O_TRUNC); err == nil {
+				unix.Close(fd)
+			}
+		}
+		res := "ok"
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			res = unix.ErrnoName(errno)
+		} else if err != nil {
+			res = err.Error()
+		}
+		fmt.Printf("%s=%s\n", s, res)
+	}
+	return 0
+}
+
+// requireLSM loads the backend where the probe says it works. Elsewhere
+// (this repository's CI host) it asserts that Load refuses, and ends the
+// test: the enforcement it needs does not exist on that kernel, which
+// TestLoadMatchesTheProbe pins.
+func requireLSM(t *testing.T) *LSM {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	probe := detect.BPFLSM()
+	if !probe.OK {
+		if os.Getenv("KLOCK_TEST_BACKEND") == "bpf-lsm" {
+			t.Fatalf("bpf-lsm forced but unavailable: %s", probe.Why)
+		}
+		if l, err := Load(); err == nil {
+			l.Close()
+			t.Fatal("Load succeeded where the probe fails")
+		}
+		t.Logf("bpf-lsm unavailable here (%s): Load refuses, as it must; the VM harness runs the enforcement", probe.Why)
+		return nil
+	}
+	l, err := Load()
+	if err != nil {
+		t.Fatalf("Load: %+v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestEnforcesBeforeTheEffect runs a real process tree in a real cgroup
+// under compiled rules and checks every refusal's errno, that nothing
+// changed on disk, what the kernel reported, and that io_uring operations
+// are decided by the same hooks.
+func TestEnforcesBeforeTheEffect(t *testing.T) {
+	l := requireLSM(t)
+	if l == nil {
+		return
+	}
+	dir := t.TempDir()
+	// The agent (nobody) must traverse to its world: DAC is not the wall
+	// under test.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := func(n ...string) string { return filepath.Join(append([]string{dir}, n...)...) }
+	for _, d := range []string{"work", "work/rw", "outside"} {
+		os.MkdirAll(w(d), 0o755)
+	}
+	files := map[string]string{"work/ro.txt": "ro\n", "work/rw/mine.txt": "mine\n", "outside/secret.txt": "secret\n"}
+	for p, c := range files {
+		if err := os.WriteFile(w(p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := w("work", "rw") + "/**"
+	m, err := policy.Parse("lsm.yaml", []byte(testutil.ManifestYAML("lsm-test", "strict", "",
+		"CONSUMES FILE:"+w("work")+"/**",
+		"MUTATES FILE:"+rw, "PROVIDES FILE:"+rw, "DELETES FILE:"+rw, "RENAMES FILE:"+rw,
+		"PROVIDES PROC:"+self,
+	)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cgroup.Create(fmt.Sprintf("lsm-test-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Delete()
+	s, err := l.Attach(g.ID, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	steps := []string{
+		"read:" + w("work", "ro.txt"),
+		"read:" + w("outside", "secret.txt"),
+		"write:" + w("work", "ro.txt"),
+		"write:" + w("work", "rw", "mine.txt"),
+		"create:" + w("work", "new.txt"),
+		"create:" + w("work", "rw", "new.txt"),
+		"write:" + w("work", "rw", "new.txt"),
+		"unlink:" + w("work", "ro.txt"),
+		"chmod:" + w("work", "ro.txt"),
+		"link:" + w("work", "ro.txt") + ">" + w("work", "rw", "ro-link"),
+		"rename:" + w("work", "rw", "mine.txt") + ">" + w("work", "ro.txt"),
+		"exec:/bin/true",
+		"uring-read:" + w("work", "ro.txt"),
+		"uring-read:" + w("outside", "secret.txt"),
+		"uring-write:" + w("work", "ro.txt"),
+	}
+	want := []string{"ok", "EPERM", "EPERM", "ok", "EPERM", "ok", "ok", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "ok", "EPERM", "EPERM"}
+
+	cgfd, err := g.OpenFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cgfd.Close()
+	var out bytes.Buffer
+	cmd := exec.Command(self, steps...)
+	cmd.Env = append(os.Environ(), childEnv+"=stage")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgfd.Fd()),
+		Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	// The agent owns the world, so only the rules stand in its way.
+	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agent: %v\n%s", err, out.String())
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = v
+		}
+	}
+	for i, st := range steps {
+		if got[st] != want[i] {
+			t.Errorf("%s = %q, want %s", st, got[st], want[i])
+		}
+	}
+	// Nothing the rules refused happened.
+	for p, c := range map[string]string{"work/ro.txt": "ro\n", "outside/secret.txt": "secret\n"} {
+		if b, _ := os.ReadFile(w(p)); string(b) != c {
+			t.Errorf("%s = %q, want %q untouched", p, b, c)
+		}
+	}
+	if st, _ := os.Stat(w("work", "ro.txt")); st == nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("ro.txt mode changed: %v", st)
+	}
+	for _, p := range []string{"work/new.txt", "work/rw/ro-link"} {
+		if _, err := os.Lstat(w(p)); err == nil {
+			t.Errorf("%s exists", p)
+		}
+	}
+	// This process is not in the cgroup: the rules do not apply to it.
+	if _, err := os.ReadFile(w("outside", "secret.txt")); err != nil {
+		t.Errorf("the test process itself was refused: %v", err)
+	}
+
+	// What the kernel reported: the refused read and io_uring write by
+	// their kernel paths, and an allowed read.
+	deadline := time.After(5 * time.Second)
+	seen := map[string]event.Event{}
+	for len(seen) < 3 {
+		select {
+		case ev := <-s.Events():
+			k := ev.Triple.String()
+			if _, dup := seen[k]; !dup && (k == "CONSUMES FILE:"+w("outside", "secret.txt") || k == "MUTATES FILE:"+w("work", "ro.txt") || k == "CONSUMES FILE:"+w("work", "ro.txt")) {
+				seen[k] = ev
+			}
+		case <-deadline:
+			t.Fatalf("events seen: %v", seen)
+		}
+	}
+	if ev := seen["CONSUMES FILE:"+w("outside", "secret.txt")]; !ev.Blocked || ev.Errno != int32(unix.EPERM) || ev.Source != event.SourceLSM {
+		t.Errorf("secret read event %+v, want blocked EPERM from bpf-lsm", ev)
+	}
+	if ev := seen["CONSUMES FILE:"+w("work", "ro.txt")]; ev.Blocked {
+		t.Errorf("allowed read reported blocked: %+v", ev)
+	}
+}
