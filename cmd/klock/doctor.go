@@ -45,7 +45,11 @@ Exit status: 0 when strict mode can start here, 1 when it cannot.`,
 					}
 				}
 				if r.Strict {
-					fmt.Fprintln(w, "\nstrict mode: ready (Landlock walls files, cgroup-net walls the network, tracepoints detect the rest)")
+					if r.FileWall == "bpf-lsm" {
+						fmt.Fprintln(w, "\nstrict mode: ready (bpf-lsm decides every file operation before its effect, cgroup-net walls the network, tracepoints detect the residuals)")
+					} else {
+						fmt.Fprintln(w, "\nstrict mode: ready (Landlock walls files, cgroup-net walls the network, tracepoints detect the rest)")
+					}
 				} else {
 					fmt.Fprintf(w, "\nstrict mode: NOT ready (%s)\n", r.StrictWhy)
 				}

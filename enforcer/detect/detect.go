@@ -41,6 +41,9 @@ type Report struct {
 	// Strict says whether strict mode can start here, and if not, why.
 	Strict    bool   `json:"strict_ready"`
 	StrictWhy string `json:"strict_why,omitempty"`
+	// FileWall is the file backend klock run --backend auto picks here:
+	// "bpf-lsm" when its probe passes, else "landlock".
+	FileWall string `json:"file_wall"`
 }
 
 // All runs every probe.
@@ -49,6 +52,21 @@ func All() Report {
 	_ = unix.Uname(&u)
 	r := Report{Kernel: unix.ByteSliceToString(u.Release[:]), Root: os.Geteuid() == 0}
 	r.Checks = []Check{Cgroup(), Landlock(), Tracepoints(), CgroupNet(), BPFLSM(), IOURing()}
+	// One file wall is used: bpf-lsm where it works, else Landlock.
+	r.FileWall = "landlock"
+	for i := range r.Checks {
+		if r.Checks[i].Name == "bpf-lsm" && r.Checks[i].OK {
+			r.FileWall = "bpf-lsm"
+		}
+	}
+	for i := range r.Checks {
+		switch r.Checks[i].Name {
+		case "bpf-lsm":
+			r.Checks[i].Used = r.FileWall == "bpf-lsm"
+		case "landlock":
+			r.Checks[i].Used = r.FileWall == "landlock"
+		}
+	}
 	var missing []string
 	for _, c := range r.Checks {
 		if c.Used && !c.OK {
@@ -106,8 +124,23 @@ func Landlock() Check {
 		c.Fix = "boot a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in lsm= (e.g. lsm=landlock,lockdown,yama,bpf)"
 		return c
 	}
-	c.OK, c.Detail = true, fmt.Sprintf("ABI %d: files (read/write/exec/make/remove/refer/truncate) and TCP ports", abi)
+	c.OK, c.Detail = true, fmt.Sprintf("ABI %d: %s", abi, landlockRights(abi))
 	return c
+}
+
+// landlockRights says what a Landlock ABI can wall (each ABI adds to the
+// previous one).
+func landlockRights(abi int) string {
+	parts := []string{"files (read/write/exec/make/remove)"}
+	for _, a := range []struct {
+		abi  int
+		what string
+	}{{2, "refer (links, renames)"}, {3, "truncate"}, {4, "TCP bind/connect ports"}, {5, "device ioctls"}, {6, "abstract unix sockets and signals scoped"}} {
+		if abi >= a.abi {
+			parts = append(parts, a.what)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Tracepoints loads and attaches the observation programs.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ import (
 )
 
 const agentUID = 65534
+
+// backendOnce logs which backends the measured sessions used, once.
+var backendOnce sync.Once
 
 func TestMain(m *testing.M) {
 	launch.Init()
@@ -99,6 +103,7 @@ func underKlock(b *testing.B, m *policy.Manifest, argv []string, env []string) (
 	res, err := session.Run(context.Background(), session.Options{
 		Manifest: m, Command: argv, Env: env, User: &launch.Credential{UID: agentUID, GID: agentUID},
 		Stdout: &out, Stderr: &errb, AllowDegraded: true, LogDir: b.TempDir(), Logger: quiet(),
+		Backend: session.Backend(os.Getenv("KLOCK_TEST_BACKEND")),
 	})
 	took := time.Since(start)
 	if err != nil {
@@ -107,6 +112,13 @@ func underKlock(b *testing.B, m *policy.Manifest, argv []string, env []string) (
 	if res.Killed || res.Exit.ExitCode() != 0 {
 		b.Fatalf("session ended %v killed=%v reason=%q violation=%v\nstderr: %s", res.Exit, res.Killed, res.Reason, res.Violation, errb.String())
 	}
+	backendOnce.Do(func() {
+		var names []string
+		for _, be := range res.Log.Backends {
+			names = append(names, be.Name)
+		}
+		b.Logf("backends: %s", strings.Join(names, ", "))
+	})
 	return out.String(), took
 }
 
