@@ -23,7 +23,7 @@ import (
 )
 
 func newMeter() *cobra.Command {
-	var manifest, listen, upstream, receiptsDir, pricesFile, keyFile, session, grantTool string
+	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool string
 	c := &cobra.Command{
 		Use:   "meter -m FILE --listen ADDR --upstream URL",
 		Short: "Meter an agent's model calls: Token Guard, budget, signed receipts",
@@ -62,11 +62,9 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--upstream %q: want an http(s) URL such as https://api.openai.com", upstream)}
 			}
-			if receiptsDir == "" {
-				if m.Workdir == "" {
-					return &exitError{code: exitUsage, err: fmt.Errorf("%s has no workdir: pass --receipts DIR", manifest)}
-				}
-				receiptsDir = filepath.Join(m.Workdir, ".klock", "receipts")
+			rdir, err := receiptsDir(m, manifest, receiptsFlag)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
 			if pricesFile == "" {
 				if m.Workdir == "" {
@@ -82,13 +80,6 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			if err := os.MkdirAll(receiptsDir, 0o700); err != nil {
-				return err
-			}
-			priv, err := receiptKey(receiptsDir, keyFile)
-			if err != nil {
-				return err
-			}
 			if session == "" {
 				session = m.Agent.ID
 			}
@@ -96,8 +87,7 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			store, err := budget.Open(filepath.Join(receiptsDir, "ledger.db"), filepath.Join(receiptsDir, "receipts.jsonl"), priv,
-				budget.WithGroupCommit(256), budget.WithAgent(m.Agent.ID))
+			store, err := openLedger(m, rdir, keyFile)
 			if err != nil {
 				return err
 			}
@@ -125,7 +115,7 @@ Budgets persist across restarts for the same --session.`,
 				srv.Shutdown(sctx)
 			}()
 			log.Info("klock meter: listening", "addr", ln.Addr().String(), "upstream", up.String(), "grant", grant.Key.String(),
-				"receipts", receiptsDir)
+				"receipts", rdir)
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -135,7 +125,7 @@ Budgets persist across restarts for the same --session.`,
 	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (its cost_envelope and grants apply)")
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8411", "address to serve the proxy on")
 	c.Flags().StringVar(&upstream, "upstream", "", "the model API base URL, e.g. https://api.openai.com")
-	c.Flags().StringVar(&receiptsDir, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
+	c.Flags().StringVar(&receiptsFlag, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&pricesFile, "prices", "", "price table YAML (default <workdir>/.klock/prices.yaml)")
 	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")

@@ -147,7 +147,9 @@ func TestTotalCostReconcileReleaseAndLedgerFailure(t *testing.T) {
 		t.Fatal("failed dispatch succeeded")
 	}
 	// A timeout keeps the reservation: 0.01 + 0.05 = 0.06.
-	_, te = call(func(ctx context.Context) (gateway.Outcome, error) { return gateway.Outcome{}, errors.New("tool crashed") })
+	_, te = call(func(ctx context.Context) (gateway.Outcome, error) {
+		return gateway.Outcome{}, errors.New("tool crashed")
+	})
 	if te == nil {
 		t.Fatal("crash succeeded")
 	}
