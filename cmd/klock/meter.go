@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/guard/approval"
+	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/meter"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/tokenguard"
@@ -23,7 +25,8 @@ import (
 )
 
 func newMeter() *cobra.Command {
-	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool string
+	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool, stateDir string
+	var approvalWait time.Duration
 	c := &cobra.Command{
 		Use:   "meter -m FILE --listen ADDR --upstream URL",
 		Short: "Meter an agent's model calls: Token Guard, budget, signed receipts",
@@ -31,9 +34,13 @@ func newMeter() *cobra.Command {
 /v1/responses) and Anthropic-style (/v1/messages) model APIs, streaming
 included. Point the agent's API base URL at --listen. For every call it:
 
-  - refuses it when the estimate exceeds a max_* of the cost_envelope, and
-    refuses an estimate above 80 % of a max (it needs human approval, which
-    klock meter does not ask for yet);
+  - refuses it when the estimate exceeds a max_* of the cost_envelope; an
+    estimate above 80 % of a max waits for a human in the approval queue
+    (klock approvals, klock approve ID, klock deny ID) shared with klock mcp:
+    approved, it proceeds; denied or past hitl.approval_timeout_seconds
+    (default 5 min), it is refused (approval_denied, approval_timeout); still
+    pending after --approval-wait, it is refused with the retryable
+    approval_pending and the same request retried waits on the same approval;
   - caps the output tokens to the envelope and the remaining budget;
   - pre-charges the worst case against the grant whose tool is --grant
     (default "model"; without one, the envelope's max_cost per call);
@@ -50,6 +57,8 @@ Budgets persist across restarts for the same --session.`,
 		Example: `  klock meter -m examples/manifests/refund-agent.yaml --prices examples/prices.yaml \
       --listen 127.0.0.1:8411 --upstream https://api.openai.example --receipts /tmp/receipts
   OPENAI_BASE_URL=http://127.0.0.1:8411/v1 ./agent
+  klock approvals                 # a call near a max waits here
+  klock approve ap_0123456789ab
   klock receipts verify /tmp/receipts
   klock report /tmp/receipts`,
 		Args: cobra.NoArgs,
@@ -95,9 +104,13 @@ Budgets persist across restarts for the same --session.`,
 			if err := store.Define(cmd.Context(), grant); err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			approver, err := costApprover(m, stateDir, approvalWait)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
-				AgentID: m.Agent.ID}, meter.WithLogger(log))
+				AgentID: m.Agent.ID}, meter.WithLogger(log), meter.WithApprover(approver))
 			if err != nil {
 				return err
 			}
@@ -130,9 +143,28 @@ Budgets persist across restarts for the same --session.`,
 	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
 	c.Flags().StringVar(&grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")
+	c.Flags().StringVar(&stateDir, "state-dir", "", "where the approval queue lives (default as klock mcp: $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
+	c.Flags().DurationVar(&approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it is refused as approval_pending (default: the approval timeout)")
 	_ = c.MarkFlagRequired("manifest")
 	_ = c.MarkFlagRequired("upstream")
 	return c
+}
+
+// costApprover opens the shared approval queue for the Token Guard's
+// escalations: a meter that could not ask a human refuses to start.
+func costApprover(m *policy.Manifest, stateDir string, wait time.Duration) (*approval.CostApprover, error) {
+	if stateDir == "" {
+		stateDir = gateway.StateDir()
+	}
+	q, err := approval.Open(gateway.Layout{Dir: stateDir, Agent: m.Agent.ID}.Approvals())
+	if err != nil {
+		return nil, fmt.Errorf("refusing to start without the approval queue (--state-dir): %w", err)
+	}
+	timeout := gateway.DefaultApprovalTimeout
+	if s := m.HITL.ApprovalTimeoutSeconds; s > 0 {
+		timeout = time.Duration(s) * time.Second
+	}
+	return &approval.CostApprover{Store: q, Agent: m.Agent.ID, Timeout: timeout, Wait: wait}, nil
 }
 
 // meterGrant is the manifest grant named tool, or (when there is none) a
