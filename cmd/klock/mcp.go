@@ -155,8 +155,16 @@ stdio (default): klock mcp starts SERVER and speaks MCP on its own stdin/
 stdout; put it where the client expects the server's command.
 HTTP: --listen ADDR --upstream URL proxies a streamable HTTP server.
 
+When the manifest has grants, a granted tool's calls are charged to its
+budget (max_cost_per_invocation, max_total_cost, max_invocations): the worst
+case is pre-charged before dispatch and reconciled with the cost the tool
+reports (unavailable, the reservation standing, when it reports none); a
+call over a limit is refused with tool_restricted (reason budget). Each
+decision is a signed receipt in --receipts (default <workdir>/.klock/receipts;
+klock receipts verify DIR).
+
 Every call is appended to a hash-chained audit log; a gateway that cannot
-write it refuses to start or to dispatch. klock tools changes a running
+write it (or its budget ledger) refuses to start or to dispatch. klock tools changes a running
 gateway (disable a tool, lower a limit) through its control socket.
 
 Exit status: 0 when the client or server closed the session, 1 the manifest
@@ -172,6 +180,10 @@ is invalid, 125 the gateway could not start (the message says why).`,
 
   # the server itself runs under kernel enforcement with the manifest's scope
   sudo klock mcp -m agent.yaml --enforce -- npx @modelcontextprotocol/server-filesystem /srv/data
+
+  # grants charged, receipts in /tmp/r; then verify them offline
+  klock mcp -m agent.yaml --receipts /tmp/r -- ./payments-mcp
+  klock receipts verify /tmp/r
 
   # a second terminal: pending approvals, and the decision
   klock approvals
