@@ -61,6 +61,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParseRequest FuzzSSEUsage; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./meter/; done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./guard/toolproxy/
 
 generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
 	@scripts/gen-vmlinux.sh

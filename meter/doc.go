@@ -5,7 +5,10 @@
 //
 //  1. parse the request (ParseRequest) and estimate its input tokens from
 //     its size (an estimate, labelled as one in the receipt);
-//  2. admit it with the Token Guard (refuse over a max, escalate near one);
+//  2. admit it with the Token Guard (refuse over a max, escalate near one
+//     to the Approver, klock meter's being the guard/approval queue; a
+//     refusal's class is token_guard, approval_denied, approval_timeout or
+//     the retryable approval_pending);
 //  3. cap its output tokens to what the envelope and the remaining budget
 //     allow, rewriting max_tokens / max_completion_tokens /
 //     max_output_tokens, and ask OpenAI chat streams to report usage;

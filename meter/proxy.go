@@ -3,6 +3,8 @@ package meter
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,8 +153,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 		return
 	}
 	c.estimate = &receipt.Tokens{TokensIn: units(c.estIn), TokensOut: units(estOut), Cost: receipt.U(estCost.Units)}
-	if _, err := p.c.Guard.Admit(ctx, p.c.AgentID, tokenguard.Estimate{TokensIn: c.estIn, TokensOut: estOut, Cost: &estCost}, p.c.Approver); err != nil {
-		p.refuse(w, r, c, http.StatusForbidden, "token_guard", err)
+	fp := sha256.Sum256(append([]byte(p.c.AgentID+"\x00"+r.URL.Path+"\x00"), body...))
+	if _, err := p.c.Guard.AdmitRequest(ctx, tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + req.Model,
+		Fingerprint: hex.EncodeToString(fp[:]), Estimate: tokenguard.Estimate{TokensIn: c.estIn, TokensOut: estOut, Cost: &estCost}}, p.c.Approver); err != nil {
+		p.refuseAdmission(w, r, c, err)
 		return
 	}
 	// Cap the output to the envelope and to what the money allows.
@@ -240,6 +244,10 @@ func units(v int64) receipt.Units {
 
 // refuse answers a call refused before any money moved, with a receipt.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, c *call, status int, class string, cause error) {
+	p.refuseRetry(w, r, c, status, class, false, cause)
+}
+
+func (p *Proxy) refuseRetry(w http.ResponseWriter, r *http.Request, c *call, status int, class string, retry bool, cause error) {
 	rc := &receipt.Receipt{CapabilityID: p.c.Key.Capability, AgentID: p.c.AgentID, ToolName: c.req.Model, ToolServer: p.c.Upstream.Host,
 		Phase: receipt.PhaseGuard, Decision: receipt.Decision{Verdict: receipt.Deny, Reason: cause.Error(), Guard: class},
 		Metadata: receipt.Metadata{Cost: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate}}}
@@ -247,7 +255,24 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, c *call, status i
 		writeError(w, http.StatusServiceUnavailable, "ledger", true, fmt.Errorf("%v (and the refusal could not be recorded: %w)", cause, err))
 		return
 	}
-	writeError(w, status, class, false, cause)
+	writeError(w, status, class, retry, cause)
+}
+
+// refuseAdmission answers a Token Guard refusal with its typed class:
+// token_guard (over a max, or no approver), approval_denied,
+// approval_timeout, or approval_pending (retryable: the same request
+// retried waits on the same approval).
+func (p *Proxy) refuseAdmission(w http.ResponseWriter, r *http.Request, c *call, err error) {
+	class := "token_guard"
+	switch {
+	case errors.Is(err, tokenguard.ErrApprovalPending):
+		class = "approval_pending"
+	case errors.Is(err, tokenguard.ErrApprovalTimeout):
+		class = "approval_timeout"
+	case errors.Is(err, tokenguard.ErrNotApproved):
+		class = "approval_denied"
+	}
+	p.refuseRetry(w, r, c, http.StatusForbidden, class, class == "approval_pending", err)
 }
 
 func (p *Proxy) release(c *call, reason string) {

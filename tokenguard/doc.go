@@ -19,7 +19,8 @@
 //
 // # Errors
 //
-// ErrRefused (a *RefusedError names the limits), ErrNotApproved,
+// ErrRefused (a *RefusedError names the limits), ErrNotApproved (wrapping
+// the approver's error: ErrApprovalTimeout, ErrApprovalPending, a denial),
 // ErrNoApprover, ErrHardLimit, ErrNoProvenance, ErrFabricated and
 // ErrNoEnvelope, all wrapped with %w.
 package tokenguard

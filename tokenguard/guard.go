@@ -15,8 +15,14 @@ var (
 	ErrRefused     = errors.New("token guard refused the invocation")
 	ErrNotApproved = errors.New("escalated invocation was not approved")
 	ErrNoApprover  = errors.New("invocation needs human approval and no approver is configured")
-	ErrHardLimit   = errors.New("hard limit crossed in flight")
-	ErrNoEnvelope  = errors.New("no cost envelope")
+	// ErrApprovalTimeout: nobody decided before the approval deadline (a
+	// denial). It is wrapped together with ErrNotApproved.
+	ErrApprovalTimeout = errors.New("no human decided before the approval deadline")
+	// ErrApprovalPending: the request is still waiting for a human when the
+	// caller stopped waiting; the same invocation retried waits on it again.
+	ErrApprovalPending = errors.New("invocation waits for human approval")
+	ErrHardLimit       = errors.New("hard limit crossed in flight")
+	ErrNoEnvelope      = errors.New("no cost envelope")
 )
 
 // Verdict of a check.
@@ -157,6 +163,11 @@ type ApprovalRequest struct {
 	Estimate Estimate
 	Near     []string // the limits the estimate approaches
 	Subject  string   // who or what asks (agent, tool, model)
+	// Tool names what is invoked (a model, a tool), for the human.
+	Tool string
+	// Fingerprint identifies the invocation: a retry of the same one
+	// (same fingerprint) waits on the same request. Empty: a new request.
+	Fingerprint string
 }
 
 // Approver is the seam to the human-approval queue (guard/approval): it
@@ -169,6 +180,15 @@ type Approver interface {
 // Admit checks e and, when it must be escalated, asks approver. It returns
 // the decision and nil only when the invocation may run.
 func (g *Guard) Admit(ctx context.Context, subject string, e Estimate, approver Approver) (Decision, error) {
+	return g.AdmitRequest(ctx, ApprovalRequest{Subject: subject, Estimate: e}, approver)
+}
+
+// AdmitRequest is Admit with the approval request's Tool and Fingerprint
+// filled in by the caller. An approver's error is wrapped next to
+// ErrNotApproved, so errors.Is finds ErrApprovalTimeout or
+// ErrApprovalPending through it.
+func (g *Guard) AdmitRequest(ctx context.Context, req ApprovalRequest, approver Approver) (Decision, error) {
+	e := req.Estimate
 	d := g.Check(e)
 	switch d.Verdict {
 	case Refuse:
@@ -177,9 +197,10 @@ func (g *Guard) Admit(ctx context.Context, subject string, e Estimate, approver 
 		if approver == nil {
 			return d, fmt.Errorf("%w (%s); run with an approval queue or lower the estimate", ErrNoApprover, strings.Join(d.Near, "; "))
 		}
-		ok, err := approver.Approve(ctx, ApprovalRequest{Estimate: e, Near: d.Near, Subject: subject})
+		req.Near = d.Near
+		ok, err := approver.Approve(ctx, req)
 		if err != nil {
-			return d, fmt.Errorf("%w: approval failed: %v", ErrNotApproved, err)
+			return d, fmt.Errorf("%w: %w", ErrNotApproved, err)
 		}
 		if !ok {
 			return d, fmt.Errorf("%w: %s", ErrNotApproved, strings.Join(d.Near, "; "))

@@ -26,10 +26,12 @@ func newApprovals() *cobra.Command {
 	var all, asJSON bool
 	c := &cobra.Command{
 		Use:   "approvals",
-		Short: "List tool calls waiting for a human (HITL)",
-		Long: `approvals lists the tool calls a gateway (klock mcp)
+		Short: "List tool and model calls waiting for a human (HITL)",
+		Long: `approvals lists the tool calls a gateway (klock mcp, klock tools serve)
 escalated to a human: an IRREVERSIBLE-WRITE, an autonomy condition that did
-not hold, an agent in HITL mode, or the lethal trifecta. Each waits until
+not hold, an agent in HITL mode, or the lethal trifecta; and the model calls
+klock meter's Token Guard escalated (an estimate above 80 % of a
+cost_envelope max; TOOL is model:<name>). Each waits until
 klock approve or klock deny decides it, or its deadline passes (a timeout
 denies). The queue is on disk, shared by every gateway using the same
 --state-dir, and survives restarts.

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klocklabs/klock/guard/charge"
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/control"
 	"github.com/klocklabs/klock/guard/gateway"
@@ -23,6 +24,7 @@ import (
 // tool proxy will share them).
 type gatewayFlags struct {
 	manifest, stateDir, auditPath, runID, control string
+	receipts, receiptKey, session                 string
 	context                                       []string
 	approvalWait                                  time.Duration
 	confidential                                  bool
@@ -37,6 +39,9 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it returns approval_pending (default: the approval timeout)")
 	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode: audit argument hashes only, for every tool")
 	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
+	c.Flags().StringVar(&f.receipts, "receipts", "", "budget ledger and signed receipts for the manifest's grants (default <workdir>/.klock/receipts)")
+	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")
+	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
 	_ = c.MarkFlagRequired("manifest")
 }
 
@@ -60,9 +65,19 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	if f.approvalWait > 0 {
 		gopts = append(gopts, gateway.WithApprovalWait(f.approvalWait))
 	}
+	closeBudget := func() {}
+	if len(m.Grants) > 0 {
+		ch, closeStore, err := f.openBudget(ctx, m)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		gopts = append(gopts, gateway.WithCharger(ch))
+		closeBudget = closeStore
+	}
 	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID}
 	gw, st, err := gateway.Open(m, l, f.auditPath, copts, gopts...)
 	if err != nil {
+		closeBudget()
 		return nil, nil, nil, err
 	}
 	sock := f.control
@@ -72,9 +87,33 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	stop, err := control.Serve(ctx, sock, gw.Pipeline())
 	if err != nil {
 		st.Close()
+		closeBudget()
 		return nil, nil, nil, err
 	}
-	return m, gw, func() { stop(); st.Close() }, nil
+	return m, gw, func() { stop(); st.Close(); closeBudget() }, nil
+}
+
+// openBudget opens the ledger and the charger for the manifest's grants: a
+// gateway whose grants cannot be charged does not start.
+func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*charge.Charger, func(), error) {
+	dir, err := receiptsDir(m, f.manifest, f.receipts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("refusing to start: the manifest has grants to charge and %w", err)
+	}
+	store, err := openLedger(m, dir, f.receiptKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("refusing to start without the budget ledger for the manifest's grants: %w", err)
+	}
+	session := f.session
+	if session == "" {
+		session = m.Agent.ID
+	}
+	ch, err := charge.New(ctx, m, store, session)
+	if err != nil {
+		closeLedger(store)
+		return nil, nil, err
+	}
+	return ch, func() { closeLedger(store) }, nil
 }
 
 // parseContext turns KEY=VALUE flags into the call context.
@@ -116,8 +155,16 @@ stdio (default): klock mcp starts SERVER and speaks MCP on its own stdin/
 stdout; put it where the client expects the server's command.
 HTTP: --listen ADDR --upstream URL proxies a streamable HTTP server.
 
+When the manifest has grants, a granted tool's calls are charged to its
+budget (max_cost_per_invocation, max_total_cost, max_invocations): the worst
+case is pre-charged before dispatch and reconciled with the cost the tool
+reports (unavailable, the reservation standing, when it reports none); a
+call over a limit is refused with tool_restricted (reason budget). Each
+decision is a signed receipt in --receipts (default <workdir>/.klock/receipts;
+klock receipts verify DIR).
+
 Every call is appended to a hash-chained audit log; a gateway that cannot
-write it refuses to start or to dispatch. klock tools changes a running
+write it (or its budget ledger) refuses to start or to dispatch. klock tools changes a running
 gateway (disable a tool, lower a limit) through its control socket.
 
 Exit status: 0 when the client or server closed the session, 1 the manifest
@@ -133,6 +180,10 @@ is invalid, 125 the gateway could not start (the message says why).`,
 
   # the server itself runs under kernel enforcement with the manifest's scope
   sudo klock mcp -m agent.yaml --enforce -- npx @modelcontextprotocol/server-filesystem /srv/data
+
+  # grants charged, receipts in /tmp/r; then verify them offline
+  klock mcp -m agent.yaml --receipts /tmp/r -- ./payments-mcp
+  klock receipts verify /tmp/r
 
   # a second terminal: pending approvals, and the decision
   klock approvals

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/guard/approval"
+	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/meter"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/tokenguard"
@@ -23,7 +25,8 @@ import (
 )
 
 func newMeter() *cobra.Command {
-	var manifest, listen, upstream, receiptsDir, pricesFile, keyFile, session, grantTool string
+	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool, stateDir string
+	var approvalWait time.Duration
 	c := &cobra.Command{
 		Use:   "meter -m FILE --listen ADDR --upstream URL",
 		Short: "Meter an agent's model calls: Token Guard, budget, signed receipts",
@@ -31,9 +34,13 @@ func newMeter() *cobra.Command {
 /v1/responses) and Anthropic-style (/v1/messages) model APIs, streaming
 included. Point the agent's API base URL at --listen. For every call it:
 
-  - refuses it when the estimate exceeds a max_* of the cost_envelope, and
-    refuses an estimate above 80 % of a max (it needs human approval, which
-    klock meter does not ask for yet);
+  - refuses it when the estimate exceeds a max_* of the cost_envelope; an
+    estimate above 80 % of a max waits for a human in the approval queue
+    (klock approvals, klock approve ID, klock deny ID) shared with klock mcp:
+    approved, it proceeds; denied or past hitl.approval_timeout_seconds
+    (default 5 min), it is refused (approval_denied, approval_timeout); still
+    pending after --approval-wait, it is refused with the retryable
+    approval_pending and the same request retried waits on the same approval;
   - caps the output tokens to the envelope and the remaining budget;
   - pre-charges the worst case against the grant whose tool is --grant
     (default "model"; without one, the envelope's max_cost per call);
@@ -50,6 +57,8 @@ Budgets persist across restarts for the same --session.`,
 		Example: `  klock meter -m examples/manifests/refund-agent.yaml --prices examples/prices.yaml \
       --listen 127.0.0.1:8411 --upstream https://api.openai.example --receipts /tmp/receipts
   OPENAI_BASE_URL=http://127.0.0.1:8411/v1 ./agent
+  klock approvals                 # a call near a max waits here
+  klock approve ap_0123456789ab
   klock receipts verify /tmp/receipts
   klock report /tmp/receipts`,
 		Args: cobra.NoArgs,
@@ -62,11 +71,9 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--upstream %q: want an http(s) URL such as https://api.openai.com", upstream)}
 			}
-			if receiptsDir == "" {
-				if m.Workdir == "" {
-					return &exitError{code: exitUsage, err: fmt.Errorf("%s has no workdir: pass --receipts DIR", manifest)}
-				}
-				receiptsDir = filepath.Join(m.Workdir, ".klock", "receipts")
+			rdir, err := receiptsDir(m, manifest, receiptsFlag)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
 			if pricesFile == "" {
 				if m.Workdir == "" {
@@ -82,13 +89,6 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			if err := os.MkdirAll(receiptsDir, 0o700); err != nil {
-				return err
-			}
-			priv, err := receiptKey(receiptsDir, keyFile)
-			if err != nil {
-				return err
-			}
 			if session == "" {
 				session = m.Agent.ID
 			}
@@ -96,8 +96,7 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			store, err := budget.Open(filepath.Join(receiptsDir, "ledger.db"), filepath.Join(receiptsDir, "receipts.jsonl"), priv,
-				budget.WithGroupCommit(256), budget.WithAgent(m.Agent.ID))
+			store, err := openLedger(m, rdir, keyFile)
 			if err != nil {
 				return err
 			}
@@ -105,9 +104,13 @@ Budgets persist across restarts for the same --session.`,
 			if err := store.Define(cmd.Context(), grant); err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			approver, err := costApprover(m, stateDir, approvalWait)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: err}
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
-				AgentID: m.Agent.ID}, meter.WithLogger(log))
+				AgentID: m.Agent.ID}, meter.WithLogger(log), meter.WithApprover(approver))
 			if err != nil {
 				return err
 			}
@@ -125,7 +128,7 @@ Budgets persist across restarts for the same --session.`,
 				srv.Shutdown(sctx)
 			}()
 			log.Info("klock meter: listening", "addr", ln.Addr().String(), "upstream", up.String(), "grant", grant.Key.String(),
-				"receipts", receiptsDir)
+				"receipts", rdir)
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
@@ -135,14 +138,33 @@ Budgets persist across restarts for the same --session.`,
 	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (its cost_envelope and grants apply)")
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8411", "address to serve the proxy on")
 	c.Flags().StringVar(&upstream, "upstream", "", "the model API base URL, e.g. https://api.openai.com")
-	c.Flags().StringVar(&receiptsDir, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
+	c.Flags().StringVar(&receiptsFlag, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&pricesFile, "prices", "", "price table YAML (default <workdir>/.klock/prices.yaml)")
 	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
 	c.Flags().StringVar(&grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")
+	c.Flags().StringVar(&stateDir, "state-dir", "", "where the approval queue lives (default as klock mcp: $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
+	c.Flags().DurationVar(&approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it is refused as approval_pending (default: the approval timeout)")
 	_ = c.MarkFlagRequired("manifest")
 	_ = c.MarkFlagRequired("upstream")
 	return c
+}
+
+// costApprover opens the shared approval queue for the Token Guard's
+// escalations: a meter that could not ask a human refuses to start.
+func costApprover(m *policy.Manifest, stateDir string, wait time.Duration) (*approval.CostApprover, error) {
+	if stateDir == "" {
+		stateDir = gateway.StateDir()
+	}
+	q, err := approval.Open(gateway.Layout{Dir: stateDir, Agent: m.Agent.ID}.Approvals())
+	if err != nil {
+		return nil, fmt.Errorf("refusing to start without the approval queue (--state-dir): %w", err)
+	}
+	timeout := gateway.DefaultApprovalTimeout
+	if s := m.HITL.ApprovalTimeoutSeconds; s > 0 {
+		timeout = time.Duration(s) * time.Second
+	}
+	return &approval.CostApprover{Store: q, Agent: m.Agent.ID, Timeout: timeout, Wait: wait}, nil
 }
 
 // meterGrant is the manifest grant named tool, or (when there is none) a

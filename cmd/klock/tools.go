@@ -46,9 +46,11 @@ func newTools() *cobra.Command {
 	var t toolsTarget
 	c := &cobra.Command{
 		Use:   "tools",
-		Short: "Govern a running gateway's tools: list, disable, enable, limit",
-		Long: `tools changes a running gateway (klock mcp) through
-its control socket, without a restart (seed 004's governance hooks). A
+		Short: "Serve the HTTP tool proxy, and govern a running gateway's tools: list, disable, enable, limit",
+		Long: `tools serve runs the HTTP tool proxy with plugins (see klock tools serve
+--help). The other subcommands change a running gateway (klock mcp or klock
+tools serve) through its control socket, without a restart (seed 004's
+governance hooks). A
 change narrows or restores what the manifest declared; it can never add a
 tool. A disabled tool vanishes from tools/list and every call of it gets
 tool_restricted.
@@ -141,6 +143,6 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
 	limit.Flags().IntVar(&l.PerMinute, "per-minute", 0, "calls per minute (token bucket)")
 	limit.Flags().IntVar(&l.PerHour, "per-hour", 0, "calls per hour")
 	limit.Flags().IntVar(&l.PerDay, "per-day", 0, "calls per day")
-	c.AddCommand(list, disable, enable, limit)
+	c.AddCommand(list, disable, enable, limit, newToolsServe())
 	return c
 }

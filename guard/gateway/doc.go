@@ -11,6 +11,13 @@
 // call is refused (tool_internal_error naming the audit log): the gateway
 // never lets an unrecorded effect happen.
 //
+// The budget (check.Charger, package charge) reserves before the dispatch
+// record; the reservation is released when the call never reaches the tool
+// (the audit or the approval store failed, or the Dispatch's error wraps
+// ErrNotDispatched) and otherwise reconciled, with the tool's reported cost
+// or, when there is none or the call failed, the reservation standing as
+// unavailable with the reason.
+//
 // Error semantics: Call returns the tool's outcome or a *toolerr.Error, never
 // a Go error the agent could not read. The gateway never retries a call.
 package gateway

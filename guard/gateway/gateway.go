@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/klocklabs/klock/guard/approval"
@@ -29,7 +30,16 @@ type Outcome struct {
 	Usage     check.Usage
 	// Replayed: the result came from the idempotency store.
 	Replayed bool
+	// Charged is what the budget charged for this call (nil: no grant, or
+	// a replay, which is not charged again).
+	Charged *check.Charged
 }
+
+// ErrNotDispatched, wrapped by a Dispatch's error, says the call never
+// reached the tool (it could not be started): its budget reservation is
+// released. Any other dispatch error keeps the reservation charged, because
+// the gateway cannot know whether the tool acted.
+var ErrNotDispatched = errors.New("the call was not dispatched")
 
 // Dispatch sends the call to the tool. ctx carries the contract's deadline.
 type Dispatch func(ctx context.Context) (Outcome, error)
@@ -152,13 +162,12 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 	r.CallID, r.Verdict, r.Check, r.IdemKey, r.ApprovalID = callID, verdict, d.Check, d.IdemKey, approvalID
 	r.SetArgs(call.Args, d.Confidential)
 	if err := g.audit.Append(r); err != nil {
-		if g.charger != nil {
-			_ = g.charger.Release(ctx, res)
-		}
+		g.release(ctx, call, res, "the dispatch could not be audited")
 		return Outcome{}, auditErr(err)
 	}
 	if approvalID != "" {
 		if err := g.approvals.MarkUsed(approvalID); err != nil {
+			g.release(ctx, call, res, "the approval could not be consumed")
 			return Outcome{}, toolerr.New(toolerr.InternalError, "approval_store", "could not consume approval %s: %v", approvalID, err)
 		}
 	}
@@ -180,11 +189,24 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 		// non-idempotent tool must not be retried blindly.
 		te.Retryable = te.Retryable && idempotent(d.Tool)
 	}
-	if g.charger != nil {
-		if te != nil {
-			_ = g.charger.Release(ctx, res)
-		} else {
-			_ = g.charger.Reconcile(ctx, res, out.Usage)
+	var chargeErr error
+	if g.charger != nil && res != nil {
+		switch {
+		case te != nil && errors.Is(err, ErrNotDispatched):
+			g.release(ctx, call, res, te.Message)
+		case te != nil:
+			u := check.Usage{Reason: fmt.Sprintf("the call ended with %s (%s): whether the tool acted is unknown, the reservation stays charged", te.Class, te.Message)}
+			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, u)
+		default:
+			if !out.Usage.Known && out.Usage.Reason == "" {
+				out.Usage.Reason = call.Tool + " reported no cost; the reservation stays charged"
+			}
+			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, out.Usage)
+		}
+		if chargeErr != nil {
+			// The call ran; its hold stays open and charged in the ledger
+			// (never fails open). Say so in the log and the audit.
+			slog.Error("budget: reconcile failed; the reservation stays charged", "tool", call.Tool, "call_id", callID, "err", chargeErr)
 		}
 	}
 	if te == nil && d.IdemKey != "" && !out.ToolError {
@@ -203,6 +225,9 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 	default:
 		r.Result = "ok"
 	}
+	if chargeErr != nil {
+		r.Message = strings.TrimPrefix(r.Message+"; ", "; ") + "budget reconcile failed: " + chargeErr.Error()
+	}
 	r.SetOutput(out.Result)
 	if err := g.audit.Append(r); err != nil {
 		// The call ran and its dispatch is on record; the agent gets its
@@ -214,6 +239,17 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 		return Outcome{}, te
 	}
 	return out, nil
+}
+
+// release reverses a reservation whose call did not reach the tool.
+func (g *Gateway) release(ctx context.Context, call *check.Call, res check.Reservation, reason string) {
+	if g.charger == nil || res == nil {
+		return
+	}
+	if err := g.charger.Release(context.WithoutCancel(ctx), res, reason); err != nil {
+		// The hold stays charged: pessimistic, never in the agent's favour.
+		slog.Error("budget: release failed; the reservation stays charged", "tool", call.Tool, "err", err)
+	}
 }
 
 func auditErr(err error) *toolerr.Error {

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/guard/plugin"
+	"github.com/klocklabs/klock/guard/toolproxy"
+	"github.com/klocklabs/klock/policy"
+	"github.com/spf13/cobra"
+)
+
+func newToolsServe() *cobra.Command {
+	var (
+		f               gatewayFlags
+		listen, plugins string
+	)
+	c := &cobra.Command{
+		Use:   "serve -m MANIFEST --listen ADDR --plugins DIR",
+		Short: "Serve the HTTP tool proxy: declared tools, provided by plugins run under kernel enforcement",
+		Long: `serve runs seed 004's HTTP tool proxy for tools that do not speak MCP.
+
+  POST /v1/tools/call  {"tool":"greet","args":{...},"context":{"agent_run_id":"ar_1"}}
+    -> {"ok":true,"output":...,"tokens_used":12,"cost":{"units":1,"currency":"USD"},"charged":{...}}
+    -> {"ok":false,"error_class":"tool_capability_missing","retryable":false,"message":...}
+  GET  /v1/tools       the tools the agent may call now
+
+Each call passes the same gateway as klock mcp: declared tool and capability,
+category defaults, input_schema and must_match bindings (from the request's
+context; --context keys win), rate limits, idempotency, side effects and
+autonomy, human approval (klock approvals / approve / deny), the budget of
+the manifest's grants (signed receipts in --receipts), and the audit log.
+
+Tools are plugins: each subdirectory of --plugins holding a plugin.json
+  {"name":"greet","version":"1.0.0","entry":"greet.sh",
+   "capabilities":["tool.greet.invoke"],
+   "permissions":{"network":false,"filesystem":false}}
+serves the declared tool of its name. Every call runs the entry once as a
+klock session (strict mode, user nobody): it may read its own directory and
+the system libraries, execute only its entry, write nothing and reach no
+network, unless permissions name paths ("filesystem":{"read":[...],
+"write":[...]}) or destinations ("network":["host:443/tcp"]). A plugin that
+reaches past that is stopped by the kernel and the call returns
+tool_sandbox_violation. The entry reads {"tool","args","context"} on stdin
+and writes {"output":...,"tokens_used":N,"cost":"0.01 USD"} (or {"error":...})
+on stdout. Plugins need root (kernel enforcement); without it serve refuses
+to start.
+
+klock tools list/disable/enable/limit --agent ID govern it while it runs.
+
+Exit status: 0 stopped by a signal, 1 the manifest or a plugin is invalid,
+125 the proxy could not start (the message says why).`,
+		Example: `  sudo klock tools serve -m agent.yaml --listen 127.0.0.1:8810 --plugins ./plugins
+  curl -s localhost:8810/v1/tools/call -d '{"tool":"greet","args":{"who":"ada"},"context":{"agent_run_id":"ar_1"}}'
+  klock tools disable --agent my-agent-01 greet --reason "incident 12"
+  klock receipts verify /srv/agent/.klock/receipts`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			callCtx, err := parseContext(f.context)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			fixedRun := f.runID
+			ps, err := plugin.LoadDir(plugins)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if len(ps) > 0 && os.Geteuid() != 0 {
+				return &exitError{code: exitNoStart, err: errors.New("plugins run only under kernel enforcement, which needs root: sudo klock tools serve ...")}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			m, gw, closeGW, err := f.open(ctx)
+			if err != nil {
+				var ve *policy.ValidationError
+				if errors.As(err, &ve) {
+					return &exitError{code: exitInvalid, err: err}
+				}
+				return &exitError{code: exitNoStart, err: err}
+			}
+			defer closeGW()
+			var shared *session.Shared
+			if len(ps) > 0 {
+				shared = session.LoadShared(observe.Options{})
+				defer shared.Close()
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			runner := &plugin.Runner{StateDir: filepath.Join(f.stateDir, "gateway", m.Agent.ID, "plugins"), Shared: shared, Log: log}
+			pl := gw.Pipeline()
+			prov, err := plugin.NewProvider(ps, func(name string) (string, bool) {
+				t, ok := pl.Tool(name)
+				if !ok {
+					return "", false
+				}
+				return t.CapabilityCode(), true
+			}, runner)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			var missing []string
+			for _, name := range pl.Tools() {
+				if !prov.Provides(name) {
+					missing = append(missing, name)
+				}
+			}
+			if len(missing) > 0 {
+				log.Warn("klock tools serve: declared tools no plugin provides (their calls get tool_internal_error no_provider)", "tools", strings.Join(missing, ","))
+			}
+			var opts []toolproxy.Option
+			if len(callCtx) > 0 {
+				opts = append(opts, toolproxy.WithContext(callCtx))
+			}
+			if fixedRun != "" {
+				opts = append(opts, toolproxy.WithRunID(fixedRun))
+			}
+			px := toolproxy.New(gw, prov, opts...)
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return &exitError{code: exitNoStart, err: fmt.Errorf("--listen: %w", err)}
+			}
+			srv := &http.Server{Handler: px, ReadHeaderTimeout: 10 * time.Second}
+			go func() {
+				<-ctx.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				srv.Shutdown(sctx)
+			}()
+			log.Info("klock tools serve: listening", "addr", "http://"+ln.Addr().String(), "agent", m.Agent.ID, "plugins", strings.Join(prov.Served(), ","))
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return &exitError{code: exitNoStart, err: err}
+			}
+			return nil
+		},
+	}
+	f.register(c)
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8810", "address to serve the tool proxy on")
+	c.Flags().StringVar(&plugins, "plugins", "", "directory of plugins, one subdirectory with a plugin.json each (required)")
+	_ = c.MarkFlagRequired("plugins")
+	return c
+}

@@ -1,0 +1,162 @@
+package charge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/guard/audit"
+	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/money"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/tokenguard"
+)
+
+// Ledger is what the charger needs from the budget store.
+type Ledger interface {
+	budget.Authorizer
+	Define(ctx context.Context, g budget.Grant) error
+}
+
+// Charger charges tool calls against the manifest's grants.
+type Charger struct {
+	auth   budget.Authorizer
+	grants map[string]budget.Grant // by tool name
+}
+
+var _ check.Charger = (*Charger)(nil)
+
+// Grants reads the manifest's grants as budget grants of session: grant i
+// is keyed (session, i), the scheme klock meter uses too. A grant that sets
+// no cost limit is counted in the envelope's currency (else USD).
+func Grants(m *policy.Manifest, session string) ([]budget.Grant, error) {
+	fallback := "USD"
+	if m.CostEnvelope != nil && m.CostEnvelope.MaxCost != nil {
+		fallback = m.CostEnvelope.MaxCost.Currency
+	}
+	out := make([]budget.Grant, 0, len(m.Grants))
+	for i, g := range m.Grants {
+		l, err := budget.FromGrant(g, fallback)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID})
+	}
+	return out, nil
+}
+
+// New defines the manifest's grants in the ledger (idempotent across
+// restarts: the same limits find the same running totals) and returns the
+// charger. The first grant of a tool is the one its calls are charged to.
+func New(ctx context.Context, m *policy.Manifest, l Ledger, session string) (*Charger, error) {
+	gs, err := Grants(m, session)
+	if err != nil {
+		return nil, err
+	}
+	c := &Charger{auth: l, grants: map[string]budget.Grant{}}
+	for _, g := range gs {
+		if err := l.Define(ctx, g); err != nil {
+			return nil, fmt.Errorf("define the budget of grant %s (%s): %w", g.Key, g.Tool, err)
+		}
+		if _, dup := c.grants[g.Tool]; !dup {
+			c.grants[g.Tool] = g
+		}
+	}
+	return c, nil
+}
+
+// Charged reports whether calls of tool are charged (it has a grant).
+func (c *Charger) Charged(tool string) bool { _, ok := c.grants[tool]; return ok }
+
+type reservation struct {
+	hold budget.Hold
+	tool string
+}
+
+// Reserve pre-charges the grant's worst case for call.
+func (c *Charger) Reserve(ctx context.Context, call *check.Call, d *check.Decision) (check.Reservation, error) {
+	g, ok := c.grants[call.Tool]
+	if !ok {
+		return nil, nil
+	}
+	var params any = call.Args
+	if d.Confidential {
+		params = map[string]string{"args_sha256": audit.HashValue(call.Args), "confidential": "true"}
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, toolerr.New(toolerr.InvalidArgs, "budget", "%s: arguments cannot be recorded in a receipt: %v", call.Tool, err)
+	}
+	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw})
+	if err != nil {
+		return nil, reserveErr(call.Tool, err)
+	}
+	return &reservation{hold: hold, tool: call.Tool}, nil
+}
+
+func reserveErr(tool string, err error) *toolerr.Error {
+	var de *budget.DenyError
+	switch {
+	case errors.As(err, &de):
+		e := toolerr.New(toolerr.Restricted, "budget", "%s refused by its budget: %s %s reached (grant %s; attempted %s; %s)",
+			tool, de.Limit, limitWord(de.Limit), de.Holder, de.Attempted, de.Detail)
+		return e
+	case errors.Is(err, budget.ErrLedger):
+		return toolerr.New(toolerr.InternalError, "ledger", "%s refused: the budget ledger cannot record the charge: %v", tool, err)
+	default:
+		return toolerr.New(toolerr.InternalError, "budget", "%s refused: the budget could not decide: %v", tool, err)
+	}
+}
+
+func limitWord(limit string) string {
+	if limit == budget.LimitCurrency {
+		return "mismatch"
+	}
+	return "would be exceeded"
+}
+
+// Reconcile settles the reservation: the reported cost when the tool gave
+// one, else the reservation in full with source unavailable.
+func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Usage) (*check.Charged, error) {
+	res, ok := r.(*reservation)
+	if !ok || res == nil {
+		return nil, nil
+	}
+	act := &receipt.Actual{TokensOut: receipt.Units(max(u.TokensUsed, 0))}
+	actual := res.hold.Reserved
+	if u.Known {
+		a, err := money.New(u.CostUnits, u.Currency)
+		if err != nil {
+			u = check.Usage{Reason: fmt.Sprintf("%s reported a cost in an unknown currency (%v)", res.tool, err)}
+		} else {
+			actual = a
+			act.Cost, act.Source = receipt.U(a.Units), string(tokenguard.HarnessReported)
+		}
+	}
+	if !u.Known || act.Source == "" {
+		reason := u.Reason
+		if reason == "" {
+			reason = res.tool + " reported no cost; the reservation stays charged"
+		}
+		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason}
+	}
+	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act}})
+	if err != nil {
+		return nil, err
+	}
+	return &check.Charged{Units: st.Charged.Units, Currency: st.Charged.Currency, Source: act.Source}, nil
+}
+
+// Release reverses the reservation of a call that never reached the tool.
+func (c *Charger) Release(ctx context.Context, r check.Reservation, reason string) error {
+	res, ok := r.(*reservation)
+	if !ok || res == nil {
+		return nil
+	}
+	_, err := c.auth.Release(ctx, res.hold.ID, reason, "gateway")
+	return err
+}

@@ -1,0 +1,39 @@
+// Package plugin owns tool plugins (seed 004 §8): a directory holding a
+// plugin manifest, plugin.json, with exactly the fields
+//
+//	{"name": "greet", "version": "1.0.0", "entry": "greet.sh",
+//	 "capabilities": ["tool.greet.invoke"],
+//	 "permissions": {"network": false, "filesystem": false, "internal_api": []}}
+//
+// and the program its entry names. The plugin serves the tool of its name,
+// when the agent's manifest declares that tool and the plugin lists the
+// tool's capability code.
+//
+// Every call runs the entry once, as a klock session (enforcer/session) in
+// strict mode, as the unprivileged user nobody: the kernel wall lets it read
+// its own directory and the system-ro baseline, execute only its entry (and
+// the entry's #! interpreter), write nothing and reach no network. Its
+// permissions can widen that: "filesystem": {"read": [...], "write": [...]}
+// adds path patterns, "network": ["host:port/tcp", ...] adds destinations.
+// A plugin that breaks its scope is stopped by the kernel and klock kills
+// its session. internal_api is accepted and recorded; klock gives plugins no
+// internal service, so it grants nothing.
+//
+// The call protocol is JSON over the entry's stdin and stdout. stdin:
+//
+//	{"tool": "greet", "args": {...},
+//	 "context": {"agent_run_id": "...", "team_id": "...", "capabilities": [...]}}
+//
+// stdout, one JSON object: {"output": ANY, "tokens_used": N, "cost": "0.01 USD"}
+// (tokens_used and cost optional: a cost the plugin does not report is
+// never invented), or {"error": "message"} for a failure of its own.
+//
+// Error semantics: Load / LoadDir return ErrManifest naming the file, the
+// field and the fix. Run returns a *toolerr.Error: tool_sandbox_violation
+// when klock killed the session (the kernel stopped a write or connect
+// outside its permissions), tool_internal_error for a non-zero exit, an
+// unreadable answer or an answer over MaxOutput; a session that could not be
+// started wraps gateway.ErrNotDispatched (its budget hold is released); the
+// context's error when the call's deadline passed (the gateway reports
+// tool_timeout).
+package plugin

@@ -1,0 +1,70 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/gateway"
+	"github.com/klocklabs/klock/guard/toolerr"
+)
+
+// Provider serves declared tools from plugins (the tool proxy's Provider).
+type Provider struct {
+	plugins map[string]*Plugin
+	caps    map[string]string // tool -> its capability code
+	runner  *Runner
+}
+
+// NewProvider joins plugins with the agent's declared tools: a plugin
+// serves the declared tool of its name when it lists the tool's capability
+// code. A plugin named like a declared tool without that capability is an
+// error (the gateway must not start with a plugin it cannot trust to be the
+// tool); a plugin no declared tool names is loaded but unreachable.
+func NewProvider(plugins map[string]*Plugin, declared func(name string) (capability string, ok bool), r *Runner) (*Provider, error) {
+	p := &Provider{plugins: map[string]*Plugin{}, caps: map[string]string{}, runner: r}
+	for name, pl := range plugins {
+		capCode, ok := declared(name)
+		if !ok {
+			continue
+		}
+		if !pl.Serves(capCode) {
+			return nil, fmt.Errorf("%w: plugin %s (%s) serves %v, not the declared tool's capability %s", ErrManifest, name, pl.Dir, pl.Capabilities, capCode)
+		}
+		p.plugins[name], p.caps[name] = pl, capCode
+	}
+	return p, nil
+}
+
+// Served lists the tools a plugin serves.
+func (p *Provider) Served() []string { return Names(p.plugins) }
+
+// Provides reports whether a plugin serves tool.
+func (p *Provider) Provides(tool string) bool { _, ok := p.plugins[tool]; return ok }
+
+// Invoke runs the call's plugin under a klock session.
+func (p *Provider) Invoke(ctx context.Context, call *check.Call) (gateway.Outcome, error) {
+	pl, ok := p.plugins[call.Tool]
+	if !ok {
+		return gateway.Outcome{}, fmt.Errorf("%w: %w", gateway.ErrNotDispatched, toolerr.New(toolerr.InternalError, "no_provider", "no plugin provides %s", call.Tool))
+	}
+	team, _ := call.Context["team_id"].(string)
+	res, err := p.runner.Run(ctx, pl, Input{Tool: call.Tool, Args: call.Args,
+		Context: InputContext{AgentRunID: call.RunID, TeamID: team, Capabilities: []string{p.caps[call.Tool]}}})
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	out := gateway.Outcome{Result: res.Output, Usage: check.Usage{TokensUsed: res.TokensUsed}}
+	if res.Cost != nil {
+		out.Usage.CostUnits, out.Usage.Currency, out.Usage.Known = res.Cost.Units, res.Cost.Currency, true
+	} else {
+		out.Usage.Reason = fmt.Sprintf("plugin %s reported no cost (session %s); the reservation stays charged", pl.Name, res.Session)
+	}
+	if res.Failed {
+		out.ToolError = true
+		e := toolerr.New(toolerr.InternalError, "plugin_error", "plugin %s: %s", pl.Name, res.Message)
+		out.Result, _ = json.Marshal(e)
+	}
+	return out, nil
+}
