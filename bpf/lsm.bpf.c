@@ -86,6 +86,28 @@ struct {
 	__type(value, __u8);
 } lsm_created SEC(".maps");
 
+/* The mount a session last reached each file system through (key: cgroup
+ * id and super_block): the inode_* hooks name a dentry but no mount, and
+ * the walk needs one. A wrong or stale guess cannot widen anything: a
+ * dentry that is not below the mount's root has no name and is refused. */
+struct klsm_sbkey {
+	__u64 cgid;
+	__u64 sb;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct klsm_sbkey);
+	__type(value, __u64);
+} lsm_mnts SEC(".maps");
+
+/* Where the dentry is among the inode_* hooks' arguments on the running
+ * kernel (6.3 put a struct mnt_idmap * before it): set by enforcer/lsm
+ * from the kernel's BTF before loading; constants to the verifier. */
+volatile const __u32 setattr_dentry_arg = 0;
+volatile const __u32 setxattr_dentry_arg = 1;
+volatile const __u32 removexattr_dentry_arg = 1;
+
 /* Force the generated Go types. */
 const struct klsm_event *unused_event __attribute__((unused));
 const struct klsm_rule *unused_rule __attribute__((unused));
@@ -174,6 +196,13 @@ static __always_inline __u32 name(struct task_struct *t, struct klsm_session *s,
 		return 0;
 	if (lookup_have(s->sess, kb, pos, last, have))
 		return 0;
+	if (vm) {
+		struct klsm_sbkey sk = {.cgid = bpf_get_current_cgroup_id(), .sb = (__u64)BPF_CORE_READ(d, d_sb)};
+		__u64 m = (__u64)vm;
+		__u64 *old = bpf_map_lookup_elem(&lsm_mnts, &sk);
+		if (!old || *old != m)
+			bpf_map_update_elem(&lsm_mnts, &sk, &m, BPF_ANY);
+	}
 	__u32 n = KW_PATH_MAX - (pos & (KW_PATH_MAX - 1));
 	if (n < 2 || n > KW_PATH_MAX)
 		return 0;
@@ -499,4 +528,90 @@ int BPF_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address
 		e->len1 = n + 2;
 	}
 	return finish(s, e, 1);
+}
+
+#define ATTR_MODE (1 << 0)
+#define ATTR_UID (1 << 1)
+#define ATTR_GID (1 << 2)
+#define ATTR_SIZE (1 << 3)
+#define ATTR_ATIME (1 << 4)
+#define ATTR_MTIME (1 << 5)
+#define ATTR_FORCE (1 << 9)
+
+/* guess_mnt: the mount to name d through: the one the session last
+ * reached d's file system by, else its cwd's, else its root's. */
+static __always_inline struct vfsmount *guess_mnt(struct task_struct *t, struct dentry *d)
+{
+	struct super_block *sb = BPF_CORE_READ(d, d_sb);
+	struct klsm_sbkey sk = {.cgid = bpf_get_current_cgroup_id(), .sb = (__u64)sb};
+	__u64 *m = bpf_map_lookup_elem(&lsm_mnts, &sk);
+	if (m && *m)
+		return (struct vfsmount *)*m;
+	struct vfsmount *v = BPF_CORE_READ(t, fs, pwd.mnt);
+	if (v && BPF_CORE_READ(v, mnt_sb) == sb)
+		return v;
+	v = BPF_CORE_READ(t, fs, root.mnt);
+	if (v && BPF_CORE_READ(v, mnt_sb) == sb)
+		return v;
+	return NULL;
+}
+
+static __always_inline int check_dentry(struct klsm_session *s, __u32 op, struct dentry *d)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct vfsmount *vm = guess_mnt(t, d);
+	if (!vm) {
+		/* No mount to name it through: refuse (fail closed). */
+		struct klsm_event *e = begin(op, LSM_E_NOPATH1);
+		if (e)
+			e->need1 = LSM_MUTATES;
+		return finish(s, e, 1);
+	}
+	return check1(s, op, LSM_MUTATES, d, vm, 1, 0);
+}
+
+/* Time changes (utimes, touch) have no path hook. chmod, chown and
+ * truncate reach inode_setattr too, after their path hooks decided them,
+ * and writes clearing set-id bits (ATTR_FORCE) were decided at open. */
+SEC("lsm/inode_setattr")
+int klock_inode_setattr(unsigned long long *ctx)
+{
+	struct klsm_session *s = armed();
+	if (!s)
+		return 0;
+	/* Fixed-offset loads, then a choice: the verifier refuses a ctx
+	 * pointer moved by a computed offset. ctx[2] is the return value
+	 * slot on kernels where the hook has two arguments. */
+	unsigned long long a0 = ctx[0], a1 = ctx[1], a2 = ctx[2];
+	asm volatile("" : "+r"(a0), "+r"(a1), "+r"(a2));
+	struct dentry *d = (struct dentry *)(setattr_dentry_arg ? a1 : a0);
+	struct iattr *a = (struct iattr *)(setattr_dentry_arg ? a2 : a1);
+	__u32 valid = BPF_CORE_READ(a, ia_valid);
+	if (!(valid & (ATTR_ATIME | ATTR_MTIME)) || (valid & (ATTR_MODE | ATTR_UID | ATTR_GID | ATTR_SIZE | ATTR_FORCE)))
+		return 0;
+	return check_dentry(s, LSM_OP_SETATTR, d);
+}
+
+SEC("lsm/inode_setxattr")
+int klock_inode_setxattr(unsigned long long *ctx)
+{
+	struct klsm_session *s = armed();
+	if (!s)
+		return 0;
+	unsigned long long a0 = ctx[0], a1 = ctx[1];
+	asm volatile("" : "+r"(a0), "+r"(a1));
+	struct dentry *d = (struct dentry *)(setxattr_dentry_arg ? a1 : a0);
+	return check_dentry(s, LSM_OP_XATTR, d);
+}
+
+SEC("lsm/inode_removexattr")
+int klock_inode_removexattr(unsigned long long *ctx)
+{
+	struct klsm_session *s = armed();
+	if (!s)
+		return 0;
+	unsigned long long a0 = ctx[0], a1 = ctx[1];
+	asm volatile("" : "+r"(a0), "+r"(a1));
+	struct dentry *d = (struct dentry *)(removexattr_dentry_arg ? a1 : a0);
+	return check_dentry(s, LSM_OP_XATTR, d);
 }

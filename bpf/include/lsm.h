@@ -39,6 +39,8 @@ enum lsm_op {
 	LSM_OP_CHMOD,
 	LSM_OP_CHOWN,
 	LSM_OP_CONNECT_ABSTRACT, /* path1 = "@name": an abstract AF_UNIX address */
+	LSM_OP_SETATTR,          /* times (utimes, touch): the other attributes have path hooks */
+	LSM_OP_XATTR,            /* setxattr, removexattr */
 };
 
 /* Session states: until the agent's own exec, the session's first process

@@ -26,6 +26,8 @@ const (
 	opChmod
 	opChown
 	opConnectAbstract
+	opSetattr
+	opXattr
 )
 
 const (
@@ -42,7 +44,8 @@ const (
 // enforcer/decide recognises creations).
 var hooks = [...]string{opOpen: "file_open", opExec: "bprm_check_security", opMknod: "path_mknod", opMkdir: "path_mkdir",
 	opSymlink: "path_symlink", opLink: "path_link", opUnlink: "path_unlink", opRmdir: "path_rmdir", opRename: "path_rename",
-	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown", opConnectAbstract: "socket_connect"}
+	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown", opConnectAbstract: "socket_connect",
+	opSetattr: "inode_setattr", opXattr: "inode_setxattr"}
 
 // Unnamed stands for an object the kernel could not name for the task
 // (deleted, O_TMPFILE, outside its root); no rule covers it, so it is
@@ -108,7 +111,7 @@ func decode(b []byte) (event.Event, bool) {
 		ev.Triple = file(policy.Provides, p1)
 	case opUnlink, opRmdir:
 		ev.Triple = file(policy.Deletes, p1)
-	case opTruncate, opChmod, opChown:
+	case opTruncate, opChmod, opChown, opSetattr, opXattr:
 		ev.Triple = file(policy.Mutates, p1)
 	case opLink:
 		ev.Triple = file(policy.Provides, p1)

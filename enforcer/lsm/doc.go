@@ -20,10 +20,15 @@
 // allows. Every decision is reported as an event.Event with Source bpf-lsm;
 // a refused one has Blocked set and Errno EPERM.
 //
-// Not covered here, by design: network operations (enforcer/netguard's
-// cgroup programs wall them for both backends), and operations whose hooks
-// name no path (utimes, xattrs, AF_UNIX connects), which the session leaves
-// to the tracepoint observer's detection.
+// Time and xattr changes reach only inode_* hooks, which name a dentry
+// but no mount: the mount is the one the session last reached that file
+// system through (else its cwd's or root's); a dentry not below it has no
+// name and is refused. An abstract AF_UNIX connect is always refused
+// (socket_connect): nothing can declare one.
+//
+// Not covered here, by design: IP network operations (enforcer/netguard's
+// cgroup programs wall them for both backends) and AF_UNIX connects to a
+// path, which the session leaves to the tracepoint observer's detection.
 //
 // # Errors
 //

@@ -65,6 +65,10 @@ func agent(steps []string) int {
 			err = os.Link(a, b)
 		case "chmod":
 			err = os.Chmod(a, 0o777)
+		case "utimes":
+			err = unix.UtimesNano(a, []unix.Timespec{{Sec: 1}, {Sec: 1}})
+		case "setxattr":
+			err = unix.Setxattr(a, "user.klock", []byte("x"), 0)
 		case "exec":
 			err = exec.Command(a).Run()
 		case "uring-read":
@@ -185,11 +189,15 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 		"link:" + w("work", "ro.txt") + ">" + w("work", "rw", "ro-link"),
 		"rename:" + w("work", "rw", "mine.txt") + ">" + w("work", "ro.txt"),
 		"exec:/bin/true",
+		"utimes:" + w("work", "ro.txt"),
+		"utimes:" + w("work", "rw", "new.txt"),
+		"setxattr:" + w("outside", "secret.txt"),
 		"uring-read:" + w("work", "ro.txt"),
 		"uring-read:" + w("outside", "secret.txt"),
 		"uring-write:" + w("work", "ro.txt"),
 	}
-	want := []string{"ok", "EPERM", "EPERM", "ok", "EPERM", "ok", "ok", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM", "ok", "EPERM", "EPERM"}
+	want := []string{"ok", "EPERM", "EPERM", "ok", "EPERM", "ok", "ok", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM",
+		"EPERM", "ok", "EPERM", "ok", "EPERM", "EPERM"}
 
 	cgfd, err := g.OpenFD()
 	if err != nil {
@@ -224,8 +232,11 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 			t.Errorf("%s = %q, want %q untouched", p, b, c)
 		}
 	}
-	if st, _ := os.Stat(w("work", "ro.txt")); st == nil || st.Mode().Perm() != 0o644 {
-		t.Errorf("ro.txt mode changed: %v", st)
+	if st, _ := os.Stat(w("work", "ro.txt")); st == nil || st.Mode().Perm() != 0o644 || st.ModTime().Unix() == 1 {
+		t.Errorf("ro.txt mode or mtime changed: %v", st)
+	}
+	if n, _ := unix.Getxattr(w("outside", "secret.txt"), "user.klock", nil); n > 0 {
+		t.Error("secret.txt got an xattr")
 	}
 	for _, p := range []string{"work/new.txt", "work/rw/ro-link"} {
 		if _, err := os.Lstat(w(p)); err == nil {

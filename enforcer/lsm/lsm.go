@@ -56,7 +56,14 @@ func Load() (*LSM, error) {
 		return nil, fmt.Errorf("%w: remove memlock limit: %w", ErrLoad, err)
 	}
 	l := &LSM{sessions: map[uint64]*Session{}, log: slog.Default().With("backend", "bpf-lsm")}
-	if err := loadLsmObjects(&l.objs, nil); err != nil {
+	spec, err := loadLsm()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	if err := setDentryArgs(spec); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	if err := spec.LoadAndAssign(&l.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("%w: verifier: %+v", ErrLoad, ve)
@@ -69,7 +76,8 @@ func Load() (*LSM, error) {
 	p := &l.objs.lsmPrograms
 	for _, prog := range []*ebpf.Program{p.KlockFileOpen, p.KlockBprmCheck, p.KlockPathMknod, p.KlockPathMkdir,
 		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
-		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect} {
+		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect,
+		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr} {
 		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
 		if err != nil {
 			l.closeLinks()
@@ -78,7 +86,8 @@ func Load() (*LSM, error) {
 		}
 		l.links = append(l.links, lk)
 	}
-	rd, err := ringbuf.NewReader(l.objs.LsmEvents)
+	var rd *ringbuf.Reader
+	rd, err = ringbuf.NewReader(l.objs.LsmEvents)
 	if err != nil {
 		l.closeLinks()
 		l.objs.Close()

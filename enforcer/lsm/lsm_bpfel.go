@@ -63,6 +63,12 @@ type lsmKlsmRule struct {
 	Pad2   uint16
 }
 
+type lsmKlsmSbkey struct {
+	_    structs.HostLayout
+	Cgid uint64
+	Sb   uint64
+}
+
 type lsmKlsmSession struct {
 	_     structs.HostLayout
 	Sess  uint32
@@ -81,28 +87,35 @@ type lsmKwBuf struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lsmMapKpbuf               = "kpbuf"
-	lsmMapLsmCreated          = "lsm_created"
-	lsmMapLsmEvbuf            = "lsm_evbuf"
-	lsmMapLsmEvents           = "lsm_events"
-	lsmMapLsmKeybuf           = "lsm_keybuf"
-	lsmMapLsmRules            = "lsm_rules"
-	lsmMapLsmSessions         = "lsm_sessions"
-	lsmProgKlockBprmCheck     = "klock_bprm_check"
-	lsmProgKlockFileOpen      = "klock_file_open"
-	lsmProgKlockPathChmod     = "klock_path_chmod"
-	lsmProgKlockPathChown     = "klock_path_chown"
-	lsmProgKlockPathLink      = "klock_path_link"
-	lsmProgKlockPathMkdir     = "klock_path_mkdir"
-	lsmProgKlockPathMknod     = "klock_path_mknod"
-	lsmProgKlockPathRename    = "klock_path_rename"
-	lsmProgKlockPathRmdir     = "klock_path_rmdir"
-	lsmProgKlockPathSymlink   = "klock_path_symlink"
-	lsmProgKlockPathTruncate  = "klock_path_truncate"
-	lsmProgKlockPathUnlink    = "klock_path_unlink"
-	lsmProgKlockSocketConnect = "klock_socket_connect"
-	lsmVarUnusedEvent         = "unused_event"
-	lsmVarUnusedRule          = "unused_rule"
+	lsmMapKpbuf                  = "kpbuf"
+	lsmMapLsmCreated             = "lsm_created"
+	lsmMapLsmEvbuf               = "lsm_evbuf"
+	lsmMapLsmEvents              = "lsm_events"
+	lsmMapLsmKeybuf              = "lsm_keybuf"
+	lsmMapLsmMnts                = "lsm_mnts"
+	lsmMapLsmRules               = "lsm_rules"
+	lsmMapLsmSessions            = "lsm_sessions"
+	lsmProgKlockBprmCheck        = "klock_bprm_check"
+	lsmProgKlockFileOpen         = "klock_file_open"
+	lsmProgKlockInodeRemovexattr = "klock_inode_removexattr"
+	lsmProgKlockInodeSetattr     = "klock_inode_setattr"
+	lsmProgKlockInodeSetxattr    = "klock_inode_setxattr"
+	lsmProgKlockPathChmod        = "klock_path_chmod"
+	lsmProgKlockPathChown        = "klock_path_chown"
+	lsmProgKlockPathLink         = "klock_path_link"
+	lsmProgKlockPathMkdir        = "klock_path_mkdir"
+	lsmProgKlockPathMknod        = "klock_path_mknod"
+	lsmProgKlockPathRename       = "klock_path_rename"
+	lsmProgKlockPathRmdir        = "klock_path_rmdir"
+	lsmProgKlockPathSymlink      = "klock_path_symlink"
+	lsmProgKlockPathTruncate     = "klock_path_truncate"
+	lsmProgKlockPathUnlink       = "klock_path_unlink"
+	lsmProgKlockSocketConnect    = "klock_socket_connect"
+	lsmVarRemovexattrDentryArg   = "removexattr_dentry_arg"
+	lsmVarSetattrDentryArg       = "setattr_dentry_arg"
+	lsmVarSetxattrDentryArg      = "setxattr_dentry_arg"
+	lsmVarUnusedEvent            = "unused_event"
+	lsmVarUnusedRule             = "unused_rule"
 )
 
 // loadLsm returns the embedded CollectionSpec for lsm.
@@ -147,19 +160,22 @@ type lsmSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lsmProgramSpecs struct {
-	KlockBprmCheck     *ebpf.ProgramSpec `ebpf:"klock_bprm_check"`
-	KlockFileOpen      *ebpf.ProgramSpec `ebpf:"klock_file_open"`
-	KlockPathChmod     *ebpf.ProgramSpec `ebpf:"klock_path_chmod"`
-	KlockPathChown     *ebpf.ProgramSpec `ebpf:"klock_path_chown"`
-	KlockPathLink      *ebpf.ProgramSpec `ebpf:"klock_path_link"`
-	KlockPathMkdir     *ebpf.ProgramSpec `ebpf:"klock_path_mkdir"`
-	KlockPathMknod     *ebpf.ProgramSpec `ebpf:"klock_path_mknod"`
-	KlockPathRename    *ebpf.ProgramSpec `ebpf:"klock_path_rename"`
-	KlockPathRmdir     *ebpf.ProgramSpec `ebpf:"klock_path_rmdir"`
-	KlockPathSymlink   *ebpf.ProgramSpec `ebpf:"klock_path_symlink"`
-	KlockPathTruncate  *ebpf.ProgramSpec `ebpf:"klock_path_truncate"`
-	KlockPathUnlink    *ebpf.ProgramSpec `ebpf:"klock_path_unlink"`
-	KlockSocketConnect *ebpf.ProgramSpec `ebpf:"klock_socket_connect"`
+	KlockBprmCheck        *ebpf.ProgramSpec `ebpf:"klock_bprm_check"`
+	KlockFileOpen         *ebpf.ProgramSpec `ebpf:"klock_file_open"`
+	KlockInodeRemovexattr *ebpf.ProgramSpec `ebpf:"klock_inode_removexattr"`
+	KlockInodeSetattr     *ebpf.ProgramSpec `ebpf:"klock_inode_setattr"`
+	KlockInodeSetxattr    *ebpf.ProgramSpec `ebpf:"klock_inode_setxattr"`
+	KlockPathChmod        *ebpf.ProgramSpec `ebpf:"klock_path_chmod"`
+	KlockPathChown        *ebpf.ProgramSpec `ebpf:"klock_path_chown"`
+	KlockPathLink         *ebpf.ProgramSpec `ebpf:"klock_path_link"`
+	KlockPathMkdir        *ebpf.ProgramSpec `ebpf:"klock_path_mkdir"`
+	KlockPathMknod        *ebpf.ProgramSpec `ebpf:"klock_path_mknod"`
+	KlockPathRename       *ebpf.ProgramSpec `ebpf:"klock_path_rename"`
+	KlockPathRmdir        *ebpf.ProgramSpec `ebpf:"klock_path_rmdir"`
+	KlockPathSymlink      *ebpf.ProgramSpec `ebpf:"klock_path_symlink"`
+	KlockPathTruncate     *ebpf.ProgramSpec `ebpf:"klock_path_truncate"`
+	KlockPathUnlink       *ebpf.ProgramSpec `ebpf:"klock_path_unlink"`
+	KlockSocketConnect    *ebpf.ProgramSpec `ebpf:"klock_socket_connect"`
 }
 
 // lsmMapSpecs contains maps before they are loaded into the kernel.
@@ -171,6 +187,7 @@ type lsmMapSpecs struct {
 	LsmEvbuf    *ebpf.MapSpec `ebpf:"lsm_evbuf"`
 	LsmEvents   *ebpf.MapSpec `ebpf:"lsm_events"`
 	LsmKeybuf   *ebpf.MapSpec `ebpf:"lsm_keybuf"`
+	LsmMnts     *ebpf.MapSpec `ebpf:"lsm_mnts"`
 	LsmRules    *ebpf.MapSpec `ebpf:"lsm_rules"`
 	LsmSessions *ebpf.MapSpec `ebpf:"lsm_sessions"`
 }
@@ -179,8 +196,11 @@ type lsmMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lsmVariableSpecs struct {
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedRule  *ebpf.VariableSpec `ebpf:"unused_rule"`
+	RemovexattrDentryArg *ebpf.VariableSpec `ebpf:"removexattr_dentry_arg"`
+	SetattrDentryArg     *ebpf.VariableSpec `ebpf:"setattr_dentry_arg"`
+	SetxattrDentryArg    *ebpf.VariableSpec `ebpf:"setxattr_dentry_arg"`
+	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedRule           *ebpf.VariableSpec `ebpf:"unused_rule"`
 }
 
 // lsmObjects contains all objects after they have been loaded into the kernel.
@@ -208,6 +228,7 @@ type lsmMaps struct {
 	LsmEvbuf    *ebpf.Map `ebpf:"lsm_evbuf"`
 	LsmEvents   *ebpf.Map `ebpf:"lsm_events"`
 	LsmKeybuf   *ebpf.Map `ebpf:"lsm_keybuf"`
+	LsmMnts     *ebpf.Map `ebpf:"lsm_mnts"`
 	LsmRules    *ebpf.Map `ebpf:"lsm_rules"`
 	LsmSessions *ebpf.Map `ebpf:"lsm_sessions"`
 }
@@ -219,6 +240,7 @@ func (m *lsmMaps) Close() error {
 		m.LsmEvbuf,
 		m.LsmEvents,
 		m.LsmKeybuf,
+		m.LsmMnts,
 		m.LsmRules,
 		m.LsmSessions,
 	)
@@ -228,33 +250,42 @@ func (m *lsmMaps) Close() error {
 //
 // It can be passed to loadLsmObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lsmVariables struct {
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
-	UnusedRule  *ebpf.Variable `ebpf:"unused_rule"`
+	RemovexattrDentryArg *ebpf.Variable `ebpf:"removexattr_dentry_arg"`
+	SetattrDentryArg     *ebpf.Variable `ebpf:"setattr_dentry_arg"`
+	SetxattrDentryArg    *ebpf.Variable `ebpf:"setxattr_dentry_arg"`
+	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
+	UnusedRule           *ebpf.Variable `ebpf:"unused_rule"`
 }
 
 // lsmPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadLsmObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lsmPrograms struct {
-	KlockBprmCheck     *ebpf.Program `ebpf:"klock_bprm_check"`
-	KlockFileOpen      *ebpf.Program `ebpf:"klock_file_open"`
-	KlockPathChmod     *ebpf.Program `ebpf:"klock_path_chmod"`
-	KlockPathChown     *ebpf.Program `ebpf:"klock_path_chown"`
-	KlockPathLink      *ebpf.Program `ebpf:"klock_path_link"`
-	KlockPathMkdir     *ebpf.Program `ebpf:"klock_path_mkdir"`
-	KlockPathMknod     *ebpf.Program `ebpf:"klock_path_mknod"`
-	KlockPathRename    *ebpf.Program `ebpf:"klock_path_rename"`
-	KlockPathRmdir     *ebpf.Program `ebpf:"klock_path_rmdir"`
-	KlockPathSymlink   *ebpf.Program `ebpf:"klock_path_symlink"`
-	KlockPathTruncate  *ebpf.Program `ebpf:"klock_path_truncate"`
-	KlockPathUnlink    *ebpf.Program `ebpf:"klock_path_unlink"`
-	KlockSocketConnect *ebpf.Program `ebpf:"klock_socket_connect"`
+	KlockBprmCheck        *ebpf.Program `ebpf:"klock_bprm_check"`
+	KlockFileOpen         *ebpf.Program `ebpf:"klock_file_open"`
+	KlockInodeRemovexattr *ebpf.Program `ebpf:"klock_inode_removexattr"`
+	KlockInodeSetattr     *ebpf.Program `ebpf:"klock_inode_setattr"`
+	KlockInodeSetxattr    *ebpf.Program `ebpf:"klock_inode_setxattr"`
+	KlockPathChmod        *ebpf.Program `ebpf:"klock_path_chmod"`
+	KlockPathChown        *ebpf.Program `ebpf:"klock_path_chown"`
+	KlockPathLink         *ebpf.Program `ebpf:"klock_path_link"`
+	KlockPathMkdir        *ebpf.Program `ebpf:"klock_path_mkdir"`
+	KlockPathMknod        *ebpf.Program `ebpf:"klock_path_mknod"`
+	KlockPathRename       *ebpf.Program `ebpf:"klock_path_rename"`
+	KlockPathRmdir        *ebpf.Program `ebpf:"klock_path_rmdir"`
+	KlockPathSymlink      *ebpf.Program `ebpf:"klock_path_symlink"`
+	KlockPathTruncate     *ebpf.Program `ebpf:"klock_path_truncate"`
+	KlockPathUnlink       *ebpf.Program `ebpf:"klock_path_unlink"`
+	KlockSocketConnect    *ebpf.Program `ebpf:"klock_socket_connect"`
 }
 
 func (p *lsmPrograms) Close() error {
 	return _LsmClose(
 		p.KlockBprmCheck,
 		p.KlockFileOpen,
+		p.KlockInodeRemovexattr,
+		p.KlockInodeSetattr,
+		p.KlockInodeSetxattr,
 		p.KlockPathChmod,
 		p.KlockPathChown,
 		p.KlockPathLink,
