@@ -22,9 +22,10 @@
 // the disk is then unknown until Open verifies the file again.
 //
 // By default "prev" hashes the whole previous line. WithLinker lets a chain
-// hash a part of it instead (the receipt log links over what each
-// signature covers, see package receipt); such a chain is verified with
-// VerifyWith and the same linker.
+// hash a part of each line instead (for example only what a line's
+// signature covers, so that signatures need not be made in chain order);
+// such a chain is verified with VerifyWith and the same linker. No klock
+// log uses a linker yet: the receipt log hashes whole lines.
 //
 // # Errors
 //
