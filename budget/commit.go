@@ -2,8 +2,9 @@ package budget
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+
+	"github.com/klocklabs/klock/receipt"
 )
 
 // submit runs one decision: through the group-commit queue, or in a
@@ -141,13 +142,18 @@ func (v *view) write() error {
 	if len(v.events) == 0 {
 		return nil
 	}
+	// Each receipt is canonicalized once, here: its canonical body is the
+	// event row and, after commit, what the emitter links and signs. Done
+	// before the transaction commits, so the receipt's content is fixed
+	// before any caller sees its decision (and can touch the *Receipt).
 	stmt := v.tx.Stmt(v.s.stmts.saveEvent)
 	for _, e := range v.events {
-		body, err := json.Marshal(e.r)
+		p, err := receipt.Prepare(e.r, v.s.log.Key())
 		if err != nil {
 			return err
 		}
-		if _, err := stmt.Exec(int64(e.id), body); err != nil {
+		e.p = p
+		if _, err := stmt.Exec(int64(e.id), p.Body()); err != nil {
 			return err
 		}
 	}

@@ -2,90 +2,61 @@ package budget
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/klocklabs/klock/receipt"
 )
 
-// Committed events become signed receipts in two stages, so that the chain
-// is not held back by work that does not depend on it: the preparer
-// canonicalizes a batch's receipts in parallel (receipt.Prepare), and the
-// signer links, signs and appends them one by one in ledger order, syncing
-// the chain once per batch. Batch N+1 is prepared while batch N is signed.
+// Committed events become signed receipts in ledger order on one emitter
+// goroutine. Their canonical bodies were made at commit (view.write); the
+// emitter takes every committed batch waiting for it, links and signs their
+// receipts, and appends them with one write and one fsync. When the
+// emitter falls behind, its rounds grow, so its fixed costs shrink per
+// receipt instead of piling up.
 
-type preparedBatch struct {
-	evs []*event
-	ps  []*receipt.Prepared
-	err error
-}
+// maxEmit bounds one emitter round (receipts), so a long backlog is still
+// made durable, and Flush answered, in steps.
+const maxEmit = 4096
 
 func (s *Store) emitter() {
 	defer s.wgEmit.Done()
-	signQ := make(chan preparedBatch, 64)
-	var signer sync.WaitGroup
-	signer.Add(1)
-	go func() {
-		defer signer.Done()
-		for b := range signQ {
-			s.signBatch(b)
-		}
-	}()
-	defer func() {
-		close(signQ)
-		signer.Wait()
-	}()
+	var evs []*event
 	for {
 		select {
-		case evs := <-s.emitQ:
-			signQ <- s.prepare(evs)
+		case b := <-s.emitQ:
+			evs = append(evs[:0], b...)
 		case <-s.stopEm:
 			// The committer has stopped; drain what it committed.
 			for {
 				select {
-				case evs := <-s.emitQ:
-					signQ <- s.prepare(evs)
+				case b := <-s.emitQ:
+					s.emit(b)
 				default:
 					return
 				}
 			}
 		}
-	}
-}
-
-func (s *Store) prepare(evs []*event) preparedBatch {
-	b := preparedBatch{evs: evs, ps: make([]*receipt.Prepared, len(evs))}
-	workers := min(runtime.GOMAXPROCS(0), (len(evs)+15)/16)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for w := 0; w < max(workers, 1); w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < len(evs); i += max(workers, 1) {
-				p, err := receipt.Prepare(evs[i].r, s.log.Key())
-				if err != nil {
-					mu.Lock()
-					b.err = err
-					mu.Unlock()
-					return
-				}
-				b.ps[i] = p
+	more:
+		for len(evs) < maxEmit {
+			select {
+			case b := <-s.emitQ:
+				evs = append(evs, b...)
+			default:
+				break more
 			}
-		}(w)
+		}
+		s.emit(evs)
 	}
-	wg.Wait()
-	return b
 }
 
-func (s *Store) signBatch(b preparedBatch) {
-	if s.broken() != nil {
+func (s *Store) emit(evs []*event) {
+	if len(evs) == 0 || s.broken() != nil {
 		return
 	}
-	err := b.err
-	for i := 0; err == nil && i < len(b.ps); i++ {
-		_, err = s.log.AppendPrepared(b.ps[i])
+	ps := make([]*receipt.Prepared, len(evs))
+	for i, e := range evs {
+		ps[i] = e.p
 	}
+	_, err := s.log.AppendBatch(ps)
 	if err == nil && s.cfg.sync {
 		err = s.log.Sync()
 	}
@@ -93,7 +64,7 @@ func (s *Store) signBatch(b preparedBatch) {
 	if err != nil {
 		s.emitErr = fmt.Errorf("%w: receipt log: %v; the ledger holds the decisions, restart klock to re-emit their receipts once the disk is writable", ErrLedger, err)
 	} else {
-		s.emitted = b.evs[len(b.evs)-1].id
+		s.emitted = evs[len(evs)-1].id
 	}
 	s.emitCnd.Broadcast()
 	s.emitMu.Unlock()

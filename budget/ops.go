@@ -45,6 +45,7 @@ type result struct {
 type event struct {
 	id uint64
 	r  *receipt.Receipt
+	p  *receipt.Prepared // r canonicalized at commit: the ledger's row and the chain's input
 }
 
 // view is one transaction's copy-on-write picture of the ledger: the ops of

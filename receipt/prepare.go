@@ -29,6 +29,12 @@ type Prepared struct {
 	at    int // where seq, prev and signature go
 }
 
+// Body is the canonical JSON of the receipt without its chain members (seq,
+// prev, signature): what the budget ledger stores for each event. It
+// decodes (json.Unmarshal) to the receipt it was prepared from. Callers must
+// not modify it.
+func (p *Prepared) Body() []byte { return p.canon }
+
 // Prepare canonicalizes r (with kernel_key set for priv) for AppendPrepared.
 func Prepare(r *Receipt, priv ed25519.PrivateKey) (*Prepared, error) {
 	c := *r

@@ -18,6 +18,13 @@ import (
 // ErrUnwritable means the audit log cannot be written: no call may proceed.
 var ErrUnwritable = errors.New("audit log unwritable")
 
+// Events of a record.
+const (
+	EventDecision = "decision" // a refusal or an idempotent replay: no dispatch
+	EventDispatch = "dispatch" // written and synced before the tool runs
+	EventResult   = "result"   // after the tool returned; synced lazily
+)
+
 // Record is one audit line. Seq and Prev are the chain's.
 type Record struct {
 	Seq        uint64            `json:"seq"`
@@ -85,15 +92,26 @@ func Open(path string, opts ...Option) (*Log, error) {
 	return &Log{w: w, now: o.now}, nil
 }
 
-// Append writes r as the next line; Seq, Prev and Time are filled in.
+// Append writes r as the next line; Seq, Prev and Time are filled in. It
+// returns once the record is on stable storage, except a "result" record,
+// which it returns once the record is in the file, leaving the fsync to the
+// next record (or to the chain writer within hashchain.DeferredSyncDelay):
+// see the package documentation for why that is enough. Concurrent appends
+// share fsyncs.
 func (l *Log) Append(r *Record) error {
-	_, err := l.w.Append(func(h hashchain.Head) ([]byte, error) {
+	build := func(h hashchain.Head) ([]byte, error) {
 		r.Seq, r.Prev = h.Next(), h.Hash
 		if r.Time == "" {
 			r.Time = l.now().UTC().Format(time.RFC3339Nano)
 		}
 		return json.Marshal(r)
-	})
+	}
+	var err error
+	if r.Event == EventResult {
+		_, err = l.w.AppendDeferred(build)
+	} else {
+		_, err = l.w.Append(build)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnwritable, err)
 	}

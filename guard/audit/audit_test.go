@@ -47,3 +47,31 @@ func TestUnwritableRefusesToOpen(t *testing.T) {
 		t.Fatalf("open under a file: %v", err)
 	}
 }
+
+// A result record is in the file when Append returns (the fsync may come
+// later), and the chain stays whole across dispatch/result pairs.
+func TestResultRecordWrittenOnReturn(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := l.Append(&Record{Event: EventDispatch, CallID: "c", Tool: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Append(&Record{Event: EventResult, CallID: "c", Tool: "t", Result: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(p)
+		if n := strings.Count(string(data), `"event":"result"`); n != i+1 {
+			t.Fatalf("after result %d the file holds %d result records", i+1, n)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Verify(p); err != nil || n != 6 {
+		t.Fatalf("verify: %d %v", n, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 )
 
 // ErrBroken is matched by every *BrokenError.
@@ -53,33 +54,86 @@ func Sum(line []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// ErrFailed is matched by the error of every append after a write or an
+// fsync of the chain failed: the file's tail is then unknown (Linux may
+// even drop the unsynced pages and forget the error), so nothing more is
+// appended until the chain is reopened, which verifies it and cuts any torn
+// tail.
+var ErrFailed = errors.New("chain writer failed earlier")
+
+// DeferredSyncDelay bounds how long a line appended with AppendDeferred
+// waits for a durable append to carry it to disk before the writer syncs it
+// on its own.
+const DeferredSyncDelay = 2 * time.Millisecond
+
 // Writer appends lines to one chain file. It is safe for concurrent use.
+//
+// Durable appends use group commit: an appender writes its line under the
+// lock, then waits until an fsync that started after its write has
+// finished. The first waiter to find no fsync running runs one (the
+// leader) for every line written so far; appenders that write meanwhile
+// wait for the leader to finish and the next leader syncs them all. Each
+// Append still returns only once its own line is on stable storage, but
+// concurrent appenders share fsyncs. Because the file is append-only and an
+// fsync covers everything written before it, a durable line implies every
+// earlier line is durable: a crash can only lose a suffix of the chain.
 type Writer struct {
-	mu   sync.Mutex
-	f    *os.File
-	head Head
-	sync bool
+	mu     sync.Mutex // guards everything below; released during fsync
+	cond   *sync.Cond // signalled when an fsync ends
+	f      *os.File
+	head   Head
+	sync   bool
+	linker Linker
+
+	durable  uint64 // every line up to this seq is on stable storage
+	syncing  bool   // a leader is in fsync
+	deferred bool   // a deferred sync is scheduled
+	closed   bool
+	err      error // sticky: a write or fsync failed
+
+	fsync func(*os.File) error // (*os.File).Sync; tests count and fail it
 }
 
 // Option configures Open.
 type Option func(*Writer)
 
 // WithoutSync skips the fsync after each append (tests and benchmarks; a
-// crash may then lose acknowledged lines).
+// crash may then lose acknowledged lines). Sync still syncs.
 func WithoutSync() Option { return func(w *Writer) { w.sync = false } }
+
+// Linker returns the bytes of a line that the next line's "prev" hashes.
+// The default (nil) is the whole line. A chain written with a linker must
+// be verified with the same linker (VerifyWith).
+type Linker func(line []byte) ([]byte, error)
+
+// WithLinker sets the chain's linker.
+func WithLinker(l Linker) Option { return func(w *Writer) { w.linker = l } }
+
+// digest is the hash the next line's prev must carry after line.
+func digest(l Linker, line []byte) (string, error) {
+	if l == nil {
+		return Sum(line), nil
+	}
+	part, err := l(line)
+	if err != nil {
+		return "", err
+	}
+	return Sum(part), nil
+}
 
 // Open opens (creating if needed, mode 0600) the chain at path, verifies it,
 // cuts off a torn last line and positions the head after the last line.
 func Open(path string, opts ...Option) (*Writer, error) {
-	w := &Writer{sync: true}
+	w := &Writer{sync: true, fsync: (*os.File).Sync}
 	for _, o := range opts {
 		o(w)
 	}
+	w.cond = sync.NewCond(&w.mu)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	head, good, err := scan(f, false, nil)
+	head, good, err := scan(f, false, w.linker, nil)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -92,7 +146,9 @@ func Open(path string, opts ...Option) (*Writer, error) {
 		f.Close()
 		return nil, err
 	}
-	w.f, w.head = f, head
+	// What was on disk before is treated as durable: it was fsynced by
+	// whoever acknowledged it, and a line that was not cannot be told apart.
+	w.f, w.head, w.durable = f, head, head.Seq
 	return w, nil
 }
 
@@ -104,41 +160,182 @@ func (w *Writer) Head() Head {
 }
 
 // Append builds the next line with build (given the head it must link to),
-// checks the link, writes it with a newline and (unless WithoutSync) fsyncs.
-// build runs under the writer's lock, so the head it sees is the one the
-// line is written after.
+// checks the link, writes it with a newline and (unless WithoutSync) waits
+// until it is on stable storage, sharing the fsync with concurrent
+// appenders. build runs under the writer's lock, so the head it sees is the
+// one the line is written after.
 func (w *Writer) Append(build func(Head) ([]byte, error)) (Head, error) {
+	return w.append(build, w.sync)
+}
+
+// AppendDeferred is Append without waiting for the fsync: it returns once
+// the line is written to the file (so a crash of this process does not lose
+// it; a crash of the machine may). The line becomes durable no later than
+// the next durable Append or Sync returns, and at most DeferredSyncDelay
+// plus one fsync after this call otherwise. If that fsync fails, every later
+// append fails (ErrFailed). Without WithoutSync nothing is synced, as with
+// Append.
+func (w *Writer) AppendDeferred(build func(Head) ([]byte, error)) (Head, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	line, err := build(w.head)
+	h, err := w.writeLocked(func(h Head) ([][]byte, error) {
+		line, err := build(h)
+		return [][]byte{line}, err
+	})
+	if err != nil || !w.sync || w.deferred {
+		return h, err
+	}
+	w.deferred = true
+	time.AfterFunc(DeferredSyncDelay, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.deferred = false
+		if !w.closed {
+			_ = w.syncLocked(w.head.Seq) // a failure is sticky: the next append reports it
+		}
+	})
+	return h, nil
+}
+
+// AppendAll appends several lines with one write (and, unless WithoutSync,
+// one wait for durability). build is given the head the first line links
+// to and returns the lines in order; each must link to the one before. It
+// runs under the writer's lock. Either every line is written or none is.
+func (w *Writer) AppendAll(build func(Head) ([][]byte, error)) (Head, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, err := w.writeLocked(build)
+	if err != nil || !w.sync {
+		return h, err
+	}
+	return h, w.syncLocked(h.Seq)
+}
+
+func (w *Writer) append(build func(Head) ([]byte, error), durable bool) (Head, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, err := w.writeLocked(func(h Head) ([][]byte, error) {
+		line, err := build(h)
+		return [][]byte{line}, err
+	})
+	if err != nil || !durable {
+		return h, err
+	}
+	return h, w.syncLocked(h.Seq)
+}
+
+// writeLocked builds, checks and writes lines. Caller holds w.mu.
+func (w *Writer) writeLocked(build func(Head) ([][]byte, error)) (Head, error) {
+	if err := w.usable(); err != nil {
+		return w.head, err
+	}
+	lines, err := build(w.head)
 	if err != nil {
 		return w.head, err
 	}
-	if bytes.IndexByte(line, '\n') >= 0 {
-		return w.head, fmt.Errorf("%w: line contains a newline", ErrNotLinked)
+	head := w.head
+	size := 0
+	for _, line := range lines {
+		size += len(line) + 1
 	}
-	if err := checkLink(line, w.head); err != nil {
-		return w.head, fmt.Errorf("%w: %s", ErrNotLinked, err)
+	buf := make([]byte, 0, size)
+	for _, line := range lines {
+		if bytes.IndexByte(line, '\n') >= 0 {
+			return w.head, fmt.Errorf("%w: line contains a newline", ErrNotLinked)
+		}
+		if err := checkLink(line, head); err != nil {
+			return w.head, fmt.Errorf("%w: %s", ErrNotLinked, err)
+		}
+		d, err := digest(w.linker, line)
+		if err != nil {
+			return w.head, fmt.Errorf("%w: %s", ErrNotLinked, err)
+		}
+		head = Head{Seq: head.Next(), Hash: d}
+		buf = append(append(buf, line...), '\n')
 	}
-	buf := make([]byte, 0, len(line)+1)
-	buf = append(append(buf, line...), '\n')
+	if len(buf) == 0 {
+		return w.head, nil
+	}
 	if _, err := w.f.Write(buf); err != nil {
+		// Part of buf may be in the file: stop here (Open cuts a torn tail).
+		w.err = err
 		return w.head, err
 	}
-	if w.sync {
-		if err := w.f.Sync(); err != nil {
-			return w.head, err
-		}
-	}
-	w.head = Head{Seq: w.head.Next(), Hash: Sum(line)}
-	return w.head, nil
+	w.head = head
+	return head, nil
 }
 
-// Close closes the file.
+func (w *Writer) usable() error {
+	switch {
+	case w.closed:
+		return fmt.Errorf("%w: closed", ErrFailed)
+	case w.err != nil:
+		return fmt.Errorf("%w: %v", ErrFailed, w.err)
+	}
+	return nil
+}
+
+// syncLocked returns once every line up to seq is on stable storage (or an
+// fsync failed). Caller holds w.mu; it is released while fsync runs.
+func (w *Writer) syncLocked(seq uint64) error {
+	for w.durable < seq {
+		if w.err != nil {
+			return fmt.Errorf("%w: %v", ErrFailed, w.err)
+		}
+		if w.syncing {
+			w.cond.Wait()
+			continue
+		}
+		// Lead: sync everything written so far, including lines other
+		// appenders wrote while the previous fsync ran.
+		target := w.head.Seq
+		w.syncing = true
+		w.mu.Unlock()
+		err := w.fsync(w.f)
+		w.mu.Lock()
+		w.syncing = false
+		if err != nil {
+			w.err = err
+		} else if target > w.durable {
+			w.durable = target
+		}
+		w.cond.Broadcast()
+	}
+	return nil
+}
+
+// Sync returns once every line appended so far is on stable storage; with
+// WithoutSync it is how a caller that batches appends makes a whole batch
+// durable with one fsync.
+func (w *Writer) Sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.usable(); err != nil {
+		return err
+	}
+	return w.syncLocked(w.head.Seq)
+}
+
+// Close syncs what deferred appends left unsynced (unless WithoutSync) and
+// closes the file.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.f.Close()
+	if w.closed {
+		return nil
+	}
+	var err error
+	if w.sync && w.err == nil {
+		err = w.syncLocked(w.head.Seq)
+	}
+	for w.syncing { // a leader still holds the file
+		w.cond.Wait()
+	}
+	w.closed = true
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Verify reads a whole chain and checks every link; check (may be nil) is
@@ -146,7 +343,12 @@ func (w *Writer) Close() error {
 // example on a bad signature. A torn last line is an error here: Verify is
 // for finished files; Open is what recovers from a crash.
 func Verify(r io.Reader, check func(seq uint64, line []byte) error) (Head, error) {
-	head, _, err := scan(r, true, check)
+	return VerifyWith(r, nil, check)
+}
+
+// VerifyWith is Verify for a chain written WithLinker(l).
+func VerifyWith(r io.Reader, l Linker, check func(seq uint64, line []byte) error) (Head, error) {
+	head, _, err := scan(r, true, l, check)
 	return head, err
 }
 
@@ -163,7 +365,7 @@ func VerifyFile(path string, check func(seq uint64, line []byte) error) (Head, e
 // scan walks r line by line. It returns the head after the last complete
 // line and that line's end offset. A final line without a newline is a torn
 // write: it is an error when strict, else (Open) it is dropped.
-func scan(r io.Reader, strict bool, check func(uint64, []byte) error) (Head, int64, error) {
+func scan(r io.Reader, strict bool, l Linker, check func(uint64, []byte) error) (Head, int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var head Head
 	var off int64
@@ -190,7 +392,11 @@ func scan(r io.Reader, strict bool, check func(uint64, []byte) error) (Head, int
 				return head, off, &BrokenError{Line: n, Reason: err.Error()}
 			}
 		}
-		head = Head{Seq: head.Next(), Hash: Sum(body)}
+		d, err := digest(l, body)
+		if err != nil {
+			return head, off, &BrokenError{Line: n, Reason: err.Error()}
+		}
+		head = Head{Seq: head.Next(), Hash: d}
 		off += int64(len(line))
 	}
 }
@@ -209,12 +415,4 @@ func checkLink(line []byte, head Head) error {
 		return fmt.Errorf("prev %.12s… does not match the previous line's hash %.12s…", *l.Prev, head.Hash)
 	}
 	return nil
-}
-
-// Sync flushes appended lines to stable storage; with WithoutSync it is how
-// a caller that batches appends makes a whole batch durable with one fsync.
-func (w *Writer) Sync() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.f.Sync()
 }
