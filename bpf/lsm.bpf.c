@@ -108,9 +108,19 @@ volatile const __u32 setattr_dentry_arg = 0;
 volatile const __u32 setxattr_dentry_arg = 1;
 volatile const __u32 removexattr_dentry_arg = 1;
 
+/* Repeats of allowed opens, counted in the kernel instead of reported:
+ * a program opening the same file a thousand times costs one record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct klsm_seen_key);
+	__type(value, __u64);
+} lsm_seen SEC(".maps");
+
 /* Force the generated Go types. */
 const struct klsm_event *unused_event __attribute__((unused));
 const struct klsm_rule *unused_rule __attribute__((unused));
+const struct klsm_seen_key *unused_seen __attribute__((unused));
 
 static __always_inline struct klsm_session *armed(void)
 {
@@ -226,6 +236,8 @@ static __always_inline struct klsm_event *begin(__u32 op, __u32 flags)
 	e->flags = flags;
 	e->need1 = e->have1 = e->need2 = e->have2 = 0;
 	e->len1 = e->len2 = 0;
+	e->dent = e->ino = 0;
+	e->gen = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	return e;
 }
@@ -282,14 +294,36 @@ static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, s
 		if (e)
 			e->flags |= LSM_E_OWNED;
 	}
+	int deny = !n || (need & ~have);
+	if (!deny && op == LSM_OP_OPEN && e && !(flags & LSM_E_QUIET_OK)) {
+		struct inode *i = BPF_CORE_READ(d, d_inode);
+		struct klsm_seen_key sk = {.cgid = e->cgid, .dent = (__u64)d, .op = op, .need = need};
+		if (i) {
+			sk.ino = BPF_CORE_READ(i, i_ino);
+			sk.gen = BPF_CORE_READ(i, i_generation);
+		}
+		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
+		if (cnt) {
+			__sync_fetch_and_add(cnt, 1);
+			return 0;
+		}
+		__u64 one = 1;
+		/* A full table: report every open (exact counts either way). */
+		if (!bpf_map_update_elem(&lsm_seen, &sk, &one, BPF_NOEXIST)) {
+			e->flags |= LSM_E_COUNTED;
+			e->dent = sk.dent;
+			e->ino = sk.ino;
+			e->gen = sk.gen;
+		}
+	}
 	if (!e)
-		return finish(s, NULL, !n || (need & ~have));
+		return finish(s, NULL, deny);
 	e->need1 = need;
 	e->have1 = have;
 	e->len1 = n;
 	if (!n)
 		e->flags |= LSM_E_NOPATH1;
-	return finish(s, e, !n || (need & ~have));
+	return finish(s, e, deny);
 }
 
 /* check2: two objects (link, rename). content: the first name must not

@@ -601,6 +601,27 @@ static __always_inline int is_sock_err(long ret)
 	return ret == -EBADF || ret == -ENOTSOCK;
 }
 
+/* residual_nr: the syscalls observe.Residuals() still reports. */
+static __always_inline int residual_nr(long nr)
+{
+	switch (nr) {
+	case NR_connect:
+	case NR_sendto:
+	case NR_sendmsg:
+	case NR_sendmmsg:
+	case NR_bind:
+	case NR_listen:
+	case NR_socket:
+	case NR_io_uring_setup:
+	case NR_io_uring_enter:
+	case NR_io_uring_register:
+	case NR_execve:
+	case NR_execveat:
+		return 1;
+	}
+	return 0;
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 {
@@ -622,6 +643,11 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 #endif
+
+	/* A session whose file operations bpf-lsm decides (ops mask set)
+	 * needs only these syscalls' records: return before any decoding. */
+	if (s->ops && !residual_nr(nr))
+		return 0;
 
 	switch (nr) {
 	/* ---- open ---- */

@@ -100,6 +100,9 @@ enum lsm_event_flags {
 	LSM_E_CREATED = 1 << 6,  /* open created the file */
 	LSM_E_TMPFILE = 1 << 7,  /* O_TMPFILE: path1 is the directory */
 	LSM_E_OWNED = 1 << 8,    /* path1 is a file the session created */
+	/* An allowed open reported once: its repeats are counted in lsm_seen
+	 * under (cgid, dent, ino, gen, op, need) and collected at the end. */
+	LSM_E_COUNTED = 1 << 9,
 };
 
 #define LSM_PATH_MAX 4096
@@ -118,7 +121,24 @@ struct klsm_event {
 	__u32 len2;
 	__u32 pad;
 	char comm[16];
+	__u64 dent; /* with LSM_E_COUNTED: the lsm_seen key's object */
+	__u64 ino;
+	__u32 gen;
+	__u32 pad2;
 	char data[2 * LSM_PATH_MAX];
+};
+
+/* The identity of a reported, allowed open (see LSM_E_COUNTED): the dentry
+ * names the path, the inode number and generation make a recycled dentry
+ * address harmless. */
+struct klsm_seen_key {
+	__u64 cgid;
+	__u64 dent;
+	__u64 ino;
+	__u32 gen;
+	__u16 op;
+	__u8 need;
+	__u8 pad;
 };
 
 #endif

@@ -107,7 +107,7 @@ func (e *Engine) Observe(ev event.Event) Verdict {
 	if ev.Time.IsZero() {
 		ev.Time = e.now()
 	}
-	e.events++
+	e.events += 1 + ev.Repeat
 	v := e.decide(ev, ev.Triple)
 	// An exec's Extra is the CONSUMES FILE of its binary; the ruleset
 	// grants reading whatever a PROC intent lets run (policy.Compile).
@@ -132,7 +132,7 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 	switch {
 	case d.Allowed:
 		i := e.index[d.Intent]
-		e.uses[i]++
+		e.uses[i] += 1 + ev.Repeat
 		o.Intent, v.Intent = i, d.Intent
 		return v
 	case e.create.allows(t):
@@ -198,7 +198,7 @@ func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {
 		o = &Observation{Triple: t, First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall, Source: ev.Source, Intent: -1}
 		e.obs[t] = o
 	}
-	o.Count++
+	o.Count += 1 + ev.Repeat
 	o.Last = ev.Time
 	if ev.Blocked {
 		o.Blocked++

@@ -339,3 +339,18 @@ func TestExecCoversReadOfItsBinary(t *testing.T) {
 		t.Fatalf("observed %d, git uses %d", len(r.Observed), r.Uses[4])
 	}
 }
+
+// A backend's count of unreported repeats (event.Repeat) adds to the
+// triple's count and to its intent's uses, as if each had been reported.
+func TestObserveCountsRepeats(t *testing.T) {
+	rs := compile(t, manifest(t, "strict", "none", "CONSUMES FILE:/w/**"))
+	e := New(rs, policy.ModeStrict)
+	ev := event.Event{Triple: policy.FileTriple(policy.Consumes, "/w/a"), Repeat: 4}
+	if v := e.Observe(ev); v.Action != ActionAllow {
+		t.Fatalf("verdict %+v", v)
+	}
+	r := e.Records()
+	if len(r.Observed) != 1 || r.Observed[0].Count != 5 {
+		t.Fatalf("observed %+v, want one triple counted 5 times", r.Observed)
+	}
+}

@@ -38,6 +38,7 @@ const (
 	fExchange = 1 << 5
 	fCreated  = 1 << 6
 	fTmpfile  = 1 << 7
+	fCounted  = 1 << 9
 )
 
 // hooks names each operation by its LSM hook, as the log shows it (and as
@@ -59,15 +60,24 @@ func cstr(b []byte) string {
 	return string(b)
 }
 
-// decode turns one ring-buffer record into an event.
-func decode(b []byte) (event.Event, bool) {
+// seenKey mirrors struct klsm_seen_key without the cgroup id.
+type seenKey struct {
+	dent, ino uint64
+	gen       uint32
+	op        uint16
+	need      uint8
+}
+
+// decode turns one ring-buffer record into an event, and for a counted
+// open (fCounted) the key its repeats are counted under.
+func decode(b []byte) (event.Event, *seenKey, bool) {
 	le := binary.LittleEndian
 	op := le.Uint32(b[24:])
 	flags := le.Uint32(b[28:])
 	need1 := b[32]
 	len1, len2 := le.Uint32(b[36:]), le.Uint32(b[40:])
 	if op == 0 || int(op) >= len(hooks) || hdrSize+uint64(len1)+uint64(len2) > uint64(len(b)) {
-		return event.Event{}, false
+		return event.Event{}, nil, false
 	}
 	p1 := event.SessionProc(cstr(b[hdrSize : hdrSize+len1]))
 	p2 := event.SessionProc(cstr(b[hdrSize+len1 : hdrSize+len1+len2]))
@@ -127,5 +137,8 @@ func decode(b []byte) (event.Event, bool) {
 			ev.Extra = file(policy.Provides, p2)
 		}
 	}
-	return ev, true
+	if flags&fCounted != 0 {
+		return ev, &seenKey{dent: le.Uint64(b[64:]), ino: le.Uint64(b[72:]), gen: le.Uint32(b[80:]), op: uint16(op), need: need1}, true
+	}
+	return ev, nil, true
 }

@@ -269,4 +269,18 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 	if ev := seen["CONSUMES FILE:"+w("work", "ro.txt")]; ev.Blocked {
 		t.Errorf("allowed read reported blocked: %+v", ev)
 	}
+	// ro.txt was opened for reading twice (read, then through io_uring):
+	// one record, and the kernel counted the other.
+	for !l.Idle() {
+		time.Sleep(time.Millisecond)
+	}
+	var repeats uint64
+	for _, ev := range s.Repeats() {
+		if ev.Triple.String() == "CONSUMES FILE:"+w("work", "ro.txt") {
+			repeats += ev.Repeat
+		}
+	}
+	if repeats != 1 {
+		t.Errorf("repeats counted for the ro.txt reads = %d, want 1", repeats)
+	}
 }

@@ -142,8 +142,35 @@ type Session struct {
 	once      sync.Once
 	closeErr  error
 	lostSeen  uint64
-	mu        sync.Mutex // guards sess/entries on Update
+	mu        sync.Mutex // guards sess/entries on Update, and counted
 	delivered uint64
+	// counted: the reported first of each open whose repeats the kernel
+	// counts (Repeats turns the counts into events).
+	counted map[seenKey]event.Event
+}
+
+// Repeats returns, for every open the kernel counted instead of
+// reporting again, its first event with Repeat set to the number of
+// unreported repeats. Call it once the agent has exited and Idle is true.
+func (s *Session) Repeats() []event.Event {
+	var k lsmKlsmSeenKey
+	var n uint64
+	var out []event.Event
+	it := s.l.objs.LsmSeen.Iterate()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for it.Next(&k, &n) {
+		if k.Cgid != s.cgid || n < 2 {
+			continue
+		}
+		ev, ok := s.counted[seenKey{dent: k.Dent, ino: k.Ino, gen: k.Gen, op: k.Op, need: k.Need}]
+		if !ok {
+			continue // its first record was lost, and counted as lost
+		}
+		ev.Repeat = n - 1
+		out = append(out, ev)
+	}
+	return out
 }
 
 // Attach gives cgroup cgid the ruleset's rules. The session is armed at
@@ -163,7 +190,8 @@ func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset) (*Session, error) {
 		return nil, fmt.Errorf("%w: cgroup %d already has a session", ErrAttach, cgid)
 	}
 	l.nextSess++
-	s := &Session{l: l, cgid: cgid, sess: l.nextSess, events: make(chan event.Event, EventBuffer), lost: make(chan event.Lost, 16)}
+	s := &Session{l: l, cgid: cgid, sess: l.nextSess, events: make(chan event.Event, EventBuffer), lost: make(chan event.Lost, 16),
+		counted: map[seenKey]event.Event{}}
 	l.sessions[cgid] = s
 	l.mu.Unlock()
 	if err := l.writeRules(s.sess, entries); err != nil {
@@ -267,7 +295,7 @@ func (s *Session) Close() error {
 		s.mu.Lock()
 		errs = append(errs, l.deleteRules(s.sess, s.entries))
 		s.mu.Unlock()
-		errs = append(errs, l.forgetCreated(s.cgid))
+		errs = append(errs, l.forgetCreated(s.cgid), l.forgetSeen(s.cgid))
 		l.mu.Lock()
 		delete(l.sessions, s.cgid)
 		l.mu.Unlock()
@@ -292,8 +320,24 @@ func (l *LSM) forgetCreated(cgid uint64) error {
 	return it.Err()
 }
 
+func (l *LSM) forgetSeen(cgid uint64) error {
+	var k lsmKlsmSeenKey
+	var n uint64
+	var drop []lsmKlsmSeenKey
+	it := l.objs.LsmSeen.Iterate()
+	for it.Next(&k, &n) {
+		if k.Cgid == cgid {
+			drop = append(drop, k)
+		}
+	}
+	for _, k := range drop {
+		l.objs.LsmSeen.Delete(k)
+	}
+	return it.Err()
+}
+
 // hdrSize is offsetof(struct klsm_event, data).
-const hdrSize = 64
+const hdrSize = 88
 
 func (l *LSM) readLoop() {
 	defer l.wg.Done()
@@ -342,10 +386,15 @@ func (l *LSM) deliver(b []byte) {
 		if s == nil {
 			return
 		}
-		ev, ok := decode(b)
+		ev, key, ok := decode(b)
 		if !ok {
 			s.lost <- event.Lost{Time: time.Now(), Count: 1}
 			return
+		}
+		if key != nil {
+			s.mu.Lock()
+			s.counted[*key] = ev
+			s.mu.Unlock()
 		}
 		s.events <- ev
 	}

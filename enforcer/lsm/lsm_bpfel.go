@@ -37,6 +37,10 @@ type lsmKlsmEvent struct {
 	Len2  uint32
 	Pad   uint32
 	Comm  [16]int8
+	Dent  uint64
+	Ino   uint64
+	Gen   uint32
+	Pad2  uint32
 	Data  [8192]int8
 }
 
@@ -69,6 +73,17 @@ type lsmKlsmSbkey struct {
 	Sb   uint64
 }
 
+type lsmKlsmSeenKey struct {
+	_    structs.HostLayout
+	Cgid uint64
+	Dent uint64
+	Ino  uint64
+	Gen  uint32
+	Op   uint16
+	Need uint8
+	Pad  uint8
+}
+
 type lsmKlsmSession struct {
 	_     structs.HostLayout
 	Sess  uint32
@@ -94,6 +109,7 @@ const (
 	lsmMapLsmKeybuf              = "lsm_keybuf"
 	lsmMapLsmMnts                = "lsm_mnts"
 	lsmMapLsmRules               = "lsm_rules"
+	lsmMapLsmSeen                = "lsm_seen"
 	lsmMapLsmSessions            = "lsm_sessions"
 	lsmProgKlockBprmCheck        = "klock_bprm_check"
 	lsmProgKlockFileOpen         = "klock_file_open"
@@ -116,6 +132,7 @@ const (
 	lsmVarSetxattrDentryArg      = "setxattr_dentry_arg"
 	lsmVarUnusedEvent            = "unused_event"
 	lsmVarUnusedRule             = "unused_rule"
+	lsmVarUnusedSeen             = "unused_seen"
 )
 
 // loadLsm returns the embedded CollectionSpec for lsm.
@@ -189,6 +206,7 @@ type lsmMapSpecs struct {
 	LsmKeybuf   *ebpf.MapSpec `ebpf:"lsm_keybuf"`
 	LsmMnts     *ebpf.MapSpec `ebpf:"lsm_mnts"`
 	LsmRules    *ebpf.MapSpec `ebpf:"lsm_rules"`
+	LsmSeen     *ebpf.MapSpec `ebpf:"lsm_seen"`
 	LsmSessions *ebpf.MapSpec `ebpf:"lsm_sessions"`
 }
 
@@ -201,6 +219,7 @@ type lsmVariableSpecs struct {
 	SetxattrDentryArg    *ebpf.VariableSpec `ebpf:"setxattr_dentry_arg"`
 	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedRule           *ebpf.VariableSpec `ebpf:"unused_rule"`
+	UnusedSeen           *ebpf.VariableSpec `ebpf:"unused_seen"`
 }
 
 // lsmObjects contains all objects after they have been loaded into the kernel.
@@ -230,6 +249,7 @@ type lsmMaps struct {
 	LsmKeybuf   *ebpf.Map `ebpf:"lsm_keybuf"`
 	LsmMnts     *ebpf.Map `ebpf:"lsm_mnts"`
 	LsmRules    *ebpf.Map `ebpf:"lsm_rules"`
+	LsmSeen     *ebpf.Map `ebpf:"lsm_seen"`
 	LsmSessions *ebpf.Map `ebpf:"lsm_sessions"`
 }
 
@@ -242,6 +262,7 @@ func (m *lsmMaps) Close() error {
 		m.LsmKeybuf,
 		m.LsmMnts,
 		m.LsmRules,
+		m.LsmSeen,
 		m.LsmSessions,
 	)
 }
@@ -255,6 +276,7 @@ type lsmVariables struct {
 	SetxattrDentryArg    *ebpf.Variable `ebpf:"setxattr_dentry_arg"`
 	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
 	UnusedRule           *ebpf.Variable `ebpf:"unused_rule"`
+	UnusedSeen           *ebpf.Variable `ebpf:"unused_seen"`
 }
 
 // lsmPrograms contains all programs after they have been loaded into the kernel.

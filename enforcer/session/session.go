@@ -341,6 +341,10 @@ func (s *running) drainLSM() {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// Opens the kernel counted instead of reporting again.
+	for _, ev := range s.be.lsms.Repeats() {
+		s.act(s.eng.Observe(ev))
+	}
 	s.be.lsms.Sync()
 	for {
 		select {
