@@ -3,6 +3,8 @@
 package observe
 
 import (
+	"golang.org/x/sys/unix"
+
 	"context"
 	"errors"
 	"fmt"
@@ -148,6 +150,10 @@ type Watch struct {
 	closed      bool
 	pendingLost uint64 // reader goroutine only (under o.mu)
 	kernelLost  uint64 // last per-session kernel counter seen
+	// seeds are KnownDirs by inode; seeded is the resolver generation they
+	// were last put in (the reader re-seeds after a forget).
+	seeds  map[ident]string
+	seeded uint64
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -332,7 +338,13 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	if err := o.objs.Watched.Update(cgroupID, &s, ebpf.UpdateNoExist); err != nil {
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, ch: make(chan Record, o.opts.Buffer)}
+	w := &Watch{o: o, id: cgroupID, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}}
+	for _, d := range wo.dirs {
+		var st unix.Stat_t
+		if unix.Stat(d, &st) == nil {
+			w.seeds[statIdent(&st)] = d
+		}
+	}
 	o.watches[cgroupID] = w
 	return w, nil
 }
@@ -487,6 +499,12 @@ func (o *Observer) dispatch(r *raw) {
 	}
 	if o.forget.Swap(false) {
 		o.res.forget()
+	}
+	if w.seeded != o.res.gen+1 {
+		for id, p := range w.seeds {
+			o.res.remember(id, p)
+		}
+		w.seeded = o.res.gen + 1
 	}
 	o.translate(r, func(rec Record) {
 		o.mu.Lock()

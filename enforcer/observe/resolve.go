@@ -83,6 +83,8 @@ type resolver struct {
 	// closes at once); the inode then still names the file, and a stat of
 	// the remembered path proves it still leads there.
 	names map[ident]string
+	// gen counts forgets (watches re-seed their KnownDirs after one).
+	gen uint64
 }
 
 const maxNameCache = 1 << 16
@@ -139,6 +141,7 @@ func newResolver() *resolver {
 
 // forget drops every cache keyed by inode or pid (see Observer.forget).
 func (rv *resolver) forget() {
+	rv.gen++
 	clear(rv.dirs)
 	clear(rv.parent)
 	clear(rv.objs)
@@ -222,6 +225,7 @@ func (rv *resolver) base(pid uint32, dirfd int32, want ident, have bool) (string
 func (rv *resolver) remember(id ident, p string) {
 	if len(rv.dirs) >= maxDirCache {
 		clear(rv.dirs)
+		rv.gen++ // seeds went too
 	}
 	rv.dirs[id] = p
 }

@@ -67,7 +67,7 @@ func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared
 // attach loads (or takes from shared, when not nil) and attaches the
 // observation and network backends to g, refusing (ErrDegraded) what the
 // mode relies on unless allowDegraded.
-func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, allowDegraded bool, log *slog.Logger) (*backends, error) {
+func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, dirs []string, allowDegraded bool, log *slog.Logger) (*backends, error) {
 	b := &backends{}
 	degrade := func(what, lost, fix string, err error) error {
 		if !allowDegraded {
@@ -81,7 +81,7 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend,
 	if err := b.attachLSM(g, rs, shared, choice); err != nil {
 		return nil, err
 	}
-	var watchOpts []observe.WatchOption
+	watchOpts := []observe.WatchOption{observe.KnownDirs(dirs...)}
 	if b.lsms != nil {
 		watchOpts = append(watchOpts, observe.Residuals())
 	}

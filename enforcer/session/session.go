@@ -78,7 +78,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if choice == "" {
 		choice = BackendAuto
 	}
-	be, err := attach(g, rs, o.Backends, choice, o.AllowDegraded, log)
+	startDir := o.Dir
+	if startDir == "" {
+		startDir = m.Workdir
+	}
+	be, err := attach(g, rs, o.Backends, choice, []string{startDir}, o.AllowDegraded, log)
 	if err != nil {
 		return nil, err
 	}
