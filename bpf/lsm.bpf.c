@@ -236,8 +236,7 @@ static __always_inline struct klsm_event *begin(__u32 op, __u32 flags)
 	e->flags = flags;
 	e->need1 = e->have1 = e->need2 = e->have2 = 0;
 	e->len1 = e->len2 = 0;
-	e->dent = e->ino = 0;
-	e->gen = 0;
+	__builtin_memset(&e->key, 0, sizeof(e->key));
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	return e;
 }
@@ -281,6 +280,23 @@ static __always_inline int owned(struct dentry *d)
 	return bpf_map_lookup_elem(&lsm_created, &k) != NULL;
 }
 
+static __always_inline void seen_key(struct klsm_seen_key *sk, struct klsm_session *s, struct dentry *d, struct vfsmount *vm,
+				     __u32 op, __u8 need)
+{
+	struct inode *i = BPF_CORE_READ(d, d_inode);
+	sk->cgid = bpf_get_current_cgroup_id();
+	sk->dent = (__u64)d;
+	sk->mnt = (__u64)vm;
+	sk->sess = s->sess;
+	sk->rgen = s->rgen;
+	sk->op = op;
+	sk->need = need;
+	if (i) {
+		sk->ino = BPF_CORE_READ(i, i_ino);
+		sk->gen = BPF_CORE_READ(i, i_generation);
+	}
+}
+
 static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, struct dentry *d, struct vfsmount *vm, int linked, __u32 flags)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
@@ -295,25 +311,14 @@ static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, s
 			e->flags |= LSM_E_OWNED;
 	}
 	int deny = !n || (need & ~have);
-	if (!deny && op == LSM_OP_OPEN && e && !(flags & LSM_E_QUIET_OK)) {
-		struct inode *i = BPF_CORE_READ(d, d_inode);
-		struct klsm_seen_key sk = {.cgid = e->cgid, .dent = (__u64)d, .op = op, .need = need};
-		if (i) {
-			sk.ino = BPF_CORE_READ(i, i_ino);
-			sk.gen = BPF_CORE_READ(i, i_generation);
-		}
-		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
-		if (cnt) {
-			__sync_fetch_and_add(cnt, 1);
-			return 0;
-		}
+	if (!deny && op == LSM_OP_OPEN && e && !(flags & (LSM_E_QUIET_OK | LSM_E_TMPFILE))) {
+		struct klsm_seen_key sk = {};
+		seen_key(&sk, s, d, vm, op, need);
 		__u64 one = 1;
 		/* A full table: report every open (exact counts either way). */
 		if (!bpf_map_update_elem(&lsm_seen, &sk, &one, BPF_NOEXIST)) {
 			e->flags |= LSM_E_COUNTED;
-			e->dent = sk.dent;
-			e->ino = sk.ino;
-			e->gen = sk.gen;
+			e->key = sk;
 		}
 	}
 	if (!e)
@@ -391,7 +396,18 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 			need = LSM_MUTATES;
 		}
 	}
-	int r = check1(s, LSM_OP_OPEN, need, d, BPF_CORE_READ(file, f_path.mnt), 1, flags);
+	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
+	if (!(flags & (LSM_E_QUIET_OK | LSM_E_TMPFILE | LSM_E_CREATED))) {
+		/* Allowed before with the same name, rules and renames: count it. */
+		struct klsm_seen_key sk = {};
+		seen_key(&sk, s, d, vm, LSM_OP_OPEN, need);
+		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
+		if (cnt) {
+			__sync_fetch_and_add(cnt, 1);
+			return 0;
+		}
+	}
+	int r = check1(s, LSM_OP_OPEN, need, d, vm, 1, flags);
 	if (r == 0 && (flags & LSM_E_CREATED)) {
 		struct klsm_created k = {};
 		__u8 one = 1;
@@ -531,7 +547,11 @@ int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_d
 		ef = LSM_E_REPLACES;
 		need2 = LSM_MUTATES;
 	}
-	return check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), 0);
+	int r = check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), 0);
+	if (r == 0)
+		/* Paths below a renamed directory changed: cached decisions go. */
+		__sync_fetch_and_add(&s->rgen, 1);
+	return r;
 }
 
 #define AF_UNIX 1
@@ -590,7 +610,7 @@ static __always_inline struct vfsmount *guess_mnt(struct task_struct *t, struct 
 	return NULL;
 }
 
-static __always_inline int check_dentry(struct klsm_session *s, __u32 op, struct dentry *d)
+static __always_inline int check_dentry_op(struct klsm_session *s, __u32 op, __u8 need, struct dentry *d)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct vfsmount *vm = guess_mnt(t, d);
@@ -598,10 +618,15 @@ static __always_inline int check_dentry(struct klsm_session *s, __u32 op, struct
 		/* No mount to name it through: refuse (fail closed). */
 		struct klsm_event *e = begin(op, LSM_E_NOPATH1);
 		if (e)
-			e->need1 = LSM_MUTATES;
+			e->need1 = need;
 		return finish(s, e, 1);
 	}
-	return check1(s, op, LSM_MUTATES, d, vm, 1, 0);
+	return check1(s, op, need, d, vm, 1, 0);
+}
+
+static __always_inline int check_dentry(struct klsm_session *s, __u32 op, struct dentry *d)
+{
+	return check_dentry_op(s, op, LSM_MUTATES, d);
 }
 
 /* Time changes (utimes, touch) have no path hook. chmod, chown and
@@ -648,4 +673,36 @@ int klock_inode_removexattr(unsigned long long *ctx)
 	asm volatile("" : "+r"(a0), "+r"(a1));
 	struct dentry *d = (struct dentry *)(removexattr_dentry_arg ? a1 : a0);
 	return check_dentry(s, LSM_OP_XATTR, d);
+}
+
+/* A connect to (or datagram for) a socket with a file-system name is
+ * CONSUMES of that file, as the tracepoint backend names it: the kernel
+ * found the listener by its path, which the walk names. */
+static __always_inline int check_unix_peer(struct klsm_session *s, struct sock *other)
+{
+	struct unix_sock *u = (struct unix_sock *)other;
+	struct dentry *d = BPF_CORE_READ(u, path.dentry);
+	if (!d)
+		return 0; /* abstract or unnamed: socket_connect decided it */
+	/* The peer's own mount is in its binder's mount namespace; the agent
+	 * reached the same dentry through one of its own mounts. */
+	return check_dentry_op(s, LSM_OP_CONNECT_UNIX, LSM_CONSUMES, d);
+}
+
+SEC("lsm/unix_stream_connect")
+int BPF_PROG(klock_unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check_unix_peer(s, other);
+}
+
+SEC("lsm/unix_may_send")
+int BPF_PROG(klock_unix_may_send, struct socket *sock, struct socket *other, int ret)
+{
+	struct klsm_session *s;
+	if (ret || !(s = armed()))
+		return ret;
+	return check_unix_peer(s, BPF_CORE_READ(other, sk));
 }

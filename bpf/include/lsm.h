@@ -41,6 +41,7 @@ enum lsm_op {
 	LSM_OP_CONNECT_ABSTRACT, /* path1 = "@name": an abstract AF_UNIX address */
 	LSM_OP_SETATTR,          /* times (utimes, touch): the other attributes have path hooks */
 	LSM_OP_XATTR,            /* setxattr, removexattr */
+	LSM_OP_CONNECT_UNIX,     /* path1 = the socket file a stream connect or datagram send reaches */
 };
 
 /* Session states: until the agent's own exec, the session's first process
@@ -53,6 +54,8 @@ struct klsm_session {
 	__u32 execs;  /* first-round bprm checks seen while arming */
 	__u32 flags;  /* reserved */
 	__u64 lost;   /* records the ring buffer could not take */
+	__u32 rgen;   /* renames so far: a renamed directory changes paths below it */
+	__u32 pad;
 };
 
 struct klsm_key {
@@ -107,6 +110,25 @@ enum lsm_event_flags {
 
 #define LSM_PATH_MAX 4096
 
+/* The identity of a reported, allowed open (see LSM_E_COUNTED), and the
+ * kernel's decision cache: the dentry and mount name the path as long as
+ * nothing was renamed (rgen) and the rules did not change (sess); the inode
+ * number and generation make a recycled dentry address harmless. A repeat
+ * with the same key is allowed and counted without a walk or a lookup. */
+struct klsm_seen_key {
+	__u64 cgid;
+	__u64 dent;
+	__u64 mnt;
+	__u64 ino;
+	__u32 gen;
+	__u32 sess; /* the rules it was allowed by */
+	__u32 rgen; /* the renames it was allowed after */
+	__u16 op;
+	__u8 need;
+	__u8 pad;
+};
+
+
 /* One hook decision. data holds path1 (len1 bytes with its NUL) then
  * path2 (len2 bytes); only header + len1 + len2 bytes are sent. */
 struct klsm_event {
@@ -121,24 +143,9 @@ struct klsm_event {
 	__u32 len2;
 	__u32 pad;
 	char comm[16];
-	__u64 dent; /* with LSM_E_COUNTED: the lsm_seen key's object */
-	__u64 ino;
-	__u32 gen;
-	__u32 pad2;
+	struct klsm_seen_key key; /* with LSM_E_COUNTED: where its repeats are counted */
 	char data[2 * LSM_PATH_MAX];
 };
 
-/* The identity of a reported, allowed open (see LSM_E_COUNTED): the dentry
- * names the path, the inode number and generation make a recycled dentry
- * address harmless. */
-struct klsm_seen_key {
-	__u64 cgid;
-	__u64 dent;
-	__u64 ino;
-	__u32 gen;
-	__u16 op;
-	__u8 need;
-	__u8 pad;
-};
 
 #endif

@@ -28,6 +28,7 @@ const (
 	opConnectAbstract
 	opSetattr
 	opXattr
+	opConnectUnix
 )
 
 const (
@@ -46,7 +47,7 @@ const (
 var hooks = [...]string{opOpen: "file_open", opExec: "bprm_check_security", opMknod: "path_mknod", opMkdir: "path_mkdir",
 	opSymlink: "path_symlink", opLink: "path_link", opUnlink: "path_unlink", opRmdir: "path_rmdir", opRename: "path_rename",
 	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown", opConnectAbstract: "socket_connect",
-	opSetattr: "inode_setattr", opXattr: "inode_setxattr"}
+	opSetattr: "inode_setattr", opXattr: "inode_setxattr", opConnectUnix: "unix_stream_connect"}
 
 // Unnamed stands for an object the kernel could not name for the task
 // (deleted, O_TMPFILE, outside its root); no rule covers it, so it is
@@ -62,10 +63,17 @@ func cstr(b []byte) string {
 
 // seenKey mirrors struct klsm_seen_key without the cgroup id.
 type seenKey struct {
-	dent, ino uint64
-	gen       uint32
-	op        uint16
-	need      uint8
+	dent, mnt, ino  uint64
+	gen, sess, rgen uint32
+	op              uint16
+	need            uint8
+}
+
+// keyAt reads a struct klsm_seen_key (minus its cgroup id) at b[0:].
+func keyAt(b []byte) seenKey {
+	le := binary.LittleEndian
+	return seenKey{dent: le.Uint64(b[8:]), mnt: le.Uint64(b[16:]), ino: le.Uint64(b[24:]),
+		gen: le.Uint32(b[32:]), sess: le.Uint32(b[36:]), rgen: le.Uint32(b[40:]), op: le.Uint16(b[44:]), need: b[46]}
 }
 
 // decode turns one ring-buffer record into an event, and for a counted
@@ -121,6 +129,8 @@ func decode(b []byte) (event.Event, *seenKey, bool) {
 		ev.Triple = file(policy.Provides, p1)
 	case opUnlink, opRmdir:
 		ev.Triple = file(policy.Deletes, p1)
+	case opConnectUnix:
+		ev.Triple = file(policy.Consumes, p1)
 	case opTruncate, opChmod, opChown, opSetattr, opXattr:
 		ev.Triple = file(policy.Mutates, p1)
 	case opLink:
@@ -138,7 +148,8 @@ func decode(b []byte) (event.Event, *seenKey, bool) {
 		}
 	}
 	if flags&fCounted != 0 {
-		return ev, &seenKey{dent: le.Uint64(b[64:]), ino: le.Uint64(b[72:]), gen: le.Uint32(b[80:]), op: uint16(op), need: need1}, true
+		k := keyAt(b[64:])
+		return ev, &k, true
 	}
 	return ev, nil, true
 }

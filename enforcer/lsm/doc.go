@@ -23,12 +23,12 @@
 // Time and xattr changes reach only inode_* hooks, which name a dentry
 // but no mount: the mount is the one the session last reached that file
 // system through (else its cwd's or root's); a dentry not below it has no
-// name and is refused. An abstract AF_UNIX connect is always refused
-// (socket_connect): nothing can declare one.
+// name and is refused. An AF_UNIX connect or datagram to a socket file is
+// CONSUMES of that file (unix_stream_connect, unix_may_send); to an abstract
+// name it is always refused (socket_connect): nothing can declare one.
 //
 // Not covered here, by design: IP network operations (enforcer/netguard's
-// cgroup programs wall them for both backends) and AF_UNIX connects to a
-// path, which the session leaves to the tracepoint observer's detection.
+// cgroup programs wall them for both backends).
 //
 // # Errors
 //

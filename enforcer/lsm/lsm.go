@@ -77,7 +77,7 @@ func Load() (*LSM, error) {
 	for _, prog := range []*ebpf.Program{p.KlockFileOpen, p.KlockBprmCheck, p.KlockPathMknod, p.KlockPathMkdir,
 		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
 		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect,
-		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr} {
+		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr, p.KlockUnixStreamConnect, p.KlockUnixMaySend} {
 		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
 		if err != nil {
 			l.closeLinks()
@@ -163,7 +163,7 @@ func (s *Session) Repeats() []event.Event {
 		if k.Cgid != s.cgid || n < 2 {
 			continue
 		}
-		ev, ok := s.counted[seenKey{dent: k.Dent, ino: k.Ino, gen: k.Gen, op: k.Op, need: k.Need}]
+		ev, ok := s.counted[seenKey{dent: k.Dent, mnt: k.Mnt, ino: k.Ino, gen: k.Gen, sess: k.Sess, rgen: k.Rgen, op: k.Op, need: k.Need}]
 		if !ok {
 			continue // its first record was lost, and counted as lost
 		}
@@ -337,7 +337,7 @@ func (l *LSM) forgetSeen(cgid uint64) error {
 }
 
 // hdrSize is offsetof(struct klsm_event, data).
-const hdrSize = 88
+const hdrSize = 112
 
 func (l *LSM) readLoop() {
 	defer l.wg.Done()

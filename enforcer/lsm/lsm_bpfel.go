@@ -37,10 +37,7 @@ type lsmKlsmEvent struct {
 	Len2  uint32
 	Pad   uint32
 	Comm  [16]int8
-	Dent  uint64
-	Ino   uint64
-	Gen   uint32
-	Pad2  uint32
+	Key   lsmKlsmSeenKey
 	Data  [8192]int8
 }
 
@@ -77,8 +74,11 @@ type lsmKlsmSeenKey struct {
 	_    structs.HostLayout
 	Cgid uint64
 	Dent uint64
+	Mnt  uint64
 	Ino  uint64
 	Gen  uint32
+	Sess uint32
+	Rgen uint32
 	Op   uint16
 	Need uint8
 	Pad  uint8
@@ -91,6 +91,8 @@ type lsmKlsmSession struct {
 	Execs uint32
 	Flags uint32
 	Lost  uint64
+	Rgen  uint32
+	Pad   uint32
 }
 
 type lsmKwBuf struct {
@@ -102,37 +104,39 @@ type lsmKwBuf struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lsmMapKpbuf                  = "kpbuf"
-	lsmMapLsmCreated             = "lsm_created"
-	lsmMapLsmEvbuf               = "lsm_evbuf"
-	lsmMapLsmEvents              = "lsm_events"
-	lsmMapLsmKeybuf              = "lsm_keybuf"
-	lsmMapLsmMnts                = "lsm_mnts"
-	lsmMapLsmRules               = "lsm_rules"
-	lsmMapLsmSeen                = "lsm_seen"
-	lsmMapLsmSessions            = "lsm_sessions"
-	lsmProgKlockBprmCheck        = "klock_bprm_check"
-	lsmProgKlockFileOpen         = "klock_file_open"
-	lsmProgKlockInodeRemovexattr = "klock_inode_removexattr"
-	lsmProgKlockInodeSetattr     = "klock_inode_setattr"
-	lsmProgKlockInodeSetxattr    = "klock_inode_setxattr"
-	lsmProgKlockPathChmod        = "klock_path_chmod"
-	lsmProgKlockPathChown        = "klock_path_chown"
-	lsmProgKlockPathLink         = "klock_path_link"
-	lsmProgKlockPathMkdir        = "klock_path_mkdir"
-	lsmProgKlockPathMknod        = "klock_path_mknod"
-	lsmProgKlockPathRename       = "klock_path_rename"
-	lsmProgKlockPathRmdir        = "klock_path_rmdir"
-	lsmProgKlockPathSymlink      = "klock_path_symlink"
-	lsmProgKlockPathTruncate     = "klock_path_truncate"
-	lsmProgKlockPathUnlink       = "klock_path_unlink"
-	lsmProgKlockSocketConnect    = "klock_socket_connect"
-	lsmVarRemovexattrDentryArg   = "removexattr_dentry_arg"
-	lsmVarSetattrDentryArg       = "setattr_dentry_arg"
-	lsmVarSetxattrDentryArg      = "setxattr_dentry_arg"
-	lsmVarUnusedEvent            = "unused_event"
-	lsmVarUnusedRule             = "unused_rule"
-	lsmVarUnusedSeen             = "unused_seen"
+	lsmMapKpbuf                   = "kpbuf"
+	lsmMapLsmCreated              = "lsm_created"
+	lsmMapLsmEvbuf                = "lsm_evbuf"
+	lsmMapLsmEvents               = "lsm_events"
+	lsmMapLsmKeybuf               = "lsm_keybuf"
+	lsmMapLsmMnts                 = "lsm_mnts"
+	lsmMapLsmRules                = "lsm_rules"
+	lsmMapLsmSeen                 = "lsm_seen"
+	lsmMapLsmSessions             = "lsm_sessions"
+	lsmProgKlockBprmCheck         = "klock_bprm_check"
+	lsmProgKlockFileOpen          = "klock_file_open"
+	lsmProgKlockInodeRemovexattr  = "klock_inode_removexattr"
+	lsmProgKlockInodeSetattr      = "klock_inode_setattr"
+	lsmProgKlockInodeSetxattr     = "klock_inode_setxattr"
+	lsmProgKlockPathChmod         = "klock_path_chmod"
+	lsmProgKlockPathChown         = "klock_path_chown"
+	lsmProgKlockPathLink          = "klock_path_link"
+	lsmProgKlockPathMkdir         = "klock_path_mkdir"
+	lsmProgKlockPathMknod         = "klock_path_mknod"
+	lsmProgKlockPathRename        = "klock_path_rename"
+	lsmProgKlockPathRmdir         = "klock_path_rmdir"
+	lsmProgKlockPathSymlink       = "klock_path_symlink"
+	lsmProgKlockPathTruncate      = "klock_path_truncate"
+	lsmProgKlockPathUnlink        = "klock_path_unlink"
+	lsmProgKlockSocketConnect     = "klock_socket_connect"
+	lsmProgKlockUnixMaySend       = "klock_unix_may_send"
+	lsmProgKlockUnixStreamConnect = "klock_unix_stream_connect"
+	lsmVarRemovexattrDentryArg    = "removexattr_dentry_arg"
+	lsmVarSetattrDentryArg        = "setattr_dentry_arg"
+	lsmVarSetxattrDentryArg       = "setxattr_dentry_arg"
+	lsmVarUnusedEvent             = "unused_event"
+	lsmVarUnusedRule              = "unused_rule"
+	lsmVarUnusedSeen              = "unused_seen"
 )
 
 // loadLsm returns the embedded CollectionSpec for lsm.
@@ -177,22 +181,24 @@ type lsmSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lsmProgramSpecs struct {
-	KlockBprmCheck        *ebpf.ProgramSpec `ebpf:"klock_bprm_check"`
-	KlockFileOpen         *ebpf.ProgramSpec `ebpf:"klock_file_open"`
-	KlockInodeRemovexattr *ebpf.ProgramSpec `ebpf:"klock_inode_removexattr"`
-	KlockInodeSetattr     *ebpf.ProgramSpec `ebpf:"klock_inode_setattr"`
-	KlockInodeSetxattr    *ebpf.ProgramSpec `ebpf:"klock_inode_setxattr"`
-	KlockPathChmod        *ebpf.ProgramSpec `ebpf:"klock_path_chmod"`
-	KlockPathChown        *ebpf.ProgramSpec `ebpf:"klock_path_chown"`
-	KlockPathLink         *ebpf.ProgramSpec `ebpf:"klock_path_link"`
-	KlockPathMkdir        *ebpf.ProgramSpec `ebpf:"klock_path_mkdir"`
-	KlockPathMknod        *ebpf.ProgramSpec `ebpf:"klock_path_mknod"`
-	KlockPathRename       *ebpf.ProgramSpec `ebpf:"klock_path_rename"`
-	KlockPathRmdir        *ebpf.ProgramSpec `ebpf:"klock_path_rmdir"`
-	KlockPathSymlink      *ebpf.ProgramSpec `ebpf:"klock_path_symlink"`
-	KlockPathTruncate     *ebpf.ProgramSpec `ebpf:"klock_path_truncate"`
-	KlockPathUnlink       *ebpf.ProgramSpec `ebpf:"klock_path_unlink"`
-	KlockSocketConnect    *ebpf.ProgramSpec `ebpf:"klock_socket_connect"`
+	KlockBprmCheck         *ebpf.ProgramSpec `ebpf:"klock_bprm_check"`
+	KlockFileOpen          *ebpf.ProgramSpec `ebpf:"klock_file_open"`
+	KlockInodeRemovexattr  *ebpf.ProgramSpec `ebpf:"klock_inode_removexattr"`
+	KlockInodeSetattr      *ebpf.ProgramSpec `ebpf:"klock_inode_setattr"`
+	KlockInodeSetxattr     *ebpf.ProgramSpec `ebpf:"klock_inode_setxattr"`
+	KlockPathChmod         *ebpf.ProgramSpec `ebpf:"klock_path_chmod"`
+	KlockPathChown         *ebpf.ProgramSpec `ebpf:"klock_path_chown"`
+	KlockPathLink          *ebpf.ProgramSpec `ebpf:"klock_path_link"`
+	KlockPathMkdir         *ebpf.ProgramSpec `ebpf:"klock_path_mkdir"`
+	KlockPathMknod         *ebpf.ProgramSpec `ebpf:"klock_path_mknod"`
+	KlockPathRename        *ebpf.ProgramSpec `ebpf:"klock_path_rename"`
+	KlockPathRmdir         *ebpf.ProgramSpec `ebpf:"klock_path_rmdir"`
+	KlockPathSymlink       *ebpf.ProgramSpec `ebpf:"klock_path_symlink"`
+	KlockPathTruncate      *ebpf.ProgramSpec `ebpf:"klock_path_truncate"`
+	KlockPathUnlink        *ebpf.ProgramSpec `ebpf:"klock_path_unlink"`
+	KlockSocketConnect     *ebpf.ProgramSpec `ebpf:"klock_socket_connect"`
+	KlockUnixMaySend       *ebpf.ProgramSpec `ebpf:"klock_unix_may_send"`
+	KlockUnixStreamConnect *ebpf.ProgramSpec `ebpf:"klock_unix_stream_connect"`
 }
 
 // lsmMapSpecs contains maps before they are loaded into the kernel.
@@ -283,22 +289,24 @@ type lsmVariables struct {
 //
 // It can be passed to loadLsmObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lsmPrograms struct {
-	KlockBprmCheck        *ebpf.Program `ebpf:"klock_bprm_check"`
-	KlockFileOpen         *ebpf.Program `ebpf:"klock_file_open"`
-	KlockInodeRemovexattr *ebpf.Program `ebpf:"klock_inode_removexattr"`
-	KlockInodeSetattr     *ebpf.Program `ebpf:"klock_inode_setattr"`
-	KlockInodeSetxattr    *ebpf.Program `ebpf:"klock_inode_setxattr"`
-	KlockPathChmod        *ebpf.Program `ebpf:"klock_path_chmod"`
-	KlockPathChown        *ebpf.Program `ebpf:"klock_path_chown"`
-	KlockPathLink         *ebpf.Program `ebpf:"klock_path_link"`
-	KlockPathMkdir        *ebpf.Program `ebpf:"klock_path_mkdir"`
-	KlockPathMknod        *ebpf.Program `ebpf:"klock_path_mknod"`
-	KlockPathRename       *ebpf.Program `ebpf:"klock_path_rename"`
-	KlockPathRmdir        *ebpf.Program `ebpf:"klock_path_rmdir"`
-	KlockPathSymlink      *ebpf.Program `ebpf:"klock_path_symlink"`
-	KlockPathTruncate     *ebpf.Program `ebpf:"klock_path_truncate"`
-	KlockPathUnlink       *ebpf.Program `ebpf:"klock_path_unlink"`
-	KlockSocketConnect    *ebpf.Program `ebpf:"klock_socket_connect"`
+	KlockBprmCheck         *ebpf.Program `ebpf:"klock_bprm_check"`
+	KlockFileOpen          *ebpf.Program `ebpf:"klock_file_open"`
+	KlockInodeRemovexattr  *ebpf.Program `ebpf:"klock_inode_removexattr"`
+	KlockInodeSetattr      *ebpf.Program `ebpf:"klock_inode_setattr"`
+	KlockInodeSetxattr     *ebpf.Program `ebpf:"klock_inode_setxattr"`
+	KlockPathChmod         *ebpf.Program `ebpf:"klock_path_chmod"`
+	KlockPathChown         *ebpf.Program `ebpf:"klock_path_chown"`
+	KlockPathLink          *ebpf.Program `ebpf:"klock_path_link"`
+	KlockPathMkdir         *ebpf.Program `ebpf:"klock_path_mkdir"`
+	KlockPathMknod         *ebpf.Program `ebpf:"klock_path_mknod"`
+	KlockPathRename        *ebpf.Program `ebpf:"klock_path_rename"`
+	KlockPathRmdir         *ebpf.Program `ebpf:"klock_path_rmdir"`
+	KlockPathSymlink       *ebpf.Program `ebpf:"klock_path_symlink"`
+	KlockPathTruncate      *ebpf.Program `ebpf:"klock_path_truncate"`
+	KlockPathUnlink        *ebpf.Program `ebpf:"klock_path_unlink"`
+	KlockSocketConnect     *ebpf.Program `ebpf:"klock_socket_connect"`
+	KlockUnixMaySend       *ebpf.Program `ebpf:"klock_unix_may_send"`
+	KlockUnixStreamConnect *ebpf.Program `ebpf:"klock_unix_stream_connect"`
 }
 
 func (p *lsmPrograms) Close() error {
@@ -319,6 +327,8 @@ func (p *lsmPrograms) Close() error {
 		p.KlockPathTruncate,
 		p.KlockPathUnlink,
 		p.KlockSocketConnect,
+		p.KlockUnixMaySend,
+		p.KlockUnixStreamConnect,
 	)
 }
 

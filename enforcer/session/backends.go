@@ -57,7 +57,7 @@ func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared
 	}
 	b.lsm, b.ownLSM = l, own
 	b.list = append(b.list, vlog.Backend{Name: "bpf-lsm", Guarantee: vlog.GuaranteeBlocks, Details: []string{
-		"LSM programs on file_open, bprm_check_security, path_mknod/mkdir/symlink/link/unlink/rmdir/rename/truncate/chmod/chown, inode_setattr (times), inode_setxattr/removexattr and socket_connect (abstract AF_UNIX) decide in the kernel, before the effect, from the session's rules (io_uring operations included)",
+		"LSM programs on file_open, bprm_check_security, path_mknod/mkdir/symlink/link/unlink/rmdir/rename/truncate/chmod/chown, inode_setattr (times), inode_setxattr/removexattr, unix_stream_connect/unix_may_send and socket_connect (AF_UNIX) decide in the kernel, before the effect, from the session's rules (io_uring operations included)",
 		"objects are named by the kernel's own path; an object with no reachable name is refused",
 		"no Landlock wall: the LSM decides every file operation with a path hook",
 	}})
@@ -107,7 +107,7 @@ func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend,
 			details = append(details, "kernel paths: path-based metadata changes are checked against the inode the kernel changed (ctime tracepoints)")
 		}
 		if b.lsms != nil {
-			details = []string{"raw syscall tracepoints filtered by the session cgroup id, reporting only what bpf-lsm does not decide: AF_UNIX socket paths, io_uring set-up, 32-bit syscalls (detects, kills and rolls back)"}
+			details = []string{"raw syscall tracepoints filtered by the session cgroup id, reporting only what bpf-lsm does not decide: io_uring set-up, 32-bit syscalls, and the process events that delimit the agent's history (detects and kills)"}
 		}
 		b.list = append(b.list, vlog.Backend{Name: "tracepoints", Guarantee: vlog.GuaranteeDetects, Details: details})
 	}

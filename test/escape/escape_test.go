@@ -129,8 +129,8 @@ type row struct {
 }
 
 // residualOps are not decided by bpf-lsm: the tracepoints still detect
-// them (killed), as on the Landlock backend.
-var residualOps = []string{"unix:"}
+// them (killed), as on the Landlock backend. None left.
+var residualOps = []string{}
 
 // lsmRow is r's expected outcome on the bpf-lsm backend: every file
 // operation with a path hook is refused before its effect with EPERM
