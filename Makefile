@@ -47,6 +47,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./guard/mcpproxy/
 	$(GO) test -run '^$$' -bench DurableAuthorizations -benchtime 1x ./budget/
+	@echo "bpf-lsm in the VM: open/close and file workload ratios against no enforcement (goals 1.2x, 1.05x)"
+	scripts/vmtest.sh --bench
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParse FuzzParseIntent; do \
