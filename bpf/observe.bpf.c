@@ -625,12 +625,20 @@ static __always_inline int residual_nr(long nr)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 {
+	long nr = SYSNR(regs);
+	{
+		/* A session whose file operations bpf-lsm decides (ops mask)
+		 * needs only a few syscalls: return before preparing a record. */
+		__u64 cgid = bpf_get_current_cgroup_id();
+		struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
+		if (!w || (w->ops && !residual_nr(nr)))
+			return 0;
+	}
 	struct obs_session *s;
 	struct obs_rec *r = rec_begin(&s, OBS_OP_NONE);
 	if (!r)
 		return 0;
 	struct task_struct *t = bpf_get_current_task_btf();
-	long nr = SYSNR(regs);
 	r->nr = nr;
 	r->ret = ret;
 
@@ -643,11 +651,6 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 #endif
-
-	/* A session whose file operations bpf-lsm decides (ops mask set)
-	 * needs only these syscalls' records: return before any decoding. */
-	if (s->ops && !residual_nr(nr))
-		return 0;
 
 	switch (nr) {
 	/* ---- open ---- */
