@@ -38,7 +38,6 @@ const (
 	fReplaces = 1 << 4
 	fExchange = 1 << 5
 	fCreated  = 1 << 6
-	fTmpfile  = 1 << 7
 	fCounted  = 1 << 9
 )
 

@@ -283,4 +283,26 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 	if repeats != 1 {
 		t.Errorf("repeats counted for the ro.txt reads = %d, want 1", repeats)
 	}
+	// Closing the session leaves nothing of it in the kernel's maps.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var sess lsmKlsmSession
+	if err := l.objs.LsmSessions.Lookup(g.ID, &sess); err == nil {
+		t.Error("the session's entry outlived Close")
+	}
+	var sk lsmKlsmSeenKey
+	var n uint64
+	for it := l.objs.LsmSeen.Iterate(); it.Next(&sk, &n); {
+		if sk.Cgid == g.ID {
+			t.Fatal("counted opens outlived Close")
+		}
+	}
+	var ck lsmKlsmCreated
+	var one uint8
+	for it := l.objs.LsmCreated.Iterate(); it.Next(&ck, &one); {
+		if ck.Cgid == g.ID {
+			t.Fatal("created files outlived Close")
+		}
+	}
 }

@@ -139,11 +139,10 @@ type Session struct {
 	events  chan event.Event
 	lost    chan event.Lost
 
-	once      sync.Once
-	closeErr  error
-	lostSeen  uint64
-	mu        sync.Mutex // guards sess/entries on Update, and counted
-	delivered uint64
+	once     sync.Once
+	closeErr error
+	lostSeen uint64
+	mu       sync.Mutex // guards sess/entries on Update, and counted
 	// counted: the reported first of each open whose repeats the kernel
 	// counts (Repeats turns the counts into events).
 	counted map[seenKey]event.Event
@@ -295,7 +294,9 @@ func (s *Session) Close() error {
 		s.mu.Lock()
 		errs = append(errs, l.deleteRules(s.sess, s.entries))
 		s.mu.Unlock()
-		errs = append(errs, l.forgetCreated(s.cgid), l.forgetSeen(s.cgid))
+		errs = append(errs,
+			forget[lsmKlsmCreated, uint8](l.objs.LsmCreated, s.cgid, func(k *lsmKlsmCreated) uint64 { return k.Cgid }),
+			forget[lsmKlsmSeenKey, uint64](l.objs.LsmSeen, s.cgid, func(k *lsmKlsmSeenKey) uint64 { return k.Cgid }))
 		l.mu.Lock()
 		delete(l.sessions, s.cgid)
 		l.mu.Unlock()
@@ -304,34 +305,20 @@ func (s *Session) Close() error {
 	return s.closeErr
 }
 
-func (l *LSM) forgetCreated(cgid uint64) error {
-	var k lsmKlsmCreated
-	var v uint8
-	var drop []lsmKlsmCreated
-	it := l.objs.LsmCreated.Iterate()
+// forget deletes every entry of m whose key belongs to cgroup cgid
+// (per-session state: created files, counted opens).
+func forget[K, V any](m *ebpf.Map, cgid uint64, owner func(*K) uint64) error {
+	var k K
+	var v V
+	var drop []K
+	it := m.Iterate()
 	for it.Next(&k, &v) {
-		if k.Cgid == cgid {
+		if owner(&k) == cgid {
 			drop = append(drop, k)
 		}
 	}
 	for _, k := range drop {
-		l.objs.LsmCreated.Delete(k)
-	}
-	return it.Err()
-}
-
-func (l *LSM) forgetSeen(cgid uint64) error {
-	var k lsmKlsmSeenKey
-	var n uint64
-	var drop []lsmKlsmSeenKey
-	it := l.objs.LsmSeen.Iterate()
-	for it.Next(&k, &n) {
-		if k.Cgid == cgid {
-			drop = append(drop, k)
-		}
-	}
-	for _, k := range drop {
-		l.objs.LsmSeen.Delete(k)
+		m.Delete(k)
 	}
 	return it.Err()
 }
