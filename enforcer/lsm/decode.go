@@ -11,6 +11,9 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
+// hdrSize is offsetof(struct klsm_event, data) (TestEventHeaderMatchesTheKernelLayout).
+const hdrSize = 112
+
 // Mirrors of bpf/include/lsm.h.
 const (
 	opOpen = 1 + iota
@@ -78,6 +81,9 @@ func keyAt(b []byte) seenKey {
 // decode turns one ring-buffer record into an event, and for a counted
 // open (fCounted) the key its repeats are counted under.
 func decode(b []byte) (event.Event, *seenKey, bool) {
+	if len(b) < hdrSize {
+		return event.Event{}, nil, false
+	}
 	le := binary.LittleEndian
 	op := le.Uint32(b[24:])
 	flags := le.Uint32(b[28:])

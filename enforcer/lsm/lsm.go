@@ -323,8 +323,6 @@ func forget[K, V any](m *ebpf.Map, cgid uint64, owner func(*K) uint64) error {
 	return it.Err()
 }
 
-// hdrSize is offsetof(struct klsm_event, data).
-const hdrSize = 112
 
 func (l *LSM) readLoop() {
 	defer l.wg.Done()
