@@ -74,7 +74,7 @@ cp test/vm/init "$root/init"
 bench=0
 if [ "${1:-}" = --bench ]; then bench=1; shift; set -- ./test/perf; fi
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(./enforcer/lsm ./enforcer/detect ./test/e2e ./test/escape)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(./enforcer/lsm ./enforcer/detect ./enforcer/daemon ./test/e2e ./test/escape)
 echo "vmtest: building static test binaries: ${pkgs[*]}" >&2
 for p in "${pkgs[@]}"; do
 	name=$(echo "${p#./}" | tr / -)

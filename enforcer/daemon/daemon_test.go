@@ -399,11 +399,18 @@ func TestShutdownKillsSessions(t *testing.T) {
 		RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID, AllowDegraded: true,
 			Argv: []string{"/bin/sleep", "60"}, Env: []string{"PATH=/usr/bin:/bin"}},
 		Started: func(SessionInfo) {
-			time.AfterFunc(200*time.Millisecond, func() {
+			// Shut down once the agent itself runs (accepted is earlier:
+			// backup and launch take a while on a slow machine).
+			go func() {
+				for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+					if ss := s.Sessions(); len(ss) == 1 && ss[0].State == StateRunning {
+						break
+					}
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
 				shut <- s.Shutdown(ctx)
-			})
+			}()
 		},
 	})
 	if err != nil {
