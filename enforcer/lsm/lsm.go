@@ -323,7 +323,6 @@ func forget[K, V any](m *ebpf.Map, cgid uint64, owner func(*K) uint64) error {
 	return it.Err()
 }
 
-
 func (l *LSM) readLoop() {
 	defer l.wg.Done()
 	var rec ringbuf.Record
@@ -359,28 +358,28 @@ func (l *LSM) Idle() bool {
 // Idle is LSM.Idle for the session's backend.
 func (s *Session) Idle() bool { return s.l.Idle() }
 
+// deliver decodes one record and hands it to its session (records of a
+// cgroup with no session, torn down since, are dropped).
 func (l *LSM) deliver(b []byte) {
-	{
-		if len(b) < hdrSize {
-			return
-		}
-		cgid := binary.LittleEndian.Uint64(b[8:])
-		l.mu.Lock()
-		s := l.sessions[cgid]
-		l.mu.Unlock()
-		if s == nil {
-			return
-		}
-		ev, key, ok := decode(b)
-		if !ok {
-			s.lost <- event.Lost{Time: time.Now(), Count: 1}
-			return
-		}
-		if key != nil {
-			s.mu.Lock()
-			s.counted[*key] = ev
-			s.mu.Unlock()
-		}
-		s.events <- ev
+	if len(b) < hdrSize {
+		return
 	}
+	cgid := binary.LittleEndian.Uint64(b[8:])
+	l.mu.Lock()
+	s := l.sessions[cgid]
+	l.mu.Unlock()
+	if s == nil {
+		return
+	}
+	ev, key, ok := decode(b)
+	if !ok {
+		s.lost <- event.Lost{Time: time.Now(), Count: 1}
+		return
+	}
+	if key != nil {
+		s.mu.Lock()
+		s.counted[*key] = ev
+		s.mu.Unlock()
+	}
+	s.events <- ev
 }

@@ -128,15 +128,11 @@ type row struct {
 	lsm *row
 }
 
-// residualOps are not decided by bpf-lsm: the tracepoints still detect
-// them (killed), as on the Landlock backend. None left.
-var residualOps = []string{}
-
 // lsmRow is r's expected outcome on the bpf-lsm backend: every file
 // operation with a path hook is refused before its effect with EPERM
 // (Landlock's rows say EACCES; its detected residuals become refusals), and
 // the log names the kernel's object, so logging gaps are gone.
-func lsmRow(r row, e *env) row {
+func lsmRow(r row) row {
 	if r.lsm != nil {
 		o := *r.lsm
 		o.name, o.extra, o.setup = r.name, r.extra, r.setup
@@ -147,14 +143,6 @@ func lsmRow(r row, e *env) row {
 			o.check = r.check
 		}
 		return o
-	}
-	if r.steps != nil {
-		st := r.steps(e)
-		for _, op := range residualOps {
-			if strings.HasPrefix(st[len(st)-1], op) {
-				return r
-			}
-		}
 	}
 	switch {
 	case r.want == blocked && (r.errno == "EACCES" || r.errno == "EXDEV"):
@@ -832,7 +820,7 @@ func TestEscapes(t *testing.T) {
 func attempt(t *testing.T, r row, m policy.Mode) {
 	e := newEnv(t)
 	if harness.LSM() {
-		r = lsmRow(r, e)
+		r = lsmRow(r)
 	}
 	if r.setup != nil {
 		r.setup(t, e)
