@@ -43,6 +43,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define EBADF 9
 #define ENOTSOCK 88
 #define FMODE_CREATED (1U << 20)
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
 #define TS_COMPAT 0x0002
 
 /* Syscall numbers: x86_64 has the legacy path calls, arm64 only the *at ones. */
@@ -193,6 +195,19 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* Opens reported once, with how many times they happened: a program that
+ * opens the same file a thousand times costs one record and a counter. A
+ * full table only means every open is reported (counts stay exact). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct obs_seen_key);
+	__type(value, __u64);
+} seen SEC(".maps");
+
+/* Force the generated Go type. */
+const struct obs_seen_key *unused_seen __attribute__((unused));
+
 
 /* The inode a path-based metadata call changed, caught inside the syscall
  * by the ctime tracepoints (key: tid), consumed at its sys_exit. */
@@ -257,21 +272,15 @@ static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u1
 
 static __always_inline void rec_emit(struct obs_rec *r, struct obs_session *s)
 {
-	__u64 sz;
-	__u32 n;
 	if (s->ops && !(s->ops & (1ULL << (r->op & 63))))
 		return;
-	if (r->len1) {
-		n = r->len1;
-		if (n > OBS_PATH_MAX)
-			n = OBS_PATH_MAX;
-		sz = __builtin_offsetof(struct obs_rec, path1) + n;
-	} else {
-		n = r->len0;
-		if (n > OBS_PATH_MAX)
-			n = OBS_PATH_MAX;
-		sz = __builtin_offsetof(struct obs_rec, path0) + n;
-	}
+	/* Only the bytes used: the header, path0's, path1's. */
+	__u32 n0 = r->len0, n1 = r->len1;
+	if (n0 > OBS_PATH_MAX)
+		n0 = OBS_PATH_MAX;
+	if (n1 > OBS_PATH_MAX)
+		n1 = OBS_PATH_MAX;
+	__u32 hdr = __builtin_offsetof(struct obs_rec, path0);
 	__u64 flags = 0;
 	if (wakeup_bytes) {
 		if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
@@ -279,7 +288,18 @@ static __always_inline void rec_emit(struct obs_rec *r, struct obs_session *s)
 		else
 			flags = BPF_RB_NO_WAKEUP;
 	}
-	if (bpf_ringbuf_output(&events, r, sz, flags)) {
+	struct bpf_dynptr dp;
+	long err = bpf_ringbuf_reserve_dynptr(&events, hdr + n0 + n1, 0, &dp);
+	if (!err)
+		err = bpf_dynptr_write(&dp, 0, r, hdr, 0);
+	if (!err && n0)
+		err = bpf_dynptr_write(&dp, hdr, r->path0, n0, 0);
+	if (!err && n1)
+		err = bpf_dynptr_write(&dp, hdr + n0, r->path1, n1, 0);
+	if (!err) {
+		bpf_ringbuf_submit_dynptr(&dp, flags);
+	} else {
+		bpf_ringbuf_discard_dynptr(&dp, 0);
 		__u32 zero = 0;
 		__u64 *l = bpf_map_lookup_elem(&lost, &zero);
 		if (l)
@@ -449,16 +469,37 @@ static __always_inline int path_meta_nr(long nr)
 	return 0;
 }
 
+/* rename_nr: the syscalls that move names (and so bump obs_session.rgen). */
+static __always_inline int rename_nr(long nr)
+{
+	switch (nr) {
+#ifdef NR_rename
+	case NR_rename:
+#endif
+	case NR_renameat:
+	case NR_renameat2:
+		return 1;
+	}
+	return 0;
+}
+
 static __always_inline int ctime_hit(struct inode *i)
 {
 	__u64 cgid = bpf_get_current_cgroup_id();
-	if (!bpf_map_lookup_elem(&watched, &cgid))
+	struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
+	if (!w)
 		return 0;
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
 	if (!regs)
 		return 0;
 	long nr = SYSNR(regs);
+	if (rename_nr(nr)) {
+		/* The file system stamps the directories' ctime before the
+		 * name moves: from here on, no name seen before is trusted. */
+		__sync_fetch_and_add(&w->rgen, 1);
+		return 0;
+	}
 	if (!path_meta_nr(nr))
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -601,6 +642,136 @@ static __always_inline int is_sock_err(long ret)
 	return ret == -EBADF || ret == -ENOTSOCK;
 }
 
+/* observed_nr: every syscall the switch in obs_sys_exit records; the rest
+ * return before a record is prepared. Keep the two in step (the observe
+ * tests run each of these calls). */
+static __always_inline int observed_nr(long nr)
+{
+	switch (nr) {
+#ifdef NR_open
+	case NR_open:
+	case NR_creat:
+	case NR_mkdir:
+	case NR_mknod:
+	case NR_unlink:
+	case NR_rmdir:
+	case NR_rename:
+	case NR_link:
+	case NR_symlink:
+	case NR_chmod:
+	case NR_chown:
+	case NR_lchown:
+	case NR_utime:
+	case NR_utimes:
+	case NR_futimesat:
+#endif
+	case NR_openat:
+	case NR_openat2:
+	case NR_open_by_handle_at:
+	case NR_mkdirat:
+	case NR_mknodat:
+	case NR_unlinkat:
+	case NR_renameat:
+	case NR_renameat2:
+	case NR_linkat:
+	case NR_symlinkat:
+	case NR_truncate:
+	case NR_ftruncate:
+	case NR_fchmod:
+	case NR_fchmodat:
+	case NR_fchmodat2:
+	case NR_fchown:
+	case NR_fchownat:
+	case NR_utimensat:
+	case NR_setxattr:
+	case NR_removexattr:
+	case NR_lsetxattr:
+	case NR_lremovexattr:
+	case NR_fsetxattr:
+	case NR_fremovexattr:
+	case NR_setxattrat:
+	case NR_removexattrat:
+	case NR_execve:
+	case NR_execveat:
+	case NR_socket:
+	case NR_connect:
+	case NR_sendto:
+	case NR_sendmsg:
+	case NR_sendmmsg:
+	case NR_bind:
+	case NR_listen:
+	case NR_io_uring_setup:
+	case NR_io_uring_enter:
+	case NR_io_uring_register:
+		return 1;
+	}
+	return 0;
+}
+
+/* open_flags: the flags an open by path asked for; -1 for other calls
+ * (open_by_handle_at names no path: it is always reported). */
+static __always_inline long open_flags(long nr, struct pt_regs *regs)
+{
+	switch (nr) {
+#ifdef NR_open
+	case NR_open:
+		return (__u32)ARG2(regs);
+	case NR_creat:
+		return O_CREAT | O_WRONLY | O_TRUNC;
+#endif
+	case NR_openat:
+		return (__u32)ARG3(regs);
+	case NR_openat2: {
+		__u64 fl = 0;
+		if (bpf_probe_read_user(&fl, sizeof(fl), (const void *)ARG3(regs)))
+			return -1;
+		return (__u32)fl;
+	}
+	}
+	return -1;
+}
+
+/* seen_key fills k for a successful open (flags fl) that returned fd, when
+ * its repeats may be counted instead of reported: not a creation, not a
+ * directory (the resolver learns directories from their opens), not an
+ * unlinked or O_TMPFILE file. Returns 0 when k is usable. A global
+ * function: the verifier checks it once, not in every state of
+ * obs_sys_exit that reaches a call. */
+__noinline int seen_key(struct obs_seen_key *k, __u64 cgid, __u64 rgen, long fl, long fd)
+{
+	if (!k || fl < 0)
+		return -1;
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct file *f = fd_file(t, fd);
+	if (!f || (BPF_CORE_READ(f, f_mode) & FMODE_CREATED))
+		return -1;
+	struct inode *i = BPF_CORE_READ(f, f_inode);
+	if (!i || (BPF_CORE_READ(i, i_mode) & S_IFMT) == S_IFDIR || BPF_CORE_READ(i, __i_nlink) == 0)
+		return -1;
+	k->cgid = cgid;
+	k->dent = (__u64)BPF_CORE_READ(f, f_path.dentry);
+	k->mnt = (__u64)BPF_CORE_READ(f, f_path.mnt);
+	k->ino = BPF_CORE_READ(i, i_ino);
+	k->gen = BPF_CORE_READ(i, i_generation);
+	k->flags = fl;
+	k->rgen = rgen;
+	return 0;
+}
+
+/* count_from_now makes r, the record of an open about to be reported, the
+ * one its repeats are counted under (OBS_F_COUNTED). r->flags holds the
+ * open's flags, as open_flags gives them. Global, like seen_key. */
+__noinline int count_from_now(struct obs_rec *r, __u64 rgen, long fd)
+{
+	if (!r || seen_key(&r->seen, r->cgid, rgen, (__u32)r->flags, fd))
+		return 0;
+	__u64 one = 1;
+	if (bpf_map_update_elem(&seen, &r->seen, &one, BPF_NOEXIST))
+		return 0;
+	r->kflags |= OBS_F_COUNTED;
+	return 1;
+}
+
 /* residual_nr: the syscalls observe.Residuals() still reports. */
 static __always_inline int residual_nr(long nr)
 {
@@ -626,19 +797,41 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = SYSNR(regs);
+	struct task_struct *t = bpf_get_current_task_btf();
 	{
-		/* A session whose file operations bpf-lsm decides (ops mask)
-		 * needs only a few syscalls: return before preparing a record. */
 		__u64 cgid = bpf_get_current_cgroup_id();
 		struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
+		/* A session whose file operations bpf-lsm decides (ops mask)
+		 * needs only a few syscalls: return before preparing a record. */
 		if (!w || (w->ops && !residual_nr(nr)))
 			return 0;
+		if (rename_nr(nr))
+			__sync_fetch_and_add(&w->rgen, 1); /* the name has moved */
+		int compat = 0;
+#if defined(__TARGET_ARCH_x86)
+		compat = BPF_CORE_READ(t, thread_info.status) & TS_COMPAT;
+#endif
+		if (!compat) {
+			if (!observed_nr(nr))
+				return 0;
+			/* An open reported before (same object, flags and names):
+			 * count it. The key is built in the per-CPU record (off the
+			 * stack, which the verifier would carry into every state). */
+			__u32 zero = 0;
+			struct obs_rec *kr = bpf_map_lookup_elem(&scratch, &zero);
+			if (kr && ret >= 0 && !seen_key(&kr->seen, cgid, w->rgen, open_flags(nr, regs), ret)) {
+				__u64 *cnt = bpf_map_lookup_elem(&seen, &kr->seen);
+				if (cnt) {
+					__sync_fetch_and_add(cnt, 1);
+					return 0;
+				}
+			}
+		}
 	}
 	struct obs_session *s;
 	struct obs_rec *r = rec_begin(&s, OBS_OP_NONE);
 	if (!r)
 		return 0;
-	struct task_struct *t = bpf_get_current_task_btf();
 	r->nr = nr;
 	r->ret = ret;
 
@@ -971,10 +1164,15 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	/* The kernel's own path of what it acted on (path1 is free for these
 	 * ops): the file an open returned; the fd of f* calls is done in
 	 * fd_object; path-based metadata calls by the inode caught inside. */
-	if (r->op == OBS_OP_OPEN && ret >= 0)
+	if (r->op == OBS_OP_OPEN && ret >= 0) {
 		kpath_file(t, r, fd_file(t, ret));
-	else if (path_meta_nr(nr))
+		/* Its repeats will be counted, not reported (open_by_handle_at
+		 * names no path: always reported). */
+		if ((r->kflags & (OBS_F_KPATH | OBS_F_FDPATH)) == OBS_F_KPATH)
+			count_from_now(r, s->rgen, ret);
+	} else if (path_meta_nr(nr)) {
 		path_meta_object(t, r, nr); /* always consumes the tid's entry */
+	}
 	rec_emit(r, s);
 	return 0;
 }

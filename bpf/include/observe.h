@@ -61,6 +61,23 @@ enum obs_kflags {
 	 * no mount known: a path-based metadata call whose inode was caught
 	 * inside the syscall (ctime tracepoints); ino/dev are set too. */
 	OBS_F_KPATH_SB  = 1 << 12,
+	/* The first open of its seen key: later opens with the same key are
+	 * counted in obs_seen instead of reported (user space reads the
+	 * counts at the end of the session). */
+	OBS_F_COUNTED   = 1 << 13,
+};
+
+/* An open that was reported once: what decides its triple (the object,
+ * by dentry, mount, inode and generation; the open flags) and the
+ * session's rename generation when it was seen. */
+struct obs_seen_key {
+	__u64 cgid;
+	__u64 dent;
+	__u64 mnt;
+	__u64 ino;
+	__u32 gen;
+	__u32 flags; /* open flags as the caller gave them */
+	__u64 rgen;
 };
 
 
@@ -94,7 +111,10 @@ struct obs_rec {
 	__u8 addr[16];
 	__u32 exit_code;
 	__u32 _pad;
+	struct obs_seen_key seen; /* OBS_F_COUNTED */
 	char comm[OBS_COMM_LEN];
+	/* Only the bytes used are sent: the record up to path0, path0's len0
+	 * bytes, then path1's len1 bytes right after them. */
 	char path0[OBS_PATH_MAX];
 	char path1[OBS_PATH_MAX];
 };
@@ -106,6 +126,10 @@ struct obs_session {
 	 * a session whose other operations another backend (bpf-lsm)
 	 * decides and reports. */
 	__u64 ops;
+	/* Bumped by every rename the session makes (inside the syscall, where
+	 * the kernel stamps ctime before it moves the name, and at its exit):
+	 * a name seen before it is not trusted after it. */
+	__u64 rgen;
 };
 
 #endif

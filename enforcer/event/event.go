@@ -36,9 +36,10 @@ type Event struct {
 	// Blocked is true when a kernel mechanism refused the operation before
 	// any effect.
 	Blocked bool
-	// Repeat is how many more times the same allowed operation happened
-	// that the backend counted instead of reporting (bpf-lsm's in-kernel
-	// count of repeated opens); 0 for a single operation.
+	// Repeat is how many more times the same operation happened that the
+	// backend counted instead of reporting (the in-kernel count of
+	// repeated opens, sent at the end of the session): the event stands
+	// for 1 + Repeat operations; 0 for a single operation.
 	Repeat uint64
 }
 

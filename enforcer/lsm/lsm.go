@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/internal/bpfmap"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -149,8 +150,8 @@ type Session struct {
 }
 
 // Repeats returns, for every open the kernel counted instead of
-// reporting again, its first event with Repeat set to the number of
-// unreported repeats. Call it once the agent has exited and Idle is true.
+// reporting again, its first event standing for the unreported repeats
+// (itself and Repeat more: Repeat is their number minus one). Call it once the agent has exited and Idle is true.
 func (s *Session) Repeats() []event.Event {
 	var k lsmKlsmSeenKey
 	var n uint64
@@ -166,7 +167,7 @@ func (s *Session) Repeats() []event.Event {
 		if !ok {
 			continue // its first record was lost, and counted as lost
 		}
-		ev.Repeat = n - 1
+		ev.Repeat = n - 2 // the event itself is one of the n-1 repeats
 		out = append(out, ev)
 	}
 	return out
@@ -295,32 +296,14 @@ func (s *Session) Close() error {
 		errs = append(errs, l.deleteRules(s.sess, s.entries))
 		s.mu.Unlock()
 		errs = append(errs,
-			forget[lsmKlsmCreated, uint8](l.objs.LsmCreated, s.cgid, func(k *lsmKlsmCreated) uint64 { return k.Cgid }),
-			forget[lsmKlsmSeenKey, uint64](l.objs.LsmSeen, s.cgid, func(k *lsmKlsmSeenKey) uint64 { return k.Cgid }))
+			bpfmap.DeleteOwned[lsmKlsmCreated, uint8](l.objs.LsmCreated, s.cgid, func(k *lsmKlsmCreated) uint64 { return k.Cgid }),
+			bpfmap.DeleteOwned[lsmKlsmSeenKey, uint64](l.objs.LsmSeen, s.cgid, func(k *lsmKlsmSeenKey) uint64 { return k.Cgid }))
 		l.mu.Lock()
 		delete(l.sessions, s.cgid)
 		l.mu.Unlock()
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
-}
-
-// forget deletes every entry of m whose key belongs to cgroup cgid
-// (per-session state: created files, counted opens).
-func forget[K, V any](m *ebpf.Map, cgid uint64, owner func(*K) uint64) error {
-	var k K
-	var v V
-	var drop []K
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if owner(&k) == cgid {
-			drop = append(drop, k)
-		}
-	}
-	for _, k := range drop {
-		m.Delete(k)
-	}
-	return it.Err()
 }
 
 func (l *LSM) readLoop() {

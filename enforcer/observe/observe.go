@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/internal/bpfmap"
 )
 
 // Kind says what a Record carries.
@@ -154,6 +155,10 @@ type Watch struct {
 	// were last put in (the reader re-seeds after a forget).
 	seeds  map[ident]string
 	seeded uint64
+	// counted: the record reported for each open whose repeats the kernel
+	// counts (Repeats turns the counts into records). Reader goroutine
+	// only, under o.mu.
+	counted map[seenKey]Record
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -338,7 +343,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	if err := o.objs.Watched.Update(cgroupID, &s, ebpf.UpdateNoExist); err != nil {
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}}
+	w := &Watch{o: o, id: cgroupID, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d, &st) == nil {
@@ -367,6 +372,9 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	} else {
 		err = nil
 	}
+	if cerr := bpfmap.DeleteOwned[seenKey, uint64](o.objs.Seen, cgroupID, func(k *seenKey) uint64 { return k.Cgid }); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("observe: forget counted opens of cgroup %d: %w", cgroupID, cerr))
+	}
 	if w.pendingLost > 0 {
 		select {
 		case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: w.pendingLost}}:
@@ -383,6 +391,34 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 // Records is the channel of this cgroup's records; it is closed by Unwatch
 // or Observer.Close.
 func (w *Watch) Records() <-chan Record { return w.ch }
+
+// Repeats returns, for every open the kernel counted instead of reporting
+// again, the record it reported first standing for the unreported
+// repeats (itself and Event.Repeat more). Call it after the agent has exited and Sync has
+// returned, before Unwatch.
+func (w *Watch) Repeats() ([]Record, error) {
+	var k seenKey
+	var n uint64
+	var out []Record
+	it := w.o.objs.Seen.Iterate()
+	w.o.mu.Lock()
+	defer w.o.mu.Unlock()
+	for it.Next(&k, &n) {
+		if k.Cgid != w.id || n < 2 {
+			continue
+		}
+		rec, ok := w.counted[k]
+		if !ok {
+			continue // its first record was lost, and counted as lost
+		}
+		rec.Event.Repeat = n - 2 // the record itself is one of the n-1 repeats
+		out = append(out, rec)
+	}
+	if err := it.Err(); err != nil {
+		return out, fmt.Errorf("observe: read counted opens: %w", err)
+	}
+	return out, nil
+}
 
 // CgroupID is the watched cgroup.
 func (w *Watch) CgroupID() uint64 { return w.id }
@@ -511,6 +547,9 @@ func (o *Observer) dispatch(r *raw) {
 		defer o.mu.Unlock()
 		if w.closed {
 			return
+		}
+		if r.kflags&fCounted != 0 {
+			w.counted[r.seen] = rec
 		}
 		w.send(rec)
 	})

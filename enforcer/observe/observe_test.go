@@ -343,27 +343,36 @@ func TestDecodeLayout(t *testing.T) {
 	var in observeObsRec
 	in.Ts, in.Cgid, in.Ret, in.Flags = 1, 2, -13, unix.O_CREAT
 	in.Ino, in.Dev, in.Pid, in.Tid = 77, 0x800001, 10, 11
-	in.Op, in.Kflags, in.Port, in.Family = uint16(opOpen), fIno|fCreated, 443, unix.AF_INET
+	in.Op, in.Kflags, in.Port, in.Family = uint16(opOpen), fIno|fCreated|fCounted, 443, unix.AF_INET
+	in.Seen = seenKey{Cgid: 2, Dent: 3, Mnt: 4, Ino: 77, Gen: 5, Flags: 6, Rgen: 7}
 	in.Dirfd = -100
 	copy(in.Addr[:], []byte{127, 0, 0, 1})
 	for i, c := range "cat" {
 		in.Comm[i] = int8(c)
 	}
-	for i, c := range "/tmp/x" {
-		in.Path0[i] = int8(c)
-	}
-	in.Len0 = 7
+	in.Len0, in.Len1 = 7, 3
 	var buf bytes.Buffer
 	if err := binary.Write(&buf, binary.LittleEndian, &in); err != nil {
 		t.Fatal(err)
 	}
+	// The kernel sends the record up to path0, then only the path bytes
+	// used: path1's right after path0's.
+	buf.Truncate(offP0)
+	buf.WriteString("/tmp/x\x00/y\x00")
 	var r raw
-	if err := decode(buf.Bytes()[:offP0+7], &r); err != nil {
+	if err := decode(buf.Bytes()[:offP0+10], &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.ts != 1 || r.cgid != 2 || r.ret != -13 || r.ino != 77 || r.dev != 0x800001 || r.pid != 10 || r.tid != 11 ||
-		r.op != opOpen || r.kflags != fIno|fCreated || r.port != 443 || r.dirfd != -100 || r.comm != "cat" || string(r.path0) != "/tmp/x" {
+		r.op != opOpen || r.kflags != fIno|fCreated|fCounted || r.port != 443 || r.dirfd != -100 || r.comm != "cat" ||
+		string(r.path0) != "/tmp/x" || string(r.path1) != "/y" {
 		t.Errorf("decode mismatch: %+v", r)
+	}
+	if r.seen != in.Seen {
+		t.Errorf("seen key %+v, want %+v", r.seen, in.Seen)
+	}
+	if err := decode(buf.Bytes()[:offP0+9], &r); err == nil {
+		t.Error("short path1 accepted")
 	}
 	if err := decode(buf.Bytes()[:offP0+3], &r); err == nil {
 		t.Error("short path accepted")

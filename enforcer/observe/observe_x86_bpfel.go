@@ -58,16 +58,29 @@ type observeObsRec struct {
 	Addr     [16]uint8
 	ExitCode uint32
 	Pad      uint32
+	_        [4]byte
+	Seen     observeObsSeenKey
 	Comm     [16]int8
 	Path0    [4096]int8
 	Path1    [4096]int8
-	_        [4]byte
+}
+
+type observeObsSeenKey struct {
+	_     structs.HostLayout
+	Cgid  uint64
+	Dent  uint64
+	Mnt   uint64
+	Ino   uint64
+	Gen   uint32
+	Flags uint32
+	Rgen  uint64
 }
 
 type observeObsSession struct {
 	_    structs.HostLayout
 	Lost uint64
 	Ops  uint64
+	Rgen uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -79,6 +92,7 @@ const (
 	observeMapLost          = "lost"
 	observeMapPending       = "pending"
 	observeMapScratch       = "scratch"
+	observeMapSeen          = "seen"
 	observeMapWatched       = "watched"
 	observeProgObsCtimeSkip = "obs_ctime_skip"
 	observeProgObsCtimeTs   = "obs_ctime_ts"
@@ -87,6 +101,7 @@ const (
 	observeProgObsExit      = "obs_exit"
 	observeProgObsFork      = "obs_fork"
 	observeProgObsSysExit   = "obs_sys_exit"
+	observeVarUnusedSeen    = "unused_seen"
 	observeVarWakeupBytes   = "wakeup_bytes"
 )
 
@@ -150,6 +165,7 @@ type observeMapSpecs struct {
 	Lost    *ebpf.MapSpec `ebpf:"lost"`
 	Pending *ebpf.MapSpec `ebpf:"pending"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
+	Seen    *ebpf.MapSpec `ebpf:"seen"`
 	Watched *ebpf.MapSpec `ebpf:"watched"`
 }
 
@@ -157,6 +173,7 @@ type observeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeVariableSpecs struct {
+	UnusedSeen  *ebpf.VariableSpec `ebpf:"unused_seen"`
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -185,6 +202,7 @@ type observeMaps struct {
 	Lost    *ebpf.Map `ebpf:"lost"`
 	Pending *ebpf.Map `ebpf:"pending"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
+	Seen    *ebpf.Map `ebpf:"seen"`
 	Watched *ebpf.Map `ebpf:"watched"`
 }
 
@@ -195,6 +213,7 @@ func (m *observeMaps) Close() error {
 		m.Lost,
 		m.Pending,
 		m.Scratch,
+		m.Seen,
 		m.Watched,
 	)
 }
@@ -203,6 +222,7 @@ func (m *observeMaps) Close() error {
 //
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observeVariables struct {
+	UnusedSeen  *ebpf.Variable `ebpf:"unused_seen"`
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

@@ -54,7 +54,12 @@ const (
 	fBase2   = 1 << 10
 	fKPath   = 1 << 11
 	fKPathSB = 1 << 12
+	fCounted = 1 << 13
 )
+
+// seenKey mirrors struct obs_seen_key: an open whose repeats the kernel
+// counts (fCounted) instead of reporting.
+type seenKey = observeObsSeenKey
 
 // raw is one decoded kernel record (struct obs_rec without the unused tail).
 type raw struct {
@@ -78,6 +83,7 @@ type raw struct {
 	// task's root; fKPathSB: from its filesystem's root), carried in
 	// path1's buffer (path1 is then nil).
 	kpath string
+	seen  seenKey // fCounted
 }
 
 var errShort = errors.New("observe: short record")
@@ -86,9 +92,9 @@ var errShort = errors.New("observe: short record")
 // header by construction.
 var (
 	zr      observeObsRec
-	offP0   = int(unsafe.Offsetof(zr.Path0))
-	offP1   = int(unsafe.Offsetof(zr.Path1))
+	offP0   = int(unsafe.Offsetof(zr.Path0)) // path1's bytes follow path0's
 	offComm = int(unsafe.Offsetof(zr.Comm))
+	offSeen = unsafe.Offsetof(zr.Seen)
 )
 
 func decode(b []byte, r *raw) error {
@@ -143,10 +149,19 @@ func decode(b []byte, r *raw) error {
 		}
 	}
 	if len1 > 0 {
-		if offP1+len1 > len(b) {
+		off1 := offP0 + min(len0, len(zr.Path0))
+		if off1+len1 > len(b) {
 			return errShort
 		}
-		r.path1 = trimNUL(b[offP1 : offP1+len1])
+		r.path1 = trimNUL(b[off1 : off1+len1])
+	}
+	r.seen = seenKey{}
+	if r.kflags&fCounted != 0 {
+		k := offSeen
+		r.seen = seenKey{Cgid: u64(k + unsafe.Offsetof(zr.Seen.Cgid)), Dent: u64(k + unsafe.Offsetof(zr.Seen.Dent)),
+			Mnt: u64(k + unsafe.Offsetof(zr.Seen.Mnt)), Ino: u64(k + unsafe.Offsetof(zr.Seen.Ino)),
+			Gen: u32(k + unsafe.Offsetof(zr.Seen.Gen)), Flags: u32(k + unsafe.Offsetof(zr.Seen.Flags)),
+			Rgen: u64(k + unsafe.Offsetof(zr.Seen.Rgen))}
 	}
 	r.kpath = ""
 	if r.kflags&(fKPath|fKPathSB) != 0 {

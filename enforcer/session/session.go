@@ -379,7 +379,23 @@ func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, n
 		case l := <-netLost:
 			s.act(s.eng.Lost(l))
 		default:
+			s.repeats()
 			return
 		}
+	}
+}
+
+// repeats adds the opens the observer's kernel side counted instead of
+// reporting again; after Sync, every first record they repeat was read.
+func (s *running) repeats() {
+	if s.be.watch == nil {
+		return
+	}
+	recs, err := s.be.watch.Repeats()
+	if err != nil {
+		s.log.Warn("observer repeats", "error", err)
+	}
+	for _, r := range recs {
+		s.record(r)
 	}
 }
