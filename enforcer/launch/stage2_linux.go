@@ -23,22 +23,60 @@ import (
 // reports why it could not and exits.
 //
 // A process is stage 2 only when the _KLOCK_LAUNCH_STAGE2 variable names
-// two file descriptors that are both pipes.
+// three file descriptors that are all pipes.
 func Init() {
 	v, ok := os.LookupEnv(envStage2)
 	if !ok {
 		return
 	}
-	a, b, ok := strings.Cut(v, ",")
-	specFD, err1 := strconv.Atoi(a)
-	statusFD, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || !isPipe(specFD) || !isPipe(statusFD) {
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
 		return
 	}
+	var fds [3]int
+	for i, s := range parts {
+		fd, err := strconv.Atoi(s)
+		if err != nil || !isPipe(fd) {
+			return
+		}
+		fds[i] = fd
+	}
 	runtime.LockOSThread() // everything below is per-thread; exec from this thread
-	err := runStage2(specFD)
-	report(statusFD, err)
+	err := runStage2(fds[0], fds[2])
+	if !errors.Is(err, errNotReleased) {
+		report(fds[1], err)
+	}
 	os.Exit(stage2FailExit)
+}
+
+// errNotReleased: the parent closed the go pipe without releasing the
+// agent (it gave up on the session); nobody reads the status any more.
+var errNotReleased = errors.New("stage 2: not released")
+
+// awaitRelease blocks until the parent sends the byte that lets the agent
+// start (Pending.Release).
+func awaitRelease(goFD int) error {
+	var b [1]byte
+	for {
+		n, err := unix.Read(goFD, b[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			// The pipe may be non-blocking (the parent's side set it): wait
+			// for it to become readable.
+			fds := []unix.PollFd{{Fd: int32(goFD), Events: unix.POLLIN}}
+			if _, perr := unix.Poll(fds, -1); perr != nil && perr != unix.EINTR {
+				return fail("release", perr)
+			}
+			continue
+		case err != nil:
+			return fail("release", err)
+		case n == 0:
+			return errNotReleased
+		}
+		return nil
+	}
 }
 
 func isPipe(fd int) bool {
@@ -67,7 +105,7 @@ func fail(step string, err error) error {
 }
 
 // runStage2 returns only on failure.
-func runStage2(specFD int) (err error) {
+func runStage2(specFD, goFD int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &StageError{Step: "stage2", Msg: fmt.Sprintf("panic: %v", r)}
@@ -154,6 +192,11 @@ func runStage2(specFD int) (err error) {
 	}
 	if err := loadSeccomp(prog); err != nil {
 		return fail("seccomp", err)
+	}
+	// Everything above ran while the parent finished its own preparation;
+	// the agent's first instruction waits for the parent's word.
+	if err := awaitRelease(goFD); err != nil {
+		return err
 	}
 	err = syscall.Exec(path, s.Args, s.Env)
 	return fail("exec", fmt.Errorf("%s: %w", path, err))

@@ -65,8 +65,34 @@ func (e Exit) String() string {
 // from s.Ruleset and the seccomp filter. If anything fails before the
 // agent's exec, Start returns an error (a *StageError for failures inside
 // stage 2) and nothing is left running. When ctx is done, the whole
-// session cgroup is killed.
+// session cgroup is killed. Start is Spawn then Release.
 func Start(ctx context.Context, s Spec) (*Process, error) {
+	p, err := Spawn(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return p.Release()
+}
+
+// Pending is a session whose stage 2 runs but whose agent has not started:
+// stage 2 prepares everything (namespaces, mounts, credentials, Landlock,
+// seccomp) and then waits, right before the agent's exec, for Release.
+// Nothing of the agent runs before Release; call Release or Abort.
+type Pending struct {
+	proc   *Process
+	abort  func(error) (*Process, error)
+	stop   func() bool
+	goW    *os.File // one byte from here lets stage 2 exec the agent
+	status *os.File // stage 2's report: JSON error, or EOF at exec
+	ctx    context.Context
+}
+
+// Spawn starts stage 2 of the session described by s (see Start) and
+// returns at once, without waiting for stage 2 to get ready: re-executing
+// klock and setting up take milliseconds that the caller can spend on its
+// own preparation (a backup, cgroup programs) before Release. When ctx is
+// done, the whole session cgroup is killed.
+func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
@@ -107,17 +133,25 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		return nil, err
 	}
 	defer cgfd.Close()
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("launch: %w", err)
+	var pipes [3][2]*os.File // spec, status, go: [read, write]
+	closeAll := func() {
+		for _, pp := range pipes {
+			for _, f := range pp {
+				if f != nil {
+					f.Close()
+				}
+			}
+		}
 	}
-	defer specW.Close()
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		specR.Close()
-		return nil, fmt.Errorf("launch: %w", err)
+	for i := range pipes {
+		if pipes[i][0], pipes[i][1], err = os.Pipe(); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("launch: %w", err)
+		}
 	}
-	defer statusR.Close()
+	specR, specW := pipes[0][0], pipes[0][1]
+	statusR, statusW := pipes[1][0], pipes[1][1]
+	goR, goW := pipes[2][0], pipes[2][1]
 
 	n := len(s.ExtraFiles)
 	cloneflags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID)
@@ -127,11 +161,11 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"klock-stage2"},
-		Env:        []string{envStage2 + "=" + strconv.Itoa(3+n) + "," + strconv.Itoa(4+n)},
+		Env:        []string{envStage2 + "=" + strconv.Itoa(3+n) + "," + strconv.Itoa(4+n) + "," + strconv.Itoa(5+n)},
 		Stdin:      s.Stdin,
 		Stdout:     s.Stdout,
 		Stderr:     s.Stderr,
-		ExtraFiles: append(append([]*os.File(nil), s.ExtraFiles...), specR, statusW),
+		ExtraFiles: append(append([]*os.File(nil), s.ExtraFiles...), specR, statusW, goR),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  cloneflags,
 			UseCgroupFD: true,
@@ -142,43 +176,70 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	err = cmd.Start()
 	specR.Close()
 	statusW.Close()
+	goR.Close()
 	if err != nil {
+		specW.Close()
+		statusR.Close()
+		goW.Close()
 		return nil, fmt.Errorf("launch: start stage 2: %w", err)
 	}
-	p := &Process{Pid: cmd.Process.Pid, Landlock: plan, cmd: cmd, group: s.Group, done: make(chan struct{})}
-
+	p := &Pending{
+		proc:   &Process{Pid: cmd.Process.Pid, Landlock: plan, cmd: cmd, group: s.Group, done: make(chan struct{})},
+		goW:    goW,
+		status: statusR,
+		ctx:    ctx,
+	}
 	// From here on the session exists: any failure kills it.
-	abort := func(err error) (*Process, error) {
+	p.stop = context.AfterFunc(ctx, func() { _ = s.Group.Kill() })
+	p.abort = func(err error) (*Process, error) {
+		p.stop()
+		goW.Close()
+		statusR.Close()
 		_ = s.Group.Kill()
 		_ = cmd.Wait()
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = s.Group.Kill() })
-	if _, err := specW.Write(spec); err != nil {
-		stop()
-		return abort(fmt.Errorf("launch: send spec to stage 2: %w", err))
-	}
-	specW.Close()
+	// The spec fits in the pipe buffer only when small: write it from a
+	// goroutine so Spawn never waits for stage 2.
+	go func() {
+		_, _ = specW.Write(spec)
+		specW.Close()
+	}()
+	return p, nil
+}
+
+// Abort kills stage 2 (the whole session cgroup) and waits for it to end.
+func (p *Pending) Abort() { _, _ = p.abort(nil) }
+
+// Release lets stage 2 exec the agent and returns once it runs, or the
+// reason it could not (a *StageError for failures inside stage 2), in
+// which case nothing is left running.
+func (p *Pending) Release() (*Process, error) {
+	// A stage 2 that failed, or was killed, reads no byte: the write fails
+	// or goes unread, and the status pipe tells why.
+	_, werr := p.goW.Write([]byte{1})
+	p.goW.Close()
 	// EOF without data: the status pipe closed at exec, the agent runs.
-	status, err := io.ReadAll(statusR)
+	status, err := io.ReadAll(p.status)
+	p.status.Close()
 	if err != nil {
-		stop()
-		return abort(fmt.Errorf("launch: read stage 2 status: %w", err))
+		return p.abort(fmt.Errorf("launch: read stage 2 status: %w", err))
 	}
 	if len(status) > 0 {
-		stop()
 		se := &StageError{}
 		if jerr := json.Unmarshal(status, se); jerr != nil {
 			se = &StageError{Step: "stage2", Msg: fmt.Sprintf("unreadable status %q", status)}
 		}
-		return abort(se)
+		return p.abort(se)
 	}
-	if ctx.Err() != nil {
-		stop()
-		return abort(fmt.Errorf("launch: %w", ctx.Err()))
+	if werr != nil {
+		return p.abort(fmt.Errorf("launch: release stage 2: %w", werr))
 	}
-	go p.wait(stop)
-	return p, nil
+	if p.ctx.Err() != nil {
+		return p.abort(fmt.Errorf("launch: %w", p.ctx.Err()))
+	}
+	go p.proc.wait(p.stop)
+	return p.proc, nil
 }
 
 func (p *Process) wait(stop func() bool) {

@@ -17,7 +17,7 @@ type wireSpec struct {
 	Mask       []string      `json:"mask,omitempty"`
 }
 
-// envStage2 marks a stage-2 child; its value is "SPECFD,STATUSFD".
+// envStage2 marks a stage-2 child; its value is "SPECFD,STATUSFD,GOFD".
 const envStage2 = "_KLOCK_LAUNCH_STAGE2"
 
 // stage2FailExit is stage 2's exit status when it fails before exec (the

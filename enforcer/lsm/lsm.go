@@ -18,6 +18,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/bpfmap"
+	"github.com/klocklabs/klock/internal/kbtf"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -64,7 +65,7 @@ func Load() (*LSM, error) {
 	if err := setDentryArgs(spec); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
 	}
-	if err := spec.LoadAndAssign(&l.objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&l.objs, &ebpf.CollectionOptions{Cache: kbtf.Cache()}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("%w: verifier: %+v", ErrLoad, ve)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/internal/kbtf"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -112,7 +113,7 @@ func Load() (*Guard, error) {
 		return nil, fmt.Errorf("%w: remove memlock limit: %w", ErrLoad, err)
 	}
 	g := &Guard{done: make(chan struct{}), sessions: map[uint64]*Session{}, logger: slog.Default().With("backend", "cgroup-net")}
-	if err := loadNetguardObjects(&g.objs, nil); err != nil {
+	if err := loadNetguardObjects(&g.objs, &ebpf.CollectionOptions{Cache: kbtf.Cache()}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("%w: verifier: %+v", ErrLoad, ve)

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/bpfmap"
+	"github.com/klocklabs/klock/internal/kbtf"
 )
 
 // Kind says what a Record carries.
@@ -205,7 +207,9 @@ func LoadOptions(opts Options) (*Observer, error) {
 		ObsFork    *ebpf.Program `ebpf:"obs_fork"`
 		ObsExit    *ebpf.Program `ebpf:"obs_exit"`
 	}
-	if err := spec.LoadAndAssign(&core, nil); err != nil {
+	// One decode of the kernel's BTF for the core and the ctime programs.
+	btfCache := kbtf.Cache()
+	if err := spec.LoadAndAssign(&core, &ebpf.CollectionOptions{Cache: btfCache}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("observe: load BPF (verifier): %+v", ve)
@@ -222,7 +226,7 @@ func LoadOptions(opts Options) (*Observer, error) {
 		}
 		o.links = append(o.links, l)
 	}
-	o.loadCtime(spec)
+	o.loadCtime(spec, btfCache)
 	o.rd, err = ringbuf.NewReader(o.objs.Events)
 	if err != nil {
 		o.closeKernel()
@@ -238,8 +242,8 @@ func LoadOptions(opts Options) (*Observer, error) {
 // which catch the inode a path-based metadata call (chmod, chown, utimes,
 // truncate, xattrs by path) changed. Without them (older kernels) those
 // calls carry no object inode, as before; CtimeHooks says how many attached.
-func (o *Observer) loadCtime(spec *ebpf.CollectionSpec) {
-	repl := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+func (o *Observer) loadCtime(spec *ebpf.CollectionSpec, btfCache *btf.Cache) {
+	repl := &ebpf.CollectionOptions{Cache: btfCache, MapReplacements: map[string]*ebpf.Map{
 		"watched": o.objs.Watched, "pending": o.objs.Pending}}
 	load := func(name string, dst **ebpf.Program) {
 		var err error

@@ -29,6 +29,9 @@ type backends struct {
 	ownObs, ownNG, ownLSM bool
 	// lsmSkipped says why BackendAuto did not use bpf-lsm.
 	lsmSkipped string
+
+	allowDegraded bool
+	log           *slog.Logger
 }
 
 // attachLSM puts the BPF-LSM wall on g when the choice allows and it
@@ -64,79 +67,81 @@ func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared
 	return nil
 }
 
-// attach loads (or takes from shared, when not nil) and attaches the
-// observation and network backends to g, refusing (ErrDegraded) what the
-// mode relies on unless allowDegraded.
-func attach(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, dirs []string, allowDegraded bool, log *slog.Logger) (*backends, error) {
-	b := &backends{}
-	degrade := func(what, lost, fix string, err error) error {
-		if !allowDegraded {
-			return fmt.Errorf("%w: %s is unavailable (%v): %s. Fix: %s; or pass --allow-degraded to run without it", ErrDegraded, what, err, lost, fix)
-		}
-		log.Warn("running degraded", "backend", what, "lost", lost, "error", err)
-		b.list = append(b.list, vlog.Backend{Name: what, Guarantee: "unavailable", Details: []string{err.Error(), "lost: " + lost}})
-		return nil
+// degrade records a backend the session runs without, or refuses
+// (ErrDegraded) when the operator did not allow degraded enforcement.
+func (b *backends) degrade(what, lost, fix string, err error) error {
+	if !b.allowDegraded {
+		return fmt.Errorf("%w: %s is unavailable (%v): %s. Fix: %s; or pass --allow-degraded to run without it", ErrDegraded, what, err, lost, fix)
 	}
+	b.log.Warn("running degraded", "backend", what, "lost", lost, "error", err)
+	b.list = append(b.list, vlog.Backend{Name: what, Guarantee: "unavailable", Details: []string{err.Error(), "lost: " + lost}})
+	return nil
+}
 
-	if err := b.attachLSM(g, rs, shared, choice); err != nil {
-		return nil, err
-	}
+// attachObserver watches g with the observer r (loaded, or taken from
+// Shared), or degrades. Call it before the session's first process exists:
+// the event loop counts that process's execs from the first.
+func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []string) error {
 	watchOpts := []observe.WatchOption{observe.KnownDirs(dirs...)}
 	if b.lsms != nil {
 		watchOpts = append(watchOpts, observe.Residuals())
 	}
-	obs, own, err := shared.observer()
+	err := r.err
 	if err == nil {
-		b.obs, b.ownObs = obs, own
-		b.watch, err = obs.Watch(g.ID, watchOpts...)
+		b.obs, b.ownObs = r.o, r.own
+		b.watch, err = r.o.Watch(g.ID, watchOpts...)
 	}
 	if err != nil {
-		b.close()
-		if err := degrade("tracepoints", "operations Landlock cannot wall (its residuals) go undetected and the verification log is incomplete",
-			"run as root on a kernel with BTF and raw tracepoints (klock doctor says which)", err); err != nil {
-			return nil, err
+		if b.obs != nil && b.ownObs {
+			b.obs.Close()
 		}
-	} else {
-		details := []string{"raw syscall tracepoints filtered by the session cgroup id; detects what the walls do not block",
-			"kernel paths: opens and f* calls name the object the kernel acted on (dentry walk at syscall exit)"}
-		if obs.CtimeHooks() == 0 {
-			// Not silent: on this kernel a path-based chmod/chown/utimes/xattr
-			// is judged by its name string, which a symlink swap can change.
-			details = append(details, "degraded: no ctime tracepoints on this kernel (< 6.13): path-based metadata changes are judged by their name, not by the inode the kernel changed; a relative name that cannot be verified kills a strict session")
-		} else {
-			details = append(details, "kernel paths: path-based metadata changes are checked against the inode the kernel changed (ctime tracepoints)")
-		}
-		if b.lsms != nil {
-			details = []string{"raw syscall tracepoints filtered by the session cgroup id, reporting only what bpf-lsm does not decide: io_uring set-up, 32-bit syscalls, and the process events that delimit the agent's history (detects and kills)"}
-		}
-		b.list = append(b.list, vlog.Backend{Name: "tracepoints", Guarantee: vlog.GuaranteeDetects, Details: details})
+		b.obs, b.watch = nil, nil
+		return b.degrade("tracepoints", "operations Landlock cannot wall (its residuals) go undetected and the verification log is incomplete",
+			"run as root on a kernel with BTF and raw tracepoints (klock doctor says which)", err)
 	}
+	obs := r.o
+	details := []string{"raw syscall tracepoints filtered by the session cgroup id; detects what the walls do not block",
+		"kernel paths: opens and f* calls name the object the kernel acted on (dentry walk at syscall exit)"}
+	if obs.CtimeHooks() == 0 {
+		// Not silent: on this kernel a path-based chmod/chown/utimes/xattr
+		// is judged by its name string, which a symlink swap can change.
+		details = append(details, "degraded: no ctime tracepoints on this kernel (< 6.13): path-based metadata changes are judged by their name, not by the inode the kernel changed; a relative name that cannot be verified kills a strict session")
+	} else {
+		details = append(details, "kernel paths: path-based metadata changes are checked against the inode the kernel changed (ctime tracepoints)")
+	}
+	if b.lsms != nil {
+		details = []string{"raw syscall tracepoints filtered by the session cgroup id, reporting only what bpf-lsm does not decide: io_uring set-up, 32-bit syscalls, and the process events that delimit the agent's history (detects and kills)"}
+	}
+	b.list = append(b.list, vlog.Backend{Name: "tracepoints", Guarantee: vlog.GuaranteeDetects, Details: details})
+	return nil
+}
 
+// attachNet walls g's network: its own namespace when the ruleset declares
+// no NET intent, else the guard l loads (or Shared's), or degrades. The
+// cgroup programs only need to be attached before the agent runs.
+func (b *backends) attachNet(g *cgroup.Group, rs *policy.Ruleset, l *loading) error {
 	if launch.NeedsNetNS(rs) {
 		b.list = append(b.list, vlog.Backend{Name: "netns", Guarantee: vlog.GuaranteeBlocks,
 			Details: []string{"no NET intent declared: the agent has its own network namespace with only loopback"}})
-		return b, nil
+		return nil
 	}
-	ng, own, err := shared.guard()
+	r := l.guard()
+	err := r.err
 	if err == nil {
-		b.ng, b.ownNG = ng, own
-		b.ngs, err = ng.Attach(g, rs)
+		b.ng, b.ownNG = r.g, r.own
+		b.ngs, err = r.g.Attach(g, rs)
 	}
 	if err != nil {
 		if b.ng != nil && b.ownNG {
 			b.ng.Close()
 		}
-		b.ng = nil
-		if err := degrade("cgroup-net", "undeclared connections, datagrams, binds and raw sockets are not blocked",
-			"run as root on a kernel with cgroup BPF (CONFIG_CGROUP_BPF)", err); err != nil {
-			b.close()
-			return nil, err
-		}
-		return b, nil
+		b.ng, b.ngs = nil, nil
+		return b.degrade("cgroup-net", "undeclared connections, datagrams, binds and raw sockets are not blocked",
+			"run as root on a kernel with cgroup BPF (CONFIG_CGROUP_BPF)", err)
 	}
 	b.list = append(b.list, vlog.Backend{Name: "cgroup-net", Guarantee: vlog.GuaranteeBlocks,
 		Details: []string{"connect4/6, sendmsg4/6, bind4/6 and sock_create programs on the session cgroup"}})
-	return b, nil
+	return nil
 }
 
 func (b *backends) close() {

@@ -72,43 +72,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}
-	defer g.Delete()
+	deleteGroup := sync.OnceFunc(func() { _ = g.Delete() })
+	defer deleteGroup()
 
-	choice := o.Backend
-	if choice == "" {
-		choice = BackendAuto
-	}
 	startDir := o.Dir
 	if startDir == "" {
 		startDir = m.Workdir
 	}
-	be, err := attach(g, rs, o.Backends, choice, []string{startDir}, o.AllowDegraded, log)
-	if err != nil {
-		return nil, err
-	}
-	defer be.close()
-
-	var restorer Restorer
-	if o.Snapshot != nil {
-		if restorer, err = o.Snapshot(ctx, rs, id); err != nil {
-			return nil, fmt.Errorf("%w: pre-flight backup: %v (the agent was not started)", ErrSetup, err)
-		}
-	}
-
-	env := o.Env
-	dir := o.Dir
-	if dir == "" {
-		dir = m.Workdir
-	}
-	start := time.Now()
-	proc, err := launch.Start(ctx, launch.Spec{
-		Ruleset: rs, Group: g, Args: o.Command, Env: env, Dir: dir, User: o.User,
+	ready, err := prepare(ctx, o, rs, id, g, launch.Spec{
+		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: launch.NeedsNetNS(rs), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
-		NoLandlock: be.lsms != nil,
-	})
+	}, []string{startDir}, log)
 	if err != nil {
 		return nil, err
 	}
+	be, proc, restorer, start := ready.be, ready.proc, ready.restorer, ready.start
+	closeBackends := sync.OnceFunc(be.close)
+	defer closeBackends()
 	if o.Started != nil {
 		o.Started(proc.Pid)
 	}
@@ -142,6 +122,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
+	// Every event was read before loop returned and the agent is gone: the
+	// kernel side comes down while the log is built and written.
+	torn := make(chan struct{})
+	go func() {
+		closeBackends()
+		deleteGroup()
+		close(torn)
+	}()
+	defer func() { <-torn }()
 	vl := vlog.New(vlog.Session{
 		ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData,
 		Mode: mode, Start: start, Backends: backendsUsed,

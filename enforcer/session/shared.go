@@ -86,6 +86,9 @@ func (s *Shared) guard() (g *netguard.Guard, owned bool, err error) {
 // lsmBackend is observer's counterpart for the BPF-LSM backend.
 func (s *Shared) lsmBackend() (l *lsm.LSM, owned bool, err error) {
 	if s == nil {
+		if err := lsmLoadable(); err != nil {
+			return nil, true, err
+		}
 		l, err = lsm.Load()
 		return l, true, err
 	}

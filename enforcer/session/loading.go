@@ -1,0 +1,75 @@
+//go:build linux
+
+package session
+
+import (
+	"github.com/klocklabs/klock/enforcer/netguard"
+	"github.com/klocklabs/klock/enforcer/observe"
+)
+
+// loading obtains the observer and the network guard in the background:
+// in the embedded path each is a BPF load whose verifier pass takes
+// hundreds of milliseconds, so they run at the same time as each other and
+// as the rest of the session's preparation (the bpf-lsm attempt, stage 2,
+// the backup). From klockd's Shared they are ready at once.
+type loading struct {
+	obs chan loadedObserver
+	ng  chan loadedGuard // nil: the session needs no guard (own netns)
+}
+
+type loadedObserver struct {
+	o   *observe.Observer
+	own bool
+	err error
+}
+
+type loadedGuard struct {
+	g   *netguard.Guard
+	own bool
+	err error
+}
+
+func startLoading(shared *Shared, needGuard bool) *loading {
+	l := &loading{obs: make(chan loadedObserver, 1)}
+	go func() {
+		o, own, err := shared.observer()
+		l.obs <- loadedObserver{o, own, err}
+	}()
+	if needGuard {
+		l.ng = make(chan loadedGuard, 1)
+		go func() {
+			g, own, err := shared.guard()
+			l.ng <- loadedGuard{g, own, err}
+		}()
+	}
+	return l
+}
+
+// observer waits for the observer; each result is taken once.
+func (l *loading) observer() loadedObserver {
+	r := <-l.obs
+	l.obs = nil
+	return r
+}
+
+// guard waits for the network guard.
+func (l *loading) guard() loadedGuard {
+	r := <-l.ng
+	l.ng = nil
+	return r
+}
+
+// discard waits for what was not taken and closes what this session
+// loaded itself, so a session that gives up early leaves nothing loaded.
+func (l *loading) discard() {
+	if l.obs != nil {
+		if r := l.observer(); r.err == nil && r.own {
+			r.o.Close()
+		}
+	}
+	if l.ng != nil {
+		if r := l.guard(); r.err == nil && r.own {
+			r.g.Close()
+		}
+	}
+}

@@ -1,0 +1,52 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/klocklabs/klock/enforcer/lsm"
+	"github.com/klocklabs/klock/internal/kbtf"
+	"golang.org/x/sys/unix"
+)
+
+// lsmLoadable says, once per process, whether this kernel lets any BPF-LSM
+// program load. Where it does not (no bpf in lsm=, no trampolines: most
+// hosts), the embedded path learns it from a two-instruction program
+// instead of parsing and loading all of bpf-lsm's maps and programs only
+// to fail, which costs a session tens of milliseconds. A kernel that
+// accepts the trial still gets the real load, which alone decides whether
+// bpf-lsm is used; the trial can only skip a load bound to fail the same
+// way. It shares the kernel BTF the concurrent loads decode (kbtf).
+var lsmLoadable = sync.OnceValue(func() error {
+	// Without it an old kernel's memlock limit would also say EPERM.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil
+	}
+	spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"trial": {
+		Name:       "klock_lsm_trial",
+		Type:       ebpf.LSM,
+		AttachType: ebpf.AttachLSMMac,
+		AttachTo:   "file_open",
+		License:    "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	}}}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: kbtf.Cache()})
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%w: a trial lsm/file_open program cannot load: %w (BPF LSM programs cannot load on this kernel: is bpf in the lsm= boot list? klock doctor says why)", lsm.ErrLoad, unix.EPERM)
+	}
+	if err != nil {
+		// Not the known refusal: let the real load try and say why.
+		return nil
+	}
+	coll.Close()
+	return nil
+})

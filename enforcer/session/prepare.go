@@ -1,0 +1,114 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/policy"
+)
+
+// prepared is a session whose agent runs, walled and watched.
+type prepared struct {
+	be       *backends
+	proc     *launch.Process
+	restorer Restorer
+	start    time.Time
+}
+
+type backupResult struct {
+	r   Restorer
+	err error
+}
+
+// prepare puts the kernel backends on g, takes the pre-flight backup and
+// starts the agent. The independent steps overlap: the BPF loads run in
+// the background from the start, and stage 2 (klock's re-exec, which sets
+// up namespaces, Landlock and seccomp) runs while the network programs are
+// attached and the backup is taken; it execs the agent only once all of
+// that is done (launch.Pending.Release). What has to come first still does:
+// bpf-lsm and the observer's watch are in place before stage 2 exists (both
+// count that process's execs to find the agent's), and nothing that can
+// refuse the session (ErrDegraded) comes after the backup is started. On
+// error nothing is left running or loaded.
+func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, spec launch.Spec, dirs []string, log *slog.Logger) (_ *prepared, err error) {
+	choice := o.Backend
+	if choice == "" {
+		choice = BackendAuto
+	}
+	l := startLoading(o.Backends, !launch.NeedsNetNS(rs))
+	be := &backends{allowDegraded: o.AllowDegraded, log: log}
+	var pending *launch.Pending
+	var backup chan backupResult
+	defer func() {
+		if err == nil {
+			return
+		}
+		if pending != nil {
+			pending.Abort()
+		}
+		if backup != nil {
+			// Never leave it writing behind the caller's back; a backup
+			// that completed stays, as any backup of a session that failed
+			// to start does.
+			<-backup
+		}
+		l.discard()
+		be.close()
+	}()
+	takeBackup := func() {
+		if o.Snapshot == nil {
+			return
+		}
+		backup = make(chan backupResult, 1)
+		go func() {
+			r, err := o.Snapshot(ctx, rs, id)
+			backup <- backupResult{r, err}
+		}()
+	}
+
+	if err := be.attachLSM(g, rs, o.Backends, choice); err != nil {
+		return nil, err
+	}
+	if err := be.attachObserver(g, l.observer(), dirs); err != nil {
+		return nil, err
+	}
+	spec.NoLandlock = be.lsms != nil
+	start := time.Now()
+	// Stage 2 (re-exec and runtime start of klock's binary) is the longest
+	// step once the BPF programs are loaded: it starts before the backup
+	// competes with it for the CPUs.
+	if pending, err = launch.Spawn(ctx, spec); err != nil {
+		return nil, err
+	}
+	if o.AllowDegraded {
+		// Nothing after this point refuses the session.
+		takeBackup()
+	}
+	if err := be.attachNet(g, rs, l); err != nil {
+		return nil, err
+	}
+	if !o.AllowDegraded {
+		takeBackup()
+	}
+	var restorer Restorer
+	if backup != nil {
+		r := <-backup
+		backup = nil
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: pre-flight backup: %v (the agent was not started)", ErrSetup, r.err)
+		}
+		restorer = r.r
+	}
+	proc, err := pending.Release()
+	pending = nil // Release cleans up after itself
+	if err != nil {
+		return nil, err
+	}
+	return &prepared{be: be, proc: proc, restorer: restorer, start: start}, nil
+}
