@@ -104,6 +104,10 @@ struct {
 /* Where the dentry is among the inode_* hooks' arguments on the running
  * kernel (6.3 put a struct mnt_idmap * before it): set by enforcer/lsm
  * from the kernel's BTF before loading; constants to the verifier. */
+/* Allowed decisions wake the reader only once this much is waiting (0:
+ * every record); refusals always wake it. Set by enforcer/lsm. */
+volatile const __u64 wakeup_bytes = 0;
+
 volatile const __u32 setattr_dentry_arg = 0;
 volatile const __u32 setxattr_dentry_arg = 1;
 volatile const __u32 removexattr_dentry_arg = 1;
@@ -256,7 +260,12 @@ static __always_inline int finish(struct klsm_session *s, struct klsm_event *e, 
 	__u64 size = offsetof(struct klsm_event, data) + (e->len1 & (LSM_PATH_MAX - 1)) + (e->len2 & (LSM_PATH_MAX - 1));
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	if (bpf_ringbuf_output(&lsm_events, e, size, 0))
+	/* A wake-up per record is a context switch per decision: allowed ones
+	 * are batched (the reader also polls), refusals go at once. */
+	__u64 wake = BPF_RB_FORCE_WAKEUP;
+	if (!deny && wakeup_bytes && bpf_ringbuf_query(&lsm_events, BPF_RB_AVAIL_DATA) < wakeup_bytes)
+		wake = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&lsm_events, e, size, wake))
 		__sync_fetch_and_add(&s->lost, 1);
 	return ret;
 }

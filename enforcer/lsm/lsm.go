@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ func Load() (*LSM, error) {
 	}
 	if err := setDentryArgs(spec); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	if err := spec.Variables["wakeup_bytes"].Set(uint64(wakeupBytes)); err != nil {
+		return nil, fmt.Errorf("%w: set wakeup_bytes: %w", ErrLoad, err)
 	}
 	if err := spec.LoadAndAssign(&l.objs, &ebpf.CollectionOptions{Cache: kbtf.Cache()}); err != nil {
 		var ve *ebpf.VerifierError
@@ -307,15 +311,28 @@ func (s *Session) Close() error {
 	return s.closeErr
 }
 
+// Allowed decisions wake the reader once wakeupBytes are waiting; between
+// wake-ups it polls every pollInterval, and Idle flushes what waits.
+const (
+	wakeupBytes  = 64 << 10
+	pollInterval = 5 * time.Millisecond
+)
+
 func (l *LSM) readLoop() {
 	defer l.wg.Done()
 	var rec ringbuf.Record
+	l.rd.SetDeadline(time.Now().Add(pollInterval))
 	for {
 		if err := l.rd.ReadInto(&rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
+			switch {
+			case errors.Is(err, ringbuf.ErrClosed):
 				return
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				l.rd.SetDeadline(time.Now().Add(pollInterval))
+			case errors.Is(err, ringbuf.ErrFlushed):
+			default:
+				l.log.Error("read events", "error", err)
 			}
-			l.log.Error("read events", "error", err)
 			continue
 		}
 		l.inflight.Lock()
@@ -328,6 +345,7 @@ func (l *LSM) readLoop() {
 // delivered to its session's channel.
 func (l *LSM) Idle() bool {
 	if l.rd.AvailableBytes() > 0 {
+		l.rd.Flush() // records that woke nobody: read them now
 		return false
 	}
 	// TryLock: a delivery blocked on another session's full channel must

@@ -137,6 +137,7 @@ const (
 	lsmVarUnusedEvent             = "unused_event"
 	lsmVarUnusedRule              = "unused_rule"
 	lsmVarUnusedSeen              = "unused_seen"
+	lsmVarWakeupBytes             = "wakeup_bytes"
 )
 
 // loadLsm returns the embedded CollectionSpec for lsm.
@@ -226,6 +227,7 @@ type lsmVariableSpecs struct {
 	UnusedEvent          *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedRule           *ebpf.VariableSpec `ebpf:"unused_rule"`
 	UnusedSeen           *ebpf.VariableSpec `ebpf:"unused_seen"`
+	WakeupBytes          *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // lsmObjects contains all objects after they have been loaded into the kernel.
@@ -283,6 +285,7 @@ type lsmVariables struct {
 	UnusedEvent          *ebpf.Variable `ebpf:"unused_event"`
 	UnusedRule           *ebpf.Variable `ebpf:"unused_rule"`
 	UnusedSeen           *ebpf.Variable `ebpf:"unused_seen"`
+	WakeupBytes          *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // lsmPrograms contains all programs after they have been loaded into the kernel.
