@@ -306,9 +306,40 @@ static __always_inline void seen_key(struct klsm_seen_key *sk, struct klsm_sessi
 	}
 }
 
+/* counted_op: operations whose triple is their need on the object alone
+ * (an open for reading is CONSUMES of the file; an open for writing, a
+ * truncate, chmod, chown, time or xattr change are all MUTATES of it):
+ * once one is allowed and reported, the same need on the same object
+ * (same name, rules and renames) is counted, whatever the hook. */
+static __always_inline int counted_op(__u32 op, __u32 flags)
+{
+	if (flags & (LSM_E_QUIET_OK | LSM_E_TMPFILE | LSM_E_CREATED))
+		return 0;
+	switch (op) {
+	case LSM_OP_OPEN:
+	case LSM_OP_TRUNCATE:
+	case LSM_OP_CHMOD:
+	case LSM_OP_CHOWN:
+	case LSM_OP_SETATTR:
+	case LSM_OP_XATTR:
+		return 1;
+	}
+	return 0;
+}
+
 static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, struct dentry *d, struct vfsmount *vm, int linked, __u32 flags)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
+	if (counted_op(op, flags)) {
+		/* Allowed before with the same name, rules and renames: count it. */
+		struct klsm_seen_key sk = {};
+		seen_key(&sk, s, d, vm, 0, need);
+		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
+		if (cnt) {
+			__sync_fetch_and_add(cnt, 1);
+			return 0;
+		}
+	}
 	/* The open that follows a creation was decided and reported by
 	 * path_mknod already: decide it again, report it once. */
 	struct klsm_event *e = (flags & LSM_E_CREATED) ? NULL : begin(op, flags);
@@ -320,9 +351,9 @@ static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, s
 			e->flags |= LSM_E_OWNED;
 	}
 	int deny = !n || (need & ~have);
-	if (!deny && op == LSM_OP_OPEN && e && !(flags & (LSM_E_QUIET_OK | LSM_E_TMPFILE))) {
+	if (!deny && e && counted_op(op, flags)) {
 		struct klsm_seen_key sk = {};
-		seen_key(&sk, s, d, vm, op, need);
+		seen_key(&sk, s, d, vm, 0, need);
 		__u64 one = 1;
 		/* A full table: report every open (exact counts either way). */
 		if (!bpf_map_update_elem(&lsm_seen, &sk, &one, BPF_NOEXIST)) {
@@ -406,16 +437,6 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 		}
 	}
 	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
-	if (!(flags & (LSM_E_QUIET_OK | LSM_E_TMPFILE | LSM_E_CREATED))) {
-		/* Allowed before with the same name, rules and renames: count it. */
-		struct klsm_seen_key sk = {};
-		seen_key(&sk, s, d, vm, LSM_OP_OPEN, need);
-		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
-		if (cnt) {
-			__sync_fetch_and_add(cnt, 1);
-			return 0;
-		}
-	}
 	int r = check1(s, LSM_OP_OPEN, need, d, vm, 1, flags);
 	if (r == 0 && (flags & LSM_E_CREATED)) {
 		struct klsm_created k = {};

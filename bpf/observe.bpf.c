@@ -765,8 +765,11 @@ __noinline int count_from_now(struct obs_rec *r, __u64 rgen, long fd)
 {
 	if (!r || seen_key(&r->seen, r->cgid, rgen, (__u32)r->flags, fd))
 		return 0;
+	/* A copy on the stack: older verifiers (6.1) take no map key from a
+	 * global function's memory argument. */
+	struct obs_seen_key k = r->seen;
 	__u64 one = 1;
-	if (bpf_map_update_elem(&seen, &r->seen, &one, BPF_NOEXIST))
+	if (bpf_map_update_elem(&seen, &k, &one, BPF_NOEXIST))
 		return 0;
 	r->kflags |= OBS_F_COUNTED;
 	return 1;

@@ -110,8 +110,9 @@ enum lsm_event_flags {
 
 #define LSM_PATH_MAX 4096
 
-/* The identity of a reported, allowed open (see LSM_E_COUNTED), and the
- * kernel's decision cache: the dentry and mount name the path as long as
+/* The identity of a reported, allowed operation whose triple is its need
+ * on the object alone (opens, truncate, chmod, chown, times, xattrs; op is
+ * 0 for all of them: see counted_op), and the kernel's decision cache: the dentry and mount name the path as long as
  * nothing was renamed (rgen) and the rules did not change (sess); the inode
  * number and generation make a recycled dentry address harmless. A repeat
  * with the same key is allowed and counted without a walk or a lookup. */
