@@ -50,6 +50,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 // Policy flags.
 #define NG_FLAG_RAW 1 // NET:raw declared: raw, packet and ICMP sockets allowed
+// Report allowed operations too (a session whose file backend, bpf-lsm,
+// leaves no syscall tracepoint to report them).
+#define NG_FLAG_REPORT_ALLOWED 2
 
 // Protocol classes (== policy.Proto, plus "other").
 #define NG_PROTO_ANY 0
@@ -94,8 +97,9 @@ struct ng_event {
 	__u16 port;     // host order
 	__u16 family;   // address family the caller used
 	__u16 sock_type;
-	__u8 hook;  // enum ng_hook
-	__u8 proto; // NG_PROTO_*
+	__u8 hook;    // enum ng_hook
+	__u8 proto;   // NG_PROTO_*
+	__u8 allowed; // 1: an allowed operation (NG_FLAG_REPORT_ALLOWED)
 	char comm[16];
 };
 
@@ -182,7 +186,7 @@ static __always_inline void count_lost(__u64 id)
 }
 
 static __always_inline void report(__u64 id, __u8 hook, __u16 family, const __u32 a[4],
-				   __u16 port, __u32 protocol, __u32 type, __u8 proto)
+				   __u16 port, __u32 protocol, __u32 type, __u8 proto, __u8 allowed)
 {
 	struct ng_event *e = bpf_ringbuf_reserve(&ng_events, sizeof(*e), 0);
 	if (!e) {
@@ -203,6 +207,7 @@ static __always_inline void report(__u64 id, __u8 hook, __u16 family, const __u3
 	e->sock_type = type;
 	e->hook = hook;
 	e->proto = proto;
+	e->allowed = allowed;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
 }
@@ -240,9 +245,12 @@ static __always_inline int check4(struct bpf_sock_addr *ctx, __u8 hook, __u8 acc
 	__u32 protocol = ctx->protocol, type = ctx->type;
 	__u8 proto = proto_class(protocol, type);
 
-	if (s.pol && allowed(s.pol, NG_AF_INET, a, port, proto, access))
+	if (s.pol && allowed(s.pol, NG_AF_INET, a, port, proto, access)) {
+		if (s.pol->flags & NG_FLAG_REPORT_ALLOWED)
+			report(s.id, hook, NG_AF_INET, a, port, protocol, type, proto, 1);
 		return 1;
-	report(s.id, hook, NG_AF_INET, a, port, protocol, type, proto);
+	}
+	report(s.id, hook, NG_AF_INET, a, port, protocol, type, proto, 0);
 	return 0;
 }
 
@@ -260,9 +268,12 @@ static __always_inline int check6(struct bpf_sock_addr *ctx, __u8 hook, __u8 acc
 	// ::ffff:a.b.c.d is an IPv4 destination: the v4 rules decide it.
 	__u8 family = (a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0xffff)) ? NG_AF_INET : NG_AF_INET6;
 
-	if (s.pol && allowed(s.pol, family, a, port, proto, access))
+	if (s.pol && allowed(s.pol, family, a, port, proto, access)) {
+		if (s.pol->flags & NG_FLAG_REPORT_ALLOWED)
+			report(s.id, hook, NG_AF_INET6, a, port, protocol, type, proto, 1);
 		return 1;
-	report(s.id, hook, NG_AF_INET6, a, port, protocol, type, proto);
+	}
+	report(s.id, hook, NG_AF_INET6, a, port, protocol, type, proto, 0);
 	return 0;
 }
 
@@ -318,9 +329,12 @@ int ng_sock_create(struct bpf_sock *ctx)
 	if (family != NG_AF_PACKET && proto_class(protocol, type) != NG_PROTO_OTHER)
 		return 1;
 	struct ng_session s = find_policy();
-	if (s.pol && (s.pol->flags & NG_FLAG_RAW))
-		return 1;
 	__u32 a[4] = {};
-	report(s.id, NG_HOOK_SOCK_CREATE, family, a, 0, protocol, type, NG_PROTO_OTHER);
+	if (s.pol && (s.pol->flags & NG_FLAG_RAW)) {
+		if (s.pol->flags & NG_FLAG_REPORT_ALLOWED)
+			report(s.id, NG_HOOK_SOCK_CREATE, family, a, 0, protocol, type, NG_PROTO_OTHER, 1);
+		return 1;
+	}
+	report(s.id, NG_HOOK_SOCK_CREATE, family, a, 0, protocol, type, NG_PROTO_OTHER, 0);
 	return 0;
 }

@@ -775,25 +775,11 @@ __noinline int count_from_now(struct obs_rec *r, __u64 rgen, long fd)
 	return 1;
 }
 
-/* residual_nr: the syscalls observe.Residuals() still reports. */
-static __always_inline int residual_nr(long nr)
+/* proc_nr: the syscalls a ProcessEvents watch still records (a failed
+ * exec); its other syscalls return before a record is prepared. */
+static __always_inline int proc_nr(long nr)
 {
-	switch (nr) {
-	case NR_connect:
-	case NR_sendto:
-	case NR_sendmsg:
-	case NR_sendmmsg:
-	case NR_bind:
-	case NR_listen:
-	case NR_socket:
-	case NR_io_uring_setup:
-	case NR_io_uring_enter:
-	case NR_io_uring_register:
-	case NR_execve:
-	case NR_execveat:
-		return 1;
-	}
-	return 0;
+	return nr == NR_execve || nr == NR_execveat;
 }
 
 SEC("tp_btf/sys_exit")
@@ -804,9 +790,9 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	{
 		__u64 cgid = bpf_get_current_cgroup_id();
 		struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
-		/* A session whose file operations bpf-lsm decides (ops mask)
-		 * needs only a few syscalls: return before preparing a record. */
-		if (!w || (w->ops && !residual_nr(nr)))
+		/* A session whose operations bpf-lsm and cgroup-net decide and
+		 * report (ops mask): return before preparing a record. */
+		if (!w || (w->ops && !proc_nr(nr)))
 			return 0;
 		if (rename_nr(nr))
 			__sync_fetch_and_add(&w->rgen, 1); /* the name has moved */

@@ -42,6 +42,7 @@ enum lsm_op {
 	LSM_OP_SETATTR,          /* times (utimes, touch): the other attributes have path hooks */
 	LSM_OP_XATTR,            /* setxattr, removexattr */
 	LSM_OP_CONNECT_UNIX,     /* path1 = the socket file a stream connect or datagram send reaches */
+	LSM_OP_SOCKET_RAW,       /* a raw or packet socket (no path) */
 };
 
 /* Session states: until the agent's own exec, the session's first process
@@ -52,11 +53,14 @@ struct klsm_session {
 	__u32 sess;   /* the rules' session id (LPM key prefix) */
 	__u32 state;  /* enum lsm_state */
 	__u32 execs;  /* first-round bprm checks seen while arming */
-	__u32 flags;  /* reserved */
+	__u32 flags;  /* LSM_S_* */
 	__u64 lost;   /* records the ring buffer could not take */
 	__u32 rgen;   /* renames so far: a renamed directory changes paths below it */
 	__u32 pad;
 };
+
+/* klsm_session.flags */
+#define LSM_S_RAW 1 /* NET:raw declared: raw and packet sockets allowed */
 
 struct klsm_key {
 	__u32 prefixlen; /* bits: 32 (sess) + 8 per path byte */

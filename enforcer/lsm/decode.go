@@ -32,6 +32,7 @@ const (
 	opSetattr
 	opXattr
 	opConnectUnix
+	opSocketRaw
 )
 
 const (
@@ -44,12 +45,16 @@ const (
 	fCounted  = 1 << 9
 )
 
+// sessRaw mirrors LSM_S_RAW (klsm_session.flags): NET:raw is declared.
+const sessRaw = 1
+
 // hooks names each operation by its LSM hook, as the log shows it (and as
 // enforcer/decide recognises creations).
 var hooks = [...]string{opOpen: "file_open", opExec: "bprm_check_security", opMknod: "path_mknod", opMkdir: "path_mkdir",
 	opSymlink: "path_symlink", opLink: "path_link", opUnlink: "path_unlink", opRmdir: "path_rmdir", opRename: "path_rename",
 	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown", opConnectAbstract: "socket_connect",
-	opSetattr: "inode_setattr", opXattr: "inode_setxattr", opConnectUnix: "unix_stream_connect"}
+	opSetattr: "inode_setattr", opXattr: "inode_setxattr", opConnectUnix: "unix_stream_connect",
+	opSocketRaw: "socket_create"}
 
 // Unnamed stands for an object the kernel could not name for the task
 // (deleted, O_TMPFILE, outside its root); no rule covers it, so it is
@@ -141,6 +146,8 @@ func decode(b []byte) (event.Event, *seenKey, bool) {
 	case opLink:
 		ev.Triple = file(policy.Provides, p1)
 		ev.Extra = file(policy.Consumes, p2)
+	case opSocketRaw:
+		ev.Triple = policy.RawSocketTriple()
 	case opConnectAbstract:
 		// Named as the tracepoint backend names it: NET:@name.
 		ev.Triple = policy.Triple{Predicate: policy.Consumes, Type: policy.ObjNet, Host: p1}

@@ -70,6 +70,7 @@ func TestDecodeNamesEachHookAsATriple(t *testing.T) {
 		{"times", opSetattr, 0, mut, "/w/a", "", "MUTATES FILE:/w/a", "", "inode_setattr", false},
 		{"unix socket file", opConnectUnix, fDenied, cons, "/run/x.sock", "", "CONSUMES FILE:/run/x.sock", "", "unix_stream_connect", true},
 		{"abstract socket", opConnectAbstract, fDenied, 0, "@bus", "", "CONSUMES NET:@bus:0", "", "socket_connect", true},
+		{"raw socket", opSocketRaw, fDenied, 0, "", "", "CONSUMES NET:raw", "", "socket_create", true},
 		{"unnamed object", opOpen, fDenied | fNoPath1, cons, "", "", "CONSUMES FILE:" + Unnamed, "", "file_open", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

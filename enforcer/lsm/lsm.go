@@ -83,7 +83,8 @@ func Load() (*LSM, error) {
 	for _, prog := range []*ebpf.Program{p.KlockFileOpen, p.KlockBprmCheck, p.KlockPathMknod, p.KlockPathMkdir,
 		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
 		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect,
-		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr, p.KlockUnixStreamConnect, p.KlockUnixMaySend} {
+		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr, p.KlockUnixStreamConnect, p.KlockUnixMaySend,
+		p.KlockSocketCreate} {
 		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
 		if err != nil {
 			l.closeLinks()
@@ -204,12 +205,21 @@ func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset) (*Session, error) {
 		return nil, err
 	}
 	s.entries = entries
-	val := lsmKlsmSession{Sess: s.sess}
+	val := lsmKlsmSession{Sess: s.sess, Flags: sessionFlags(rs)}
 	if err := l.objs.LsmSessions.Update(cgid, val, ebpf.UpdateNoExist); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("%w: cgroup %d: %w", ErrAttach, cgid, err)
 	}
 	return s, nil
+}
+
+// sessionFlags: what the session's rules grant beyond paths.
+func sessionFlags(rs *policy.Ruleset) uint32 {
+	var f uint32
+	if rs.Allows(policy.RawSocketTriple()).Allowed {
+		f |= sessRaw
+	}
+	return f
 }
 
 func key(sess uint32, e entry) lsmKlsmKey {
@@ -261,7 +271,7 @@ func (s *Session) Update(rs *policy.Ruleset) error {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	old, oldEntries := val.Sess, s.entries
-	val.Sess = sess
+	val.Sess, val.Flags = sess, sessionFlags(rs)
 	if err := l.objs.LsmSessions.Update(s.cgid, val, ebpf.UpdateExist); err != nil {
 		l.deleteRules(sess, entries)
 		return fmt.Errorf("%w: switch rules: %w", ErrAttach, err)

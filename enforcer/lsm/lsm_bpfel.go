@@ -129,6 +129,7 @@ const (
 	lsmProgKlockPathTruncate      = "klock_path_truncate"
 	lsmProgKlockPathUnlink        = "klock_path_unlink"
 	lsmProgKlockSocketConnect     = "klock_socket_connect"
+	lsmProgKlockSocketCreate      = "klock_socket_create"
 	lsmProgKlockUnixMaySend       = "klock_unix_may_send"
 	lsmProgKlockUnixStreamConnect = "klock_unix_stream_connect"
 	lsmVarRemovexattrDentryArg    = "removexattr_dentry_arg"
@@ -198,6 +199,7 @@ type lsmProgramSpecs struct {
 	KlockPathTruncate      *ebpf.ProgramSpec `ebpf:"klock_path_truncate"`
 	KlockPathUnlink        *ebpf.ProgramSpec `ebpf:"klock_path_unlink"`
 	KlockSocketConnect     *ebpf.ProgramSpec `ebpf:"klock_socket_connect"`
+	KlockSocketCreate      *ebpf.ProgramSpec `ebpf:"klock_socket_create"`
 	KlockUnixMaySend       *ebpf.ProgramSpec `ebpf:"klock_unix_may_send"`
 	KlockUnixStreamConnect *ebpf.ProgramSpec `ebpf:"klock_unix_stream_connect"`
 }
@@ -308,6 +310,7 @@ type lsmPrograms struct {
 	KlockPathTruncate      *ebpf.Program `ebpf:"klock_path_truncate"`
 	KlockPathUnlink        *ebpf.Program `ebpf:"klock_path_unlink"`
 	KlockSocketConnect     *ebpf.Program `ebpf:"klock_socket_connect"`
+	KlockSocketCreate      *ebpf.Program `ebpf:"klock_socket_create"`
 	KlockUnixMaySend       *ebpf.Program `ebpf:"klock_unix_may_send"`
 	KlockUnixStreamConnect *ebpf.Program `ebpf:"klock_unix_stream_connect"`
 }
@@ -330,6 +333,7 @@ func (p *lsmPrograms) Close() error {
 		p.KlockPathTruncate,
 		p.KlockPathUnlink,
 		p.KlockSocketConnect,
+		p.KlockSocketCreate,
 		p.KlockUnixMaySend,
 		p.KlockUnixStreamConnect,
 	)

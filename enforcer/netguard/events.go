@@ -51,7 +51,7 @@ func (g *Guard) dispatch(id uint64, ev event.Event) {
 	s := g.sessions[id]
 	if s == nil || s.closed {
 		g.orphans++
-		g.logger.Debug("netguard: denial for a cgroup without session", "cgroup", id, "triple", ev.Triple.String())
+		g.logger.Debug("netguard: event for a cgroup without session", "cgroup", id, "triple", ev.Triple.String())
 		return
 	}
 	select {
@@ -98,7 +98,8 @@ func (s *Session) flushLostLocked() {
 	}
 }
 
-// toEvent maps one kernel record to the triple it denied.
+// toEvent maps one kernel record to the triple it denied (or, with
+// ReportAllowed, allowed).
 func toEvent(r *netguardNgEvent, now time.Time) event.Event {
 	ev := event.Event{
 		Time:    now,
@@ -108,6 +109,9 @@ func toEvent(r *netguardNgEvent, now time.Time) event.Event {
 		Comm:    comm(r.Comm),
 		Errno:   int32(unix.EPERM),
 		Blocked: true,
+	}
+	if r.Allowed != 0 {
+		ev.Errno, ev.Blocked = 0, false
 	}
 	var proto policy.Proto
 	switch r.Proto {

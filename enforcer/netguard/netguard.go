@@ -33,6 +33,7 @@ const (
 	accConnect = 1 // CONSUMES: connect, sendto/sendmsg
 	accBind    = 2 // PROVIDES: bind
 	flagRaw    = 1 // NET:raw declared
+	flagReport = 2 // report allowed operations too
 
 	afInet   = 2
 	afInet6  = 10
@@ -175,6 +176,8 @@ type Session struct {
 	events chan event.Event
 	lost   chan event.Lost
 
+	flags uint32 // policy flags every rules update keeps (flagReport)
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -210,11 +213,16 @@ func (g *Guard) programs() []*ebpf.Program {
 // addresses is refused with an *UnresolvedError, a ruleset larger than
 // MaxRules with a *TooManyRulesError. On error nothing stays attached and
 // no map entry stays written. Start the agent only after Attach returns.
-func (g *Guard) Attach(cg *cgroup.Group, rs *policy.Ruleset) (*Session, error) {
+func (g *Guard) Attach(cg *cgroup.Group, rs *policy.Ruleset, opts ...AttachOption) (*Session, error) {
+	var ao attachOpts
+	for _, o := range opts {
+		o(&ao)
+	}
 	pol, err := compile(rs)
 	if err != nil {
 		return nil, err
 	}
+	pol.Flags |= ao.flags
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -224,7 +232,7 @@ func (g *Guard) Attach(cg *cgroup.Group, rs *policy.Ruleset) (*Session, error) {
 		g.mu.Unlock()
 		return nil, fmt.Errorf("%w: cgroup %s already has a session", ErrAttach, cg.Path)
 	}
-	s := &Session{g: g, cg: cg, id: cg.ID, events: make(chan event.Event, EventBuffer), lost: make(chan event.Lost, 16)}
+	s := &Session{g: g, cg: cg, id: cg.ID, events: make(chan event.Event, EventBuffer), lost: make(chan event.Lost, 16), flags: ao.flags}
 	g.sessions[cg.ID] = s
 	g.mu.Unlock()
 
@@ -256,6 +264,7 @@ func (s *Session) Update(rs *policy.Ruleset) error {
 	if err != nil {
 		return err
 	}
+	pol.Flags |= s.flags
 	s.g.mu.Lock()
 	closed := s.closed
 	s.g.mu.Unlock()
@@ -271,7 +280,8 @@ func (s *Session) Update(rs *policy.Ruleset) error {
 // CgroupID is the session cgroup's id.
 func (s *Session) CgroupID() uint64 { return s.id }
 
-// Events delivers one event per denial, in kernel order. It is closed by
+// Events delivers one event per denial (and, with ReportAllowed, per
+// allowed operation), in kernel order. It is closed by
 // Close. A consumer that falls EventBuffer events behind loses events; they
 // are counted on Lost.
 func (s *Session) Events() <-chan event.Event { return s.events }

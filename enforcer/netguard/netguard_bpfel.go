@@ -25,8 +25,9 @@ type netguardNgEvent struct {
 	SockType uint16
 	Hook     uint8
 	Proto    uint8
+	Allowed  uint8
 	Comm     [16]int8
-	_        [4]byte
+	_        [3]byte
 }
 
 type netguardNgPolicy struct {

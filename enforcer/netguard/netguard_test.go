@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -637,5 +638,49 @@ func TestLossAccounting(t *testing.T) {
 	}
 	if events+lost != n || lost == 0 {
 		t.Errorf("events %d + lost %d, want %d with some lost", events, lost, n)
+	}
+}
+
+// TestReportAllowed: with ReportAllowed the session reports allowed
+// operations too (not blocked, no errno), and keeps doing so after Update;
+// without it (TestWall) only denials are reported.
+func TestReportAllowed(t *testing.T) {
+	g := newGuard(t)
+	cg := newCgroup(t, "report")
+	portA := tcpListener(t, "tcp4", "127.0.0.1:0")
+	portB := tcpListener(t, "tcp4", "127.0.0.1:0")
+	_, portU := udpReceiver(t)
+	A, B := fmt.Sprintf("127.0.0.1:%d", portA), fmt.Sprintf("127.0.0.1:%d", portB)
+	U := fmt.Sprintf("127.0.0.1:%d", portU)
+	s, err := g.Attach(cg, ruleset(t, nil, "CONSUMES NET:"+A+"/tcp", "CONSUMES NET:"+U+"/udp"), ReportAllowed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _ := runOps(t, cg, "tcp4:"+A, "tcp4:"+B, "udp4:"+U)
+	checkOps(t, "report", got, map[string]string{"tcp4:" + A: "ok", "tcp4:" + B: "EPERM", "udp4:" + U: "ok"})
+	evs := collect(t, s, 3)
+	blocked := map[string]bool{}
+	for _, ev := range evs {
+		blocked[ev.Syscall+" "+ev.Triple.String()] = ev.Blocked
+		if ev.Blocked != (ev.Errno == int32(syscall.EPERM)) {
+			t.Errorf("event %+v: blocked and errno disagree", ev)
+		}
+	}
+	want := map[string]bool{
+		"connect CONSUMES NET:" + A + "/tcp": false,
+		"connect CONSUMES NET:" + B + "/tcp": true,
+		"sendmsg CONSUMES NET:" + U + "/udp": false,
+	}
+	if !maps.Equal(blocked, want) {
+		t.Errorf("events %v, want %v", blocked, want)
+	}
+	if err := s.Update(ruleset(t, nil, "CONSUMES NET:"+A+"/tcp", "CONSUMES NET:"+B+"/tcp")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = runOps(t, cg, "tcp4:"+B)
+	checkOps(t, "after update", got, map[string]string{"tcp4:" + B: "ok"})
+	if evs := collect(t, s, 1); evs[0].Blocked || evs[0].Triple.String() != "CONSUMES NET:"+B+"/tcp" {
+		t.Errorf("after Update: %+v, want the allowed connect to %s reported", evs[0], B)
 	}
 }

@@ -160,7 +160,9 @@ type session struct {
 
 var sessionSeq int
 
-func newSession(t testing.TB, o *Observer) *session {
+func newSession(t testing.TB, o *Observer) *session { return newSessionOpts(t, o) }
+
+func newSessionOpts(t testing.TB, o *Observer, opts ...WatchOption) *session {
 	t.Helper()
 	sessionSeq++
 	g, err := cgroup.Create(fmt.Sprintf("observe-test-%d-%d", os.Getpid(), sessionSeq))
@@ -168,7 +170,7 @@ func newSession(t testing.TB, o *Observer) *session {
 		testutil.Unavailable(t, "no cgroup2: "+err.Error())
 	}
 	t.Cleanup(func() { _ = g.Delete() })
-	w, err := o.Watch(g.ID)
+	w, err := o.Watch(g.ID, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

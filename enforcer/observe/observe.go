@@ -119,11 +119,18 @@ var ErrWatched = errors.New("observe: cgroup already watched")
 type Observer struct {
 	opts  Options
 	objs  observeObjects
-	links []link.Link
-	rd    *ringbuf.Reader
-	res   *resolver
-	clk   bootClock
-	log   *slog.Logger
+	links []link.Link // process events: attached while loaded
+	// The syscall programs (sys_exit, ctime) are attached only while a
+	// Watch needs them (fullWatches > 0): a syscall tracepoint sends every
+	// syscall of every process on the machine through the slow path, which
+	// a bpf-lsm session, deciding in its hooks, does not need. Under o.mu.
+	sysProgs    []*ebpf.Program
+	sysLinks    []link.Link
+	fullWatches int
+	rd          *ringbuf.Reader
+	res         *resolver
+	clk         bootClock
+	log         *slog.Logger
 
 	mu      sync.Mutex
 	watches map[uint64]*Watch
@@ -151,6 +158,7 @@ type Watch struct {
 	id          uint64
 	ch          chan Record
 	closed      bool
+	full        bool   // records syscalls (not ProcessEvents only)
 	pendingLost uint64 // reader goroutine only (under o.mu)
 	kernelLost  uint64 // last per-session kernel counter seen
 	// seeds are KnownDirs by inode; seeded is the resolver generation they
@@ -218,7 +226,8 @@ func LoadOptions(opts Options) (*Observer, error) {
 	}
 	o.objs.observeMaps = core.observeMaps
 	o.objs.ObsSysExit, o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit = core.ObsSysExit, core.ObsExec, core.ObsFork, core.ObsExit
-	for _, p := range []*ebpf.Program{o.objs.ObsSysExit, o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit} {
+	o.sysProgs = append(o.sysProgs, o.objs.ObsSysExit)
+	for _, p := range []*ebpf.Program{o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			o.closeKernel()
@@ -237,11 +246,11 @@ func LoadOptions(opts Options) (*Observer, error) {
 	return o, nil
 }
 
-// loadCtime loads and attaches the optional ctime tracepoint programs
-// (kernel 6.13+: inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip),
-// which catch the inode a path-based metadata call (chmod, chown, utimes,
-// truncate, xattrs by path) changed. Without them (older kernels) those
-// calls carry no object inode, as before; CtimeHooks says how many attached.
+// loadCtime loads the optional ctime tracepoint programs (kernel 6.13+:
+// inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip), which catch the
+// inode a path-based metadata call (chmod, chown, utimes, truncate, xattrs
+// by path) changed. Without them (older kernels) those calls carry no
+// object inode, as before; CtimeHooks says how many are attached.
 func (o *Observer) loadCtime(spec *ebpf.CollectionSpec, btfCache *btf.Cache) {
 	repl := &ebpf.CollectionOptions{Cache: btfCache, MapReplacements: map[string]*ebpf.Map{
 		"watched": o.objs.Watched, "pending": o.objs.Pending}}
@@ -272,30 +281,66 @@ func (o *Observer) loadCtime(spec *ebpf.CollectionSpec, btfCache *btf.Cache) {
 			*dst = nil
 			return
 		}
-		l, err := link.AttachTracing(link.TracingOptions{Program: *dst, AttachType: ebpf.AttachTraceRawTp})
-		if err != nil {
-			o.log.Debug("observe: optional ctime hook not attached", "prog", name, "err", err)
-			_ = (*dst).Close()
-			*dst = nil
-			return
-		}
-		o.links = append(o.links, l)
-		o.ctimeHooks++
+		o.sysProgs = append(o.sysProgs, *dst)
 	}
 	load("obs_ctime_ts", &o.objs.ObsCtimeTs)
 	load("obs_ctime_xchg", &o.objs.ObsCtimeXchg)
 	load("obs_ctime_skip", &o.objs.ObsCtimeSkip)
 }
 
-// CtimeHooks is the number of ctime tracepoint programs attached (0 on
-// kernels before 6.13: path-based metadata calls then carry no inode).
-func (o *Observer) CtimeHooks() int { return o.ctimeHooks }
+// CtimeHooks is the number of ctime tracepoint programs attached while a
+// Watch needs the syscall programs (0 on kernels before 6.13: path-based
+// metadata calls then carry no inode).
+func (o *Observer) CtimeHooks() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ctimeHooks
+}
+
+// SyscallsAttached reports whether the syscall programs are attached (some
+// Watch records file and network syscalls).
+func (o *Observer) SyscallsAttached() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.sysLinks) > 0
+}
+
+// attachSyscalls attaches sys_exit (required) and the ctime programs
+// (optional: one that does not attach is left out). Called with o.mu held.
+func (o *Observer) attachSyscalls() error {
+	o.ctimeHooks = 0
+	for i, p := range o.sysProgs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			if i == 0 {
+				o.detachSyscalls()
+				return fmt.Errorf("observe: attach %s: %w", p, err)
+			}
+			o.log.Debug("observe: optional ctime hook not attached", "prog", p, "err", err)
+			continue
+		}
+		o.sysLinks = append(o.sysLinks, l)
+		if i > 0 {
+			o.ctimeHooks++
+		}
+	}
+	return nil
+}
+
+// detachSyscalls detaches the syscall programs. Called with o.mu held.
+func (o *Observer) detachSyscalls() {
+	for _, l := range o.sysLinks {
+		_ = l.Close()
+	}
+	o.sysLinks = nil
+}
 
 func (o *Observer) closeKernel() {
 	for _, l := range o.links {
 		_ = l.Close()
 	}
 	o.links = nil
+	o.detachSyscalls()
 	_ = o.objs.Close()
 }
 
@@ -312,6 +357,9 @@ func (o *Observer) Close() error {
 	for _, l := range o.links {
 		_ = l.Close()
 	}
+	o.mu.Lock()
+	o.detachSyscalls()
+	o.mu.Unlock()
 	close(o.done)
 	err := o.rd.Close()
 	o.wg.Wait()
@@ -343,11 +391,23 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	if _, ok := o.watches[cgroupID]; ok {
 		return nil, fmt.Errorf("%w: %d", ErrWatched, cgroupID)
 	}
+	full := wo.ops == 0
+	if full && o.fullWatches == 0 {
+		if err := o.attachSyscalls(); err != nil {
+			return nil, err
+		}
+	}
 	s := observeObsSession{Ops: wo.ops}
 	if err := o.objs.Watched.Update(cgroupID, &s, ebpf.UpdateNoExist); err != nil {
+		if full && o.fullWatches == 0 {
+			o.detachSyscalls()
+		}
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	if full {
+		o.fullWatches++
+	}
+	w := &Watch{o: o, id: cgroupID, full: full, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d, &st) == nil {
@@ -389,6 +449,11 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	w.closed = true
 	close(w.ch)
 	delete(o.watches, cgroupID)
+	if w.full {
+		if o.fullWatches--; o.fullWatches == 0 {
+			o.detachSyscalls()
+		}
+	}
 	return err
 }
 

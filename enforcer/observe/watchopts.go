@@ -17,14 +17,14 @@ func KnownDirs(dirs ...string) WatchOption {
 	return func(o *watchOpts) { o.dirs = append(o.dirs, dirs...) }
 }
 
-// Residuals watches only what a backend deciding on kernel paths (bpf-lsm)
-// does not decide: socket operations (an AF_UNIX path names a file),
-// io_uring set-up, 32-bit syscalls, and the process events (exec, fork,
-// exit) that delimit the agent's history.
-// The kernel drops every other record before it reaches the ring buffer.
-func Residuals() WatchOption {
+// ProcessEvents watches only the process events (exec, fork, exit) that
+// delimit the agent's history: for a session whose file, exec and socket
+// operations other backends decide and report (bpf-lsm, and cgroup-net
+// with netguard.ReportAllowed). Such a Watch needs no syscall tracepoint:
+// while only such Watches exist, none is attached.
+func ProcessEvents() WatchOption {
 	return func(o *watchOpts) {
-		for _, op := range []op{opExec, opConnect, opSendto, opBind, opListen, opSocket, opIOUring, opCompat, opFork, opExit} {
+		for _, op := range []op{opExec, opFork, opExit} {
 			o.ops |= 1 << op
 		}
 	}

@@ -84,7 +84,11 @@ func (b *backends) degrade(what, lost, fix string, err error) error {
 func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []string) error {
 	watchOpts := []observe.WatchOption{observe.KnownDirs(dirs...)}
 	if b.lsms != nil {
-		watchOpts = append(watchOpts, observe.Residuals())
+		// bpf-lsm decides and reports file, exec and raw-socket
+		// operations, cgroup-net (ReportAllowed) the network ones: the
+		// observer only delimits the agent's history, with no syscall
+		// tracepoint for this session.
+		watchOpts = append(watchOpts, observe.ProcessEvents())
 	}
 	err := r.err
 	if err == nil {
@@ -129,7 +133,11 @@ func (b *backends) attachNet(g *cgroup.Group, rs *policy.Ruleset, l *loading) er
 	err := r.err
 	if err == nil {
 		b.ng, b.ownNG = r.g, r.own
-		b.ngs, err = r.g.Attach(g, rs)
+		var opts []netguard.AttachOption
+		if b.lsms != nil {
+			opts = append(opts, netguard.ReportAllowed()) // no syscall tracepoint reports them
+		}
+		b.ngs, err = r.g.Attach(g, rs, opts...)
 	}
 	if err != nil {
 		if b.ng != nil && b.ownNG {

@@ -1,0 +1,120 @@
+//go:build linux && (amd64 || arm64)
+
+package observe
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// TestRepeatedOpensAreCounted: a file opened n times the same way is
+// reported once; Repeats gives that record back standing for the other
+// n-1 (itself and Repeat more), so the total is exact. A directory's opens
+// are all reported (the resolver learns directories from them).
+func TestRepeatedOpensAreCounted(t *testing.T) {
+	o := loadObserver(t)
+	s := newSession(t, o)
+	dir := t.TempDir()
+	file, sub := filepath.Join(dir, "f"), filepath.Join(dir, "d")
+	os.WriteFile(file, []byte("x"), 0o644)
+	os.Mkdir(sub, 0o755)
+	const n = 1000
+	for _, p := range []string{file, sub} {
+		cmd := exec.Command(os.Args[0], p, strconv.Itoa(n))
+		cmd.Env = append(os.Environ(), helperEnv+"=loop")
+		s.inCgroup(cmd)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("loop %s: %v %s", p, err, out)
+		}
+	}
+	ctx := t.Context()
+	if err := o.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := s.w.Repeats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Unwatch(s.g.ID); err != nil {
+		t.Fatal(err)
+	}
+	for r := range s.w.Records() {
+		s.got = append(s.got, r)
+	}
+	count := func(rs []Record, path string) (recs int, ops uint64) {
+		for _, r := range rs {
+			if r.Kind == KindEvent && r.Event.Syscall == "openat" && r.Event.Triple.Path == path {
+				recs++
+				ops += 1 + r.Event.Repeat
+			}
+		}
+		return
+	}
+	if recs, ops := count(s.got, file); recs != 1 || ops != 1 {
+		t.Errorf("file: %d records for %d opens, want 1 record (the rest counted)", recs, ops)
+	}
+	if recs, ops := count(reps, file); recs != 1 || ops != n-1 {
+		t.Errorf("file repeats: %d records standing for %d opens, want 1 for %d", recs, ops, n-1)
+	}
+	if recs, _ := count(s.got, sub); recs != n {
+		t.Errorf("directory: %d records, want %d (never counted)", recs, n)
+	}
+	// Unwatch forgot the session's counters.
+	var k seenKey
+	var v uint64
+	for it := o.objs.Seen.Iterate(); it.Next(&k, &v); {
+		if k.Cgid == s.g.ID {
+			t.Fatalf("counted open of cgroup %d outlived Unwatch: %+v", k.Cgid, k)
+		}
+	}
+}
+
+// TestProcessEventsNeedNoSyscallTracepoint: a ProcessEvents watch gets the
+// process events and no file record, and attaches no syscall tracepoint; a
+// full watch attaches them until it goes.
+func TestProcessEventsNeedNoSyscallTracepoint(t *testing.T) {
+	o := loadObserver(t)
+	if o.SyscallsAttached() {
+		t.Fatal("syscall programs attached with no watch")
+	}
+	s := newSessionOpts(t, o, ProcessEvents())
+	if o.SyscallsAttached() {
+		t.Error("a ProcessEvents watch attached the syscall programs")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", "echo x > "+filepath.Join(dir, "f")+"; cat "+filepath.Join(dir, "f")+" >/dev/null")
+	s.inCgroup(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	s.drain(t)
+	var execs int
+	for _, r := range s.got {
+		if r.Kind != KindEvent {
+			continue
+		}
+		switch r.Event.Syscall {
+		case "exec", "execve":
+			execs++
+		case "fork", "exit":
+		default:
+			t.Errorf("ProcessEvents watch got %s %s", r.Event.Syscall, r.Event.Triple)
+		}
+	}
+	if execs == 0 {
+		t.Errorf("no exec record; got:\n%s", describe(s.got))
+	}
+	full := newSession(t, o)
+	if !o.SyscallsAttached() {
+		t.Error("a full watch left the syscall programs detached")
+	}
+	if err := o.Unwatch(full.g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if o.SyscallsAttached() {
+		t.Error("syscall programs still attached after the last full watch went")
+	}
+}
