@@ -585,11 +585,87 @@ int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_d
 }
 
 #define AF_UNIX 1
+#define UNIX_PATH_MAX 108
 
 /* An abstract AF_UNIX name lives outside every file system, so no FILE
  * intent can cover it, and no NET pattern names one: a connect to it is
  * always refused (Landlock ABI 6 scopes them the same way). Path names are
  * left to the file system (the tracepoints report them). */
+/* check_unix_name decides a connect to an AF_UNIX socket by the absolute
+ * name the caller gave, before the kernel looks it up: DAC may refuse the
+ * lookup (a root-only socket) before unix_stream_connect names the object,
+ * and the attempt must still be decided and reported. A name the rules
+ * grant CONSUMES goes on to the object check in unix_stream_connect or
+ * unix_may_send (a symlink could lead elsewhere); a name with "." or ".."
+ * components or "//" is left to that check alone (lexically it is not the
+ * path the kernel will reach). */
+/* A unix socket name being scanned (bpf_loop: one verification of the
+ * step, not one per length and slash position). */
+struct uscan {
+	char p[128];  /* sun_path, NUL-padded */
+	__u32 max;    /* bytes of sun_path the caller passed */
+	__u32 len;    /* the name's length (0: none found) */
+	__u32 last;   /* offset of its last '/' */
+	__u32 bad;    /* "//", "/." or "/..": not a clean absolute path */
+};
+
+static long uscan_step(__u32 i, struct uscan *c)
+{
+	if (i == 0)
+		return 0;
+	if (i >= UNIX_PATH_MAX || i >= c->max) {
+		c->len = i;
+		return 1;
+	}
+	char ch = c->p[i & 127], prev = c->p[(i - 1) & 127];
+	if (ch == 0) {
+		c->len = i;
+		return 1;
+	}
+	if (prev == '/' && (ch == '/' || ch == '.')) {
+		c->bad = 1;
+		return 1;
+	}
+	if (ch == '/')
+		c->last = i;
+	return 0;
+}
+
+static __always_inline int check_unix_name(struct klsm_session *s, struct sockaddr *address, int addrlen)
+{
+	__u32 zero = 0;
+	struct kw_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
+	if (!kb)
+		return 0;
+	struct uscan c = {};
+	c.max = addrlen - 2;
+	if (bpf_probe_read_kernel(c.p, UNIX_PATH_MAX, (char *)address + 2))
+		return 0;
+	bpf_loop(UNIX_PATH_MAX + 1, uscan_step, &c, 0);
+	__u32 len = c.len, last = c.last;
+	if (c.bad || len < 2 || len > UNIX_PATH_MAX || c.p[(len - 1) & 127] == '/')
+		return 0;
+	/* The name where kwalk leaves a path: ending at the buffer's middle,
+	 * NUL included, so lookup_have reads it as it reads a walked path. */
+	__u32 pos = KW_PATH_MAX - 1 - len;
+	if (bpf_probe_read_kernel(&kb->b[pos & (KW_PATH_MAX - 1)], len & 127, c.p))
+		return 0;
+	kb->b[KW_PATH_MAX - 1] = 0;
+	__u8 have = 0;
+	if (lookup_have(s->sess, kb, pos, last, &have))
+		return 0;
+	if (have & LSM_CONSUMES)
+		return 0;
+	struct klsm_event *e = begin(LSM_OP_CONNECT_UNIX, 0);
+	if (e) {
+		e->need1 = LSM_CONSUMES;
+		e->have1 = have;
+		if (!bpf_probe_read_kernel(e->data, (len + 1) & 127, &kb->b[pos & (KW_PATH_MAX - 1)]))
+			e->len1 = len + 1;
+	}
+	return finish(s, e, 1);
+}
+
 SEC("lsm/socket_connect")
 int BPF_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
 {
@@ -600,6 +676,8 @@ int BPF_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address
 		return 0;
 	char first = 1;
 	bpf_probe_read_kernel(&first, 1, (char *)address + 2);
+	if (first == '/')
+		return check_unix_name(s, address, addrlen);
 	if (first != 0)
 		return 0;
 	struct klsm_event *e = begin(LSM_OP_CONNECT_ABSTRACT, 0);

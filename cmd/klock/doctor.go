@@ -46,7 +46,7 @@ Exit status: 0 when strict mode can start here, 1 when it cannot.`,
 				}
 				if r.Strict {
 					if r.FileWall == "bpf-lsm" {
-						fmt.Fprintln(w, "\nstrict mode: ready (bpf-lsm decides every file operation before its effect, cgroup-net walls the network, tracepoints detect the residuals)")
+						fmt.Fprintln(w, "\nstrict mode: ready (bpf-lsm decides every file, exec and raw-socket operation before its effect, cgroup-net walls the network; no syscall tracepoint needed)")
 					} else {
 						fmt.Fprintln(w, "\nstrict mode: ready (Landlock walls files, cgroup-net walls the network, tracepoints detect the rest)")
 					}

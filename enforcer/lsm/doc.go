@@ -24,11 +24,24 @@
 // but no mount: the mount is the one the session last reached that file
 // system through (else its cwd's or root's); a dentry not below it has no
 // name and is refused. An AF_UNIX connect or datagram to a socket file is
-// CONSUMES of that file (unix_stream_connect, unix_may_send); to an abstract
-// name it is always refused (socket_connect): nothing can declare one.
+// CONSUMES of that file (unix_stream_connect, unix_may_send); a connect to
+// an absolute name is also decided by that name in socket_connect, before
+// the kernel's lookup, which DAC may refuse first (the attempt is then
+// refused with EPERM and reported all the same); to an abstract name it is
+// always refused: nothing can declare one. Raw and packet sockets are
+// refused unless NET:raw is declared, and reported (socket_create, which
+// runs before the family's CAP_NET_RAW check).
+//
+// Repeats: an allowed operation whose triple is its need on the object
+// alone (opens, truncate, chmod, chown, times, xattrs) is cached per
+// session by dentry, mount, inode, generation, rules and renames; a repeat
+// is allowed and counted without a walk or a report, and Repeats hands the
+// counts over at the end.
 //
 // Not covered here, by design: IP network operations (enforcer/netguard's
-// cgroup programs wall them for both backends).
+// cgroup programs wall them for both backends, and for a bpf-lsm session
+// report the allowed ones too). A bpf-lsm session needs no syscall
+// tracepoint: the observer only delimits its processes' history.
 //
 // # Errors
 //

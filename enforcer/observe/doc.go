@@ -12,7 +12,17 @@
 //   - Loading the programs once (Load) and sharing them between sessions:
 //     Watch/Unwatch add and remove a cgroup id in the `watched` hash map.
 //     Every program first looks up the current task's cgroup id there;
-//     other tasks return after that one lookup.
+//     other tasks return after that one lookup. The syscall programs are
+//     attached only while a full Watch exists (a ProcessEvents watch, for
+//     a bpf-lsm session, needs none): a syscall tracepoint puts every
+//     syscall of every process through the kernel's slow path.
+//   - Repeated opens: a successful open of a file by path (not a creation,
+//     not a directory) is reported once per object, flags and rename
+//     generation of the session; its repeats are counted in the kernel
+//     (`seen`) and handed over by Watch.Repeats at the end, so the counts
+//     in the verification log stay exact. Records carry only the path
+//     bytes used. Syscalls the programs do not record return before a
+//     record is prepared.
 //   - The mapping of operations to triples (DESIGN.md's table) and the
 //     resolution of path strings to the absolute, symlink-free paths the
 //     kernel acted on.
