@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/klocklabs/klock/receipt"
 )
@@ -42,6 +43,14 @@ func (s *Store) submit(ctx context.Context, o *op) result {
 // batcher collects queued decisions into transactions: whatever is queued
 // when the previous transaction ends goes into the next, up to cfg.group.
 // No timer: a lone caller is not made to wait for company.
+//
+// When the first decision arrives, the batcher yields once before taking
+// the rest. The callers just answered are runnable but, on a machine with
+// few cores, not yet running: draining at once took the one or two that
+// had resubmitted and left the others for a whole further transaction, so
+// callers split into cohorts that each paid for their own fsync (measured:
+// 6 decisions per transaction with 16 callers, 9.5 with the yield). The
+// yield costs a lone caller microseconds, never a timer's wait.
 func (s *Store) batcher() {
 	defer s.wgBatch.Done()
 	batch := make([]*op, 0, s.cfg.group)
@@ -49,6 +58,7 @@ func (s *Store) batcher() {
 		select {
 		case o := <-s.queue:
 			batch = append(batch[:0], o)
+			runtime.Gosched() // let the callers already runnable queue first
 		drain:
 			for len(batch) < s.cfg.group {
 				select {
@@ -134,8 +144,12 @@ func (v *view) write() error {
 			return err
 		}
 	}
-	for _, h := range v.holds {
-		if err := saveHold(v.tx, v.s.stmts, h); err != nil {
+	if len(v.holds) > 0 {
+		args := make([]any, 0, len(v.holds)*v.s.stmts.holds.cols)
+		for _, h := range v.holds {
+			args = holdRow(args, h)
+		}
+		if err := v.s.stmts.holds.exec(v.tx, args); err != nil {
 			return err
 		}
 	}
@@ -146,16 +160,14 @@ func (v *view) write() error {
 	// event row and, after commit, what the emitter links and signs. Done
 	// before the transaction commits, so the receipt's content is fixed
 	// before any caller sees its decision (and can touch the *Receipt).
-	stmt := v.tx.Stmt(v.s.stmts.saveEvent)
+	args := make([]any, 0, 2*len(v.events))
 	for _, e := range v.events {
 		p, err := receipt.Prepare(e.r, v.s.log.Key())
 		if err != nil {
 			return err
 		}
 		e.p = p
-		if _, err := stmt.Exec(int64(e.id), p.Body()); err != nil {
-			return err
-		}
+		args = append(args, int64(e.id), p.Body())
 	}
-	return nil
+	return v.s.stmts.events.exec(v.tx, args)
 }

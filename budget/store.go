@@ -30,8 +30,9 @@ type Store struct {
 	queue   chan *op      // group commit
 	emitQ   chan []*event // committed events waiting for their signed receipt
 	emitMu  sync.Mutex
-	emitted uint64 // last event whose receipt is in the chain
-	emitErr error  // sticky: the chain could not be written
+	emitted uint64    // last event whose receipt is in the chain (maybe not yet synced)
+	synced  time.Time // emitter only: when it last synced the chain
+	emitErr error     // sticky: the chain could not be written
 	emitCnd *sync.Cond
 	done    chan struct{} // closed by Close: no new decisions
 	stopEm  chan struct{} // closed after the committer stopped: emitter drains and ends
@@ -199,7 +200,10 @@ func (s *Store) Close() error {
 	close(s.stopEm)
 	s.mu.Unlock()
 	s.wgEmit.Wait()
-	err1 := s.log.Close()
+	err1 := s.syncChain()
+	if err := s.log.Close(); err1 == nil {
+		err1 = err
+	}
 	err2 := s.db.Close()
 	if err1 != nil {
 		return err1
@@ -207,20 +211,26 @@ func (s *Store) Close() error {
 	return err2
 }
 
-// Flush waits until every committed decision's receipt is in the chain.
+// Flush waits until every committed decision's receipt is in the chain
+// and on stable storage.
 func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	target := s.lastEv
 	s.mu.Unlock()
 	s.emitMu.Lock()
-	defer s.emitMu.Unlock()
 	for s.emitted < target && s.emitErr == nil {
 		if ctx.Err() != nil {
+			s.emitMu.Unlock()
 			return ctx.Err()
 		}
 		s.emitCnd.Wait()
 	}
-	return s.emitErr
+	err := s.emitErr
+	s.emitMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.syncChain()
 }
 
 func ledgerErr(path, what string, err error) error {
