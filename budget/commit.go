@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/klocklabs/klock/receipt"
 )
@@ -23,7 +24,10 @@ func (s *Store) submit(ctx context.Context, o *op) result {
 			return result{err: fmt.Errorf("%w: the store is closed", ErrLedger)}
 		default:
 		}
-		s.runBatch([]*op{o})
+		// Alone: commit, fsync, answer; the same steps as a group.
+		if evs, ok := s.runBatch([]*op{o}); ok {
+			s.finish(committed{ops: []*op{o}, events: evs})
+		}
 		return o.res
 	}
 	o.done = make(chan struct{})
@@ -69,11 +73,17 @@ func (s *Store) batcher() {
 				}
 			}
 			s.mu.Lock()
-			s.runBatch(batch)
+			evs, ok := s.runBatch(batch)
 			s.mu.Unlock()
-			for _, o := range batch {
-				close(o.done)
+			if !ok { // nothing was committed: answer now
+				for _, o := range batch {
+					close(o.done)
+				}
+				continue
 			}
+			// The syncer makes the batch durable and answers it while
+			// the next batch is decided and committed.
+			s.syncQ <- committed{ops: slices.Clone(batch), events: evs}
 		case <-s.done:
 			for {
 				select {
@@ -88,39 +98,48 @@ func (s *Store) batcher() {
 	}
 }
 
-// runBatch applies ops in one BEGIN IMMEDIATE transaction. Each op sees the
+// runBatch applies ops in one BEGIN IMMEDIATE transaction and commits it
+// (not yet durably: see durable.go), returning its events. Each op sees the
 // effects of the ones before it. If the transaction cannot commit, every op
-// in it is refused with ErrLedger and memory is left as it was. Caller
-// holds s.mu.
-func (s *Store) runBatch(ops []*op) {
+// in it is refused with ErrLedger, memory is left as it was and ok is
+// false. Caller holds s.mu.
+func (s *Store) runBatch(ops []*op) (events []*event, ok bool) {
 	fail := func(what string, err error) {
 		e := ledgerErr(s.path, what, err)
 		for _, o := range ops {
 			o.res = result{err: e}
 		}
 	}
+	if err := s.broken(); err != nil {
+		// An earlier fsync failed: what reached the disk is unknown, so
+		// nothing more is decided.
+		for _, o := range ops {
+			o.res = result{err: err}
+		}
+		return nil, false
+	}
 	tx, err := s.db.Begin() // _txlock=immediate: BEGIN IMMEDIATE
 	if err != nil {
 		fail("begin transaction", err)
-		return
+		return nil, false
 	}
 	v := &view{s: s, tx: tx, grants: map[Key]*grantState{}, holds: map[string]*holdState{}, nextEv: s.lastEv}
 	for _, o := range ops {
 		if err := v.apply(o); err != nil {
 			tx.Rollback()
 			fail("read", err)
-			return
+			return nil, false
 		}
 	}
 	if err := v.write(); err != nil {
 		tx.Rollback()
 		fail("write", err)
-		return
+		return nil, false
 	}
 	if err := tx.Commit(); err != nil {
 		tx.Rollback()
 		fail("commit", err)
-		return
+		return nil, false
 	}
 	for k, g := range v.grants {
 		s.grants[k] = g
@@ -133,9 +152,7 @@ func (s *Store) runBatch(ops []*op) {
 		}
 	}
 	s.lastEv = v.nextEv
-	if len(v.events) > 0 {
-		s.emitQ <- v.events
-	}
+	return v.events, true
 }
 
 func (v *view) write() error {

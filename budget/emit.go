@@ -78,7 +78,7 @@ func (s *Store) emit(evs []*event) {
 	}
 	s.emitMu.Lock()
 	if err != nil {
-		s.setBroken(err)
+		s.setBroken(chainErr(err))
 	} else {
 		s.emitted = evs[len(evs)-1].id
 	}
@@ -86,10 +86,15 @@ func (s *Store) emit(evs []*event) {
 	s.emitMu.Unlock()
 }
 
-// setBroken records a receipt-log failure. Caller holds s.emitMu.
+func chainErr(err error) error {
+	return fmt.Errorf("%w: receipt log: %v; the ledger holds the decisions, restart klock to re-emit their receipts once the disk is writable", ErrLedger, err)
+}
+
+// setBroken records the first failure that stops the Store from deciding
+// anything more. Caller holds s.emitMu.
 func (s *Store) setBroken(err error) {
 	if s.emitErr == nil {
-		s.emitErr = fmt.Errorf("%w: receipt log: %v; the ledger holds the decisions, restart klock to re-emit their receipts once the disk is writable", ErrLedger, err)
+		s.emitErr = err
 	}
 }
 
@@ -100,15 +105,15 @@ func (s *Store) syncChain() error {
 	}
 	if err := s.log.Sync(); err != nil {
 		s.emitMu.Lock()
-		s.setBroken(err)
+		s.setBroken(chainErr(err))
 		s.emitMu.Unlock()
 		return s.broken()
 	}
 	return nil
 }
 
-// broken returns the sticky receipt-log error: once receipts cannot be
-// written, nothing more is decided.
+// broken returns the sticky error: once receipts cannot be written, or the
+// ledger could not be synced, nothing more is decided.
 func (s *Store) broken() error {
 	s.emitMu.Lock()
 	defer s.emitMu.Unlock()
