@@ -61,6 +61,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/mcpproxy/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./guard/check/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./receipt/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadLink$$' -fuzztime $(FUZZTIME) ./internal/hashchain/
 	@set -e; for t in FuzzParseRequest FuzzSSEUsage; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./meter/; done

@@ -3,6 +3,8 @@ package budget
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 
 	"github.com/klocklabs/klock/receipt"
 )
@@ -22,7 +24,10 @@ func (s *Store) submit(ctx context.Context, o *op) result {
 			return result{err: fmt.Errorf("%w: the store is closed", ErrLedger)}
 		default:
 		}
-		s.runBatch([]*op{o})
+		// Alone: commit, fsync, answer; the same steps as a group.
+		if evs, ok := s.runBatch([]*op{o}); ok {
+			s.finish(committed{ops: []*op{o}, events: evs})
+		}
 		return o.res
 	}
 	o.done = make(chan struct{})
@@ -42,6 +47,14 @@ func (s *Store) submit(ctx context.Context, o *op) result {
 // batcher collects queued decisions into transactions: whatever is queued
 // when the previous transaction ends goes into the next, up to cfg.group.
 // No timer: a lone caller is not made to wait for company.
+//
+// When the first decision arrives, the batcher yields once before taking
+// the rest. The callers just answered are runnable but, on a machine with
+// few cores, not yet running: draining at once took the one or two that
+// had resubmitted and left the others for a whole further transaction, so
+// callers split into cohorts that each paid for their own fsync (measured:
+// 6 decisions per transaction with 16 callers, 9.5 with the yield). The
+// yield costs a lone caller microseconds, never a timer's wait.
 func (s *Store) batcher() {
 	defer s.wgBatch.Done()
 	batch := make([]*op, 0, s.cfg.group)
@@ -49,6 +62,7 @@ func (s *Store) batcher() {
 		select {
 		case o := <-s.queue:
 			batch = append(batch[:0], o)
+			runtime.Gosched() // let the callers already runnable queue first
 		drain:
 			for len(batch) < s.cfg.group {
 				select {
@@ -59,11 +73,17 @@ func (s *Store) batcher() {
 				}
 			}
 			s.mu.Lock()
-			s.runBatch(batch)
+			evs, ok := s.runBatch(batch)
 			s.mu.Unlock()
-			for _, o := range batch {
-				close(o.done)
+			if !ok { // nothing was committed: answer now
+				for _, o := range batch {
+					close(o.done)
+				}
+				continue
 			}
+			// The syncer makes the batch durable and answers it while
+			// the next batch is decided and committed.
+			s.syncQ <- committed{ops: slices.Clone(batch), events: evs}
 		case <-s.done:
 			for {
 				select {
@@ -78,39 +98,48 @@ func (s *Store) batcher() {
 	}
 }
 
-// runBatch applies ops in one BEGIN IMMEDIATE transaction. Each op sees the
+// runBatch applies ops in one BEGIN IMMEDIATE transaction and commits it
+// (not yet durably: see durable.go), returning its events. Each op sees the
 // effects of the ones before it. If the transaction cannot commit, every op
-// in it is refused with ErrLedger and memory is left as it was. Caller
-// holds s.mu.
-func (s *Store) runBatch(ops []*op) {
+// in it is refused with ErrLedger, memory is left as it was and ok is
+// false. Caller holds s.mu.
+func (s *Store) runBatch(ops []*op) (events []*event, ok bool) {
 	fail := func(what string, err error) {
 		e := ledgerErr(s.path, what, err)
 		for _, o := range ops {
 			o.res = result{err: e}
 		}
 	}
+	if err := s.broken(); err != nil {
+		// An earlier fsync failed: what reached the disk is unknown, so
+		// nothing more is decided.
+		for _, o := range ops {
+			o.res = result{err: err}
+		}
+		return nil, false
+	}
 	tx, err := s.db.Begin() // _txlock=immediate: BEGIN IMMEDIATE
 	if err != nil {
 		fail("begin transaction", err)
-		return
+		return nil, false
 	}
 	v := &view{s: s, tx: tx, grants: map[Key]*grantState{}, holds: map[string]*holdState{}, nextEv: s.lastEv}
 	for _, o := range ops {
 		if err := v.apply(o); err != nil {
 			tx.Rollback()
 			fail("read", err)
-			return
+			return nil, false
 		}
 	}
 	if err := v.write(); err != nil {
 		tx.Rollback()
 		fail("write", err)
-		return
+		return nil, false
 	}
 	if err := tx.Commit(); err != nil {
 		tx.Rollback()
 		fail("commit", err)
-		return
+		return nil, false
 	}
 	for k, g := range v.grants {
 		s.grants[k] = g
@@ -123,9 +152,7 @@ func (s *Store) runBatch(ops []*op) {
 		}
 	}
 	s.lastEv = v.nextEv
-	if len(v.events) > 0 {
-		s.emitQ <- v.events
-	}
+	return v.events, true
 }
 
 func (v *view) write() error {
@@ -134,8 +161,12 @@ func (v *view) write() error {
 			return err
 		}
 	}
-	for _, h := range v.holds {
-		if err := saveHold(v.tx, v.s.stmts, h); err != nil {
+	if len(v.holds) > 0 {
+		args := make([]any, 0, len(v.holds)*v.s.stmts.holds.cols)
+		for _, h := range v.holds {
+			args = holdRow(args, h)
+		}
+		if err := v.s.stmts.holds.exec(v.tx, args); err != nil {
 			return err
 		}
 	}
@@ -146,16 +177,14 @@ func (v *view) write() error {
 	// event row and, after commit, what the emitter links and signs. Done
 	// before the transaction commits, so the receipt's content is fixed
 	// before any caller sees its decision (and can touch the *Receipt).
-	stmt := v.tx.Stmt(v.s.stmts.saveEvent)
+	args := make([]any, 0, 2*len(v.events))
 	for _, e := range v.events {
 		p, err := receipt.Prepare(e.r, v.s.log.Key())
 		if err != nil {
 			return err
 		}
 		e.p = p
-		if _, err := stmt.Exec(int64(e.id), p.Body()); err != nil {
-			return err
-		}
+		args = append(args, int64(e.id), p.Body())
 	}
-	return nil
+	return v.s.stmts.events.exec(v.tx, args)
 }

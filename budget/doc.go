@@ -5,8 +5,8 @@
 // and the durable ledger those decisions move.
 //
 // The ledger is an embedded SQLite database (modernc.org/sqlite, pure Go, so
-// klock still builds with CGO_ENABLED=0) in WAL mode with synchronous=FULL,
-// written only inside BEGIN IMMEDIATE transactions, keyed by (capability or
+// klock still builds with CGO_ENABLED=0) in WAL mode, written only inside
+// BEGIN IMMEDIATE transactions, keyed by (capability or
 // session id, grant index). One process owns a ledger at a time (SQLite
 // exclusive locking mode), which is what lets the Store keep the grants'
 // counters in memory: memory is changed only after the transaction that
@@ -21,10 +21,21 @@
 // delegated children, sum(ledger_debit) - sum(ledger_credit) over its
 // receipts equals its charged total.
 //
-// A caller is answered only after its decision is durable in the ledger.
-// With WithGroupCommit, concurrent decisions share one transaction (one
-// fsync); each is still checked against the state left by the ones before
-// it, so a batch is exactly as strict as one transaction per call.
+// A caller is answered only after its decision is durable in the ledger:
+// the Store runs SQLite with synchronous=NORMAL and fsyncs the WAL itself
+// after the commit and before answering, which is the one thing FULL adds
+// to NORMAL, done so that the fsync of one batch overlaps the deciding and
+// committing of the next (durable.go). With WithGroupCommit, concurrent
+// decisions share one transaction and fsyncs are shared across the
+// batches committed while one runs; each decision is still checked against
+// the state left by the ones before it, so a batch is exactly as strict as
+// one transaction per call. If an fsync fails, its callers are refused and
+// the Store decides nothing more until it is reopened.
+//
+// The receipt chain is appended after the ledger fsync and synced on
+// Flush, on Close and every 200 ms, not per batch: it is derived from the
+// ledger, which re-emits on Open any receipt a crash took from the chain,
+// byte for byte (ed25519 signatures are deterministic).
 //
 // # Errors
 //

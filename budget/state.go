@@ -95,33 +95,40 @@ func loadHold(tx *sql.Tx, id string) (*holdState, error) {
 	return &h, nil
 }
 
-func saveHold(tx *sql.Tx, stmts *statements, h *holdState) error {
-	_, err := tx.Stmt(stmts.saveHold).Exec(h.id, h.key.Capability, h.key.Grant, i64(h.reserved), h.open, h.tool)
-	return err
-}
-
 func (g *grantState) String() string { return fmt.Sprintf("%s (%s)", g.key, g.tool) }
 
 // statements are prepared once on the ledger's single connection.
-type statements struct{ saveGrant, saveHold, saveEvent *sql.Stmt }
+type statements struct {
+	saveGrant     *sql.Stmt
+	holds, events *multiInsert
+}
 
 func prepareStatements(db *sql.DB) (*statements, error) {
 	var st statements
 	var err error
-	for _, p := range []struct {
-		dst **sql.Stmt
-		sql string
-	}{
-		{&st.saveGrant, `INSERT INTO grants (capability, grant_index, currency, per_call, total, max_invocations, parent_capability, parent_grant, depth, root_holder, tool, server, invocations, charged)
+	st.saveGrant, err = db.Prepare(`INSERT INTO grants (capability, grant_index, currency, per_call, total, max_invocations, parent_capability, parent_grant, depth, root_holder, tool, server, invocations, charged)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (capability, grant_index) DO UPDATE SET invocations = excluded.invocations, charged = excluded.charged`},
-		{&st.saveHold, `INSERT INTO holds (id, capability, grant_index, reserved, open, tool) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET open = excluded.open`},
-		{&st.saveEvent, `INSERT INTO events (id, receipt) VALUES (?, ?)`},
-	} {
-		if *p.dst, err = db.Prepare(p.sql); err != nil {
-			return nil, err
-		}
+		ON CONFLICT (capability, grant_index) DO UPDATE SET invocations = excluded.invocations, charged = excluded.charged`)
+	if err != nil {
+		return nil, err
+	}
+	// A hold is inserted open and, when reconciled or released in a later
+	// batch, written again closed.
+	st.holds, err = newMultiInsert(db, "holds", "id, capability, grant_index, reserved, open, tool", "ON CONFLICT (id) DO UPDATE SET open = excluded.open")
+	if err != nil {
+		st.saveGrant.Close()
+		return nil, err
+	}
+	st.events, err = newMultiInsert(db, "events", "id, receipt", "")
+	if err != nil {
+		st.saveGrant.Close()
+		st.holds.close()
+		return nil, err
 	}
 	return &st, nil
+}
+
+// holdRow appends h's row for statements.holds.
+func holdRow(args []any, h *holdState) []any {
+	return append(args, h.id, h.key.Capability, h.key.Grant, i64(h.reserved), h.open, h.tool)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -402,17 +401,17 @@ func scan(r io.Reader, strict bool, l Linker, check func(uint64, []byte) error) 
 }
 
 func checkLink(line []byte, head Head) error {
-	var l link
-	if err := json.Unmarshal(line, &l); err != nil {
+	seq, prev, err := readLink(line)
+	if err != nil {
 		return fmt.Errorf("not a JSON object: %v", err)
 	}
 	switch {
-	case l.Seq == nil || l.Prev == nil:
+	case seq == nil || prev == nil:
 		return errors.New(`missing "seq" or "prev"`)
-	case *l.Seq != head.Next():
-		return fmt.Errorf("seq %d, want %d", *l.Seq, head.Next())
-	case *l.Prev != head.Hash:
-		return fmt.Errorf("prev %.12s… does not match the previous line's hash %.12s…", *l.Prev, head.Hash)
+	case *seq != head.Next():
+		return fmt.Errorf("seq %d, want %d", *seq, head.Next())
+	case *prev != head.Hash:
+		return fmt.Errorf("prev %.12s… does not match the previous line's hash %.12s…", *prev, head.Hash)
 	}
 	return nil
 }
