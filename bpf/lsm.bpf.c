@@ -415,8 +415,31 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 	struct klsm_session *s = armed();
 	if (!s)
 		return 0;
-	__u32 fmode = BPF_CORE_READ(file, f_mode);
-	__u32 fflags = BPF_CORE_READ(file, f_flags);
+	/* Direct loads from the hook's typed argument (no helper call per
+	 * field): this is the path every repeated open takes. */
+	__u32 fmode = file->f_mode;
+	__u32 fflags = file->f_flags;
+	if (!(fflags & (O_TMPFILE_DIR | FMODE_EXEC_FLAG)) && !(fmode & FMODE_CREATED)) {
+		struct dentry *dd = file->f_path.dentry;
+		struct inode *di = dd->d_inode;
+		struct klsm_seen_key sk = {
+			.cgid = bpf_get_current_cgroup_id(),
+			.dent = (__u64)dd,
+			.mnt = (__u64)file->f_path.mnt,
+			.sess = s->sess,
+			.rgen = s->rgen,
+			.need = (fmode & FMODE_WRITE) ? LSM_MUTATES : LSM_CONSUMES,
+		};
+		if (di) {
+			sk.ino = di->i_ino;
+			sk.gen = di->i_generation;
+		}
+		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
+		if (cnt) {
+			__sync_fetch_and_add(cnt, 1);
+			return 0;
+		}
+	}
 	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
 	__u8 need = LSM_CONSUMES;
 	__u32 flags = 0;

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/internal/testutil"
@@ -124,11 +125,27 @@ func underKlock(b *testing.B, m *policy.Manifest, argv []string, env []string) (
 
 // direct runs argv as the agent uid without klock.
 func direct(b *testing.B, dir string, argv []string, env []string, wrap ...string) (string, time.Duration) {
+	return directIn(b, nil, dir, argv, env, wrap...)
+}
+
+// directIn is direct inside cgroup g (nil: the caller's).
+func directIn(b *testing.B, g *cgroup.Group, dir string, argv []string, env []string, wrap ...string) (string, time.Duration) {
 	argv = append(append([]string{}, wrap...), argv...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = env, dir
 	if len(wrap) == 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
+	}
+	if g != nil {
+		fd, err := g.OpenFD()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer fd.Close()
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(fd.Fd())
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -152,7 +169,10 @@ func ns(b *testing.B, s string) float64 {
 }
 
 // BenchmarkOpenCloseRatio: ns per open+close inside the agent, under klock
-// (Landlock + tracepoints) over the same loop without klock.
+// (Landlock + tracepoints) over the same loop without klock. The loop is
+// also run without klock in a fresh cgroup of klock's parent, to separate
+// what placing a process in a cgroup costs (memory accounting of every
+// struct file, where the memory controller is on) from klock's own hooks.
 func BenchmarkOpenCloseRatio(b *testing.B) {
 	wd := workdir(b)
 	file := filepath.Join(wd, "f")
@@ -165,16 +185,25 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 	}
 	m := manifestFor(b, wd, self)
 	env := []string{"KLOCK_PERF_HELPER=openclose", "KLOCK_PERF_N=200000", "KLOCK_PERF_PATH=" + file}
-	var base, klock float64
+	g, err := cgroup.Create(fmt.Sprintf("perf-baseline-%d", os.Getpid()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Delete()
+	var base, incg, klock float64
 	for b.Loop() {
 		out, _ := direct(b, wd, []string{self}, env)
 		base += ns(b, out)
+		out, _ = directIn(b, g, wd, []string{self}, env)
+		incg += ns(b, out)
 		out, _ = underKlock(b, m, []string{self}, env)
 		klock += ns(b, out)
 	}
 	b.ReportMetric(base/float64(b.N), "ns/open-direct")
+	b.ReportMetric(incg/float64(b.N), "ns/open-cgroup")
 	b.ReportMetric(klock/float64(b.N), "ns/open-klock")
 	b.ReportMetric(klock/base, "ratio")
+	b.ReportMetric(klock/incg, "ratio-vs-cgroup")
 }
 
 const workload = `set -e
