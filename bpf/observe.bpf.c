@@ -708,29 +708,6 @@ static __always_inline int observed_nr(long nr)
 	return 0;
 }
 
-/* open_flags: the flags an open by path asked for; -1 for other calls
- * (open_by_handle_at names no path: it is always reported). */
-static __always_inline long open_flags(long nr, struct pt_regs *regs)
-{
-	switch (nr) {
-#ifdef NR_open
-	case NR_open:
-		return (__u32)ARG2(regs);
-	case NR_creat:
-		return O_CREAT | O_WRONLY | O_TRUNC;
-#endif
-	case NR_openat:
-		return (__u32)ARG3(regs);
-	case NR_openat2: {
-		__u64 fl = 0;
-		if (bpf_probe_read_user(&fl, sizeof(fl), (const void *)ARG3(regs)))
-			return -1;
-		return (__u32)fl;
-	}
-	}
-	return -1;
-}
-
 /* seen_key fills k for a successful open (flags fl) that returned fd, when
  * its repeats may be counted instead of reported: not a creation, not a
  * directory (the resolver learns directories from their opens), not an
@@ -758,9 +735,52 @@ __noinline int seen_key(struct obs_seen_key *k, __u64 cgid, __u64 rgen, long fl,
 	return 0;
 }
 
+/* counted_repeat counts a successful open (syscall nr, result ret, its
+ * second and third arguments a2 and a3) that was reported before with the
+ * same seen key, and returns 1; else 0. Global, like seen_key: every
+ * branch here would otherwise multiply the states the verifier walks
+ * through the rest of obs_sys_exit. */
+__noinline int counted_repeat(__u64 rgen, long nr, long ret, __u64 a2, __u64 a3)
+{
+	long fl;
+	switch (nr) {
+#ifdef NR_open
+	case NR_open:
+		fl = (__u32)a2;
+		break;
+	case NR_creat:
+		fl = O_CREAT | O_WRONLY | O_TRUNC;
+		break;
+#endif
+	case NR_openat:
+		fl = (__u32)a3;
+		break;
+	case NR_openat2: {
+		__u64 how = 0;
+		if (bpf_probe_read_user(&how, sizeof(how), (const void *)a3))
+			return 0;
+		fl = (__u32)how;
+		break;
+	}
+	default:
+		return 0;
+	}
+	if (ret < 0)
+		return 0;
+	__u32 zero = 0;
+	struct obs_rec *kr = bpf_map_lookup_elem(&scratch, &zero);
+	if (!kr || seen_key(&kr->seen, bpf_get_current_cgroup_id(), rgen, fl, ret))
+		return 0;
+	__u64 *cnt = bpf_map_lookup_elem(&seen, &kr->seen);
+	if (!cnt)
+		return 0;
+	__sync_fetch_and_add(cnt, 1);
+	return 1;
+}
+
 /* count_from_now makes r, the record of an open about to be reported, the
  * one its repeats are counted under (OBS_F_COUNTED). r->flags holds the
- * open's flags, as open_flags gives them. Global, like seen_key. */
+ * open's flags, as counted_repeat reads them. Global, like seen_key. */
 __noinline int count_from_now(struct obs_rec *r, __u64 rgen, long fd)
 {
 	if (!r || seen_key(&r->seen, r->cgid, rgen, (__u32)r->flags, fd))
@@ -804,17 +824,9 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 			if (!observed_nr(nr))
 				return 0;
 			/* An open reported before (same object, flags and names):
-			 * count it. The key is built in the per-CPU record (off the
-			 * stack, which the verifier would carry into every state). */
-			__u32 zero = 0;
-			struct obs_rec *kr = bpf_map_lookup_elem(&scratch, &zero);
-			if (kr && ret >= 0 && !seen_key(&kr->seen, cgid, w->rgen, open_flags(nr, regs), ret)) {
-				__u64 *cnt = bpf_map_lookup_elem(&seen, &kr->seen);
-				if (cnt) {
-					__sync_fetch_and_add(cnt, 1);
-					return 0;
-				}
-			}
+			 * count it. */
+			if (counted_repeat(w->rgen, nr, ret, ARG2(regs), ARG3(regs)))
+				return 0;
 		}
 	}
 	struct obs_session *s;
