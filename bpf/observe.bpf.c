@@ -735,6 +735,16 @@ __noinline int seen_key(struct obs_seen_key *k, __u64 cgid, __u64 rgen, long fl,
 	return 0;
 }
 
+/* open_nr: the opens by path whose repeats may be counted. */
+static __always_inline int open_nr(long nr)
+{
+#ifdef NR_open
+	if (nr == NR_open || nr == NR_creat)
+		return 1;
+#endif
+	return nr == NR_openat || nr == NR_openat2;
+}
+
 /* counted_repeat counts a successful open (syscall nr, result ret, its
  * second and third arguments a2 and a3) that was reported before with the
  * same seen key, and returns 1; else 0. Global, like seen_key: every
@@ -825,7 +835,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 				return 0;
 			/* An open reported before (same object, flags and names):
 			 * count it. */
-			if (counted_repeat(w->rgen, nr, ret, ARG2(regs), ARG3(regs)))
+			if (open_nr(nr) && counted_repeat(w->rgen, nr, ret, ARG2(regs), ARG3(regs)))
 				return 0;
 		}
 	}
