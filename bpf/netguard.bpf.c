@@ -119,9 +119,11 @@ struct {
 	__type(value, __u64);
 } ng_lost SEC(".maps");
 
+// 4 MiB: with ReportAllowed every allowed datagram with an address is an
+// event, and a loss fails a strict session closed.
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	__uint(max_entries, 4 * 1024 * 1024);
 } ng_events SEC(".maps");
 
 // Force BTF for the types user space reads.
