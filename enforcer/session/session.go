@@ -217,18 +217,30 @@ func (s *running) act(v decide.Verdict) {
 		}
 	case decide.ActionAmended:
 		s.log.Warn("scope amended (permissive)", "lease", v.Lease)
-		if v.Triple.Type == policy.ObjNet && s.be.ngs != nil {
-			if err := s.be.ngs.Update(s.eng.Ruleset()); err != nil {
-				s.log.Warn("cannot widen the network wall", "error", err)
-			}
-		}
-		if v.Triple.Type != policy.ObjNet && s.be.lsms != nil {
-			if err := s.be.lsms.Update(s.eng.Ruleset()); err != nil {
-				s.log.Warn("cannot widen the bpf-lsm rules", "error", err)
-			}
-		}
+		s.widen(v)
 	case decide.ActionBlocked:
 		s.log.Warn("blocked (permissive)", "triple", v.Triple.String())
+		s.widen(v)
+	}
+}
+
+// widen gives a permissive lease to the walls that can take it while the
+// agent runs (cgroup-net, bpf-lsm), so a retry of the refused operation
+// goes through; a Landlock ruleset cannot be widened after exec, so there
+// the retry stays refused (and is logged under the lease).
+func (s *running) widen(v decide.Verdict) {
+	if v.Lease == nil {
+		return
+	}
+	if v.Triple.Type == policy.ObjNet && s.be.ngs != nil {
+		if err := s.be.ngs.Update(s.eng.Ruleset()); err != nil {
+			s.log.Warn("cannot widen the network wall", "error", err)
+		}
+	}
+	if v.Triple.Type != policy.ObjNet && s.be.lsms != nil {
+		if err := s.be.lsms.Update(s.eng.Ruleset()); err != nil {
+			s.log.Warn("cannot widen the bpf-lsm rules", "error", err)
+		}
 	}
 }
 

@@ -497,6 +497,32 @@ func TestStrictKillsWholeTree(t *testing.T) {
 // (undeclared operations are still refused by the walls, and recorded as
 // leases); Result.Learned parses, and fed back as the manifest in strict
 // mode the same run is CLEAN, with every operation now succeeding.
+// TestPermissiveLeaseOpensTheWall: a refused read in permissive mode is
+// leased. bpf-lsm's rules are amended in the kernel with the lease, so the
+// agent's retry reads the file; a Landlock ruleset cannot be widened once
+// the agent runs, so there the retry stays refused (and is logged under
+// the lease, not as a second violation).
+func TestPermissiveLeaseOpensTheWall(t *testing.T) {
+	w := harness.NewWorld(t)
+	secret := w.O("secret.txt")
+	w.File(secret, "secret\n")
+	step := "retry-read:" + secret
+	o := w.Run(harness.Spec{Mode: policy.ModePermissive, Intents: harness.ProbeIntents(), Command: []string{harness.Probe, step}})
+	if o.Res.Killed || o.Res.Exit.ExitCode() != 0 {
+		t.Fatalf("permissive session killed or failed\n%s", o.Dump())
+	}
+	want := "EACCES"
+	if harness.LSM() {
+		want = "ok"
+	}
+	if got := o.Probe[step]; got != want {
+		t.Errorf("read retried after the lease = %s, want %s\n%s", got, want, o.Dump())
+	}
+	if len(o.Log.Violations) != 1 || o.Log.Violations[0].Lease != "CONSUMES FILE:"+secret {
+		t.Errorf("violations %+v, want one, leased as CONSUMES FILE:%s\n%s", o.Log.Violations, secret, o.Dump())
+	}
+}
+
 func TestPermissiveLearnRoundTrip(t *testing.T) {
 	w := harness.NewWorld(t)
 	w.File(w.W("data.txt"), "data\n")
