@@ -320,19 +320,3 @@ func writeIndexTmp(root string, ix index) (string, error) {
 	}
 	return f.Name(), nil
 }
-
-// writeFileSync writes data to p (a new file) and fsyncs it.
-func writeFileSync(p string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
