@@ -330,8 +330,9 @@ static __always_inline int counted_op(__u32 op, __u32 flags)
 static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, struct dentry *d, struct vfsmount *vm, int linked, __u32 flags)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
-	if (counted_op(op, flags)) {
-		/* Allowed before with the same name, rules and renames: count it. */
+	if (op != LSM_OP_OPEN && counted_op(op, flags)) {
+		/* Allowed before with the same name, rules and renames: count it
+		 * (file_open looked already, with direct loads). */
 		struct klsm_seen_key sk = {};
 		seen_key(&sk, s, d, vm, 0, need);
 		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
@@ -419,27 +420,6 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 	 * field): this is the path every repeated open takes. */
 	__u32 fmode = file->f_mode;
 	__u32 fflags = file->f_flags;
-	if (!(fflags & (O_TMPFILE_DIR | FMODE_EXEC_FLAG)) && !(fmode & FMODE_CREATED)) {
-		struct dentry *dd = file->f_path.dentry;
-		struct inode *di = dd->d_inode;
-		struct klsm_seen_key sk = {
-			.cgid = bpf_get_current_cgroup_id(),
-			.dent = (__u64)dd,
-			.mnt = (__u64)file->f_path.mnt,
-			.sess = s->sess,
-			.rgen = s->rgen,
-			.need = (fmode & FMODE_WRITE) ? LSM_MUTATES : LSM_CONSUMES,
-		};
-		if (di) {
-			sk.ino = di->i_ino;
-			sk.gen = di->i_generation;
-		}
-		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
-		if (cnt) {
-			__sync_fetch_and_add(cnt, 1);
-			return 0;
-		}
-	}
 	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
 	__u8 need = LSM_CONSUMES;
 	__u32 flags = 0;
@@ -457,6 +437,29 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 			flags = LSM_E_CREATED;
 		} else {
 			need = LSM_MUTATES;
+		}
+	}
+	if (counted_op(LSM_OP_OPEN, flags)) {
+		/* check1's cache lookup, with direct loads (check1 skips it for
+		 * opens): the seen_key of the file's dentry and mount. */
+		struct dentry *dd = file->f_path.dentry;
+		struct inode *di = dd->d_inode;
+		struct klsm_seen_key sk = {
+			.cgid = bpf_get_current_cgroup_id(),
+			.dent = (__u64)dd,
+			.mnt = (__u64)file->f_path.mnt,
+			.sess = s->sess,
+			.rgen = s->rgen,
+			.need = need,
+		};
+		if (di) {
+			sk.ino = di->i_ino;
+			sk.gen = di->i_generation;
+		}
+		__u64 *cnt = bpf_map_lookup_elem(&lsm_seen, &sk);
+		if (cnt) {
+			__sync_fetch_and_add(cnt, 1);
+			return 0;
 		}
 	}
 	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
