@@ -121,16 +121,15 @@ type Observer struct {
 	objs  observeObjects
 	links []link.Link // process events: attached while loaded
 	// The syscall programs (sys_exit, ctime) are attached only while a
-	// Watch needs them (fullWatches > 0): a syscall tracepoint sends every
+	// Watch needs them (a full one, see fullWatch): a syscall tracepoint sends every
 	// syscall of every process on the machine through the slow path, which
 	// a bpf-lsm session, deciding in its hooks, does not need. Under o.mu.
-	sysProgs    []*ebpf.Program
-	sysLinks    []link.Link
-	fullWatches int
-	rd          *ringbuf.Reader
-	res         *resolver
-	clk         bootClock
-	log         *slog.Logger
+	sysProgs []*ebpf.Program
+	sysLinks []link.Link
+	rd       *ringbuf.Reader
+	res      *resolver
+	clk      bootClock
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	watches map[uint64]*Watch
@@ -327,6 +326,17 @@ func (o *Observer) attachSyscalls() error {
 	return nil
 }
 
+// fullWatch reports whether some Watch records syscalls. Called with o.mu
+// held.
+func (o *Observer) fullWatch() bool {
+	for _, w := range o.watches {
+		if w.full {
+			return true
+		}
+	}
+	return false
+}
+
 // detachSyscalls detaches the syscall programs. Called with o.mu held.
 func (o *Observer) detachSyscalls() {
 	for _, l := range o.sysLinks {
@@ -392,20 +402,17 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 		return nil, fmt.Errorf("%w: %d", ErrWatched, cgroupID)
 	}
 	full := wo.ops == 0
-	if full && o.fullWatches == 0 {
+	if full && len(o.sysLinks) == 0 {
 		if err := o.attachSyscalls(); err != nil {
 			return nil, err
 		}
 	}
 	s := observeObsSession{Ops: wo.ops}
 	if err := o.objs.Watched.Update(cgroupID, &s, ebpf.UpdateNoExist); err != nil {
-		if full && o.fullWatches == 0 {
+		if !o.fullWatch() {
 			o.detachSyscalls()
 		}
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
-	}
-	if full {
-		o.fullWatches++
 	}
 	w := &Watch{o: o, id: cgroupID, full: full, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
@@ -449,10 +456,8 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	w.closed = true
 	close(w.ch)
 	delete(o.watches, cgroupID)
-	if w.full {
-		if o.fullWatches--; o.fullWatches == 0 {
-			o.detachSyscalls()
-		}
+	if !o.fullWatch() {
+		o.detachSyscalls()
 	}
 	return err
 }
