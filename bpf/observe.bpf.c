@@ -805,6 +805,58 @@ __noinline int count_from_now(struct obs_rec *r, __u64 rgen, long fd)
 	return 1;
 }
 
+/* rec_finish completes a syscall's record with what the kernel resolved
+ * and sends it. A global function, verified once: inlined, this tail (fd
+ * lookups, the dentry walk, the ring buffer) was verified again for every
+ * state the switch in obs_sys_exit arrived with — each case leaves nr and
+ * ret with different known values — and cost most of the 146k
+ * instructions, some 300 ms at every embedded start. rgen is the
+ * session's rename generation when the syscall returned. */
+__noinline int rec_finish(struct obs_rec *r, __u64 rgen)
+{
+	if (!r)
+		return 0;
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 cgid = r->cgid;
+	struct obs_session *s = bpf_map_lookup_elem(&watched, &cgid);
+	if (!s)
+		return 0;
+	/* What the kernel resolved: the fd an open returned, the base dir of a
+	 * relative or empty path. */
+	if (r->op == OBS_OP_OPEN && r->ret >= 0) {
+		struct file *f = fd_file(t, r->ret);
+		if (f) {
+			struct inode *i = BPF_CORE_READ(f, f_inode);
+			if (i) {
+				inode_ident(i, &r->ino, &r->dev);
+				r->kflags |= OBS_F_INO;
+			}
+			__u32 fm = BPF_CORE_READ(f, f_mode);
+			r->mode = fm;
+			if (fm & FMODE_CREATED)
+				r->kflags |= OBS_F_CREATED;
+		}
+	}
+	if (r->len0 && r->op != OBS_OP_SYMLINK && (r->family == 0 || r->family == AF_UNIX))
+		base0(t, r);
+	if (r->len1 && !(r->kflags & OBS_F_KPATH))
+		base1(t, r);
+	/* The kernel's own path of what it acted on (path1 is free for these
+	 * ops): the file an open returned; the fd of f* calls is done in
+	 * fd_object; path-based metadata calls by the inode caught inside. */
+	if (r->op == OBS_OP_OPEN && r->ret >= 0) {
+		kpath_file(t, r, fd_file(t, r->ret));
+		/* Its repeats will be counted, not reported (open_by_handle_at
+		 * names no path: always reported). */
+		if ((r->kflags & (OBS_F_KPATH | OBS_F_FDPATH)) == OBS_F_KPATH)
+			count_from_now(r, rgen, r->ret);
+	} else if (path_meta_nr(r->nr)) {
+		path_meta_object(t, r, r->nr); /* always consumes the tid's entry */
+	}
+	rec_emit(r, s);
+	return 0;
+}
+
 /* proc_nr: the syscalls a ProcessEvents watch still records (a failed
  * exec); its other syscalls return before a record is prepared. */
 static __always_inline int proc_nr(long nr)
@@ -1152,39 +1204,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 
-	/* What the kernel resolved: the fd an open returned, the base dir of a
-	 * relative or empty path. */
-	if (r->op == OBS_OP_OPEN && ret >= 0) {
-		struct file *f = fd_file(t, ret);
-		if (f) {
-			struct inode *i = BPF_CORE_READ(f, f_inode);
-			if (i) {
-				inode_ident(i, &r->ino, &r->dev);
-				r->kflags |= OBS_F_INO;
-			}
-			__u32 fm = BPF_CORE_READ(f, f_mode);
-			r->mode = fm;
-			if (fm & FMODE_CREATED)
-				r->kflags |= OBS_F_CREATED;
-		}
-	}
-	if (r->len0 && r->op != OBS_OP_SYMLINK && (r->family == 0 || r->family == AF_UNIX))
-		base0(t, r);
-	if (r->len1 && !(r->kflags & OBS_F_KPATH))
-		base1(t, r);
-	/* The kernel's own path of what it acted on (path1 is free for these
-	 * ops): the file an open returned; the fd of f* calls is done in
-	 * fd_object; path-based metadata calls by the inode caught inside. */
-	if (r->op == OBS_OP_OPEN && ret >= 0) {
-		kpath_file(t, r, fd_file(t, ret));
-		/* Its repeats will be counted, not reported (open_by_handle_at
-		 * names no path: always reported). */
-		if ((r->kflags & (OBS_F_KPATH | OBS_F_FDPATH)) == OBS_F_KPATH)
-			count_from_now(r, s->rgen, ret);
-	} else if (path_meta_nr(nr)) {
-		path_meta_object(t, r, nr); /* always consumes the tid's entry */
-	}
-	rec_emit(r, s);
+	rec_finish(r, s->rgen);
 	return 0;
 }
 

@@ -19,11 +19,33 @@
 #define KW_DEPTH 64      /* path components walked */
 #define KW_NAME_MAX 255  /* longest component (NAME_MAX) */
 
+enum { KW_RUN = 0, KW_DONE, KW_FAIL };
+
+/* The walk's state. It lives in the per-CPU buffer, not on the stack: the
+ * verifier tracks no value in map memory, so every step of the bpf_loop
+ * callback starts from the same abstract state and its verification
+ * converges at once. On the stack, the position's bounds shrank a little
+ * at every step and the callback was verified again for each (some 80k
+ * instructions, most of a 300 ms load). */
+struct kwalk {
+	/* Kernel pointers, as numbers (the generated Go types have none). */
+	__u64 d;       /* struct dentry * */
+	__u64 vm;      /* struct vfsmount *; 0: stop at the filesystem root */
+	__u64 m;       /* struct mount * */
+	__u64 root_d;  /* struct dentry *: the task's root */
+	__u64 root_vm; /* struct vfsmount * */
+	__u32 pos;             /* start of the path in b */
+	__u32 last;            /* position of the last '/' (before the final name) */
+	__u32 state;
+	__u32 _pad;
+};
+
 /* Names are written backwards from the middle, so every write stays inside
  * the buffer whatever the verifier knows about the position
  * (<= KW_PATH_MAX-1 + KW_NAME_MAX). */
 struct kw_buf {
 	char b[2 * KW_PATH_MAX];
+	struct kwalk w;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -32,37 +54,22 @@ struct {
 	__type(value, struct kw_buf);
 } kpbuf SEC(".maps");
 
-enum { KW_RUN = 0, KW_DONE, KW_FAIL };
-
-struct kwalk {
-	struct dentry *d;
-	struct vfsmount *vm;   /* NULL: stop at the filesystem root */
-	struct mount *m;
-	struct dentry *root_d; /* the task's root */
-	struct vfsmount *root_vm;
-	__u32 pos;             /* start of the path in kpbuf */
-	__u32 last;            /* position of the last '/' (before the final name) */
-	__u32 state;
-};
-
 static long kwalk_step(__u64 i, void *ctx)
 {
-	struct kwalk *w = ctx;
 	__u32 zero = 0;
 	struct kw_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
-	if (!kb) {
-		w->state = KW_FAIL;
+	if (!kb)
 		return 1;
-	}
-	struct dentry *d = w->d;
-	struct vfsmount *vm = w->vm; /* not inside BPF_CORE_READ: kwalk is ours */
+	struct kwalk *w = &kb->w;
+	struct dentry *d = (struct dentry *)w->d;
+	struct vfsmount *vm = (struct vfsmount *)w->vm;
 	if (vm) {
-		if (d == w->root_d && vm == w->root_vm) {
+		if (w->d == w->root_d && w->vm == w->root_vm) {
 			w->state = KW_DONE;
 			return 1;
 		}
 		if (d == BPF_CORE_READ(vm, mnt_root)) {
-			struct mount *m = w->m;
+			struct mount *m = (struct mount *)w->m;
 			struct mount *p = BPF_CORE_READ(m, mnt_parent);
 			if (!p || p == m) {
 				/* The top of a mount tree without meeting the
@@ -70,33 +77,35 @@ static long kwalk_step(__u64 i, void *ctx)
 				w->state = KW_FAIL;
 				return 1;
 			}
-			w->d = BPF_CORE_READ(m, mnt_mountpoint);
-			w->m = p;
-			w->vm = (struct vfsmount *)((char *)p + bpf_core_field_offset(struct mount, mnt));
+			w->d = (__u64)BPF_CORE_READ(m, mnt_mountpoint);
+			w->m = (__u64)p;
+			w->vm = (__u64)p + bpf_core_field_offset(struct mount, mnt);
 			return 0;
 		}
 	}
 	struct dentry *parent = BPF_CORE_READ(d, d_parent);
 	if (!parent || parent == d) {
-		w->state = w->vm ? KW_FAIL : KW_DONE;
+		w->state = vm ? KW_FAIL : KW_DONE;
 		return 1;
 	}
 	__u32 len = BPF_CORE_READ(d, d_name.len);
 	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-	if (len == 0 || len > KW_NAME_MAX || w->pos < len + 1) {
+	__u32 pos = w->pos;
+	if (len == 0 || len > KW_NAME_MAX || pos < len + 1 || pos >= KW_PATH_MAX) {
 		w->state = KW_FAIL;
 		return 1;
 	}
-	w->pos -= len;
-	if (bpf_probe_read_kernel(&kb->b[w->pos & (KW_PATH_MAX - 1)], len & KW_NAME_MAX, name)) {
+	pos -= len;
+	if (bpf_probe_read_kernel(&kb->b[pos & (KW_PATH_MAX - 1)], len & KW_NAME_MAX, name)) {
 		w->state = KW_FAIL;
 		return 1;
 	}
-	w->pos -= 1;
-	kb->b[w->pos & (KW_PATH_MAX - 1)] = '/';
+	pos -= 1;
+	kb->b[pos & (KW_PATH_MAX - 1)] = '/';
+	w->pos = pos;
 	if (i == 0)
-		w->last = w->pos;
-	w->d = parent;
+		w->last = pos;
+	w->d = (__u64)parent;
 	return 0;
 }
 
@@ -119,27 +128,32 @@ static __always_inline struct kw_buf *kwalk_path(struct task_struct *t, struct d
 	struct kw_buf *kb = bpf_map_lookup_elem(&kpbuf, &zero);
 	if (!kb)
 		return NULL;
-	struct kwalk w = {};
-	w.d = d;
-	w.vm = vm;
+	struct kwalk *w = &kb->w;
+	w->d = (__u64)d;
+	w->vm = (__u64)vm;
+	w->m = 0;
+	w->root_d = 0;
+	w->root_vm = 0;
 	if (vm) {
-		w.m = (struct mount *)((char *)vm - bpf_core_field_offset(struct mount, mnt));
-		w.root_d = BPF_CORE_READ(t, fs, root.dentry);
-		w.root_vm = BPF_CORE_READ(t, fs, root.mnt);
+		w->m = (__u64)vm - bpf_core_field_offset(struct mount, mnt);
+		w->root_d = (__u64)BPF_CORE_READ(t, fs, root.dentry);
+		w->root_vm = (__u64)BPF_CORE_READ(t, fs, root.mnt);
 	}
-	w.pos = KW_PATH_MAX - 1;
-	w.last = KW_PATH_MAX - 1;
+	w->pos = KW_PATH_MAX - 1;
+	w->last = KW_PATH_MAX - 1;
+	w->state = KW_FAIL; /* unless a step finishes the walk */
 	kb->b[KW_PATH_MAX - 1] = 0;
-	bpf_loop(KW_DEPTH, kwalk_step, &w, 0);
-	if (w.state != KW_DONE)
+	bpf_loop(KW_DEPTH, kwalk_step, NULL, 0);
+	if (w->state != KW_DONE)
 		return NULL;
-	if (w.pos == KW_PATH_MAX - 1) { /* the root itself */
-		w.pos -= 1;
-		w.last = w.pos;
+	__u32 p = w->pos, l = w->last;
+	if (p == KW_PATH_MAX - 1) { /* the root itself */
+		p -= 1;
+		l = p;
 		kb->b[KW_PATH_MAX - 2] = '/';
 	}
-	*pos = w.pos & (KW_PATH_MAX - 1);
-	*last = (w.last - w.pos) & (KW_PATH_MAX - 1);
+	*pos = p & (KW_PATH_MAX - 1);
+	*last = (l - p) & (KW_PATH_MAX - 1);
 	return kb;
 }
 

@@ -353,36 +353,29 @@ type pathReq struct {
 // resolve returns the absolute, symlink-resolved path the kernel acted on,
 // as well as it can be known after the fact, and how it was obtained.
 func (rv *resolver) resolve(q pathReq) (string, PathSource) {
-	p, src, _ := rv.resolveBase(q)
-	return p, src
-}
-
-// resolveBase is resolve, also saying whether a relative path's base
-// directory was verified (always true for an absolute path).
-func (rv *resolver) resolveBase(q pathReq) (_ string, _ PathSource, baseOK bool) {
 	var full string
-	baseOK = true
+	baseOK := true // a relative path's base directory was verified
 	switch {
 	case q.path == "/proc" || strings.HasPrefix(q.path, "/proc/"):
 		// The agent's /proc is its own procfs (its pid namespace): resolving
 		// the string through the observer's /proc would name other processes.
-		return sessionProc(cleanAbs(q.path)), PathBestEffort, baseOK
+		return sessionProc(cleanAbs(q.path)), PathBestEffort
 	case strings.HasPrefix(q.path, "/"):
 		full = q.path
 	default:
 		b, ok := rv.base(q.pid, q.dirfd, q.base, q.hasBase)
 		if b == "" {
 			if q.path == "" {
-				return "", PathNone, baseOK
+				return "", PathNone
 			}
-			return q.path, PathBestEffort, false // no base any more: a relative path, fails closed
+			return q.path, PathBestEffort // no base any more: a relative path, fails closed
 		}
 		baseOK = ok
 		if q.path == "" { // AT_EMPTY_PATH: the dirfd's object itself
 			if ok {
-				return b, PathKernel, baseOK
+				return b, PathKernel
 			}
-			return b, PathBestEffort, baseOK
+			return b, PathBestEffort
 		}
 		if b == "/" {
 			full = "/" + q.path
@@ -394,7 +387,7 @@ func (rv *resolver) resolveBase(q pathReq) (_ string, _ PathSource, baseOK bool)
 	if q.hasObj {
 		if v, ok := rv.objs[key]; ok && v.id == q.obj {
 			rv.name(v.id, v.path)
-			return v.path, PathVerified, baseOK
+			return v.path, PathVerified
 		}
 	}
 	p, id, isDir, found := rv.kresolve(full, q.follow)
@@ -405,13 +398,13 @@ func (rv *resolver) resolveBase(q pathReq) (_ string, _ PathSource, baseOK bool)
 		if isDir {
 			rv.remember(id, p) // a later *at call may name it by this inode
 		}
-		return p, PathVerified, baseOK
+		return p, PathVerified
 	case q.hasObj && (found || !q.goneOK):
-		return p, PathBestEffort, baseOK
+		return p, PathBestEffort
 	case baseOK && q.hasBase:
-		return p, PathVerified, baseOK
+		return p, PathVerified
 	}
-	return p, PathBestEffort, baseOK
+	return p, PathBestEffort
 }
 
 // fdPath names the object behind pid's fd via /proc, checked against the

@@ -91,11 +91,13 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 		// A path-based metadata call whose inode the ctime hooks caught:
 		// the string must still lead to it.
 		q.obj, q.hasObj, q.goneOK = obj, hasObj, true
-		p, src, baseOK := rv.resolveBase(q)
-		if src == PathBestEffort && hasObj && baseOK && r.kflags&fKPathSB != 0 {
-			// Something else is at the name now (a swapped symlink):
-			// the kernel's own path of the inode it changed, placed on
-			// the mount that holds it and checked there.
+		p, src := rv.resolve(q)
+		if src == PathBestEffort && hasObj && r.kflags&fKPathSB != 0 {
+			// The name no longer leads to the inode the kernel changed
+			// (a swapped symlink, or the process has moved its cwd or
+			// the dirfd's directory since): the kernel's own path of
+			// that inode, placed on the mount that holds it and checked
+			// there with an lstat that must find the same inode.
 			if kp, ok := rv.sbPath(r.pid, obj, r.kpath); ok {
 				rv.name(obj, kp)
 				return kp, PathKernel

@@ -462,14 +462,15 @@ func rows(t *testing.T, n *nets) []row {
 		},
 		{
 			name: "chdir outside, chmod a relative path, chdir back into a writable scope",
-			why: "chmod is Unmediated (it lands). The observer resolves the relative name against the process's cwd at resolution time when the kernel's cwd inode no longer matches (PathBestEffort): it says MUTATES rw/secret.txt, inside the scope. " +
-				"Found by this suite as a real escape; enforcer/session now kills a strict session on any metadata change it could not verify (fail closed), so strict mode ends it with that reason. Permissive mode still logs the wrong path (observer fix needed)",
+			why: "chmod is Unmediated (it lands). By the time user space resolves the relative name the process's cwd is rw/ again, so the name alone says rw/secret.txt, inside the scope; " +
+				"the ctime tracepoints caught the inode the kernel changed, and its path from its filesystem's root, placed on the mount that holds it and checked by inode, names outside/secret.txt: detected. " +
+				"(Found by this suite as a real escape. The kernel's path was used only when the cwd still matched, so strict mode could only kill for an unverifiable change and permissive mode logged rw/secret.txt; a faster event path made that a race, which is how it showed.)",
 			steps: func(e *env) []string {
 				return []string{"chdir:" + e.Outside, "chmod:secret.txt", "chdir:" + e.W("rw"), "readn:" + e.W("ro.txt"), "print:done"}
 			},
-			want:         detected,
-			strictReason: "klock could not verify which file a fchmodat changed",
-			check:        chmodded(secret),
+			want:   detected,
+			triple: file("MUTATES", secret),
+			check:  chmodded(secret),
 			// bpf-lsm: path_chmod names the inode the kernel reached; the
 			// relative name's base does not matter, and it is refused.
 			lsm: &row{
