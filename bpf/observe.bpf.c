@@ -805,6 +805,26 @@ __noinline int count_from_now(struct obs_rec *r, __u64 rgen, long fd)
 	return 1;
 }
 
+/* kbase_op: the ops whose only path is path0 (path1 free for the base). */
+static __always_inline int kbase_op(__u16 op)
+{
+	switch (op) {
+	case OBS_OP_OPEN:
+	case OBS_OP_MKDIR:
+	case OBS_OP_MKNOD:
+	case OBS_OP_UNLINK:
+	case OBS_OP_RMDIR:
+	case OBS_OP_TRUNCATE:
+	case OBS_OP_CHMOD:
+	case OBS_OP_CHOWN:
+	case OBS_OP_UTIMES:
+	case OBS_OP_XATTR:
+	case OBS_OP_EXEC:
+		return 1;
+	}
+	return 0;
+}
+
 /* rec_finish completes a syscall's record with what the kernel resolved
  * and sends it. A global function, verified once: inlined, this tail (fd
  * lookups, the dentry walk, the ring buffer) was verified again for every
@@ -853,6 +873,34 @@ __noinline int rec_finish(struct obs_rec *r, __u64 rgen)
 	} else if (path_meta_nr(r->nr)) {
 		path_meta_object(t, r, r->nr); /* always consumes the tid's entry */
 	}
+	if (r->len1)
+		goto emit;
+	if ((r->kflags & OBS_F_FDPATH) && r->op != OBS_OP_OPEN) {
+		/* An f* call (fchmod, fchown, futimens, ftruncate, fsetxattr):
+		 * the kernel's path of the fd's file, so user space need not
+		 * read it back from /proc (gone once the fd is closed). */
+		kpath_file(t, r, fd_file(t, r->fd));
+	} else if (r->len0 > 1 && r->path0[0] != '/' && kbase_op(r->op) && r->family == 0) {
+		/* A relative name: the kernel's path of the directory it
+		 * started from, as the syscall saw it, instead of a readlink
+		 * of /proc/<pid>/cwd or fd/<dirfd> after the fact (one
+		 * syscall each, and wrong once the agent has moved on). */
+		struct dentry *bd;
+		struct vfsmount *bm;
+		if (r->dirfd == AT_FDCWD) {
+			bd = BPF_CORE_READ(t, fs, pwd.dentry);
+			bm = BPF_CORE_READ(t, fs, pwd.mnt);
+		} else {
+			struct file *bf = fd_file(t, r->dirfd);
+			if (!bf)
+				goto emit;
+			bd = BPF_CORE_READ(bf, f_path.dentry);
+			bm = BPF_CORE_READ(bf, f_path.mnt);
+		}
+		if (!kpath(t, r, bd, bm))
+			r->kflags |= OBS_F_KBASE;
+	}
+emit:
 	rec_emit(r, s);
 	return 0;
 }

@@ -65,6 +65,11 @@ enum obs_kflags {
 	 * counted in obs_seen instead of reported (user space reads the
 	 * counts at the end of the session). */
 	OBS_F_COUNTED   = 1 << 13,
+	/* path1 is the kernel's own path (to the task's root, at sys_exit)
+	 * of the directory a relative path0 starts from: dirfd's directory
+	 * or the cwd (base_ino/base_dev name it too). Set only for ops with
+	 * one path whose object has no kernel path of its own. */
+	OBS_F_KBASE     = 1 << 14,
 };
 
 /* An open that was reported once: what decides its triple (the object,

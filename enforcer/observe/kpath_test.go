@@ -5,6 +5,7 @@ package observe
 import (
 	"fmt"
 	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +128,49 @@ ln -s "$4" "$1.swap"; mv -T "$1.swap" "$1"; rm "$2"`
 		}
 		if chmod.Event.Triple.Path != target || chmod.Path != PathKernel || chmod.Ino == 0 {
 			t.Errorf("chmod through %s: %s (%s, ino %d), want %s (kernel)", l, chmod.Event.Triple, chmod.Path, chmod.Ino, target)
+		}
+	}
+}
+
+// TestKernelBaseOfRelativeName: a relative name is joined to the kernel's
+// path of the directory it started from, walked at sys_exit, not to
+// whatever /proc says about the process's cwd when user space gets to it.
+// Here mkdir and rmdir run in dir and exit, and their parent then renames
+// dir: a base read back afterwards names a directory that no longer holds
+// sub.
+func TestKernelBaseOfRelativeName(t *testing.T) {
+	o := loadObserverOpts(t, Options{PollInterval: 2 * time.Second, WakeupBytes: 8 << 20})
+	s := newSession(t, o)
+	dir := filepath.Join(fixture(t), "d")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		testutil.Unavailable(t, "no sh")
+	}
+	cmd := exec.Command(sh, "-c", `set -e; cd "$1"; mkdir sub; rmdir sub; cd /; mv "$1" "$1.moved"`, "sh", dir)
+	s.inCgroup(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	s.drain(t)
+	// mkdir, then rmdir (unlinkat on arm64), by predicate.
+	want := map[policy.Predicate]bool{policy.Provides: false, policy.Deletes: false}
+	for _, r := range relevant(s.got, filepath.Dir(dir)) {
+		for sc := range want {
+			if r.Event.Triple.Predicate != sc || r.Arg != "sub" {
+				continue
+			}
+			want[sc] = true
+			if r.Event.Triple.Path != filepath.Join(dir, "sub") || r.Path == PathBestEffort || r.Path == PathNone {
+				t.Errorf("%s sub: %s (%s), want %s, verified", r.Event.Syscall, r.Event.Triple, r.Path, filepath.Join(dir, "sub"))
+			}
+		}
+	}
+	for sc, seen := range want {
+		if !seen {
+			t.Errorf("no %s record for sub; got:\n%s", sc, describe(s.got))
 		}
 	}
 }

@@ -55,6 +55,7 @@ const (
 	fKPath   = 1 << 11
 	fKPathSB = 1 << 12
 	fCounted = 1 << 13
+	fKBase   = 1 << 14
 )
 
 // seenKey mirrors struct obs_seen_key: an open whose repeats the kernel
@@ -83,6 +84,9 @@ type raw struct {
 	// task's root; fKPathSB: from its filesystem's root), carried in
 	// path1's buffer (path1 is then nil).
 	kpath string
+	// kbase is the kernel's own path of the directory a relative path0
+	// started from (fKBase), carried in path1's buffer.
+	kbase string
 	seen  seenKey // fCounted
 }
 
@@ -163,12 +167,18 @@ func decode(b []byte, r *raw) error {
 			Gen: u32(k + unsafe.Offsetof(zr.Seen.Gen)), Flags: u32(k + unsafe.Offsetof(zr.Seen.Flags)),
 			Rgen: u64(k + unsafe.Offsetof(zr.Seen.Rgen))}
 	}
-	r.kpath = ""
+	r.kpath, r.kbase = "", ""
 	if r.kflags&(fKPath|fKPathSB) != 0 {
 		r.kpath, r.path1 = string(r.path1), nil
 		if r.kpath == "" || r.kpath[0] != '/' {
 			r.kpath = ""
 			r.kflags &^= fKPath | fKPathSB
+		}
+	} else if r.kflags&fKBase != 0 {
+		r.kbase, r.path1 = string(r.path1), nil
+		if r.kbase == "" || r.kbase[0] != '/' {
+			r.kbase = ""
+			r.kflags &^= fKBase
 		}
 	}
 	return nil

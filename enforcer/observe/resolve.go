@@ -340,8 +340,11 @@ type pathReq struct {
 	follow  bool
 	base    ident
 	hasBase bool
-	obj     ident // the object's inode when the kernel recorded it
-	hasObj  bool
+	// kbase is the kernel's own path of the base directory, walked at
+	// sys_exit ("": not given; the base is read back from /proc).
+	kbase  string
+	obj    ident // the object's inode when the kernel recorded it
+	hasObj bool
 	// goneOK: a name that no longer exists is judged by its base
 	// directory as if no inode were known (path-based metadata calls,
 	// whose inode the ctime hooks catch: a temp file renamed away right
@@ -363,7 +366,14 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	case strings.HasPrefix(q.path, "/"):
 		full = q.path
 	default:
-		b, ok := rv.base(q.pid, q.dirfd, q.base, q.hasBase)
+		b, ok := q.kbase, q.kbase != ""
+		if ok {
+			if q.hasBase {
+				rv.remember(q.base, b)
+			}
+		} else {
+			b, ok = rv.base(q.pid, q.dirfd, q.base, q.hasBase)
+		}
 		if b == "" {
 			if q.path == "" {
 				return "", PathNone

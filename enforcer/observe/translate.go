@@ -48,7 +48,7 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 
 	req := func(p []byte, dirfd int32, follow bool) pathReq {
 		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
-			base: kident(r.baseDev, r.baseIno), hasBase: r.kflags&fBase != 0}
+			base: kident(r.baseDev, r.baseIno), hasBase: r.kflags&fBase != 0, kbase: r.kbase}
 	}
 	req2 := func(p []byte, dirfd int32, follow bool) pathReq {
 		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
