@@ -392,6 +392,12 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 		} else {
 			full = b + "/" + q.path
 		}
+		if q.kbase != "" && !q.hasObj && !q.follow && q.path != "." && q.path != ".." && !strings.Contains(q.path, "/") {
+			// One name in the directory the kernel walked, whose last
+			// component is not followed (mkdir, unlink, rmdir, mknod...):
+			// that is the object, with nothing left to resolve.
+			return full, PathVerified
+		}
 	}
 	key := objKey{full, q.follow}
 	if q.hasObj {
