@@ -89,14 +89,25 @@
 // attached) the inode whose ctime the syscall changed is caught inside it
 // and, at sys_exit, its (dev, ino) and the path of its dentry from its
 // filesystem's root (OBS_F_KPATH_SB) are recorded. User space then requires
-// the string to still lead to that inode (PathVerified); when another inode
-// is there now (a swapped symlink), it names the kernel's inode on a mount
-// of its filesystem (from the process's mountinfo, checked with an lstat
-// that must find the inode) as PathKernel, and PathBestEffort otherwise.
-// A name that no longer exists is judged by its base directory, as before.
-// A relative name whose base directory could not be verified stays
-// PathBestEffort (the session fails closed on it). Without the hooks
-// (6.1), these calls carry no inode, as before.
+// the string to still lead to that inode (PathVerified); when it does not
+// (a swapped symlink, or a relative name whose base the process has left
+// since), it names the kernel's inode on a mount of its filesystem (from
+// the process's mountinfo, checked with an lstat that must find the inode)
+// as PathKernel, and PathBestEffort otherwise (the session fails closed on
+// an unverified relative name). A name that no longer exists is judged by
+// its base directory, as before. Without the hooks (6.1), these calls carry
+// no inode, as before.
+//
+// The f* calls (fchmod, fchown, futimens, ftruncate, fsetxattr) carry the
+// kernel's path of their fd's file (OBS_F_KPATH). An op whose only path is
+// a relative name, and whose object has no kernel path of its own (mkdir,
+// mknod, unlink, rmdir, a failed open, path-based metadata calls without a
+// caught inode, a failed exec), carries the kernel's path of the directory
+// the name started from, walked at sys_exit (OBS_F_KBASE): the name is
+// joined to it instead of to a readlink of /proc/<pid>/cwd or fd/<dirfd>
+// made after the fact, which cost a syscall per event and named wherever
+// the process or directory had moved to since. One name whose last
+// component is not followed is then the object itself, with no resolution.
 //
 // Otherwise the kernel names what it can by inode in each record: the file
 // an open returned, the fd argument of f* calls, the dirfd or cwd a
