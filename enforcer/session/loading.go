@@ -8,8 +8,8 @@ import (
 )
 
 // loading obtains the observer and the network guard in the background:
-// in the embedded path each is a BPF load whose verifier pass takes
-// hundreds of milliseconds, so they run at the same time as each other and
+// in the embedded path each is a BPF load (the kernel's BTF, the verifier,
+// the maps) of tens of milliseconds, so they run at the same time as each other and
 // as the rest of the session's preparation (the bpf-lsm attempt, stage 2,
 // the backup). From klockd's Shared they are ready at once.
 type loading struct {
