@@ -23,6 +23,7 @@ func main() {
 	socket := flag.String("socket", daemon.DefaultSocket, "unix socket to serve on")
 	group := flag.String("group", daemon.DefaultGroup, "group whose members may create sessions besides root")
 	debug := flag.Bool("debug", false, "log debug messages")
+	linger := flag.Duration("syscall-linger", daemon.DefaultSyscallLinger, "keep the syscall tracepoints attached this long after the last session that needs them (0: detach at once), so back-to-back sessions skip the attach")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -35,7 +36,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "klockd: needs root (it loads BPF programs and launches sessions)")
 		os.Exit(1)
 	}
-	srv, err := daemon.Listen(daemon.Config{Socket: *socket, Group: *group, Logger: log})
+	cfg := daemon.Config{Socket: *socket, Group: *group, Logger: log}
+	cfg.Observe.SyscallLinger = *linger
+	if *linger == 0 {
+		cfg.Observe.SyscallLinger = -1 // none (a zero Config field means the default)
+	}
+	srv, err := daemon.Listen(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "klockd:", err)
 		os.Exit(1)

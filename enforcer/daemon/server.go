@@ -61,6 +61,7 @@ type Config struct {
 	// load them (and Shutdown unload them).
 	Backends *session.Shared
 	// Observe configures the observer Listen loads when Backends is nil.
+	// A zero SyscallLinger is DefaultSyscallLinger (negative: none).
 	Observe observe.Options
 	// Snapshot takes every session's pre-flight backup (see
 	// session.Options.Snapshot). nil is what klock run does embedded:
@@ -72,6 +73,12 @@ type Config struct {
 	// Logger receives the daemon's log (default slog.Default()).
 	Logger *slog.Logger
 }
+
+// DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
+// programs attached after the last Landlock session that needs them ends,
+// so that a burst of sessions pays their attach once (see
+// observe.Options.SyscallLinger).
+const DefaultSyscallLinger = 5 * time.Second
 
 // Server is klockd: it holds the kernel backends and serves sessions on a
 // unix socket. See the package documentation.
@@ -163,7 +170,11 @@ func Listen(cfg Config) (*Server, error) {
 
 	s.shared = cfg.Backends
 	if s.shared == nil {
-		s.shared, s.ownShared = session.LoadShared(cfg.Observe), true
+		obs := cfg.Observe
+		if obs.SyscallLinger == 0 {
+			obs.SyscallLinger = DefaultSyscallLinger
+		}
+		s.shared, s.ownShared = session.LoadShared(obs), true
 		if s.shared.ObserverErr != nil {
 			log.Warn("observation backend unavailable: sessions degrade or refuse", "error", s.shared.ObserverErr)
 		}

@@ -106,6 +106,14 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives decoding problems. Default slog.Default().
 	Logger *slog.Logger
+	// SyscallLinger keeps the syscall programs attached this long after
+	// the last Watch that needs them ends (0: detached at once). Attaching
+	// costs a session 1-15 ms here (the kernel patches the tracepoint's
+	// static key on every CPU); a daemon serving sessions one after
+	// another sets it so that only the first of a burst pays, at the price
+	// of every syscall on the machine taking the tracepoint path for that
+	// long after the last.
+	SyscallLinger time.Duration
 }
 
 // ErrClosed is returned by calls on a closed Observer or Watch.
@@ -126,6 +134,7 @@ type Observer struct {
 	// a bpf-lsm session, deciding in its hooks, does not need. Under o.mu.
 	sysProgs []*ebpf.Program
 	sysLinks []link.Link
+	linger   *time.Timer // pending detach (SyscallLinger), under o.mu
 	rd       *ringbuf.Reader
 	res      *resolver
 	clk      bootClock
@@ -337,8 +346,34 @@ func (o *Observer) fullWatch() bool {
 	return false
 }
 
+// releaseSyscalls detaches the syscall programs once no Watch needs them,
+// at once or after SyscallLinger. Called with o.mu held.
+func (o *Observer) releaseSyscalls() {
+	if o.fullWatch() || len(o.sysLinks) == 0 {
+		return
+	}
+	if o.opts.SyscallLinger <= 0 {
+		o.detachSyscalls()
+		return
+	}
+	if o.linger != nil {
+		o.linger.Stop()
+	}
+	o.linger = time.AfterFunc(o.opts.SyscallLinger, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if !o.closed && !o.fullWatch() {
+			o.detachSyscalls()
+		}
+	})
+}
+
 // detachSyscalls detaches the syscall programs. Called with o.mu held.
 func (o *Observer) detachSyscalls() {
+	if o.linger != nil {
+		o.linger.Stop()
+		o.linger = nil
+	}
 	for _, l := range o.sysLinks {
 		_ = l.Close()
 	}
@@ -407,11 +442,13 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 			return nil, err
 		}
 	}
+	if full && o.linger != nil { // lingering: this Watch keeps them
+		o.linger.Stop()
+		o.linger = nil
+	}
 	s := observeObsSession{Ops: wo.ops}
 	if err := o.objs.Watched.Update(cgroupID, &s, ebpf.UpdateNoExist); err != nil {
-		if !o.fullWatch() {
-			o.detachSyscalls()
-		}
+		o.releaseSyscalls()
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
 	w := &Watch{o: o, id: cgroupID, full: full, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
@@ -456,9 +493,7 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	w.closed = true
 	close(w.ch)
 	delete(o.watches, cgroupID)
-	if !o.fullWatch() {
-		o.detachSyscalls()
-	}
+	o.releaseSyscalls()
 	return err
 }
 

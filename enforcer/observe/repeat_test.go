@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestRepeatedOpensAreCounted: a file opened n times the same way is
@@ -116,5 +117,51 @@ func TestProcessEventsNeedNoSyscallTracepoint(t *testing.T) {
 	}
 	if o.SyscallsAttached() {
 		t.Error("syscall programs still attached after the last full watch went")
+	}
+}
+
+// TestSyscallLinger: with SyscallLinger the syscall programs stay attached
+// after the last full watch goes, a watch arriving meanwhile keeps them
+// (and is observed: its records arrive), and they are detached once the
+// linger passes with no full watch.
+func TestSyscallLinger(t *testing.T) {
+	const linger = 300 * time.Millisecond
+	o := loadObserverOpts(t, Options{SyscallLinger: linger})
+	first := newSession(t, o)
+	if err := o.Unwatch(first.g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !o.SyscallsAttached() {
+		t.Fatal("detached at once despite SyscallLinger")
+	}
+	second := newSession(t, o)
+	time.Sleep(2 * linger) // past the first linger: the second watch holds them
+	if !o.SyscallsAttached() {
+		t.Fatal("detached while a full watch exists")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", "mkdir "+filepath.Join(dir, "made"))
+	second.inCgroup(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	second.drain(t)
+	var mkdir bool
+	for _, r := range relevant(second.got, dir) {
+		mkdir = mkdir || r.Event.Triple.String() == "PROVIDES FILE:"+filepath.Join(dir, "made")
+	}
+	if !mkdir {
+		t.Errorf("no mkdir record for the watch that came during the linger; got:\n%s", describe(second.got))
+	}
+	// drain unwatched the second: the linger starts again.
+	if !o.SyscallsAttached() {
+		t.Fatal("detached at once after the second watch went")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for o.SyscallsAttached() {
+		if time.Now().After(deadline) {
+			t.Fatal("syscall programs still attached 10 s after the last full watch went")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
