@@ -34,6 +34,7 @@ struct kwalk {
 	__u64 m;       /* struct mount * */
 	__u64 root_d;  /* struct dentry *: the task's root */
 	__u64 root_vm; /* struct vfsmount * */
+	__u64 mnt_root; /* vm's mnt_root, read once per mount crossed */
 	__u32 pos;             /* start of the path in b */
 	__u32 last;            /* position of the last '/' (before the final name) */
 	__u32 state;
@@ -68,7 +69,7 @@ static long kwalk_step(__u64 i, void *ctx)
 			w->state = KW_DONE;
 			return 1;
 		}
-		if (d == BPF_CORE_READ(vm, mnt_root)) {
+		if (w->d == w->mnt_root) {
 			struct mount *m = (struct mount *)w->m;
 			struct mount *p = BPF_CORE_READ(m, mnt_parent);
 			if (!p || p == m) {
@@ -79,7 +80,12 @@ static long kwalk_step(__u64 i, void *ctx)
 			}
 			w->d = (__u64)BPF_CORE_READ(m, mnt_mountpoint);
 			w->m = (__u64)p;
-			w->vm = (__u64)p + bpf_core_field_offset(struct mount, mnt);
+			struct vfsmount *pvm = (struct vfsmount *)((char *)p + bpf_core_field_offset(struct mount, mnt));
+			w->vm = (__u64)pvm;
+			/* Not inside BPF_CORE_READ: an access to w in there
+			 * would be relocated against the kernel's types, which
+			 * have no struct kwalk. */
+			w->mnt_root = (__u64)BPF_CORE_READ(pvm, mnt_root);
 			return 0;
 		}
 	}
@@ -88,8 +94,19 @@ static long kwalk_step(__u64 i, void *ctx)
 		w->state = vm ? KW_FAIL : KW_DONE;
 		return 1;
 	}
-	__u32 len = BPF_CORE_READ(d, d_name.len);
-	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	/* The name's length and pointer in one read: struct qstr is
+	 * { u64 hash_len (little-endian: hash, then len); name }. A type of
+	 * our own, so that reading its fields is not relocated. */
+	struct {
+		__u64 hash_len;
+		const unsigned char *name;
+	} q;
+	if (bpf_core_read(&q, sizeof(q), &d->d_name)) {
+		w->state = KW_FAIL;
+		return 1;
+	}
+	__u32 len = q.hash_len >> 32;
+	const unsigned char *name = q.name;
 	__u32 pos = w->pos;
 	if (len == 0 || len > KW_NAME_MAX || pos < len + 1 || pos >= KW_PATH_MAX) {
 		w->state = KW_FAIL;
@@ -134,7 +151,9 @@ static __always_inline struct kw_buf *kwalk_path(struct task_struct *t, struct d
 	w->m = 0;
 	w->root_d = 0;
 	w->root_vm = 0;
+	w->mnt_root = 0;
 	if (vm) {
+		w->mnt_root = (__u64)BPF_CORE_READ(vm, mnt_root);
 		w->m = (__u64)vm - bpf_core_field_offset(struct mount, mnt);
 		w->root_d = (__u64)BPF_CORE_READ(t, fs, root.dentry);
 		w->root_vm = (__u64)BPF_CORE_READ(t, fs, root.mnt);

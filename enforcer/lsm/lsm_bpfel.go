@@ -99,16 +99,17 @@ type lsmKwBuf struct {
 	_ structs.HostLayout
 	B [8192]int8
 	W struct {
-		_      structs.HostLayout
-		D      uint64
-		Vm     uint64
-		M      uint64
-		RootD  uint64
-		RootVm uint64
-		Pos    uint32
-		Last   uint32
-		State  uint32
-		Pad    uint32
+		_       structs.HostLayout
+		D       uint64
+		Vm      uint64
+		M       uint64
+		RootD   uint64
+		RootVm  uint64
+		MntRoot uint64
+		Pos     uint32
+		Last    uint32
+		State   uint32
+		Pad     uint32
 	}
 }
 

@@ -17,16 +17,17 @@ type observeKwBuf struct {
 	_ structs.HostLayout
 	B [8192]int8
 	W struct {
-		_      structs.HostLayout
-		D      uint64
-		Vm     uint64
-		M      uint64
-		RootD  uint64
-		RootVm uint64
-		Pos    uint32
-		Last   uint32
-		State  uint32
-		Pad    uint32
+		_       structs.HostLayout
+		D       uint64
+		Vm      uint64
+		M       uint64
+		RootD   uint64
+		RootVm  uint64
+		MntRoot uint64
+		Pos     uint32
+		Last    uint32
+		State   uint32
+		Pad     uint32
 	}
 }
 
