@@ -159,14 +159,15 @@ type Session struct {
 // reporting again, its first event standing for the unreported repeats
 // (itself and Repeat more: Repeat is their number minus one). Call it once the agent has exited and Idle is true.
 func (s *Session) Repeats() []event.Event {
-	var k lsmKlsmSeenKey
-	var n uint64
+	// A read error leaves the repeats it could not read uncounted: the
+	// log then understates them, never invents any.
+	keys, counts, _ := bpfmap.Owned[lsmKlsmSeenKey, uint64](s.l.objs.LsmSeen, s.cgid, func(k *lsmKlsmSeenKey) uint64 { return k.Cgid })
 	var out []event.Event
-	it := s.l.objs.LsmSeen.Iterate()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for it.Next(&k, &n) {
-		if k.Cgid != s.cgid || n < 2 {
+	for i, k := range keys {
+		n := counts[i]
+		if n < 2 {
 			continue
 		}
 		ev, ok := s.counted[seenKey{dent: k.Dent, mnt: k.Mnt, ino: k.Ino, gen: k.Gen, sess: k.Sess, rgen: k.Rgen, op: k.Op, need: k.Need}]

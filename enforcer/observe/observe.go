@@ -506,14 +506,13 @@ func (w *Watch) Records() <-chan Record { return w.ch }
 // repeats (itself and Event.Repeat more). Call it after the agent has exited and Sync has
 // returned, before Unwatch.
 func (w *Watch) Repeats() ([]Record, error) {
-	var k seenKey
-	var n uint64
-	var out []Record
-	it := w.o.objs.Seen.Iterate()
+	keys, counts, err := bpfmap.Owned[seenKey, uint64](w.o.objs.Seen, w.id, func(k *seenKey) uint64 { return k.Cgid })
 	w.o.mu.Lock()
 	defer w.o.mu.Unlock()
-	for it.Next(&k, &n) {
-		if k.Cgid != w.id || n < 2 {
+	var out []Record
+	for i, k := range keys {
+		n := counts[i]
+		if n < 2 {
 			continue
 		}
 		rec, ok := w.counted[k]
@@ -523,7 +522,7 @@ func (w *Watch) Repeats() ([]Record, error) {
 		rec.Event.Repeat = n - 2 // the record itself is one of the n-1 repeats
 		out = append(out, rec)
 	}
-	if err := it.Err(); err != nil {
+	if err != nil {
 		return out, fmt.Errorf("observe: read counted opens: %w", err)
 	}
 	return out, nil

@@ -4,7 +4,7 @@
 //
 // # Errors
 //
-// DeleteOwned returns the map iteration's error; entries it could not
-// delete are left (a later session's key differs in its cgroup id, so a
+// Owned and DeleteOwned return the map read's error (with what was read
+// before it); entries DeleteOwned could not delete are left (a later session's key differs in its cgroup id, so a
 // leftover never answers for it, it only takes room).
 package bpfmap
