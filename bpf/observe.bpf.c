@@ -225,6 +225,10 @@ struct {
 	__type(value, struct obs_pending);
 } pending SEC(".maps");
 
+/* A typed, read-only view of a kernel pointer (6.2+); weak: absent on
+ * older kernels, where its callers' branches are dead (see seen_key). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
 static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u16 op)
 {
 	__u64 cgid = bpf_get_current_cgroup_id();
@@ -338,17 +342,24 @@ static __always_inline void read_path1(struct obs_rec *r, const char *up)
 	r->len1 = n;
 }
 
+/* fd_file: the file behind fd. t is the current task as a trusted BTF
+ * pointer (bpf_get_current_task_btf), so the walk to its fd array is
+ * direct loads, not a helper call per field; only the array slot, at a
+ * variable index, needs bpf_probe_read_kernel. */
 static __always_inline struct file *fd_file(struct task_struct *t, int fd)
 {
 	if (fd < 0)
 		return NULL;
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct files_struct *files = t->files;
+	if (!files)
+		return NULL;
+	struct fdtable *fdt = files->fdt;
 	if (!fdt)
 		return NULL;
-	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	unsigned int max = fdt->max_fds;
 	if ((unsigned int)fd >= max)
 		return NULL;
-	struct file **arr = BPF_CORE_READ(fdt, fd);
+	struct file **arr = fdt->fd;
 	struct file *f = NULL;
 	bpf_probe_read_kernel(&f, sizeof(f), &arr[fd]);
 	return f;
@@ -720,16 +731,36 @@ __noinline int seen_key(struct obs_seen_key *k, __u64 cgid, __u64 rgen, long fl,
 		return -1;
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct file *f = fd_file(t, fd);
-	if (!f || (BPF_CORE_READ(f, f_mode) & FMODE_CREATED))
+	if (!f)
 		return -1;
-	struct inode *i = BPF_CORE_READ(f, f_inode);
-	if (!i || (BPF_CORE_READ(i, i_mode) & S_IFMT) == S_IFDIR || BPF_CORE_READ(i, __i_nlink) == 0)
-		return -1;
+	if (bpf_rdonly_cast) {
+		/* Every repeated open comes here: read the file and inode
+		 * with direct (fault-safe) loads through a BTF-typed view of
+		 * the pointer, not a helper call per field (kernels >= 6.2;
+		 * the kfunc is weak, so on older ones this branch is dead
+		 * and the one below runs). */
+		struct file *ff = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
+		if (ff->f_mode & FMODE_CREATED)
+			return -1;
+		struct inode *i = ff->f_inode;
+		if (!i || (i->i_mode & S_IFMT) == S_IFDIR || i->__i_nlink == 0)
+			return -1;
+		k->dent = (__u64)ff->f_path.dentry;
+		k->mnt = (__u64)ff->f_path.mnt;
+		k->ino = i->i_ino;
+		k->gen = i->i_generation;
+	} else {
+		if (BPF_CORE_READ(f, f_mode) & FMODE_CREATED)
+			return -1;
+		struct inode *i = BPF_CORE_READ(f, f_inode);
+		if (!i || (BPF_CORE_READ(i, i_mode) & S_IFMT) == S_IFDIR || BPF_CORE_READ(i, __i_nlink) == 0)
+			return -1;
+		k->dent = (__u64)BPF_CORE_READ(f, f_path.dentry);
+		k->mnt = (__u64)BPF_CORE_READ(f, f_path.mnt);
+		k->ino = BPF_CORE_READ(i, i_ino);
+		k->gen = BPF_CORE_READ(i, i_generation);
+	}
 	k->cgid = cgid;
-	k->dent = (__u64)BPF_CORE_READ(f, f_path.dentry);
-	k->mnt = (__u64)BPF_CORE_READ(f, f_path.mnt);
-	k->ino = BPF_CORE_READ(i, i_ino);
-	k->gen = BPF_CORE_READ(i, i_generation);
 	k->flags = fl;
 	k->rgen = rgen;
 	return 0;
