@@ -225,10 +225,6 @@ struct {
 	__type(value, struct obs_pending);
 } pending SEC(".maps");
 
-/* A typed, read-only view of a kernel pointer (6.2+); weak: absent on
- * older kernels, where its callers' branches are dead (see seen_key). */
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
-
 static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u16 op)
 {
 	__u64 cgid = bpf_get_current_cgroup_id();

@@ -21,6 +21,11 @@
 
 enum { KW_RUN = 0, KW_DONE, KW_FAIL };
 
+/* A typed, read-only view of a kernel pointer (kfunc, 6.2+). Weak: on
+ * older kernels the loader resolves it to 0, so every branch that tests
+ * it first is dead there and its probe-read twin runs instead. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
 /* The walk's state. It lives in the per-CPU buffer, not on the stack: the
  * verifier tracks no value in map memory, so every step of the bpf_loop
  * callback starts from the same abstract state and its verification
@@ -89,30 +94,47 @@ static long kwalk_step(__u64 i, void *ctx)
 			return 0;
 		}
 	}
-	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	struct dentry *parent;
+	__u32 len;
+	const unsigned char *name;
+	if (bpf_rdonly_cast) {
+		/* Direct, fault-safe loads through a typed view of the
+		 * dentry (kernels >= 6.2; the cast costs nothing, it is a
+		 * register move once verified). */
+		struct dentry *dd = bpf_rdonly_cast(d, bpf_core_type_id_kernel(struct dentry));
+		parent = dd->d_parent;
+		len = dd->d_name.len;
+		name = dd->d_name.name;
+	} else {
+		parent = BPF_CORE_READ(d, d_parent);
+		/* The name's length and pointer in one read: struct qstr is
+		 * { u64 hash_len (little-endian: hash, then len); name }. A
+		 * type of our own, so that reading its fields is not
+		 * relocated. */
+		struct {
+			__u64 hash_len;
+			const unsigned char *name;
+		} q;
+		if (bpf_core_read(&q, sizeof(q), &d->d_name)) {
+			w->state = KW_FAIL;
+			return 1;
+		}
+		len = q.hash_len >> 32;
+		name = q.name;
+	}
 	if (!parent || parent == d) {
 		w->state = vm ? KW_FAIL : KW_DONE;
 		return 1;
 	}
-	/* The name's length and pointer in one read: struct qstr is
-	 * { u64 hash_len (little-endian: hash, then len); name }. A type of
-	 * our own, so that reading its fields is not relocated. */
-	struct {
-		__u64 hash_len;
-		const unsigned char *name;
-	} q;
-	if (bpf_core_read(&q, sizeof(q), &d->d_name)) {
-		w->state = KW_FAIL;
-		return 1;
-	}
-	__u32 len = q.hash_len >> 32;
-	const unsigned char *name = q.name;
 	__u32 pos = w->pos;
 	if (len == 0 || len > KW_NAME_MAX || pos < len + 1 || pos >= KW_PATH_MAX) {
 		w->state = KW_FAIL;
 		return 1;
 	}
 	pos -= len;
+	/* Hide len from the compiler here: knowing it is <= KW_NAME_MAX, it
+	 * would drop the mask and pass an unchecked copy of the register. */
+	asm volatile("" : "+r"(len));
 	if (bpf_probe_read_kernel(&kb->b[pos & (KW_PATH_MAX - 1)], len & KW_NAME_MAX, name)) {
 		w->state = KW_FAIL;
 		return 1;
