@@ -3,7 +3,10 @@ SHELL      := /bin/bash
 GO         ?= go
 BIN        := bin/klock
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS    := -X github.com/klocklabs/klock/internal/version.Version=$(VERSION)
+# stage2.Build ties klock-stage2 to the klock and klockd built with it: a
+# klock-stage2 of another build is not used (enforcer/launch).
+LDFLAGS    := -X github.com/klocklabs/klock/internal/version.Version=$(VERSION) \
+              -X github.com/klocklabs/klock/enforcer/launch/stage2.Build=$(VERSION)
 FUZZTIME   ?= 60s
 BENCHTIME  ?= 1s
 # Privileged tests skip when not root; KLOCK_REQUIRE_PRIVILEGED=1 makes every
@@ -20,9 +23,10 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh build
 	@scripts/deps.sh npm
 
-build: ## Build bin/klock and bin/klockd
+build: ## Build bin/klock, bin/klockd and bin/klock-stage2 (their small session launcher)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klockd ./cmd/klockd
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-stage2 ./cmd/klock-stage2
 
 demo: deps build ## Run the demo: validate and explain the example agents
 	@scripts/demo.sh $(BIN)

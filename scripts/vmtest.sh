@@ -88,6 +88,8 @@ if [ $bench = 1 ]; then
 fi
 mkdir -p "$root/var/tmp" && chmod 1777 "$root/var/tmp"
 CGO_ENABLED=0 go build -o "$root/bin/klock" ./cmd/klock
+# Its session launcher, beside it as make build puts it.
+CGO_ENABLED=0 go build -o "$root/bin/klock-stage2" ./cmd/klock-stage2
 # klock doctor must find bpf-lsm available here.
 cat >"$root/t/doctor.cmd" <<'DOC'
 /bin/klock doctor

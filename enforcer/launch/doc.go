@@ -7,11 +7,15 @@
 //
 // # How
 //
-// Start re-executes the current binary ("/proc/self/exe") as stage 2 with
-// clone3(CLONE_INTO_CGROUP | CLONE_NEWNS | CLONE_NEWPID [| CLONE_NEWNET]).
-// The spec travels as JSON over a pipe; Init (which every binary using
-// Start must call first thing in main, and tests in TestMain) recognizes
-// stage 2 by an environment variable naming two pipe fds. Stage 2, locked
+// Start runs stage 2 (package stage2) with clone3(CLONE_INTO_CGROUP |
+// CLONE_NEWNS | CLONE_NEWPID [| CLONE_NEWNET]): the small klock-stage2
+// binary when it is installed beside the running executable, owned by root
+// and writable by nobody else (it starts several milliseconds sooner than
+// klock), else the current binary re-executed ("/proc/self/exe"). The spec
+// travels as JSON over a pipe; stage2.Init (klock-stage2's main, and Init,
+// which every binary using Start must call first thing in main, and tests
+// in TestMain) recognizes stage 2 by an environment variable naming three
+// pipe fds. Stage 2, locked
 // to one OS thread: marks fds CLOEXEC, unshares a cgroup namespace rooted
 // at the session cgroup, makes every mount private and mounts a fresh
 // /proc for the new pid namespace, sets vm.memfd_noexec=2 for that pid

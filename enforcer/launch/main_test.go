@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if mode, ok := os.LookupEnv("KLOCK_LAUNCH_PROBE"); ok {
 		os.Exit(probe(mode, os.Args[1:]))
 	}
+	if workdir, ok := os.LookupEnv("KLOCK_LAUNCH_SIBLING"); ok {
+		os.Exit(siblingMain(workdir))
+	}
 	var dir string
 	if os.Geteuid() == 0 {
 		var err error
@@ -63,7 +66,7 @@ func manifestYAML(workdir string, intents []string) string {
 	return testutil.ManifestYAML("launch-test", "", workdir, intents...)
 }
 
-func compile(t *testing.T, workdir string, intents ...string) *policy.Ruleset {
+func compile(t testing.TB, workdir string, intents ...string) *policy.Ruleset {
 	t.Helper()
 	m, err := policy.Parse("launch-test.yaml", []byte(manifestYAML(workdir, intents)))
 	if err != nil {
@@ -77,7 +80,7 @@ func compile(t *testing.T, workdir string, intents ...string) *policy.Ruleset {
 }
 
 // agentDir makes a temp directory the agent can traverse and own.
-func agentDir(t *testing.T) string {
+func agentDir(t testing.TB) string {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	d := t.TempDir()
@@ -112,7 +115,7 @@ func writeAgentFile(t *testing.T, path, content string) {
 
 var groupSeq atomic.Int64
 
-func newGroup(t *testing.T) *cgroup.Group {
+func newGroup(t testing.TB) *cgroup.Group {
 	t.Helper()
 	g, err := cgroup.Create(fmt.Sprintf("launch-test-%d-%d", os.Getpid(), groupSeq.Add(1)))
 	if err != nil {

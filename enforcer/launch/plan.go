@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -34,16 +35,18 @@ type LandlockPlan struct {
 
 // WallRule is one path-beneath rule: Rights on Path and, when Dir, on
 // everything beneath it.
-type WallRule struct {
-	Path   string   `json:"path"`
-	Rights FSRights `json:"rights"`
-	Dir    bool     `json:"dir"`
-}
+type WallRule = stage2.WallRule
 
 // PortRule is one Landlock TCP port rule.
-type PortRule struct {
-	Port   uint16    `json:"port"`
-	Rights NetRights `json:"rights"`
+type PortRule = stage2.PortRule
+
+// wall is what stage 2 enforces of the plan (the residuals stay here).
+func (p *LandlockPlan) wall() *stage2.Wall {
+	if p == nil {
+		return nil
+	}
+	return &stage2.Wall{ABI: p.ABI, HandledFS: p.HandledFS, HandledNet: p.HandledNet, Scoped: p.Scoped,
+		Rules: p.Rules, Ports: p.Ports, MemfdNoexec: p.MemfdNoexec}
 }
 
 // maxPortRange bounds how many single-port rules one NET range may become;
@@ -76,7 +79,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 	p.interpreters(rs.Interpreters)
 	p.network(rs)
 	p.globals()
-	_, err := os.Stat(memfdNoexecSysctl)
+	_, err := os.Stat(stage2.MemfdNoexecSysctl)
 	p.plan.MemfdNoexec = err == nil
 	if !p.plan.MemfdNoexec {
 		p.residual(Residual{Kind: Unmediated, Reason: "exec of a memfd (memfd_create + execveat) is not seen by Landlock and this kernel lacks vm.memfd_noexec"})
@@ -87,8 +90,6 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 	sort.Slice(p.plan.Rules, func(i, j int) bool { return p.plan.Rules[i].Path < p.plan.Rules[j].Path })
 	return p.plan, nil
 }
-
-const memfdNoexecSysctl = "/proc/sys/vm/memfd_noexec"
 
 type planner struct {
 	plan  *LandlockPlan

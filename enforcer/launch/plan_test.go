@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -176,16 +179,27 @@ func TestPlanSpecialCases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := json.Marshal(plan)
+		b, err := json.Marshal(plan.wall())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back LandlockPlan
+		var back stage2.Wall
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(&back, plan) {
-			t.Errorf("round trip changed the plan:\n%+v\n%+v", back, *plan)
+		if !reflect.DeepEqual(&back, plan.wall()) || len(back.Rules) == 0 || len(back.Ports) == 0 {
+			t.Errorf("round trip changed the wall:\n%+v\n%+v", back, *plan.wall())
+		}
+	})
+	t.Run("right names are the kernel's bits", func(t *testing.T) {
+		for name, r := range map[string]FSRights{"READ_FILE": rRead, "EXECUTE": rExec, "REFER": rRefer, "TRUNCATE": rTruncate,
+			"IOCTL_DEV": rIoctlDev, "RESOLVE_UNIX": rResolveUnx, "MAKE_BLOCK": FSRights(ll.AccessFSMakeBlock)} {
+			if r.String() != name {
+				t.Errorf("%#x is %s, want %s", uint64(r), r, name)
+			}
+		}
+		if got := handledNetTCP(4).String(); got != "BIND_TCP|CONNECT_TCP" {
+			t.Errorf("TCP rights are %s", got)
 		}
 	})
 }

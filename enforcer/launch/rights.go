@@ -1,22 +1,19 @@
 package launch
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"github.com/klocklabs/klock/policy"
 )
 
 // FSRights is a set of Landlock file-system access rights (the
 // LANDLOCK_ACCESS_FS_* bits).
-type FSRights uint64
+type FSRights = stage2.FSRights
 
 // NetRights is a set of Landlock network access rights
 // (LANDLOCK_ACCESS_NET_*).
-type NetRights uint64
+type NetRights = stage2.NetRights
 
 const (
 	rRead       = FSRights(ll.AccessFSReadFile)
@@ -110,76 +107,4 @@ func scopedAt(abi int) uint64 {
 		return ll.ScopeSignal | ll.ScopeAbstractUnixSocket
 	}
 	return 0
-}
-
-var fsRightNames = []string{
-	"EXECUTE", "WRITE_FILE", "READ_FILE", "READ_DIR", "REMOVE_DIR", "REMOVE_FILE",
-	"MAKE_CHAR", "MAKE_DIR", "MAKE_REG", "MAKE_SOCK", "MAKE_FIFO", "MAKE_BLOCK",
-	"MAKE_SYM", "REFER", "TRUNCATE", "IOCTL_DEV", "RESOLVE_UNIX",
-}
-
-func (r FSRights) String() string {
-	if r == 0 {
-		return "none"
-	}
-	var parts []string
-	for i, n := range fsRightNames {
-		if r&(1<<i) != 0 {
-			parts = append(parts, n)
-		}
-	}
-	return strings.Join(parts, "|")
-}
-
-// MarshalText renders the right names.
-func (r FSRights) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
-func (r NetRights) String() string {
-	var parts []string
-	if r&NetRights(ll.AccessNetBindTCP) != 0 {
-		parts = append(parts, "BIND_TCP")
-	}
-	if r&NetRights(ll.AccessNetConnectTCP) != 0 {
-		parts = append(parts, "CONNECT_TCP")
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "|")
-}
-
-// MarshalText renders the right names.
-func (r NetRights) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
-// UnmarshalText reads the form MarshalText writes.
-func (r *FSRights) UnmarshalText(b []byte) error {
-	*r = 0
-	for _, n := range strings.Split(string(b), "|") {
-		if n == "none" || n == "" {
-			continue
-		}
-		i := slices.Index(fsRightNames, n)
-		if i < 0 {
-			return fmt.Errorf("unknown Landlock file-system right %q", n)
-		}
-		*r |= 1 << i
-	}
-	return nil
-}
-
-// UnmarshalText reads the form MarshalText writes.
-func (r *NetRights) UnmarshalText(b []byte) error {
-	*r = 0
-	for _, n := range strings.Split(string(b), "|") {
-		switch n {
-		case "none", "":
-		case "BIND_TCP":
-			*r |= NetRights(ll.AccessNetBindTCP)
-		case "CONNECT_TCP":
-			*r |= NetRights(ll.AccessNetConnectTCP)
-		default:
-			return fmt.Errorf("unknown Landlock network right %q", n)
-		}
-	}
-	return nil
 }

@@ -46,6 +46,12 @@ type Spec struct {
 	// the agent may change everything around it. Landlock cannot subtract a
 	// path from a granted hierarchy; a mount can.
 	Mask []string
+	// Stage2 is the stage-2 binary to launch with (cmd/klock-stage2);
+	// "" means klock-stage2 beside the running executable. It is used only
+	// when fit to run as root (see Spawn), otherwise the running binary is
+	// re-executed: stage 2 does the same either way, the small binary only
+	// starts a few milliseconds sooner.
+	Stage2 string
 }
 
 // Credential is the identity of the agent's processes.

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,6 +26,9 @@ type Process struct {
 	// Landlock is the wall that was enforced, with its residual differences
 	// from the declared scope.
 	Landlock *LandlockPlan
+	// Launcher is the stage-2 binary that set the session up: a
+	// klock-stage2's path, or "/proc/self/exe" (the running binary).
+	Launcher string
 
 	cmd   *exec.Cmd
 	group *cgroup.Group
@@ -85,13 +89,24 @@ type Pending struct {
 	goW    *os.File // one byte from here lets stage 2 exec the agent
 	status *os.File // stage 2's report: JSON error, or EOF at exec
 	ctx    context.Context
+	// retry launches the session again with the running binary as stage
+	// 2, when a klock-stage2 turns out to be from another build; nil when
+	// this is not possible.
+	retry func() (*Pending, error)
 }
 
 // Spawn starts stage 2 of the session described by s (see Start) and
-// returns at once, without waiting for stage 2 to get ready: re-executing
-// klock and setting up take milliseconds that the caller can spend on its
-// own preparation (a backup, cgroup programs) before Release. When ctx is
-// done, the whole session cgroup is killed.
+// returns at once, without waiting for stage 2 to get ready: starting a
+// process and setting up take milliseconds that the caller can spend on
+// its own preparation (a backup, cgroup programs) before Release. When ctx
+// is done, the whole session cgroup is killed.
+//
+// Stage 2 is klock-stage2 (s.Stage2, or beside the running executable)
+// when it is a regular executable file, not a symbolic link, and root owns
+// it and its directory, neither writable by group or others; and when it
+// comes from the same build as the running binary (otherwise Release
+// starts over without it). Else stage 2 is the running binary re-executed
+// (its Init). The agent's session is the same either way.
 func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
@@ -109,11 +124,18 @@ func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 			return nil, err
 		}
 	}
-	w := wireSpec{
+	return spawn(ctx, s, plan, true)
+}
+
+// spawn starts stage 2 from klock-stage2 when tryLauncher and one is fit,
+// else from the running binary.
+func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*Pending, error) {
+	w := stage2.Spec{
+		Protocol: stage2.Protocol, Build: stage2.Build,
 		Path: s.Path, Args: s.Args, Env: s.Env, Dir: s.Dir,
 		UID: s.User.UID, GID: s.User.GID, Groups: s.User.Groups,
 		NewNetNS: s.NewNetNS, IOURing: s.AllowIOURing, ExtraFiles: len(s.ExtraFiles),
-		Landlock: plan, NoLandlock: s.NoLandlock, Mask: s.Mask,
+		Landlock: plan.wall(), NoLandlock: s.NoLandlock, Mask: s.Mask,
 	}
 	if w.Path == "" {
 		w.Path = s.Args[0]
@@ -158,14 +180,28 @@ func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 	if s.NewNetNS {
 		cloneflags |= syscall.CLONE_NEWNET
 	}
+	files := append(append([]*os.File(nil), s.ExtraFiles...), specR, statusW, goR)
+	path, launcher := selfLauncher, selfLauncher
+	var lid fileID
+	if tryLauncher {
+		var lf *os.File
+		if lf, lid = openLauncher(s.Stage2); lf != nil {
+			defer lf.Close()
+			// The child execs the descriptor checked, through its own fd
+			// table (the fd number after stage 2's pipes); stage 2 marks it
+			// close-on-exec with every other fd it does not pass on.
+			path, launcher = "/proc/self/fd/"+strconv.Itoa(3+len(files)), lf.Name()
+			files = append(files, lf)
+		}
+	}
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       path,
 		Args:       []string{"klock-stage2"},
-		Env:        []string{envStage2 + "=" + strconv.Itoa(3+n) + "," + strconv.Itoa(4+n) + "," + strconv.Itoa(5+n)},
+		Env:        []string{stage2.EnvVar + "=" + strconv.Itoa(3+n) + "," + strconv.Itoa(4+n) + "," + strconv.Itoa(5+n)},
 		Stdin:      s.Stdin,
 		Stdout:     s.Stdout,
 		Stderr:     s.Stderr,
-		ExtraFiles: append(append([]*os.File(nil), s.ExtraFiles...), specR, statusW, goR),
+		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  cloneflags,
 			UseCgroupFD: true,
@@ -181,13 +217,26 @@ func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 		specW.Close()
 		statusR.Close()
 		goW.Close()
+		if launcher != selfLauncher {
+			// Not executable after all (another architecture, say).
+			return spawn(ctx, s, plan, false)
+		}
 		return nil, fmt.Errorf("launch: start stage 2: %w", err)
 	}
 	p := &Pending{
-		proc:   &Process{Pid: cmd.Process.Pid, Landlock: plan, cmd: cmd, group: s.Group, done: make(chan struct{})},
+		proc:   &Process{Pid: cmd.Process.Pid, Landlock: plan, Launcher: launcher, cmd: cmd, group: s.Group, done: make(chan struct{})},
 		goW:    goW,
 		status: statusR,
 		ctx:    ctx,
+	}
+	// A retry gives a second stage 2 the same Stdin, so the first must have
+	// consumed none of it: stage 2 reads none, but exec.Cmd's copy from a
+	// Stdin that is not a file would.
+	if _, isFile := s.Stdin.(*os.File); launcher != selfLauncher && (s.Stdin == nil || isFile) {
+		p.retry = func() (*Pending, error) {
+			staleLaunchers.Store(lid, struct{}{})
+			return spawn(ctx, s, plan, false)
+		}
 	}
 	// From here on the session exists: any failure kills it.
 	p.stop = context.AfterFunc(ctx, func() { _ = s.Group.Kill() })
@@ -230,6 +279,9 @@ func (p *Pending) Release() (*Process, error) {
 		if jerr := json.Unmarshal(status, se); jerr != nil {
 			se = &StageError{Step: "stage2", Msg: fmt.Sprintf("unreadable status %q", status)}
 		}
+		if se.Step == stage2.StepBuild && p.retry != nil {
+			return p.relaunch()
+		}
 		return p.abort(se)
 	}
 	if werr != nil {
@@ -240,6 +292,21 @@ func (p *Pending) Release() (*Process, error) {
 	}
 	go p.proc.wait(p.stop)
 	return p.proc, nil
+}
+
+// relaunch replaces a klock-stage2 of another build, which refused the
+// spec before doing anything and is exiting, with the running binary as
+// stage 2. It ends the first by its pid, not with cgroup.kill: on Linux
+// 6.18 a group once killed kills every process cloned into it afterwards.
+func (p *Pending) relaunch() (*Process, error) {
+	p.stop()
+	_ = p.proc.cmd.Process.Kill()
+	_ = p.proc.cmd.Wait()
+	q, err := p.retry()
+	if err != nil {
+		return nil, err
+	}
+	return q.Release()
 }
 
 func (p *Process) wait(stop func() bool) {

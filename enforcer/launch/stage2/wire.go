@@ -1,0 +1,85 @@
+package stage2
+
+import "syscall"
+
+// Spec is what launch sends stage 2 over the spec pipe (JSON): the agent
+// and everything stage 2 must set up before exec'ing it.
+type Spec struct {
+	// Protocol and Build must equal stage 2's own: a klock-stage2 left over
+	// from another build would otherwise set sessions up with old code.
+	Protocol   int      `json:"protocol"`
+	Build      string   `json:"build"`
+	Path       string   `json:"path"`
+	Args       []string `json:"args"`
+	Env        []string `json:"env"`
+	Dir        string   `json:"dir"`
+	UID        uint32   `json:"uid"`
+	GID        uint32   `json:"gid"`
+	Groups     []uint32 `json:"groups"`
+	NewNetNS   bool     `json:"new_netns"`
+	IOURing    bool     `json:"io_uring"`
+	ExtraFiles int      `json:"extra_files"`
+	Landlock   *Wall    `json:"landlock"`
+	NoLandlock bool     `json:"no_landlock,omitempty"`
+	Mask       []string `json:"mask,omitempty"`
+}
+
+// Wall is the Landlock ruleset stage 2 builds and enforces: the part of
+// launch's LandlockPlan the kernel sees (the residuals stay with launch).
+type Wall struct {
+	ABI        int        `json:"abi"`
+	HandledFS  FSRights   `json:"handled_fs"`
+	HandledNet NetRights  `json:"handled_net"`
+	Scoped     uint64     `json:"scoped"`
+	Rules      []WallRule `json:"rules"`
+	Ports      []PortRule `json:"ports,omitempty"`
+	// MemfdNoexec: set the new pid namespace's vm.memfd_noexec to 2.
+	MemfdNoexec bool `json:"memfd_noexec"`
+}
+
+// WallRule is one path-beneath rule: Rights on Path and, when Dir, on
+// everything beneath it.
+type WallRule struct {
+	Path   string   `json:"path"`
+	Rights FSRights `json:"rights"`
+	Dir    bool     `json:"dir"`
+}
+
+// PortRule is one Landlock TCP port rule.
+type PortRule struct {
+	Port   uint16    `json:"port"`
+	Rights NetRights `json:"rights"`
+}
+
+// Protocol is the version of Spec, the environment variable and the
+// status report. Bump it with any change to them.
+const Protocol = 1
+
+// Build identifies the build (the Makefile sets it to klock's version with
+// -X, for klock, klockd and klock-stage2 alike); Spec.Build must match it.
+var Build = ""
+
+// StepBuild is the failure's step when the Spec is from another protocol
+// or build: launch then retries with its own binary as stage 2.
+const StepBuild = "build"
+
+// EnvVar marks a stage-2 process; its value is "SPECFD,STATUSFD,GOFD": the
+// spec pipe (read), the status pipe (write) and the go pipe (read).
+const EnvVar = "_KLOCK_LAUNCH_STAGE2"
+
+// FailExit is stage 2's exit status when it fails before exec (the precise
+// error travels over the status pipe).
+const FailExit = 125
+
+// MemfdNoexecSysctl is the per-pid-namespace switch Wall.MemfdNoexec sets.
+const MemfdNoexecSysctl = "/proc/sys/vm/memfd_noexec"
+
+// failure is what stage 2 writes on the status pipe when it fails before
+// exec (JSON); launch decodes it as a StageError, whose tags these are.
+type failure struct {
+	Step  string        `json:"step"`  // "landlock", "mount", "exec", ...
+	Msg   string        `json:"msg"`   // e.g. "path /srv/x: no such file or directory"
+	Errno syscall.Errno `json:"errno"` // 0 when there is none
+}
+
+func (f *failure) Error() string { return f.Step + ": " + f.Msg }
