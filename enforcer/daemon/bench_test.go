@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -25,7 +26,10 @@ import (
 //
 //	sudo go test ./enforcer/daemon -run '^$' -bench RunTrue -benchtime 20x
 func BenchmarkRunTrue(b *testing.B) {
-	s := startServer(b, Config{})
+	// Sessions launch through cmd/klock-stage2, as an installed klock and
+	// klockd do (it sits beside them).
+	launcher := testutil.BuildCommand(b, b.TempDir(), "klock-stage2")
+	s := startServer(b, Config{Stage2: launcher})
 	_, mpath, data := manifest(b, policy.ModePermissive)
 	m, err := policy.Parse(mpath, data)
 	if err != nil {
@@ -42,6 +46,7 @@ func BenchmarkRunTrue(b *testing.B) {
 		Stdin: devnull, Stdout: devnull, Stderr: devnull,
 		// The pre-flight backup, as klock run takes it (klockd does too).
 		Snapshot: session.Backup(nil),
+		Stage2:   launcher,
 	}
 	ctx := context.Background()
 	var bare, embedded, viaDaemon, shared time.Duration

@@ -72,6 +72,9 @@ type Config struct {
 	NoBackup bool
 	// Logger receives the daemon's log (default slog.Default()).
 	Logger *slog.Logger
+	// Stage2 is every session's launcher binary (session.Options.Stage2):
+	// "" means klock-stage2 beside klockd's executable.
+	Stage2 string
 }
 
 // DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
@@ -527,7 +530,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	opts := session.Options{
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: session.Backend(req.Backend),
-		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared,
+		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.
 		Started: func(pid int) {

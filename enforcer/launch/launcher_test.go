@@ -27,20 +27,10 @@ func buildStage2(t testing.TB, dir string, flags ...string) string {
 	return buildCmd(t, dir, launcherName, flags...)
 }
 
-// buildCmd builds klock's command cmd/NAME as dir/NAME, with -trimpath as
-// make build does.
+// buildCmd builds klock's command cmd/NAME as dir/NAME.
 func buildCmd(t testing.TB, dir, name string, flags ...string) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		testutil.Unavailable(t, "no go toolchain to build cmd/"+name)
-	}
-	out := filepath.Join(dir, name)
-	args := append(append([]string{"build", "-trimpath", "-o", out}, flags...), "github.com/klocklabs/klock/cmd/"+name)
-	if b, err := exec.Command(goTool, args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/%s: %v\n%s", name, err, b)
-	}
-	return out
+	return testutil.BuildCommand(t, dir, name, flags...)
 }
 
 // launcherScript shows, from inside, what stage 2 set up: identity,

@@ -96,6 +96,9 @@ type Options struct {
 	Started func(pid int)
 	// Logger receives progress and warnings (default slog.Default()).
 	Logger *slog.Logger
+	// Stage2 is launch.Spec.Stage2: the session launcher binary
+	// (cmd/klock-stage2); "" means the one beside the running executable.
+	Stage2 string
 }
 
 // Result is how a session ended.

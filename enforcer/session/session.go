@@ -82,6 +82,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	ready, err := prepare(ctx, o, rs, id, g, launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: launch.NeedsNetNS(rs), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+		Stage2: o.Stage2,
 	}, []string{startDir}, log)
 	if err != nil {
 		return nil, err

@@ -104,11 +104,16 @@ intents:
 // underKlock runs argv as a strict session and returns its stdout.
 func underKlock(b *testing.B, m *policy.Manifest, argv []string, env []string) (string, time.Duration) {
 	var out, errb bytes.Buffer
+	launcher, err := stage2()
+	if err != nil {
+		// In the VM there is no go toolchain: stage 2 is this binary.
+		launcher = ""
+	}
 	start := time.Now()
 	res, err := session.Run(context.Background(), session.Options{
 		Manifest: m, Command: argv, Env: env, User: &launch.Credential{UID: agentUID, GID: agentUID},
 		Stdout: &out, Stderr: &errb, AllowDegraded: true, LogDir: b.TempDir(), Logger: quiet(),
-		Backend: session.Backend(os.Getenv("KLOCK_TEST_BACKEND")),
+		Backend: session.Backend(os.Getenv("KLOCK_TEST_BACKEND")), Stage2: launcher,
 	})
 	took := time.Since(start)
 	if err != nil {
@@ -317,15 +322,30 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 	b.ReportMetric(float64((inproc-base).Microseconds())/n/1000, "ms-added-in-process")
 }
 
-// buildCLI builds cmd/klock for the benchmark.
+// buildCLI builds cmd/klock and, beside it, cmd/klock-stage2 (the session
+// launcher klock run uses when installed next to it, as make build does).
 func buildCLI(b *testing.B) string {
-	out := filepath.Join(b.TempDir(), "klock")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/klocklabs/klock/cmd/klock")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/klock: %v\n%s", err, msg)
-	}
-	return out
+	dir := b.TempDir()
+	testutil.BuildCommand(b, dir, "klock-stage2")
+	return testutil.BuildCommand(b, dir, "klock")
 }
+
+// stage2 is a cmd/klock-stage2 for the sessions this process runs, built
+// once: what an installed klock uses.
+var stage2 = sync.OnceValues(func() (string, error) {
+	if _, err := exec.LookPath("go"); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "klock-perf-stage2-")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "klock-stage2")
+	if b, err := exec.Command("go", "build", "-trimpath", "-o", out, "github.com/klocklabs/klock/cmd/klock-stage2").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build cmd/klock-stage2: %v\n%s", err, b)
+	}
+	return out, nil
+})
 
 func mustIntent(b *testing.B, s string) policy.Intent {
 	in, err := policy.ParseIntent(s)
