@@ -132,6 +132,26 @@ func underKlock(b *testing.B, m *policy.Manifest, argv []string, env []string) (
 	return out.String(), took
 }
 
+// underWalls runs argv as the agent in cgroup g behind the session's walls
+// (launch: namespaces, Landlock, seccomp, no capabilities) with no BPF
+// program watching, and returns its stdout.
+func underWalls(b *testing.B, g *cgroup.Group, m *policy.Manifest, argv []string, env []string) string {
+	rs, err := policy.Compile(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	p, err := launch.Start(context.Background(), launch.Spec{Ruleset: rs, Group: g, Args: argv, Env: env,
+		User: &launch.Credential{UID: agentUID, GID: agentUID}, NewNetNS: true, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		b.Fatalf("launch: %v", err)
+	}
+	if e, _ := p.Wait(); e.ExitCode() != 0 {
+		b.Fatalf("walls only: %v\n%s", e, errb.String())
+	}
+	return out.String()
+}
+
 // direct runs argv as the agent uid without klock.
 func direct(b *testing.B, dir string, argv []string, env []string, wrap ...string) (string, time.Duration) {
 	return directIn(b, nil, dir, argv, env, wrap...)
@@ -199,17 +219,26 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer g.Delete()
-	var base, incg, klock float64
+	var base, incg, walls, klock float64
 	for b.Loop() {
 		out, _ := direct(b, wd, []string{self}, env)
 		base += ns(b, out)
 		out, _ = directIn(b, g, wd, []string{self}, env)
 		incg += ns(b, out)
+		if os.Getenv("KLOCK_TEST_BACKEND") != "bpf-lsm" {
+			out = underWalls(b, g, m, []string{self}, env)
+			walls += ns(b, out)
+		}
 		out, _ = underKlock(b, m, []string{self}, env)
 		klock += ns(b, out)
 	}
 	b.ReportMetric(base/float64(b.N), "ns/open-direct")
 	b.ReportMetric(incg/float64(b.N), "ns/open-cgroup")
+	if walls > 0 {
+		// The session's walls alone (Landlock, seccomp, namespaces), no
+		// observer: what of the ratio is the wall, what the watching.
+		b.ReportMetric(walls/float64(b.N), "ns/open-walls")
+	}
 	b.ReportMetric(klock/float64(b.N), "ns/open-klock")
 	b.ReportMetric(klock/base, "ratio")
 	b.ReportMetric(klock/incg, "ratio-vs-cgroup")
