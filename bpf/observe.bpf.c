@@ -965,7 +965,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 			__sync_fetch_and_add(&w->rgen, 1); /* the name has moved */
 		int compat = 0;
 #if defined(__TARGET_ARCH_x86)
-		compat = BPF_CORE_READ(t, thread_info.status) & TS_COMPAT;
+		compat = t->thread_info.status & TS_COMPAT; /* t is trusted: a direct load */
 #endif
 		if (!compat) {
 			if (!observed_nr(nr))
@@ -984,7 +984,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	r->ret = ret;
 
 #if defined(__TARGET_ARCH_x86)
-	if (BPF_CORE_READ(t, thread_info.status) & TS_COMPAT) {
+	if (t->thread_info.status & TS_COMPAT) {
 		/* An ia32 syscall: its numbers are not this table's. Report it. */
 		r->op = OBS_OP_COMPAT;
 		r->kflags |= OBS_F_COMPAT;
