@@ -51,7 +51,7 @@ func All() Report {
 	var u unix.Utsname
 	_ = unix.Uname(&u)
 	r := Report{Kernel: unix.ByteSliceToString(u.Release[:]), Root: os.Geteuid() == 0}
-	r.Checks = []Check{Cgroup(), Landlock(), Tracepoints(), CgroupNet(), BPFLSM(), IOURing()}
+	r.Checks = []Check{Cgroup(), Landlock(), Tracepoints(), CgroupNet(), BPFLSM(), IOURing(), Launcher()}
 	// One file wall is used: bpf-lsm where it works, else Landlock.
 	r.FileWall = "landlock"
 	for i := range r.Checks {
@@ -188,5 +188,21 @@ func IOURing() Check {
 	default:
 		c.Detail = "restricted system-wide (io_uring_disabled=" + strings.TrimSpace(string(data)) + ")"
 	}
+	return c
+}
+
+// Launcher reports which binary sets each session up (stage 2): the small
+// klock-stage2 installed beside klock, or klock itself re-executed. Either
+// sets up the same session; the small one starts a few milliseconds
+// sooner, so this check never fails.
+func Launcher() Check {
+	c := Check{Name: "launcher", Guarantee: Support, OK: true, Used: true}
+	path, err := launch.LauncherFor("")
+	if err != nil {
+		c.Detail = "klock itself is re-executed for each session (a few ms slower to start): " + err.Error()
+		c.Fix = "install klock-stage2 (make build puts it in bin/) beside klock and klockd, owned by root, mode 0755"
+		return c
+	}
+	c.Detail = path
 	return c
 }

@@ -3,6 +3,8 @@
 package launch
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -53,34 +55,54 @@ var staleLaunchers sync.Map // fileID -> struct{}
 // file's to exec it through /proc/self/fd), so nothing can be swapped in
 // between. A symbolic link is refused.
 func openLauncher(path string) (*os.File, fileID) {
+	f, id, _ := checkLauncher(path)
+	return f, id
+}
+
+// checkLauncher is openLauncher, also saying why a launcher is not used.
+func checkLauncher(path string) (*os.File, fileID, error) {
 	if path == "" {
 		if path = siblingLauncher(); path == "" {
-			return nil, fileID{}
+			return nil, fileID{}, errors.New("the running executable cannot be found")
 		}
 	}
-	dfd, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dir := filepath.Dir(path)
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fileID{}
+		return nil, fileID{}, fmt.Errorf("%s: %w", dir, err)
 	}
 	defer unix.Close(dfd)
 	if _, ok := rootOnly(dfd, unix.S_IFDIR); !ok {
-		return nil, fileID{}
+		return nil, fileID{}, fmt.Errorf("%s is not a directory owned by root and writable by root alone", dir)
 	}
 	fd, err := unix.Openat(dfd, filepath.Base(path), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fileID{}
+		return nil, fileID{}, fmt.Errorf("%s: %w", path, err)
 	}
 	st, ok := rootOnly(fd, unix.S_IFREG)
 	if !ok || st.Mode&0o111 == 0 {
 		unix.Close(fd)
-		return nil, fileID{}
+		return nil, fileID{}, fmt.Errorf("%s is not an executable regular file owned by root and writable by root alone (symbolic links are refused)", path)
 	}
 	id := fileID{dev: st.Dev, ino: st.Ino, ctime: st.Ctim}
 	if _, stale := staleLaunchers.Load(id); stale {
 		unix.Close(fd)
-		return nil, fileID{}
+		return nil, fileID{}, fmt.Errorf("%s is from another build of klock", path)
 	}
-	return os.NewFile(uintptr(fd), path), id
+	return os.NewFile(uintptr(fd), path), id, nil
+}
+
+// LauncherFor says which binary Spawn would run as stage 2 for Spec.Stage2
+// path ("" for the default): klock-stage2's path, or "/proc/self/exe"
+// with the reason the small launcher is not used (klock doctor shows it).
+// Its build is only checked when a session starts.
+func LauncherFor(path string) (string, error) {
+	f, _, err := checkLauncher(path)
+	if err != nil {
+		return selfLauncher, err
+	}
+	f.Close()
+	return f.Name(), nil
 }
 
 // rootOnly reports whether fd is of type typ, owned by root, and not

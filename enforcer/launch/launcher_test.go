@@ -165,6 +165,11 @@ func TestStage2BinaryUnfit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// What klock doctor shows agrees with what Spawn does.
+			got, why := LauncherFor(bin)
+			if c.fit && (got != bin || why != nil) || !c.fit && (got != selfLauncher || why == nil) {
+				t.Errorf("LauncherFor = %q, %v; fit %v", got, why, c.fit)
+			}
 			l := launchWith(t, bin, nil)
 			if l.err != nil {
 				t.Fatal(l.err)
