@@ -204,6 +204,9 @@ func ns(b *testing.B, s string) float64 {
 // also run without klock in a fresh cgroup of klock's parent, to separate
 // what placing a process in a cgroup costs (memory accounting of every
 // struct file, where the memory controller is on) from klock's own hooks.
+// openCloseN is the open/close loop's length.
+const openCloseN = 200000
+
 func BenchmarkOpenCloseRatio(b *testing.B) {
 	wd := workdir(b)
 	file := filepath.Join(wd, "f")
@@ -215,7 +218,7 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 		b.Fatal(err)
 	}
 	m := manifestFor(b, wd, self)
-	env := []string{"KLOCK_PERF_HELPER=openclose", "KLOCK_PERF_N=200000", "KLOCK_PERF_PATH=" + file}
+	env := []string{"KLOCK_PERF_HELPER=openclose", "KLOCK_PERF_N=" + strconv.Itoa(openCloseN), "KLOCK_PERF_PATH=" + file}
 	g, err := cgroup.Create(fmt.Sprintf("perf-baseline-%d", os.Getpid()))
 	if err != nil {
 		b.Fatal(err)
@@ -238,6 +241,12 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 	// wall, what the watching (bpf-lsm: the walls besides its programs).
 	b.ReportMetric(walls/float64(b.N), "ns/open-walls")
 	b.ReportMetric(klock/float64(b.N), "ns/open-klock")
+	// One more run with BPF statistics on: klock's programs' own time per
+	// open+close (the rest of the watching's cost is the hooks' entry and
+	// the kernel's tracepoint path).
+	if rt, _ := bpfTime(b, func() { underKlock(b, m, []string{self}, env) }); rt > 0 {
+		b.ReportMetric(float64(rt.Nanoseconds())/float64(openCloseN), "bpf-ns/open")
+	}
 	b.ReportMetric(klock/base, "ratio")
 	b.ReportMetric(klock/incg, "ratio-vs-cgroup")
 }
@@ -296,6 +305,11 @@ func BenchmarkFileWorkloadRatio(b *testing.B) {
 	}
 	b.ReportMetric(base/1e6, "ms-direct-best")
 	b.ReportMetric(klock/1e6, "ms-klock-best")
+	// One more run with BPF statistics on: klock's programs' own time in
+	// the workload.
+	if rt, _ := bpfTime(b, func() { underKlock(b, m, argv, env) }); rt > 0 {
+		b.ReportMetric(float64(rt.Microseconds())/1000, "bpf-ms")
+	}
 	b.ReportMetric(klock/base, "ratio-klock")
 	if haveStrace == nil {
 		b.ReportMetric(strace/base, "ratio-strace")
