@@ -169,6 +169,14 @@ struct pt_regs___obs_arm64 {
 /* Set by user space before load. */
 const volatile __u64 wakeup_bytes = 0; /* 0: wake the reader on every record */
 
+/* Renames by any process on the machine, counted at their sys_exit. A
+ * session's own renames also bump its obs_session.rgen (inside the
+ * syscall too, from the ctime hooks); this one catches the others: a name
+ * moved by someone outside the session must not keep a repeat cache entry
+ * that would count the agent's opens of the new name under the old one.
+ * Seen keys carry the sum of both. */
+__u64 obs_grgen = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -954,6 +962,8 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = SYSNR(regs);
 	struct task_struct *t = bpf_get_current_task_btf();
+	if (rename_nr(nr))
+		__sync_fetch_and_add(&obs_grgen, 1);
 	{
 		__u64 cgid = bpf_get_current_cgroup_id();
 		struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
@@ -972,7 +982,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 				return 0;
 			/* An open reported before (same object, flags and names):
 			 * count it. */
-			if (open_nr(nr) && counted_repeat(w->rgen, nr, ret, ARG2(regs), ARG3(regs)))
+			if (open_nr(nr) && counted_repeat(w->rgen + obs_grgen, nr, ret, ARG2(regs), ARG3(regs)))
 				return 0;
 		}
 	}
@@ -1289,7 +1299,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 
-	rec_finish(r, s->rgen);
+	rec_finish(r, s->rgen + obs_grgen);
 	return 0;
 }
 

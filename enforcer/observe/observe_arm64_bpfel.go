@@ -114,6 +114,7 @@ const (
 	observeProgObsExit      = "obs_exit"
 	observeProgObsFork      = "obs_fork"
 	observeProgObsSysExit   = "obs_sys_exit"
+	observeVarObsGrgen      = "obs_grgen"
 	observeVarUnusedSeen    = "unused_seen"
 	observeVarWakeupBytes   = "wakeup_bytes"
 )
@@ -186,6 +187,7 @@ type observeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeVariableSpecs struct {
+	ObsGrgen    *ebpf.VariableSpec `ebpf:"obs_grgen"`
 	UnusedSeen  *ebpf.VariableSpec `ebpf:"unused_seen"`
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -235,6 +237,7 @@ func (m *observeMaps) Close() error {
 //
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observeVariables struct {
+	ObsGrgen    *ebpf.Variable `ebpf:"obs_grgen"`
 	UnusedSeen  *ebpf.Variable `ebpf:"unused_seen"`
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -163,5 +164,66 @@ func TestSyscallLinger(t *testing.T) {
 			t.Fatal("syscall programs still attached 10 s after the last full watch went")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRepeatCacheForgetsOutsideRenames: a file the agent has opened is
+// renamed by a process outside the session; the agent's opens of the new
+// name are reported under the new name, not counted as repeats of the
+// old one (the cache is keyed by the dentry, which a rename keeps).
+func TestRepeatCacheForgetsOutsideRenames(t *testing.T) {
+	o := loadObserver(t)
+	s := newSession(t, o)
+	dir := t.TempDir()
+	a, b, ready := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "ready")
+	if err := os.WriteFile(a, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `cat "$1" >/dev/null; cat "$1" >/dev/null; : >"$3"
+while [ -e "$1" ]; do :; done
+cat "$2" >/dev/null; cat "$2" >/dev/null`, "sh", a, b, ready)
+	s.inCgroup(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second) // a hang guard
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the agent never got ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.Rename(a, b); err != nil { // by this process: outside the session
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := s.w.Repeats() // after Sync: every first record is in
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.drain(t)
+	opens := func(rs []Record, path string) (ops uint64) {
+		for _, r := range rs {
+			if r.Kind == KindEvent && strings.HasPrefix(r.Event.Syscall, "open") && r.Event.Triple.Path == path {
+				ops += 1 + r.Event.Repeat
+			}
+		}
+		return ops
+	}
+	all := append(append([]Record(nil), s.got...), reps...)
+	if got := opens(all, a); got != 2 {
+		t.Errorf("opens logged under the old name %s: %d, want 2; got:\n%s", a, got, describe(all))
+	}
+	if got := opens(all, b); got != 2 {
+		t.Errorf("opens logged under the new name %s: %d, want 2; got:\n%s", b, got, describe(all))
 	}
 }
