@@ -289,6 +289,13 @@ static __always_inline int owned(struct dentry *d)
 	return bpf_map_lookup_elem(&lsm_created, &k) != NULL;
 }
 
+/* Renames by any process on the machine (path_rename). With the session's
+ * own rename generation it is part of every cache key: a rename from
+ * outside the session must not leave the agent's opens of the new name
+ * counted under the old one. The hook runs before the name moves; an open
+ * decided between the two can still be cached under the old name. */
+__u64 lsm_grgen = 0;
+
 static __always_inline void seen_key(struct klsm_seen_key *sk, struct klsm_session *s, struct dentry *d, struct vfsmount *vm,
 				     __u32 op, __u8 need)
 {
@@ -297,7 +304,7 @@ static __always_inline void seen_key(struct klsm_seen_key *sk, struct klsm_sessi
 	sk->dent = (__u64)d;
 	sk->mnt = (__u64)vm;
 	sk->sess = s->sess;
-	sk->rgen = s->rgen;
+	sk->rgen = s->rgen + lsm_grgen;
 	sk->op = op;
 	sk->need = need;
 	if (i) {
@@ -449,7 +456,7 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 			.dent = (__u64)dd,
 			.mnt = (__u64)file->f_path.mnt,
 			.sess = s->sess,
-			.rgen = s->rgen,
+			.rgen = s->rgen + lsm_grgen,
 			.need = need,
 		};
 		if (di) {
@@ -591,8 +598,14 @@ SEC("lsm/path_rename")
 int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_dentry, const struct path *new_dir,
 	     struct dentry *new_dentry, unsigned int flags, int ret)
 {
-	struct klsm_session *s;
-	if (ret || !(s = armed()))
+	if (ret)
+		return ret;
+	/* Any rename on the machine, the session's or not, moves names the
+	 * decision cache may hold (it is keyed by dentry, which a rename
+	 * keeps). */
+	__sync_fetch_and_add(&lsm_grgen, 1);
+	struct klsm_session *s = armed();
+	if (!s)
 		return ret;
 	__u32 ef = 0;
 	__u8 need2 = LSM_PROVIDES;

@@ -71,6 +71,17 @@ func agent(steps []string) int {
 			err = unix.Setxattr(a, "user.klock", []byte("x"), 0)
 		case "exec":
 			err = exec.Command(a).Run()
+		case "waitgone": // until a is gone (a hang guard, not a timing)
+			for deadline := time.Now().Add(20 * time.Second); err == nil; {
+				if _, err = os.Lstat(a); err == nil && time.Now().After(deadline) {
+					err = errors.New("still there")
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
 		case "uring-read":
 			var fd int
 			if fd, err = testutil.IOURingOpenat(a, unix.O_RDONLY); err == nil {
@@ -305,5 +316,114 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 		if ck.Cgid == g.ID {
 			t.Fatal("created files outlived Close")
 		}
+	}
+}
+
+// TestCacheForgetsOutsideRenames: a file the agent has read is renamed by
+// a process outside the session; the agent's reads of the new name are
+// decided and reported under the new name, not counted as repeats of the
+// old one (the cache is keyed by the dentry, which a rename keeps).
+func TestCacheForgetsOutsideRenames(t *testing.T) {
+	l := requireLSM(t)
+	if l == nil {
+		return
+	}
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b, ready := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "ready")
+	if err := os.WriteFile(a, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := policy.Parse("lsm.yaml", []byte(testutil.ManifestYAML("lsm-test", "strict", "",
+		"CONSUMES FILE:"+dir+"/**", "PROVIDES FILE:"+ready, "PROVIDES PROC:"+self)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cgroup.Create(fmt.Sprintf("lsm-test-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Delete()
+	s, err := l.Attach(g.ID, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cgfd, err := g.OpenFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cgfd.Close()
+	steps := []string{"read:" + a, "read:" + a, "create:" + ready, "waitgone:" + a, "read:" + b, "read:" + b}
+	var out bytes.Buffer
+	cmd := exec.Command(self, steps...)
+	cmd.Env = append(os.Environ(), childEnv+"=stage")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgfd.Fd()),
+		Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the agent never got ready:\n%s", out.String())
+		}
+	}
+	if err := os.Rename(a, b); err != nil { // by this process: outside the session
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent: %v\n%s", err, out.String())
+	}
+	for _, st := range steps {
+		if !strings.Contains(out.String(), st+"=ok") {
+			t.Fatalf("step %s did not succeed:\n%s", st, out.String())
+		}
+	}
+	opens := map[string]uint64{}
+	count := func(ev event.Event) {
+		if ev.Triple.Predicate == policy.Consumes && (ev.Triple.Path == a || ev.Triple.Path == b) {
+			opens[ev.Triple.Path] += 1 + ev.Repeat
+		}
+	}
+	// The first read of each name is reported (a is before the fix too);
+	// wait for both, with a hang guard.
+	deadline := time.After(5 * time.Second)
+	for opens[a] == 0 || opens[b] == 0 {
+		select {
+		case ev := <-s.Events():
+			count(ev)
+		case <-deadline:
+			t.Fatalf("reads reported: %v; want a record under each of %s and %s", opens, a, b)
+		}
+	}
+	for !l.Idle() {
+		time.Sleep(time.Millisecond)
+	}
+	for _, ev := range s.Repeats() {
+		count(ev)
+	}
+	if opens[a] != 2 || opens[b] != 2 {
+		t.Errorf("reads logged: %d under %s, %d under %s; want 2 and 2", opens[a], a, opens[b], b)
 	}
 }

@@ -145,6 +145,7 @@ const (
 	lsmProgKlockSocketCreate      = "klock_socket_create"
 	lsmProgKlockUnixMaySend       = "klock_unix_may_send"
 	lsmProgKlockUnixStreamConnect = "klock_unix_stream_connect"
+	lsmVarLsmGrgen                = "lsm_grgen"
 	lsmVarRemovexattrDentryArg    = "removexattr_dentry_arg"
 	lsmVarSetattrDentryArg        = "setattr_dentry_arg"
 	lsmVarSetxattrDentryArg       = "setxattr_dentry_arg"
@@ -236,6 +237,7 @@ type lsmMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lsmVariableSpecs struct {
+	LsmGrgen             *ebpf.VariableSpec `ebpf:"lsm_grgen"`
 	RemovexattrDentryArg *ebpf.VariableSpec `ebpf:"removexattr_dentry_arg"`
 	SetattrDentryArg     *ebpf.VariableSpec `ebpf:"setattr_dentry_arg"`
 	SetxattrDentryArg    *ebpf.VariableSpec `ebpf:"setxattr_dentry_arg"`
@@ -294,6 +296,7 @@ func (m *lsmMaps) Close() error {
 //
 // It can be passed to loadLsmObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lsmVariables struct {
+	LsmGrgen             *ebpf.Variable `ebpf:"lsm_grgen"`
 	RemovexattrDentryArg *ebpf.Variable `ebpf:"removexattr_dentry_arg"`
 	SetattrDentryArg     *ebpf.Variable `ebpf:"setattr_dentry_arg"`
 	SetxattrDentryArg    *ebpf.Variable `ebpf:"setxattr_dentry_arg"`
