@@ -600,13 +600,14 @@ int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_d
 {
 	if (ret)
 		return ret;
-	/* Any rename on the machine, the session's or not, moves names the
+	/* Any rename on the machine, a session's or not, moves names the
 	 * decision cache may hold (it is keyed by dentry, which a rename
-	 * keeps). */
-	__sync_fetch_and_add(&lsm_grgen, 1);
+	 * keeps): one that goes ahead bumps the global generation. */
 	struct klsm_session *s = armed();
-	if (!s)
+	if (!s) {
+		__sync_fetch_and_add(&lsm_grgen, 1);
 		return ret;
+	}
 	__u32 ef = 0;
 	__u8 need2 = LSM_PROVIDES;
 	if (flags & RENAME_EXCHANGE) {
@@ -617,9 +618,12 @@ int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_d
 		need2 = LSM_MUTATES;
 	}
 	int r = check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), 0);
-	if (r == 0)
-		/* Paths below a renamed directory changed: cached decisions go. */
+	if (r == 0) {
+		/* Paths below a renamed directory changed: cached decisions go,
+		 * this session's and every other's. */
 		__sync_fetch_and_add(&s->rgen, 1);
+		__sync_fetch_and_add(&lsm_grgen, 1);
+	}
 	return r;
 }
 

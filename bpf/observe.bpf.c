@@ -169,7 +169,8 @@ struct pt_regs___obs_arm64 {
 /* Set by user space before load. */
 const volatile __u64 wakeup_bytes = 0; /* 0: wake the reader on every record */
 
-/* Renames by any process on the machine, counted at their sys_exit. A
+/* Renames by any process on the machine that succeeded, counted at their
+ * sys_exit. A
  * session's own renames also bump its obs_session.rgen (inside the
  * syscall too, from the ctime hooks); this one catches the others: a name
  * moved by someone outside the session must not keep a repeat cache entry
@@ -962,7 +963,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = SYSNR(regs);
 	struct task_struct *t = bpf_get_current_task_btf();
-	if (rename_nr(nr))
+	if (ret == 0 && rename_nr(nr))
 		__sync_fetch_and_add(&obs_grgen, 1);
 	{
 		__u64 cgid = bpf_get_current_cgroup_id();
