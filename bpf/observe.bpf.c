@@ -169,13 +169,12 @@ struct pt_regs___obs_arm64 {
 /* Set by user space before load. */
 const volatile __u64 wakeup_bytes = 0; /* 0: wake the reader on every record */
 
-/* Renames by any process on the machine that succeeded, counted at their
- * sys_exit. A
- * session's own renames also bump its obs_session.rgen (inside the
- * syscall too, from the ctime hooks); this one catches the others: a name
- * moved by someone outside the session must not keep a repeat cache entry
- * that would count the agent's opens of the new name under the old one.
- * Seen keys carry the sum of both. */
+/* Renames that went ahead, by any process on the machine, counted at
+ * their sys_exit. A session's own renames also bump its obs_session.rgen
+ * (inside the syscall too, from the ctime hooks); this one catches the
+ * others: a name moved by someone outside the session must not keep a
+ * repeat cache entry that would count the agent's opens of the new name
+ * under the old one. Seen keys carry the sum of both. */
 __u64 obs_grgen = 0;
 
 struct {
