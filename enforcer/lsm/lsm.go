@@ -158,10 +158,10 @@ type Session struct {
 // Repeats returns, for every open the kernel counted instead of
 // reporting again, its first event standing for the unreported repeats
 // (itself and Repeat more: Repeat is their number minus one). Call it once the agent has exited and Idle is true.
-func (s *Session) Repeats() []event.Event {
-	// A read error leaves the repeats it could not read uncounted: the
-	// log then understates them, never invents any.
-	keys, counts, _ := bpfmap.Owned[lsmKlsmSeenKey, uint64](s.l.objs.LsmSeen, s.cgid, func(k *lsmKlsmSeenKey) uint64 { return k.Cgid })
+func (s *Session) Repeats() ([]event.Event, error) {
+	// On a read error the events read so far are returned with it: the
+	// log then understates the repeats, never invents any.
+	keys, counts, err := bpfmap.Owned[lsmKlsmSeenKey, uint64](s.l.objs.LsmSeen, s.cgid, func(k *lsmKlsmSeenKey) uint64 { return k.Cgid })
 	var out []event.Event
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,7 +177,10 @@ func (s *Session) Repeats() []event.Event {
 		ev.Repeat = n - 2 // the event itself is one of the n-1 repeats
 		out = append(out, ev)
 	}
-	return out
+	if err != nil {
+		return out, fmt.Errorf("lsm: read counted opens: %w", err)
+	}
+	return out, nil
 }
 
 // Attach gives cgroup cgid the ruleset's rules. The session is armed at

@@ -348,7 +348,11 @@ func (s *running) drainLSM() {
 		time.Sleep(time.Millisecond)
 	}
 	// Opens the kernel counted instead of reporting again.
-	for _, ev := range s.be.lsms.Repeats() {
+	evs, err := s.be.lsms.Repeats()
+	if err != nil {
+		s.log.Warn("bpf-lsm repeats", "error", err)
+	}
+	for _, ev := range evs {
 		s.act(s.eng.Observe(ev))
 	}
 	s.be.lsms.Sync()
