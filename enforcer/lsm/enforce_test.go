@@ -132,6 +132,50 @@ func requireLSM(t *testing.T) *LSM {
 	return l
 }
 
+// agentSession attaches a session with intents (and PROVIDES PROC of this
+// binary, which becomes the agent) to a new cgroup; agent returns the
+// command that runs steps in it as nobody, and its combined output.
+// Everything is undone at the end of the test.
+func agentSession(t *testing.T, l *LSM, intents ...string) (*Session, *cgroup.Group, func(steps ...string) (*exec.Cmd, *bytes.Buffer)) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := policy.Parse("lsm.yaml", []byte(testutil.ManifestYAML("lsm-test", "strict", "", append(intents, "PROVIDES PROC:"+self)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cgroup.Create(fmt.Sprintf("lsm-test-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Delete() })
+	s, err := l.Attach(g.ID, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	cgfd, err := g.OpenFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cgfd.Close() })
+	return s, g, func(steps ...string) (*exec.Cmd, *bytes.Buffer) {
+		out := &bytes.Buffer{}
+		cmd := exec.Command(self, steps...)
+		cmd.Env = append(os.Environ(), childEnv+"=stage")
+		cmd.Stdout, cmd.Stderr = out, out
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgfd.Fd()),
+			Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		return cmd, out
+	}
+}
+
 // TestEnforcesBeforeTheEffect runs a real process tree in a real cgroup
 // under compiled rules and checks every refusal's errno, that nothing
 // changed on disk, what the kernel reported, and that io_uring operations
@@ -159,33 +203,10 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rw := w("work", "rw") + "/**"
-	m, err := policy.Parse("lsm.yaml", []byte(testutil.ManifestYAML("lsm-test", "strict", "",
+	s, g, agent := agentSession(t, l,
 		"CONSUMES FILE:"+w("work")+"/**",
-		"MUTATES FILE:"+rw, "PROVIDES FILE:"+rw, "DELETES FILE:"+rw, "RENAMES FILE:"+rw,
-		"PROVIDES PROC:"+self,
-	)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := cgroup.Create(fmt.Sprintf("lsm-test-%d", time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Delete()
-	s, err := l.Attach(g.ID, rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+		"MUTATES FILE:"+rw, "PROVIDES FILE:"+rw, "DELETES FILE:"+rw, "RENAMES FILE:"+rw)
 
 	steps := []string{
 		"read:" + w("work", "ro.txt"),
@@ -210,17 +231,7 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 	want := []string{"ok", "EPERM", "EPERM", "ok", "EPERM", "ok", "ok", "EPERM", "EPERM", "EPERM", "EPERM", "EPERM",
 		"EPERM", "ok", "EPERM", "ok", "EPERM", "EPERM"}
 
-	cgfd, err := g.OpenFD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cgfd.Close()
-	var out bytes.Buffer
-	cmd := exec.Command(self, steps...)
-	cmd.Env = append(os.Environ(), childEnv+"=stage")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgfd.Fd()),
-		Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd, out := agent(steps...)
 	// The agent owns the world, so only the rules stand in its way.
 	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
 	if err := cmd.Run(); err != nil {
@@ -287,7 +298,11 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 	}
 	// Repeats stands for the one unreported open: one event, Repeat 0.
 	var repeats uint64
-	for _, ev := range s.Repeats() {
+	reps, err := s.Repeats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range reps {
 		if ev.Triple.String() == "CONSUMES FILE:"+w("work", "ro.txt") {
 			repeats += 1 + ev.Repeat
 		}
@@ -338,41 +353,9 @@ func TestCacheForgetsOutsideRenames(t *testing.T) {
 	if err := os.WriteFile(a, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := policy.Parse("lsm.yaml", []byte(testutil.ManifestYAML("lsm-test", "strict", "",
-		"CONSUMES FILE:"+dir+"/**", "PROVIDES FILE:"+ready, "PROVIDES PROC:"+self)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := cgroup.Create(fmt.Sprintf("lsm-test-%d", time.Now().UnixNano()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Delete()
-	s, err := l.Attach(g.ID, rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	cgfd, err := g.OpenFD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cgfd.Close()
+	s, _, agent := agentSession(t, l, "CONSUMES FILE:"+dir+"/**", "PROVIDES FILE:"+ready)
 	steps := []string{"read:" + a, "read:" + a, "create:" + ready, "waitgone:" + a, "read:" + b, "read:" + b}
-	var out bytes.Buffer
-	cmd := exec.Command(self, steps...)
-	cmd.Env = append(os.Environ(), childEnv+"=stage")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgfd.Fd()),
-		Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd, out := agent(steps...)
 	if err := os.Chown(dir, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +403,11 @@ func TestCacheForgetsOutsideRenames(t *testing.T) {
 	for !l.Idle() {
 		time.Sleep(time.Millisecond)
 	}
-	for _, ev := range s.Repeats() {
+	reps, err := s.Repeats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range reps {
 		count(ev)
 	}
 	if opens[a] != 2 || opens[b] != 2 {
