@@ -289,11 +289,12 @@ static __always_inline int owned(struct dentry *d)
 	return bpf_map_lookup_elem(&lsm_created, &k) != NULL;
 }
 
-/* Renames by any process on the machine (path_rename). With the session's
- * own rename generation it is part of every cache key: a rename from
- * outside the session must not leave the agent's opens of the new name
- * counted under the old one. The hook runs before the name moves; an open
- * decided between the two can still be cached under the old name. */
+/* Renames that path_rename lets through, by any process on the machine
+ * (a session's or not); part of every cache key. A renamed directory
+ * changes the paths below it, and a rename from outside the session must
+ * not leave the agent's opens of the new name counted under the old one.
+ * The hook runs before the name moves; an open decided between the two
+ * can still be cached under the old name. */
 __u64 lsm_grgen = 0;
 
 static __always_inline void seen_key(struct klsm_seen_key *sk, struct klsm_session *s, struct dentry *d, struct vfsmount *vm,
@@ -304,7 +305,7 @@ static __always_inline void seen_key(struct klsm_seen_key *sk, struct klsm_sessi
 	sk->dent = (__u64)d;
 	sk->mnt = (__u64)vm;
 	sk->sess = s->sess;
-	sk->rgen = s->rgen + lsm_grgen;
+	sk->rgen = lsm_grgen;
 	sk->op = op;
 	sk->need = need;
 	if (i) {
@@ -456,7 +457,7 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 			.dent = (__u64)dd,
 			.mnt = (__u64)file->f_path.mnt,
 			.sess = s->sess,
-			.rgen = s->rgen + lsm_grgen,
+			.rgen = lsm_grgen,
 			.need = need,
 		};
 		if (di) {
@@ -618,12 +619,10 @@ int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_d
 		need2 = LSM_MUTATES;
 	}
 	int r = check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), 0);
-	if (r == 0) {
+	if (r == 0)
 		/* Paths below a renamed directory changed: cached decisions go,
 		 * this session's and every other's. */
-		__sync_fetch_and_add(&s->rgen, 1);
 		__sync_fetch_and_add(&lsm_grgen, 1);
-	}
 	return r;
 }
 

@@ -373,8 +373,8 @@ __noinline __u64 fd_file_at(int fd)
 	return (__u64)f;
 }
 
-/* fd_file: the file behind fd of t, the current task. */
-static __always_inline struct file *fd_file(struct task_struct *t, int fd)
+/* fd_file: the file behind the current task's fd. */
+static __always_inline struct file *fd_file(int fd)
 {
 	return (struct file *)fd_file_at(fd);
 }
@@ -393,7 +393,7 @@ static __always_inline int base_ident(struct task_struct *t, int dirfd, __u64 *i
 	if (dirfd == AT_FDCWD) {
 		i = BPF_CORE_READ(t, fs, pwd.dentry, d_inode);
 	} else {
-		struct file *f = fd_file(t, dirfd);
+		struct file *f = fd_file(dirfd);
 		if (!f)
 			return -1;
 		i = BPF_CORE_READ(f, f_inode);
@@ -422,11 +422,11 @@ static __always_inline void base1(struct task_struct *t, struct obs_rec *r)
 
 static __always_inline void kpath_file(struct task_struct *t, struct obs_rec *r, struct file *f);
 
-static __always_inline void fd_object(struct task_struct *t, struct obs_rec *r, int fd)
+static __always_inline void fd_object(struct obs_rec *r, int fd)
 {
 	r->fd = fd;
 	r->kflags |= OBS_F_FDPATH;
-	struct file *f = fd_file(t, fd);
+	struct file *f = fd_file(fd);
 	if (!f)
 		return;
 	struct inode *i = BPF_CORE_READ(f, f_inode);
@@ -584,10 +584,10 @@ static __always_inline void path_meta_object(struct task_struct *t, struct obs_r
 
 /* sock_info fills the socket's type, protocol and, when local, its bound
  * address (bind, listen). */
-static __always_inline void sock_info(struct task_struct *t, struct obs_rec *r, int fd, int local)
+static __always_inline void sock_info(struct obs_rec *r, int fd, int local)
 {
 	r->fd = fd;
-	struct file *f = fd_file(t, fd);
+	struct file *f = fd_file(fd);
 	if (!f)
 		return;
 	struct socket *so = BPF_CORE_READ(f, private_data);
@@ -743,8 +743,7 @@ __noinline int seen_key(struct obs_seen_key *k, __u64 cgid, __u64 rgen, long fl,
 {
 	if (!k || fl < 0)
 		return -1;
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct file *f = fd_file(t, fd);
+	struct file *f = fd_file(fd);
 	if (!f)
 		return -1;
 	if (bpf_rdonly_cast) {
@@ -889,7 +888,7 @@ __noinline int rec_finish(struct obs_rec *r, __u64 rgen)
 	/* What the kernel resolved: the fd an open returned, the base dir of a
 	 * relative or empty path. */
 	if (r->op == OBS_OP_OPEN && r->ret >= 0) {
-		struct file *f = fd_file(t, r->ret);
+		struct file *f = fd_file(r->ret);
 		if (f) {
 			struct inode *i = BPF_CORE_READ(f, f_inode);
 			if (i) {
@@ -910,7 +909,7 @@ __noinline int rec_finish(struct obs_rec *r, __u64 rgen)
 	 * ops): the file an open returned; the fd of f* calls is done in
 	 * fd_object; path-based metadata calls by the inode caught inside. */
 	if (r->op == OBS_OP_OPEN && r->ret >= 0) {
-		kpath_file(t, r, fd_file(t, r->ret));
+		kpath_file(t, r, fd_file(r->ret));
 		/* Its repeats will be counted, not reported (open_by_handle_at
 		 * names no path: always reported). */
 		if ((r->kflags & (OBS_F_KPATH | OBS_F_FDPATH)) == OBS_F_KPATH)
@@ -924,7 +923,7 @@ __noinline int rec_finish(struct obs_rec *r, __u64 rgen)
 		/* An f* call (fchmod, fchown, futimens, ftruncate, fsetxattr):
 		 * the kernel's path of the fd's file, so user space need not
 		 * read it back from /proc (gone once the fd is closed). */
-		kpath_file(t, r, fd_file(t, r->fd));
+		kpath_file(t, r, fd_file(r->fd));
 	} else if (r->len0 > 1 && r->path0[0] != '/' && kbase_op(r->op) && r->family == 0) {
 		/* A relative name: the kernel's path of the directory it
 		 * started from, as the syscall saw it, instead of a readlink
@@ -936,7 +935,7 @@ __noinline int rec_finish(struct obs_rec *r, __u64 rgen)
 			bd = BPF_CORE_READ(t, fs, pwd.dentry);
 			bm = BPF_CORE_READ(t, fs, pwd.mnt);
 		} else {
-			struct file *bf = fd_file(t, r->dirfd);
+			struct file *bf = fd_file(r->dirfd);
 			if (!bf)
 				goto emit;
 			bd = BPF_CORE_READ(bf, f_path.dentry);
@@ -961,7 +960,10 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = SYSNR(regs);
+#if defined(__TARGET_ARCH_x86)
+	/* Trusted: the 32-bit-syscall checks below are direct loads. */
 	struct task_struct *t = bpf_get_current_task_btf();
+#endif
 	if (ret == 0 && rename_nr(nr))
 		__sync_fetch_and_add(&obs_grgen, 1);
 	{
@@ -975,7 +977,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 			__sync_fetch_and_add(&w->rgen, 1); /* the name has moved */
 		int compat = 0;
 #if defined(__TARGET_ARCH_x86)
-		compat = t->thread_info.status & TS_COMPAT; /* t is trusted: a direct load */
+		compat = t->thread_info.status & TS_COMPAT;
 #endif
 		if (!compat) {
 			if (!observed_nr(nr))
@@ -1133,7 +1135,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		break;
 	case NR_ftruncate:
 		r->op = OBS_OP_TRUNCATE;
-		fd_object(t, r, ARG1(regs));
+		fd_object(r, ARG1(regs));
 		break;
 #ifdef NR_chmod
 	case NR_chmod:
@@ -1162,7 +1164,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	case NR_fchmod:
 		r->op = OBS_OP_CHMOD;
 		r->mode = ARG2(regs);
-		fd_object(t, r, ARG1(regs));
+		fd_object(r, ARG1(regs));
 		break;
 	case NR_fchmodat:
 	case NR_fchmodat2:
@@ -1175,7 +1177,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		break;
 	case NR_fchown:
 		r->op = OBS_OP_CHOWN;
-		fd_object(t, r, ARG1(regs));
+		fd_object(r, ARG1(regs));
 		break;
 	case NR_fchownat:
 		r->op = OBS_OP_CHOWN;
@@ -1191,7 +1193,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		if (p)
 			read_path0(r, p);
 		else
-			fd_object(t, r, r->dirfd); /* utimensat(fd, NULL, ...) */
+			fd_object(r, r->dirfd); /* utimensat(fd, NULL, ...) */
 		break;
 	}
 	case NR_setxattr:
@@ -1208,7 +1210,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	case NR_fsetxattr:
 	case NR_fremovexattr:
 		r->op = OBS_OP_XATTR;
-		fd_object(t, r, ARG1(regs));
+		fd_object(r, ARG1(regs));
 		break;
 	case NR_setxattrat:
 	case NR_removexattrat:
@@ -1249,14 +1251,14 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		if (read_sockaddr(r, (const void *)ARG2(regs), ARG3(regs)))
 			return 0;
 		if (!is_sock_err(ret))
-			sock_info(t, r, ARG1(regs), 0);
+			sock_info(r, ARG1(regs), 0);
 		break;
 	case NR_sendto:
 		r->op = OBS_OP_SENDTO;
 		if (read_sockaddr(r, (const void *)ARG5(regs), (long)ARG6(regs)))
 			return 0; /* connected socket: reported at connect */
 		if (!is_sock_err(ret))
-			sock_info(t, r, ARG1(regs), 0);
+			sock_info(r, ARG1(regs), 0);
 		break;
 	case NR_sendmsg:
 	case NR_sendmmsg: {
@@ -1271,7 +1273,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		if (nr == NR_sendmmsg)
 			r->flags = ARG3(regs); /* vlen */
 		if (!is_sock_err(ret))
-			sock_info(t, r, ARG1(regs), 0);
+			sock_info(r, ARG1(regs), 0);
 		break;
 	}
 	case NR_bind:
@@ -1279,13 +1281,13 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 		if (read_sockaddr(r, (const void *)ARG2(regs), ARG3(regs)))
 			return 0;
 		if (!is_sock_err(ret))
-			sock_info(t, r, ARG1(regs), ret == 0 && r->family != AF_UNIX);
+			sock_info(r, ARG1(regs), ret == 0 && r->family != AF_UNIX);
 		break;
 	case NR_listen:
 		if (is_sock_err(ret))
 			return 0;
 		r->op = OBS_OP_LISTEN;
-		sock_info(t, r, ARG1(regs), 1);
+		sock_info(r, ARG1(regs), 1);
 		if (!(r->kflags & OBS_F_ADDR))
 			return 0; /* unix or other family: the bind was reported */
 		break;

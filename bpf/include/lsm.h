@@ -55,8 +55,6 @@ struct klsm_session {
 	__u32 execs;  /* first-round bprm checks seen while arming */
 	__u32 flags;  /* LSM_S_* */
 	__u64 lost;   /* records the ring buffer could not take */
-	__u32 rgen;   /* renames so far: a renamed directory changes paths below it */
-	__u32 pad;
 };
 
 /* klsm_session.flags */
@@ -127,7 +125,7 @@ struct klsm_seen_key {
 	__u64 ino;
 	__u32 gen;
 	__u32 sess; /* the rules it was allowed by */
-	__u32 rgen; /* the renames it was allowed after */
+	__u32 rgen; /* the renames it was allowed after (lsm_grgen) */
 	__u16 op;
 	__u8 need;
 	__u8 pad;

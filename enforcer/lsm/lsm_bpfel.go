@@ -91,8 +91,6 @@ type lsmKlsmSession struct {
 	Execs uint32
 	Flags uint32
 	Lost  uint64
-	Rgen  uint32
-	Pad   uint32
 }
 
 type lsmKwBuf struct {
