@@ -5,6 +5,7 @@ package perf
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,9 +106,11 @@ intents:
 func underKlock(b *testing.B, m *policy.Manifest, argv []string, env []string) (string, time.Duration) {
 	var out, errb bytes.Buffer
 	launcher, err := stage2()
-	if err != nil {
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
 		// In the VM there is no go toolchain: stage 2 is this binary.
-		launcher = ""
+	case err != nil:
+		b.Fatal(err)
 	}
 	start := time.Now()
 	res, err := session.Run(context.Background(), session.Options{
@@ -374,18 +377,11 @@ func buildCLI(b *testing.B) string {
 // stage2 is a cmd/klock-stage2 for the sessions this process runs, built
 // once: what an installed klock uses.
 var stage2 = sync.OnceValues(func() (string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "klock-perf-stage2-")
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "klock-stage2")
-	if b, err := exec.Command("go", "build", "-trimpath", "-o", out, "github.com/klocklabs/klock/cmd/klock-stage2").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build cmd/klock-stage2: %v\n%s", err, b)
-	}
-	return out, nil
+	return testutil.Build(dir, "klock-stage2")
 })
 
 func mustIntent(b *testing.B, s string) policy.Intent {
