@@ -4,7 +4,11 @@
 # tests, the end-to-end and escape suites, and `klock doctor`.
 #
 # Usage: scripts/vmtest.sh [go test package patterns...]
-#        scripts/vmtest.sh --bench   (test/perf's ratios against no enforcement, in the VM)
+#        scripts/vmtest.sh --bench [packages...]
+#            benchmarks in the VM: by default test/perf's ratios against no
+#            enforcement and enforcer/lsm's split of the hooks' cost
+#   KLOCK_VM_BENCH      the benchmarks' -test.bench pattern (default Ratio|HookCost)
+#   KLOCK_VM_BENCHTIME  their -test.benchtime (default 3x)
 #   KLOCK_VM_CACHE  where the kernel package is kept (default ~/.cache/klock-vm)
 #   KLOCK_VM_SMP    vCPUs (default: the host's, at most 4)
 #   KLOCK_VM_MEM    memory in MiB (default 3072)
@@ -72,7 +76,11 @@ printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
 cp test/vm/init "$root/init"
 
 bench=0
-if [ "${1:-}" = --bench ]; then bench=1; shift; set -- ./test/perf; fi
+if [ "${1:-}" = --bench ]; then
+	bench=1
+	shift
+	[ $# -gt 0 ] || set -- ./test/perf ./enforcer/lsm
+fi
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./enforcer/lsm ./enforcer/detect ./enforcer/daemon ./test/e2e ./test/escape)
 echo "vmtest: building static test binaries: ${pkgs[*]}" >&2
@@ -83,8 +91,11 @@ done
 if [ $bench = 1 ]; then
 	# Benchmarks only, every figure printed (the VM's one vCPU per thread
 	# under TCG is slow: compare the ratios, not the absolute times).
-	echo "-test.run=^\$ -test.bench=Ratio -test.benchtime=${KLOCK_VM_BENCHTIME:-3x} -test.timeout=40m" >"$root/t/test-perf.args"
-	touch "$root/t/test-perf.print"
+	for p in "${pkgs[@]}"; do
+		name=$(echo "${p#./}" | tr / -)
+		echo "-test.run=^\$ -test.bench=${KLOCK_VM_BENCH:-Ratio|HookCost} -test.benchtime=${KLOCK_VM_BENCHTIME:-3x} -test.timeout=40m" >"$root/t/$name.args"
+		touch "$root/t/$name.print"
+	done
 fi
 mkdir -p "$root/var/tmp" && chmod 1777 "$root/var/tmp"
 CGO_ENABLED=0 go build -o "$root/bin/klock" ./cmd/klock

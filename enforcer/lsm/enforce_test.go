@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,6 +83,15 @@ func agent(steps []string) int {
 			if errors.Is(err, os.ErrNotExist) {
 				err = nil
 			}
+		case "openclose": // a loop of N open+close of a; prints ns per pair
+			var n int
+			if n, err = strconv.Atoi(b); err == nil {
+				var ns int64
+				if ns, err = openCloseLoop(a, n); err == nil {
+					fmt.Printf("%s=%d\n", s, ns)
+					continue
+				}
+			}
 		case "uring-read":
 			var fd int
 			if fd, err = testutil.IOURingOpenat(a, unix.O_RDONLY); err == nil {
@@ -109,7 +119,7 @@ func agent(steps []string) int {
 // (this repository's CI host) it asserts that Load refuses, and ends the
 // test: the enforcement it needs does not exist on that kernel, which
 // TestLoadMatchesTheProbe pins.
-func requireLSM(t *testing.T) *LSM {
+func requireLSM(t testing.TB) *LSM {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	probe := detect.BPFLSM()
@@ -136,7 +146,7 @@ func requireLSM(t *testing.T) *LSM {
 // binary, which becomes the agent) to a new cgroup; agent returns the
 // command that runs steps in it as nobody, and its combined output.
 // Everything is undone at the end of the test.
-func agentSession(t *testing.T, l *LSM, intents ...string) (*Session, *cgroup.Group, func(steps ...string) (*exec.Cmd, *bytes.Buffer)) {
+func agentSession(t testing.TB, l *LSM, intents ...string) (*Session, *cgroup.Group, func(steps ...string) (*exec.Cmd, *bytes.Buffer)) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {

@@ -79,19 +79,9 @@ func Load() (*LSM, error) {
 		}
 		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
 	}
-	p := &l.objs.lsmPrograms
-	for _, prog := range []*ebpf.Program{p.KlockFileOpen, p.KlockBprmCheck, p.KlockPathMknod, p.KlockPathMkdir,
-		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
-		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect,
-		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr, p.KlockUnixStreamConnect, p.KlockUnixMaySend,
-		p.KlockSocketCreate} {
-		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
-		if err != nil {
-			l.closeLinks()
-			l.objs.Close()
-			return nil, fmt.Errorf("%w: attach %s: %w", ErrLoad, prog, err)
-		}
-		l.links = append(l.links, lk)
+	if err := l.attach(); err != nil {
+		l.objs.Close()
+		return nil, err
 	}
 	var rd *ringbuf.Reader
 	rd, err = ringbuf.NewReader(l.objs.LsmEvents)
@@ -104,6 +94,24 @@ func Load() (*LSM, error) {
 	l.wg.Add(1)
 	go l.readLoop()
 	return l, nil
+}
+
+// attach attaches every program to its hook; on failure none stays.
+func (l *LSM) attach() error {
+	p := &l.objs.lsmPrograms
+	for _, prog := range []*ebpf.Program{p.KlockFileOpen, p.KlockBprmCheck, p.KlockPathMknod, p.KlockPathMkdir,
+		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
+		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect,
+		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr, p.KlockUnixStreamConnect, p.KlockUnixMaySend,
+		p.KlockSocketCreate} {
+		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
+		if err != nil {
+			l.closeLinks()
+			return fmt.Errorf("%w: attach %s: %w", ErrLoad, prog, err)
+		}
+		l.links = append(l.links, lk)
+	}
+	return nil
 }
 
 func (l *LSM) closeLinks() {

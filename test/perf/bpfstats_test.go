@@ -3,6 +3,10 @@
 package perf
 
 import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,8 +30,9 @@ func bpfTime(b *testing.B, f func()) (time.Duration, uint64) {
 	}
 	defer stats.Close()
 	type fig struct {
-		rt  time.Duration
-		cnt uint64
+		rt   time.Duration
+		cnt  uint64
+		name string
 	}
 	var (
 		mu   sync.Mutex
@@ -51,7 +56,7 @@ func bpfTime(b *testing.B, f func()) (time.Duration, uint64) {
 				continue
 			}
 			mu.Lock()
-			last[id] = fig{st.Runtime, st.RunCount}
+			last[id] = fig{st.Runtime, st.RunCount, info.Name}
 			mu.Unlock()
 		}
 	}
@@ -81,10 +86,24 @@ func bpfTime(b *testing.B, f func()) (time.Duration, uint64) {
 	wg.Wait()
 	var rt time.Duration
 	var cnt uint64
+	byName := map[string]fig{}
 	for id, v := range last {
 		rt += v.rt - before[id].rt
 		cnt += v.cnt - before[id].cnt
+		f := byName[v.name]
+		f.rt += v.rt - before[id].rt
+		f.cnt += v.cnt - before[id].cnt
+		byName[v.name] = f
 	}
+	// Which programs the time went to, costliest first.
+	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int { return cmp.Compare(byName[b].rt, byName[a].rt) })
+	var parts []string
+	for _, n := range names {
+		if f := byName[n]; f.cnt > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d runs %.1f ms", n, f.cnt, float64(f.rt.Microseconds())/1000))
+		}
+	}
+	b.Logf("BPF programs' own time: %s", strings.Join(parts, "; "))
 	return rt, cnt
 }
 
