@@ -5,11 +5,11 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/klocklabs/klock/internal/ident"
 )
 
 var (
-	agentIDRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	toolNameRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	capabilityRe = regexp.MustCompile(`^tool\.[a-z0-9_][a-z0-9_.-]*\.[a-z]+$`)
 )
 
@@ -45,7 +45,7 @@ func validateHeader(m *Manifest, r *report) {
 	case m.APIVersion != APIVersion:
 		r.errorf("enum", "apiVersion", "want "+APIVersion, "unsupported version %q", m.APIVersion)
 	}
-	if !agentIDRe.MatchString(m.Agent.ID) {
+	if !ident.Valid(m.Agent.ID, 128) {
 		if m.Agent.ID == "" {
 			r.errorf("required", "agent.id", "add agent: {id: my-agent-01}", "missing: every triple's subject is the agent id")
 		} else {
@@ -106,7 +106,7 @@ func validateTools(m *Manifest, r *report) {
 			r.errorf("required", f+".name", "name the tool", "missing")
 		case wildcardToolNames[strings.ToLower(t.Name)] || strings.ContainsAny(t.Name, "*?"):
 			r.errorf("wildcard-tool", f+".name", "declare each tool by its exact name: tools are declared exhaustively (KCC surface 4)", "%q is a wildcard", t.Name)
-		case !toolNameRe.MatchString(t.Name):
+		case !ident.Valid(t.Name, 128):
 			r.errorf("format", f+".name", "use letters, digits, '.', '_' and '-'", "%q is not a valid tool name", t.Name)
 		}
 		if j, dup := names[t.Name]; dup && t.Name != "" {

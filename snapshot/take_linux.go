@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -20,6 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/klocklabs/klock/policy"
+
+	"github.com/klocklabs/klock/internal/ident"
 )
 
 // Options tune Take.
@@ -43,10 +44,8 @@ type Options struct {
 	Workers int
 }
 
-var sessionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 func checkSession(s string) error {
-	if !sessionRE.MatchString(s) || s == objectsDir || s == indexFile {
+	if !ident.Valid(s, 128) || s == objectsDir || s == indexFile {
 		return fmt.Errorf("%w: session id %q: want 1-128 letters, digits, '.', '_' or '-', not starting with '.', and not %q or %q", ErrInvalid, s, objectsDir, indexFile)
 	}
 	return nil

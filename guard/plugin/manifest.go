@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/klocklabs/klock/internal/ident"
 )
 
 // ManifestFile is the plugin manifest's name inside a plugin directory.
@@ -98,8 +99,6 @@ func strictDecode(b []byte, v any) error {
 	return nil
 }
 
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$`)
-
 // Plugin is a loaded, validated plugin.
 type Plugin struct {
 	Manifest
@@ -132,7 +131,7 @@ func Load(dir string) (*Plugin, error) {
 		return nil, bad("%v (allowed fields: name, version, entry, capabilities, permissions)", err)
 	}
 	switch {
-	case !nameRe.MatchString(m.Name):
+	case !ident.Valid(m.Name, 120):
 		return nil, bad("name %q: use letters, digits, '.', '_' and '-' (it is the tool's name)", m.Name)
 	case m.Version == "":
 		return nil, bad(`version is required, e.g. "1.0.0"`)
