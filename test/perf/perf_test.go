@@ -227,7 +227,7 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer g.Delete()
-	var base, incg, walls, klock float64
+	var base, incg, walls, floor, klock float64
 	for b.Loop() {
 		out, _ := direct(b, wd, []string{self}, env)
 		base += ns(b, out)
@@ -235,6 +235,8 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 		incg += ns(b, out)
 		out = underWalls(b, g, m, []string{self}, env)
 		walls += ns(b, out)
+		underFloor(b, func() { out = underWalls(b, g, m, []string{self}, env) })
+		floor += ns(b, out)
 		out, _ = underKlock(b, m, []string{self}, env)
 		klock += ns(b, out)
 	}
@@ -244,6 +246,11 @@ func BenchmarkOpenCloseRatio(b *testing.B) {
 	// wall, what the watching (bpf-lsm: the walls besides its programs).
 	b.ReportMetric(walls/float64(b.N), "ns/open-walls")
 	b.ReportMetric(klock/float64(b.N), "ns/open-klock")
+	// The walls with a do-nothing program on each of the backend's hooks
+	// (floor_test.go): what any program there pays before its first
+	// instruction.
+	b.ReportMetric(floor/float64(b.N), "ns/open-floor")
+	b.ReportMetric(floor/base, "ratio-floor")
 	// One more run with BPF statistics on: klock's programs' own time per
 	// open+close (the rest of the watching's cost is the hooks' entry and
 	// the kernel's tracepoint path).
@@ -295,10 +302,19 @@ func BenchmarkFileWorkloadRatio(b *testing.B) {
 		}
 		return cur
 	}
-	var base, klock, strace float64
+	g, err := cgroup.Create(fmt.Sprintf("perf-walls-%d", os.Getpid()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Delete()
+	var base, walls, floor, klock, strace float64
 	for b.Loop() {
 		out, _ := direct(b, wd, argv, env)
 		base = best(base, ns(b, out))
+		out = underWalls(b, g, m, argv, env)
+		walls = best(walls, ns(b, out))
+		underFloor(b, func() { out = underWalls(b, g, m, argv, env) })
+		floor = best(floor, ns(b, out))
 		out, _ = underKlock(b, m, argv, env)
 		klock = best(klock, ns(b, out))
 		if haveStrace == nil {
@@ -314,6 +330,10 @@ func BenchmarkFileWorkloadRatio(b *testing.B) {
 		b.ReportMetric(float64(rt.Microseconds())/1000, "bpf-ms")
 	}
 	b.ReportMetric(klock/base, "ratio-klock")
+	// The session's walls alone, and with a do-nothing program on each of
+	// the backend's hooks (floor_test.go).
+	b.ReportMetric(walls/base, "ratio-walls")
+	b.ReportMetric(floor/base, "ratio-floor")
 	if haveStrace == nil {
 		b.ReportMetric(strace/base, "ratio-strace")
 	}
