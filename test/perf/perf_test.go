@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -341,8 +343,8 @@ func BenchmarkFileWorkloadRatio(b *testing.B) {
 
 // BenchmarkRunTrueLatency: wall time of `klock run --no-daemon -- /usr/bin/true`,
 // the real command in a process of its own (binary start, kernel BTF,
-// BPF load and attach, cgroup, namespaces, Landlock, backup, log), minus
-// /bin/true run directly. The same session run in this process
+// BPF load and attach, cgroup, namespaces, Landlock, backup, log), and of
+// the same command with klockd running, each minus /bin/true run directly. The same session run in this process
 // (session.Run, whose BTF and runtime are warm after the first) is
 // reported beside it, so a start-up cost that only a new process pays
 // shows as the difference.
@@ -358,8 +360,13 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	cli := buildCLI(b)
-	run := func() time.Duration {
+	sock := startKlockd(b, filepath.Join(filepath.Dir(cli), "klockd"))
+	run := func(daemon bool) time.Duration {
 		cmd := exec.Command(cli, "run", "-q", "--no-daemon", "-m", mpath, "--user", strconv.Itoa(agentUID), "--log-dir", b.TempDir(), "--", "/usr/bin/true")
+		cmd.Env = append(os.Environ(), "KLOCK_SOCKET="+sock)
+		if daemon {
+			cmd.Args = slices.DeleteFunc(cmd.Args, func(a string) bool { return a == "--no-daemon" })
+		}
 		if be := os.Getenv("KLOCK_TEST_BACKEND"); be != "" {
 			cmd.Args = append(cmd.Args[:2], append([]string{"--backend", be}, cmd.Args[2:]...)...)
 		}
@@ -371,27 +378,75 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 		}
 		return time.Since(t)
 	}
-	run() // page cache
-	var base, klock, inproc time.Duration
+	run(false) // page cache
+	run(true)
+	var base, klock, viaDaemon, inproc, cliAlone time.Duration
 	for b.Loop() {
 		_, d := direct(b, wd, []string{"/bin/true"}, nil)
 		base += d
-		klock += run()
+		klock += run(false)
+		viaDaemon += run(true)
 		_, k := underKlock(b, m, []string{"/usr/bin/true"}, nil)
 		inproc += k
+		t := time.Now()
+		if out, err := exec.Command(cli, "version").CombinedOutput(); err != nil {
+			b.Fatalf("klock version: %v %s", err, out)
+		}
+		cliAlone += time.Since(t)
 	}
 	n := float64(b.N)
-	b.ReportMetric(float64(base.Microseconds())/n/1000, "ms-direct")
-	b.ReportMetric(float64((klock-base).Microseconds())/n/1000, "ms-added")
-	b.ReportMetric(float64((inproc-base).Microseconds())/n/1000, "ms-added-in-process")
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / n / 1000 }
+	b.ReportMetric(ms(base), "ms-direct")
+	b.ReportMetric(ms(klock-base), "ms-added")
+	// The same command with klockd running: the real CLI, its socket
+	// round trip and the daemon's session.
+	b.ReportMetric(ms(viaDaemon-base), "ms-added-klockd")
+	b.ReportMetric(ms(inproc-base), "ms-added-in-process")
+	// What the klock binary alone costs to start and exit (klock version),
+	// part of both paths.
+	b.ReportMetric(ms(cliAlone), "ms-cli-start")
 }
 
 // buildCLI builds cmd/klock and, beside it, cmd/klock-stage2 (the session
-// launcher klock run uses when installed next to it, as make build does).
+// launcher klock run uses when installed next to it, as make build does)
+// and cmd/klockd.
 func buildCLI(b *testing.B) string {
 	dir := b.TempDir()
 	testutil.BuildCommand(b, dir, "klock-stage2")
+	testutil.BuildCommand(b, dir, "klockd")
 	return testutil.BuildCommand(b, dir, "klock")
+}
+
+// startKlockd runs klockd on a socket of its own until the benchmark ends
+// and returns the socket's path once it accepts connections.
+func startKlockd(b *testing.B, klockd string) string {
+	sock := filepath.Join(b.TempDir(), "klockd.sock")
+	cmd := exec.Command(klockd, "-socket", sock)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	b.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	deadline := time.After(30 * time.Second)
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return sock
+		}
+		select {
+		case <-exited:
+			b.Fatalf("klockd exited: %s", errb.String())
+		case <-deadline:
+			b.Fatalf("klockd did not listen within 30 s: %s", errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // stage2 is a cmd/klock-stage2 for the sessions this process runs, built
