@@ -126,13 +126,17 @@ const struct klsm_event *unused_event __attribute__((unused));
 const struct klsm_rule *unused_rule __attribute__((unused));
 const struct klsm_seen_key *unused_seen __attribute__((unused));
 
-static __always_inline struct klsm_session *armed(void)
+static __always_inline struct klsm_session *armed_in(__u64 cgid)
 {
-	__u64 cgid = bpf_get_current_cgroup_id();
 	struct klsm_session *s = bpf_map_lookup_elem(&lsm_sessions, &cgid);
 	if (!s || s->state != LSM_ARMED)
 		return NULL;
 	return s;
+}
+
+static __always_inline struct klsm_session *armed(void)
+{
+	return armed_in(bpf_get_current_cgroup_id());
 }
 
 /* proc_tail: for /proc/<digits>[/...] the offset (from pos) where the
@@ -421,7 +425,10 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 {
 	if (ret)
 		return ret;
-	struct klsm_session *s = armed();
+	/* Every open on the machine comes here: one helper call for the
+	 * cgroup id, kept for the cache key below. */
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct klsm_session *s = armed_in(cgid);
 	if (!s)
 		return 0;
 	/* Direct loads from the hook's typed argument (no helper call per
@@ -453,7 +460,7 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 		struct dentry *dd = file->f_path.dentry;
 		struct inode *di = dd->d_inode;
 		struct klsm_seen_key sk = {
-			.cgid = bpf_get_current_cgroup_id(),
+			.cgid = cgid,
 			.dent = (__u64)dd,
 			.mnt = (__u64)file->f_path.mnt,
 			.sess = s->sess,
