@@ -17,6 +17,17 @@ var (
 	cur weak.Pointer[btf.Cache]
 )
 
+// Warm returns Cache() after starting the decode of the kernel's types in
+// the background, so that a load can do what needs no kernel BTF (parse
+// its object, create its maps) meanwhile. The goroutine holds the cache
+// until the decode is done; a load that needs the types waits for the
+// same decode (btf.Cache decodes once).
+func Warm() *btf.Cache {
+	c := Cache()
+	go func() { _, _ = c.Kernel() }()
+	return c
+}
+
 // Cache returns the cache the loads running now share. It is held only
 // weakly: once no load holds it, the garbage collector may free the
 // decoded types (tens of megabytes), so a long-lived klockd does not keep
