@@ -180,11 +180,14 @@ func agentEnv() []string {
 
 // pauseGC turns the garbage collector off until the returned function is
 // called (once is enough; later calls do nothing), except that it still
-// runs if the heap reaches startupHeapLimit, so a start-up that allocates
+// runs if the heap reaches startupHeapLimit (or a lower GOMEMLIMIT), so a start-up that allocates
 // more than expected is bounded all the same.
 func pauseGC() (restore func()) {
 	pct := debug.SetGCPercent(-1)
-	limit := debug.SetMemoryLimit(startupHeapLimit)
+	limit := debug.SetMemoryLimit(-1) // reads it
+	if limit > startupHeapLimit {
+		debug.SetMemoryLimit(startupHeapLimit)
+	}
 	return sync.OnceFunc(func() {
 		debug.SetGCPercent(pct)
 		debug.SetMemoryLimit(limit)
