@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
@@ -103,7 +105,15 @@ failed to start the session (the message says why and what would fix it).`,
 				res, used, err = daemon.RunViaDaemon(ctx, "", opts)
 			}
 			if !used {
+				// Embedded, the start-up allocates tens of megabytes in
+				// a few tens of milliseconds (the kernel's BTF, the BPF
+				// objects); collecting them while they are built only
+				// takes CPU from the loads on the session's critical
+				// path. The collector is back as soon as the agent runs.
+				restoreGC := pauseGC()
+				opts.Started = func(int) { restoreGC() }
 				res, err = session.Run(ctx, opts)
+				restoreGC()
 			}
 			if err != nil && res == nil {
 				return &exitError{code: exitNoStart, err: err}
@@ -167,3 +177,23 @@ func agentEnv() []string {
 	}
 	return env
 }
+
+// pauseGC turns the garbage collector off until the returned function is
+// called (once is enough; later calls do nothing), except that it still
+// runs if the heap reaches startupHeapLimit (or a lower GOMEMLIMIT), so a start-up that allocates
+// more than expected is bounded all the same.
+func pauseGC() (restore func()) {
+	pct := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(-1) // reads it
+	if limit > startupHeapLimit {
+		debug.SetMemoryLimit(startupHeapLimit)
+	}
+	return sync.OnceFunc(func() {
+		debug.SetGCPercent(pct)
+		debug.SetMemoryLimit(limit)
+	})
+}
+
+// startupHeapLimit bounds the heap while pauseGC holds: about four times
+// what an embedded start-up peaks at.
+const startupHeapLimit = 256 << 20

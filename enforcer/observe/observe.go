@@ -206,6 +206,10 @@ func LoadOptions(opts Options) (*Observer, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("observe: memlock: %w", err)
 	}
+	// The kernel's BTF (the programs' attach targets, kfuncs and CO-RE
+	// relocations need it) decodes while the object is parsed and the maps
+	// are created, which need none of it.
+	btfCache := kbtf.Warm()
 	spec, err := loadObserve()
 	if err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
@@ -216,25 +220,15 @@ func LoadOptions(opts Options) (*Observer, error) {
 	}
 	o := &Observer{opts: opts, res: newResolver(), clk: newBootClock(), log: opts.Logger,
 		watches: make(map[uint64]*Watch), done: make(chan struct{})}
-	var core struct {
-		observeMaps
-		ObsSysExit *ebpf.Program `ebpf:"obs_sys_exit"`
-		ObsExec    *ebpf.Program `ebpf:"obs_exec"`
-		ObsFork    *ebpf.Program `ebpf:"obs_fork"`
-		ObsExit    *ebpf.Program `ebpf:"obs_exit"`
+	if err := o.load(spec, btfCache); err != nil {
+		return nil, err
 	}
-	// One decode of the kernel's BTF for the core and the ctime programs.
-	btfCache := kbtf.Cache()
-	if err := spec.LoadAndAssign(&core, &ebpf.CollectionOptions{Cache: btfCache}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("observe: load BPF (verifier): %+v", ve)
-		}
-		return nil, fmt.Errorf("observe: load BPF: %w", err)
-	}
-	o.objs.observeMaps = core.observeMaps
-	o.objs.ObsSysExit, o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit = core.ObsSysExit, core.ObsExec, core.ObsFork, core.ObsExit
 	o.sysProgs = append(o.sysProgs, o.objs.ObsSysExit)
+	for _, p := range []*ebpf.Program{o.objs.ObsCtimeTs, o.objs.ObsCtimeXchg, o.objs.ObsCtimeSkip} {
+		if p != nil {
+			o.sysProgs = append(o.sysProgs, p)
+		}
+	}
 	for _, p := range []*ebpf.Program{o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
@@ -243,7 +237,6 @@ func LoadOptions(opts Options) (*Observer, error) {
 		}
 		o.links = append(o.links, l)
 	}
-	o.loadCtime(spec, btfCache)
 	o.rd, err = ringbuf.NewReader(o.objs.Events)
 	if err != nil {
 		o.closeKernel()
@@ -254,46 +247,84 @@ func LoadOptions(opts Options) (*Observer, error) {
 	return o, nil
 }
 
-// loadCtime loads the optional ctime tracepoint programs (kernel 6.13+:
-// inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip), which catch the
-// inode a path-based metadata call (chmod, chown, utimes, truncate, xattrs
-// by path) changed. Without them (older kernels) those calls carry no
-// object inode, as before; CtimeHooks says how many are attached.
-func (o *Observer) loadCtime(spec *ebpf.CollectionSpec, btfCache *btf.Cache) {
-	repl := &ebpf.CollectionOptions{Cache: btfCache, MapReplacements: map[string]*ebpf.Map{
-		"watched": o.objs.Watched, "pending": o.objs.Pending}}
-	load := func(name string, dst **ebpf.Program) {
-		var err error
-		switch name {
-		case "obs_ctime_ts":
-			var x struct {
-				P *ebpf.Program `ebpf:"obs_ctime_ts"`
-			}
-			err = spec.LoadAndAssign(&x, repl)
-			*dst = x.P
-		case "obs_ctime_xchg":
-			var x struct {
-				P *ebpf.Program `ebpf:"obs_ctime_xchg"`
-			}
-			err = spec.LoadAndAssign(&x, repl)
-			*dst = x.P
-		case "obs_ctime_skip":
-			var x struct {
-				P *ebpf.Program `ebpf:"obs_ctime_skip"`
-			}
-			err = spec.LoadAndAssign(&x, repl)
-			*dst = x.P
-		}
-		if err != nil {
-			o.log.Debug("observe: optional ctime hook unavailable", "prog", name, "err", err)
-			*dst = nil
-			return
-		}
-		o.sysProgs = append(o.sysProgs, *dst)
+// load creates the maps, then loads the programs against them: sys_exit
+// (the one long verification) on its own goroutine, the process-event
+// programs and the optional ctime programs (kernel 6.13+:
+// inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip, which catch the
+// inode a path-based metadata call such as chmod, chown, utimes, truncate
+// or an xattr call by path changed) beside it. Each program is loaded on
+// its own against the same maps, so the verifier runs on both CPUs and a
+// ctime program this kernel lacks is only left out (CtimeHooks says how
+// many are attached). On error nothing stays loaded.
+func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
+	var maps struct {
+		observeMaps
+		Rodata *ebpf.Map `ebpf:".rodata"`
+		Bss    *ebpf.Map `ebpf:".bss"`
 	}
-	load("obs_ctime_ts", &o.objs.ObsCtimeTs)
-	load("obs_ctime_xchg", &o.objs.ObsCtimeXchg)
-	load("obs_ctime_skip", &o.objs.ObsCtimeSkip)
+	if err := spec.LoadAndAssign(&maps, &ebpf.CollectionOptions{Cache: btfCache}); err != nil {
+		return fmt.Errorf("observe: load BPF maps: %w", err)
+	}
+	// The programs hold the data sections once loaded.
+	defer maps.Rodata.Close()
+	defer maps.Bss.Close()
+	o.objs.observeMaps = maps.observeMaps
+	repl := map[string]*ebpf.Map{
+		observeMapEvents: maps.Events, observeMapKpbuf: maps.Kpbuf, observeMapLost: maps.Lost,
+		observeMapPending: maps.Pending, observeMapScratch: maps.Scratch, observeMapSeen: maps.Seen,
+		observeMapWatched: maps.Watched, ".rodata": maps.Rodata, ".bss": maps.Bss,
+	}
+	load := func(name string) (*ebpf.Program, error) {
+		one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{name: spec.Programs[name]},
+			Types: spec.Types, ByteOrder: spec.ByteOrder}
+		coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{Cache: btfCache, MapReplacements: repl})
+		if err != nil {
+			var ve *ebpf.VerifierError
+			if errors.As(err, &ve) {
+				return nil, fmt.Errorf("observe: load BPF (verifier): %+v", ve)
+			}
+			return nil, fmt.Errorf("observe: load BPF: %w", err)
+		}
+		p := coll.DetachProgram(name)
+		coll.Close()
+		return p, nil
+	}
+	var sysErr error
+	sysDone := make(chan struct{})
+	go func() {
+		defer close(sysDone)
+		o.objs.ObsSysExit, sysErr = load("obs_sys_exit")
+	}()
+	var err error
+	for _, p := range []struct {
+		name string
+		dst  **ebpf.Program
+	}{{"obs_exec", &o.objs.ObsExec}, {"obs_fork", &o.objs.ObsFork}, {"obs_exit", &o.objs.ObsExit}} {
+		if *p.dst, err = load(p.name); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		for _, p := range []struct {
+			name string
+			dst  **ebpf.Program
+		}{{"obs_ctime_ts", &o.objs.ObsCtimeTs}, {"obs_ctime_xchg", &o.objs.ObsCtimeXchg}, {"obs_ctime_skip", &o.objs.ObsCtimeSkip}} {
+			var cerr error
+			if *p.dst, cerr = load(p.name); cerr != nil {
+				o.log.Debug("observe: optional ctime hook unavailable", "prog", p.name, "err", cerr)
+				*p.dst = nil
+			}
+		}
+	}
+	<-sysDone
+	if err == nil {
+		err = sysErr
+	}
+	if err != nil {
+		_ = o.objs.Close()
+		return err
+	}
+	return nil
 }
 
 // CtimeHooks is the number of ctime tracepoint programs attached while a

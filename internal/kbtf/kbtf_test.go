@@ -11,3 +11,11 @@ func TestCacheSharedWhileHeld(t *testing.T) {
 		t.Fatal("two loads running at once got different caches")
 	}
 }
+
+// A load that warms the cache and the loads beside it share one decode.
+func TestWarmIsTheSharedCache(t *testing.T) {
+	a := Warm()
+	if b := Cache(); a != b {
+		t.Fatal("Warm returned a cache the other loads do not share")
+	}
+}
