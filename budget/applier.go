@@ -23,7 +23,7 @@ type applier struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when applied moves or the applier fails
 	queue   []*committed
-	applied uint64 // last seq committed to SQLite (visible to reads)
+	applied uint64 // last seq committed to SQLite and synced
 	err     error  // SQLite could not be written
 	kick    chan struct{}
 	stop    chan struct{}
@@ -53,8 +53,8 @@ func (a *applier) hurry() {
 	}
 }
 
-// wait returns once every batch up to seq is in SQLite, or the applier
-// has failed. The batches must already be on their way (committed).
+// waitApplied returns once every batch up to seq is durable in SQLite, or
+// the applier has failed. The batches must already be on their way (committed).
 func (s *Store) waitApplied(seq uint64) error {
 	a := s.ap
 	a.mu.Lock()
@@ -129,11 +129,13 @@ func (s *Store) applyRound() {
 			}
 		}
 		s.mu.Unlock()
+		err = s.syncLedger()
+	}
+	if err == nil {
 		a.mu.Lock()
 		a.applied = last.seq
 		a.cond.Broadcast()
 		a.mu.Unlock()
-		err = s.syncLedger()
 	}
 	if err != nil {
 		s.emitMu.Lock()

@@ -224,7 +224,12 @@ func TestJournalFailureFailsClosed(t *testing.T) {
 	if _, err := s.Reserve(ctx, Request{Key: g.Key, Cost: usd(1)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Flush(ctx); err != nil { // the receipt chain has nothing left to write
+	// Nothing is left to write but the next decision: the receipt chain is
+	// flushed, and SQLite has every batch (Usage waits for the applier).
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Usage(ctx, g.Key); err != nil {
 		t.Fatal(err)
 	}
 	d, err := os.Open(mnt)
