@@ -8,15 +8,17 @@ import (
 	"github.com/klocklabs/klock/receipt"
 )
 
-// Committed events become signed receipts in ledger order on one emitter
-// goroutine. Their canonical bodies were made at commit (view.write); the
-// emitter takes every committed batch waiting for it, links and signs their
-// receipts, and appends them with one write. When the emitter falls behind,
+// Durable events become signed receipts in ledger order on one emitter
+// goroutine. Their canonical bodies were made when they were decided
+// (view.prepare); the emitter takes every durable batch waiting for it,
+// links and signs their receipts, and appends them, one write per
+// emitChunk. When the emitter falls behind,
 // its rounds grow, so its fixed costs shrink per receipt instead of piling
 // up.
 //
 // The chain is not fsynced per round. The ledger is the durable record:
-// every event row holds its receipt's canonical body, and Open re-emits
+// every event row (and, until SQLite has it, every journal record) holds
+// its receipt's canonical body, and Open replays the journal, then re-emits
 // whatever the chain lacks, and since signing is deterministic (ed25519)
 // and the link and seq follow from the chain itself, a receipt lost with
 // the page cache comes back byte for byte. A kill -9 loses nothing (the

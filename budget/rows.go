@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// A group-committed batch writes one hold row and one event row per
-// decision. One INSERT per row costs a statement execution each (binding,
-// a VDBE run, database/sql's bookkeeping), which was most of the ledger's
-// per-decision CPU; one multi-row INSERT per table and batch does the same
-// B-tree work for a fraction of it.
+// An applier round (or a transaction per call) writes one hold row and
+// one event row per decision. One INSERT per row costs a statement
+// execution each (binding, a VDBE run, database/sql's bookkeeping), which
+// was most of the ledger's per-decision CPU; one multi-row INSERT per
+// table and transaction does the same B-tree work for a fraction of it.
 //
 // Statements are prepared at Open for 1, 2, 4, ... maxRows rows: the
 // ledger has one connection, held by the transaction while a batch is
