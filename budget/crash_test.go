@@ -120,7 +120,7 @@ func TestCrashUnderLoadLosesNothing(t *testing.T) {
 		replays += f.checkLedgerMatchesReceipts(t, round)
 	}
 	// The child was killed with answered decisions in the decision journal
-	// only (SQLite gets them a few milliseconds later): the check above
+	// only (SQLite gets them up to applyEvery later): the check above
 	// covered replaying them.
 	if replays == 0 {
 		t.Fatal("no round left decisions for Open to replay from the journal")

@@ -36,7 +36,7 @@
 //     (ledger path + ".decisions"), with one write and one fdatasync: that
 //     fsync is the durable point, and the callers are answered when it
 //     returns (journal.go, durable.go). SQLite gets the same changes
-//     afterwards, a few milliseconds' worth per transaction, and its WAL is
+//     afterwards, up to 20 ms' worth per transaction, and its WAL is
 //     synced before the journal space they took is reused (applier.go).
 //     Open first puts into SQLite every journal record it lacks (in order,
 //     up to the first torn or missing one: no record after that one was
