@@ -70,6 +70,9 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./meter/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./guard/toolproxy/
+	@set -e; for t in FuzzJournalScan FuzzJournalPayload; do \
+	  echo "fuzz: $$t ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./budget/; done
 
 generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
 	@scripts/gen-vmlinux.sh

@@ -125,6 +125,16 @@ func (s *Store) Record(ctx context.Context, rc *receipt.Receipt) error {
 
 // Usage reads a grant's committed state.
 func (s *Store) Usage(ctx context.Context, k Key) (Usage, error) {
+	if s.ap != nil {
+		// Open holds are counted in SQLite: wait for the applier to
+		// have every batch decided so far there.
+		s.mu.Lock()
+		seq := s.jseq
+		s.mu.Unlock()
+		if err := s.waitApplied(seq); err != nil {
+			return Usage{}, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g, ok := s.grants[k]

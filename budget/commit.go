@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"runtime"
 	"slices"
@@ -24,9 +25,9 @@ func (s *Store) submit(ctx context.Context, o *op) result {
 			return result{err: fmt.Errorf("%w: the store is closed", ErrLedger)}
 		default:
 		}
-		// Alone: commit, fsync, answer; the same steps as a group.
+		// Alone: commit, fsync, answer.
 		if evs, ok := s.runBatch([]*op{o}); ok {
-			s.finish(committed{ops: []*op{o}, events: evs})
+			s.finish(&committed{ops: []*op{o}, events: evs})
 		}
 		return o.res
 	}
@@ -73,17 +74,17 @@ func (s *Store) batcher() {
 				}
 			}
 			s.mu.Lock()
-			evs, ok := s.runBatch(batch)
+			c := s.decideBatch(batch)
 			s.mu.Unlock()
-			if !ok { // nothing was committed: answer now
+			if c == nil { // nothing was decided: answer now
 				for _, o := range batch {
 					close(o.done)
 				}
 				continue
 			}
 			// The syncer makes the batch durable and answers it while
-			// the next batch is decided and committed.
-			s.syncQ <- committed{ops: slices.Clone(batch), events: evs}
+			// the next batch is decided.
+			s.syncQ <- c
 		case <-s.done:
 			for {
 				select {
@@ -98,18 +99,70 @@ func (s *Store) batcher() {
 	}
 }
 
+// decideBatch decides ops against memory, each seeing the effects of the
+// ones before it, and returns the batch with its journal record, memory
+// already changed. If a grant or hold must be read from SQLite and cannot
+// be, every op is refused with ErrLedger, memory is left as it was and
+// the result is nil. Caller holds s.mu.
+func (s *Store) decideBatch(ops []*op) *committed {
+	v, ok := s.decide(ops, s.db)
+	if !ok {
+		return nil
+	}
+	set, err := v.prepare()
+	if err != nil {
+		s.refuse(ops, "write", err)
+		return nil
+	}
+	s.jseq++
+	c := &committed{ops: slices.Clone(ops), events: v.events, set: set, seq: s.jseq}
+	c.rec = appendRecord(make([]byte, 0, 1024*len(ops)), s.jepoch, c.seq, set)
+	// Closed holds stay in memory until the applier has them in SQLite
+	// (applier.go): until then SQLite still has them open.
+	s.commitView(v, true)
+	return c
+}
+
 // runBatch applies ops in one BEGIN IMMEDIATE transaction and commits it
-// (not yet durably: see durable.go), returning its events. Each op sees the
-// effects of the ones before it. If the transaction cannot commit, every op
-// in it is refused with ErrLedger, memory is left as it was and ok is
+// (not yet durably: see finish), returning its events. Each op sees the
+// effects of the ones before it. If the transaction cannot commit, every
+// op in it is refused with ErrLedger, memory is left as it was and ok is
 // false. Caller holds s.mu.
 func (s *Store) runBatch(ops []*op) (events []*event, ok bool) {
-	fail := func(what string, err error) {
-		e := ledgerErr(s.path, what, err)
-		for _, o := range ops {
-			o.res = result{err: e}
-		}
+	tx, err := s.db.Begin() // _txlock=immediate: BEGIN IMMEDIATE
+	if err != nil {
+		s.refuse(ops, "begin transaction", err)
+		return nil, false
 	}
+	v, ok := s.decide(ops, tx)
+	if !ok {
+		tx.Rollback()
+		return nil, false
+	}
+	if err := v.write(); err != nil {
+		tx.Rollback()
+		s.refuse(ops, "write", err)
+		return nil, false
+	}
+	if err := tx.Commit(); err != nil {
+		tx.Rollback()
+		s.refuse(ops, "commit", err)
+		return nil, false
+	}
+	s.commitView(v, false)
+	return v.events, true
+}
+
+// refuse answers every op with ErrLedger.
+func (s *Store) refuse(ops []*op, what string, err error) {
+	e := ledgerErr(s.path, what, err)
+	for _, o := range ops {
+		o.res = result{err: e}
+	}
+}
+
+// decide applies ops to a new view reading from q. Caller holds s.mu.
+func (s *Store) decide(ops []*op, q querier) (*view, bool) {
 	if err := s.broken(); err != nil {
 		// An earlier fsync failed: what reached the disk is unknown, so
 		// nothing more is decided.
@@ -118,73 +171,61 @@ func (s *Store) runBatch(ops []*op) (events []*event, ok bool) {
 		}
 		return nil, false
 	}
-	tx, err := s.db.Begin() // _txlock=immediate: BEGIN IMMEDIATE
-	if err != nil {
-		fail("begin transaction", err)
-		return nil, false
-	}
-	v := &view{s: s, tx: tx, grants: map[Key]*grantState{}, holds: map[string]*holdState{}, nextEv: s.lastEv}
+	v := &view{s: s, q: q, grants: map[Key]*grantState{}, holds: map[string]*holdState{}, nextEv: s.lastEv}
 	for _, o := range ops {
 		if err := v.apply(o); err != nil {
-			tx.Rollback()
-			fail("read", err)
+			s.refuse(ops, "read", err)
 			return nil, false
 		}
 	}
-	if err := v.write(); err != nil {
-		tx.Rollback()
-		fail("write", err)
-		return nil, false
-	}
-	if err := tx.Commit(); err != nil {
-		tx.Rollback()
-		fail("commit", err)
-		return nil, false
-	}
+	return v, true
+}
+
+// commitView makes v's changes the Store's memory. Caller holds s.mu.
+func (s *Store) commitView(v *view, keepClosed bool) {
 	for k, g := range v.grants {
 		s.grants[k] = g
 	}
 	for id, h := range v.holds {
-		if h.open {
+		if h.open || keepClosed {
 			s.holds[id] = h
 		} else {
 			delete(s.holds, id) // closed holds live in the database only
 		}
 	}
 	s.lastEv = v.nextEv
-	return v.events, true
 }
 
-func (v *view) write() error {
+// prepare canonicalizes the view's receipts and returns its changes.
+//
+// Each receipt is canonicalized once, here: its canonical body is the
+// event row and, once durable, what the emitter links and signs. Done
+// before the batch is durable, so the receipt's content is fixed before
+// any caller sees its decision (and can touch the *Receipt).
+func (v *view) prepare() (*applySet, error) {
+	set := &applySet{grants: make([]*grantState, 0, len(v.grants)), holds: make([]*holdState, 0, len(v.holds)), events: make([]evRow, 0, len(v.events))}
 	for _, g := range v.grants {
-		if err := saveGrant(v.tx, v.s.stmts, g); err != nil {
-			return err
-		}
+		set.grants = append(set.grants, g)
 	}
-	if len(v.holds) > 0 {
-		args := make([]any, 0, len(v.holds)*v.s.stmts.holds.cols)
-		for _, h := range v.holds {
-			args = holdRow(args, h)
-		}
-		if err := v.s.stmts.holds.exec(v.tx, args); err != nil {
-			return err
-		}
+	for _, h := range v.holds {
+		set.holds = append(set.holds, h)
 	}
-	if len(v.events) == 0 {
-		return nil
-	}
-	// Each receipt is canonicalized once, here: its canonical body is the
-	// event row and, after commit, what the emitter links and signs. Done
-	// before the transaction commits, so the receipt's content is fixed
-	// before any caller sees its decision (and can touch the *Receipt).
-	args := make([]any, 0, 2*len(v.events))
 	for _, e := range v.events {
 		p, err := receipt.Prepare(e.r, v.s.log.Key())
 		if err != nil {
-			return err
+			return nil, err
 		}
 		e.p = p
-		args = append(args, int64(e.id), p.Body())
+		set.events = append(set.events, evRow{id: e.id, body: p.Body()})
 	}
-	return v.s.stmts.events.exec(v.tx, args)
+	return set, nil
+}
+
+func (v *view) write() error {
+	set, err := v.prepare()
+	if err != nil {
+		return err
+	}
+	tx := v.q.(*sql.Tx)
+	return v.s.writeSets(tx, []*applySet{set})
 }

@@ -6,36 +6,56 @@
 //
 // The ledger is an embedded SQLite database (modernc.org/sqlite, pure Go, so
 // klock still builds with CGO_ENABLED=0) in WAL mode, written only inside
-// BEGIN IMMEDIATE transactions, keyed by (capability or
-// session id, grant index). One process owns a ledger at a time (SQLite
-// exclusive locking mode), which is what lets the Store keep the grants'
-// counters in memory: memory is changed only after the transaction that
-// records the change has committed.
+// BEGIN IMMEDIATE transactions, keyed by (capability or session id, grant
+// index). One process owns a ledger at a time (SQLite exclusive locking
+// mode), which is what lets the Store keep the grants' counters and open
+// holds in memory and decide against them.
 //
 // Every decision, allowed or denied, becomes a signed receipt (package
 // receipt) chained in a JSONL file next to the ledger. The unsigned receipt
-// is written in the same transaction as the ledger movement it records
-// (table events), then signed and appended to the chain; after a crash Open
-// appends whatever the chain is missing, so the chain always ends up holding
-// exactly one receipt per ledger event and, for every grant without
-// delegated children, sum(ledger_debit) - sum(ledger_credit) over its
-// receipts equals its charged total.
+// is recorded with the ledger movement it records (table events), then
+// signed and appended to the chain; after a crash Open appends whatever the
+// chain is missing, so the chain always ends up holding exactly one receipt
+// per ledger event and, for every grant without delegated children,
+// sum(ledger_debit) - sum(ledger_credit) over its receipts equals its
+// charged total.
 //
-// A caller is answered only after its decision is durable in the ledger:
-// the Store runs SQLite with synchronous=NORMAL and fsyncs the WAL itself
-// after the commit and before answering, which is the one thing FULL adds
-// to NORMAL, done so that the fsync of one batch overlaps the deciding and
-// committing of the next (durable.go). With WithGroupCommit, concurrent
-// decisions share one transaction and fsyncs are shared across the
-// batches committed while one runs; each decision is still checked against
-// the state left by the ones before it, so a batch is exactly as strict as
-// one transaction per call. If an fsync fails, its callers are refused and
-// the Store decides nothing more until it is reopened.
+// # Durability
 //
-// The receipt chain is appended after the ledger fsync and synced on
-// Flush, on Close and every 200 ms, not per batch: it is derived from the
-// ledger, which re-emits on Open any receipt a crash took from the chain,
-// byte for byte (ed25519 signatures are deterministic).
+// A caller is answered only after its decision is durable, and what makes
+// it durable depends on the mode:
+//
+//   - One transaction per call (no WithGroupCommit): the decision is
+//     committed to SQLite (synchronous=NORMAL) and the Store fdatasyncs the
+//     WAL before answering, which is what synchronous=FULL adds to NORMAL.
+//   - WithGroupCommit: concurrent decisions are decided together against
+//     memory, each against the state left by the ones before it, so a
+//     batch is exactly as strict as one transaction per call. The batch's
+//     changes (grant counters, holds, receipt bodies) are appended as one
+//     checksummed record to the decision journal, a file next to the ledger
+//     (ledger path + ".decisions"), with one write and one fdatasync: that
+//     fsync is the durable point, and the callers are answered when it
+//     returns (journal.go, durable.go). SQLite gets the same changes
+//     afterwards, up to 20 ms' worth per transaction, and its WAL is
+//     synced before the journal space they took is reused (applier.go).
+//     Open first puts into SQLite every journal record it lacks (in order,
+//     up to the first torn or missing one: no record after that one was
+//     ever answered), so SQLite is again the whole ledger, and starts a new
+//     journal epoch so that records from before cannot be replayed later.
+//
+// Memory changes when a decision is made, before it is durable, so that
+// the next is decided against it; nobody is told of a decision before it
+// is durable. If a write or fsync of the WAL or of the journal fails, or
+// SQLite cannot be written, what reached the disk is unknown: the callers
+// waiting are refused with ErrLedger and the Store decides nothing more
+// until it is reopened. A refused decision may then still be in the ledger
+// with its receipt (money held for a call that did not run), never the
+// reverse.
+//
+// The receipt chain is appended after the decision is durable and synced
+// on Flush, on Close and every 200 ms, not per batch: it is derived from
+// the ledger, which re-emits on Open any receipt a crash took from the
+// chain, byte for byte (ed25519 signatures are deterministic).
 //
 // # Errors
 //

@@ -7,37 +7,30 @@ import (
 	"sync"
 )
 
-// Durability is pipelined. The ledger runs with synchronous=NORMAL: a
-// commit writes its WAL frames and returns without an fsync, and the
-// syncer goroutine fsyncs the WAL file before it answers the batch's
-// callers and hands its events to the emitter. While that fsync runs, the
-// batcher decides and commits the next batch, and the next fsync covers
-// every batch committed meanwhile. With synchronous=FULL each commit
-// fsynced the WAL itself, so deciding, writing and syncing ran one after
-// the other and a batch's CPU work and its fsync could not overlap.
+// Durability is pipelined. With group commit, a batch is durable once
+// its journal record is (journal.go): the batcher decides it against
+// memory and encodes the record; the syncer writes the record into the
+// ring at once and starts an fdatasync of the journal that covers it and
+// every record written before; when one returns, the batches it covers
+// are answered in order, their events go to the emitter and their changes
+// to the applier (applier.go), which puts them into SQLite later. While an
+// fsync runs, the batcher decides the next batch and the syncer writes it.
 //
-// This is the same guarantee as FULL, reached later: FULL differs from
-// NORMAL in WAL mode only by that fsync of the WAL at each commit (SQLite
-// still syncs the WAL header when it restarts the WAL, and the WAL and the
-// database around checkpoints, under NORMAL). An fsync covers every write
-// made to the file before it, through any descriptor, so once it returns
-// the commit's frames are on stable storage and a caller is answered. If
-// it fails, what reached the disk is unknown: every caller waiting on it
-// is refused with ErrLedger, nothing more is decided, and the events are
-// not emitted (Open re-emits whatever the ledger turns out to hold).
+// Memory (grants, holds, lastEv) changes when the batch is decided, before
+// the fsync, so that the next batch is decided against it; nobody is told
+// of a decision before it is durable. If a write or an fsync of the
+// journal fails, what reached the disk is unknown: every caller waiting is
+// refused with ErrLedger, nothing more is decided, and the events are not
+// emitted. (Open replays whatever the journal turns out to hold, so a
+// refused decision may still be in the ledger, with its receipt: money
+// held for a call that did not run, never a call run without its charge.)
 //
-// Memory (grants, holds, lastEv) changes at commit, before the fsync, so
-// that the next batch is decided against it, exactly as SQLite's own view
-// does; nobody is told of a decision before it is durable.
-
 // Several fsyncs may be in flight at once (maxSyncs, each on its own file
 // descriptor). A batch is durable when any fsync that started after its
-// commit returns, so a slow fsync does not hold up the batches committed
-// after it started: the next one, started meanwhile, may return first.
-// Measured on the 2-core VM's disk: one fsync stream completed 2,300
-// syncs/s at p50 275 us; four overlapping ones 6,300/s at p50 510 us, so a
-// batch waits for its own fsync instead of the end of an earlier one plus
-// its own.
+// record was written returns, so a slow fsync does not hold up the batches
+// written after it started: the next one, started meanwhile, may return
+// first. Measured on the 2-core VM's disk: one fsync stream completed
+// 2,300 syncs/s at p50 275 us; four overlapping ones 6,300/s at p50 510 us.
 //
 // Each fsync has its own descriptor because Linux reports a writeback
 // error once per open file description: with one shared descriptor, a
@@ -46,20 +39,30 @@ import (
 // failed pages reports it.
 const maxSyncs = 4
 
-// committed is a batch whose transaction has committed and whose callers
-// wait for the fsync.
+// committed is a decided batch on its way to durability.
 type committed struct {
 	ops    []*op
 	events []*event
-	seq    uint64 // commit order, numbered by the syncer
+	set    *applySet // the batch's changes, for the applier
+	rec    []byte    // its journal record
+	seq    uint64    // its journal seq (decision order)
+	end    int64     // offset after its record in the ring (set by the syncer)
 }
 
 type syncDone struct {
-	upTo uint64 // every batch up to this seq was committed before the fsync began
+	upTo uint64 // every record up to this seq was written before the fsync began
 	err  error
 }
 
-// syncer makes committed batches durable and answers them in commit order.
+// span is a record in the ring whose changes SQLite does not yet hold
+// durably: its space may not be reused.
+type span struct {
+	seq      uint64
+	off, end int64
+}
+
+// syncer writes decided batches to the journal, makes them durable and
+// answers them in order.
 func (s *Store) syncer() {
 	defer s.wgSync.Done()
 	reqs := make(chan uint64)
@@ -69,30 +72,122 @@ func (s *Store) syncer() {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			w := &walFile{path: s.wal.path}
-			defer w.close()
+			var f *os.File
+			defer func() {
+				if f != nil {
+					f.Close()
+				}
+			}()
 			for upTo := range reqs {
 				var err error
 				if s.cfg.sync {
-					err = w.sync()
+					if f == nil {
+						f, err = os.OpenFile(s.jr.path, os.O_RDWR, 0)
+					}
+					if err == nil {
+						err = datasync(f)
+					}
+					if err != nil {
+						err = fmt.Errorf("the decision journal: %w", err)
+					}
 				}
 				done <- syncDone{upTo, err}
 			}
 		}()
 	}
 	var (
-		pending                        []committed // committed, not yet known durable, in order
-		committedN, requested, durable uint64
-		inflight                       int
-		failed                         error
-		in                             = s.syncQ
+		pending                     []*committed // decided, not yet answered, in order
+		nw                          int          // pending[:nw] are written
+		written, requested, durable uint64
+		inflight                    int
+		failed                      error
+		in                          = s.syncQ
+		live                        []span // in ring order
+		head                        int64  // where the next record goes
+		buf                         []byte
 	)
+	fail := func(err error) {
+		if failed == nil {
+			// Whatever else happens, the records this covered may be
+			// lost: nothing pending is durable.
+			s.emitMu.Lock()
+			s.setBroken(ledgerErr(s.jr.path, "write", err))
+			s.emitMu.Unlock()
+			failed = s.broken()
+		}
+	}
+	// place returns where a record of n bytes goes, or false if that
+	// space still holds records SQLite lacks.
+	place := func(n int64) (int64, bool) {
+		if n > s.jr.size/4 {
+			if len(live) > 0 {
+				return 0, false
+			}
+			if err := s.jr.grow(4 * n); err != nil {
+				fail(err)
+				return 0, false
+			}
+			return 0, true
+		}
+		pos := head
+		if head+n > s.jr.size {
+			pos = 0
+		}
+		if len(live) == 0 {
+			return pos, true
+		}
+		tail := live[0].off
+		if tail < head { // live is [tail, head)
+			return pos, pos == head || n <= tail
+		}
+		return pos, pos == head && head+n <= tail // live wraps: [tail, size) and [0, head)
+	}
+	// write puts the records decided so far into the ring, one pwrite per
+	// contiguous run.
+	write := func() {
+		for nw < len(pending) && failed == nil {
+			at := int64(-1)
+			buf = buf[:0]
+			for nw < len(pending) {
+				c := pending[nw]
+				pos, ok := place(int64(len(c.rec)))
+				if !ok || (at >= 0 && pos != head) {
+					break
+				}
+				if at < 0 {
+					at = pos
+				}
+				buf = append(buf, c.rec...)
+				head = pos + int64(len(c.rec))
+				c.end = head
+				live = append(live, span{c.seq, pos, head})
+				nw++
+			}
+			if at < 0 {
+				if err := s.broken(); err != nil {
+					// The applier failed: the space will not come back.
+					fail(err)
+				} else if failed == nil {
+					s.ap.hurry() // out of ring space: let SQLite catch up
+				}
+				return
+			}
+			if _, err := s.jr.f.WriteAt(buf, at); err != nil {
+				fail(err)
+				return
+			}
+			written = pending[nw-1].seq
+		}
+	}
 	answer := func() {
 		n := 0
 		for ; n < len(pending) && (failed != nil || pending[n].seq <= durable); n++ {
 			c := pending[n]
-			if failed == nil && len(c.events) > 0 {
-				s.emitQ <- c.events
+			if failed == nil {
+				if len(c.events) > 0 {
+					s.emitQ <- c.events
+				}
+				s.ap.push(c)
 			}
 			for _, o := range c.ops {
 				if failed != nil {
@@ -102,31 +197,45 @@ func (s *Store) syncer() {
 			}
 		}
 		pending = slices.Delete(pending, 0, n)
+		nw = max(0, nw-n)
 	}
-	for in != nil || inflight > 0 {
+	for in != nil || inflight > 0 || (len(pending) > 0 && failed == nil) {
 		select {
 		case c, ok := <-in:
 			if !ok {
 				in = nil
 				break
 			}
-			committedN++
-			c.seq = committedN
 			pending = append(pending, c)
+		drain:
+			for {
+				select {
+				case c, ok := <-in:
+					if !ok {
+						in = nil
+						break drain
+					}
+					pending = append(pending, c)
+				default:
+					break drain
+				}
+			}
 		case d := <-done:
 			inflight--
-			if d.err != nil && failed == nil {
-				// Whatever the other fsyncs say, the pages this one
-				// waited on may be lost: nothing pending is durable.
-				s.emitMu.Lock()
-				s.setBroken(ledgerErr(s.path, "sync", d.err))
-				s.emitMu.Unlock()
-				failed = s.broken()
+			if d.err != nil {
+				fail(d.err)
 			}
 			durable = max(durable, d.upTo)
+		case seq := <-s.ap.durable:
+			i := 0
+			for i < len(live) && live[i].seq <= seq {
+				i++
+			}
+			live = slices.Delete(live, 0, i)
 		}
-		if failed == nil && inflight < maxSyncs && requested < committedN {
-			requested = committedN
+		write()
+		if failed == nil && inflight < maxSyncs && requested < written {
+			requested = written
 			inflight++
 			reqs <- requested
 		}
@@ -138,7 +247,7 @@ func (s *Store) syncer() {
 
 // finish makes one batch durable and answers it, for a Store without group
 // commit (the caller holds s.mu, so batches are already one at a time).
-func (s *Store) finish(c committed) {
+func (s *Store) finish(c *committed) {
 	err := s.syncLedger()
 	if err == nil && len(c.events) > 0 {
 		s.emitQ <- c.events

@@ -2,20 +2,23 @@ package budget
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/klocklabs/klock/receipt"
 )
 
-// Committed events become signed receipts in ledger order on one emitter
-// goroutine. Their canonical bodies were made at commit (view.write); the
-// emitter takes every committed batch waiting for it, links and signs their
-// receipts, and appends them with one write. When the emitter falls behind,
+// Durable events become signed receipts in ledger order on one emitter
+// goroutine. Their canonical bodies were made when they were decided
+// (view.prepare); the emitter takes every durable batch waiting for it,
+// links and signs their receipts, and appends them, one write per
+// emitChunk. When the emitter falls behind,
 // its rounds grow, so its fixed costs shrink per receipt instead of piling
 // up.
 //
 // The chain is not fsynced per round. The ledger is the durable record:
-// every event row holds its receipt's canonical body, and Open re-emits
+// every event row (and, until SQLite has it, every journal record) holds
+// its receipt's canonical body, and Open replays the journal, then re-emits
 // whatever the chain lacks, and since signing is deterministic (ed25519)
 // and the link and seq follow from the chain itself, a receipt lost with
 // the page cache comes back byte for byte. A kill -9 loses nothing (the
@@ -28,6 +31,14 @@ import (
 // maxEmit bounds one emitter round (receipts), so a long backlog is still
 // made durable, and Flush answered, in steps.
 const maxEmit = 4096
+
+// emitChunk is how many receipts the emitter signs and appends before it
+// lets other goroutines run. Signing is sequential (each signature covers
+// the previous line) at 40-50 us a receipt on the 2-core VM, so a round of
+// a few hundred ran for milliseconds without a scheduling point; Go
+// preempts only after 10 ms, and with the other core busy the batcher and
+// the syncer, whose work callers wait on, queued behind it.
+const emitChunk = 32
 
 // chainSyncEvery bounds how long appended receipts stay unsynced.
 const chainSyncEvery = 200 * time.Millisecond
@@ -71,7 +82,13 @@ func (s *Store) emit(evs []*event) {
 	for i, e := range evs {
 		ps[i] = e.p
 	}
-	_, err := s.log.AppendBatch(ps)
+	var err error
+	for i := 0; i < len(ps) && err == nil; i += emitChunk {
+		if i > 0 {
+			runtime.Gosched()
+		}
+		_, err = s.log.AppendBatch(ps[i:min(i+emitChunk, len(ps))])
+	}
 	if err == nil && s.cfg.sync && time.Since(s.synced) >= chainSyncEvery {
 		err = s.log.Sync()
 		s.synced = time.Now()

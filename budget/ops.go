@@ -2,7 +2,6 @@ package budget
 
 import (
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -53,7 +52,7 @@ type event struct {
 // after the transaction commits.
 type view struct {
 	s      *Store
-	tx     *sql.Tx
+	q      querier // SQLite, for grants and holds not in memory
 	grants map[Key]*grantState
 	holds  map[string]*holdState
 	events []*event
@@ -72,7 +71,7 @@ func (v *view) grant(k Key) (*grantState, error) {
 	g, ok := v.s.grants[k]
 	if !ok {
 		var err error
-		if g, err = loadGrant(v.tx, k); err != nil {
+		if g, err = loadGrant(v.q, k); err != nil {
 			return nil, errInfra{err}
 		}
 		if g == nil {
@@ -91,7 +90,7 @@ func (v *view) hold(id string) (*holdState, error) {
 	h, ok := v.s.holds[id]
 	if !ok {
 		var err error
-		if h, err = loadHold(v.tx, id); err != nil {
+		if h, err = loadHold(v.q, id); err != nil {
 			return nil, errInfra{err}
 		}
 		if h == nil {

@@ -4,14 +4,15 @@ import (
 	"database/sql"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"strings"
 )
 
-// A group-committed batch writes one hold row and one event row per
-// decision. One INSERT per row costs a statement execution each (binding,
-// a VDBE run, database/sql's bookkeeping), which was most of the ledger's
-// per-decision CPU; one multi-row INSERT per table and batch does the same
-// B-tree work for a fraction of it.
+// An applier round (or a transaction per call) writes one hold row and
+// one event row per decision. One INSERT per row costs a statement
+// execution each (binding, a VDBE run, database/sql's bookkeeping), which
+// was most of the ledger's per-decision CPU; one multi-row INSERT per
+// table and transaction does the same B-tree work for a fraction of it.
 //
 // Statements are prepared at Open for 1, 2, 4, ... maxRows rows: the
 // ledger has one connection, held by the transaction while a batch is
@@ -44,7 +45,11 @@ func newMultiInsert(db *sql.DB, table, cols, suffix string) (*multiInsert, error
 	return m, nil
 }
 
-// exec inserts args (cols values per row, row after row) in tx.
+// exec inserts args (cols values per row, row after row) in tx. Between
+// statements it lets other goroutines run: an applier round of hundreds of
+// rows otherwise held a core for milliseconds while the batcher and the
+// syncer, whose work callers wait on, queued behind it (A/B, 3 runs each:
+// p99 5.4-6.2 ms against 8.3-10.0 ms). It holds no lock callers need.
 func (m *multiInsert) exec(tx *sql.Tx, args []any) error {
 	if len(args)%m.cols != 0 {
 		return fmt.Errorf("%s: %d values for rows of %d", m.what, len(args), m.cols)
@@ -57,6 +62,9 @@ func (m *multiInsert) exec(tx *sql.Tx, args []any) error {
 			return err
 		}
 		args = args[n:]
+		if len(args) > 0 {
+			runtime.Gosched()
+		}
 	}
 	return nil
 }

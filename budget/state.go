@@ -39,7 +39,12 @@ func nullU(p *uint64) any {
 	return i64(*p)
 }
 
-func loadGrant(tx *sql.Tx, k Key) (*grantState, error) {
+// querier reads SQLite: a transaction, or the database outside one.
+type querier interface {
+	QueryRow(query string, args ...any) *sql.Row
+}
+
+func loadGrant(tx querier, k Key) (*grantState, error) {
 	var g grantState
 	var per, total, pg sql.NullInt64
 	var pc sql.NullString
@@ -80,7 +85,7 @@ func saveGrant(tx *sql.Tx, stmts *statements, g *grantState) error {
 	return err
 }
 
-func loadHold(tx *sql.Tx, id string) (*holdState, error) {
+func loadHold(tx querier, id string) (*holdState, error) {
 	h := holdState{id: id}
 	var reserved int64
 	err := tx.QueryRow(`SELECT capability, grant_index, reserved, open, tool FROM holds WHERE id = ?`, id).
@@ -99,8 +104,8 @@ func (g *grantState) String() string { return fmt.Sprintf("%s (%s)", g.key, g.to
 
 // statements are prepared once on the ledger's single connection.
 type statements struct {
-	saveGrant     *sql.Stmt
-	holds, events *multiInsert
+	saveGrant, journalPos *sql.Stmt
+	holds, events         *multiInsert
 }
 
 func prepareStatements(db *sql.DB) (*statements, error) {
@@ -112,16 +117,23 @@ func prepareStatements(db *sql.DB) (*statements, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.journalPos, err = db.Prepare(`UPDATE journal SET seq = ?, off = ?`)
+	if err != nil {
+		st.saveGrant.Close()
+		return nil, err
+	}
 	// A hold is inserted open and, when reconciled or released in a later
 	// batch, written again closed.
 	st.holds, err = newMultiInsert(db, "holds", "id, capability, grant_index, reserved, open, tool", "ON CONFLICT (id) DO UPDATE SET open = excluded.open")
 	if err != nil {
 		st.saveGrant.Close()
+		st.journalPos.Close()
 		return nil, err
 	}
 	st.events, err = newMultiInsert(db, "events", "id, receipt", "")
 	if err != nil {
 		st.saveGrant.Close()
+		st.journalPos.Close()
 		st.holds.close()
 		return nil, err
 	}

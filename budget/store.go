@@ -27,8 +27,13 @@ type Store struct {
 	holds  map[string]*holdState
 	lastEv uint64 // id of the last committed ledger event
 
-	queue   chan *op       // group commit
-	syncQ   chan committed // committed batches waiting for the fsync
+	queue   chan *op        // group commit
+	syncQ   chan *committed // decided batches waiting for the journal
+	jr      *journalFile    // group commit: the decision journal (journal.go)
+	jepoch  uint64          // this Open's journal epoch
+	jseq    uint64          // seq of the last decided batch (guarded by mu)
+	ap      *applier        // group commit: journal to SQLite
+	replays int             // journal records Open put into SQLite (tests)
 	wal     *walFile
 	emitQ   chan []*event // committed events waiting for their signed receipt
 	emitMu  sync.Mutex
@@ -86,6 +91,9 @@ CREATE TABLE IF NOT EXISTS holds (
   id TEXT PRIMARY KEY, capability TEXT NOT NULL, grant_index INTEGER NOT NULL,
   reserved INTEGER NOT NULL, open INTEGER NOT NULL, tool TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, receipt BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY CHECK (id = 0),
+  epoch INTEGER NOT NULL, seq INTEGER NOT NULL, off INTEGER NOT NULL);
+INSERT OR IGNORE INTO journal VALUES (0, 0, 0, 0);
 `
 
 // Open opens (creating) the ledger at dbPath and the receipt chain at
@@ -135,22 +143,79 @@ func Open(dbPath, receiptsPath string, priv ed25519.PrivateKey, opts ...Option) 
 	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, stmts: stmts, wal: &walFile{path: dbPath + "-wal"}, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
 		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{})}
 	s.emitCnd = sync.NewCond(&s.emitMu)
-	if err := s.recover(); err != nil {
+	err = s.replay(dbPath + ".decisions")
+	if err == nil {
+		err = s.recover()
+	}
+	if err != nil {
 		s.db.Close()
 		s.log.Close()
+		if s.jr != nil {
+			s.jr.f.Close()
+		}
 		return nil, err
 	}
 	s.wgEmit.Add(1)
 	go s.emitter()
 	if cfg.group > 0 {
 		s.queue = make(chan *op, cfg.group*4)
-		s.syncQ = make(chan committed, 1024)
+		s.syncQ = make(chan *committed, 1024)
+		s.ap = newApplier(s.jseq)
 		s.wgBatch.Add(1)
 		go s.batcher()
 		s.wgSync.Add(1)
 		go s.syncer()
+		s.ap.wg.Add(1)
+		go s.applier()
 	}
 	return s, nil
+}
+
+// replay puts into SQLite the journal records it lacks (journal.go) and
+// starts a new journal epoch; with group commit it then opens the journal
+// for writing. Both are durable before Open returns: a record written in
+// the new epoch may overwrite the ones just replayed.
+func (s *Store) replay(path string) error {
+	data, err := readJournal(path)
+	if err != nil {
+		return ledgerErr(path, "read", err)
+	}
+	var epoch, seq uint64
+	var off int64
+	if err := s.db.QueryRow(`SELECT epoch, seq, off FROM journal`).Scan(&epoch, &seq, &off); err != nil {
+		return ledgerErr(s.path, "read the journal position", err)
+	}
+	recs, err := scanJournal(data, epoch, seq, off)
+	if err != nil {
+		return fmt.Errorf("%w: the decision journal %s: %v; a record whose checksum holds does not decode: keep the file for inspection and restore the ledger from a backup", ErrLedger, path, err)
+	}
+	if data == nil && s.cfg.group == 0 {
+		return nil // never journaled, and will not be
+	}
+	sets := make([]*applySet, len(recs))
+	for i, r := range recs {
+		sets[i], seq = r.set, r.seq
+	}
+	err = s.inTx(func(tx *sql.Tx) error {
+		if err := s.writeSets(tx, sets); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`UPDATE journal SET epoch = ?, seq = ?, off = 0`, i64(epoch+1), i64(seq))
+		return err
+	})
+	if err == nil {
+		err = s.syncLedger()
+	}
+	if err != nil {
+		return ledgerErr(s.path, "replay the decision journal into", err)
+	}
+	s.jepoch, s.jseq, s.replays = epoch+1, seq, len(recs)
+	if s.cfg.group > 0 {
+		if s.jr, err = openJournal(path); err != nil {
+			return ledgerErr(path, "open", err)
+		}
+	}
+	return nil
 }
 
 // recover loads the last event id and re-emits receipts the chain lacks.
@@ -207,6 +272,8 @@ func (s *Store) Close() error {
 	if s.syncQ != nil {
 		close(s.syncQ) // the batcher has stopped: the syncer drains and ends
 		s.wgSync.Wait()
+		close(s.ap.stop) // the applier applies what is left and ends
+		s.ap.wg.Wait()
 	}
 	s.mu.Lock() // no per-call transaction is still running
 	close(s.stopEm)
@@ -218,6 +285,11 @@ func (s *Store) Close() error {
 	}
 	err2 := s.db.Close()
 	s.wal.close()
+	if s.jr != nil {
+		if err := s.jr.f.Close(); err2 == nil {
+			err2 = err
+		}
+	}
 	if err1 != nil {
 		return err1
 	}

@@ -51,7 +51,8 @@ included. Point the agent's API base URL at --listen. For every call it:
 Prices come from a YAML table in integer micro-units per token (see
 examples/prices.yaml); without --prices, <workdir>/.klock/prices.yaml.
 State lives in the receipts directory (default <workdir>/.klock/receipts/):
-ledger.db (the budget ledger, SQLite), receipts.jsonl (the receipt chain),
+ledger.db (the budget ledger, SQLite; ledger.db.decisions is its decision
+journal), receipts.jsonl (the receipt chain),
 receipts.key and receipts.pub (the signing key, created on first use).
 Budgets persist across restarts for the same --session.`,
 		Example: `  klock meter -m examples/manifests/refund-agent.yaml --prices examples/prices.yaml \
