@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/klocklabs/klock/internal/dirsync"
 )
 
 // The decision journal is where a group-committed decision becomes durable
@@ -361,7 +362,7 @@ func openJournal(path string) (*journalFile, error) {
 		}
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := dirsync.Sync(filepath.Dir(path)); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -384,17 +385,5 @@ func (j *journalFile) grow(size int64) error {
 		return err
 	}
 	j.size = size
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
 	return nil
 }

@@ -276,16 +276,6 @@ func syncPath(p string) error {
 	return unix.Syncfs(fd)
 }
 
-// fsyncDir makes a directory's entries durable.
-func fsyncDir(p string) error {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Fsync(fd)
-}
-
 // lockDir takes an exclusive flock on the directory root; the returned
 // function releases it.
 func lockDir(root string) (func(), error) {

@@ -21,6 +21,8 @@ import (
 	"github.com/klocklabs/klock/policy"
 
 	"github.com/klocklabs/klock/internal/ident"
+
+	"github.com/klocklabs/klock/internal/dirsync"
 )
 
 // Options tune Take.
@@ -427,7 +429,7 @@ func (t *taker) run() (*Snapshot, error) {
 		os.Remove(t.indexTmp)
 	}
 	t.indexTmp = ""
-	if err := fsyncDir(root); err != nil {
+	if err := dirsync.Sync(root); err != nil {
 		// Committed but maybe not durable: undo so the caller's refusal is truthful.
 		os.RemoveAll(final)
 		return nil, pathErr("sync", root, err, root)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/klocklabs/klock/internal/dirsync"
 )
 
 var (
@@ -152,22 +154,13 @@ func (s *Store) write(r *Request) error {
 		err = os.Rename(f.Name(), s.path(r.ID))
 	}
 	if err == nil {
-		err = syncDir(s.dir)
+		err = dirsync.Sync(s.dir)
 	}
 	if err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // expire turns a pending request past its deadline into Expired.
