@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -82,7 +83,7 @@ func TestJournalScan(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got := seqs(rs); !slicesEqual(got, want) {
+		if got := seqs(rs); !slices.Equal(got, want) {
 			t.Fatalf("%s: replayed %v, want %v", name, got, want)
 		}
 	}
@@ -103,18 +104,6 @@ func TestJournalScan(t *testing.T) {
 	check("wrapped, position past the end", wrapped, 3, 4, int64(len(wrapped)), 5)
 	// A stale record of the right seq but an older epoch at the start.
 	check("stale epoch", wrapped, 4, 4, ends[3])
-}
-
-func slicesEqual(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func FuzzJournalScan(f *testing.F) {

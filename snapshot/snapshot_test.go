@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,38 +321,26 @@ func TestScopes(t *testing.T) {
 	}}
 	got := DeclaredScopes(rs)
 	want := []Scope{{W + "/gen/new.txt", false}, {W + "/notes.txt", false}, {W + "/out", true}, {W + "/src", true}}
-	if !equalScopes(got, want) {
+	if !slices.Equal(got, want) {
 		t.Errorf("DeclaredScopes = %v, want %v", got, want)
 	}
 	// The wall: creating gen/new.txt is walled at the nearest existing
 	// directory, W itself, so everything in W is in the wall.
-	if got := WallScopes(rs); !equalScopes(got, []Scope{{W, true}}) {
+	if got := WallScopes(rs); !slices.Equal(got, []Scope{{W, true}}) {
 		t.Errorf("WallScopes = %v, want [%s/**]", got, W)
 	}
 	rs.Files = rs.Files[:4]
 	wall := WallScopes(rs)
-	if !equalScopes(wall, []Scope{{W + "/notes.txt", false}, {W + "/out", true}, {W + "/src", true}}) {
+	if !slices.Equal(wall, []Scope{{W + "/notes.txt", false}, {W + "/out", true}, {W + "/src", true}}) {
 		t.Errorf("WallScopes without PROVIDES exact = %v", wall)
 	}
 	rs.Files = append(rs.Files, rule(W+"/notes.txt", policy.MatchExact, policy.Deletes))
-	if wall := WallScopes(rs); !equalScopes(wall, []Scope{{W, true}}) {
+	if wall := WallScopes(rs); !slices.Equal(wall, []Scope{{W, true}}) {
 		t.Errorf("deleting notes.txt is a right on %s: WallScopes = %v", W, wall)
 	}
 	if err := checkScopes([]Scope{{"/", true}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("/** accepted: %v", err)
 	}
-}
-
-func equalScopes(a, b []Scope) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestSessionErrors(t *testing.T) {
