@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,14 +361,15 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 	cli := buildCLI(b)
 	sock := startKlockd(b, filepath.Join(filepath.Dir(cli), "klockd"))
 	run := func(daemon bool) time.Duration {
-		cmd := exec.Command(cli, "run", "-q", "--no-daemon", "-m", mpath, "--user", strconv.Itoa(agentUID), "--log-dir", b.TempDir(), "--", "/usr/bin/true")
-		cmd.Env = append(os.Environ(), "KLOCK_SOCKET="+sock)
-		if daemon {
-			cmd.Args = slices.DeleteFunc(cmd.Args, func(a string) bool { return a == "--no-daemon" })
+		args := []string{"run", "-q", "-m", mpath, "--user", strconv.Itoa(agentUID), "--log-dir", b.TempDir()}
+		if !daemon {
+			args = append(args, "--no-daemon")
 		}
 		if be := os.Getenv("KLOCK_TEST_BACKEND"); be != "" {
-			cmd.Args = append(cmd.Args[:2], append([]string{"--backend", be}, cmd.Args[2:]...)...)
+			args = append(args, "--backend", be)
 		}
+		cmd := exec.Command(cli, append(args, "--", "/usr/bin/true")...)
+		cmd.Env = append(os.Environ(), "KLOCK_SOCKET="+sock)
 		var errb bytes.Buffer
 		cmd.Stderr = &errb
 		t := time.Now()
