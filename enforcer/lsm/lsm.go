@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -406,4 +407,23 @@ func (l *LSM) deliver(b []byte) {
 		s.mu.Unlock()
 	}
 	s.events <- ev
+}
+
+// Hooks names the LSM hooks the backend's programs attach to (file_open,
+// path_unlink, ...), read from the compiled object, so what measures or
+// probes the hooks (the benchmarks' floor) cannot drift from what Load
+// attaches.
+func Hooks() ([]string, error) {
+	spec, err := loadLsm()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	var hooks []string
+	for _, p := range spec.Programs {
+		if p.Type == ebpf.LSM {
+			hooks = append(hooks, p.AttachTo)
+		}
+	}
+	slices.Sort(hooks)
+	return hooks, nil
 }

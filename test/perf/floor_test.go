@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	klsm "github.com/klocklabs/klock/enforcer/lsm"
 )
 
 // The floor: the kernel mechanisms a backend is built on, with programs
@@ -20,12 +22,6 @@ import (
 // before doing any work: the tracepoints' slow syscall path on the host,
 // the LSM hooks' BPF trampolines in the VM. A ratio goal below the floor
 // cannot be reached by making klock's programs cheaper.
-
-// lsmHooks are the hooks bpf-lsm attaches to (enforcer/lsm, Load).
-var lsmHooks = []string{"file_open", "bprm_check_security", "path_mknod", "path_mkdir", "path_symlink",
-	"path_unlink", "path_rmdir", "path_truncate", "path_chmod", "path_chown", "path_link", "path_rename",
-	"socket_connect", "socket_create", "inode_setattr", "inode_setxattr", "inode_removexattr",
-	"unix_stream_connect", "unix_may_send"}
 
 // tracepointHooks are the BTF tracepoints the observer attaches per file
 // operation (enforcer/observe): every syscall's exit and the ctime
@@ -46,7 +42,10 @@ func attachFloor(b *testing.B) func() {
 	hooks := tracepointHooks
 	lsm := os.Getenv("KLOCK_TEST_BACKEND") == "bpf-lsm"
 	if lsm {
-		hooks = lsmHooks
+		var err error
+		if hooks, err = klsm.Hooks(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var links []link.Link
 	var progs []*ebpf.Program
