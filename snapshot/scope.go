@@ -100,8 +100,9 @@ func WallScopes(rs *policy.Ruleset) []Scope {
 			}
 			out = append(out, Scope{Path: nearestExisting(target), Tree: true})
 		case info.IsDir() && p.Match != policy.MatchExact:
-			// Removing or renaming the directory itself is on its parent.
-			if p.Match == policy.MatchSubtree && g&policy.AccessOf(policy.Deletes, policy.Renames) != 0 {
+			// Removing or renaming the directory itself is on its parent,
+			// where the wall grants it (policy.RootRemovable).
+			if rs.RootRemovable(p) && g&policy.AccessOf(policy.Deletes, policy.Renames) != 0 {
 				out = append(out, Scope{Path: filepath.Dir(p.Path), Tree: true})
 			}
 		default:

@@ -338,6 +338,16 @@ func TestScopes(t *testing.T) {
 	if wall := WallScopes(rs); !slices.Equal(wall, []Scope{{W, true}}) {
 		t.Errorf("deleting notes.txt is a right on %s: WallScopes = %v", W, wall)
 	}
+	// Deleting W itself would be a right on W's parent, which the wall
+	// does not grant (policy.RootRemovable): the parent is not backed up.
+	rs.Files = append(rs.Files, rule(W, policy.MatchSubtree, policy.Deletes))
+	if wall := WallScopes(rs); !slices.Equal(wall, []Scope{{W, true}}) {
+		t.Errorf("DELETES %s/**: WallScopes = %v, want [%s/**] (not its parent)", W, wall, W)
+	}
+	rs.Files = append(rs.Files, rule(W+"/src", policy.MatchSubtree, policy.Deletes))
+	if wall := WallScopes(rs); !slices.Equal(wall, []Scope{{W, true}}) {
+		t.Errorf("DELETES %s/src/**: WallScopes = %v", W, wall)
+	}
 	if err := checkScopes([]Scope{{"/", true}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("/** accepted: %v", err)
 	}

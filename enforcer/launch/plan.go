@@ -63,6 +63,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 		return nil, fmt.Errorf("%w: ABI %d", ErrNoLandlock, abi)
 	}
 	p := &planner{
+		rs:   rs,
 		plan:  &LandlockPlan{ABI: abi, HandledFS: handledFS(abi), Scoped: scopedAt(abi)},
 		rules: map[string]*WallRule{},
 	}
@@ -92,6 +93,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 }
 
 type planner struct {
+	rs    *policy.Ruleset
 	plan  *LandlockPlan
 	rules map[string]*WallRule
 }
@@ -161,7 +163,7 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 		if err != nil {
 			return fmt.Errorf("landlock: %s: %w", obj, err)
 		}
-		if err := refuseRoot(obj, anc, r); err != nil {
+		if err := refuseRoot(obj, anc, r, "create the parent directory before launch or declare a narrower path"); err != nil {
 			return err
 		}
 		p.add(anc, r, true)
@@ -172,12 +174,17 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 		if pat.Match == policy.MatchChildren {
 			res(Widened, pat.Path, r, "a Landlock rule covers a whole hierarchy: %s is walled as %s/** (deeper paths and the directory itself get the same rights)", obj, strings.TrimSuffix(pat.Path, "/"))
 		}
-		// Removing or renaming the directory itself is an operation on its parent.
+		// Removing or renaming the directory itself is an operation on its
+		// parent, granted only where policy.RootRemovable says so.
 		self := r & (rRemoveDir | rRefer)
-		if self&rRemoveDir != 0 && pat.Match == policy.MatchSubtree {
-			return p.parent(obj, pat.Path, self, res)
+		if self&rRemoveDir == 0 || pat.Match != policy.MatchSubtree {
+			return nil
 		}
-		return nil
+		if !p.rs.RootRemovable(pat) {
+			res(Narrowed, "", self, "removing or renaming %s itself is a right on its parent %s, which Landlock would grant over that parent's whole hierarchy, outside the workdir: not granted, so %s stays while everything below it may go", pat.Path, filepath.Dir(pat.Path), pat.Path)
+			return nil
+		}
+		return p.parent(obj, pat.Path, self, res)
 	case info.IsDir(): // an exact directory
 		if r&rReadDir != 0 {
 			p.add(pat.Path, rReadDir, true)
@@ -210,7 +217,7 @@ func (p *planner) parent(obj, path string, r FSRights, res func(ResidualKind, st
 	if err != nil {
 		return fmt.Errorf("landlock: %s: %w", obj, err)
 	}
-	if err := refuseRoot(obj, dir, r); err != nil {
+	if err := refuseRoot(obj, dir, r, "creating, removing or renaming an entry of / cannot be walled in; declare paths inside a directory"); err != nil {
 		return err
 	}
 	p.add(dir, r, true)
@@ -218,9 +225,9 @@ func (p *planner) parent(obj, path string, r FSRights, res func(ResidualKind, st
 	return nil
 }
 
-func refuseRoot(obj, dir string, r FSRights) error {
+func refuseRoot(obj, dir string, r FSRights, fix string) error {
 	if dir == "/" && r&writeClass != 0 {
-		return fmt.Errorf("%w: %s: the nearest directory Landlock can attach %s to is /, which would open the whole file system; create the parent directory before launch or declare a narrower path", ErrUnexpressible, obj, r&writeClass)
+		return fmt.Errorf("%w: %s: the nearest directory Landlock can attach %s to is /, which would open the whole file system; %s", ErrUnexpressible, obj, r&writeClass, fix)
 	}
 	return nil
 }

@@ -128,6 +128,53 @@ func TestPlanSpecialCases(t *testing.T) {
 			t.Errorf("got %v, want ErrUnexpressible naming the pattern", err)
 		}
 	})
+	t.Run("a subtree root outside the workdir stays", func(t *testing.T) {
+		// DELETES FILE:/x/** would need REMOVE_DIR on /x's parent for /x
+		// itself: on / (refused before) or beside the workdir. Narrowed.
+		other := t.TempDir()
+		for _, root := range []string{"/tmp", wd, other} {
+			rs := compile(t, wd, "DELETES FILE:"+root+"/**", "RENAMES FILE:"+root+"/**")
+			plan, err := PlanLandlock(rs, 7)
+			if err != nil {
+				t.Fatalf("%s: %v", root, err)
+			}
+			if r, ok := ruleAt(plan, filepath.Dir(root)); ok && r.Rights&(rRemoveDir|rRefer) != 0 {
+				t.Errorf("%s: rule on its parent %+v", root, r)
+			}
+			if r, ok := ruleAt(plan, root); !ok || r.Rights&(rRemoveFile|rRemoveDir) != rRemoveFile|rRemoveDir || !r.Dir {
+				t.Errorf("%s: rule %+v %v, want removals below it", root, r, ok)
+			}
+			if !hasReason(plan, Narrowed, root+" itself") {
+				t.Errorf("%s: no narrowed residual: %v", root, plan.Residuals)
+			}
+		}
+	})
+	t.Run("the example manifests plan", func(t *testing.T) {
+		// Every example a newcomer is pointed at must be runnable, not just
+		// valid: coding-agent.yaml's DELETES FILE:/tmp/** was refused.
+		ms, err := filepath.Glob("../../examples/manifests/*.yaml")
+		if err != nil || len(ms) == 0 {
+			t.Fatalf("examples: %v %v", ms, err)
+		}
+		for _, path := range ms {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := policy.Parse(path, data)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			m.Workdir = planTree(t) // the examples' /srv/repo need not exist here
+			rs, err := policy.Compile(m)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if _, err := PlanLandlock(rs, 7); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+		}
+	})
 	t.Run("no Landlock", func(t *testing.T) {
 		if _, err := PlanLandlock(compile(t, wd), 0); !errors.Is(err, ErrNoLandlock) {
 			t.Errorf("got %v", err)
