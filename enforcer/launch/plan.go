@@ -63,7 +63,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 		return nil, fmt.Errorf("%w: ABI %d", ErrNoLandlock, abi)
 	}
 	p := &planner{
-		rs:   rs,
+		rs:    rs,
 		plan:  &LandlockPlan{ABI: abi, HandledFS: handledFS(abi), Scoped: scopedAt(abi)},
 		rules: map[string]*WallRule{},
 	}
