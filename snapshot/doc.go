@@ -7,7 +7,7 @@
 //
 //	Take(ctx, rs *policy.Ruleset, Options) (*Snapshot, error)
 //	Open(root, session string) (*Snapshot, error)
-//	(*Snapshot).Restore(ctx) (Report, error)
+//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it
 //	List(root string) ([]Info, error)
 //	GC(root string, keep int) (GCReport, error)
 //	DeclaredScopes(rs) / WallScopes(rs) []Scope

@@ -158,7 +158,7 @@ func (j *journal) flush() error {
 // before acting, so running it again after it was killed at any point
 // finishes the job and converges to the same tree. Per-path failures do not
 // stop it; they are listed in the Report and the error wraps ErrIncomplete.
-func (s *Snapshot) Restore(ctx context.Context) (Report, error) {
+func (s *Snapshot) Restore(ctx context.Context, opts ...RestoreOption) (Report, error) {
 	start := time.Now()
 	rep := Report{Session: s.m.Session}
 	unlock, err := lockDir(s.root)
@@ -167,12 +167,16 @@ func (s *Snapshot) Restore(ctx context.Context) (Report, error) {
 	}
 	defer unlock()
 	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}}
+	for _, o := range opts {
+		o(&r.lim)
+	}
 	err = r.run(&rep)
 	rep.Duration = time.Since(start)
 	return rep, err
 }
 
 type restorer struct {
+	lim   limit
 	ctx   context.Context
 	s     *Snapshot
 	m     *Manifest
@@ -259,6 +263,18 @@ func (r *restorer) run(rep *Report) error {
 	var removals []removal
 	err = walkScopes(m.Scopes, m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
 		i, ok := r.byIdx[p]
+		if !r.lim.covers(p) {
+			// Outside the limit nothing is removed; a directory on the
+			// way to one of its roots is walked through.
+			if !r.lim.above(p) {
+				return false, nil
+			}
+			if ok && !m.Entries[i].Anchor && typeOf(st.Mode) == m.Entries[i].Type {
+				c := *st
+				r.cur[i] = &c
+			}
+			return true, nil
+		}
 		if !ok || m.Entries[i].Anchor {
 			removals = append(removals, removal{p, -1})
 			return false, nil
@@ -311,8 +327,8 @@ func (r *restorer) run(rep *Report) error {
 	}
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Anchor {
-			continue
+		if e.Anchor || !r.lim.covers(e.Path) {
+			continue // anchors and directories above the limit: times only, below
 		}
 		if i&1023 == 0 {
 			if err := r.ctx.Err(); err != nil {
@@ -488,15 +504,16 @@ func (r *restorer) run(rep *Report) error {
 	// Directories (and anchors) after their contents, deepest first.
 	for i := n - 1; i >= 0; i-- {
 		e := &m.Entries[i]
-		if e.Type != TypeDir {
+		if e.Type != TypeDir || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
 			continue
 		}
+		timesOnly := e.Anchor || !r.lim.covers(e.Path)
 		st, err := lstat(e.Path)
 		if err != nil || st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			if err == nil {
 				err = unix.ENOENT
 			}
-			if !e.Anchor {
+			if !timesOnly {
 				r.fail(e.Path, Recreated, err)
 			}
 			continue
@@ -505,7 +522,7 @@ func (r *restorer) run(rep *Report) error {
 			continue
 		}
 		var changed bool
-		if e.Anchor {
+		if timesOnly {
 			if tsNano(st.Mtim) != e.Mtime {
 				hook("meta", e.Path)
 				err = setTimes(e.Path, e)
@@ -520,7 +537,7 @@ func (r *restorer) run(rep *Report) error {
 		}
 		if changed {
 			r.set(e.Path, Restored)
-		} else if !e.Anchor {
+		} else if !timesOnly {
 			r.set(e.Path, Unchanged)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
 )
 
 // Sentinel errors.
@@ -23,9 +24,11 @@ var (
 )
 
 // Restorer rolls a session's files back to their pre-flight state. The
-// snapshot package provides it; Run calls it after a strict kill.
+// snapshot package provides it; Run calls it after a strict kill. When
+// only is non-nil, the rollback is limited to the paths at or below those
+// roots (see RollbackRoots); nil restores everything the backup holds.
 type Restorer interface {
-	Restore(ctx context.Context) ([]vlog.RollbackOp, error)
+	Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error)
 }
 
 // Snapshotter takes the pre-flight backup of what the ruleset lets the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/snapshot"
@@ -46,9 +47,50 @@ func Backup(progress io.Writer) Snapshotter {
 
 type restorer struct{ s *snapshot.Snapshot }
 
-func (r restorer) Restore(ctx context.Context) ([]vlog.RollbackOp, error) {
-	rep, err := r.s.Restore(ctx)
+func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error) {
+	var opts []snapshot.RestoreOption
+	if only != nil {
+		opts = append(opts, snapshot.Only(only...))
+	}
+	rep, err := r.s.Restore(ctx, opts...)
 	return RollbackOps(rep), err
+}
+
+// changing are the predicates whose FILE triples change the file system.
+var changing = policy.AccessOf(policy.Mutates, policy.Provides, policy.Deletes, policy.Renames)
+
+// RollbackRoots is what a strict kill rolls back: the whole workdir, which
+// is the agent's, and outside it only what the agent was seen to touch. A
+// path it changed is a root with everything below it (a renamed directory
+// moves its subtree); a path it only read or linked to is a root by
+// itself (a hard link made in the scope can change the inode of a file it
+// names, and listing a shared directory must not pull in everything in
+// it). Shared scopes such as /tmp/** hold other processes' files, and what
+// they changed while the session ran must survive the rollback.
+//
+// It returns nil (everything the backup holds) when events were lost or a
+// file was seen at a path that could not be resolved: the agent may have
+// changed paths nobody can name, and putting back a stranger's change is
+// the lesser harm than leaving one of the agent's.
+func RollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
+	if rec.LostTotal > 0 {
+		return nil
+	}
+	roots := []snapshot.Scope{}
+	if workdir != "" {
+		roots = append(roots, snapshot.Scope{Path: workdir, Tree: true})
+	}
+	for _, o := range rec.Observed {
+		t := o.Triple
+		if t.Type != policy.ObjFile {
+			continue
+		}
+		if !filepath.IsAbs(t.Path) {
+			return nil
+		}
+		roots = append(roots, snapshot.Scope{Path: t.Path, Tree: changing.Has(t.Predicate)})
+	}
+	return roots
 }
 
 // RollbackOps turns a restore report into the verification log's entries:

@@ -287,3 +287,95 @@ func shellQuote(args []string) string {
 	}
 	return strings.Join(q, " ")
 }
+
+// TestStrictRollbackLeavesOthersFiles: a scope outside the workdir (as
+// /tmp/** is) is shared with every other process on the machine. The
+// agent creates one file there and edits another, then, while it waits,
+// a process outside the session creates and edits files of its own in the
+// same scope; then the agent violates and is killed. The rollback undoes
+// the agent's changes (one made through a hard link it removed again)
+// and leaves the other process's alone (it used
+// to remove and revert them: the backup covers the whole scope, and
+// Restore put the whole scope back).
+func TestStrictRollbackLeavesOthersFiles(t *testing.T) {
+	w := harness.NewWorld(t)
+	shared, ro := w.O("shared"), w.W("ro")
+	sh := func(rel string) string { return filepath.Join(shared, rel) }
+	w.File(filepath.Join(ro, "config.txt"), "config\n")
+	w.File(sh("agent-edit.txt"), "v1\n")
+	w.File(sh("their-edit.txt"), "theirs v1\n")
+	w.File(sh("linked.txt"), "linked v1\n")
+	must(t, os.Mkdir(filepath.Join(w.Workdir, ".klock"), 0o700))
+	intents := append([]string{
+		"PROVIDES FILE:" + shared + "/**",
+		"MUTATES FILE:" + shared + "/**",
+		"DELETES FILE:" + shared + "/**",
+		"CONSUMES FILE:" + ro + "/**",
+		"PROVIDES PROC:" + dash(t),
+		"PROVIDES PROC:" + harness.Real(t, "/usr/bin/ln"),
+		"PROVIDES PROC:" + harness.Real(t, "/usr/bin/rm"),
+	}, harness.ProbeIntents()...)
+	target := filepath.Join(ro, "config.txt")
+	stdin, hold, err := os.Pipe()
+	must(t, err)
+	defer stdin.Close()
+	defer hold.Close()
+	script := `set -e
+printf 'agent\n' > "$S/mine.txt"
+/usr/bin/ln "$S/linked.txt" "$S/other-name"
+printf 'v2\n' >> "$S/other-name"
+/usr/bin/rm "$S/other-name"
+printf 'v2\n' >> "$S/agent-edit.txt"
+read go
+echo phase=violation
+"$PROBE" ` + shellQuote([]string{"chmod:" + target}) + `
+read x
+echo survived
+`
+	done := make(chan *harness.Outcome, 1)
+	go func() {
+		done <- w.Run(harness.Spec{
+			Intents: intents,
+			Command: []string{"/bin/sh", "-c", script},
+			Env:     []string{"S=" + shared, "PROBE=" + harness.Probe},
+			Stdin:   stdin,
+		})
+	}()
+	// Once the agent has made its changes, another process makes its own.
+	deadline := time.Now().Add(30 * time.Second)
+	for w.Content(sh("agent-edit.txt")) != "v1\nv2\n" {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never edited agent-edit.txt")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	must(t, os.WriteFile(sh("theirs.txt"), []byte("not the agent's\n"), 0o644))
+	must(t, os.WriteFile(sh("their-edit.txt"), []byte("theirs v2\n"), 0o644))
+	_, err = hold.Write([]byte("go\n"))
+	must(t, err)
+	o := <-done
+	assertKilledForChmod(t, o, target)
+
+	if got := w.Content(sh("mine.txt")); got != "<absent>" {
+		t.Errorf("mine.txt (the agent's) = %q after the rollback, want it removed", got)
+	}
+	if got := w.Content(sh("agent-edit.txt")); got != "v1\n" {
+		t.Errorf("agent-edit.txt = %q after the rollback, want v1", got)
+	}
+	// Edited through a hard link that is gone by the kill: still put back.
+	if got := w.Content(sh("linked.txt")); got != "linked v1\n" {
+		t.Errorf("linked.txt = %q after the rollback, want linked v1", got)
+	}
+	if got := w.Content(sh("theirs.txt")); got != "not the agent's\n" {
+		t.Errorf("theirs.txt (another process's) = %q after the rollback, want it kept", got)
+	}
+	if got := w.Content(sh("their-edit.txt")); got != "theirs v2\n" {
+		t.Errorf("their-edit.txt (another process's edit) = %q after the rollback, want it kept", got)
+	}
+	w.AssertRestored(o, nil)
+	for _, r := range o.Log.Rollback {
+		if strings.Contains(r.Path, "their") {
+			t.Errorf("rollback log lists %s (%s): another process's file", r.Path, r.Action)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+//go:build linux
+
+package session
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/klocklabs/klock/enforcer/decide"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
+)
+
+func TestRollbackRoots(t *testing.T) {
+	obs := func(p policy.Predicate, typ policy.ObjectType, path string) decide.Observation {
+		return decide.Observation{Triple: policy.Triple{Predicate: p, Type: typ, Path: path}}
+	}
+	rec := decide.Records{Observed: []decide.Observation{
+		obs(policy.Consumes, policy.ObjFile, "/etc/hosts"), // a read changes nothing
+		obs(policy.Provides, policy.ObjFile, "/tmp/new"),
+		obs(policy.Mutates, policy.ObjFile, "/tmp/edited"),
+		obs(policy.Deletes, policy.ObjFile, "/tmp/gone"),
+		obs(policy.Renames, policy.ObjFile, "/tmp/dir"),
+		obs(policy.Provides, policy.ObjProc, "/usr/bin/git"), // an exec
+	}}
+	tree := func(p string) snapshot.Scope { return snapshot.Scope{Path: p, Tree: true} }
+	want := []snapshot.Scope{tree("/srv/repo"), {Path: "/etc/hosts"}, tree("/tmp/new"), tree("/tmp/edited"), tree("/tmp/gone"), tree("/tmp/dir")}
+	if got := RollbackRoots("/srv/repo", rec); !slices.Equal(got, want) {
+		t.Errorf("RollbackRoots = %v, want %v", got, want)
+	}
+	if got := RollbackRoots("/srv/repo", decide.Records{}); got == nil || len(got) != 1 {
+		t.Errorf("nothing observed: %v, want the workdir alone (not nil: nil restores everything)", got)
+	}
+	lost := rec
+	lost.LostTotal = 1
+	if got := RollbackRoots("/srv/repo", lost); got != nil {
+		t.Errorf("events lost: %v, want nil (everything)", got)
+	}
+	rel := rec
+	rel.Observed = append(slices.Clone(rec.Observed), obs(policy.Deletes, policy.ObjFile, "NAME"))
+	if got := RollbackRoots("/srv/repo", rel); got != nil {
+		t.Errorf("an unresolved path: %v, want nil (everything)", got)
+	}
+}

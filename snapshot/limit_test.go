@@ -1,0 +1,101 @@
+//go:build linux
+
+package snapshot
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestRestoreOnly: with Only, Restore puts back what is at or below its
+// roots (a renamed directory's subtree included) and leaves everything
+// else in the scopes as it finds it, new files included; directories
+// above a root get their times back and nothing else.
+func TestRestoreOnly(t *testing.T) {
+	f := newFixture(t)
+	W := f.W
+	s := f.take(t, "only")
+	var srcTimes unix.Stat_t
+	must(t, unix.Lstat(W+"/src", &srcTimes))
+
+	// The "agent": edits a.txt, renames sub/ away, creates mine.txt.
+	write(t, W+"/src/a.txt", []byte("agent edit\n"), 0o644)
+	must(t, os.Rename(W+"/src/sub", W+"/src/sub-moved"))
+	write(t, W+"/src/mine.txt", []byte("agent\n"), 0o644)
+	// Someone else, in the same scope: edits b.txt, creates theirs.txt,
+	// and a directory of their own.
+	write(t, W+"/src/b.txt", []byte("their edit\n"), 0o640)
+	write(t, W+"/src/theirs.txt", []byte("theirs\n"), 0o644)
+	write(t, W+"/src/theirdir/x", []byte("x\n"), 0o644)
+	must(t, os.Chmod(W+"/src", 0o700)) // not a time: stays
+
+	rep, err := s.Restore(context.Background(), Only(Scope{W + "/src/a.txt", false}, Scope{W + "/src/sub", true}, Scope{W + "/src/sub-moved/", true}, Scope{W + "/src/mine.txt", false}))
+	if err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for p, want := range map[string]string{
+		"/src/a.txt":          "alpha\n",
+		"/src/sub/c.txt":      "charlie\n",
+		"/src/sub/deep/d.txt": "delta\n",
+		"/src/b.txt":          "their edit\n",
+		"/src/theirs.txt":     "theirs\n",
+		"/src/theirdir/x":     "x\n",
+	} {
+		if got, err := os.ReadFile(W + p); err != nil || string(got) != want {
+			t.Errorf("%s = %q (%v), want %q", p, got, err, want)
+		}
+	}
+	for _, p := range []string{"/src/mine.txt", "/src/sub-moved"} {
+		if _, err := os.Lstat(W + p); !os.IsNotExist(err) {
+			t.Errorf("%s still exists (%v): the agent made it", p, err)
+		}
+	}
+	var st unix.Stat_t
+	must(t, unix.Lstat(W+"/src", &st))
+	if st.Mode&0o7777 != 0o700 {
+		t.Errorf("src mode %o: a directory above the roots got more than its times back", st.Mode&0o7777)
+	}
+	if st.Mtim != srcTimes.Mtim {
+		t.Errorf("src mtime %v, want %v back", st.Mtim, srcTimes.Mtim)
+	}
+	for _, e := range rep.Entries {
+		switch e.Path {
+		case W + "/src/b.txt", W + "/src/theirs.txt", W + "/src/theirdir", W + "/src/theirdir/x":
+			t.Errorf("report lists %s (%s), outside the roots", e.Path, e.Action)
+		}
+	}
+
+	// An exact root on a directory (the agent listed it) is the directory
+	// alone: what others made in it stays.
+	write(t, W+"/src/later.txt", []byte("later\n"), 0o644)
+	if _, err := s.Restore(context.Background(), Only(Scope{W + "/src", false})); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(W + "/src/later.txt"); err != nil || string(got) != "later\n" {
+		t.Errorf("an exact root on src removed later.txt: %q %v", got, err)
+	}
+	must(t, unix.Lstat(W+"/src", &st))
+	if st.Mode&0o7777 == 0o700 {
+		t.Errorf("an exact root on src did not restore its mode")
+	}
+
+	// Only() with no roots restores nothing; no option restores all.
+	write(t, W+"/src/a.txt", []byte("again\n"), 0o644)
+	if _, err := s.Restore(context.Background(), Only()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(W + "/src/a.txt"); string(got) != "again\n" {
+		t.Errorf("Only() restored a.txt: %q", got)
+	}
+	if _, err := s.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/src/theirs.txt", "/src/theirdir"} {
+		if _, err := os.Lstat(W + p); !os.IsNotExist(err) {
+			t.Errorf("a full restore kept %s (%v)", p, err)
+		}
+	}
+}
