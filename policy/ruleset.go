@@ -35,6 +35,9 @@ type Ruleset struct {
 	// hosts holds what Resolve found for each host name; build expands
 	// host rules from it, so amendments (With) keep the addresses.
 	hosts map[string][]netip.Addr
+	// links holds what FollowLinks found: a declared path -> the path the
+	// kernel will name it by. build compiles a pattern at both.
+	links map[string]string
 }
 
 // netIndex narrows NET rules by destination port: rules on at most
@@ -104,18 +107,22 @@ func (rs *Ruleset) build(intents []Intent) error {
 			if err := checkCompilable(in); err != nil {
 				return err
 			}
-			mergeRule(fileRules, in.Object.Path, in.Predicate, i)
-			rs.files.add(in.Object.Path, in.Predicate, i)
+			for _, pat := range rs.atLinks(in.Object.Path) {
+				mergeRule(fileRules, pat, in.Predicate, i)
+				rs.files.add(pat, in.Predicate, i)
+			}
 		case ObjProc:
 			if err := checkCompilable(in); err != nil {
 				return err
 			}
-			mergeRule(execRules, in.Object.Path, Provides, i)
-			rs.exec.add(in.Object.Path, Provides, i)
-			// What may be executed may be read: the kernel reads a binary,
-			// an interpreter reads its script.
-			mergeRule(fileRules, in.Object.Path, Consumes, i)
-			rs.files.add(in.Object.Path, Consumes, i)
+			for _, pat := range rs.atLinks(in.Object.Path) {
+				mergeRule(execRules, pat, Provides, i)
+				rs.exec.add(pat, Provides, i)
+				// What may be executed may be read: the kernel reads a
+				// binary, an interpreter reads its script.
+				mergeRule(fileRules, pat, Consumes, i)
+				rs.files.add(pat, Consumes, i)
+			}
 		case ObjNet:
 			if in.Object.Net.Raw {
 				rs.RawSockets = true

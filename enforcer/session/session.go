@@ -54,6 +54,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (a declared host must resolve at session start)", ErrSetup, err)
 	}
+	// The kernel names files by their resolved paths: /bin/sh runs as
+	// /usr/bin/dash. Declarations through links root made follow them.
+	if rs, err = rs.FollowLinks(followTrusted); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
 	if mode == policy.ModeStrict && o.Snapshot == nil && !o.AllowDegraded {
 		return nil, fmt.Errorf("%w: strict mode promises to roll back what a detected violation changed, but this session has no pre-flight backup. Fix: run with a backup, or pass --allow-degraded to accept that detected-only violations are killed but not undone", ErrDegraded)
 	}

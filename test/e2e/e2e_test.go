@@ -592,3 +592,26 @@ func TestExitStatusPropagates(t *testing.T) {
 		t.Errorf("log exit %+v, want code 7", o.Log.Exit)
 	}
 }
+
+// TestDeclaredThroughLinks: a manifest names binaries the way people type
+// them ("PROVIDES PROC:/bin/sh"), the kernel by what they resolve to
+// (/usr/bin/dash on Debian, through the /bin -> usr/bin link of a merged
+// /usr). Links root made are followed at session start, so the exec is
+// declared and counted under the intent as written.
+func TestDeclaredThroughLinks(t *testing.T) {
+	w := harness.NewWorld(t)
+	if dash(t) == "/bin/sh" {
+		t.Log("/bin/sh is no link here: the session must run clean all the same")
+	}
+	o := w.Run(harness.Spec{
+		Intents: []string{"PROVIDES PROC:/bin/sh"},
+		Command: []string{"/bin/sh", "-c", "echo linked=ok"},
+	})
+	o.AssertClean(t, 0)
+	if o.Probe["linked"] != "ok" {
+		t.Errorf("agent output %q", o.Stdout)
+	}
+	if n, ok := o.Use("PROVIDES PROC:/bin/sh"); !ok || n == 0 {
+		t.Errorf("PROVIDES PROC:/bin/sh used %d times (%v), want the exec counted there\n%s", n, ok, o.Dump())
+	}
+}

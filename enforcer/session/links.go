@@ -1,0 +1,79 @@
+//go:build linux
+
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxLinkHops bounds link following, as the kernel's own limit does.
+const maxLinkHops = 40
+
+// followTrusted resolves p the way the kernel will, for
+// policy.Ruleset.FollowLinks, through links only root could have made:
+// each link is owned by root and sits in a root-owned directory that
+// neither group nor others may write. It returns the resolved path and
+// true when it followed at least one link and trusted them all. A link
+// the agent could have planted (its own, or in a directory it can write,
+// such as /tmp or the workdir) returns false: the declaration stays at
+// its own path, so an access through the link is judged at its target,
+// which was not declared, instead of silently widening the scope.
+// Components that do not exist yet are kept as they are.
+func followTrusted(p string) (string, bool) {
+	rest := strings.Split(strings.Trim(filepath.Clean(p), "/"), "/")
+	cur, followed, hops := "/", false, 0
+	for len(rest) > 0 {
+		comp := rest[0]
+		rest = rest[1:]
+		if comp == "" || comp == "." {
+			continue
+		}
+		if comp == ".." {
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, comp)
+		var st unix.Stat_t
+		if err := unix.Lstat(next, &st); err != nil {
+			return filepath.Join(append([]string{next}, rest...)...), followed
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxLinkHops || !trustedLink(cur, &st) {
+			return "", false
+		}
+		target, err := os.Readlink(next)
+		if err != nil || inProc(cur) || inProc(target) {
+			// /proc/self and /dev/fd name a different place in every
+			// process: klock's resolution of them is not the agent's.
+			return "", false
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+		followed = true
+	}
+	return cur, followed
+}
+
+// trustedLink: the link (st) and its directory belong to root, and only
+// root may write that directory.
+func trustedLink(dir string, st *unix.Stat_t) bool {
+	if st.Uid != 0 {
+		return false
+	}
+	var d unix.Stat_t
+	if err := unix.Stat(dir, &d); err != nil {
+		return false
+	}
+	return d.Uid == 0 && d.Mode&0o022 == 0
+}
+
+func inProc(p string) bool { return p == "/proc" || strings.HasPrefix(p, "/proc/") }
