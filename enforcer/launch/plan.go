@@ -64,6 +64,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 	}
 	p := &planner{
 		rs:    rs,
+		links: rs.Links(),
 		plan:  &LandlockPlan{ABI: abi, HandledFS: handledFS(abi), Scoped: scopedAt(abi)},
 		rules: map[string]*WallRule{},
 	}
@@ -94,6 +95,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 
 type planner struct {
 	rs    *policy.Ruleset
+	links map[string]string // rs.Links()
 	plan  *LandlockPlan
 	rules map[string]*WallRule
 }
@@ -133,6 +135,16 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 		if r&writeClass != 0 {
 			res(Narrowed, "", r&writeClass, "write rights under /proc/self are not granted")
 		}
+		return nil
+	}
+	if link := linkOnPath(pat.Path); link != "" {
+		// A rule opens its path, following links: through one the agent
+		// planted it would wall in whatever the link points at.
+		if t, ok := p.links[pat.Path]; ok {
+			res(Widened, "", 0, "%s goes through the link %s, which root made: walled at its target %s (a rule of its own)", pat.Path, link, t)
+			return nil
+		}
+		res(Narrowed, "", r, "%s goes through the link %s, which klock does not follow (the agent, or anyone but root, could have made it): nothing is granted through it; declare the target", pat.Path, link)
 		return nil
 	}
 	provides := rule.Grants.Has(policy.Provides) && typ == "FILE"
@@ -345,4 +357,22 @@ func (p *planner) globals() {
 	if abi < 9 {
 		p.residual(Residual{Kind: Unmediated, Reason: "connecting to pathname unix sockets is not a Landlock right below ABI 9"})
 	}
+}
+
+// linkOnPath returns the first component of p (itself included) that is a
+// symbolic link, or "" when there is none among the parts that exist.
+func linkOnPath(p string) string {
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		info, err := os.Lstat(p[:i])
+		if err != nil {
+			return ""
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return p[:i]
+		}
+	}
+	return ""
 }

@@ -149,6 +149,50 @@ func TestPlanSpecialCases(t *testing.T) {
 			}
 		}
 	})
+	t.Run("links", func(t *testing.T) {
+		// A declared path through a link the agent could have made walls
+		// nothing (a rule opens its path, following links); through one
+		// root made, the rule is at the target.
+		other := t.TempDir()
+		secret := filepath.Join(other, "secret")
+		if err := os.WriteFile(secret, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"planted", "rootmade"} {
+			if err := os.Symlink(secret, filepath.Join(wd, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink(other, filepath.Join(wd, "planted-dir")); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []string{"planted", "planted-dir"} {
+			if err := os.Lchown(filepath.Join(wd, l), 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rs := compile(t, wd, "MUTATES FILE:${workdir}/planted", "MUTATES FILE:${workdir}/planted-dir/secret", "MUTATES FILE:${workdir}/rootmade")
+		plan, err := PlanLandlock(rs, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{wd + "/planted", wd + "/planted-dir/secret", wd + "/rootmade"} {
+			if r, ok := ruleAt(plan, p); ok {
+				t.Errorf("rule at the link path %s: %+v", p, r)
+			}
+		}
+		if r, ok := ruleAt(plan, secret); !ok || r.Rights&rWrite == 0 {
+			t.Errorf("root's link: no write rule at its target %s: %+v %v", secret, r, ok)
+		}
+		for obj, kind := range map[string]ResidualKind{"FILE:" + wd + "/planted": Narrowed, "FILE:" + wd + "/planted-dir/secret": Narrowed, "FILE:" + wd + "/rootmade": Widened} {
+			if res := residualFor(plan, obj); len(res) != 1 || res[0].Kind != kind {
+				t.Errorf("%s: residuals %v, want one %s", obj, res, kind)
+			}
+		}
+		for _, l := range []string{"planted", "planted-dir", "rootmade"} {
+			os.Remove(filepath.Join(wd, l))
+		}
+	})
 	t.Run("the example manifests plan", func(t *testing.T) {
 		// Every example a newcomer is pointed at must be runnable, not just
 		// valid: coding-agent.yaml's DELETES FILE:/tmp/** was refused.

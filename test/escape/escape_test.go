@@ -351,6 +351,22 @@ func rows(t *testing.T, n *nets) []row {
 			check: unchanged(ro, roContent),
 		},
 		{
+			name: "a link planted at a declared path before the session, write through it",
+			why:  "an earlier session (or anyone but root) made <W>/cfg a link to an outside file; MUTATES <W>/cfg must not wall in the target: no rule follows the agent's link, so the write reaches the target's own (absent) rules",
+			setup: func(t *testing.T, e *env) {
+				if err := os.Symlink(e.O("secret.txt"), e.W("cfg")); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Lchown(e.W("cfg"), harness.AgentUID, harness.AgentGID); err != nil {
+					t.Fatal(err)
+				}
+			},
+			extra: func(e *env) []string { return []string{"MUTATES FILE:" + e.W("cfg")} },
+			steps: steps(op("write", at("cfg"))),
+			want:  blocked, errno: "EACCES", triple: file("MUTATES", secret),
+			check: unchanged(secret, secretContent),
+		},
+		{
 			name:  "directory symlink out of scope, create through it",
 			why:   "creation needs MAKE_REG on the real parent (outside), and the observer resolves the parent through the link",
 			steps: steps(op("symlink", func(e *env) string { return e.Outside }, at("rw", "d")), op("create", at("rw", "d", "new.txt"))),

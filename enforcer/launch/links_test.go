@@ -1,6 +1,6 @@
 //go:build linux
 
-package session
+package launch
 
 import (
 	"os"
@@ -48,9 +48,9 @@ func TestFollowTrusted(t *testing.T) {
 		{"/proc/self/status", "", false}, // a different process's, in every process
 		{"/dev/fd/0", "", false},
 	} {
-		got, ok := followTrusted(c.in)
+		got, ok := FollowTrusted(c.in)
 		if ok != c.ok || (c.ok && got != c.want) {
-			t.Errorf("followTrusted(%s) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+			t.Errorf("FollowTrusted(%s) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package session
+package launch
 
 import (
 	"os"
@@ -13,8 +13,9 @@ import (
 // maxLinkHops bounds link following, as the kernel's own limit does.
 const maxLinkHops = 40
 
-// followTrusted resolves p the way the kernel will, for
-// policy.Ruleset.FollowLinks, through links only root could have made:
+// FollowTrusted resolves p the way the kernel will, for
+// policy.Ruleset.FollowLinks, through links only root could have made
+// (PlanLandlock walls no path that goes through any other link):
 // each link is owned by root and sits in a root-owned directory that
 // neither group nor others may write. It returns the resolved path and
 // true when it followed at least one link and trusted them all. A link
@@ -23,7 +24,7 @@ const maxLinkHops = 40
 // its own path, so an access through the link is judged at its target,
 // which was not declared, instead of silently widening the scope.
 // Components that do not exist yet are kept as they are.
-func followTrusted(p string) (string, bool) {
+func FollowTrusted(p string) (string, bool) {
 	rest := strings.Split(strings.Trim(filepath.Clean(p), "/"), "/")
 	cur, followed, hops := "/", false, 0
 	for len(rest) > 0 {
