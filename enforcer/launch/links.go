@@ -24,7 +24,28 @@ const maxLinkHops = 40
 // its own path, so an access through the link is judged at its target,
 // which was not declared, instead of silently widening the scope.
 // Components that do not exist yet are kept as they are.
-func FollowTrusted(p string) (string, bool) {
+func FollowTrusted(p string) (string, bool) { return TrustedLinks()(p) }
+
+// TrustedLinks returns FollowTrusted with a memory of what it looked at,
+// for resolving a whole ruleset: its paths share most of their prefixes.
+func TrustedLinks() func(p string) (string, bool) {
+	seen := map[string]*unix.Stat_t{} // nil: does not exist
+	lstat := func(p string) *unix.Stat_t {
+		if st, ok := seen[p]; ok {
+			return st
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			seen[p] = nil
+			return nil
+		}
+		seen[p] = &st
+		return &st
+	}
+	return func(p string) (string, bool) { return followTrusted(p, lstat) }
+}
+
+func followTrusted(p string, lstat func(string) *unix.Stat_t) (string, bool) {
 	rest := strings.Split(strings.Trim(filepath.Clean(p), "/"), "/")
 	cur, followed, hops := "/", false, 0
 	for len(rest) > 0 {
@@ -38,15 +59,15 @@ func FollowTrusted(p string) (string, bool) {
 			continue
 		}
 		next := filepath.Join(cur, comp)
-		var st unix.Stat_t
-		if err := unix.Lstat(next, &st); err != nil {
+		st := lstat(next)
+		if st == nil {
 			return filepath.Join(append([]string{next}, rest...)...), followed
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 			cur = next
 			continue
 		}
-		if hops++; hops > maxLinkHops || !trustedLink(cur, &st) {
+		if hops++; hops > maxLinkHops || !trustedLink(cur, st, lstat) {
 			return "", false
 		}
 		target, err := os.Readlink(next)
@@ -66,15 +87,12 @@ func FollowTrusted(p string) (string, bool) {
 
 // trustedLink: the link (st) and its directory belong to root, and only
 // root may write that directory.
-func trustedLink(dir string, st *unix.Stat_t) bool {
+func trustedLink(dir string, st *unix.Stat_t, lstat func(string) *unix.Stat_t) bool {
 	if st.Uid != 0 {
 		return false
 	}
-	var d unix.Stat_t
-	if err := unix.Stat(dir, &d); err != nil {
-		return false
-	}
-	return d.Uid == 0 && d.Mode&0o022 == 0
+	d := lstat(dir) // dir has no link in it: resolution got here through real directories
+	return d != nil && d.Mode&unix.S_IFMT == unix.S_IFDIR && d.Uid == 0 && d.Mode&0o022 == 0
 }
 
 func inProc(p string) bool { return p == "/proc" || strings.HasPrefix(p, "/proc/") }

@@ -65,6 +65,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 	p := &planner{
 		rs:    rs,
 		links: rs.Links(),
+		kinds: map[string]fs.FileMode{},
 		plan:  &LandlockPlan{ABI: abi, HandledFS: handledFS(abi), Scoped: scopedAt(abi)},
 		rules: map[string]*WallRule{},
 	}
@@ -95,7 +96,8 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 
 type planner struct {
 	rs    *policy.Ruleset
-	links map[string]string // rs.Links()
+	links map[string]string      // rs.Links()
+	kinds map[string]fs.FileMode // linkOnPath's memory: the type of each path looked at (^0: absent)
 	plan  *LandlockPlan
 	rules map[string]*WallRule
 }
@@ -137,7 +139,7 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 		}
 		return nil
 	}
-	if link := linkOnPath(pat.Path); link != "" {
+	if link := p.linkOnPath(pat.Path); link != "" {
 		// A rule opens its path, following links: through one the agent
 		// planted it would wall in whatever the link points at.
 		if t, ok := p.links[pat.Path]; ok {
@@ -359,19 +361,27 @@ func (p *planner) globals() {
 	}
 }
 
-// linkOnPath returns the first component of p (itself included) that is a
-// symbolic link, or "" when there is none among the parts that exist.
-func linkOnPath(p string) string {
-	for i := 1; i <= len(p); i++ {
-		if i < len(p) && p[i] != '/' {
+// linkOnPath returns the first component of path (itself included) that
+// is a symbolic link, or "" when there is none among the parts that exist.
+func (p *planner) linkOnPath(path string) string {
+	for i := 1; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
 			continue
 		}
-		info, err := os.Lstat(p[:i])
-		if err != nil {
-			return ""
+		prefix := path[:i]
+		kind, ok := p.kinds[prefix]
+		if !ok {
+			kind = ^fs.FileMode(0)
+			if info, err := os.Lstat(prefix); err == nil {
+				kind = info.Mode().Type()
+			}
+			p.kinds[prefix] = kind
 		}
-		if info.Mode()&fs.ModeSymlink != 0 {
-			return p[:i]
+		switch {
+		case kind == ^fs.FileMode(0):
+			return ""
+		case kind&fs.ModeSymlink != 0:
+			return prefix
 		}
 	}
 	return ""
