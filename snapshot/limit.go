@@ -59,3 +59,35 @@ func (l *limit) above(p string) bool {
 	}
 	return false
 }
+
+// withLinkGroups adds, as exact roots, every other name of a hard-link
+// group one of whose names the limit covers: restoring one name puts a
+// new inode there, and a name of the old inode left out would keep what
+// the agent wrote through the covered one.
+func (l *limit) withLinkGroups(entries []Entry) {
+	if !l.on {
+		return
+	}
+	groups := map[string][]string{} // leader -> members
+	for _, e := range entries {
+		if e.Link != "" {
+			groups[e.Link] = append(groups[e.Link], e.Path)
+		}
+	}
+	var more []Scope
+	for leader, members := range groups {
+		covered := l.covers(leader)
+		for _, m := range members {
+			covered = covered || l.covers(m)
+		}
+		if !covered {
+			continue
+		}
+		for _, p := range append(members, leader) {
+			if !l.covers(p) {
+				more = append(more, Scope{Path: p})
+			}
+		}
+	}
+	l.roots = append(l.roots, more...)
+}

@@ -68,6 +68,29 @@ func TestRestoreOnly(t *testing.T) {
 		}
 	}
 
+	// A hard-link group is restored whole: hl1, hl2 and sub/hl3 share an
+	// inode; the agent wrote through hl2, and only hl2 is a root.
+	f2, err := os.OpenFile(W+"/src/hl2", os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f2.WriteString("through hl2\n")
+	must(t, err)
+	must(t, f2.Close())
+	if _, err := s.Restore(context.Background(), Only(Scope{Path: W + "/src/hl2"})); err != nil {
+		t.Fatal(err)
+	}
+	var a, b, c unix.Stat_t
+	must(t, unix.Lstat(W+"/src/hl1", &a))
+	must(t, unix.Lstat(W+"/src/hl2", &b))
+	must(t, unix.Lstat(W+"/src/sub/hl3", &c))
+	for _, p := range []string{"/src/hl1", "/src/hl2", "/src/sub/hl3"} {
+		if got, _ := os.ReadFile(W + p); string(got) != "hard link group\n" {
+			t.Errorf("%s = %q after restoring its group through hl2", p, got)
+		}
+	}
+	if a.Ino != b.Ino || a.Ino != c.Ino {
+		t.Errorf("the group is split: inodes %d %d %d", a.Ino, b.Ino, c.Ino)
+	}
+
 	// An exact root on a directory (the agent listed it) is the directory
 	// alone: what others made in it stays.
 	write(t, W+"/src/later.txt", []byte("later\n"), 0o644)

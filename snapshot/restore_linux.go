@@ -170,6 +170,7 @@ func (s *Snapshot) Restore(ctx context.Context, opts ...RestoreOption) (Report, 
 	for _, o := range opts {
 		o(&r.lim)
 	}
+	r.lim.withLinkGroups(s.m.Entries)
 	err = r.run(&rep)
 	rep.Duration = time.Since(start)
 	return rep, err

@@ -28,7 +28,10 @@ func FollowTrusted(p string) (string, bool) { return TrustedLinks()(p) }
 
 // TrustedLinks returns FollowTrusted with a memory of what it looked at,
 // for resolving a whole ruleset: its paths share most of their prefixes.
-func TrustedLinks() func(p string) (string, bool) {
+// No link at or below a path in agentOwned is trusted whoever owns it:
+// the workdir is the agent's, and an agent run as root (--user 0) makes
+// root-owned links there.
+func TrustedLinks(agentOwned ...string) func(p string) (string, bool) {
 	seen := map[string]*unix.Stat_t{} // nil: does not exist
 	lstat := func(p string) *unix.Stat_t {
 		if st, ok := seen[p]; ok {
@@ -42,10 +45,21 @@ func TrustedLinks() func(p string) (string, bool) {
 		seen[p] = &st
 		return &st
 	}
-	return func(p string) (string, bool) { return followTrusted(p, lstat) }
+	return func(p string) (string, bool) {
+		return followTrusted(p, func(link string) *unix.Stat_t {
+			for _, a := range agentOwned {
+				if a = filepath.Clean(a); link == a || strings.HasPrefix(link, a+"/") {
+					return nil
+				}
+			}
+			return lstat(link)
+		}, lstat)
+	}
 }
 
-func followTrusted(p string, lstat func(string) *unix.Stat_t) (string, bool) {
+// followTrusted resolves p; linkStat is lstat for links it may trust (nil
+// for the ones it may not).
+func followTrusted(p string, linkStat, lstat func(string) *unix.Stat_t) (string, bool) {
 	rest := strings.Split(strings.Trim(filepath.Clean(p), "/"), "/")
 	cur, followed, hops := "/", false, 0
 	for len(rest) > 0 {
@@ -67,7 +81,7 @@ func followTrusted(p string, lstat func(string) *unix.Stat_t) (string, bool) {
 			cur = next
 			continue
 		}
-		if hops++; hops > maxLinkHops || !trustedLink(cur, st, lstat) {
+		if hops++; hops > maxLinkHops || linkStat(next) == nil || !trustedLink(cur, st, lstat) {
 			return "", false
 		}
 		target, err := os.Readlink(next)

@@ -53,4 +53,11 @@ func TestFollowTrusted(t *testing.T) {
 			t.Errorf("FollowTrusted(%s) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
 	}
+	// In the agent's own tree, root's links are not trusted either.
+	if got, ok := TrustedLinks(base + "/sys")(base + "/sys/bin/tool"); ok {
+		t.Errorf("a link in an agent-owned tree was followed: %q", got)
+	}
+	if got, ok := TrustedLinks(base + "/real/bin")(base + "/sys/bin/tool"); !ok || got != base+"/real/bin/tool" {
+		t.Errorf("no link below the agent-owned tree, yet %q %v", got, ok)
+	}
 }

@@ -76,7 +76,7 @@ func compile(t testing.TB, workdir string, intents ...string) *policy.Ruleset {
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	if rs, err = rs.FollowLinks(TrustedLinks()); err != nil { // as a session does
+	if rs, err = rs.FollowLinks(TrustedLinks(rs.Workdir)); err != nil { // as a session does
 		t.Fatalf("follow links: %v", err)
 	}
 	return rs

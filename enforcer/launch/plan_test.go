@@ -158,10 +158,13 @@ func TestPlanSpecialCases(t *testing.T) {
 		if err := os.WriteFile(secret, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{"planted", "rootmade"} {
-			if err := os.Symlink(secret, filepath.Join(wd, name)); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.Symlink(secret, filepath.Join(wd, "planted")); err != nil {
+			t.Fatal(err)
+		}
+		// Root's link outside the workdir (inside it, no link is trusted).
+		rootmade := filepath.Join(other, "rootmade")
+		if err := os.Symlink(secret, rootmade); err != nil {
+			t.Fatal(err)
 		}
 		if err := os.Symlink(other, filepath.Join(wd, "planted-dir")); err != nil {
 			t.Fatal(err)
@@ -171,12 +174,12 @@ func TestPlanSpecialCases(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rs := compile(t, wd, "MUTATES FILE:${workdir}/planted", "MUTATES FILE:${workdir}/planted-dir/secret", "MUTATES FILE:${workdir}/rootmade")
+		rs := compile(t, wd, "MUTATES FILE:${workdir}/planted", "MUTATES FILE:${workdir}/planted-dir/secret", "MUTATES FILE:"+rootmade)
 		plan, err := PlanLandlock(rs, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []string{wd + "/planted", wd + "/planted-dir/secret", wd + "/rootmade"} {
+		for _, p := range []string{wd + "/planted", wd + "/planted-dir/secret", rootmade} {
 			if r, ok := ruleAt(plan, p); ok {
 				t.Errorf("rule at the link path %s: %+v", p, r)
 			}
@@ -184,12 +187,12 @@ func TestPlanSpecialCases(t *testing.T) {
 		if r, ok := ruleAt(plan, secret); !ok || r.Rights&rWrite == 0 {
 			t.Errorf("root's link: no write rule at its target %s: %+v %v", secret, r, ok)
 		}
-		for obj, kind := range map[string]ResidualKind{"FILE:" + wd + "/planted": Narrowed, "FILE:" + wd + "/planted-dir/secret": Narrowed, "FILE:" + wd + "/rootmade": Widened} {
+		for obj, kind := range map[string]ResidualKind{"FILE:" + wd + "/planted": Narrowed, "FILE:" + wd + "/planted-dir/secret": Narrowed, "FILE:" + rootmade: Widened} {
 			if res := residualFor(plan, obj); len(res) != 1 || res[0].Kind != kind {
 				t.Errorf("%s: residuals %v, want one %s", obj, res, kind)
 			}
 		}
-		for _, l := range []string{"planted", "planted-dir", "rootmade"} {
+		for _, l := range []string{"planted", "planted-dir"} {
 			os.Remove(filepath.Join(wd, l))
 		}
 	})

@@ -56,7 +56,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// The kernel names files by their resolved paths: /bin/sh runs as
 	// /usr/bin/dash. Declarations through links root made follow them.
-	if rs, err = rs.FollowLinks(launch.TrustedLinks()); err != nil {
+	if rs, err = rs.FollowLinks(launch.TrustedLinks(rs.Workdir)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}
 	if mode == policy.ModeStrict && o.Snapshot == nil && !o.AllowDegraded {
