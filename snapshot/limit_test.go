@@ -122,3 +122,35 @@ func TestRestoreOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreOnlyResumed: a limited restore interrupted after it journaled
+// its start, then finished by a restore without a limit of its own (klock
+// rollback after a crash), keeps the interrupted run's limit.
+func TestRestoreOnlyResumed(t *testing.T) {
+	f := newFixture(t)
+	W := f.W
+	s := f.take(t, "resumed")
+	write(t, W+"/src/mine.txt", []byte("agent\n"), 0o644)
+	write(t, W+"/src/theirs.txt", []byte("theirs\n"), 0o644)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	testHook = func(op, p string) { cancel() } // at the journal's first flush
+	_, err := s.Restore(ctx, Only(Scope{Path: W + "/src/mine.txt"}))
+	testHook = nil
+	if err == nil {
+		t.Fatal("the interrupted restore finished")
+	}
+	rep, err := s.Restore(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Resumed {
+		t.Fatal("the second restore did not resume the first")
+	}
+	if _, err := os.Lstat(W + "/src/mine.txt"); !os.IsNotExist(err) {
+		t.Errorf("mine.txt kept (%v)", err)
+	}
+	if got, err := os.ReadFile(W + "/src/theirs.txt"); err != nil || string(got) != "theirs\n" {
+		t.Errorf("the resumed restore dropped the limit: theirs.txt %q %v", got, err)
+	}
+}

@@ -84,6 +84,10 @@ type jrec struct {
 	Op     string `json:"op"` // begin | tmp | do | end
 	Path   string `json:"path,omitempty"`
 	Action Action `json:"action,omitempty"`
+	// Only, on begin: the restore was limited to these roots (Limited
+	// tells an empty limit from none), so a resumed run keeps the limit.
+	Only    []Scope `json:"only,omitempty"`
+	Limited bool    `json:"limited,omitempty"`
 }
 
 type journal struct {
@@ -170,7 +174,6 @@ func (s *Snapshot) Restore(ctx context.Context, opts ...RestoreOption) (Report, 
 	for _, o := range opts {
 		o(&r.lim)
 	}
-	r.lim.withLinkGroups(s.m.Entries)
 	err = r.run(&rep)
 	rep.Duration = time.Since(start)
 	return rep, err
@@ -243,9 +246,17 @@ func (r *restorer) run(rep *Report) error {
 			}
 		case "do":
 			prevAct[rec.Path] = rec.Action
+		case "begin":
+			// Finishing an interrupted limited restore without a limit
+			// of its own keeps the interrupted run's (klock rollback
+			// after a crash must not revert what others changed).
+			if rec.Limited && !r.lim.on {
+				r.lim = limit{on: true, roots: rec.Only}
+			}
 		}
 	}
-	j.add(jrec{Op: "begin"})
+	r.lim.withLinkGroups(m.Entries)
+	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on})
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
 	}
