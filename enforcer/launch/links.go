@@ -45,21 +45,19 @@ func TrustedLinks(agentOwned ...string) func(p string) (string, bool) {
 		seen[p] = &st
 		return &st
 	}
-	return func(p string) (string, bool) {
-		return followTrusted(p, func(link string) *unix.Stat_t {
-			for _, a := range agentOwned {
-				if a = filepath.Clean(a); link == a || strings.HasPrefix(link, a+"/") {
-					return nil
-				}
+	agents := func(link string) bool {
+		for _, a := range agentOwned {
+			if a = filepath.Clean(a); link == a || strings.HasPrefix(link, a+"/") {
+				return true
 			}
-			return lstat(link)
-		}, lstat)
+		}
+		return false
 	}
+	return func(p string) (string, bool) { return followTrusted(p, lstat, agents) }
 }
 
-// followTrusted resolves p; linkStat is lstat for links it may trust (nil
-// for the ones it may not).
-func followTrusted(p string, linkStat, lstat func(string) *unix.Stat_t) (string, bool) {
+// followTrusted resolves p with lstat; it trusts no link agents claims.
+func followTrusted(p string, lstat func(string) *unix.Stat_t, agents func(string) bool) (string, bool) {
 	rest := strings.Split(strings.Trim(filepath.Clean(p), "/"), "/")
 	cur, followed, hops := "/", false, 0
 	for len(rest) > 0 {
@@ -81,7 +79,7 @@ func followTrusted(p string, linkStat, lstat func(string) *unix.Stat_t) (string,
 			cur = next
 			continue
 		}
-		if hops++; hops > maxLinkHops || linkStat(next) == nil || !trustedLink(cur, st, lstat) {
+		if hops++; hops > maxLinkHops || agents(next) || !trustedLink(cur, st, lstat) {
 			return "", false
 		}
 		target, err := os.Readlink(next)
