@@ -48,11 +48,17 @@ type learnedIntent struct {
 //   - NET: the exact address (or host name), port and protocol.
 //   - PROC: the exact executable.
 //
+// When src (the manifest's own bytes) is given, the output is src as the
+// operator wrote it, comments, order and all, with the learned intents
+// appended to its intents and its signature removed: the review is of the
+// learned lines alone. Without src, m is encoded (what it sets, nothing
+// more).
+//
 // Paths under the workdir are written ${workdir}/...; the output is checked:
 // it must parse with policy.Parse, compile, and allow every learned triple
 // (else ErrLearn). Triples no intent can express (relative paths, unknown
 // types) are listed in a comment and skipped.
-func (e *Engine) Learned(m *policy.Manifest) ([]byte, error) {
+func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	if m == nil {
 		return nil, errors.New("learn: no manifest")
 	}
@@ -71,7 +77,7 @@ func (e *Engine) Learned(m *policy.Manifest) ([]byte, error) {
 	sort.Slice(need, func(i, j int) bool { return need[i].t.String() < need[j].t.String() })
 
 	learned, skipped := generalize(need, m.Workdir, threshold)
-	out, err := renderLearned(m, learned, skipped)
+	out, err := renderLearned(m, src, learned, skipped)
 	if err != nil {
 		return nil, err
 	}
@@ -268,20 +274,36 @@ func contract(obj, workdir string) string {
 }
 
 // renderLearned writes the manifest document.
-func renderLearned(m *policy.Manifest, learned []learnedIntent, skipped []string) ([]byte, error) {
+func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skipped []string) ([]byte, error) {
 	var doc yaml.Node
-	if err := doc.Encode(m); err != nil {
+	if len(src) > 0 {
+		if err := yaml.Unmarshal(src, &doc); err != nil {
+			return nil, fmt.Errorf("learn: read the manifest: %w", err)
+		}
+	} else if err := doc.Encode(m); err != nil {
 		return nil, fmt.Errorf("learn: encode manifest: %w", err)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	prune(root)
+	if root.Kind != yaml.MappingNode {
+		return nil, errors.New("learn: the manifest is not a YAML mapping")
+	}
 	intents := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	if len(src) > 0 {
+		if cur := getKey(root, "intents"); cur != nil && cur.Kind == yaml.SequenceNode {
+			intents = cur // as written
+		}
+	} else {
+		prune(root)
+	}
 	have := map[string]bool{}
 	for _, in := range m.Intents {
 		have[in.String()] = true
+		if len(src) > 0 {
+			continue // already in the sequence, as written
+		}
 		obj := contract(in.Object.String(), m.Workdir)
 		if in.Subject == "" && in.Confidence == "" && in.Reason == "" && !strings.ContainsAny(obj, " \t\n") {
 			intents.Content = append(intents.Content, str(in.Predicate.String()+" "+obj))
@@ -333,6 +355,9 @@ func renderLearned(m *policy.Manifest, learned []learnedIntent, skipped []string
 			head += "\n#   " + s
 		}
 	}
+	if root.HeadComment != "" {
+		head += "\n#\n" + root.HeadComment
+	}
 	root.HeadComment = head
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -372,6 +397,15 @@ func prune(n *yaml.Node) bool {
 		return len(n.Content) == 0
 	}
 	return false
+}
+
+func getKey(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 func setKey(m *yaml.Node, key string, v *yaml.Node) {

@@ -51,7 +51,7 @@ func TestLearnedRoundTrip(t *testing.T) {
 	for _, ev := range evs {
 		e.Observe(ev)
 	}
-	out, err := e.Learned(m)
+	out, err := e.Learned(m, nil)
 	if err != nil {
 		t.Fatalf("Learned: %v\n%s", err, out)
 	}
@@ -119,7 +119,7 @@ func TestLearnedExampleManifests(t *testing.T) {
 			e := New(compile(t, m), policy.ModePermissive)
 			e.Observe(fileEv(policy.Mutates, "/etc/hosts", "openat"))
 			e.Observe(netEv("192.0.2.1:8443", policy.ProtoTCP))
-			out, err := e.Learned(m)
+			out, err := e.Learned(m, nil)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -143,14 +143,14 @@ func TestLearnedNothingToLearn(t *testing.T) {
 	m := manifest(t, "strict", "none", repoIntents...)
 	e := New(compile(t, m), policy.ModeStrict)
 	e.Observe(fileEv(policy.Consumes, "/srv/repo/a", "openat"))
-	out, err := e.Learned(m)
+	out, err := e.Learned(m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(out), "learned by klock run --learn: review") {
 		t.Errorf("no learned section expected:\n%s", out)
 	}
-	if _, err := e.Learned(nil); err == nil {
+	if _, err := e.Learned(nil, nil); err == nil {
 		t.Error("nil manifest: want error")
 	}
 }
@@ -191,3 +191,52 @@ func TestGeneralizeThreshold(t *testing.T) {
 }
 
 var _ = netip.Addr{}
+
+// TestLearnedKeepsTheManifestAsWritten: given the manifest's own bytes, the
+// learned manifest is those bytes (comments, flow style, fields left at
+// their defaults) plus the learned intents, without the signature: the
+// operator reviews the learned lines, not a re-encoding of everything.
+func TestLearnedKeepsTheManifestAsWritten(t *testing.T) {
+	src := []byte(`# The operator's own comment.
+apiVersion: klock/v1
+agent: {id: test-agent}
+mode: permissive
+workdir: /srv/repo
+baseline: none
+intents:
+  - CONSUMES FILE:${workdir}/** # the whole repo
+  - {predicate: PROVIDES, object: "PROC:/bin/sh", confidence: High, reason: tests run sh}
+declared_tools:
+  - name: read_file
+    type: read
+    blast_radius: read
+    category: B
+    side_effects: READ
+` + costEnvelope + `signature: {algorithm: ed25519, public_key: "k", value: "s"}
+`)
+	m, err := policy.Parse("m.yaml", src)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	e.Observe(fileEv(policy.Mutates, "/etc/hosts", "openat"))
+	out, err := e.Learned(m, src)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"# The operator's own comment.",
+		"- CONSUMES FILE:${workdir}/** # the whole repo",
+		`- {predicate: PROVIDES, object: "PROC:/bin/sh", confidence: High, reason: tests run sh}`,
+		"- MUTATES FILE:/etc/hosts # learned",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("learned manifest lacks %q:\n%s", want, out)
+		}
+	}
+	for _, unwanted := range []string{"signature:", "rate_limit", "timeout_ms", "untrusted_content"} {
+		if strings.Contains(string(out), unwanted) {
+			t.Errorf("learned manifest has %q, which the operator did not write:\n%s", unwanted, out)
+		}
+	}
+}

@@ -153,7 +153,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.LogPath, res.Log = path, vl
 	if mode == policy.ModePermissive {
-		if learned, err := eng.Learned(m); err == nil {
+		if learned, err := eng.Learned(m, o.ManifestData); err == nil {
 			res.Learned = learned
 		} else {
 			log.Warn("cannot write the learned manifest", "error", err)
