@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/snapshot"
 	"github.com/spf13/cobra"
@@ -27,16 +29,44 @@ func backupsRoot(manifest, dir string) (string, error) {
 	return "", &exitError{code: exitUsage, err: fmt.Errorf("say where the backups are: -m MANIFEST (its workdir's .klock/backups) or --dir DIR")}
 }
 
+// rollbackLimit is what klock rollback restores: what the session's
+// verification log says the agent touched (session.LoggedRollbackRoots),
+// or everything the backup holds (nil) with the reason.
+func rollbackLimit(workdir, logPath, id string) ([]snapshot.Scope, string) {
+	if logPath == "" {
+		if workdir == "" {
+			return nil, "no manifest (-m) or --log to find the session's verification log"
+		}
+		logPath = filepath.Join(session.DefaultLogDir(workdir), id)
+	}
+	lg, err := vlog.Read(logPath)
+	if err != nil {
+		return nil, fmt.Sprintf("no verification log for the session (%v)", err)
+	}
+	roots := session.LoggedRollbackRoots(workdir, lg)
+	if roots == nil {
+		return nil, "the verification log reports lost events or an unresolved path: what the agent touched is not fully known"
+	}
+	return roots, ""
+}
+
 func newRollback() *cobra.Command {
-	var manifest, dir string
-	var asJSON bool
+	var manifest, dir, logPath string
+	var asJSON, all bool
 	c := &cobra.Command{
 		Use:   "rollback SESSION",
-		Short: "Restore every file a session could change to its pre-flight state",
-		Long: `Rollback restores, from the session's pre-flight backup, every path the
-session's manifest let the agent change: contents, modes, owners, times,
-xattrs, symlinks and hard links back as they were, and every path created
-since removed. It also undoes a session that ended normally.
+		Short: "Restore what a session's agent changed to its pre-flight state",
+		Long: `Rollback restores, from the session's pre-flight backup, what the agent
+changed: contents, modes, owners, times, xattrs, symlinks and hard links
+back as they were, and every path it created removed. It also undoes a
+session that ended normally.
+
+As a strict kill does, it restores the whole workdir and, outside it, only
+the paths the session's verification log says the agent touched: a shared
+scope such as /tmp/** holds other processes' files, and what they changed
+meanwhile stays. Without the log (pass -m, or --log), or when it reports
+lost events, it restores everything the backup holds, and says so. --all
+always does.
 
 A restore is journaled: if it is interrupted (even by kill -9), running
 rollback again resumes it and converges to the same tree.
@@ -54,7 +84,24 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			rep, err := s.Restore(cmd.Context())
+			var opts []snapshot.RestoreOption
+			if !all {
+				workdir := ""
+				if manifest != "" {
+					m, err := policy.Load(manifest)
+					if err != nil {
+						return &exitError{code: exitInvalid, err: err}
+					}
+					workdir = m.Workdir
+				}
+				roots, why := rollbackLimit(workdir, logPath, args[0])
+				if roots == nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "klock: %s: restoring everything the backup holds\n", why)
+				} else {
+					opts = append(opts, snapshot.Only(roots...))
+				}
+			}
+			rep, err := s.Restore(cmd.Context(), opts...)
 			w := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(w)
@@ -85,6 +132,8 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 	c.Flags().StringVarP(&manifest, "manifest", "m", "", "find the backups under this manifest's workdir")
 	c.Flags().StringVar(&dir, "dir", "", "backups directory (default <workdir>/.klock/backups)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the restore report as JSON")
+	c.Flags().BoolVar(&all, "all", false, "restore everything the backup holds, not only what the agent touched")
+	c.Flags().StringVar(&logPath, "log", "", "the session's verification log (default <workdir>/.klock/sessions/SESSION)")
 	return c
 }
 

@@ -120,7 +120,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	var rollback []vlog.RollbackOp
 	if s.killed && restorer != nil {
-		ops, rerr := restorer.Restore(context.WithoutCancel(ctx), RollbackRoots(rs.Workdir, eng.Records()))
+		ops, rerr := restorer.Restore(context.WithoutCancel(ctx), rollbackRoots(rs.Workdir, eng.Records()))
 		rollback = ops
 		if rerr != nil {
 			log.Error("rollback incomplete", "error", rerr)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -60,28 +61,28 @@ func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.Ro
 var changing = policy.AccessOf(policy.Mutates, policy.Provides, policy.Deletes, policy.Renames)
 
 // RollbackRoots is what a strict kill rolls back: the whole workdir, which
-// is the agent's, and outside it only what the agent was seen to touch. A
-// path it changed is a root with everything below it (a renamed directory
-// moves its subtree); a path it only read or linked to is a root by
-// itself (a hard link made in the scope can change the inode of a file it
-// names, and listing a shared directory must not pull in everything in
-// it). Shared scopes such as /tmp/** hold other processes' files, and what
-// they changed while the session ran must survive the rollback.
+// is the agent's, and outside it only what the agent was seen to touch
+// (seen: the session's observed triples). A path it changed is a root
+// with everything below it (a renamed directory moves its subtree); a path
+// it only read or linked to is a root by itself (a hard link made in the
+// scope can change the inode of a file it names, and listing a shared
+// directory must not pull in everything in it). Shared scopes such as
+// /tmp/** hold other processes' files, and what they changed while the
+// session ran must survive the rollback.
 //
 // It returns nil (everything the backup holds) when events were lost or a
 // file was seen at a path that could not be resolved: the agent may have
 // changed paths nobody can name, and putting back a stranger's change is
 // the lesser harm than leaving one of the agent's.
-func RollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
-	if rec.LostTotal > 0 {
+func RollbackRoots(workdir string, lost uint64, seen []policy.Triple) []snapshot.Scope {
+	if lost > 0 {
 		return nil
 	}
 	roots := []snapshot.Scope{}
 	if workdir != "" {
 		roots = append(roots, snapshot.Scope{Path: workdir, Tree: true})
 	}
-	for _, o := range rec.Observed {
-		t := o.Triple
+	for _, t := range seen {
 		if t.Type != policy.ObjFile {
 			continue
 		}
@@ -91,6 +92,34 @@ func RollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
 		roots = append(roots, snapshot.Scope{Path: t.Path, Tree: changing.Has(t.Predicate)})
 	}
 	return roots
+}
+
+// rollbackRoots is RollbackRoots for the engine's records.
+func rollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
+	seen := make([]policy.Triple, len(rec.Observed))
+	for i, o := range rec.Observed {
+		seen[i] = o.Triple
+	}
+	return RollbackRoots(workdir, rec.LostTotal, seen)
+}
+
+// LoggedRollbackRoots is RollbackRoots for a session's verification log
+// (klock rollback after the fact). A logged FILE triple that does not
+// parse makes it nil, like an unresolved path.
+func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
+	var seen []policy.Triple
+	for _, o := range lg.Observed {
+		pred, obj, ok := strings.Cut(o.Triple, " ")
+		if !ok || !strings.HasPrefix(obj, "FILE:") {
+			continue
+		}
+		p, err := policy.ParsePredicate(pred)
+		if err != nil {
+			return nil
+		}
+		seen = append(seen, policy.FileTriple(p, strings.TrimPrefix(obj, "FILE:")))
+	}
+	return RollbackRoots(workdir, lg.Lost.Total, seen)
 }
 
 // RollbackOps turns a restore report into the verification log's entries:

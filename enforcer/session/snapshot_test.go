@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/klocklabs/klock/enforcer/decide"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/snapshot"
 )
@@ -25,20 +26,42 @@ func TestRollbackRoots(t *testing.T) {
 	}}
 	tree := func(p string) snapshot.Scope { return snapshot.Scope{Path: p, Tree: true} }
 	want := []snapshot.Scope{tree("/srv/repo"), {Path: "/etc/hosts"}, tree("/tmp/new"), tree("/tmp/edited"), tree("/tmp/gone"), tree("/tmp/dir")}
-	if got := RollbackRoots("/srv/repo", rec); !slices.Equal(got, want) {
+	if got := rollbackRoots("/srv/repo", rec); !slices.Equal(got, want) {
 		t.Errorf("RollbackRoots = %v, want %v", got, want)
 	}
-	if got := RollbackRoots("/srv/repo", decide.Records{}); got == nil || len(got) != 1 {
+	if got := rollbackRoots("/srv/repo", decide.Records{}); got == nil || len(got) != 1 {
 		t.Errorf("nothing observed: %v, want the workdir alone (not nil: nil restores everything)", got)
 	}
 	lost := rec
 	lost.LostTotal = 1
-	if got := RollbackRoots("/srv/repo", lost); got != nil {
+	if got := rollbackRoots("/srv/repo", lost); got != nil {
 		t.Errorf("events lost: %v, want nil (everything)", got)
 	}
 	rel := rec
 	rel.Observed = append(slices.Clone(rec.Observed), obs(policy.Deletes, policy.ObjFile, "NAME"))
-	if got := RollbackRoots("/srv/repo", rel); got != nil {
+	if got := rollbackRoots("/srv/repo", rel); got != nil {
 		t.Errorf("an unresolved path: %v, want nil (everything)", got)
+	}
+}
+
+func TestLoggedRollbackRoots(t *testing.T) {
+	lg := &vlog.Log{Observed: []vlog.Observed{
+		{Triple: "MUTATES FILE:/tmp/a b"}, // a path with a space
+		{Triple: "CONSUMES FILE:/etc/hosts"},
+		{Triple: "CONSUMES NET:10.0.0.1:443/tcp"},
+		{Triple: "PROVIDES PROC:/usr/bin/git"},
+	}}
+	want := []snapshot.Scope{{Path: "/w", Tree: true}, {Path: "/tmp/a b", Tree: true}, {Path: "/etc/hosts"}}
+	if got := LoggedRollbackRoots("/w", lg); !slices.Equal(got, want) {
+		t.Errorf("LoggedRollbackRoots = %v, want %v", got, want)
+	}
+	lg.Lost.Total = 3
+	if got := LoggedRollbackRoots("/w", lg); got != nil {
+		t.Errorf("lost events: %v, want nil", got)
+	}
+	lg.Lost.Total = 0
+	lg.Observed = append(lg.Observed, vlog.Observed{Triple: "SMUDGES FILE:/tmp/x"})
+	if got := LoggedRollbackRoots("/w", lg); got != nil {
+		t.Errorf("an unknown predicate: %v, want nil", got)
 	}
 }

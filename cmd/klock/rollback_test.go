@@ -1,0 +1,115 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
+)
+
+// TestRollbackLimitedByTheLog: klock rollback restores what the session's
+// verification log says the agent touched, and leaves what another process
+// did in the same shared scope, unless --all. Real files, a real backup.
+func TestRollbackLimitedByTheLog(t *testing.T) {
+	base := t.TempDir()
+	wd, shared := filepath.Join(base, "wd"), filepath.Join(base, "shared")
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "<absent>"
+		}
+		return string(b)
+	}
+	write(filepath.Join(wd, "src", "a.go"), "v1\n")
+	write(filepath.Join(shared, "agent.txt"), "agent v1\n")
+	write(filepath.Join(shared, "theirs.txt"), "theirs v1\n")
+	mpath := filepath.Join(base, "m.yaml")
+	src := strings.Join([]string{
+		"apiVersion: klock/v1", "agent: {id: t}", "mode: strict", "workdir: " + wd, "baseline: none",
+		"intents:", "  - MUTATES FILE:${workdir}/**", "  - MUTATES FILE:" + shared + "/**", "  - PROVIDES FILE:" + shared + "/**",
+		"declared_tools: []",
+		"cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.7, expected_cost: \"0.01 USD\", max_cost: \"0.02 USD\"}",
+	}, "\n") + "\n"
+	write(mpath, src)
+	m, err := policy.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "20261122T000000-abcdef"
+	if _, err := snapshot.Take(context.Background(), rs, snapshot.Options{Dir: session.BackupsDir(wd), Session: id,
+		Scopes: []snapshot.Scope{{Path: wd, Tree: true}, {Path: shared, Tree: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The session: the agent edits a.go and agent.txt and creates mine.txt;
+	// meanwhile another process edits theirs.txt and creates new.txt.
+	write(filepath.Join(wd, "src", "a.go"), "v2\n")
+	write(filepath.Join(shared, "agent.txt"), "agent v2\n")
+	write(filepath.Join(shared, "mine.txt"), "mine\n")
+	write(filepath.Join(shared, "theirs.txt"), "theirs v2\n")
+	write(filepath.Join(shared, "new.txt"), "new\n")
+	lg := map[string]any{"schema": vlog.Schema, "observed": []map[string]any{
+		{"triple": "MUTATES FILE:" + filepath.Join(wd, "src", "a.go")},
+		{"triple": "MUTATES FILE:" + filepath.Join(shared, "agent.txt")},
+		{"triple": "PROVIDES FILE:" + filepath.Join(shared, "mine.txt")},
+		{"triple": "CONSUMES NET:10.0.0.1:443/tcp"},
+	}, "lost": map[string]any{"total": 0}}
+	data, _ := json.Marshal(lg)
+	write(filepath.Join(session.DefaultLogDir(wd), id, vlog.FileName), string(data))
+
+	out, code := run(t, "rollback", "-m", mpath, id)
+	if code != exitOK {
+		t.Fatalf("rollback: exit %d\n%s", code, out)
+	}
+	for p, want := range map[string]string{
+		filepath.Join(wd, "src", "a.go"):    "v1\n",
+		filepath.Join(shared, "agent.txt"):  "agent v1\n",
+		filepath.Join(shared, "mine.txt"):   "<absent>",
+		filepath.Join(shared, "theirs.txt"): "theirs v2\n", // another process's: kept
+		filepath.Join(shared, "new.txt"):    "new\n",
+	} {
+		if got := read(p); got != want {
+			t.Errorf("after rollback: %s = %q, want %q\n%s", p, got, want, out)
+		}
+	}
+	out, code = run(t, "rollback", "-m", mpath, "--all", id)
+	if code != exitOK {
+		t.Fatalf("rollback --all: exit %d\n%s", code, out)
+	}
+	if got := read(filepath.Join(shared, "theirs.txt")); got != "theirs v1\n" {
+		t.Errorf("after --all: theirs.txt = %q, want theirs v1", got)
+	}
+	if got := read(filepath.Join(shared, "new.txt")); got != "<absent>" {
+		t.Errorf("after --all: new.txt = %q, want it removed", got)
+	}
+	// Without a log to read, everything, and it says so.
+	write(filepath.Join(shared, "new.txt"), "new\n")
+	if err := os.RemoveAll(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
+		t.Fatal(err)
+	}
+	out, code = run(t, "rollback", "-m", mpath, id)
+	if code != exitOK || !strings.Contains(out, "restoring everything the backup holds") || read(filepath.Join(shared, "new.txt")) != "<absent>" {
+		t.Errorf("rollback without a log: exit %d, new.txt %q\n%s", code, read(filepath.Join(shared, "new.txt")), out)
+	}
+}
