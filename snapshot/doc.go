@@ -1,7 +1,8 @@
 // Package snapshot owns klock's pre-flight backups (KLIS-6 §3.3, §7):
 // before the agent runs, Take records every path the agent will be able to
 // change; after a violation (or whenever an operator asks), Restore brings
-// every one of them back and removes what the session created.
+// every one of them back and removes what the session created (Only
+// limits it to some roots: what the agent touched, in a shared scope).
 //
 // # API
 //
