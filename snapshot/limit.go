@@ -23,24 +23,51 @@ func Only(roots ...Scope) RestoreOption {
 	return func(l *limit) {
 		l.on = true
 		for _, r := range roots {
-			l.roots = append(l.roots, Scope{Path: filepath.Clean(r.Path), Tree: r.Tree})
+			l.add(Scope{Path: filepath.Clean(r.Path), Tree: r.Tree})
 		}
 	}
 }
 
-// limit is the set of roots Restore is limited to (on), or none.
+// limit is the set of roots Restore is limited to (on), or none. It is
+// indexed so that a check costs the depth of the path, not the number of
+// roots: a session can touch tens of thousands of paths, and every path
+// in the backup's scopes is checked.
 type limit struct {
 	on    bool
 	roots []Scope
+	tree  map[string]bool // tree roots
+	exact map[string]bool // exact roots
+	anc   map[string]bool // every proper ancestor of a root
 }
 
-// covers reports whether p is covered by a root (always, when off).
+func (l *limit) add(r Scope) {
+	if l.tree == nil {
+		l.tree, l.exact, l.anc = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	}
+	l.roots = append(l.roots, r)
+	if r.Tree {
+		l.tree[r.Path] = true
+	} else {
+		l.exact[r.Path] = true
+	}
+	for p := r.Path; p != "/"; {
+		p = parent(p)
+		if l.anc[p] {
+			break // and all of its ancestors
+		}
+		l.anc[p] = true
+	}
+}
+
+// covers reports whether p (clean, absolute) is covered by a root (always,
+// when off).
 func (l *limit) covers(p string) bool {
-	if !l.on {
+	if !l.on || l.exact[p] || l.tree[p] {
 		return true
 	}
-	for _, r := range l.roots {
-		if r.covers(p) {
+	for q := p; q != "/"; {
+		q = parent(q)
+		if l.tree[q] {
 			return true
 		}
 	}
@@ -48,16 +75,15 @@ func (l *limit) covers(p string) bool {
 }
 
 // above reports whether a root lies strictly below directory p.
-func (l *limit) above(p string) bool {
-	if !l.on {
-		return false
+func (l *limit) above(p string) bool { return l.on && l.anc[p] }
+
+// parent is filepath.Dir for a clean absolute path, without allocating.
+func parent(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
 	}
-	for _, r := range l.roots {
-		if r.Path != p && (p == "/" || strings.HasPrefix(r.Path, p+"/")) {
-			return true
-		}
-	}
-	return false
+	return p[:i]
 }
 
 // withLinkGroups adds, as exact roots, every other name of a hard-link
@@ -89,5 +115,7 @@ func (l *limit) withLinkGroups(entries []Entry) {
 			}
 		}
 	}
-	l.roots = append(l.roots, more...)
+	for _, r := range more {
+		l.add(r)
+	}
 }

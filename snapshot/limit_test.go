@@ -4,6 +4,7 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -152,5 +153,50 @@ func TestRestoreOnlyResumed(t *testing.T) {
 	}
 	if got, err := os.ReadFile(W + "/src/theirs.txt"); err != nil || string(got) != "theirs\n" {
 		t.Errorf("the resumed restore dropped the limit: theirs.txt %q %v", got, err)
+	}
+}
+
+func TestLimitIndex(t *testing.T) {
+	var l limit
+	Only(Scope{Path: "/w", Tree: true}, Scope{Path: "/tmp/a/b"}, Scope{Path: "/tmp/d/", Tree: true})(&l)
+	for _, c := range []struct {
+		p             string
+		covers, above bool
+	}{
+		{"/w", true, false}, {"/w/x/y", true, false}, {"/wx", false, false},
+		{"/tmp/a/b", true, false}, {"/tmp/a/b/c", false, false}, {"/tmp/a", false, true},
+		{"/tmp", false, true}, {"/", false, true}, {"/tmp/d/e", true, false}, {"/tmp/dd", false, false},
+	} {
+		if got := l.covers(c.p); got != c.covers {
+			t.Errorf("covers(%s) = %v", c.p, got)
+		}
+		if got := l.above(c.p); got != c.above {
+			t.Errorf("above(%s) = %v", c.p, got)
+		}
+	}
+	var off limit
+	if !off.covers("/anything") || off.above("/") {
+		t.Error("no limit: covers all, above nothing")
+	}
+	var root limit
+	Only(Scope{Path: "/", Tree: true})(&root)
+	if !root.covers("/a/b") || root.above("/") {
+		t.Error("a root at /")
+	}
+}
+
+// BenchmarkLimitCovers: a check costs the path's depth, not the number of
+// roots (a session may touch tens of thousands of paths).
+func BenchmarkLimitCovers(b *testing.B) {
+	var l limit
+	var roots []Scope
+	for i := range 50_000 {
+		roots = append(roots, Scope{Path: fmt.Sprintf("/tmp/d%d/f%d", i%100, i)})
+	}
+	Only(roots...)(&l)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l.covers("/tmp/d7/not-touched")
+		l.above("/tmp/d7")
 	}
 }

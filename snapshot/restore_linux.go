@@ -251,7 +251,7 @@ func (r *restorer) run(rep *Report) error {
 			// of its own keeps the interrupted run's (klock rollback
 			// after a crash must not revert what others changed).
 			if rec.Limited && !r.lim.on {
-				r.lim = limit{on: true, roots: rec.Only}
+				Only(rec.Only...)(&r.lim)
 			}
 		}
 	}
