@@ -28,12 +28,17 @@ func Only(roots ...Scope) RestoreOption {
 	}
 }
 
+// All makes Restore cover every recorded scope even when it finishes an
+// interrupted restore that was limited (which it otherwise stays).
+func All() RestoreOption { return func(l *limit) { l.all = true } }
+
 // limit is the set of roots Restore is limited to (on), or none. It is
 // indexed so that a check costs the depth of the path, not the number of
 // roots: a session can touch tens of thousands of paths, and every path
 // in the backup's scopes is checked.
 type limit struct {
 	on    bool
+	all   bool // All: no limit, not even a resumed one
 	roots []Scope
 	tree  map[string]bool // tree roots
 	exact map[string]bool // exact roots

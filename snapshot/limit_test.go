@@ -141,6 +141,14 @@ func TestRestoreOnlyResumed(t *testing.T) {
 	if err == nil {
 		t.Fatal("the interrupted restore finished")
 	}
+	// Interrupted again, resuming with a limit of its own: the limit holds.
+	ctx, cancel = context.WithCancel(context.Background())
+	testHook = func(op, p string) { cancel() }
+	_, err = s.Restore(ctx, Only(Scope{Path: W + "/src/mine.txt"}))
+	testHook = nil
+	if err == nil {
+		t.Fatal("the second interrupted restore finished")
+	}
 	rep, err := s.Restore(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -198,5 +206,27 @@ func BenchmarkLimitCovers(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		l.covers("/tmp/d7/not-touched")
 		l.above("/tmp/d7")
+	}
+}
+
+// TestRestoreAllOverridesAResumedLimit: All finishes an interrupted
+// limited restore as a full one (klock rollback --all).
+func TestRestoreAllOverridesAResumedLimit(t *testing.T) {
+	f := newFixture(t)
+	W := f.W
+	s := f.take(t, "all")
+	write(t, W+"/src/theirs.txt", []byte("theirs\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	testHook = func(op, p string) { cancel() }
+	_, err := s.Restore(ctx, Only(Scope{Path: W + "/src/a.txt"}))
+	testHook = nil
+	if err == nil {
+		t.Fatal("the interrupted restore finished")
+	}
+	if _, err := s.Restore(context.Background(), All()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(W + "/src/theirs.txt"); !os.IsNotExist(err) {
+		t.Errorf("All kept theirs.txt (%v)", err)
 	}
 }

@@ -250,7 +250,7 @@ func (r *restorer) run(rep *Report) error {
 			// Finishing an interrupted limited restore without a limit
 			// of its own keeps the interrupted run's (klock rollback
 			// after a crash must not revert what others changed).
-			if rec.Limited && !r.lim.on {
+			if rec.Limited && !r.lim.on && !r.lim.all {
 				Only(rec.Only...)(&r.lim)
 			}
 		}

@@ -84,8 +84,9 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			var opts []snapshot.RestoreOption
+			opts := []snapshot.RestoreOption{snapshot.All()}
 			if !all {
+				opts = nil
 				workdir := ""
 				if manifest != "" {
 					m, err := policy.Load(manifest)
