@@ -49,11 +49,11 @@ func Backup(progress io.Writer) Snapshotter {
 type restorer struct{ s *snapshot.Snapshot }
 
 func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error) {
-	var opts []snapshot.RestoreOption
+	opt := snapshot.All()
 	if only != nil {
-		opts = append(opts, snapshot.Only(only...))
+		opt = snapshot.Only(only...)
 	}
-	rep, err := r.s.Restore(ctx, opts...)
+	rep, err := r.s.Restore(ctx, opt)
 	return RollbackOps(rep), err
 }
 
