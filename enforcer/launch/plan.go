@@ -281,8 +281,15 @@ func (p *planner) interpreters(paths []string) {
 		if err != nil || info.IsDir() {
 			continue // another architecture's or another layout's loader
 		}
-		p.add(ip, execRights, false)
-		granted = append(granted, ip)
+		// The loaders' paths go through links (/lib64 -> usr/lib64 on a
+		// merged /usr): the rule goes on the file they name, as no rule
+		// path may hold a link.
+		real, err := filepath.EvalSymlinks(ip)
+		if err != nil {
+			continue
+		}
+		p.add(real, execRights, false)
+		granted = append(granted, real)
 	}
 	if len(granted) > 0 {
 		p.residual(Residual{Kind: Widened, Wall: strings.Join(granted, " "), Rights: execRights & p.plan.HandledFS,

@@ -3,6 +3,7 @@
 package stage2
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -54,7 +55,13 @@ func buildRuleset(w *Wall) (int, error) {
 }
 
 func addPathRule(rulesetFD int, r WallRule) error {
-	pfd, err := unix.Open(r.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	// The plan has no link on any rule path (a rule through a link walls
+	// whatever the link points at, and a link can be planted): one that
+	// appeared since is refused here, not followed.
+	pfd, err := unix.Openat2(unix.AT_FDCWD, r.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("path %s: %w (a symbolic link is on the path now, there was none when the ruleset was planned)", r.Path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("path %s: %w", r.Path, err)
 	}
