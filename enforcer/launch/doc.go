@@ -55,7 +55,17 @@
 // (Narrowed) when the rule only reads or writes it; "/proc/self/**" is
 // walled as the session's own fresh /proc; the ELF interpreters get
 // EXECUTE, so "ld.so BINARY" is a residual; metadata changes (chmod, chown,
-// utimes, xattrs) and stat are never Landlock operations.
+// utimes, xattrs) and stat are never Landlock operations. Removing or
+// renaming the root of "/dir/**" is granted on its parent only inside the
+// workdir (policy.RootRemovable), else Narrowed.
+//
+// No rule path holds a symbolic link: a rule opens its path, and through a
+// link the agent planted it would wall in whatever the link names. A
+// declared path through a link root made is walled at its target
+// (TrustedLinks, applied to the ruleset with policy.Ruleset.FollowLinks);
+// through any other link it is Narrowed; stage 2 opens every rule path
+// with RESOLVE_NO_SYMLINKS, so a link that appears after the plan fails
+// the start (ELOOP) rather than being followed.
 //
 // # Errors
 //
