@@ -10,6 +10,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"net"
 	"os"
@@ -613,5 +614,47 @@ func TestDeclaredThroughLinks(t *testing.T) {
 	}
 	if n, ok := o.Use("PROVIDES PROC:/bin/sh"); !ok || n == 0 {
 		t.Errorf("PROVIDES PROC:/bin/sh used %d times (%v), want the exec counted there\n%s", n, ok, o.Dump())
+	}
+}
+
+// TestProvidedDirIsMadeFirst: PROVIDES FILE:<W>/out/** with out/ missing.
+// A Landlock rule attaches to an existing file, so the wall used to sit on
+// the workdir, where PROVIDES (make, write, truncate) made every existing
+// file writable: a write to <W>/a.txt landed and was only detected. klock
+// now makes out/ (empty, the agent's) before the wall is planned: creating
+// in out/ works, and the write to a.txt is refused before its effect on
+// either backend.
+func TestProvidedDirIsMadeFirst(t *testing.T) {
+	w := harness.NewWorld(t)
+	w.File(w.W("a.txt"), "orig\n")
+	intents := append([]string{
+		"CONSUMES FILE:" + w.Workdir + "/**",
+		"PROVIDES FILE:" + w.W("out") + "/**",
+	}, harness.ProbeIntents()...)
+	create, write := "create:"+w.W("out", "new.txt"), "write:"+w.W("a.txt")
+	o := w.Run(harness.Spec{Intents: intents, Command: []string{harness.Probe, create, write}})
+	if o.Probe[create] != "ok" {
+		t.Errorf("probe %s = %q, want ok\n%s", create, o.Probe[create], o.Dump())
+	}
+	tr := policy.FileTriple(policy.Mutates, w.W("a.txt"))
+	o.AssertKilledFor(t, tr.String(), w.W("a.txt"), msg("MUTATES", "FILE:"+w.W("a.txt"), o.Declared(t, tr)), true)
+	if got := w.Content(w.W("a.txt")); got != "orig\n" {
+		t.Errorf("a.txt = %q, want it unchanged (refused before the effect)", got)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(w.W("out"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != harness.AgentUID {
+		t.Errorf("out/: %v mode %o uid %d, want the agent's directory, kept", err, st.Mode, st.Uid)
+	}
+	if w.Exists(w.W("out", "new.txt")) {
+		t.Error("out/new.txt survived the strict kill's rollback")
+	}
+	said := false
+	for _, b := range o.Log.Backends {
+		for _, d := range b.Details {
+			said = said || strings.Contains(d, "made before the agent started") && strings.Contains(d, w.W("out"))
+		}
+	}
+	if !said {
+		t.Errorf("the verification log does not say klock made %s", w.W("out"))
 	}
 }
