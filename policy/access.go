@@ -14,6 +14,10 @@ func AccessOf(ps ...Predicate) Access {
 	return a
 }
 
+// Changing is the predicates whose FILE triples change the file system:
+// what the pre-flight backup must cover and a rollback must undo.
+var Changing = AccessOf(Mutates, Provides, Deletes, Renames)
+
 // Has reports whether p is in the set.
 func (a Access) Has(p Predicate) bool { return a&(1<<p) != 0 }
 

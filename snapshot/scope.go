@@ -37,9 +37,6 @@ func (s Scope) covers(p string) bool {
 	return s.Tree && (s.Path == "/" || strings.HasPrefix(p, s.Path+"/"))
 }
 
-// changing is the set of predicates that let the agent change files.
-var changing = policy.AccessOf(policy.Mutates, policy.Deletes, policy.Renames, policy.Provides)
-
 // make/remove/rename: operations on the parent directory.
 var onParent = policy.AccessOf(policy.Deletes, policy.Renames, policy.Provides)
 
@@ -53,7 +50,7 @@ var onParent = policy.AccessOf(policy.Deletes, policy.Renames, policy.Provides)
 func DeclaredScopes(rs *policy.Ruleset) []Scope {
 	var out []Scope
 	for _, r := range rs.Files {
-		if r.Grants&changing == 0 {
+		if r.Grants&policy.Changing == 0 {
 			continue
 		}
 		p := r.Pattern
@@ -82,7 +79,7 @@ func WallScopes(rs *policy.Ruleset) []Scope {
 	out := DeclaredScopes(rs)
 	for _, r := range rs.Files {
 		g := r.Grants
-		if g&changing == 0 {
+		if g&policy.Changing == 0 {
 			continue
 		}
 		p := r.Pattern

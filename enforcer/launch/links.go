@@ -13,24 +13,20 @@ import (
 // maxLinkHops bounds link following, as the kernel's own limit does.
 const maxLinkHops = 40
 
-// FollowTrusted resolves p the way the kernel will, for
-// policy.Ruleset.FollowLinks, through links only root could have made
-// (PlanLandlock walls no path that goes through any other link):
-// each link is owned by root and sits in a root-owned directory that
-// neither group nor others may write. It returns the resolved path and
-// true when it followed at least one link and trusted them all. A link
-// the agent could have planted (its own, or in a directory it can write,
-// such as /tmp or the workdir) returns false: the declaration stays at
-// its own path, so an access through the link is judged at its target,
-// which was not declared, instead of silently widening the scope.
-// Components that do not exist yet are kept as they are.
-func FollowTrusted(p string) (string, bool) { return TrustedLinks()(p) }
-
-// TrustedLinks returns FollowTrusted with a memory of what it looked at,
-// for resolving a whole ruleset: its paths share most of their prefixes.
-// No link at or below a path in agentOwned is trusted whoever owns it:
-// the workdir is the agent's, and an agent run as root (--user 0) makes
-// root-owned links there.
+// TrustedLinks returns a resolver for policy.Ruleset.FollowLinks: it
+// resolves a path the way the kernel will, through links only root could
+// have made (PlanLandlock walls no path that goes through any other
+// link): each link is owned by root and sits in a root-owned directory
+// that neither group nor others may write, and none is at or below a
+// path in agentOwned, whoever owns it (the workdir is the agent's, and an
+// agent run as root, --user 0, makes root-owned links there). The
+// resolver returns the resolved path and true when it followed at least
+// one link and trusted them all. A link the agent could have planted
+// returns false: the declaration stays at its own path, so an access
+// through the link is judged at its target, which was not declared,
+// instead of silently widening the scope. Components that do not exist
+// yet are kept as they are. It remembers what it looked at: a ruleset's
+// paths share most of their prefixes.
 func TrustedLinks(agentOwned ...string) func(p string) (string, bool) {
 	seen := map[string]*unix.Stat_t{} // nil: does not exist
 	lstat := func(p string) *unix.Stat_t {

@@ -10,7 +10,7 @@ import (
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
-func TestFollowTrusted(t *testing.T) {
+func TestTrustedLinks(t *testing.T) {
 	testutil.RequirePrivileged(t) // root-owned links, and a chown to make untrusted ones
 	base := t.TempDir()
 	must := func(err error) {
@@ -48,9 +48,9 @@ func TestFollowTrusted(t *testing.T) {
 		{"/proc/self/status", "", false}, // a different process's, in every process
 		{"/dev/fd/0", "", false},
 	} {
-		got, ok := FollowTrusted(c.in)
+		got, ok := TrustedLinks()(c.in)
 		if ok != c.ok || (c.ok && got != c.want) {
-			t.Errorf("FollowTrusted(%s) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+			t.Errorf("TrustedLinks()(%s) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
 	}
 	// In the agent's own tree, root's links are not trusted either.

@@ -57,9 +57,6 @@ func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.Ro
 	return RollbackOps(rep), err
 }
 
-// changing are the predicates whose FILE triples change the file system.
-var changing = policy.AccessOf(policy.Mutates, policy.Provides, policy.Deletes, policy.Renames)
-
 // RollbackRoots is what a strict kill rolls back: the whole workdir, which
 // is the agent's, and outside it only what the agent was seen to touch
 // (seen: the session's observed triples). A path it changed is a root
@@ -89,7 +86,7 @@ func RollbackRoots(workdir string, lost uint64, seen []policy.Triple) []snapshot
 		if !filepath.IsAbs(t.Path) {
 			return nil
 		}
-		roots = append(roots, snapshot.Scope{Path: t.Path, Tree: changing.Has(t.Predicate)})
+		roots = append(roots, snapshot.Scope{Path: t.Path, Tree: policy.Changing.Has(t.Predicate)})
 	}
 	return roots
 }
