@@ -37,8 +37,9 @@ func provideDirs(rs *policy.Ruleset, owner *launch.Credential) ([]string, error)
 	var made []string
 	for _, r := range rs.Files {
 		p := r.Pattern.Path
+		state := filepath.Join(wd, ".klock")
 		if !r.Grants.Has(policy.Provides) || r.Pattern.Match == policy.MatchExact || !strings.HasPrefix(p, wd+"/") ||
-			strings.HasPrefix(p, filepath.Join(wd, ".klock")) {
+			p == state || strings.HasPrefix(p, state+"/") {
 			continue
 		}
 		var st unix.Stat_t
