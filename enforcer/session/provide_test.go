@@ -39,12 +39,13 @@ func TestProvideDirs(t *testing.T) {
 		rule(filepath.Join(wd, "ro"), policy.MatchSubtree, policy.Consumes),          // not PROVIDES
 		rule(filepath.Join(wd, ".klock", "x"), policy.MatchSubtree, policy.Provides), // klock's own
 		rule(filepath.Join(outside, "new"), policy.MatchSubtree, policy.Provides),    // not the agent's
+		rule(filepath.Join(wd, ".klockish"), policy.MatchSubtree, policy.Provides),   // made: only .klock itself is klock's
 	}}
 	made, err := provideDirs(rs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{filepath.Join(wd, "build"), filepath.Join(wd, "gen")}
+	want := []string{filepath.Join(wd, "build"), filepath.Join(wd, "gen"), filepath.Join(wd, ".klockish")}
 	if !slices.Equal(made, want) {
 		t.Errorf("made %v, want %v", made, want)
 	}
