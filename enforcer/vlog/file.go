@@ -1,7 +1,6 @@
 package vlog
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,32 +11,9 @@ import (
 // ErrSchema marks a file that is not a klock.verification/v1 log.
 var ErrSchema = errors.New("not a " + Schema + " verification log")
 
-// MarshalJSON-independent encoding: indented, stable, newline-terminated.
-func (l *Log) encode() ([]byte, error) {
-	c := *l
-	if c.Schema == "" {
-		c.Schema = Schema
-	}
-	if c.Verdict == "" {
-		c.Verdict, c.Summary = c.Headline()
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&c); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 // Write stores the log atomically as <dir>/verification.json (mode 0600):
 // a temp file in dir, fsync, rename, fsync of dir. It returns the path.
 func (l *Log) Write(dir string) (string, error) {
-	data, err := l.encode()
-	if err != nil {
-		return "", fmt.Errorf("verification log: encode: %w", err)
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("verification log: %w", err)
 	}
@@ -54,7 +30,7 @@ func (l *Log) Write(dir string) (string, error) {
 	if err := f.Chmod(0o600); err != nil {
 		return fail("chmod", err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := l.encodeTo(f); err != nil {
 		return fail("write", err)
 	}
 	if err := f.Sync(); err != nil {

@@ -23,12 +23,7 @@ type RenderOptions struct {
 // Render writes the human summary of a log (or its JSON).
 func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	if opts.JSON {
-		data, err := l.encode()
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
+		return l.encodeTo(w)
 	}
 	r := &renderer{w: w}
 	verdict, summary := l.Headline()
