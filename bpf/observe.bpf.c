@@ -233,12 +233,10 @@ struct {
 	__type(value, struct obs_pending);
 } pending SEC(".maps");
 
-static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u16 op)
+/* rec_init prepares the per-CPU record of an operation of cgroup cgid,
+ * whose session the caller has looked up. */
+static __always_inline struct obs_rec *rec_init(__u64 cgid, __u16 op)
 {
-	__u64 cgid = bpf_get_current_cgroup_id();
-	struct obs_session *s = bpf_map_lookup_elem(&watched, &cgid);
-	if (!s)
-		return NULL;
 	__u32 zero = 0;
 	struct obs_rec *r = bpf_map_lookup_elem(&scratch, &zero);
 	if (!r)
@@ -274,8 +272,19 @@ static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u1
 	r->exit_code = 0;
 	r->_pad = 0;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
-	*sess = s;
 	return r;
+}
+
+/* rec_begin prepares the record of an operation of the current task's
+ * session, if it has one (*sess: that session). */
+static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u16 op)
+{
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct obs_session *s = bpf_map_lookup_elem(&watched, &cgid);
+	if (!s)
+		return NULL;
+	*sess = s;
+	return rec_init(cgid, op);
 }
 
 static __always_inline void rec_emit(struct obs_rec *r, struct obs_session *s)
@@ -510,23 +519,26 @@ static __always_inline int rename_nr(long nr)
 
 static __always_inline int ctime_hit(struct inode *i)
 {
-	__u64 cgid = bpf_get_current_cgroup_id();
-	struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
-	if (!w)
-		return 0;
+	/* Every ctime change on the machine comes here (each write() makes
+	 * one): the syscall number first, the session lookup only for ours. */
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
 	if (!regs)
 		return 0;
 	long nr = SYSNR(regs);
-	if (rename_nr(nr)) {
+	int rename = rename_nr(nr);
+	if (!rename && !path_meta_nr(nr))
+		return 0;
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
+	if (!w)
+		return 0;
+	if (rename) {
 		/* The file system stamps the directories' ctime before the
 		 * name moves: from here on, no name seen before is trusted. */
 		__sync_fetch_and_add(&w->rgen, 1);
 		return 0;
 	}
-	if (!path_meta_nr(nr))
-		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct obs_pending p = {};
 	p.nr = nr;
@@ -789,29 +801,30 @@ static __always_inline int open_nr(long nr)
 	return nr == NR_openat || nr == NR_openat2;
 }
 
-/* counted_repeat counts a successful open (syscall nr, result ret, its
- * second and third arguments a2 and a3) that was reported before with the
- * same seen key, and returns 1; else 0. Global, like seen_key: every
+/* counted_repeat counts a successful open of cgroup cgid (syscall nr,
+ * result ret; a: the argument that holds its flags, open's second, the
+ * others' third) that was reported before with the same seen key, and
+ * returns 1; else 0. Global, like seen_key: every
  * branch here would otherwise multiply the states the verifier walks
  * through the rest of obs_sys_exit. */
-__noinline int counted_repeat(__u64 rgen, long nr, long ret, __u64 a2, __u64 a3)
+__noinline int counted_repeat(__u64 cgid, __u64 rgen, long nr, long ret, __u64 a)
 {
 	long fl;
 	switch (nr) {
 #ifdef NR_open
 	case NR_open:
-		fl = (__u32)a2;
+		fl = (__u32)a;
 		break;
 	case NR_creat:
 		fl = O_CREAT | O_WRONLY | O_TRUNC;
 		break;
 #endif
 	case NR_openat:
-		fl = (__u32)a3;
+		fl = (__u32)a;
 		break;
 	case NR_openat2: {
 		__u64 how = 0;
-		if (bpf_probe_read_user(&how, sizeof(how), (const void *)a3))
+		if (bpf_probe_read_user(&how, sizeof(how), (const void *)a))
 			return 0;
 		fl = (__u32)how;
 		break;
@@ -823,7 +836,7 @@ __noinline int counted_repeat(__u64 rgen, long nr, long ret, __u64 a2, __u64 a3)
 		return 0;
 	__u32 zero = 0;
 	struct obs_rec *kr = bpf_map_lookup_elem(&scratch, &zero);
-	if (!kr || seen_key(&kr->seen, bpf_get_current_cgroup_id(), rgen, fl, ret))
+	if (!kr || seen_key(&kr->seen, cgid, rgen, fl, ret))
 		return 0;
 	__u64 *cnt = bpf_map_lookup_elem(&seen, &kr->seen);
 	if (!cnt)
@@ -960,36 +973,40 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 {
 	long nr = SYSNR(regs);
+	int compat = 0;
 #if defined(__TARGET_ARCH_x86)
-	/* Trusted: the 32-bit-syscall checks below are direct loads. */
+	/* Trusted: the 32-bit-syscall checks are direct loads. */
 	struct task_struct *t = bpf_get_current_task_btf();
+	compat = t->thread_info.status & TS_COMPAT;
 #endif
+	/* Most syscalls (read, write, close, stat, ...) are none of ours: they
+	 * return here, on the syscall number alone, before the cgroup id and
+	 * the session lookup, which every process on the machine would pay
+	 * otherwise. (An ia32 syscall's number is not this table's: it goes
+	 * on, and a session's is reported.) */
+	if (!compat && !observed_nr(nr))
+		return 0;
 	if (ret == 0 && rename_nr(nr))
 		__sync_fetch_and_add(&obs_grgen, 1);
-	{
-		__u64 cgid = bpf_get_current_cgroup_id();
-		struct obs_session *w = bpf_map_lookup_elem(&watched, &cgid);
-		/* A session whose operations bpf-lsm and cgroup-net decide and
-		 * report (ops mask): return before preparing a record. */
-		if (!w || (w->ops && !proc_nr(nr)))
-			return 0;
-		if (rename_nr(nr))
-			__sync_fetch_and_add(&w->rgen, 1); /* the name has moved */
-		int compat = 0;
-#if defined(__TARGET_ARCH_x86)
-		compat = t->thread_info.status & TS_COMPAT;
+	__u64 cgid = bpf_get_current_cgroup_id();
+	struct obs_session *s = bpf_map_lookup_elem(&watched, &cgid);
+	/* A session whose operations bpf-lsm and cgroup-net decide and
+	 * report (ops mask): return before preparing a record. */
+	if (!s || (s->ops && !proc_nr(nr)))
+		return 0;
+	if (rename_nr(nr))
+		__sync_fetch_and_add(&s->rgen, 1); /* the name has moved */
+	/* An open reported before (same object, flags and names): count it. */
+	if (!compat && open_nr(nr)) {
+		__u64 a = ARG3(regs);
+#ifdef NR_open
+		if (nr == NR_open)
+			a = ARG2(regs);
 #endif
-		if (!compat) {
-			if (!observed_nr(nr))
-				return 0;
-			/* An open reported before (same object, flags and names):
-			 * count it. */
-			if (open_nr(nr) && counted_repeat(w->rgen + obs_grgen, nr, ret, ARG2(regs), ARG3(regs)))
-				return 0;
-		}
+		if (counted_repeat(cgid, s->rgen + obs_grgen, nr, ret, a))
+			return 0;
 	}
-	struct obs_session *s;
-	struct obs_rec *r = rec_begin(&s, OBS_OP_NONE);
+	struct obs_rec *r = rec_init(cgid, OBS_OP_NONE);
 	if (!r)
 		return 0;
 	r->nr = nr;
