@@ -119,7 +119,9 @@ struct obs_rec {
 	struct obs_seen_key seen; /* OBS_F_COUNTED */
 	char comm[OBS_COMM_LEN];
 	/* Only the bytes used are sent: the record up to path0, path0's len0
-	 * bytes, then path1's len1 bytes right after them. */
+	 * bytes, then path1's len1 bytes right after them. The BPF side
+	 * writes path1 there in the first place (path1_at), so path1 below
+	 * only reserves the room. */
 	char path0[OBS_PATH_MAX];
 	char path1[OBS_PATH_MAX];
 };
