@@ -11,8 +11,11 @@
 //     bpf/include/vmlinux.h from scripts/gen-vmlinux.sh, on an x86_64 host).
 //   - Loading the programs once (Load) and sharing them between sessions:
 //     Watch/Unwatch add and remove a cgroup id in the `watched` hash map.
-//     Every program first looks up the current task's cgroup id there;
-//     other tasks return after that one lookup. The syscall programs are
+//     The syscall program first looks at the syscall number: the many it
+//     never records (read, write, close, stat...) return at once, for every
+//     process; for the others, and in every other program (the ctime hooks
+//     check the syscall first too), the current task's cgroup id is looked
+//     up there, and other tasks return after that one lookup. The syscall programs are
 //     attached only while a full Watch exists (a ProcessEvents watch, for
 //     a bpf-lsm session, needs none): a syscall tracepoint puts every
 //     syscall of every process through the kernel's slow path.
@@ -21,7 +24,8 @@
 //     generation of the session; its repeats are counted in the kernel
 //     (`seen`) and handed over by Watch.Repeats at the end, so the counts
 //     in the verification log stay exact. Records carry only the path
-//     bytes used. Syscalls the programs do not record return before a
+//     bytes used, in one copy into the ring buffer (path1 is built right
+//     after path0's bytes). Syscalls the programs do not record return before a
 //     record is prepared.
 //   - The mapping of operations to triples (DESIGN.md's table) and the
 //     resolution of path strings to the absolute, symlink-free paths the
