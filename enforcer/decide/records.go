@@ -2,6 +2,7 @@ package decide
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -110,17 +111,22 @@ func (e *Engine) Records() Records {
 		LostTotal:  e.lostN,
 		Events:     e.events,
 	}
-	r.Observed = make([]Observation, 0, len(e.obs))
+	// Sorted as pointers, copied once in order: a session can have tens of
+	// thousands (sort.Slice swapped the structs through reflection).
+	byFirst := make([]*Observation, 0, len(e.obs))
 	for _, o := range e.obs {
-		r.Observed = append(r.Observed, *o)
+		byFirst = append(byFirst, o)
 	}
-	sort.Slice(r.Observed, func(i, j int) bool {
-		a, b := &r.Observed[i], &r.Observed[j]
-		if !a.First.Equal(b.First) {
-			return a.First.Before(b.First)
+	slices.SortFunc(byFirst, func(a, b *Observation) int {
+		if c := a.First.Compare(b.First); c != 0 {
+			return c
 		}
-		return a.Triple.String() < b.Triple.String()
+		return strings.Compare(a.Triple.String(), b.Triple.String())
 	})
+	r.Observed = make([]Observation, len(byFirst))
+	for i, o := range byFirst {
+		r.Observed[i] = *o
+	}
 	for p := range e.create {
 		r.Created = append(r.Created, p)
 	}

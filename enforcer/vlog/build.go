@@ -61,6 +61,15 @@ func (l *Log) AddRecords(r decide.Records) {
 	for _, i := range r.Unused() {
 		l.Unused = append(l.Unused, r.Intents[i].String())
 	}
+	// What each intent is called where it allowed an observed triple,
+	// made once per intent rather than once per triple.
+	allowedBy := make([]string, len(r.Intents))
+	for i, in := range r.Intents {
+		allowedBy[i] = in.String()
+		if or := origin(in); or != "manifest" {
+			allowedBy[i] += " (" + or + ")"
+		}
+	}
 	l.Observed = make([]Observed, 0, len(r.Observed))
 	for _, o := range r.Observed {
 		ob := Observed{
@@ -70,10 +79,7 @@ func (l *Log) AddRecords(r decide.Records) {
 		}
 		switch {
 		case o.Intent >= 0 && o.Intent < len(r.Intents):
-			ob.AllowedBy = r.Intents[o.Intent].String()
-			if or := origin(r.Intents[o.Intent]); or != "manifest" {
-				ob.AllowedBy += " (" + or + ")"
-			}
+			ob.AllowedBy = allowedBy[o.Intent]
 		case o.Created:
 			ob.AllowedBy = "created by the session"
 		}

@@ -86,7 +86,9 @@ func (l *Log) encodeTo(w io.Writer) error {
 		c.Verdict, c.Summary = c.Headline()
 	}
 	e := newEncoder(w)
-	v := reflect.ValueOf(c)
+	// Addressable, so that list elements go to the encoder as pointers:
+	// boxing a 200-byte element by value allocated a copy of each.
+	v := reflect.ValueOf(&c).Elem()
 	e.w.WriteString("{")
 	first := true
 	for _, f := range logFields {
@@ -111,7 +113,7 @@ func (l *Log) encodeTo(w io.Writer) error {
 				e.w.WriteString(",")
 			}
 			e.w.WriteString("\n    ")
-			if err := e.value(fv.Index(i).Interface()); err != nil {
+			if err := e.value(fv.Index(i).Addr().Interface()); err != nil {
 				return fmt.Errorf("%s[%d]: %w", f.name, i, err)
 			}
 		}

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klocklabs/klock/enforcer/decide"
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
 )
 
 // stdEncode is the encoding the file had before encodeTo (json.Encoder,
@@ -148,4 +152,34 @@ func (m *runtimeMem) read() {
 	var s goruntime.MemStats
 	goruntime.ReadMemStats(&s)
 	m.alloc = s.TotalAlloc
+}
+
+// BenchmarkSessionEnd: what klock does between the agent's exit and the
+// verification log on disk, for a session of 40k distinct operations (a
+// 10k-file untar, find, grep and rm): the engine's records, the log built
+// from them, and its encoding.
+func BenchmarkSessionEnd(b *testing.B) {
+	m, err := policy.Parse("agent.yaml", []byte(manifestYAML))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := decide.New(rs, policy.ModeStrict)
+	for i := range 40000 {
+		e.Observe(event.Event{Time: t0.Add(time.Duration(i) * time.Microsecond), Source: event.SourceTracepoint,
+			Triple: policy.FileTriple(policy.Provides, fmt.Sprintf("/srv/repo/build/d%03d/f%05d.txt", i/400, i)), PID: 42, Comm: "tar", Syscall: "openat"})
+	}
+	var w countingWriter
+	b.ReportAllocs()
+	for b.Loop() {
+		l := New(Session{ID: "s-1", Agent: m.Agent.ID, ManifestPath: "/srv/repo/agent.yaml", ManifestBytes: []byte(manifestYAML), Mode: policy.ModeStrict, Start: t0, Backends: backends})
+		l.AddRecords(e.Records())
+		l.Finish(t0.Add(time.Second), Exit{}, nil)
+		if err := l.encodeTo(&w); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
