@@ -124,6 +124,40 @@ func (e *Engine) Observe(ev event.Event) Verdict {
 	return v
 }
 
+// Repeated adds operations a backend counted in the kernel instead of
+// reporting again (ev stands for 1 + ev.Repeat of them; sessions hand them
+// over at their end) to the observation of their first report, under the
+// verdict that report got: it returns ActionAllow and never kills.
+//
+// The kernel counts an operation as a repeat only when it is the same
+// operation on the same object by the same name as one it reported (same
+// dentry, inode and generation, open flags, and no rename since), so what
+// was decided for the first holds for each repeat. Deciding them again at
+// the end of the session judged them against the end's state instead: a
+// file the agent created, wrote to twice and removed was no longer
+// "created by the session" by then, and a strict session that had done
+// nothing wrong was killed and rolled back after its agent exited. A
+// repeat whose first report was never judged (or that carries a second
+// triple) is decided as Observe decides it.
+func (e *Engine) Repeated(ev event.Event) Verdict {
+	e.mu.Lock()
+	o := e.obs[ev.Triple]
+	if o == nil || ev.Extra.Type != 0 {
+		e.mu.Unlock()
+		return e.Observe(ev)
+	}
+	defer e.mu.Unlock()
+	n := 1 + ev.Repeat
+	e.events += n
+	o.Count += n
+	v := Verdict{Triple: ev.Triple, Created: o.Created}
+	if o.Intent >= 0 && o.Intent < len(e.rs.Intents) && o.Intent < len(e.uses) {
+		e.uses[o.Intent] += n
+		v.Intent = &e.rs.Intents[o.Intent]
+	}
+	return v
+}
+
 // decide judges one triple of an event and records it.
 func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 	o := e.observation(ev, t)

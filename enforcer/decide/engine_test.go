@@ -354,3 +354,51 @@ func TestObserveCountsRepeats(t *testing.T) {
 		t.Fatalf("observed %+v, want one triple counted 5 times", r.Observed)
 	}
 }
+
+// TestRepeatedKeepsTheFirstVerdict: opens the kernel counted instead of
+// reporting again count under their first report's verdict, whatever the
+// session looks like when they are handed over at its end.
+func TestRepeatedKeepsTheFirstVerdict(t *testing.T) {
+	m := manifest(t, "strict", "none", "PROVIDES FILE:/srv/repo/build/**", "DELETES FILE:/srv/repo/build/**", "CONSUMES FILE:/srv/repo/src/**")
+	out := "/srv/repo/build/out.o"
+	write := fileEv(policy.Mutates, out, "openat")
+	e := New(compile(t, m), policy.ModeStrict, WithClock(fakeClock()))
+	for _, ev := range []event.Event{fileEv(policy.Provides, out, "openat"), write, fileEv(policy.Deletes, out, "unlinkat")} {
+		if v := e.Observe(ev); v.Action != ActionAllow {
+			t.Fatalf("%s: %v", ev.Triple, v.Action)
+		}
+	}
+	// Two more writes were counted in the kernel (the record stands for
+	// 1 + Repeat of them). The file is gone now, and judged again they
+	// would be a violation: the verdict they had is "created".
+	rep := write
+	rep.Repeat = 1
+	if v := e.Repeated(rep); v.Action != ActionAllow || !v.Created {
+		t.Fatalf("repeat of a created file's write: %+v, want allowed as created", v)
+	}
+	if again := e.Observe(write); again.Action != ActionKill {
+		t.Fatalf("a new write after the delete: %v, want a kill (the file is no longer the session's)", again.Action)
+	}
+	// A declared read: the repeats count as uses of the intent.
+	e = New(compile(t, m), policy.ModeStrict, WithClock(fakeClock()))
+	read := fileEv(policy.Consumes, "/srv/repo/src/a.go", "openat")
+	e.Observe(read)
+	read.Repeat = 4
+	if v := e.Repeated(read); v.Action != ActionAllow || v.Intent == nil || v.Intent.String() != "CONSUMES FILE:/srv/repo/src/**" {
+		t.Fatalf("repeat of a declared read: %+v", v)
+	}
+	r := e.Records()
+	if len(r.Observed) != 1 || r.Observed[0].Count != 6 || r.Events != 6 {
+		t.Fatalf("observed %+v events %d, want one triple counted 6 times", r.Observed, r.Events)
+	}
+	for i, in := range r.Intents {
+		if in.String() == "CONSUMES FILE:/srv/repo/src/**" && r.Uses[i] != 6 {
+			t.Fatalf("uses of %s = %d, want 6", in, r.Uses[i])
+		}
+	}
+	// A repeat whose first report was never judged is decided.
+	stray := fileEv(policy.Mutates, "/etc/hosts", "openat")
+	if v := e.Repeated(stray); v.Action != ActionKill {
+		t.Fatalf("a repeat with no first report: %v, want it decided (a kill)", v.Action)
+	}
+}

@@ -372,7 +372,7 @@ func (s *running) drainLSM() {
 		s.log.Warn("bpf-lsm repeats", "error", err)
 	}
 	for _, ev := range evs {
-		s.act(s.eng.Observe(ev))
+		s.act(s.eng.Repeated(ev))
 	}
 	s.be.lsms.Sync()
 	for {
@@ -412,6 +412,8 @@ func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, n
 
 // repeats adds the opens the observer's kernel side counted instead of
 // reporting again; after Sync, every first record they repeat was read.
+// They count under the verdict of that first record (decide.Repeated), not
+// judged again against the end of the session.
 func (s *running) repeats() {
 	if s.be.watch == nil {
 		return
@@ -421,6 +423,9 @@ func (s *running) repeats() {
 		s.log.Warn("observer repeats", "error", err)
 	}
 	for _, r := range recs {
-		s.record(r)
+		if r.Kind != observe.KindEvent || !s.agentStarted(r.Event) {
+			continue
+		}
+		s.act(s.eng.Repeated(r.Event))
 	}
 }

@@ -658,3 +658,37 @@ func TestProvidedDirIsMadeFirst(t *testing.T) {
 		t.Errorf("the verification log does not say klock made %s", w.W("out"))
 	}
 }
+
+// TestRepeatsKeepTheirFirstVerdict: the kernel counts an open it reported
+// once instead of reporting it again, and hands the counts over when the
+// session ends. Those repeats count under the verdict their first report
+// got: an agent that creates a file where it may only create and delete,
+// appends to it three times (its own file: allowed as created by the
+// session) and removes it did nothing wrong. Judged again at the end,
+// against a session in which the file no longer existed, the repeats
+// were violations: the finished session was killed and rolled back.
+func TestRepeatsKeepTheirFirstVerdict(t *testing.T) {
+	w := harness.NewWorld(t)
+	out := w.W("out")
+	f := filepath.Join(out, "scratch.txt")
+	intents := append([]string{"PROVIDES FILE:" + out + "/**", "DELETES FILE:" + out + "/**"}, harness.ProbeIntents()...)
+	steps := []string{"create:" + f, "append:" + f, "append:" + f, "append:" + f, "unlink:" + f}
+	o := w.Run(harness.Spec{Intents: intents, Command: append([]string{harness.Probe}, steps...)})
+	o.AssertClean(t, 0)
+	for _, s := range steps {
+		if o.Probe[s] != "ok" {
+			t.Errorf("probe %s = %s, want ok\n%s", s, o.Probe[s], o.Dump())
+		}
+	}
+	mutates := policy.FileTriple(policy.Mutates, f).String()
+	ob := o.Observed(mutates)
+	if ob == nil {
+		t.Fatalf("no %s observed\n%s", mutates, o.Dump())
+	}
+	// Three opens for appending: one reported, two counted in the kernel
+	// (so the count also shows that repeats were handed over).
+	if ob.Count != 3 || ob.AllowedBy != "created by the session" || ob.Violation {
+		t.Errorf("%s: count %d allowed by %q violation %v, want 3 opens allowed as created by the session\n%s",
+			mutates, ob.Count, ob.AllowedBy, ob.Violation, o.Dump())
+	}
+}
