@@ -127,3 +127,19 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("%d %q", code, out)
 	}
 }
+
+// TestRunObserveNeedsPermissive: --backend observe puts no file wall up, so
+// a strict run refuses it before anything starts (a usage error).
+func TestRunObserveNeedsPermissive(t *testing.T) {
+	root := newRoot()
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"run", "-m", ex + "coding-agent.yaml", "--backend", "observe", "--", "/bin/true"})
+	var ee *exitError
+	if err := root.Execute(); !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), "--backend observe needs permissive mode") {
+		t.Fatalf("strict run with --backend observe: %v, want a usage error that says permissive mode is needed", err)
+	}
+	if _, code := run(t, "run", "-m", ex+"coding-agent.yaml", "--backend", "nowall", "--", "/bin/true"); code != exitUsage {
+		t.Fatalf("unknown backend: exit %d, want %d", code, exitUsage)
+	}
+}

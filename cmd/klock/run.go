@@ -55,6 +55,14 @@ before its effect. Elsewhere it is Landlock, with tracepoints detecting
 what Landlock cannot express (killed and rolled back in strict mode).
 --backend forces one; the verification log always says which ran.
 
+A Landlock wall cannot be widened while the agent runs, so in permissive
+mode a refused file operation stays refused there and most programs stop
+at the first one: --learn then sees only the start of the run. For a
+learning run on such a host, --backend observe puts no file wall up (the
+network, seccomp and namespace walls stay): every file and exec operation
+goes ahead and is recorded, and --learn writes what the whole run needed.
+It is refused in strict mode.
+
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
 
@@ -65,7 +73,8 @@ Exit status: the agent's own (128+N when signal N ended it);
 113 strict mode killed the session for a violation; 125 klock refused or
 failed to start the session (the message says why and what would fix it).`,
 		Example: `  sudo klock run -m agent.yaml -- ./agent.sh
-  sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build`,
+  sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build
+  sudo klock run -m agent.yaml --mode permissive --backend observe --learn learned.yaml -- go build ./...`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(manifest)
@@ -79,12 +88,16 @@ failed to start the session (the message says why and what would fix it).`,
 			if mode != "" && mode != string(policy.ModeStrict) && mode != string(policy.ModePermissive) {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--mode %q: want strict or permissive", mode)}
 			}
-			if learn != "" && policy.Mode(mode) != policy.ModePermissive && !(mode == "" && m.Mode == policy.ModePermissive) {
+			permissive := policy.Mode(mode) == policy.ModePermissive || (mode == "" && m.Mode == policy.ModePermissive)
+			if learn != "" && !permissive {
 				return &exitError{code: exitUsage, err: errors.New("--learn needs permissive mode (--mode permissive): strict mode stops at the first violation")}
 			}
 			be, err := session.ParseBackend(backend)
 			if err != nil {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--backend: %w", err)}
+			}
+			if be == session.BackendObserve && !permissive {
+				return &exitError{code: exitUsage, err: errors.New("--backend observe needs permissive mode (--mode permissive): it puts no file wall up, and strict mode promises one")}
 			}
 			cred, err := credential(user, m.Workdir)
 			if err != nil {
@@ -147,7 +160,7 @@ failed to start the session (the message says why and what would fix it).`,
 	c.Flags().StringVar(&user, "user", "", "uid to run the agent as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
 	c.Flags().StringVar(&learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file")
 	c.Flags().StringVar(&logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
-	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it) or landlock")
+	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the verification summary")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")

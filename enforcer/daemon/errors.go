@@ -34,6 +34,7 @@ const (
 	ClassShutdown        = "shutdown"
 	ClassInvalidManifest = "invalid_manifest"
 	ClassDegraded        = "degraded"
+	ClassObserveStrict   = "observe_strict"
 	ClassSetup           = "setup"
 	ClassNotRoot         = "not_root"
 	ClassNoLandlock      = "no_landlock"
@@ -59,6 +60,7 @@ var classes = []struct {
 	{ClassShutdown, ErrShutdown},
 	{ClassInvalidManifest, policy.ErrInvalidManifest},
 	{ClassDegraded, session.ErrDegraded},
+	{ClassObserveStrict, session.ErrObserveStrict},
 	{ClassSetup, session.ErrSetup},
 	{ClassNotRoot, launch.ErrNotRoot},
 	{ClassNoLandlock, launch.ErrNoLandlock},

@@ -82,7 +82,7 @@ type RunRequest struct {
 	Groups        []uint32 `json:"groups,omitempty"`
 	AllowRoot     bool     `json:"allow_root,omitempty"`
 	AllowDegraded bool     `json:"allow_degraded,omitempty"`
-	Backend       string   `json:"backend,omitempty"` // auto (default), bpf-lsm, landlock
+	Backend       string   `json:"backend,omitempty"` // auto (default), bpf-lsm, landlock, observe
 	// Learn asks for the learned manifest in the result (permissive mode).
 	Learn  bool   `json:"learn,omitempty"`
 	LogDir string `json:"log_dir,omitempty"`

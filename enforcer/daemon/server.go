@@ -445,6 +445,11 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		fail(fmt.Errorf("%w: a run request needs argv", ErrBadRequest))
 		return
 	}
+	backend, err := session.ParseBackend(req.Backend)
+	if err != nil {
+		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
+		return
+	}
 	var stdio [3]*os.File
 	if len(req.Stdio) != len(files) {
 		fail(fmt.Errorf("%w: %d descriptors attached, stdio names %d", ErrBadRequest, len(files), len(req.Stdio)))
@@ -529,7 +534,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	}
 	opts := session.Options{
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
-		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: session.Backend(req.Backend),
+		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: backend,
 		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.

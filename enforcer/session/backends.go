@@ -38,7 +38,7 @@ type backends struct {
 // works; otherwise the session uses Landlock (BackendAuto, the reason kept
 // for the log) or refuses (BackendLSM).
 func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend) error {
-	if choice == BackendLandlock {
+	if choice == BackendLandlock || choice == BackendObserve {
 		return nil
 	}
 	l, own, err := shared.lsmBackend()
@@ -188,4 +188,13 @@ func landlockBackend(p *launch.LandlockPlan, skipped string) vlog.Backend {
 		be.Details = append(be.Details, "residual: "+r.String())
 	}
 	return be
+}
+
+// observeOnlyBackend describes the file wall of a BackendObserve session:
+// there is none, and the log says so first.
+func observeOnlyBackend() vlog.Backend {
+	return vlog.Backend{Name: "observe-only", Guarantee: vlog.GuaranteeRecords, Details: []string{
+		"--backend observe: no file wall (no Landlock, no bpf-lsm); every file and exec operation went ahead and the tracepoints recorded it",
+		"permissive mode only: a learning run (--learn) that sees the whole run where the file wall cannot be widened while the agent runs",
+	}}
 }

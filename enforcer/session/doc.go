@@ -10,10 +10,17 @@
 // Never fail open: when a backend that the mode relies on cannot be loaded,
 // Run refuses to start (ErrDegraded, naming the lost guarantee and the fix)
 // unless Options.AllowDegraded says the operator accepts that loss; the
-// verification log then records it.
+// verification log then records it. BackendObserve (no file wall, record
+// only) is a permissive mode's learning run; strict mode refuses it
+// (ErrObserveStrict).
 //
-// Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup or the
-// launcher's sentinels; once the agent has run, Run returns a *Result (with
+// Repeats: opens a backend counted in the kernel instead of reporting again
+// are handed over when the agent has exited and count under the verdict
+// their first report got (decide.Engine.Repeated); they are never judged
+// again against the state the session ended in.
+//
+// Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup,
+// ErrObserveStrict or the launcher's sentinels; once the agent has run, Run returns a *Result (with
 // the agent's exit, any violation and the log's path) and an error only for
 // failures of klock itself.
 package session

@@ -21,6 +21,9 @@ var (
 	ErrDegraded = errors.New("session: enforcement would be degraded")
 	// ErrSetup: the session could not be prepared (cgroup, snapshot, names).
 	ErrSetup = errors.New("session: setup failed")
+	// ErrObserveStrict: BackendObserve was asked for in strict mode, which
+	// promises a wall it would not have.
+	ErrObserveStrict = errors.New("session: --backend observe needs permissive mode")
 )
 
 // Restorer rolls a session's files back to their pre-flight state. The
@@ -46,6 +49,14 @@ const (
 	BackendLSM Backend = "bpf-lsm"
 	// BackendLandlock uses Landlock + tracepoints even where bpf-lsm works.
 	BackendLandlock Backend = "landlock"
+	// BackendObserve puts no file wall up: the tracepoints record every
+	// file and exec operation and nothing refuses one. Permissive mode
+	// only (the session refuses it in strict mode, ErrObserveStrict): it
+	// is how --learn sees a whole run on a host whose wall cannot be
+	// widened while the agent runs (Landlock), where the agent would
+	// otherwise stop at its first refused operation. The other walls
+	// (seccomp, namespaces, the network) stay up.
+	BackendObserve Backend = "observe"
 )
 
 // ParseBackend reads a --backend value.
@@ -53,10 +64,10 @@ func ParseBackend(s string) (Backend, error) {
 	switch b := Backend(s); b {
 	case "", BackendAuto:
 		return BackendAuto, nil
-	case BackendLSM, BackendLandlock:
+	case BackendLSM, BackendLandlock, BackendObserve:
 		return b, nil
 	}
-	return "", fmt.Errorf("unknown backend %q: want auto, bpf-lsm or landlock", s)
+	return "", fmt.Errorf("unknown backend %q: want auto, bpf-lsm, landlock or observe", s)
 }
 
 // Options describe one session.

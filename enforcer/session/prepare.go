@@ -78,7 +78,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	if err := be.attachObserver(g, l.observer(), dirs); err != nil {
 		return nil, err
 	}
-	spec.NoLandlock = be.lsms != nil
+	spec.NoLandlock = be.lsms != nil || choice == BackendObserve
 	start := time.Now()
 	// Stage 2 (re-exec and runtime start of klock's binary) is the longest
 	// step once the BPF programs are loaded: it starts before the backup

@@ -47,6 +47,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		resolve = systemResolve
 	}
 
+	if o.Backend == BackendObserve && mode != policy.ModePermissive {
+		return nil, fmt.Errorf("%w: it puts no file wall up, and strict mode promises one. Fix: --mode permissive (to learn what the agent does), or --backend auto", ErrObserveStrict)
+	}
 	rs, err := policy.Compile(m)
 	if err != nil {
 		return nil, err
@@ -107,7 +110,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	var backendsUsed []vlog.Backend
-	if be.lsms == nil {
+	switch {
+	case o.Backend == BackendObserve:
+		backendsUsed = append(backendsUsed, observeOnlyBackend())
+	case be.lsms == nil:
 		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
 	}
 	backendsUsed = append(append(backendsUsed, seccompBackend()), be.list...)

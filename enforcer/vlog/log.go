@@ -16,6 +16,9 @@ const FileName = "verification.json"
 const (
 	GuaranteeBlocks  = "blocks before the effect"
 	GuaranteeDetects = "detects, kills and rolls back"
+	// GuaranteeRecords: the mechanism blocks nothing and kills nothing; it
+	// records (a permissive session's --backend observe).
+	GuaranteeRecords = "records only: blocks nothing"
 )
 
 // Headline verdicts.
@@ -67,7 +70,7 @@ type ManifestRef struct {
 // Backend is one kernel mechanism the session used.
 type Backend struct {
 	Name      string `json:"name"`
-	Guarantee string `json:"guarantee"` // GuaranteeBlocks or GuaranteeDetects
+	Guarantee string `json:"guarantee"` // GuaranteeBlocks, GuaranteeDetects or GuaranteeRecords
 	// Details are free-form facts, e.g. "Landlock ABI 4", "nearest scope for /srv/repo/*.go".
 	Details []string `json:"details,omitempty"`
 }

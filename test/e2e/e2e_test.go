@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"golang.org/x/sys/unix"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -690,5 +692,74 @@ func TestRepeatsKeepTheirFirstVerdict(t *testing.T) {
 	if ob.Count != 3 || ob.AllowedBy != "created by the session" || ob.Violation {
 		t.Errorf("%s: count %d allowed by %q violation %v, want 3 opens allowed as created by the session\n%s",
 			mutates, ob.Count, ob.AllowedBy, ob.Violation, o.Dump())
+	}
+}
+
+// TestObserveBackendLearnsTheWholeRun: a Landlock wall cannot be widened
+// while the agent runs, so a permissive session there stops most agents at
+// their first refused operation and --learn sees only that much. With
+// --backend observe no file wall is up: every operation goes ahead and is
+// recorded, and the learned manifest, fed back in strict mode (with the
+// suite's wall), runs the same agent clean. Strict mode refuses observe.
+func TestObserveBackendLearnsTheWholeRun(t *testing.T) {
+	w := harness.NewWorld(t)
+	w.File(w.O("secret.txt"), "secret\n")
+	w.File(w.W("data.txt"), "data\n")
+	steps := []string{
+		"read:" + w.O("secret.txt"),
+		"append:" + w.W("data.txt"),
+		"create:" + w.W("new.txt"),
+		"exec:/usr/bin/true",
+	}
+	cmd := append([]string{harness.Probe}, steps...)
+	intents := append([]string{"CONSUMES FILE:" + w.W("data.txt")}, harness.ProbeIntents()...)
+	o := w.Run(harness.Spec{Mode: policy.ModePermissive, Backend: session.BackendObserve, Intents: intents, Command: cmd})
+	if o.Res.Killed || o.Res.Exit.ExitCode() != 0 {
+		t.Fatalf("permissive observe session killed or failed\n%s", o.Dump())
+	}
+	for _, s := range steps {
+		if o.Probe[s] != "ok" {
+			t.Errorf("observe: %s = %s, want ok (no file wall)\n%s", s, o.Probe[s], o.Dump())
+		}
+	}
+	if got := w.Content(w.W("new.txt")); got != harness.Payload {
+		t.Errorf("new.txt = %q: the create did not take effect", got)
+	}
+	if len(o.Log.Violations) != len(steps) {
+		t.Errorf("%d violations recorded, want %d (one per undeclared step)\n%s", len(o.Log.Violations), len(steps), o.Dump())
+	}
+	for _, v := range o.Log.Violations {
+		if v.Blocked || v.Action != "amended" {
+			t.Errorf("violation %s: blocked %v action %s, want recorded and amended", v.Triple, v.Blocked, v.Action)
+		}
+	}
+	if len(o.Log.Backends) == 0 || o.Log.Backends[0].Name != "observe-only" || o.Log.Backends[0].Guarantee != vlog.GuaranteeRecords {
+		t.Errorf("backends %+v, want observe-only first, recording only", o.Log.Backends)
+	}
+	for _, b := range o.Log.Backends {
+		if b.Name == "landlock" || b.Name == "bpf-lsm" {
+			t.Errorf("a file wall ran in an observe session: %+v", b)
+		}
+	}
+	if o.Res.Learned == nil {
+		t.Fatal("no learned manifest")
+	}
+	if err := os.Remove(w.W("new.txt")); err != nil { // the rerun creates it again
+		t.Fatal(err)
+	}
+	o2 := w.Run(harness.Spec{Mode: policy.ModeStrict, Manifest: o.Res.Learned, Command: cmd})
+	o2.AssertClean(t, 0)
+	for _, s := range steps {
+		if o2.Probe[s] != "ok" {
+			t.Errorf("strict rerun with the learned manifest: %s = %s, want ok", s, o2.Probe[s])
+		}
+	}
+	learned, err := policy.Parse("learned.yaml", o.Res.Learned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = session.Run(context.Background(), session.Options{Manifest: learned, Mode: policy.ModeStrict, Backend: session.BackendObserve, Command: cmd})
+	if !errors.Is(err, session.ErrObserveStrict) {
+		t.Errorf("strict session with --backend observe: %v, want ErrObserveStrict", err)
 	}
 }

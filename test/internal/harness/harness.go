@@ -236,6 +236,8 @@ type Spec struct {
 	ID     string
 	// Timeout bounds the session (default 60s); hitting it is a failure.
 	Timeout time.Duration
+	// Backend overrides the suite's file backend (Backend()) for this run.
+	Backend session.Backend
 }
 
 // Outcome is a finished session.
@@ -294,9 +296,13 @@ func (w *World) Run(s Spec) *Outcome {
 	if id == "" {
 		id = NewID()
 	}
+	backend := Backend()
+	if s.Backend != "" {
+		backend = s.Backend
+	}
 	res, err := session.Run(ctx, session.Options{
 		Manifest: m, ManifestPath: mpath, ManifestData: data, Mode: mode, ID: id,
-		Backends: shared, Backend: Backend(),
+		Backends: shared, Backend: backend,
 		Command: s.Command,
 		Env:     append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", ProbeEnv + "=1"}, s.Env...),
 		User:    &launch.Credential{UID: AgentUID, GID: AgentGID},
