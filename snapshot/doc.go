@@ -67,6 +67,13 @@
 // session can be refused. Take, Restore and GC serialise on an flock of
 // the root directory.
 //
+// Other processes' changes while Take runs (the agent has not started yet;
+// a shared scope such as /tmp never stops changing) are taken as they
+// land: a file removed after the walk listed it is left out (it was not
+// there when the agent started), and one replaced by another file is
+// recorded again and copied (up to three times). Only a removed hard-link
+// leader whose other names stay in the scope refuses the backup (ErrChanged).
+//
 // Restore is idempotent and resumable. It journals its intent (temp names
 // and per-path actions, fsynced) before acting; it removes paths that are
 // in a scope but not recorded (and recorded paths whose type changed),

@@ -396,3 +396,60 @@ func TestProgress(t *testing.T) {
 		t.Errorf("progress: %d calls, last %d/%d", calls, last, total)
 	}
 }
+
+// TestTakeWhileOthersChangeTheScope: the agent has not started while its
+// backup is taken, so a change to a scope meanwhile is another process's,
+// and in a shared scope (/tmp) they never stop. A file removed after the
+// walk listed it is not backed up (it was not there when the agent
+// started: a rollback removes what the agent makes there), and a file
+// replaced by another is backed up as it now is. Before, either made the
+// session fail to start.
+func TestTakeWhileOthersChangeTheScope(t *testing.T) {
+	f := newFixture(t)
+	W := f.W
+	afterWalk = func() {
+		must(t, os.Remove(W+"/src/a.txt"))
+		write(t, W+"/src/new-exec.sh", []byte("replaced\n"), 0o755)
+		must(t, os.Rename(W+"/src/new-exec.sh", W+"/src/exec.sh"))
+	}
+	t.Cleanup(func() { afterWalk = nil })
+	s := f.take(t, "s1")
+	afterWalk = nil
+	var st unix.Stat_t
+	must(t, unix.Stat(W+"/src/exec.sh", &st))
+	found := map[string]Entry{}
+	for _, e := range s.Manifest().Entries {
+		found[e.Path] = e
+	}
+	if _, ok := found[W+"/src/a.txt"]; ok {
+		t.Error("src/a.txt was removed before it was read, yet it is in the backup")
+	}
+	if e := found[W+"/src/exec.sh"]; e.Ino != st.Ino || e.Hash == "" {
+		t.Errorf("src/exec.sh recorded with inode %d hash %q, want the replacing file's inode %d and its content", e.Ino, e.Hash, st.Ino)
+	}
+	if s.Stats.Entries != len(s.Manifest().Entries) {
+		t.Errorf("stats say %d entries, the manifest has %d", s.Stats.Entries, len(s.Manifest().Entries))
+	}
+	// What the agent then does is undone back to that state.
+	write(t, W+"/src/exec.sh", []byte("agent's edit\n"), 0o755)
+	write(t, W+"/src/a.txt", []byte("agent's new file\n"), 0o644)
+	if _, err := s.Restore(context.Background()); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if got, _ := os.ReadFile(W + "/src/exec.sh"); string(got) != "replaced\n" {
+		t.Errorf("src/exec.sh = %q after restore, want the content it had when the agent started", got)
+	}
+	if _, err := os.Lstat(W + "/src/a.txt"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("src/a.txt after restore: %v, want it removed (it did not exist when the agent started)", err)
+	}
+
+	// A hard-link group's leader removed while its other names stay: the
+	// backup cannot drop it, and says so.
+	g := newFixture(t)
+	afterWalk = func() { must(t, os.Remove(g.W+"/src/hl1")) }
+	_, err := Take(context.Background(), g.rs, Options{Session: "s2", Scopes: DeclaredScopes(g.rs)})
+	afterWalk = nil
+	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), "another name of the same file") {
+		t.Fatalf("Take with a removed link leader: %v, want ErrChanged naming the other names", err)
+	}
+}

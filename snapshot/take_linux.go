@@ -211,6 +211,9 @@ func (t *taker) run() (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if afterWalk != nil {
+		afterWalk()
+	}
 	m.Entries = entries
 
 	// Hashes: from the index when the stat matches, otherwise by reading.
@@ -248,6 +251,7 @@ func (t *taker) run() (*Snapshot, error) {
 		lastRep time.Time
 		copied  = make([]bool, len(entries))
 		newIx   = make([]bool, len(entries))
+		gone    = make([]bool, len(entries)) // removed by someone else before it was read
 		firstE  error
 		next    atomic.Int64
 		wg      sync.WaitGroup
@@ -293,6 +297,11 @@ func (t *taker) run() (*Snapshot, error) {
 				e := &entries[j.i]
 				if j.prior != "" {
 					h, st, err := hashPath(e.Path)
+					if errors.Is(err, unix.ENOENT) {
+						gone[j.i] = true
+						done.Add(e.Size)
+						continue
+					}
 					if err != nil {
 						fail(pathErr("read", e.Path, err, e.Path))
 						return
@@ -307,14 +316,15 @@ func (t *taker) run() (*Snapshot, error) {
 						continue
 					}
 				}
-				res, err := copyIn(e.Path, t.objTmp(j.i), rootSt.Dev, root)
+				res, vanished, err := copyEntry(e, t.objTmp(j.i), rootSt.Dev, root)
 				if err != nil {
 					fail(err)
 					return
 				}
-				if res.st.Ino != e.Ino {
-					fail(&Error{Op: "copy", Path: e.Path, Kind: ErrChanged, Hint: "it was replaced while the snapshot was taken"})
-					return
+				if vanished {
+					gone[j.i] = true
+					done.Add(e.Size)
+					continue
 				}
 				e.Hash = res.hash
 				refresh(e, &res.st)
@@ -332,6 +342,10 @@ func (t *taker) run() (*Snapshot, error) {
 	wg.Wait()
 	if firstE != nil {
 		return nil, firstE
+	}
+	kept, err := dropGone(entries, gone)
+	if err != nil {
+		return nil, err
 	}
 	report(true)
 	t.stats.Hashed = int(counter.hashed.Load())
@@ -401,6 +415,7 @@ func (t *taker) run() (*Snapshot, error) {
 		return nil, pathErr("write index", filepath.Join(root, indexFile), err, root)
 	}
 
+	m.Entries = kept
 	data, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -436,8 +451,78 @@ func (t *taker) run() (*Snapshot, error) {
 	}
 	t.unlock()
 	t.unlock = nil
-	t.stats.Entries = len(entries)
+	t.stats.Entries = len(kept)
 	return &Snapshot{root: root, m: m, Stats: t.stats}, nil
+}
+
+// afterWalk, when set (tests only), runs between the walk and the copies:
+// where another process's change to a shared scope lands in a real session.
+var afterWalk func()
+
+// copyEntry copies e's file into tmp. The agent has not started while the
+// backup is taken, so whatever changes in a scope meanwhile is another
+// process's doing, and a shared scope (/tmp) changes all the time: a file
+// removed since the walk is reported vanished (nothing to back up: it was
+// not there when the agent started), and one replaced by another file
+// (an editor's or a package manager's atomic save) is recorded again as
+// it now is and copied, up to three times.
+func copyEntry(e *Entry, tmp string, dstDev uint64, root string) (res copyResult, vanished bool, err error) {
+	for try := 0; ; try++ {
+		res, err = copyIn(e.Path, tmp, dstDev, root)
+		if errors.Is(err, unix.ENOENT) {
+			return res, true, nil
+		}
+		if err != nil || res.st.Ino == e.Ino {
+			return res, false, err
+		}
+		if try == 2 {
+			return res, false, &Error{Op: "copy", Path: e.Path, Kind: ErrChanged, Hint: "it was replaced again and again while the snapshot was taken; stop what keeps replacing it before the session starts"}
+		}
+		st, err := lstat(e.Path)
+		if err != nil {
+			return res, false, pathErr("stat", e.Path, err, e.Path)
+		}
+		if st == nil {
+			return res, true, nil
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return res, false, &Error{Op: "copy", Path: e.Path, Kind: ErrChanged, Hint: "it was replaced by something that is not a regular file while the snapshot was taken"}
+		}
+		ne, err := recordEntry(e.Path, st)
+		if err != nil {
+			return res, false, err
+		}
+		ne.Link = e.Link
+		*e = ne
+	}
+}
+
+// dropGone returns entries without the files marked gone (a new slice; the
+// objects' temp names follow entries' indexes). A removed file with another
+// name in the scope (a hard-link group's leader, whose content its members
+// share) cannot be dropped that way: the snapshot refuses, to be taken again.
+func dropGone(entries []Entry, gone []bool) ([]Entry, error) {
+	removed := map[string]bool{}
+	for i := range entries {
+		if gone[i] {
+			removed[entries[i].Path] = true
+		}
+	}
+	if len(removed) == 0 {
+		return entries, nil
+	}
+	for i := range entries {
+		if l := entries[i].Link; l != "" && removed[l] {
+			return nil, &Error{Op: "copy", Path: l, Kind: ErrChanged, Hint: "it was removed while the snapshot was taken, and another name of the same file is in the scope; start the session again"}
+		}
+	}
+	out := make([]Entry, 0, len(entries)-len(removed))
+	for i := range entries {
+		if !gone[i] {
+			out = append(out, entries[i])
+		}
+	}
+	return out, nil
 }
 
 const (
@@ -550,6 +635,9 @@ func recordEntry(p string, st *unix.Stat_t) (Entry, error) {
 	e := entryOf(p, st)
 	if e.Type == TypeSymlink {
 		target, err := os.Readlink(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return Entry{}, nil // removed since it was listed: not there to back up
+		}
 		if err != nil {
 			return e, pathErr("read symlink", p, err, p)
 		}
