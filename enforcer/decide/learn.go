@@ -42,7 +42,10 @@ type learnedIntent struct {
 //     a directory at depth < 2 (/etc/**, /home/**), a home directory
 //     (/home/<user>, /root), or anything under /proc, /sys, /dev, /run;
 //     for writing predicates (PROVIDES, MUTATES, DELETES, RENAMES) only
-//     inside the workdir, /tmp or /var/tmp. A path the manifest language
+//     inside the workdir, /tmp or /var/tmp. A directory the run made
+//     directly in /tmp or /var/tmp and created more inside (go build's
+//     $WORK) makes PROVIDES of that temp directory's subtree: its name
+//     changes from run to run (scratchDirs). A path the manifest language
 //     cannot write exactly (a wildcard character, "$") becomes its
 //     directory's children (/dir/*). Every collapse is commented.
 //   - NET: the exact address (or host name), port and protocol.
@@ -188,6 +191,9 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 		e.paths++
 		e.count += o.count
 	}
+	if p == policy.Provides {
+		scratchDirs(entries)
+	}
 	for changed := true; changed; {
 		changed = false
 		groups := map[string][]policy.PathPattern{}
@@ -233,6 +239,47 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 		out = append(out, learnedIntent{pred: p, typ: policy.ObjFile, obj: "FILE:" + e.pat.String(), comment: c})
 	}
 	return out
+}
+
+// scratchDirs declares the temp directory's subtree (/tmp/**, /var/tmp/**)
+// for a run that made a directory of its own directly in it and created
+// more inside (go build's $WORK, mktemp -d): such a directory's name is
+// chosen anew at every run, so its exact path would not let the next run
+// through, and the manifest language has no pattern for "one directory, any
+// name". What the run does inside a directory it made needs no intent of its
+// own (created by the session). Only PROVIDES is widened this way, and the
+// comment names the directories, for the review.
+func scratchDirs(entries map[policy.PathPattern]*fileEntry) {
+	for _, tmp := range []string{"/tmp", "/var/tmp"} {
+		var made []string
+		for pat := range entries {
+			if pat.Match != policy.MatchExact || path.Dir(pat.Path) != tmp {
+				continue
+			}
+			inside := policy.PathPattern{Path: pat.Path, Match: policy.MatchSubtree}
+			for other := range entries {
+				if other.Path != pat.Path && inside.Covers(other.Path) {
+					made = append(made, pat.Path)
+					break
+				}
+			}
+		}
+		if len(made) == 0 {
+			continue
+		}
+		sort.Strings(made)
+		sub := policy.PathPattern{Path: tmp, Match: policy.MatchSubtree}
+		merged := &fileEntry{pat: sub}
+		for pat, e := range entries {
+			if sub.Covers(pat.Path) {
+				merged.paths += e.paths
+				merged.count += e.count
+				delete(entries, pat)
+			}
+		}
+		merged.note = fmt.Sprintf("learned: the run made its own directory %s and worked in it (its name changes from run to run), %d observed paths; ", strings.Join(made, " "), merged.paths)
+		entries[sub] = merged
+	}
 }
 
 var neverCollapse = []string{"/proc", "/sys", "/dev", "/run", "/var/run"}

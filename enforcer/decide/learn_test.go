@@ -190,6 +190,39 @@ func TestGeneralizeThreshold(t *testing.T) {
 	}
 }
 
+// TestGeneralizeScratchDirs: a directory the run made directly in a temp
+// directory and created more inside (go build's $WORK) is declared as the
+// temp directory's subtree, since its name changes from run to run; a file
+// made there alone, or the same shape for another predicate, stays exact.
+func TestGeneralizeScratchDirs(t *testing.T) {
+	obs := func(p policy.Predicate, paths ...string) []learnObs {
+		var out []learnObs
+		for _, x := range paths {
+			out = append(out, learnObs{t: policy.FileTriple(p, x), count: 1})
+		}
+		return out
+	}
+	objs := func(in []learnedIntent) string {
+		var o []string
+		for _, g := range in {
+			o = append(o, g.pred.String()+" "+g.obj)
+		}
+		return strings.Join(o, ", ")
+	}
+	work := obs(policy.Provides, "/tmp/go-build123", "/tmp/go-build123/b001", "/tmp/go-build123/b001/exe/a.out", "/var/tmp/lonely.txt")
+	got, _ := generalize(work, "/srv/repo", DefaultLearnThreshold)
+	if want := "PROVIDES FILE:/tmp/**, PROVIDES FILE:/var/tmp/lonely.txt"; objs(got) != want {
+		t.Fatalf("got %s, want %s", objs(got), want)
+	}
+	if !strings.Contains(got[0].comment, "made its own directory /tmp/go-build123") {
+		t.Errorf("comment %q does not name the directory", got[0].comment)
+	}
+	reads := obs(policy.Consumes, "/tmp/x", "/tmp/x/y")
+	if got, _ := generalize(reads, "/srv/repo", DefaultLearnThreshold); objs(got) != "CONSUMES FILE:/tmp/x, CONSUMES FILE:/tmp/x/y" {
+		t.Fatalf("reads: got %s, want them exact", objs(got))
+	}
+}
+
 var _ = netip.Addr{}
 
 // TestLearnedKeepsTheManifestAsWritten: given the manifest's own bytes, the
