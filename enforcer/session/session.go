@@ -222,6 +222,25 @@ type running struct {
 	killed bool
 	reason string
 	first  *decide.Verdict
+	// warned counts the permissive warnings logged as they happen.
+	warned int
+}
+
+// maxLiveWarnings bounds the permissive mode's warnings on the terminal: a
+// learning run of a build amends the scope a thousand times, and every
+// amendment is in the verification log and its summary anyway.
+const maxLiveWarnings = 20
+
+// warn logs a permissive amendment or refusal while fewer than
+// maxLiveWarnings were, then says once that the rest go to the log only.
+func (s *running) warn(msg string, args ...any) {
+	s.warned++
+	switch {
+	case s.warned <= maxLiveWarnings:
+		s.log.Warn(msg, args...)
+	case s.warned == maxLiveWarnings+1:
+		s.log.Warn(fmt.Sprintf("more permissive amendments and refusals: not shown here, all in the verification log (%d shown)", maxLiveWarnings))
+	}
 }
 
 func (s *running) kill(reason string, v *decide.Verdict) {
@@ -242,10 +261,10 @@ func (s *running) act(v decide.Verdict) {
 			s.kill(v.Message(), &vv)
 		}
 	case decide.ActionAmended:
-		s.log.Warn("scope amended (permissive)", "lease", v.Lease)
+		s.warn("scope amended (permissive)", "lease", v.Lease)
 		s.widen(v)
 	case decide.ActionBlocked:
-		s.log.Warn("blocked (permissive)", "triple", v.Triple.String())
+		s.warn("blocked (permissive)", "triple", v.Triple.String())
 		s.widen(v)
 	}
 }
