@@ -250,7 +250,13 @@ func exitText(e Exit) string {
 	default:
 		s = "unknown"
 	}
-	if e.KilledByKlock {
+	switch {
+	case e.KilledByKlock && e.Code != nil:
+		// Killed with a code, not a signal: the agent had exited on its
+		// own by the time the violation was read (detected after the
+		// effect, just before the end), and the kill found no process.
+		s += ", then ended by klock: it read the violation after the agent had exited"
+	case e.KilledByKlock:
 		s = "killed by klock (" + s + ")"
 	}
 	return s

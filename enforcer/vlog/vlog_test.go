@@ -155,6 +155,12 @@ func TestRenderKeyLines(t *testing.T) {
 	if t.Failed() {
 		t.Log("\n" + out)
 	}
+	// A violation read after the agent had exited on its own: the kill
+	// found no process, and the exit line says so instead of "killed".
+	code := 0
+	if got := exitText(Exit{Code: &code, KilledByKlock: true}); got != "exit code 0, then ended by klock: it read the violation after the agent had exited" {
+		t.Errorf("late kill rendered %q", got)
+	}
 }
 
 func TestObservedDedupInLog(t *testing.T) {
