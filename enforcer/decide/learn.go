@@ -212,17 +212,8 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 			if len(groups[d]) < threshold || !sensible(d, p, workdir) {
 				continue
 			}
-			sub := policy.PathPattern{Path: d, Match: policy.MatchSubtree}
-			merged := &fileEntry{pat: sub}
-			for pat, e := range entries {
-				if sub.Covers(pat.Path) {
-					merged.paths += e.paths
-					merged.count += e.count
-					delete(entries, pat)
-				}
-			}
+			merged := mergeSubtree(entries, d)
 			merged.note = fmt.Sprintf("learned: %d observed paths collapsed into the subtree; ", merged.paths)
-			entries[sub] = merged
 			changed = true
 			break
 		}
@@ -268,18 +259,25 @@ func scratchDirs(entries map[policy.PathPattern]*fileEntry) {
 			continue
 		}
 		sort.Strings(made)
-		sub := policy.PathPattern{Path: tmp, Match: policy.MatchSubtree}
-		merged := &fileEntry{pat: sub}
-		for pat, e := range entries {
-			if sub.Covers(pat.Path) {
-				merged.paths += e.paths
-				merged.count += e.count
-				delete(entries, pat)
-			}
-		}
+		merged := mergeSubtree(entries, tmp)
 		merged.note = fmt.Sprintf("learned: the run made its own directory %s and worked in it (its name changes from run to run), %d observed paths; ", strings.Join(made, " "), merged.paths)
-		entries[sub] = merged
 	}
+}
+
+// mergeSubtree replaces every entry dir/** covers with one entry for dir/**
+// (paths and counts summed) and returns it.
+func mergeSubtree(entries map[policy.PathPattern]*fileEntry, dir string) *fileEntry {
+	sub := policy.PathPattern{Path: dir, Match: policy.MatchSubtree}
+	merged := &fileEntry{pat: sub}
+	for pat, e := range entries {
+		if sub.Covers(pat.Path) {
+			merged.paths += e.paths
+			merged.count += e.count
+			delete(entries, pat)
+		}
+	}
+	entries[sub] = merged
+	return merged
 }
 
 var neverCollapse = []string{"/proc", "/sys", "/dev", "/run", "/var/run"}

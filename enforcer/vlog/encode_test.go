@@ -159,14 +159,7 @@ func (m *runtimeMem) read() {
 // 10k-file untar, find, grep and rm): the engine's records, the log built
 // from them, and its encoding.
 func BenchmarkSessionEnd(b *testing.B) {
-	m, err := policy.Parse("agent.yaml", []byte(manifestYAML))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, rs := compiled(b)
 	e := decide.New(rs, policy.ModeStrict)
 	for i := range 40000 {
 		e.Observe(event.Event{Time: t0.Add(time.Duration(i) * time.Microsecond), Source: event.SourceTracepoint,

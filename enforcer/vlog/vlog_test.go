@@ -43,17 +43,24 @@ var backends = []Backend{
 	{Name: "tracepoints", Guarantee: GuaranteeDetects},
 }
 
-// session runs events through an engine and builds the log.
-func session(t *testing.T, mode policy.Mode, evs []event.Event, lost uint64, exit Exit, rollback []RollbackOp) *Log {
-	t.Helper()
+// compiled is manifestYAML, parsed and compiled.
+func compiled(tb testing.TB) (*policy.Manifest, *policy.Ruleset) {
+	tb.Helper()
 	m, err := policy.Parse("agent.yaml", []byte(manifestYAML))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	rs, err := policy.Compile(m)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return m, rs
+}
+
+// session runs events through an engine and builds the log.
+func session(t *testing.T, mode policy.Mode, evs []event.Event, lost uint64, exit Exit, rollback []RollbackOp) *Log {
+	t.Helper()
+	m, rs := compiled(t)
 	e := decide.New(rs, mode)
 	for _, x := range evs {
 		e.Observe(x)
