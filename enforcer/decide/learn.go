@@ -35,17 +35,19 @@ type learnedIntent struct {
 
 // Learned returns a YAML manifest that would have allowed the run: m's
 // fields (minus its signature, which no longer matches) with m's intents
-// followed by intents for every triple that was a violation. Generalization:
+// followed by intents for every triple that was a violation, and for the
+// reads, removals and renames of the session's own files that a file wall
+// would not have let through (ownFilesUnwalled). Generalization:
 //   - FILE: exact paths; when at least the threshold (DefaultLearnThreshold)
 //     of distinct paths with one predicate sit directly in one directory,
 //     the directory's subtree (/dir/**) instead, repeated upwards. Never for
 //     a directory at depth < 2 (/etc/**, /home/**), a home directory
 //     (/home/<user>, /root), or anything under /proc, /sys, /dev, /run;
 //     for writing predicates (PROVIDES, MUTATES, DELETES, RENAMES) only
-//     inside the workdir, /tmp or /var/tmp. A directory the run made
-//     directly in /tmp or /var/tmp and created more inside (go build's
-//     $WORK) makes PROVIDES of that temp directory's subtree: its name
-//     changes from run to run (scratchDirs). A path the manifest language
+//     inside the workdir, /tmp or /var/tmp. What a run did in a directory
+//     it made directly in /tmp or /var/tmp and created more inside (go
+//     build's $WORK) is declared on that temp directory's subtree: its
+//     name changes from run to run (scratchDirs). A path the manifest language
 //     cannot write exactly (a wildcard character, "$") becomes its
 //     directory's children (/dir/*). Every collapse is commented.
 //   - NET: the exact address (or host name), port and protocol.
@@ -68,8 +70,14 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	e.mu.Lock()
 	var need []learnObs
 	for _, o := range e.obs {
-		if o.Violation {
+		switch {
+		case o.Violation:
 			need = append(need, learnObs{t: o.Triple, count: o.Count})
+		case o.Created && ownFilesUnwalled.Has(o.Triple.Predicate):
+			// On the scope the file was made in: a wall's rule attaches to
+			// a path that exists when the session starts, and the file
+			// will not exist then.
+			need = append(need, learnObs{t: o.Triple, count: o.Count, scope: e.madeIn(o.Triple.Path)})
 		}
 	}
 	threshold := e.learnMin
@@ -90,9 +98,32 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	return out, nil
 }
 
+// ownFilesUnwalled are the predicates on the session's own files that the
+// engine allows (created by the session) but a file wall may not: Landlock
+// does not know whose a file is, and a PROVIDES scope gives it the rights
+// to make, write and truncate, not to read, remove or rename. A learned
+// manifest declares them, so that it lets the same run through whichever
+// wall the strict session gets; on bpf-lsm, which does know, that is wider
+// than needed, and the review sees it.
+var ownFilesUnwalled = policy.AccessOf(policy.Consumes, policy.Deletes, policy.Renames)
+
 type learnObs struct {
 	t     policy.Triple
 	count uint64
+	// scope, when its Path is set, is the pattern to declare instead of
+	// t's exact path.
+	scope policy.PathPattern
+}
+
+// madeIn is the pattern of the PROVIDES intent (declared or leased) that
+// lets the session make path, when it covers more than path itself; the
+// zero pattern otherwise. Call with e.mu held.
+func (e *Engine) madeIn(p string) policy.PathPattern {
+	d := e.rs.Allows(policy.FileTriple(policy.Provides, p))
+	if !d.Allowed || d.Intent == nil || d.Intent.Object.Type != policy.ObjFile || d.Intent.Object.Path.Match == policy.MatchExact {
+		return policy.PathPattern{}
+	}
+	return d.Intent.Object.Path
 }
 
 // generalize turns the violating triples into intents.
@@ -125,8 +156,9 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 			skipped = append(skipped, t.String())
 		}
 	}
+	made := scratchMade(files[policy.Provides])
 	for _, p := range policy.Predicates() {
-		out = append(out, collapse(p, files[p], workdir, threshold)...)
+		out = append(out, collapse(p, files[p], workdir, threshold, made)...)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].typ != out[j].typ {
@@ -175,13 +207,17 @@ type fileEntry struct {
 }
 
 // collapse generalizes one predicate's paths.
-func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int) []learnedIntent {
+func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int, made map[string][]string) []learnedIntent {
 	entries := map[policy.PathPattern]*fileEntry{}
 	for _, o := range obs {
-		s, note := exactOrNearest(o.t.Path)
-		pp, err := policy.ParsePathPattern(s)
-		if err != nil {
-			continue // unreachable: exactOrNearest returns expressible forms
+		pp, note := o.scope, "learned: on the scope the session made the file in (its own file: a wall cannot tell whose a file is); "
+		if pp.Path == "" {
+			var s string
+			s, note = exactOrNearest(o.t.Path)
+			var err error
+			if pp, err = policy.ParsePathPattern(s); err != nil {
+				continue // unreachable: exactOrNearest returns expressible forms
+			}
 		}
 		e := entries[pp]
 		if e == nil {
@@ -191,9 +227,7 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 		e.paths++
 		e.count += o.count
 	}
-	if p == policy.Provides {
-		scratchDirs(entries)
-	}
+	scratchDirs(entries, made)
 	for changed := true; changed; {
 		changed = false
 		groups := map[string][]policy.PathPattern{}
@@ -232,35 +266,51 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 	return out
 }
 
-// scratchDirs declares the temp directory's subtree (/tmp/**, /var/tmp/**)
-// for a run that made a directory of its own directly in it and created
-// more inside (go build's $WORK, mktemp -d): such a directory's name is
-// chosen anew at every run, so its exact path would not let the next run
-// through, and the manifest language has no pattern for "one directory, any
-// name". What the run does inside a directory it made needs no intent of its
-// own (created by the session). Only PROVIDES is widened this way, and the
-// comment names the directories, for the review.
-func scratchDirs(entries map[policy.PathPattern]*fileEntry) {
+// scratchMade finds, for /tmp and /var/tmp, the directories a run made
+// directly in them and created more inside (go build's $WORK, mktemp -d),
+// from the PROVIDES it needed.
+func scratchMade(provides []learnObs) map[string][]string {
+	made := map[string][]string{}
 	for _, tmp := range []string{"/tmp", "/var/tmp"} {
-		var made []string
-		for pat := range entries {
-			if pat.Match != policy.MatchExact || path.Dir(pat.Path) != tmp {
-				continue
+		dirs := map[string]bool{}
+		for _, o := range provides {
+			if path.Dir(o.t.Path) == tmp {
+				dirs[o.t.Path] = true
 			}
-			inside := policy.PathPattern{Path: pat.Path, Match: policy.MatchSubtree}
-			for other := range entries {
-				if other.Path != pat.Path && inside.Covers(other.Path) {
-					made = append(made, pat.Path)
+		}
+		for d := range dirs {
+			inside := policy.PathPattern{Path: d, Match: policy.MatchSubtree}
+			for _, o := range provides {
+				if o.t.Path != d && inside.Covers(o.t.Path) {
+					made[tmp] = append(made[tmp], d)
 					break
 				}
 			}
 		}
-		if len(made) == 0 {
+		sort.Strings(made[tmp])
+	}
+	return made
+}
+
+// scratchDirs declares the temp directory's subtree (/tmp/**, /var/tmp/**)
+// for what a run did in a directory of its own there (scratchMade): that
+// directory's name is chosen anew at every run, so its exact paths would
+// not let the next run through, and the manifest language has no pattern
+// for "one directory, any name". The comment names the directories, for
+// the review.
+func scratchDirs(entries map[policy.PathPattern]*fileEntry, made map[string][]string) {
+	for _, tmp := range []string{"/tmp", "/var/tmp"} {
+		in := false
+		for pat := range entries {
+			for _, d := range made[tmp] {
+				in = in || policy.PathPattern{Path: d, Match: policy.MatchSubtree}.Covers(pat.Path)
+			}
+		}
+		if !in {
 			continue
 		}
-		sort.Strings(made)
 		merged := mergeSubtree(entries, tmp)
-		merged.note = fmt.Sprintf("learned: the run made its own directory %s and worked in it (its name changes from run to run), %d observed paths; ", strings.Join(made, " "), merged.paths)
+		merged.note = fmt.Sprintf("learned: the run made its own directory %s and worked in it (its name changes from run to run), %d observed paths; ", strings.Join(made[tmp], " "), merged.paths)
 	}
 }
 

@@ -217,9 +217,48 @@ func TestGeneralizeScratchDirs(t *testing.T) {
 	if !strings.Contains(got[0].comment, "made its own directory /tmp/go-build123") {
 		t.Errorf("comment %q does not name the directory", got[0].comment)
 	}
+	// What the run did in its own directory, whatever the predicate.
+	removes := append(work[:3:3], obs(policy.Deletes, "/tmp/go-build123/b001/exe/a.out", "/tmp/go-build123/b001")...)
+	if got, _ := generalize(removes, "/srv/repo", DefaultLearnThreshold); objs(got) != "PROVIDES FILE:/tmp/**, DELETES FILE:/tmp/**" {
+		t.Fatalf("removals in its own directory: got %s", objs(got))
+	}
 	reads := obs(policy.Consumes, "/tmp/x", "/tmp/x/y")
 	if got, _ := generalize(reads, "/srv/repo", DefaultLearnThreshold); objs(got) != "CONSUMES FILE:/tmp/x, CONSUMES FILE:/tmp/x/y" {
 		t.Fatalf("reads: got %s, want them exact", objs(got))
+	}
+}
+
+// TestLearnedDeclaresOwnFilesAWallWouldRefuse: the engine lets a session
+// read, remove and rename files it created; a Landlock wall does not know
+// whose a file is, and a PROVIDES scope gives it only make, write and
+// truncate. A learned manifest declares those reads and removals (not the
+// writes) on the scope the file was made in, so the strict run it is for
+// gets through whichever wall.
+func TestLearnedDeclaresOwnFilesAWallWouldRefuse(t *testing.T) {
+	m := manifest(t, "permissive", "none", "PROVIDES FILE:/srv/repo/build/**")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	o := "/srv/repo/build/out.o"
+	for _, ev := range []event.Event{
+		fileEv(policy.Provides, o, "openat"), fileEv(policy.Mutates, o, "openat"),
+		fileEv(policy.Consumes, o, "openat"), fileEv(policy.Deletes, o, "unlinkat"),
+	} {
+		if v := e.Observe(ev); v.Action != ActionAllow {
+			t.Fatalf("%s: %v", ev.Triple, v.Action)
+		}
+	}
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	// On the scope it was made in: the file will not exist when the next
+	// session starts, and a wall's rules attach to what exists.
+	for _, want := range []string{"CONSUMES FILE:${workdir}/build/**", "DELETES FILE:${workdir}/build/**"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("learned manifest lacks %s\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "MUTATES") {
+		t.Errorf("learned a write the PROVIDES wall already allows\n%s", out)
 	}
 }
 
