@@ -42,6 +42,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define SOCK_RAW 3
 #define EBADF 9
 #define ENOTSOCK 88
+#define EPERM 1
+#define EACCES 13
 #define FMODE_CREATED (1U << 20)
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
@@ -168,6 +170,9 @@ struct pt_regs___obs_arm64 {
 
 /* Set by user space before load. */
 const volatile __u64 wakeup_bytes = 0; /* 0: wake the reader on every record */
+/* 1: urgent records (urgent()) wake the reader at once whatever wakeup_bytes
+ * says; 0: they wait for the batch like the others. */
+const volatile __u8 wake_urgent = 1;
 
 /* Renames that went ahead, by any process on the machine, counted at
  * their sys_exit. A session's own renames also bump its obs_session.rgen
@@ -287,6 +292,18 @@ static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u1
 	return rec_init(cgid, op);
 }
 
+/* urgent: a record the reader should have at once rather than with the
+ * next batch: a change no wall blocks (chmod, chown, xattrs; not times,
+ * which untar and cp -p make by the thousand), and an operation a wall
+ * refused. Either is how a violation usually shows, and in strict mode the
+ * agent runs on until klock reads it. */
+static __always_inline int urgent(const struct obs_rec *r)
+{
+	if (r->op == OBS_OP_CHMOD || r->op == OBS_OP_CHOWN || r->op == OBS_OP_XATTR)
+		return 1;
+	return r->ret == -EACCES || r->ret == -EPERM;
+}
+
 static __always_inline void rec_emit(struct obs_rec *r, struct obs_session *s)
 {
 	if (s->ops && !(s->ops & (1ULL << (r->op & 63))))
@@ -300,7 +317,7 @@ static __always_inline void rec_emit(struct obs_rec *r, struct obs_session *s)
 	__u32 hdr = __builtin_offsetof(struct obs_rec, path0);
 	__u64 flags = 0;
 	if (wakeup_bytes) {
-		if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		if ((wake_urgent && urgent(r)) || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
 			flags = BPF_RB_FORCE_WAKEUP;
 		else
 			flags = BPF_RB_NO_WAKEUP;

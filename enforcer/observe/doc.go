@@ -25,7 +25,11 @@
 //     (`seen`) and handed over by Watch.Repeats at the end, so the counts
 //     in the verification log stay exact. Records carry only the path
 //     bytes used, in one copy into the ring buffer (path1 is built right
-//     after path0's bytes). Syscalls the programs do not record return before a
+//     after path0's bytes). The reader is woken once WakeupBytes are
+//     pending or every PollInterval, except for records it should have at
+//     once: a chmod, chown or xattr change (no wall blocks them) and an
+//     operation a wall refused, which is how a violation usually shows
+//     (Options.BatchUrgent turns that off, for tests). Syscalls the programs do not record return before a
 //     record is prepared.
 //   - The mapping of operations to triples (DESIGN.md's table) and the
 //     resolution of path strings to the absolute, symlink-free paths the

@@ -87,7 +87,7 @@ func TestSBPath(t *testing.T) {
 // of the syscall: the open carries the kernel's own path of the file, and
 // the chmod, where the ctime hooks attached, the inode it changed.
 func TestObserveKernelPathAfterSwap(t *testing.T) {
-	o := loadObserverOpts(t, Options{PollInterval: 2 * time.Second, WakeupBytes: 8 << 20})
+	o := loadObserverOpts(t, Options{PollInterval: 2 * time.Second, WakeupBytes: 8 << 20, BatchUrgent: true})
 	s := newSession(t, o)
 	dir := fixture(t)
 	sh, err := exec.LookPath("sh")
@@ -139,7 +139,7 @@ ln -s "$4" "$1.swap"; mv -T "$1.swap" "$1"; rm "$2"`
 // dir: a base read back afterwards names a directory that no longer holds
 // sub.
 func TestKernelBaseOfRelativeName(t *testing.T) {
-	o := loadObserverOpts(t, Options{PollInterval: 2 * time.Second, WakeupBytes: 8 << 20})
+	o := loadObserverOpts(t, Options{PollInterval: 2 * time.Second, WakeupBytes: 8 << 20, BatchUrgent: true})
 	s := newSession(t, o)
 	dir := filepath.Join(fixture(t), "d")
 	if err := os.Mkdir(dir, 0o777); err != nil {

@@ -101,6 +101,13 @@ type Options struct {
 	// WakeEveryRecord wakes the reader for every record instead (lowest
 	// latency, lower throughput); WakeupBytes is then ignored.
 	WakeEveryRecord bool
+	// BatchUrgent makes the records that otherwise wake the reader at once
+	// wait for the batch too: a chmod, chown or xattr change (no wall
+	// blocks them) and an operation a wall refused, which is how a
+	// violation usually shows; read at once, a strict session is killed
+	// within a millisecond instead of the next poll (BenchmarkDetectToKill
+	// in test/perf). For tests that need the reader to look late.
+	BatchUrgent bool
 	// PollInterval bounds how long a record can wait unread, and how often
 	// per-session loss counters are read. Default 10ms.
 	PollInterval time.Duration
@@ -217,6 +224,11 @@ func LoadOptions(opts Options) (*Observer, error) {
 	spec.Maps[observeMapEvents].MaxEntries = opts.RingBytes
 	if err := spec.Variables[observeVarWakeupBytes].Set(opts.WakeupBytes); err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
+	}
+	if opts.BatchUrgent {
+		if err := spec.Variables[observeVarWakeUrgent].Set(uint8(0)); err != nil {
+			return nil, fmt.Errorf("observe: %w", err)
+		}
 	}
 	o := &Observer{opts: opts, res: newResolver(), clk: newBootClock(), log: opts.Logger,
 		watches: make(map[uint64]*Watch), done: make(chan struct{})}

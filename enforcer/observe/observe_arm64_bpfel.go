@@ -116,6 +116,7 @@ const (
 	observeProgObsSysExit   = "obs_sys_exit"
 	observeVarObsGrgen      = "obs_grgen"
 	observeVarUnusedSeen    = "unused_seen"
+	observeVarWakeUrgent    = "wake_urgent"
 	observeVarWakeupBytes   = "wakeup_bytes"
 )
 
@@ -189,6 +190,7 @@ type observeMapSpecs struct {
 type observeVariableSpecs struct {
 	ObsGrgen    *ebpf.VariableSpec `ebpf:"obs_grgen"`
 	UnusedSeen  *ebpf.VariableSpec `ebpf:"unused_seen"`
+	WakeUrgent  *ebpf.VariableSpec `ebpf:"wake_urgent"`
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -239,6 +241,7 @@ func (m *observeMaps) Close() error {
 type observeVariables struct {
 	ObsGrgen    *ebpf.Variable `ebpf:"obs_grgen"`
 	UnusedSeen  *ebpf.Variable `ebpf:"unused_seen"`
+	WakeUrgent  *ebpf.Variable `ebpf:"wake_urgent"`
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

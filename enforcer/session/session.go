@@ -162,7 +162,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Mode: mode, Start: start, Backends: backendsUsed,
 	})
 	vl.AddRecords(eng.Records())
-	vl.Finish(time.Now(), vlogExit(exit, s.killed, s.reason), rollback)
+	x := vlogExit(exit, s.killed, s.reason)
+	x.KilledAt = s.killedAt
+	vl.Finish(time.Now(), x, rollback)
 	logDir := o.LogDir
 	if logDir == "" {
 		logDir = DefaultLogDir(m.Workdir)
@@ -218,10 +220,11 @@ type running struct {
 	// execs counts successful execs of the session's first process: the
 	// first is klock's own stage 2 (the re-exec of /proc/self/exe), the
 	// second is the agent. Nothing before it is the agent's doing.
-	execs  int
-	killed bool
-	reason string
-	first  *decide.Verdict
+	execs    int
+	killed   bool
+	killedAt time.Time
+	reason   string
+	first    *decide.Verdict
 	// warned counts the permissive warnings logged as they happen.
 	warned int
 }
@@ -246,6 +249,7 @@ func (s *running) warn(msg string, args ...any) {
 func (s *running) kill(reason string, v *decide.Verdict) {
 	s.once.Do(func() {
 		s.killed, s.reason, s.first = true, reason, v
+		s.killedAt = time.Now()
 		if err := s.proc.Kill(); err != nil {
 			s.log.Error("cgroup.kill failed", "error", err)
 		}

@@ -161,4 +161,8 @@ type Exit struct {
 	Signal        string `json:"signal,omitempty"` // e.g. SIGKILL when signalled
 	KilledByKlock bool   `json:"killed_by_klock"`
 	Reason        string `json:"reason,omitempty"` // why klock killed it
+	// KilledAt is when klock wrote cgroup.kill: set beside the first
+	// violation's time, it says how long the agent ran on after it (the
+	// detection latency of what no wall blocked).
+	KilledAt time.Time `json:"killed_at,omitzero"`
 }

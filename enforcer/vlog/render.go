@@ -45,7 +45,7 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		sum = sum[:16] + "…"
 	}
 	fmt.Fprintf(tw, "manifest\t%s (sha256 %s)\n", l.Manifest.Path, sum)
-	fmt.Fprintf(tw, "exit\t%s\n", exitText(l.Exit))
+	fmt.Fprintf(tw, "exit\t%s%s\n", exitText(l.Exit), killLatency(l))
 	fmt.Fprintf(tw, "events\t%d observed, %d distinct, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
 	tw.Flush()
 	r.err = firstErr(r.err, tw.Flush())
@@ -238,6 +238,20 @@ func span(a, b time.Time) string {
 		return s + " → (running)"
 	}
 	return fmt.Sprintf("%s → %s (%s)", s, b.UTC().Format(time.RFC3339), b.Sub(a).Round(time.Millisecond))
+}
+
+// killLatency says how long after the first violation klock killed the
+// session: how long the agent ran on ("" when klock did not kill it, when
+// the agent had exited already, or when the log has no violation time).
+func killLatency(l *Log) string {
+	if l.Exit.KilledAt.IsZero() || l.Exit.Signal == "" || len(l.Violations) == 0 || l.Violations[0].Time.IsZero() {
+		return ""
+	}
+	d := l.Exit.KilledAt.Sub(l.Violations[0].Time)
+	if d < 0 {
+		d = 0
+	}
+	return fmt.Sprintf("; killed %s after the violation", d.Round(10*time.Microsecond))
 }
 
 func exitText(e Exit) string {

@@ -162,6 +162,18 @@ func TestRenderKeyLines(t *testing.T) {
 	if t.Failed() {
 		t.Log("\n" + out)
 	}
+	// How long the agent ran on after the violation; nothing when it had
+	// exited on its own before the kill.
+	l.Exit.KilledAt = l.Violations[0].Time.Add(1500 * time.Microsecond)
+	if got := killLatency(l); got != "; killed 1.5ms after the violation" {
+		t.Errorf("kill latency rendered %q", got)
+	}
+	exited := *l
+	code0 := 0
+	exited.Exit.Signal, exited.Exit.Code = "", &code0
+	if got := killLatency(&exited); got != "" {
+		t.Errorf("kill latency of an agent that had exited: %q, want none", got)
+	}
 	// A violation read after the agent had exited on its own: the kill
 	// found no process, and the exit line says so instead of "killed".
 	code := 0
