@@ -110,7 +110,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 				_ = enc.Encode(rep)
 			} else {
 				for _, e := range rep.Changed() {
-					fmt.Fprintf(w, "%-10s %s\n", e.Action, e.Path)
+					fmt.Fprintf(w, "%-10s %s\n", e.Action, vlog.Printable(e.Path))
 				}
 				fmt.Fprintf(w, "session %s: %d path(s) restored or removed, %d unchanged", args[0], len(rep.Changed()), rep.Count(snapshot.Unchanged))
 				if rep.Resumed {
@@ -120,7 +120,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 			}
 			if failed := rep.Failed(); err != nil || len(failed) > 0 {
 				for _, f := range failed {
-					fmt.Fprintf(os.Stderr, "failed: %s: %s\n", f.Path, f.Error)
+					fmt.Fprintf(os.Stderr, "failed: %s: %s\n", vlog.Printable(f.Path), vlog.Printable(f.Error))
 				}
 				if err == nil {
 					err = fmt.Errorf("%d path(s) could not be restored; fix the cause and run klock rollback again (it resumes)", len(failed))

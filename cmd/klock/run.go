@@ -150,7 +150,8 @@ failed to start the session (the message says why and what would fix it).`,
 				if res.Violation != nil {
 					msg = res.Violation.Error()
 				}
-				return &exitError{code: exitViolation, err: errors.New(msg)}
+				// The message names what the agent touched: shown printable.
+				return &exitError{code: exitViolation, err: errors.New(vlog.Printable(msg))}
 			}
 			return &exitError{code: res.Exit.ExitCode(), err: errors.New("")}
 		},

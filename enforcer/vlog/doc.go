@@ -15,6 +15,11 @@
 // of its own, streamed to disk element by element (encode.go): a session
 // that touched 40k files has a 12 MB log, and the operator waits for it.
 //
+// Render shows every string of the log printable (Printable: control,
+// format and invalid bytes as Go escapes), since most of them are named by
+// the agent and a terminal would obey the escape sequences a file name can
+// hold; the file keeps the exact bytes.
+//
 // It never decides, kills, rolls back or watches anything; it does no I/O
 // except in Write and Read.
 //

@@ -25,6 +25,7 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	if opts.JSON {
 		return l.encodeTo(w)
 	}
+	l = printableLog(l)
 	r := &renderer{w: w}
 	verdict, summary := l.Headline()
 	r.line("%s", summary)
