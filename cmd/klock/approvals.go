@@ -11,6 +11,7 @@ import (
 
 	"github.com/klocklabs/klock/guard/approval"
 	"github.com/klocklabs/klock/guard/gateway"
+	"github.com/klocklabs/klock/internal/termsafe"
 	"github.com/spf13/cobra"
 )
 
@@ -76,7 +77,10 @@ Exit status: 0, or 125 when the queue cannot be read.`,
 				if r.State == approval.Pending {
 					exp = time.Until(r.Deadline).Round(time.Second).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Agent, r.Tool, exp, r.Why, args)
+				// The agent chose the arguments (and the names the
+				// reason quotes): the approver sees them printable.
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, termsafe.String(r.Agent), termsafe.String(r.Tool), exp,
+					termsafe.String(r.Why), termsafe.String(args))
 			}
 			return tw.Flush()
 		},
@@ -131,7 +135,7 @@ such request; 125 the queue cannot be written.`, verb,
 			case err != nil:
 				return &exitError{code: exitNoStart, err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %s of agent %s\n", past, r.ID, r.Tool, r.Agent)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %s of agent %s\n", past, r.ID, termsafe.String(r.Tool), termsafe.String(r.Agent))
 			return nil
 		},
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/klocklabs/klock/guard/approval"
 )
 
 // run executes the CLI in-process and returns stdout and the exit status
@@ -141,5 +144,27 @@ func TestRunObserveNeedsPermissive(t *testing.T) {
 	}
 	if _, code := run(t, "run", "-m", ex+"coding-agent.yaml", "--backend", "nowall", "--", "/bin/true"); code != exitUsage {
 		t.Fatalf("unknown backend: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestApprovalsShowArgsPrintable: an agent chooses its tool call's
+// arguments; a bidi override or a C1 control sequence in them must not
+// reorder or redraw what the approver reads before saying yes.
+func TestApprovalsShowArgsPrintable(t *testing.T) {
+	dir := t.TempDir()
+	s, err := approvalStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []byte("{\"path\":\"/srv/data/report\u202efdp.exe\",\"note\":\"\u009b2J ok\"}")
+	if _, err := s.Submit(approval.Request{Agent: "a1", Tool: "write_file", Args: args, ArgsSHA256: strings.Repeat("0", 64), Why: "irreversible"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "approvals", "--state-dir", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if strings.ContainsAny(out, "\u202e\u009b") || !strings.Contains(out, `\u202e`) {
+		t.Fatalf("approvals shows the raw controls:\n%q", out)
 	}
 }

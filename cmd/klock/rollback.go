@@ -9,6 +9,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/internal/termsafe"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/snapshot"
 	"github.com/spf13/cobra"
@@ -110,7 +111,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 				_ = enc.Encode(rep)
 			} else {
 				for _, e := range rep.Changed() {
-					fmt.Fprintf(w, "%-10s %s\n", e.Action, vlog.Printable(e.Path))
+					fmt.Fprintf(w, "%-10s %s\n", e.Action, termsafe.String(e.Path))
 				}
 				fmt.Fprintf(w, "session %s: %d path(s) restored or removed, %d unchanged", args[0], len(rep.Changed()), rep.Count(snapshot.Unchanged))
 				if rep.Resumed {
@@ -120,7 +121,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 			}
 			if failed := rep.Failed(); err != nil || len(failed) > 0 {
 				for _, f := range failed {
-					fmt.Fprintf(os.Stderr, "failed: %s: %s\n", vlog.Printable(f.Path), vlog.Printable(f.Error))
+					fmt.Fprintf(os.Stderr, "failed: %s: %s\n", termsafe.String(f.Path), termsafe.String(f.Error))
 				}
 				if err == nil {
 					err = fmt.Errorf("%d path(s) could not be restored; fix the cause and run klock rollback again (it resumes)", len(failed))

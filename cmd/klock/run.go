@@ -14,6 +14,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/internal/termsafe"
 	"github.com/klocklabs/klock/policy"
 	"github.com/spf13/cobra"
 )
@@ -151,7 +152,7 @@ failed to start the session (the message says why and what would fix it).`,
 					msg = res.Violation.Error()
 				}
 				// The message names what the agent touched: shown printable.
-				return &exitError{code: exitViolation, err: errors.New(vlog.Printable(msg))}
+				return &exitError{code: exitViolation, err: errors.New(termsafe.String(msg))}
 			}
 			return &exitError{code: res.Exit.ExitCode(), err: errors.New("")}
 		},

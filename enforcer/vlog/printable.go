@@ -2,9 +2,8 @@ package vlog
 
 import (
 	"reflect"
-	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/klocklabs/klock/internal/termsafe"
 )
 
 // The human summary is read on a terminal, and most of what it prints is
@@ -14,48 +13,7 @@ import (
 // and print "CLEAN" over a violation; bidi controls can reorder what is
 // shown. Every string of a log is shown printable: a character that is not
 // (control, format, invalid UTF-8) is written as its Go escape (\n, \x1b,
-// \u202e), as strconv.Quote would. The JSON file keeps the exact bytes.
-
-// Printable returns s with every character that is not printable written
-// as its escape; s itself when there is none (the common case).
-func Printable(s string) string {
-	if isPrintable(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b.WriteString(`\x` + strconv.FormatUint(uint64(s[i])|0x100, 16)[1:])
-		case strconv.IsPrint(r):
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-func isPrintable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f {
-			goto slow
-		}
-	}
-	return true
-slow:
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || !strconv.IsPrint(r) {
-			return false
-		}
-		i += size
-	}
-	return true
-}
+// \u202e; internal/termsafe). The JSON file keeps the exact bytes.
 
 // printableLog returns l when every string in it is printable, else a copy
 // whose strings are (the lists it changes are copied; l is not touched).
@@ -71,7 +29,7 @@ func printableLog(l *Log) *Log {
 func allPrintable(v reflect.Value) bool {
 	switch v.Kind() {
 	case reflect.String:
-		return isPrintable(v.String())
+		return termsafe.Printable(v.String())
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if v.Type().Field(i).IsExported() && !allPrintable(v.Field(i)) {
@@ -95,7 +53,7 @@ func allPrintable(v reflect.Value) bool {
 func makePrintable(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.String:
-		v.SetString(Printable(v.String()))
+		v.SetString(termsafe.String(v.String()))
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if v.Type().Field(i).IsExported() {

@@ -9,22 +9,6 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"/srv/repo/src/a.go":            "/srv/repo/src/a.go",
-		"ünï cødé.txt":                  "ünï cødé.txt",
-		"new\nline":                     `new\nline`,
-		"\x1b[2J\x1b[HCLEAN":            `\x1b[2J\x1b[HCLEAN`,
-		"evil\u202etxt.exe":             `evil\u202etxt.exe`,
-		"bad\xffbyte":                   `bad\xffbyte`,
-		"tab\there, del\x7f, c1\u0085.": `tab\there, del\x7f, c1\u0085.`,
-	} {
-		if got := Printable(in); got != want {
-			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestRenderShowsAgentNamesPrintable: the summary a terminal shows cannot
 // be forged or redrawn by what the agent named (a file whose name clears
 // the screen and prints CLEAN, a new line, a bidi override); the file on
