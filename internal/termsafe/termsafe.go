@@ -53,4 +53,3 @@ slow:
 	}
 	return true
 }
-

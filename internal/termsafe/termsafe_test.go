@@ -17,4 +17,3 @@ func TestString(t *testing.T) {
 		}
 	}
 }
-
