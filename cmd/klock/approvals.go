@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,10 @@ Exit status: 0, or 125 when the queue cannot be read.`,
 			fmt.Fprintln(tw, "ID\tSTATE\tAGENT\tTOOL\tEXPIRES\tWHY\tARGS")
 			for _, r := range list {
 				args := string(r.Args)
+				var compact bytes.Buffer
+				if json.Compact(&compact, r.Args) == nil {
+					args = compact.String() // one line
+				}
 				if args == "" {
 					args = "sha256:" + r.ArgsSHA256[:16] + "… (confidential)"
 				}
