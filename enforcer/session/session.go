@@ -21,6 +21,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
+	"golang.org/x/sys/unix"
 )
 
 func systemResolve(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -202,7 +203,10 @@ func seccompBackend() vlog.Backend {
 func vlogExit(e launch.Exit, killed bool, reason string) vlog.Exit {
 	x := vlog.Exit{KilledByKlock: killed, Reason: reason}
 	if e.Signal != 0 {
-		x.Signal = e.Signal.String()
+		// SIGKILL, as operators write it (the Go name is "killed").
+		if x.Signal = unix.SignalName(e.Signal); x.Signal == "" {
+			x.Signal = e.Signal.String()
+		}
 	} else {
 		x.Code = vlog.ExitCode(e.Code)
 	}

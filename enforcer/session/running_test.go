@@ -6,7 +6,10 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/klocklabs/klock/enforcer/launch"
 )
 
 // TestPermissiveWarningsAreBounded: a learning run amends the scope once
@@ -24,5 +27,16 @@ func TestPermissiveWarningsAreBounded(t *testing.T) {
 	}
 	if last := lines[len(lines)-1]; !strings.Contains(last, "all in the verification log") {
 		t.Fatalf("last line %q does not say where the rest are", last)
+	}
+}
+
+// TestVlogExitNamesTheSignal: the log says SIGKILL, as operators write it,
+// not Go's "killed".
+func TestVlogExitNamesTheSignal(t *testing.T) {
+	if x := vlogExit(launch.Exit{Signal: syscall.SIGKILL}, true, ""); x.Signal != "SIGKILL" || x.Code != nil {
+		t.Fatalf("exit %+v, want signal SIGKILL", x)
+	}
+	if x := vlogExit(launch.Exit{Code: 3}, false, ""); x.Signal != "" || x.Code == nil || *x.Code != 3 {
+		t.Fatalf("exit %+v, want code 3", x)
 	}
 }
