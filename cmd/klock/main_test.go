@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/guard/approval"
 )
 
@@ -166,5 +169,23 @@ func TestApprovalsShowArgsPrintable(t *testing.T) {
 	}
 	if strings.ContainsAny(out, "\u202e\u009b") || !strings.Contains(out, `\u202e`) {
 		t.Fatalf("approvals shows the raw controls:\n%q", out)
+	}
+}
+
+// TestRunExit: a session ended from outside (Ctrl-C, klock kill) is not
+// reported as a violation to the automation that runs klock.
+func TestRunExit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  session.Result
+		code int
+	}{
+		{"agent's own status", session.Result{Exit: launch.Exit{Code: 7}}, 7},
+		{"strict kill", session.Result{Killed: true, Reason: "lost events", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitViolation},
+		{"interrupted", session.Result{Killed: true, Interrupted: true, Reason: "klock was interrupted: killed by klock kill", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitInterrupted},
+	} {
+		if got := runExit(&tc.res); got.code != tc.code {
+			t.Errorf("%s: exit %d, want %d", tc.name, got.code, tc.code)
+		}
 	}
 }

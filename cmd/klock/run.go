@@ -21,8 +21,9 @@ import (
 
 // Exit statuses of klock run beyond the agent's own.
 const (
-	exitViolation = 113 // strict mode killed the session for a scope violation
-	exitNoStart   = 125 // klock refused or failed to start the session
+	exitViolation   = 113 // strict mode killed the session for a scope violation
+	exitInterrupted = 130 // the session was ended from outside (128+SIGINT, as a shell reports Ctrl-C)
+	exitNoStart     = 125 // klock refused or failed to start the session
 )
 
 func newRun() *cobra.Command {
@@ -71,8 +72,10 @@ The agent runs as the owner of workdir, else the user who ran sudo; --user 0
 is needed to run it as root.
 
 Exit status: the agent's own (128+N when signal N ended it);
-113 strict mode killed the session for a violation; 125 klock refused or
-failed to start the session (the message says why and what would fix it).`,
+113 strict mode killed the session (a violation, or what it could not
+verify: lost events, an unobservable operation); 130 the session was ended
+from outside (Ctrl-C, SIGTERM, klock kill); 125 klock refused or failed to
+start the session (the message says why and what would fix it).`,
 		Example: `  sudo klock run -m agent.yaml -- ./agent.sh
   sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build
   sudo klock run -m agent.yaml --mode permissive --backend observe --learn learned.yaml -- go build ./...`,
@@ -146,15 +149,7 @@ failed to start the session (the message says why and what would fix it).`,
 				}
 				fmt.Fprintf(os.Stderr, "learned manifest: %s\n", learn)
 			}
-			if res.Killed {
-				msg := res.Reason
-				if res.Violation != nil {
-					msg = res.Violation.Error()
-				}
-				// The message names what the agent touched: shown printable.
-				return &exitError{code: exitViolation, err: errors.New(termsafe.String(msg))}
-			}
-			return &exitError{code: res.Exit.ExitCode(), err: errors.New("")}
+			return runExit(res)
 		},
 	}
 	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (required)")
@@ -212,3 +207,23 @@ func pauseGC() (restore func()) {
 // startupHeapLimit bounds the heap while pauseGC holds: about four times
 // what an embedded start-up peaks at.
 const startupHeapLimit = 256 << 20
+
+// runExit is klock run's exit for a session that ran: the agent's own
+// status; exitViolation when strict mode killed it (a violation, or what it
+// could not verify: lost events, an unobservable operation);
+// exitInterrupted when it was ended from outside (Ctrl-C, SIGTERM, klock
+// kill), which automation must not read as a violation.
+func runExit(res *session.Result) *exitError {
+	switch {
+	case res.Killed && res.Interrupted:
+		return &exitError{code: exitInterrupted, err: errors.New(termsafe.String(res.Reason))}
+	case res.Killed:
+		msg := res.Reason
+		if res.Violation != nil {
+			msg = res.Violation.Error()
+		}
+		// The message names what the agent touched: shown printable.
+		return &exitError{code: exitViolation, err: errors.New(termsafe.String(msg))}
+	}
+	return &exitError{code: res.Exit.ExitCode(), err: errors.New("")}
+}

@@ -208,8 +208,8 @@ func TestPSAndKill(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if !r.res.Killed || r.res.Exit.Signal != syscall.SIGKILL || !strings.Contains(r.res.Reason, "klock kill") {
-		t.Fatalf("killed %v exit %v reason %q", r.res.Killed, r.res.Exit, r.res.Reason)
+	if !r.res.Killed || !r.res.Interrupted || r.res.Violation != nil || r.res.Exit.Signal != syscall.SIGKILL || !strings.Contains(r.res.Reason, "klock kill") {
+		t.Fatalf("killed %v interrupted %v violation %v exit %v reason %q, want an interruption by klock kill", r.res.Killed, r.res.Interrupted, r.res.Violation, r.res.Exit, r.res.Reason)
 	}
 	t.Logf("kill ended the session in %v: %s", time.Since(start).Round(time.Millisecond), r.res.Reason)
 	if list, err := cl.PS(); err != nil || len(list) != 0 {
@@ -250,8 +250,8 @@ func TestClientCancelKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Killed || !strings.Contains(res.Reason, "SIGINT") {
-		t.Fatalf("killed %v reason %q", res.Killed, res.Reason)
+	if !res.Killed || !res.Interrupted || !strings.Contains(res.Reason, "SIGINT") {
+		t.Fatalf("killed %v interrupted %v reason %q, want an interruption", res.Killed, res.Interrupted, res.Reason)
 	}
 }
 

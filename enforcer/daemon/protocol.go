@@ -126,6 +126,7 @@ type WireResult struct {
 	ExitCode      int             `json:"exit_code"`
 	Signal        int             `json:"signal,omitempty"`
 	Killed        bool            `json:"killed"`
+	Interrupted   bool            `json:"interrupted,omitempty"`
 	Reason        string          `json:"reason,omitempty"`
 	Violation     *WireViolation  `json:"violation,omitempty"`
 	ViolationText string          `json:"violation_text,omitempty"`
@@ -150,7 +151,7 @@ type WireViolation struct {
 }
 
 func toWire(r *session.Result, learn bool) *WireResult {
-	w := &WireResult{ID: r.ID, ExitCode: r.Exit.Code, Signal: int(r.Exit.Signal), Killed: r.Killed, Reason: r.Reason, LogPath: r.LogPath}
+	w := &WireResult{ID: r.ID, ExitCode: r.Exit.Code, Signal: int(r.Exit.Signal), Killed: r.Killed, Interrupted: r.Interrupted, Reason: r.Reason, LogPath: r.LogPath}
 	if r.Violation != nil {
 		w.ViolationText = r.Violation.Error()
 		var sv *policy.ScopeViolationError
@@ -176,7 +177,7 @@ func toWire(r *session.Result, learn bool) *WireResult {
 
 func (w *WireResult) result() (*session.Result, error) {
 	r := &session.Result{ID: w.ID, Exit: launch.Exit{Code: w.ExitCode, Signal: syscall.Signal(w.Signal)},
-		Killed: w.Killed, Reason: w.Reason, LogPath: w.LogPath, Learned: w.Learned}
+		Killed: w.Killed, Interrupted: w.Interrupted, Reason: w.Reason, LogPath: w.LogPath, Learned: w.Learned}
 	switch {
 	case w.Violation != nil:
 		v := w.Violation

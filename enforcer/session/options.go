@@ -125,9 +125,13 @@ type Result struct {
 	// Violation is the first ScopeViolationError, if any.
 	Violation error
 	// Reason is why klock killed the session.
-	Reason  string
-	LogPath string
-	Log     *vlog.Log
+	Reason string
+	// Interrupted is true when the session was ended from outside: its
+	// context ended (Ctrl-C or SIGTERM to klock run, klock kill through
+	// klockd) before anything else killed it. Not a violation.
+	Interrupted bool
+	LogPath     string
+	Log         *vlog.Log
 	// Learned is the manifest that would have allowed the run.
 	Learned []byte
 }

@@ -134,7 +134,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	s.loop(ctx)
 
 	exit, _ := proc.Wait()
-	res := &Result{ID: id, Exit: exit, Killed: s.killed, Reason: s.reason}
+	res := &Result{ID: id, Exit: exit, Killed: s.killed, Reason: s.reason, Interrupted: s.interrupted}
 	if s.first != nil && s.first.Err != nil {
 		res.Violation = s.first.Err
 	}
@@ -227,8 +227,10 @@ type running struct {
 	execs    int
 	killed   bool
 	killedAt time.Time
-	reason   string
-	first    *decide.Verdict
+	// interrupted: the kill came from the context (Result.Interrupted).
+	interrupted bool
+	reason      string
+	first       *decide.Verdict
 	// warned counts the permissive warnings logged as they happen.
 	warned int
 }
@@ -363,6 +365,7 @@ func (s *running) loop(ctx context.Context) {
 		case l := <-lsmLost:
 			s.act(s.eng.Lost(l))
 		case <-ctx.Done():
+			s.interrupted = !s.killed
 			s.kill("klock was interrupted: "+context.Cause(ctx).Error(), nil)
 			ctx = context.Background()
 		case <-s.proc.Done():
