@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/internal/termsafe"
 	"github.com/spf13/cobra"
 )
 
@@ -58,14 +59,15 @@ Exit status: 0; 3 when klockd is not running or refused the request.`,
 				return enc.Encode(list)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SESSION\tAGENT\tPID\tMODE\tSTARTED\tSTATE\tUID\tCOMMAND")
+			fmt.Fprintln(tw, "SESSION\tAGENT\tPID\tMODE\tSTARTED\tSTATE\tBY UID\tCOMMAND")
 			for _, s := range list {
 				pid := "-"
 				if s.PID != 0 {
 					pid = fmt.Sprint(s.PID)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.Agent, pid, s.Mode,
-					s.Start.Local().Format(time.DateTime), s.State, s.UID, strings.Join(s.Command, " "))
+				// Another klock-group user's agent name and command: printable.
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, termsafe.String(s.Agent), pid, s.Mode,
+					s.Start.Local().Format(time.DateTime), s.State, s.UID, termsafe.String(strings.Join(s.Command, " ")))
 			}
 			return tw.Flush()
 		},
