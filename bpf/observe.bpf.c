@@ -1033,7 +1033,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	r->ret = ret;
 
 #if defined(__TARGET_ARCH_x86)
-	if (t->thread_info.status & TS_COMPAT) {
+	if (compat) {
 		/* An ia32 syscall: its numbers are not this table's. Report it. */
 		r->op = OBS_OP_COMPAT;
 		r->kflags |= OBS_F_COMPAT;
