@@ -443,6 +443,19 @@ func TestTakeWhileOthersChangeTheScope(t *testing.T) {
 		t.Errorf("src/a.txt after restore: %v, want it removed (it did not exist when the agent started)", err)
 	}
 
+	// The same when the index knew the file (it is hashed before it is
+	// copied): touched, so its stat no longer matches, then removed.
+	now := time.Now()
+	must(t, os.Chtimes(W+"/src/b.txt", now, now))
+	afterWalk = func() { must(t, os.Remove(W+"/src/b.txt")) }
+	s3 := f.take(t, "s3")
+	afterWalk = nil
+	for _, e := range s3.Manifest().Entries {
+		if e.Path == W+"/src/b.txt" {
+			t.Error("src/b.txt was removed before it was hashed, yet it is in the backup")
+		}
+	}
+
 	// A hard-link group's leader removed while its other names stay: the
 	// backup cannot drop it, and says so.
 	g := newFixture(t)

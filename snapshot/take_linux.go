@@ -296,24 +296,23 @@ func (t *taker) run() (*Snapshot, error) {
 				j := jobs[k]
 				e := &entries[j.i]
 				if j.prior != "" {
+					// A file removed meanwhile goes on to copyEntry,
+					// which says it vanished.
 					h, st, err := hashPath(e.Path)
-					if errors.Is(err, unix.ENOENT) {
-						gone[j.i] = true
-						done.Add(e.Size)
-						continue
-					}
-					if err != nil {
+					switch {
+					case err == nil:
+						counter.hashed.Add(1)
+						if h == j.prior && st.Ino == e.Ino {
+							e.Hash = h
+							refresh(e, &st)
+							newIx[j.i] = true
+							done.Add(e.Size)
+							report(false)
+							continue
+						}
+					case !errors.Is(err, unix.ENOENT):
 						fail(pathErr("read", e.Path, err, e.Path))
 						return
-					}
-					counter.hashed.Add(1)
-					if h == j.prior && st.Ino == e.Ino {
-						e.Hash = h
-						refresh(e, &st)
-						newIx[j.i] = true
-						done.Add(e.Size)
-						report(false)
-						continue
 					}
 				}
 				res, vanished, err := copyEntry(e, t.objTmp(j.i), rootSt.Dev, root)
