@@ -15,10 +15,11 @@
 //     never records (read, write, close, stat...) return at once, for every
 //     process; for the others, and in every other program (the ctime hooks
 //     check the syscall first too), the current task's cgroup id is looked
-//     up there, and other tasks return after that one lookup. The syscall programs are
-//     attached only while a full Watch exists (a ProcessEvents watch, for
-//     a bpf-lsm session, needs none): a syscall tracepoint puts every
-//     syscall of every process through the kernel's slow path.
+//     up there, and other tasks return after that one lookup. The syscall
+//     programs are attached only while a full Watch exists (a
+//     ProcessEvents watch, for a bpf-lsm session, needs none): a syscall
+//     tracepoint puts every syscall of every process through the kernel's
+//     slow path.
 //   - Repeated opens: a successful open of a file by path (not a creation,
 //     not a directory) is reported once per object, flags and rename
 //     generation of the session; its repeats are counted in the kernel
@@ -29,8 +30,8 @@
 //     pending or every PollInterval, except for records it should have at
 //     once: a chmod, chown or xattr change (no wall blocks them) and an
 //     operation a wall refused, which is how a violation usually shows
-//     (Options.BatchUrgent turns that off, for tests). Syscalls the programs do not record return before a
-//     record is prepared.
+//     (Options.BatchUrgent turns that off, for tests). Syscalls the
+//     programs do not record return before a record is prepared.
 //   - The mapping of operations to triples (DESIGN.md's table) and the
 //     resolution of path strings to the absolute, symlink-free paths the
 //     kernel acted on.

@@ -20,7 +20,8 @@
 // again against the state the session ended in.
 //
 // Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup,
-// ErrObserveStrict or the launcher's sentinels; once the agent has run, Run returns a *Result (with
-// the agent's exit, any violation and the log's path) and an error only for
-// failures of klock itself.
+// ErrObserveStrict or the launcher's sentinels; once the agent has run,
+// Run returns a *Result (with the agent's exit, any violation, whether it
+// was interrupted, and the log's path) and an error only for failures of
+// klock itself.
 package session
