@@ -47,9 +47,9 @@ type learnedIntent struct {
 //     inside the workdir, /tmp or /var/tmp. What a run did in a directory
 //     it made directly in /tmp or /var/tmp and created more inside (go
 //     build's $WORK) is declared on that temp directory's subtree: its
-//     name changes from run to run (scratchDirs). A path the manifest language
-//     cannot write exactly (a wildcard character, "$") becomes its
-//     directory's children (/dir/*). Every collapse is commented.
+//     name changes from run to run (scratchDirs). A path the manifest
+//     language cannot write exactly (a wildcard character, "$") becomes
+//     its directory's children (/dir/*). Every collapse is commented.
 //   - NET: the exact address (or host name), port and protocol.
 //   - PROC: the exact executable.
 //
