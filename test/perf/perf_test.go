@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf/btf"
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
@@ -380,7 +381,8 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 	}
 	run(false) // page cache
 	run(true)
-	var base, klock, viaDaemon, inproc, cliAlone time.Duration
+	stage2Bin := filepath.Join(filepath.Dir(cli), "klock-stage2")
+	var base, klock, viaDaemon, inproc, cliAlone, stage2Alone, kernelBTF time.Duration
 	for b.Loop() {
 		_, d := direct(b, wd, []string{"/bin/true"}, nil)
 		base += d
@@ -393,6 +395,18 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 			b.Fatalf("klock version: %v %s", err, out)
 		}
 		cliAlone += time.Since(t)
+		// The floors under the two paths. Stage 2 is a Go binary every
+		// session starts (the smallest one klock has): run by hand it
+		// only starts, says it is not meant to be, and exits.
+		t = time.Now()
+		if err := exec.Command(stage2Bin).Run(); err == nil {
+			b.Fatal("klock-stage2 run by hand exited 0")
+		}
+		stage2Alone += time.Since(t)
+		// Every embedded session decodes the kernel's BTF before it can
+		// load a program (CO-RE, attach points): cilium/ebpf's decode and
+		// name index, in a fresh cache as a new klock process has.
+		kernelBTF += decodeKernelBTF(b)
 	}
 	n := float64(b.N)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / n / 1000 }
@@ -405,6 +419,26 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 	// What the klock binary alone costs to start and exit (klock version),
 	// part of both paths.
 	b.ReportMetric(ms(cliAlone), "ms-cli-start")
+	// What any session pays to start its stage 2 (a Go runtime's start),
+	// and what the embedded path pays before its first BPF load.
+	b.ReportMetric(ms(stage2Alone), "ms-stage2-start")
+	b.ReportMetric(ms(kernelBTF), "ms-kernel-btf")
+}
+
+// decodeKernelBTF returns how long a fresh cache takes to decode the
+// kernel's BTF and find one type by name, as the first program load of a
+// new klock process does.
+func decodeKernelBTF(b *testing.B) time.Duration {
+	t := time.Now()
+	k, err := btf.NewCache().Kernel()
+	if err != nil {
+		b.Fatalf("kernel BTF: %v", err)
+	}
+	var fn *btf.Func
+	if err := k.TypeByName("security_file_open", &fn); err != nil {
+		b.Fatalf("kernel BTF: %v", err)
+	}
+	return time.Since(t)
 }
 
 // buildCLI builds cmd/klock and, beside it, cmd/klock-stage2 (the session
