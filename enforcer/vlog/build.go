@@ -80,6 +80,7 @@ func (l *Log) AddRecords(r decide.Records) {
 		switch {
 		case o.Intent >= 0 && o.Intent < len(r.Intents):
 			ob.AllowedBy = allowedBy[o.Intent]
+			ob.Baseline = decide.IsBaseline(r.Intents[o.Intent])
 		case o.Created:
 			ob.AllowedBy = "created by the session"
 		}

@@ -96,7 +96,10 @@ type Observed struct {
 	// AllowedBy is the intent that allowed it, "created by the session",
 	// or empty for a violation that was never amended.
 	AllowedBy string `json:"allowed_by,omitempty"`
-	Violation bool   `json:"violation,omitempty"`
+	// Baseline: AllowedBy is one of the baseline's intents (the system
+	// files every program reads), not one the manifest declares.
+	Baseline  bool `json:"baseline,omitempty"`
+	Violation bool `json:"violation,omitempty"`
 }
 
 // Violation is one operation outside the declared scope.

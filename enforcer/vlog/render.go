@@ -141,7 +141,11 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 			r.line("  %s", u)
 		}
 	}
-	r.observed(l, opts.MaxObserved)
+	maxObserved := opts.MaxObserved
+	if opts.Verbose {
+		maxObserved = -1
+	}
+	r.observed(l, maxObserved)
 	if len(l.Lost.Reports) > 0 {
 		r.section("Lost events", int(l.Lost.Total))
 		for _, x := range l.Lost.Reports {
@@ -162,20 +166,31 @@ func (r *renderer) observed(l *Log, max int) {
 	for i := range idx {
 		idx[i] = i
 	}
+	// Violations first, then what the manifest's own intents allowed, then
+	// the baseline's (the loader, libc and locale files every program
+	// reads): those are the most frequent, and the least telling.
 	sort.SliceStable(idx, func(a, b int) bool {
 		x, y := &l.Observed[idx[a]], &l.Observed[idx[b]]
 		if x.Violation != y.Violation {
 			return x.Violation
+		}
+		if x.Baseline != y.Baseline {
+			return y.Baseline
 		}
 		return x.Count > y.Count
 	})
 	r.section("Observed (distinct triples)", len(l.Observed))
 	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "count\tfirst\tpid\t\n")
-	shown := 0
-	for _, i := range idx {
+	shown, baselineLeft := 0, 0
+	for n, i := range idx {
 		o := &l.Observed[i]
 		if max > 0 && shown >= max && !o.Violation {
+			for _, j := range idx[n:] {
+				if l.Observed[j].Baseline {
+					baselineLeft++
+				}
+			}
 			break
 		}
 		shown++
@@ -194,8 +209,14 @@ func (r *renderer) observed(l *Log, max int) {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t %s  %s%s\n", o.Count, clock(o.First), o.PID, o.Comm, o.Triple, mark)
 	}
 	r.err = firstErr(r.err, tw.Flush())
-	if rest := len(l.Observed) - shown; rest > 0 {
-		r.line("  … %d more (klock log --json)", rest)
+	switch rest := len(l.Observed) - shown; {
+	case rest == 0:
+	case rest == baselineLeft:
+		r.line("  … %d more, all allowed by the baseline (klock log -v lists them)", rest)
+	case baselineLeft > 0:
+		r.line("  … %d more, %d of them allowed by the baseline (klock log -v lists them)", rest, baselineLeft)
+	default:
+		r.line("  … %d more (klock log -v lists them)", rest)
 	}
 }
 

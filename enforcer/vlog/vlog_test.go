@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/klocklabs/klock/internal/testutil"
 	"os"
 	"path/filepath"
@@ -316,7 +317,44 @@ func TestRenderLimitsObserved(t *testing.T) {
 	l := session(t, policy.ModePermissive, evs, 0, Exit{Code: ExitCode(0)}, nil)
 	var buf bytes.Buffer
 	Render(&buf, l, RenderOptions{MaxObserved: 5})
-	if !strings.Contains(buf.String(), "… 25 more (klock log --json)") {
+	if !strings.Contains(buf.String(), "… 25 more (klock log -v lists them)") {
 		t.Fatalf("no truncation line:\n%s", buf.String())
+	}
+}
+
+func TestRenderShowsTheManifestsTriplesBeforeTheBaselines(t *testing.T) {
+	var evs []event.Event
+	// Each library read 50 times, as every program start does, and the
+	// agent's own files once each.
+	for i := range 20 {
+		for range 50 {
+			evs = append(evs, ev(policy.Consumes, fmt.Sprintf("/usr/lib/lib%d.so", i), 1, false))
+		}
+	}
+	evs = append(evs, ev(policy.Consumes, "/srv/repo/a", 2, false), ev(policy.Consumes, "/srv/repo/b", 3, false))
+	l := session(t, policy.ModeStrict, evs, 0, Exit{Code: ExitCode(0)}, nil)
+	var buf bytes.Buffer
+	if err := Render(&buf, l, RenderOptions{MaxObserved: 5}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	a, lib := strings.Index(out, "CONSUMES FILE:/srv/repo/a"), strings.Index(out, "CONSUMES FILE:/usr/lib/lib")
+	if a < 0 || lib < 0 || a > lib {
+		t.Fatalf("the agent's own triple is not listed before the baseline's:\n%s", out)
+	}
+	if !strings.Contains(out, "… 17 more, all allowed by the baseline (klock log -v lists them)") {
+		t.Fatalf("no line saying what was left out:\n%s", out)
+	}
+	for _, o := range l.Observed {
+		if o.Baseline != strings.HasPrefix(o.Triple, "CONSUMES FILE:/usr/lib/") {
+			t.Fatalf("%s: baseline %v", o.Triple, o.Baseline)
+		}
+	}
+	buf.Reset()
+	if err := Render(&buf, l, RenderOptions{Verbose: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(buf.String(), "CONSUMES FILE:/usr/lib/lib"); got != 20 {
+		t.Fatalf("-v lists %d of the 20 baseline triples:\n%s", got, buf.String())
 	}
 }
