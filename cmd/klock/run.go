@@ -68,6 +68,11 @@ It is refused in strict mode.
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
 
+The session ends when CMD exits. CMD is pid 1 of its own pid namespace,
+so whatever it left running in the background ends with it, as in a
+container: an agent whose children must finish waits for them (sh -c
+'...; wait').
+
 The agent runs as the owner of workdir, else the user who ran sudo; --user 0
 is needed to run it as root.
 

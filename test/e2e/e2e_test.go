@@ -596,6 +596,35 @@ func TestExitStatusPropagates(t *testing.T) {
 	}
 }
 
+// TestBackgroundChildrenEndWithTheAgent: the session ends when the agent's
+// command exits; what it left running in the background (pid 1 of its pid
+// namespace gone) ends with it and changes nothing afterwards, and the
+// session is clean with the command's exit status.
+func TestBackgroundChildrenEndWithTheAgent(t *testing.T) {
+	w := harness.NewWorld(t)
+	r, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	intents := []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/sleep", "PROVIDES FILE:" + w.W("**")}
+	script := `(sleep 1; echo late > "$W/late.txt") & exit 3`
+	o := w.Run(harness.Spec{Intents: intents, Command: []string{"/bin/sh", "-c", script},
+		Env: []string{"W=" + w.Workdir}, Stdout: wr, Timeout: 30 * time.Second})
+	wr.Close()
+	o.AssertClean(t, 3)
+	// The pipe's write end was inherited by the background child: EOF
+	// says it is gone.
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if out, err := io.ReadAll(r); err != nil {
+		t.Fatalf("the pipe did not reach EOF (the background child outlived the session): %v; read %q", err, out)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the child's own sleep
+	if _, err := os.Lstat(w.W("late.txt")); !os.IsNotExist(err) {
+		t.Fatalf("late.txt: %v, want it never written (the background child outlived the agent)", err)
+	}
+}
+
 // TestDeclaredThroughLinks: a manifest names binaries the way people type
 // them ("PROVIDES PROC:/bin/sh"), the kernel by what they resolve to
 // (/usr/bin/dash on Debian, through the /bin -> usr/bin link of a merged
