@@ -182,7 +182,7 @@ func TestRunExit(t *testing.T) {
 	}{
 		{"agent's own status", session.Result{Exit: launch.Exit{Code: 7}}, 7},
 		{"strict kill", session.Result{Killed: true, Reason: "lost events", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitViolation},
-		{"interrupted", session.Result{Killed: true, Interrupted: true, Reason: "klock was interrupted: killed by klock kill", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitInterrupted},
+		{"interrupted", session.Result{Killed: true, Interrupted: true, Reason: "ended from outside: killed by klock kill", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitInterrupted},
 	} {
 		if got := runExit(&tc.res); got.code != tc.code {
 			t.Errorf("%s: exit %d, want %d", tc.name, got.code, tc.code)

@@ -366,7 +366,7 @@ func (s *running) loop(ctx context.Context) {
 			s.act(s.eng.Lost(l))
 		case <-ctx.Done():
 			s.interrupted = !s.killed
-			s.kill("klock was interrupted: "+context.Cause(ctx).Error(), nil)
+			s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)
 			ctx = context.Background()
 		case <-s.proc.Done():
 			s.drain(obsCh, netCh, netLost)
