@@ -47,7 +47,11 @@ type learnedIntent struct {
 //     inside the workdir, /tmp or /var/tmp. What a run did in a directory
 //     it made directly in /tmp or /var/tmp and created more inside (go
 //     build's $WORK) is declared on that temp directory's subtree: its
-//     name changes from run to run (scratchDirs). A path the manifest
+//     name changes from run to run (scratchDirs). A file the run made
+//     and then renamed away or removed (sed -i's sedXXXXXX, a lock file)
+//     is declared on its directory's children (/dir/*) inside the
+//     workdir, /tmp or /var/tmp, for the same reason (temporaryFiles). A
+//     path the manifest
 //     language cannot write exactly (a wildcard character, "$") becomes
 //     its directory's children (/dir/*). Every collapse is commented.
 //   - NET: the exact address (or host name), port and protocol.
@@ -80,8 +84,10 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 			need = append(need, learnObs{t: o.Triple, count: o.Count, scope: e.madeIn(o.Triple.Path)})
 		}
 	}
+	gone := e.madeAndGone()
 	threshold := e.learnMin
 	e.mu.Unlock()
+	temporaryFiles(need, gone, m.Workdir)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}
@@ -111,8 +117,65 @@ type learnObs struct {
 	t     policy.Triple
 	count uint64
 	// scope, when its Path is set, is the pattern to declare instead of
-	// t's exact path.
+	// t's exact path; note, when set, says why (for the review).
 	scope policy.PathPattern
+	note  string
+}
+
+// madeAndGone are the files the run made and then renamed away or
+// removed: sed -i's sedXXXXXX, an editor's or Python's temporary file
+// renamed over its target, a lock file. Call with e.mu held.
+func (e *Engine) madeAndGone() map[string]bool {
+	made, gone := map[string]bool{}, map[string]bool{}
+	for t := range e.obs {
+		if t.Type != policy.ObjFile {
+			continue
+		}
+		switch t.Predicate {
+		case policy.Provides:
+			made[t.Path] = true
+		case policy.Renames, policy.Deletes:
+			gone[t.Path] = true
+		}
+	}
+	for p := range gone {
+		if !made[p] {
+			delete(gone, p)
+		}
+	}
+	return gone
+}
+
+// temporaryFiles declares what the run needed on a file it made and then
+// renamed away or removed (madeAndGone) on the directory's children
+// (dir/*), where the file would otherwise be declared exactly: such a
+// file's name is most often chosen anew at every run (sed18VCEj), so its
+// exact path would not let the next run through. Only inside the workdir,
+// /tmp and /var/tmp; the comment names the file.
+func temporaryFiles(need []learnObs, gone map[string]bool, workdir string) {
+	for i := range need {
+		o := &need[i]
+		if o.t.Type != policy.ObjFile || !gone[o.t.Path] || (o.scope.Path != "" && o.scope.Match != policy.MatchExact) {
+			continue
+		}
+		dir := path.Dir(o.t.Path)
+		if !scratchArea(dir, workdir) {
+			continue
+		}
+		o.scope = policy.PathPattern{Path: dir, Match: policy.MatchChildren}
+		o.note = fmt.Sprintf("learned: a temporary file of the run, %s (made, then renamed away or removed: its name may change from run to run); ", path.Base(o.t.Path))
+	}
+}
+
+// scratchArea: dir is the workdir, /tmp, /var/tmp or below one of them,
+// where a learned manifest may declare writes wider than one path.
+func scratchArea(dir, workdir string) bool {
+	for _, w := range []string{workdir, "/tmp", "/var/tmp"} {
+		if w != "" && w != "/" && (dir == w || strings.HasPrefix(dir, w+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // madeIn is the pattern of the PROVIDES intent (declared or leased) that
@@ -210,7 +273,10 @@ type fileEntry struct {
 func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int, made map[string][]string) []learnedIntent {
 	entries := map[policy.PathPattern]*fileEntry{}
 	for _, o := range obs {
-		pp, note := o.scope, "learned: on the scope the session made the file in (its own file: a wall cannot tell whose a file is); "
+		pp, note := o.scope, o.note
+		if note == "" {
+			note = "learned: on the scope the session made the file in (its own file: a wall cannot tell whose a file is); "
+		}
 		if pp.Path == "" {
 			var s string
 			s, note = exactOrNearest(o.t.Path)
@@ -230,12 +296,17 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 	scratchDirs(entries, made)
 	for changed := true; changed; {
 		changed = false
-		groups := map[string][]policy.PathPattern{}
-		for pat := range entries {
-			if pat.Path == "/" {
-				continue
+		// How many observed paths sit directly in each directory: an
+		// exact path or a subtree counts once in its parent, a dir/* (the
+		// temporary files of temporaryFiles) as its paths in dir.
+		groups := map[string]int{}
+		for pat, e := range entries {
+			switch {
+			case pat.Match == policy.MatchChildren:
+				groups[pat.Path] += e.paths
+			case pat.Path != "/":
+				groups[path.Dir(pat.Path)]++
 			}
-			groups[path.Dir(pat.Path)] = append(groups[path.Dir(pat.Path)], pat)
 		}
 		dirs := make([]string, 0, len(groups))
 		for d := range groups {
@@ -243,7 +314,7 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 		}
 		sort.Strings(dirs)
 		for _, d := range dirs {
-			if len(groups[d]) < threshold || !sensible(d, p, workdir) {
+			if groups[d] < threshold || !sensible(d, p, workdir) {
 				continue
 			}
 			merged := mergeSubtree(entries, d)
@@ -255,10 +326,9 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 	out := make([]learnedIntent, 0, len(entries))
 	for _, e := range entries {
 		c := e.note
-		switch {
-		case e.pat.Match == policy.MatchSubtree && strings.HasPrefix(c, "learned:"):
-			c += fmt.Sprintf("seen %d times", e.count)
-		default:
+		if strings.HasPrefix(c, "learned:") {
+			c += strings.TrimPrefix(seen(e.count), "learned: ")
+		} else {
 			c += seen(e.count)
 		}
 		out = append(out, learnedIntent{pred: p, typ: policy.ObjFile, obj: "FILE:" + e.pat.String(), comment: c})
@@ -348,12 +418,7 @@ func sensible(dir string, p policy.Predicate, workdir string) bool {
 	if p == policy.Consumes || p == policy.DependsOn {
 		return true
 	}
-	for _, w := range []string{workdir, "/tmp", "/var/tmp"} {
-		if w != "" && w != "/" && (dir == w || strings.HasPrefix(dir, w+"/")) {
-			return true
-		}
-	}
-	return false
+	return scratchArea(dir, workdir)
 }
 
 // contract writes a path under the workdir as ${workdir}/....

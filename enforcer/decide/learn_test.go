@@ -312,3 +312,76 @@ declared_tools:
 		}
 	}
 }
+
+// TestLearnedDeclaresTemporaryFilesOnTheirDirectory: sed -i makes a file
+// of a random name beside its target, writes it and renames it over the
+// target. Declared exactly, that name would refuse the next run, which
+// picks another: the learned manifest declares the directory's children for
+// it, and the next run's own temporary name goes through in strict mode.
+// A temporary file outside the workdir and the temp directories stays exact.
+func TestLearnedDeclaresTemporaryFilesOnTheirDirectory(t *testing.T) {
+	m := manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	run := func(e *Engine, tmp string) []Verdict {
+		var vs []Verdict
+		for _, ev := range []event.Event{
+			fileEv(policy.Provides, tmp, "openat"), fileEv(policy.Mutates, tmp, "write"),
+			fileEv(policy.Renames, tmp, "rename"), fileEv(policy.Mutates, "/srv/repo/docs/README.md", "rename"),
+		} {
+			vs = append(vs, e.Observe(ev))
+		}
+		return vs
+	}
+	run(e, "/srv/repo/docs/sed18VCEj")
+	e.Observe(fileEv(policy.Provides, "/etc/klock-tmp1", "openat"))
+	e.Observe(fileEv(policy.Deletes, "/etc/klock-tmp1", "unlinkat"))
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`PROVIDES FILE:${workdir}/docs/* # learned: a temporary file of the run, sed18VCEj`,
+		"RENAMES FILE:${workdir}/docs/*", "MUTATES FILE:${workdir}/docs/README.md",
+		"PROVIDES FILE:/etc/klock-tmp1", "DELETES FILE:/etc/klock-tmp1",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("learned manifest lacks %s\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "FILE:${workdir}/docs/sed18VCEj") {
+		t.Errorf("learned the temporary file's exact name\n%s", out)
+	}
+	next, err := policy.Parse("learned.yaml", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := New(compile(t, next), policy.ModeStrict, WithClock(fakeClock()))
+	for _, v := range run(strict, "/srv/repo/docs/sedQ2xw9Z") {
+		if v.Action != ActionAllow {
+			t.Fatalf("the next run, with another temporary name: %s %v (%v)", v.Triple, v.Action, v.Err)
+		}
+	}
+}
+
+// TestLearnedCountsTemporaryFilesTowardsTheirDirectory: temporary files
+// declared on dir/* still count, each, among the paths that make --learn
+// declare the directory's subtree.
+func TestLearnedCountsTemporaryFilesTowardsTheirDirectory(t *testing.T) {
+	m := manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	for _, tmp := range []string{"/srv/repo/build/t1", "/srv/repo/build/t2"} {
+		e.Observe(fileEv(policy.Provides, tmp, "openat"))
+		e.Observe(fileEv(policy.Deletes, tmp, "unlinkat"))
+	}
+	e.Observe(fileEv(policy.Provides, "/srv/repo/build/x", "openat"))
+	e.Observe(fileEv(policy.Provides, "/srv/repo/build/y", "openat"))
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	for _, want := range []string{"PROVIDES FILE:${workdir}/build/** # learned: 4 observed paths collapsed", "DELETES FILE:${workdir}/build/* # learned: a temporary file"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("learned manifest lacks %s\n%s", want, out)
+		}
+	}
+}
