@@ -44,6 +44,9 @@ func rollbackLimit(workdir, logPath, id string) ([]snapshot.Scope, string) {
 	if err != nil {
 		return nil, fmt.Sprintf("no verification log for the session (%v)", err)
 	}
+	if lg.Incomplete() {
+		return nil, "the session's verification log is INCOMPLETE (the session did not end: klock was stopped before it wrote what the agent touched)"
+	}
 	roots := session.LoggedRollbackRoots(workdir, lg)
 	if roots == nil {
 		return nil, "the verification log reports lost events or an unresolved path: what the agent touched is not fully known"

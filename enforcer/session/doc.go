@@ -14,6 +14,12 @@
 // only) is a permissive mode's learning run; strict mode refuses it
 // (ErrObserveStrict).
 //
+// The log is on disk before the agent starts: INCOMPLETE (vlog.Log.Begin,
+// naming klock's pid) until the real one replaces it at the end, so a
+// session whose klock was killed stays on record. A session that never
+// started its agent removes it. Failing to write it refuses the session
+// (ErrSetup): its end could not be recorded either.
+//
 // Repeats: opens a backend counted in the kernel instead of reporting again
 // are handed over when the agent has exited and count under the verdict
 // their first report got (decide.Engine.Repeated); they are never judged

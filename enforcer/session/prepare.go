@@ -27,7 +27,8 @@ type backupResult struct {
 }
 
 // prepare puts the kernel backends on g, takes the pre-flight backup and
-// starts the agent. The independent steps overlap: the BPF loads run in
+// starts the agent once logged (the session's first log is on disk) says
+// so. The independent steps overlap: the BPF loads run in
 // the background from the start, and stage 2 (klock's re-exec, which sets
 // up namespaces, Landlock and seccomp) runs while the network programs are
 // attached and the backup is taken; it execs the agent only once all of
@@ -36,7 +37,7 @@ type backupResult struct {
 // count that process's execs to find the agent's), and nothing that can
 // refuse the session (ErrDegraded) comes after the backup is started. On
 // error nothing is left running or loaded.
-func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, spec launch.Spec, dirs []string, log *slog.Logger) (_ *prepared, err error) {
+func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, spec launch.Spec, dirs []string, logged func() error, log *slog.Logger) (_ *prepared, err error) {
 	choice := o.Backend
 	if choice == "" {
 		choice = BackendAuto
@@ -104,6 +105,9 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 			return nil, fmt.Errorf("%w: pre-flight backup: %v (the agent was not started)", ErrSetup, r.err)
 		}
 		restorer = r.r
+	}
+	if err := logged(); err != nil {
+		return nil, err
 	}
 	proc, err := pending.Release()
 	pending = nil // Release cleans up after itself

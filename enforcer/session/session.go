@@ -95,12 +95,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if startDir == "" {
 		startDir = m.Workdir
 	}
+	logDir := o.LogDir
+	if logDir == "" {
+		logDir = DefaultLogDir(m.Workdir)
+	}
+	sessionDir := filepath.Join(logDir, id)
+	// The session's log exists from its start, INCOMPLETE until the real
+	// one replaces it: if klock is stopped (kill -9, a crash) the session
+	// is still on record, with how to undo it. It is written while the
+	// session is prepared, and the agent starts only once it is on disk.
+	begun := beginLog(sessionDir, vlog.Session{ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData, Mode: mode, Start: time.Now()})
 	ready, err := prepare(ctx, o, rs, id, g, launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: launch.NeedsNetNS(rs), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2,
-	}, []string{startDir}, log)
+	}, []string{startDir}, begun.wait, log)
 	if err != nil {
+		begun.discard()
 		return nil, err
 	}
 	be, proc, restorer, start := ready.be, ready.proc, ready.restorer, ready.start
@@ -166,11 +177,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	x := vlogExit(exit, s.killed, s.reason)
 	x.KilledAt = s.killedAt
 	vl.Finish(time.Now(), x, rollback)
-	logDir := o.LogDir
-	if logDir == "" {
-		logDir = DefaultLogDir(m.Workdir)
-	}
-	path, err := vl.Write(filepath.Join(logDir, id))
+	path, err := vl.Write(sessionDir)
 	if err != nil {
 		return res, fmt.Errorf("write verification log: %w", err)
 	}

@@ -102,8 +102,12 @@ func rollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
 
 // LoggedRollbackRoots is RollbackRoots for a session's verification log
 // (klock rollback after the fact). A logged FILE triple that does not
-// parse makes it nil, like an unresolved path.
+// parse makes it nil, like an unresolved path, and so does an incomplete log
+// (vlog.Log.Incomplete).
 func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
+	if lg.Incomplete() {
+		return nil // what the agent touched was never written down
+	}
 	var seen []policy.Triple
 	for _, o := range lg.Observed {
 		pred, obj, ok := strings.Cut(o.Triple, " ")

@@ -3,11 +3,15 @@ package vlog
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Headline returns the verdict (CLEAN, VIOLATION, AMENDED, KILLED) and its
 // qualifiers, e.g. "VIOLATION (blocked, killed, 3 files restored)".
 func (l *Log) Headline() (verdict, summary string) {
+	if l.Incomplete() {
+		return VerdictIncomplete, fmt.Sprintf("INCOMPLETE (no end recorded: the session is still running, or klock (pid %d) was stopped before it ended it; what the agent did is not in this log, and klock rollback %s restores the pre-flight state)", l.KlockPID, l.Session)
+	}
 	var blocked, detected, amended int
 	for _, v := range l.Violations {
 		switch {
@@ -77,3 +81,14 @@ func plural(n int, word string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }
+
+// Begin makes l the log of a session that has started and not ended, as
+// the session writes it first: its headline is INCOMPLETE until Finish.
+func (l *Log) Begin(klockPID int) {
+	l.End, l.KlockPID = time.Time{}, klockPID
+	l.Verdict, l.Summary = l.Headline()
+}
+
+// Incomplete reports whether l records no end (Begin): what the agent did
+// is not in it, so nothing may be concluded from what it lacks.
+func (l *Log) Incomplete() bool { return l.End.IsZero() && l.KlockPID != 0 }

@@ -29,6 +29,11 @@ const (
 	// VerdictKilled: klock ended the session without a scope violation
 	// (strict mode lost kernel events and failed closed).
 	VerdictKilled = "KILLED"
+	// VerdictIncomplete: a log with no end, written when the session
+	// started (Begin): the session is still running, or klock was stopped
+	// (kill -9, a crash, the machine went down) before it wrote the real
+	// one. What the agent did is not in it.
+	VerdictIncomplete = "INCOMPLETE"
 )
 
 // Log is one session's verification log.
@@ -39,7 +44,11 @@ type Log struct {
 	Manifest ManifestRef `json:"manifest"`
 	Mode     policy.Mode `json:"mode"`
 	Start    time.Time   `json:"start"`
-	End      time.Time   `json:"end"`
+	// End is zero in the log written when the session started (Begin).
+	End time.Time `json:"end"`
+	// KlockPID is the klock process that ran the session (klock run, or
+	// klockd), so an incomplete log says whose end is missing.
+	KlockPID int `json:"klock_pid,omitempty"`
 	// Verdict and Summary are the headline, filled by Finish and Write.
 	Verdict  string    `json:"verdict"`
 	Summary  string    `json:"summary"`

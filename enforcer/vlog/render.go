@@ -46,11 +46,19 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		sum = sum[:16] + "…"
 	}
 	fmt.Fprintf(tw, "manifest\t%s (sha256 %s)\n", l.Manifest.Path, sum)
-	fmt.Fprintf(tw, "exit\t%s%s\n", exitText(l.Exit), killLatency(l))
+	if l.Incomplete() {
+		fmt.Fprintf(tw, "exit\tnot recorded\n")
+	} else {
+		fmt.Fprintf(tw, "exit\t%s%s\n", exitText(l.Exit), killLatency(l))
+	}
 	fmt.Fprintf(tw, "events\t%d observed, %d distinct, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
 	tw.Flush()
 	r.err = firstErr(r.err, tw.Flush())
 
+	if l.Incomplete() {
+		// Written when the session started: nothing more is in it.
+		return r.err
+	}
 	r.section("Backends", len(l.Backends))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, b := range l.Backends {
@@ -257,7 +265,7 @@ func span(a, b time.Time) string {
 	}
 	s := a.UTC().Format(time.RFC3339)
 	if b.IsZero() {
-		return s + " → (running)"
+		return s + " → (no end recorded)"
 	}
 	return fmt.Sprintf("%s → %s (%s)", s, b.UTC().Format(time.RFC3339), b.Sub(a).Round(time.Millisecond))
 }

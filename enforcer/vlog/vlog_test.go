@@ -358,3 +358,39 @@ func TestRenderShowsTheManifestsTriplesBeforeTheBaselines(t *testing.T) {
 		t.Fatalf("-v lists %d of the 20 baseline triples:\n%s", got, buf.String())
 	}
 }
+
+// TestIncompleteLog: the log a session writes when it starts says it has
+// no end, whose klock ran it and how to undo it, survives a write and a
+// read, and is replaced by Finish's verdict.
+func TestIncompleteLog(t *testing.T) {
+	l := New(Session{ID: "s-9", Agent: "a", Mode: policy.ModeStrict, Start: t0})
+	l.Begin(4242)
+	dir := t.TempDir()
+	if _, err := l.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !back.Incomplete() || back.Verdict != VerdictIncomplete {
+		t.Fatalf("read back: incomplete %v, verdict %q", back.Incomplete(), back.Verdict)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, back, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"INCOMPLETE (no end recorded", "klock (pid 4242)", "klock rollback s-9", "→ (no end recorded)", "exit      not recorded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("render lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Backends") {
+		t.Errorf("an incomplete log lists sections it has nothing for:\n%s", out)
+	}
+	back.Finish(t0.Add(time.Second), Exit{Code: ExitCode(0)}, nil)
+	if back.Incomplete() || back.Verdict != VerdictClean {
+		t.Fatalf("after Finish: incomplete %v, verdict %q", back.Incomplete(), back.Verdict)
+	}
+}

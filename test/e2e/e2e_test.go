@@ -8,6 +8,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
@@ -622,6 +624,61 @@ func TestBackgroundChildrenEndWithTheAgent(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past the child's own sleep
 	if _, err := os.Lstat(w.W("late.txt")); !os.IsNotExist(err) {
 		t.Fatalf("late.txt: %v, want it never written (the background child outlived the agent)", err)
+	}
+}
+
+// TestSessionIsOnRecordFromItsStart: before its agent starts, a session's
+// log is on disk, INCOMPLETE and naming the klock process that runs it, so
+// a session whose klock is killed stays on record with how to undo it; the
+// real log replaces it at the end. A session that never starts its agent
+// leaves no log.
+func TestSessionIsOnRecordFromItsStart(t *testing.T) {
+	w := harness.NewWorld(t)
+	r, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	id := harness.NewID()
+	logPath := filepath.Join(w.Workdir, ".klock", "sessions", id)
+	seen := make(chan *vlog.Log, 1)
+	go func() {
+		defer close(seen)
+		// The agent's first line: it runs, so its log must be on disk.
+		if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
+			return
+		}
+		if l, err := vlog.Read(logPath); err == nil {
+			seen <- l
+		}
+	}()
+	o := w.Run(harness.Spec{ID: id, Intents: []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/sleep"},
+		Command: []string{"/bin/sh", "-c", "echo up; sleep 1"}, Stdout: wr})
+	wr.Close()
+	o.AssertClean(t, 0)
+	during := <-seen
+	if during == nil {
+		t.Fatalf("no verification log at %s while the agent ran", logPath)
+	}
+	if !during.Incomplete() || during.Verdict != vlog.VerdictIncomplete || during.KlockPID != os.Getpid() || during.Session != id {
+		t.Fatalf("log while running: incomplete %v verdict %q klock pid %d (want %d) session %q", during.Incomplete(), during.Verdict, during.KlockPID, os.Getpid(), during.Session)
+	}
+	if o.Log.Incomplete() || o.Log.Verdict != vlog.VerdictClean {
+		t.Fatalf("final log: incomplete %v verdict %q", o.Log.Incomplete(), o.Log.Verdict)
+	}
+
+	m, err := policy.Parse("m.yaml", []byte(harness.ManifestYAML(w.Workdir, policy.ModeStrict, []string{"PROVIDES PROC:" + dash(t)})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := harness.NewID()
+	_, err = session.Run(context.Background(), session.Options{Manifest: m, ID: failed, Command: []string{"/nonexistent/agent"},
+		User: &launch.Credential{UID: harness.AgentUID, GID: harness.AgentGID}, Snapshot: session.Backup(nil), Backend: harness.Backend()})
+	if err == nil {
+		t.Fatal("a session of a command that does not exist started")
+	}
+	if _, err := os.Lstat(filepath.Join(w.Workdir, ".klock", "sessions", failed)); !os.IsNotExist(err) {
+		t.Fatalf("a session that never started its agent left a log: %v", err)
 	}
 }
 
