@@ -172,3 +172,55 @@ func (g *Group) Delete() error {
 	}
 	return nil
 }
+
+// SweepStale removes session groups under <mount>/klock/ that are empty
+// and older than age: those of a klock that was killed before it removed
+// its own (kill -9, a crash). A live session's group holds its processes
+// from its first milliseconds, so age only spares a group in that
+// instant. A group that is not empty, or fills meanwhile (rmdir then
+// fails with EBUSY), stays. It returns the groups removed.
+func SweepStale(age time.Duration) ([]string, error) {
+	mp, err := Mountpoint()
+	if err != nil {
+		return nil, err
+	}
+	parent := filepath.Join(mp, Parent)
+	ents, err := os.ReadDir(parent)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: sweep %s: %w", parent, err)
+	}
+	cutoff := time.Now().Add(-age)
+	var removed []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		info, err := e.Info()
+		if err != nil || info.ModTime().After(cutoff) || populated(dir) {
+			continue
+		}
+		if err := unix.Rmdir(dir); err == nil {
+			removed = append(removed, dir)
+		}
+	}
+	return removed, nil
+}
+
+// populated reads cgroup.events; a group whose state cannot be read counts
+// as populated (it is left alone).
+func populated(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return true
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "populated "); ok {
+			return v != "0"
+		}
+	}
+	return true
+}

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/klocklabs/klock/internal/testutil"
 )
@@ -72,5 +74,54 @@ func TestCreateCloneIntoKill(t *testing.T) {
 	}
 	if _, err := os.Stat(g.Path); !os.IsNotExist(err) {
 		t.Fatalf("group dir still there: %v", err)
+	}
+}
+
+// TestSweepStale: an empty group older than the age (a killed klock's) is
+// removed; an old group with a process in it, and a new empty one (a
+// session in its first instant), stay.
+func TestSweepStale(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	old := time.Now().Add(-2 * time.Hour)
+	mk := func(name string, when time.Time) *Group {
+		g, err := Create(fmt.Sprintf("test-sweep-%s-%d", name, os.Getpid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Delete() })
+		if !when.IsZero() {
+			if err := os.Chtimes(g.Path, when, when); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return g
+	}
+	stale, busy, fresh := mk("stale", old), mk("busy", old), mk("fresh", time.Time{})
+	fd, err := busy.OpenFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	cmd := exec.Command("/bin/sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { busy.Kill(); cmd.Wait() }()
+
+	removed, err := SweepStale(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(removed, stale.Path) {
+		t.Errorf("removed %v, want %s among them", removed, stale.Path)
+	}
+	if _, err := os.Stat(stale.Path); !os.IsNotExist(err) {
+		t.Errorf("the stale group is still there: %v", err)
+	}
+	for _, g := range []*Group{busy, fresh} {
+		if _, err := os.Stat(g.Path); err != nil {
+			t.Errorf("%s was swept: %v", g.Path, err)
+		}
 	}
 }

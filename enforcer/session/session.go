@@ -84,6 +84,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		mask = append(mask, state)
 	}
+	// Empty groups a killed klock left behind (its session's log says
+	// INCOMPLETE): a minute is far beyond a group's first instant, the
+	// only time a live session's group is empty.
+	if gone, err := cgroup.SweepStale(time.Minute); len(gone) > 0 {
+		log.Info("removed the empty session cgroups of a klock that was stopped", "groups", gone)
+	} else if err != nil {
+		log.Debug("sweep stale session cgroups", "error", err)
+	}
 	g, err := cgroup.Create(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
