@@ -54,6 +54,9 @@ type Manifest struct {
 	Workdir string    `json:"workdir,omitempty"`
 	Scopes  []Scope   `json:"scopes"`
 	Exclude []string  `json:"exclude,omitempty"`
+	// AgentUID is the uid the session's agent ran as (Options.AgentUID),
+	// when recorded.
+	AgentUID *uint32 `json:"agent_uid,omitempty"`
 	// Entries are in walk order: anchors first, then each scope in
 	// pre-order (a directory before its contents). Restore creates in this
 	// order and fixes directory metadata in the reverse.

@@ -29,8 +29,18 @@ func Only(roots ...Scope) RestoreOption {
 }
 
 // All makes Restore cover every recorded scope even when it finishes an
-// interrupted restore that was limited (which it otherwise stays).
+// interrupted restore that was limited (which it otherwise stays), and
+// remove every new path (SpareOthersNew is dropped, even a resumed one).
 func All() RestoreOption { return func(l *limit) { l.all = true } }
+
+// SpareOthersNew leaves in place every path new since Take that the
+// agent's uid (Options.AgentUID) does not own: an agent without
+// capabilities cannot make a file another user owns, so such a file is
+// another process's (a scope such as /tmp/** is shared with the whole
+// machine), and removing it would destroy what the agent never touched.
+// Inside a spared directory each path is judged on its own. Recorded paths
+// are put back as usual. Without a recorded uid it changes nothing.
+func SpareOthersNew() RestoreOption { return func(l *limit) { l.spare = true } }
 
 // limit is the set of roots Restore is limited to (on), or none. It is
 // indexed so that a check costs the depth of the path, not the number of
@@ -39,6 +49,7 @@ func All() RestoreOption { return func(l *limit) { l.all = true } }
 type limit struct {
 	on    bool
 	all   bool // All: no limit, not even a resumed one
+	spare bool // SpareOthersNew
 	roots []Scope
 	tree  map[string]bool // tree roots
 	exact map[string]bool // exact roots

@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/klocklabs/klock/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -228,5 +229,54 @@ func TestRestoreAllOverridesAResumedLimit(t *testing.T) {
 	}
 	if _, err := os.Lstat(W + "/src/theirs.txt"); !os.IsNotExist(err) {
 		t.Errorf("All kept theirs.txt (%v)", err)
+	}
+}
+
+// TestRestoreSparesOthersNew: with the agent's uid recorded, a path new
+// since Take that another user owns is another process's and stays
+// (reported Spared), what the agent's uid made goes, inside a spared
+// directory too, and recorded paths are put back whoever changed them.
+// All() removes every new path.
+func TestRestoreSparesOthersNew(t *testing.T) {
+	testutil.RequirePrivileged(t) // chown to the agent's uid
+	f := newFixture(t)
+	W := f.W
+	agent := uint32(65534)
+	s, err := Take(context.Background(), f.rs, Options{Session: "spare", Scopes: DeclaredScopes(f.rs), AgentUID: &agent})
+	must(t, err)
+	mine := func(p string) {
+		write(t, p, []byte("agent\n"), 0o644)
+		must(t, os.Lchown(p, int(agent), int(agent)))
+	}
+	mine(W + "/src/mine.txt")
+	write(t, W+"/src/theirs.txt", []byte("theirs\n"), 0o644) // root's
+	write(t, W+"/src/theirdir/x", []byte("x\n"), 0o644)
+	mine(W + "/src/theirdir/agents.txt")
+	write(t, W+"/src/a.txt", []byte("changed\n"), 0o644) // recorded: put back
+
+	rep, err := s.Restore(context.Background(), SpareOthersNew())
+	must(t, err)
+	for p, want := range map[string]bool{"/src/mine.txt": false, "/src/theirdir/agents.txt": false, "/src/theirs.txt": true, "/src/theirdir/x": true} {
+		_, err := os.Lstat(W + p)
+		if got := err == nil; got != want {
+			t.Errorf("%s exists %v, want %v (%v)", p, got, want, err)
+		}
+	}
+	if got, _ := os.ReadFile(W + "/src/a.txt"); string(got) != "alpha\n" {
+		t.Errorf("a.txt = %q: a recorded path was not put back", got)
+	}
+	actions := map[string]Action{}
+	for _, e := range rep.Entries {
+		actions[e.Path] = e.Action
+	}
+	if actions[W+"/src/theirs.txt"] != Spared || actions[W+"/src/theirdir"] != Spared || actions[W+"/src/mine.txt"] != Removed {
+		t.Errorf("report: theirs.txt %q, theirdir %q, mine.txt %q", actions[W+"/src/theirs.txt"], actions[W+"/src/theirdir"], actions[W+"/src/mine.txt"])
+	}
+
+	if _, err := s.Restore(context.Background(), All(), SpareOthersNew()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(W + "/src/theirs.txt"); !os.IsNotExist(err) {
+		t.Errorf("All() left a new path: %v", err)
 	}
 }

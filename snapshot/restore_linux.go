@@ -27,6 +27,9 @@ const (
 	Restored  Action = "restored"  // existed but differed: content and/or metadata put back
 	Recreated Action = "recreated" // was missing: made again from the backup
 	Removed   Action = "removed"   // did not exist at Take (the session created it): removed
+	// Spared: did not exist at Take, and the agent's uid does not own it
+	// (SpareOthersNew): another process's, left in place.
+	Spared Action = "spared"
 )
 
 // ReportEntry is one path of a Report.
@@ -88,6 +91,8 @@ type jrec struct {
 	// tells an empty limit from none), so a resumed run keeps the limit.
 	Only    []Scope `json:"only,omitempty"`
 	Limited bool    `json:"limited,omitempty"`
+	// Spare, on begin: SpareOthersNew, kept by a resumed run.
+	Spare bool `json:"spare,omitempty"`
 }
 
 type journal struct {
@@ -253,10 +258,16 @@ func (r *restorer) run(rep *Report) error {
 			if rec.Limited && !r.lim.on && !r.lim.all {
 				Only(rec.Only...)(&r.lim)
 			}
+			if rec.Spare && !r.lim.all {
+				r.lim.spare = true
+			}
 		}
 	}
 	r.lim.withLinkGroups(m.Entries)
-	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on})
+	if r.lim.all {
+		r.lim.spare = false
+	}
+	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare})
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
 	}
@@ -288,6 +299,10 @@ func (r *restorer) run(rep *Report) error {
 			return true, nil
 		}
 		if !ok || m.Entries[i].Anchor {
+			if r.lim.spare && m.AgentUID != nil && st.Uid != *m.AgentUID {
+				r.set(p, Spared)
+				return true, nil // what the agent made inside goes
+			}
 			removals = append(removals, removal{p, -1})
 			return false, nil
 		}

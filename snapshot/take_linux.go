@@ -44,6 +44,9 @@ type Options struct {
 	// Workers copying content in parallel; 0 means a default (4, or the
 	// number of CPUs when larger).
 	Workers int
+	// AgentUID, when set, is the uid the agent runs as, recorded so that
+	// Restore with SpareOthersNew leaves the new paths it cannot have made.
+	AgentUID *uint32
 }
 
 func checkSession(s string) error {
@@ -132,7 +135,7 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 	if workers <= 0 {
 		workers = max(4, runtime.NumCPU())
 	}
-	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers}
+	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID}
 	snap, err := t.run()
 	if err != nil {
 		t.cleanup()
@@ -143,6 +146,7 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 }
 
 type taker struct {
+	agentUID *uint32
 	ctx      context.Context
 	root     string
 	workdir  string
@@ -206,7 +210,7 @@ func (t *taker) run() (*Snapshot, error) {
 		return nil, pathErr("create", t.tmpDir, err, root)
 	}
 
-	m := &Manifest{Version: manifestVersion, Session: t.session, Created: time.Now().UTC(), Workdir: t.workdir, Scopes: t.scopes, Exclude: t.exclude}
+	m := &Manifest{Version: manifestVersion, Session: t.session, Created: time.Now().UTC(), Workdir: t.workdir, Scopes: t.scopes, Exclude: t.exclude, AgentUID: t.agentUID}
 	entries, err := t.walk()
 	if err != nil {
 		return nil, err

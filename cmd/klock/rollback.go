@@ -68,9 +68,12 @@ session that ended normally.
 As a strict kill does, it restores the whole workdir and, outside it, only
 the paths the session's verification log says the agent touched: a shared
 scope such as /tmp/** holds other processes' files, and what they changed
-meanwhile stays. Without the log (pass -m, or --log), or when it reports
-lost events, it restores everything the backup holds, and says so. --all
-always does.
+meanwhile stays. Without the log (pass -m, or --log), when it reports lost
+events, or when it is INCOMPLETE (klock was killed during the session), it
+restores everything the backup holds, and says so. Either way a path made
+since the backup that the agent's uid does not own stays: the agent cannot
+have made it (listed as spared). --all restores everything and removes
+every new path.
 
 A restore is journaled: if it is interrupted (even by kill -9), running
 rollback again resumes it and converges to the same tree.
@@ -90,7 +93,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 			}
 			opts := []snapshot.RestoreOption{snapshot.All()}
 			if !all {
-				opts = nil
+				opts = []snapshot.RestoreOption{snapshot.SpareOthersNew()}
 				workdir := ""
 				if manifest != "" {
 					m, err := policy.Load(manifest)
@@ -101,7 +104,11 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 				}
 				roots, why := rollbackLimit(workdir, logPath, args[0])
 				if roots == nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "klock: %s: restoring everything the backup holds\n", why)
+					spared := ""
+					if uid := s.Manifest().AgentUID; uid != nil {
+						spared = fmt.Sprintf(" but the paths made since that uid %d (the agent's) does not own: another process made them (--all removes those too)", *uid)
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "klock: %s: restoring everything the backup holds%s\n", why, spared)
 				} else {
 					opts = append(opts, snapshot.Only(roots...))
 				}

@@ -35,8 +35,9 @@ type Restorer interface {
 }
 
 // Snapshotter takes the pre-flight backup of what the ruleset lets the
-// agent change, before the agent starts.
-type Snapshotter func(ctx context.Context, rs *policy.Ruleset, id string) (Restorer, error)
+// agent change, before the agent starts; agent is the uid the agent runs
+// as (a rollback spares the new files it cannot have made).
+type Snapshotter func(ctx context.Context, rs *policy.Ruleset, id string, agent uint32) (Restorer, error)
 
 // Backend names the mechanism that walls the agent's file operations.
 type Backend string

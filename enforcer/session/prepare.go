@@ -68,7 +68,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		}
 		backup = make(chan backupResult, 1)
 		go func() {
-			r, err := o.Snapshot(ctx, rs, id)
+			r, err := o.Snapshot(ctx, rs, id, spec.User.UID)
 			backup <- backupResult{r, err}
 		}()
 	}

@@ -26,8 +26,8 @@ func BackupsDir(workdir string) string {
 // kernel wall lets the agent change, under BackupsDir(workdir). progress,
 // when a terminal, shows a bar for large trees.
 func Backup(progress io.Writer) Snapshotter {
-	return func(ctx context.Context, rs *policy.Ruleset, id string) (Restorer, error) {
-		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: id}
+	return func(ctx context.Context, rs *policy.Ruleset, id string, agent uint32) (Restorer, error) {
+		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: id, AgentUID: &agent}
 		if rs.Workdir != "" {
 			// chmod, chown, utimes and xattrs are not Landlock rights: the
 			// agent can change the metadata of any file it owns, CONSUMES-only
@@ -48,12 +48,14 @@ func Backup(progress io.Writer) Snapshotter {
 
 type restorer struct{ s *snapshot.Snapshot }
 
+// Restore puts back what only covers (nil: everything the backup holds),
+// leaving the new paths the agent's uid does not own: another process's.
 func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error) {
-	opt := snapshot.All()
+	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew()}
 	if only != nil {
-		opt = snapshot.Only(only...)
+		opts = append(opts, snapshot.Only(only...))
 	}
-	rep, err := r.s.Restore(ctx, opt)
+	rep, err := r.s.Restore(ctx, opts...)
 	return RollbackOps(rep), err
 }
 
@@ -70,7 +72,9 @@ func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.Ro
 // It returns nil (everything the backup holds) when events were lost or a
 // file was seen at a path that could not be resolved: the agent may have
 // changed paths nobody can name, and putting back a stranger's change is
-// the lesser harm than leaving one of the agent's.
+// the lesser harm than leaving one of the agent's. Removing a stranger's
+// new file is not: every rollback spares the new paths the agent's uid
+// does not own (snapshot.SpareOthersNew), which it cannot have made.
 func RollbackRoots(workdir string, lost uint64, seen []policy.Triple) []snapshot.Scope {
 	if lost > 0 {
 		return nil

@@ -25,6 +25,9 @@ func (l *Log) Headline() (verdict, summary string) {
 	}
 	var restored, failed int
 	for _, r := range l.Rollback {
+		if r.Action == RollbackSpared {
+			continue // nothing was done to it
+		}
 		if r.OK {
 			restored++
 		} else {

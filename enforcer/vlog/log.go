@@ -144,6 +144,9 @@ const (
 	RollbackRestored  = "restored"
 	RollbackRemoved   = "removed"
 	RollbackRecreated = "recreated"
+	// RollbackSpared: made during the session by another user than the
+	// agent's, so not the agent's: left in place.
+	RollbackSpared = "spared"
 )
 
 // RollbackOp is one action of the pre-flight rollback.
