@@ -324,6 +324,12 @@ func absent(ev event.Event, t policy.Triple) bool {
 	if t.Type != policy.ObjFile && t.Type != policy.ObjProc {
 		return false
 	}
+	if t.Path == "" {
+		// The empty name: the kernel refuses it with ENOENT before any
+		// lookup (open(""), a language runtime probing), so there is
+		// nothing it could have named.
+		return ev.Errno == int32(syscall.ENOENT)
+	}
 	if !strings.HasPrefix(t.Path, "/") {
 		return false // unresolved: fail closed
 	}

@@ -36,6 +36,9 @@ cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1,
 	if v := e.Observe(ev(policy.FileTriple(policy.Consumes, "relative.conf"), syscall.ENOENT)); v.Action != ActionKill {
 		t.Fatalf("an unresolved relative path must fail closed: %v", v.Action)
 	}
+	if v := e.Observe(ev(policy.FileTriple(policy.Consumes, ""), syscall.ENOENT)); v.Action != ActionAllow {
+		t.Fatalf(`open(""), refused with ENOENT before any lookup: %v`, v.Action)
+	}
 	if v := e.Observe(ev(policy.ExecTriple("/usr/bin/false"), syscall.EACCES)); v.Action != ActionKill {
 		t.Fatalf("a refused exec of an existing undeclared binary must kill: %v", v.Action)
 	}

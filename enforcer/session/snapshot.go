@@ -95,11 +95,15 @@ func RollbackRoots(workdir string, lost uint64, seen []policy.Triple) []snapshot
 	return roots
 }
 
-// rollbackRoots is RollbackRoots for the engine's records.
+// rollbackRoots is RollbackRoots for the engine's records. A triple whose
+// every occurrence failed (refused, or no such file) changed nothing, and
+// its path needs no restoring, even when it could not be resolved.
 func rollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
-	seen := make([]policy.Triple, len(rec.Observed))
-	for i, o := range rec.Observed {
-		seen[i] = o.Triple
+	seen := make([]policy.Triple, 0, len(rec.Observed))
+	for _, o := range rec.Observed {
+		if o.Failed < o.Count {
+			seen = append(seen, o.Triple)
+		}
 	}
 	return RollbackRoots(workdir, rec.LostTotal, seen)
 }
@@ -114,6 +118,9 @@ func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
 	}
 	var seen []policy.Triple
 	for _, o := range lg.Observed {
+		if o.Failed >= o.Count {
+			continue // changed nothing (rollbackRoots)
+		}
 		pred, obj, ok := strings.Cut(o.Triple, " ")
 		if !ok || !strings.HasPrefix(obj, "FILE:") {
 			continue

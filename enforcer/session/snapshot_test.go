@@ -14,7 +14,7 @@ import (
 
 func TestRollbackRoots(t *testing.T) {
 	obs := func(p policy.Predicate, typ policy.ObjectType, path string) decide.Observation {
-		return decide.Observation{Triple: policy.Triple{Predicate: p, Type: typ, Path: path}}
+		return decide.Observation{Triple: policy.Triple{Predicate: p, Type: typ, Path: path}, Count: 1}
 	}
 	rec := decide.Records{Observed: []decide.Observation{
 		obs(policy.Consumes, policy.ObjFile, "/etc/hosts"), // a read changes nothing
@@ -42,14 +42,23 @@ func TestRollbackRoots(t *testing.T) {
 	if got := rollbackRoots("/srv/repo", rel); got != nil {
 		t.Errorf("an unresolved path: %v, want nil (everything)", got)
 	}
+	// open("") and other names that failed every time changed nothing.
+	failed := rec
+	empty := obs(policy.Consumes, policy.ObjFile, "")
+	empty.Failed = 1
+	failed.Observed = append(slices.Clone(rec.Observed), empty)
+	if got := rollbackRoots("/srv/repo", failed); !slices.Equal(got, want) {
+		t.Errorf("an unresolved path that only failed: %v, want %v", got, want)
+	}
 }
 
 func TestLoggedRollbackRoots(t *testing.T) {
 	lg := &vlog.Log{Observed: []vlog.Observed{
-		{Triple: "MUTATES FILE:/tmp/a b"}, // a path with a space
-		{Triple: "CONSUMES FILE:/etc/hosts"},
-		{Triple: "CONSUMES NET:10.0.0.1:443/tcp"},
-		{Triple: "PROVIDES PROC:/usr/bin/git"},
+		{Triple: "MUTATES FILE:/tmp/a b", Count: 1}, // a path with a space
+		{Triple: "CONSUMES FILE:/etc/hosts", Count: 2},
+		{Triple: "CONSUMES NET:10.0.0.1:443/tcp", Count: 1},
+		{Triple: "PROVIDES PROC:/usr/bin/git", Count: 1},
+		{Triple: "CONSUMES FILE:", Count: 1, Failed: 1}, // open(""): ENOENT
 	}}
 	want := []snapshot.Scope{{Path: "/w", Tree: true}, {Path: "/tmp/a b", Tree: true}, {Path: "/etc/hosts"}}
 	if got := LoggedRollbackRoots("/w", lg); !slices.Equal(got, want) {
@@ -60,7 +69,7 @@ func TestLoggedRollbackRoots(t *testing.T) {
 		t.Errorf("lost events: %v, want nil", got)
 	}
 	lg.Lost.Total = 0
-	lg.Observed = append(lg.Observed, vlog.Observed{Triple: "SMUDGES FILE:/tmp/x"})
+	lg.Observed = append(lg.Observed, vlog.Observed{Triple: "SMUDGES FILE:/tmp/x", Count: 1})
 	if got := LoggedRollbackRoots("/w", lg); got != nil {
 		t.Errorf("an unknown predicate: %v, want nil", got)
 	}

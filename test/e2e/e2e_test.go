@@ -627,6 +627,19 @@ func TestBackgroundChildrenEndWithTheAgent(t *testing.T) {
 	}
 }
 
+// TestEmptyNameIsNoViolation: open("") fails with ENOENT before the kernel
+// looks anything up (Python's and Node's runtimes do it): nothing was
+// read, so a strict session goes on and ends clean.
+func TestEmptyNameIsNoViolation(t *testing.T) {
+	w := harness.NewWorld(t)
+	o := w.Run(harness.Spec{Intents: []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/cat"},
+		Command: []string{"/bin/sh", "-c", `cat "" 2>/dev/null; echo after`}})
+	o.AssertClean(t, 0)
+	if !strings.Contains(o.Stdout, "after") {
+		t.Fatalf("the agent did not go on: %q", o.Stdout)
+	}
+}
+
 // TestSessionIsOnRecordFromItsStart: before its agent starts, a session's
 // log is on disk, INCOMPLETE and naming the klock process that runs it, so
 // a session whose klock is killed stays on record with how to undo it; the
