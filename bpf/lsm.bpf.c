@@ -741,19 +741,22 @@ int BPF_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address
 	return finish(s, e, 1);
 }
 
+#define AF_NETLINK 16
 #define AF_PACKET 17
 #define SOCK_RAW 3
 
 /* Raw and packet sockets: refused unless NET:raw is declared, and reported
  * either way. The hook runs before the family's own create (and its
- * CAP_NET_RAW check), so even an attempt bound to fail is seen. */
+ * CAP_NET_RAW check), so even an attempt bound to fail is seen. A netlink
+ * socket (SOCK_RAW too) talks to the kernel, not the network (glibc lists
+ * the interfaces through one), and is none of them. */
 SEC("lsm/socket_create")
 int BPF_PROG(klock_socket_create, int family, int type, int protocol, int kern, int ret)
 {
 	struct klsm_session *s;
 	if (ret || kern || !(s = armed()))
 		return ret;
-	if (family != AF_PACKET && (type & 0xf) != SOCK_RAW)
+	if (family != AF_PACKET && ((type & 0xf) != SOCK_RAW || family == AF_NETLINK))
 		return 0;
 	struct klsm_event *e = begin(LSM_OP_SOCKET_RAW, 0);
 	return finish(s, e, !(s->flags & LSM_S_RAW));

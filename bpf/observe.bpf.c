@@ -38,6 +38,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
+#define AF_NETLINK 16
 #define AF_PACKET 17
 #define SOCK_RAW 3
 #define EBADF 9
@@ -1274,7 +1275,12 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	/* ---- network ---- */
 	case NR_socket: {
 		long fam = ARG1(regs), type = ARG2(regs);
-		if (fam != AF_PACKET && (type & 0xf) != SOCK_RAW)
+		/* Raw IP and packet sockets. A netlink socket is SOCK_RAW
+		 * too, but it talks to the kernel, not the network: glibc's
+		 * getaddrinfo(AI_ADDRCONFIG) and getifaddrs open one to
+		 * list the interfaces, and without capabilities it can read
+		 * the configuration, not change it. */
+		if (fam != AF_PACKET && ((type & 0xf) != SOCK_RAW || fam == AF_NETLINK))
 			return 0;
 		r->op = OBS_OP_SOCKET;
 		r->family = fam;

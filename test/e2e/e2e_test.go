@@ -627,6 +627,24 @@ func TestBackgroundChildrenEndWithTheAgent(t *testing.T) {
 	}
 }
 
+// TestNetlinkIsNotARawSocket: a netlink socket is SOCK_RAW, but it talks
+// to the kernel (glibc lists the interfaces through one for getifaddrs and
+// getaddrinfo(AI_ADDRCONFIG)): with no NET intent it opens, and a strict
+// session ends clean, while a raw IP socket is still NET:raw.
+func TestNetlinkIsNotARawSocket(t *testing.T) {
+	w := harness.NewWorld(t)
+	o := w.Run(harness.Spec{Intents: harness.ProbeIntents(), Command: []string{harness.Probe, "netlink"}})
+	o.AssertClean(t, 0)
+	if got := o.Probe["netlink"]; got != "ok" {
+		t.Fatalf("netlink socket: %q, want ok", got)
+	}
+	for _, ob := range o.Log.Observed {
+		if strings.Contains(ob.Triple, "NET:") {
+			t.Errorf("observed %s: a netlink socket is no network operation", ob.Triple)
+		}
+	}
+}
+
 // TestEmptyNameIsNoViolation: open("") fails with ENOENT before the kernel
 // looks anything up (Python's and Node's runtimes do it): nothing was
 // read, so a strict session goes on and ends clean.

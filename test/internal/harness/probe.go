@@ -216,6 +216,8 @@ func step(op, arg string) error {
 		return sock(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)
 	case "packet":
 		return sock(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	case "netlink": // what glibc's getifaddrs and getaddrinfo(AI_ADDRCONFIG) open
+		return sock(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)
 	case "unix":
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
