@@ -38,6 +38,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
+#define SOCK_BINDPORT_LOCK 8
 #define AF_NETLINK 16
 #define AF_PACKET 17
 #define SOCK_RAW 3
@@ -649,6 +650,12 @@ static __always_inline void sock_info(struct obs_rec *r, int fd, int local)
 	r->family = fam;
 	r->port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	r->kflags |= OBS_F_ADDR;
+	/* The kernel locks the port a process named (inet_bind sets
+	 * SOCK_BINDPORT_LOCK for a nonzero port); without the lock it chose
+	 * one itself, and the process asked for "any port" (port 0). A
+	 * bitfield before 6.2, a byte since: read it by CO-RE either way. */
+	if (!(BPF_CORE_READ_BITFIELD_PROBED(sk, sk_userlocks) & SOCK_BINDPORT_LOCK))
+		r->kflags |= OBS_F_EPHEMERAL;
 }
 
 /* read_sockaddr copies a user sockaddr; returns 0 when the family is one we

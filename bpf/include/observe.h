@@ -70,6 +70,9 @@ enum obs_kflags {
 	 * or the cwd (base_ino/base_dev name it too). Set only for ops with
 	 * one path whose object has no kernel path of its own. */
 	OBS_F_KBASE     = 1 << 14,
+	/* A bound address's port was chosen by the kernel (bind to port 0, or
+	 * listen on an unbound socket): the socket has no SOCK_BINDPORT_LOCK. */
+	OBS_F_EPHEMERAL = 1 << 15,
 };
 
 /* An open that was reported once: what decides its triple (the object,

@@ -56,6 +56,9 @@ const (
 	fKPathSB = 1 << 12
 	fCounted = 1 << 13
 	fKBase   = 1 << 14
+	// fEphemeral: the bound port was chosen by the kernel (bind to port
+	// 0, listen on an unbound socket).
+	fEphemeral = 1 << 15
 )
 
 // seenKey mirrors struct obs_seen_key: an open whose repeats the kernel

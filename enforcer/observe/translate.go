@@ -190,7 +190,14 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 				proto = policy.ProtoUDP
 			}
 		}
-		rec.Event.Triple = policy.NetTriple(pred, netip.AddrPortFrom(a, r.port), proto)
+		port := r.port
+		if pred == policy.Provides && r.kflags&fEphemeral != 0 {
+			// The process asked for any port; the kernel's choice is
+			// not part of what it did, and a manifest declares such a
+			// bind as port 0.
+			port = 0
+		}
+		rec.Event.Triple = policy.NetTriple(pred, netip.AddrPortFrom(a, port), proto)
 		out(rec)
 	case opSocket:
 		rec.Event.Triple = policy.RawSocketTriple()

@@ -645,6 +645,29 @@ func TestNetlinkIsNotARawSocket(t *testing.T) {
 	}
 }
 
+// TestAnyPortBind: binding port 0 asks the kernel for any free port.
+// "PROVIDES NET:127.0.0.1:0/tcp" declares that: the bind and the listen go
+// through and are logged as port 0, not as the port the kernel picked
+// (which no manifest could name before the run).
+func TestAnyPortBind(t *testing.T) {
+	w := harness.NewWorld(t)
+	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "PROVIDES NET:127.0.0.1:0/tcp"),
+		Command: []string{harness.Probe, "listen0:127.0.0.1"}})
+	o.AssertClean(t, 0)
+	if got := o.Probe["listen0:127.0.0.1"]; got != "ok" {
+		t.Fatalf("listen on 127.0.0.1:0: %q, want ok", got)
+	}
+	var provides []string
+	for _, ob := range o.Log.Observed {
+		if strings.HasPrefix(ob.Triple, "PROVIDES NET:") {
+			provides = append(provides, ob.Triple)
+		}
+	}
+	if len(provides) != 1 || provides[0] != "PROVIDES NET:127.0.0.1:0/tcp" {
+		t.Fatalf("observed %v, want the bind and listen as PROVIDES NET:127.0.0.1:0/tcp", provides)
+	}
+}
+
 // TestEmptyNameIsNoViolation: open("") fails with ENOENT before the kernel
 // looks anything up (Python's and Node's runtimes do it): nothing was
 // read, so a strict session goes on and ends clean.

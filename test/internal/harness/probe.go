@@ -216,6 +216,20 @@ func step(op, arg string) error {
 		return sock(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)
 	case "packet":
 		return sock(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	case "listen0": // bind the IPv4 ADDR:0 (any port: the kernel picks), then listen
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		a := net.ParseIP(arg).To4()
+		if a == nil {
+			return unix.EINVAL
+		}
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte(a)}); err != nil {
+			return err
+		}
+		return unix.Listen(fd, 1)
 	case "netlink": // what glibc's getifaddrs and getaddrinfo(AI_ADDRCONFIG) open
 		return sock(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)
 	case "unix":
