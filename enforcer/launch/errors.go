@@ -35,9 +35,18 @@ type StageError struct {
 	Step  string        `json:"step"`  // "landlock", "mount", "exec", ...
 	Msg   string        `json:"msg"`   // e.g. "path /srv/x: no such file or directory"
 	Errno syscall.Errno `json:"errno"` // 0 when there is none
+	// Path is the program a failed exec named.
+	Path string `json:"path,omitempty"`
+	// Hint says what would fix it, when klock can tell (ExecHint).
+	Hint string `json:"-"`
 }
 
-func (e *StageError) Error() string { return fmt.Sprintf("launch: %s: %s", e.Step, e.Msg) }
+func (e *StageError) Error() string {
+	if e.Hint != "" {
+		return fmt.Sprintf("launch: %s: %s. %s", e.Step, e.Msg, e.Hint)
+	}
+	return fmt.Sprintf("launch: %s: %s", e.Step, e.Msg)
+}
 
 // Is makes errors.Is(err, ErrSetup) true.
 func (e *StageError) Is(target error) bool { return target == ErrSetup }

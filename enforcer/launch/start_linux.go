@@ -93,6 +93,7 @@ type Pending struct {
 	// 2, when a klock-stage2 turns out to be from another build; nil when
 	// this is not possible.
 	retry func() (*Pending, error)
+	uid   uint32 // the agent's, for ExecHint
 }
 
 // Spawn starts stage 2 of the session described by s (see Start) and
@@ -228,6 +229,7 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 		goW:    goW,
 		status: statusR,
 		ctx:    ctx,
+		uid:    s.User.UID,
 	}
 	// A retry gives a second stage 2 the same Stdin, so the first must have
 	// consumed none of it: stage 2 reads none, but exec.Cmd's copy from a
@@ -282,6 +284,7 @@ func (p *Pending) Release() (*Process, error) {
 		if se.Step == stage2.StepBuild && p.retry != nil {
 			return p.relaunch()
 		}
+		se.Hint = execHint(se, p.uid)
 		return p.abort(se)
 	}
 	if werr != nil {

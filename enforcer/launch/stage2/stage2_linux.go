@@ -212,7 +212,9 @@ func runStage2(specFD, goFD int) (err error) {
 		return err
 	}
 	err = syscall.Exec(path, s.Args, s.Env)
-	return fail("exec", fmt.Errorf("%s: %w", path, err))
+	fe := fail("exec", fmt.Errorf("%s: %w", path, err)).(*failure)
+	fe.Path = path
+	return fe
 }
 
 // lookPath resolves name like execvp, with the agent's PATH and identity.

@@ -80,6 +80,8 @@ type failure struct {
 	Step  string        `json:"step"`  // "landlock", "mount", "exec", ...
 	Msg   string        `json:"msg"`   // e.g. "path /srv/x: no such file or directory"
 	Errno syscall.Errno `json:"errno"` // 0 when there is none
+	// Path is the program a failed exec named (the resolved command).
+	Path string `json:"path,omitempty"`
 }
 
 func (f *failure) Error() string { return f.Step + ": " + f.Msg }
