@@ -47,6 +47,10 @@ type Options struct {
 	// AgentUID, when set, is the uid the agent runs as, recorded so that
 	// Restore with SpareOthersNew leaves the new paths it cannot have made.
 	AgentUID *uint32
+	// Made are directories made for the session just before Take (empty,
+	// the agent's): recorded as absent, so that Restore removes them like
+	// anything else the session made.
+	Made []string
 }
 
 func checkSession(s string) error {
@@ -135,7 +139,10 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 	if workers <= 0 {
 		workers = max(4, runtime.NumCPU())
 	}
-	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID}
+	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, preMade: map[string]bool{}}
+	for _, p := range opts.Made {
+		t.preMade[filepath.Clean(p)] = true
+	}
 	snap, err := t.run()
 	if err != nil {
 		t.cleanup()
@@ -147,6 +154,7 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 
 type taker struct {
 	agentUID *uint32
+	preMade  map[string]bool // Options.Made
 	ctx      context.Context
 	root     string
 	workdir  string
@@ -563,6 +571,9 @@ func (t *taker) walk() ([]Entry, error) {
 			if err := t.ctx.Err(); err != nil {
 				return false, err
 			}
+		}
+		if t.preMade[p] {
+			return true, nil // not there before the session: not recorded
 		}
 		e, err := recordEntry(p, st)
 		if err != nil {

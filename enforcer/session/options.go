@@ -35,9 +35,20 @@ type Restorer interface {
 }
 
 // Snapshotter takes the pre-flight backup of what the ruleset lets the
-// agent change, before the agent starts; agent is the uid the agent runs
-// as (a rollback spares the new files it cannot have made).
-type Snapshotter func(ctx context.Context, rs *policy.Ruleset, id string, agent uint32) (Restorer, error)
+// agent change, before the agent starts.
+type Snapshotter func(ctx context.Context, p Preflight) (Restorer, error)
+
+// Preflight is what a Snapshotter backs up for.
+type Preflight struct {
+	Ruleset *policy.Ruleset
+	ID      string // the session's
+	// AgentUID is the uid the agent runs as: a rollback spares the new
+	// files it cannot have made.
+	AgentUID uint32
+	// Made are the declared directories klock made for the session
+	// (PROVIDES dir/**): not there before it, removed by a rollback.
+	Made []string
+}
 
 // Backend names the mechanism that walls the agent's file operations.
 type Backend string

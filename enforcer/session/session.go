@@ -117,7 +117,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: launch.NeedsNetNS(rs), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2,
-	}, []string{startDir}, begun.wait, log)
+	}, []string{startDir}, provided, begun.wait, log)
 	if err != nil {
 		begun.discard()
 		return nil, err

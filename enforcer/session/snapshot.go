@@ -26,8 +26,9 @@ func BackupsDir(workdir string) string {
 // kernel wall lets the agent change, under BackupsDir(workdir). progress,
 // when a terminal, shows a bar for large trees.
 func Backup(progress io.Writer) Snapshotter {
-	return func(ctx context.Context, rs *policy.Ruleset, id string, agent uint32) (Restorer, error) {
-		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: id, AgentUID: &agent}
+	return func(ctx context.Context, p Preflight) (Restorer, error) {
+		rs, agent := p.Ruleset, p.AgentUID
+		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, Made: p.Made}
 		if rs.Workdir != "" {
 			// chmod, chown, utimes and xattrs are not Landlock rights: the
 			// agent can change the metadata of any file it owns, CONSUMES-only
