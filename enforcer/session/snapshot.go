@@ -119,7 +119,7 @@ func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
 	}
 	var seen []policy.Triple
 	for _, o := range lg.Observed {
-		if o.Failed >= o.Count {
+		if o.Count > 0 && o.Failed >= o.Count {
 			continue // changed nothing (rollbackRoots)
 		}
 		pred, obj, ok := strings.Cut(o.Triple, " ")

@@ -51,7 +51,7 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	} else {
 		fmt.Fprintf(tw, "exit\t%s%s\n", exitText(l.Exit), killLatency(l))
 	}
-	fmt.Fprintf(tw, "events\t%d observed, %d distinct, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
+	fmt.Fprintf(tw, "events\t%d kernel events, %d distinct triples, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
 	tw.Flush()
 	r.err = firstErr(r.err, tw.Flush())
 
