@@ -50,6 +50,12 @@ var systemRO = []string{
 	"CONSUMES FILE:/proc/cpuinfo",
 	"CONSUMES FILE:/proc/stat",
 	"CONSUMES FILE:/proc/filesystems",
+	// Kernel settings runtimes read to size themselves: V8 (node) and
+	// jemalloc the overcommit policy, Go's and others' listen backlog,
+	// glibc's sysconf(_SC_NGROUPS_MAX).
+	"CONSUMES FILE:/proc/sys/vm/overcommit_memory",
+	"CONSUMES FILE:/proc/sys/net/core/somaxconn",
+	"CONSUMES FILE:/proc/sys/kernel/ngroups_max",
 	"CONSUMES FILE:/sys/devices/system/cpu/**",
 	// Runtimes (Go, JVM, .NET) size themselves from their cgroup's limits.
 	"CONSUMES FILE:/sys/fs/cgroup/**",
