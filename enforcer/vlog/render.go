@@ -214,6 +214,11 @@ func (r *renderer) observed(l *Log, max int) {
 		if o.Blocked > 0 {
 			mark += fmt.Sprintf(" [%d blocked]", o.Blocked)
 		}
+		// Attempts that failed on their own (no such file, EXDEV...):
+		// listed, but they did nothing.
+		if n := o.Failed - min(o.Failed, o.Blocked); n > 0 {
+			mark += fmt.Sprintf(" [%d failed]", n)
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t %s  %s%s\n", o.Count, clock(o.First), o.PID, o.Comm, o.Triple, mark)
 	}
 	r.err = firstErr(r.err, tw.Flush())

@@ -394,3 +394,23 @@ func TestIncompleteLog(t *testing.T) {
 		t.Fatalf("after Finish: incomplete %v, verdict %q", back.Incomplete(), back.Verdict)
 	}
 }
+
+// TestRenderMarksFailedAttempts: an attempt that failed on its own (no
+// such file) is listed, and marked as having done nothing.
+func TestRenderMarksFailedAttempts(t *testing.T) {
+	miss := ev(policy.Consumes, "/srv/repo/missing", 1, false)
+	miss.Errno = 2
+	l := session(t, policy.ModeStrict, []event.Event{miss, ev(policy.Consumes, "/srv/repo/a", 2, false)}, 0, Exit{Code: ExitCode(0)}, nil)
+	var buf bytes.Buffer
+	if err := Render(&buf, l, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(buf.String(), "\n") {
+		switch {
+		case strings.Contains(line, "/srv/repo/missing") && !strings.HasSuffix(line, "[1 failed]"):
+			t.Errorf("the failed read is not marked: %q", line)
+		case strings.Contains(line, "FILE:/srv/repo/a ") && strings.Contains(line, "failed"):
+			t.Errorf("a read that worked is marked failed: %q", line)
+		}
+	}
+}
