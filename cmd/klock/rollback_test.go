@@ -113,3 +113,20 @@ func TestRollbackLimitedByTheLog(t *testing.T) {
 		t.Errorf("rollback without a log: exit %d, new.txt %q\n%s", code, read(filepath.Join(shared, "new.txt")), out)
 	}
 }
+
+// TestRollbackLimitOfAnIncompleteLog: the log of a session whose klock was
+// killed (written when it started, INCOMPLETE) does not say what the agent
+// touched, so it cannot limit a rollback; the reason says so.
+func TestRollbackLimitOfAnIncompleteLog(t *testing.T) {
+	wd := t.TempDir()
+	const id = "20261124T000000-abcdef"
+	l := vlog.New(vlog.Session{ID: id, Agent: "a", Mode: policy.ModeStrict})
+	l.Begin(4242)
+	if _, err := l.Write(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
+		t.Fatal(err)
+	}
+	roots, why := rollbackLimit(wd, "", id)
+	if roots != nil || !strings.Contains(why, "INCOMPLETE") {
+		t.Fatalf("rollbackLimit = %v, %q; want no limit, saying the log is INCOMPLETE", roots, why)
+	}
+}
