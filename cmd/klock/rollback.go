@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -33,30 +36,62 @@ func backupsRoot(manifest, dir string) (string, error) {
 // rollbackLimit is what klock rollback restores: what the session's
 // verification log says the agent touched (session.LoggedRollbackRoots),
 // or everything the backup holds (nil) with the reason.
-func rollbackLimit(workdir, logPath, id string) ([]snapshot.Scope, string) {
+// ended is when the session ended, from its log (zero when unknown).
+func rollbackLimit(workdir, logPath, id string) (roots []snapshot.Scope, ended time.Time, why string) {
 	if logPath == "" {
 		if workdir == "" {
-			return nil, "no manifest (-m) or --log to find the session's verification log"
+			return nil, time.Time{}, "no manifest (-m) or --log to find the session's verification log"
 		}
 		logPath = filepath.Join(session.DefaultLogDir(workdir), id)
 	}
 	lg, err := vlog.Read(logPath)
 	if err != nil {
-		return nil, fmt.Sprintf("no verification log for the session (%v)", err)
+		return nil, time.Time{}, fmt.Sprintf("no verification log for the session (%v)", err)
 	}
 	if lg.Incomplete() {
-		return nil, "the session's verification log is INCOMPLETE (the session did not end: klock was stopped before it wrote what the agent touched)"
+		return nil, time.Time{}, "the session's verification log is INCOMPLETE (the session did not end: klock was stopped before it wrote what the agent touched)"
 	}
-	roots := session.LoggedRollbackRoots(workdir, lg)
+	roots = session.LoggedRollbackRoots(workdir, lg)
 	if roots == nil {
-		return nil, "the verification log reports lost events or an unresolved path: what the agent touched is not fully known"
+		return nil, lg.End, "the verification log reports lost events or an unresolved path: what the agent touched is not fully known"
 	}
-	return roots, ""
+	return roots, lg.End, ""
+}
+
+// laterChanges refuses a rollback that would undo what changed after the
+// session ended (its agent was gone by then: someone else's work) unless
+// the operator asked for it. A restore that was interrupted is finished
+// without asking (it already began undoing), and the end of the last
+// finished restore counts as the session's end (its own writes are not
+// news).
+func laterChanges(s *snapshot.Snapshot, ended time.Time, opts []snapshot.RestoreOption) error {
+	finished, interrupted, err := s.RestoreState()
+	if err != nil || interrupted || ended.IsZero() {
+		return nil
+	}
+	if finished.After(ended) {
+		ended = finished
+	}
+	changed, err := s.ChangedSince(ended, opts...)
+	if err != nil || len(changed) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d path(s) changed after the session ended (%s), so not by its agent: a rollback would undo those changes:", len(changed), ended.UTC().Format(time.RFC3339))
+	for i, p := range changed {
+		if i == 20 {
+			fmt.Fprintf(&b, "\n  … %d more", len(changed)-i)
+			break
+		}
+		b.WriteString("\n  " + termsafe.String(p))
+	}
+	b.WriteString("\nReview them, then run again with --include-later to restore them too (--all restores the whole backup)")
+	return &exitError{code: exitInvalid, err: errors.New(b.String())}
 }
 
 func newRollback() *cobra.Command {
 	var manifest, dir, logPath string
-	var asJSON, all bool
+	var asJSON, all, includeLater bool
 	c := &cobra.Command{
 		Use:   "rollback SESSION",
 		Short: "Restore what a session's agent changed to its pre-flight state",
@@ -74,6 +109,11 @@ restores everything the backup holds, and says so. Either way a path made
 since the backup that the agent's uid does not own stays: the agent cannot
 have made it (listed as spared). --all restores everything and removes
 every new path.
+
+What changed there after the session ended is not its agent's (it was
+gone): when the session's log says when it ended and some path it would
+restore changed since, rollback refuses and lists them; --include-later
+restores them too.
 
 A restore is journaled: if it is interrupted (even by kill -9), running
 rollback again resumes it and converges to the same tree.
@@ -102,7 +142,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 					}
 					workdir = m.Workdir
 				}
-				roots, why := rollbackLimit(workdir, logPath, args[0])
+				roots, ended, why := rollbackLimit(workdir, logPath, args[0])
 				if roots == nil {
 					spared := ""
 					if uid := s.Manifest().AgentUID; uid != nil {
@@ -111,6 +151,11 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "klock: %s: restoring everything the backup holds%s\n", why, spared)
 				} else {
 					opts = append(opts, snapshot.Only(roots...))
+				}
+				if !includeLater {
+					if err := laterChanges(s, ended, opts); err != nil {
+						return err
+					}
 				}
 			}
 			rep, err := s.Restore(cmd.Context(), opts...)
@@ -145,6 +190,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 	c.Flags().StringVar(&dir, "dir", "", "backups directory (default <workdir>/.klock/backups)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the restore report as JSON")
 	c.Flags().BoolVar(&all, "all", false, "restore everything the backup holds, not only what the agent touched")
+	c.Flags().BoolVar(&includeLater, "include-later", false, "also undo what changed after the session ended (refused otherwise)")
 	c.Flags().StringVar(&logPath, "log", "", "the session's verification log (default <workdir>/.klock/sessions/SESSION)")
 	return c
 }

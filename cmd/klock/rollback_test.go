@@ -3,12 +3,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -125,8 +129,89 @@ func TestRollbackLimitOfAnIncompleteLog(t *testing.T) {
 	if _, err := l.Write(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
 		t.Fatal(err)
 	}
-	roots, why := rollbackLimit(wd, "", id)
+	roots, _, why := rollbackLimit(wd, "", id)
 	if roots != nil || !strings.Contains(why, "INCOMPLETE") {
 		t.Fatalf("rollbackLimit = %v, %q; want no limit, saying the log is INCOMPLETE", roots, why)
 	}
+}
+
+// TestRollbackRefusesLaterChanges: a file edited after the session ended
+// is someone else's work (the agent was gone): klock rollback refuses,
+// lists it and changes nothing; --include-later restores it too.
+func TestRollbackRefusesLaterChanges(t *testing.T) {
+	base := t.TempDir()
+	wd := filepath.Join(base, "wd")
+	if err := os.MkdirAll(filepath.Join(wd, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(wd, "src", "a.go"), filepath.Join(wd, "src", "b.go")
+	os.WriteFile(a, []byte("a v1\n"), 0o644)
+	os.WriteFile(b, []byte("b v1\n"), 0o644)
+	mpath := filepath.Join(base, "m.yaml")
+	os.WriteFile(mpath, []byte(strings.Join([]string{
+		"apiVersion: klock/v1", "agent: {id: t}", "mode: strict", "workdir: " + wd, "baseline: none",
+		"intents:", "  - MUTATES FILE:${workdir}/**",
+		"cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.7, expected_cost: \"0.01 USD\", max_cost: \"0.02 USD\"}",
+	}, "\n")+"\n"), 0o644)
+	m, err := policy.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "20261124T000000-later0"
+	if _, err := snapshot.Take(context.Background(), rs, snapshot.Options{Dir: session.BackupsDir(wd), Session: id, Scopes: []snapshot.Scope{{Path: wd, Tree: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(a, []byte("a by the agent\n"), 0o644) // the session
+	l := vlog.New(vlog.Session{ID: id, Agent: "t", Mode: policy.ModeStrict})
+	l.Finish(time.Now(), vlog.Exit{}, nil)
+	if _, err := l.Write(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	os.WriteFile(b, []byte("b by the user, later\n"), 0o644) // after the session
+
+	out, code := runErr(t, "rollback", "-m", mpath, id)
+	if code != exitInvalid || !strings.Contains(out, "changed after the session ended") || !strings.Contains(out, b) || !strings.Contains(out, "--include-later") {
+		t.Fatalf("rollback with a later edit: exit %d, want %d and the path listed\n%s", code, exitInvalid, out)
+	}
+	if got, _ := os.ReadFile(a); string(got) != "a by the agent\n" {
+		t.Fatalf("a refused rollback changed a.go: %q", got)
+	}
+	out, code = run(t, "rollback", "-m", mpath, "--include-later", id)
+	if code != exitOK {
+		t.Fatalf("rollback --include-later: exit %d\n%s", code, out)
+	}
+	for p, want := range map[string]string{a: "a v1\n", b: "b v1\n"} {
+		if got, _ := os.ReadFile(p); string(got) != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	// Done: what the restore itself wrote is not "later" to a second run.
+	if out, code = run(t, "rollback", "-m", mpath, id); code != exitOK {
+		t.Fatalf("a second rollback after a finished one: exit %d\n%s", code, out)
+	}
+}
+
+// runErr is run with the error klock would print appended to the output.
+func runErr(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee *exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintf(&out, "klock: %v\n", ee.err)
+		return out.String(), ee.code
+	}
+	if err != nil {
+		return out.String() + err.Error(), exitUsage
+	}
+	return out.String(), exitOK
 }

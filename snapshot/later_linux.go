@@ -1,0 +1,61 @@
+package snapshot
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ChangedSince lists the paths in the recorded scopes, recorded or new,
+// whose inode changed (ctime) after t, in walk order: after a session's
+// end they are someone else's changes (its agent is gone), which a
+// restore would undo. With Only roots, only the paths they cover.
+// Directories count: adding or removing an entry changes theirs.
+func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, error) {
+	var lim limit
+	for _, o := range opts {
+		o(&lim)
+	}
+	cut := t.UnixNano()
+	var out []string
+	err := walkScopes(s.m.Scopes, s.m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
+		if !lim.covers(p) {
+			return lim.above(p), nil
+		}
+		if st.Ctim.Nano() > cut {
+			out = append(out, p)
+		}
+		return true, nil
+	})
+	return out, err
+}
+
+// RestoreState says when a restore of this snapshot last finished (zero:
+// none did) and whether one was interrupted (running Restore again
+// finishes it).
+func (s *Snapshot) RestoreState() (finished time.Time, interrupted bool, err error) {
+	p := filepath.Join(s.Dir(), journalFile)
+	data, err := os.ReadFile(p)
+	if os.IsNotExist(err) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	data = bytes.TrimRight(data, "\n")
+	if len(data) == 0 {
+		return time.Time{}, false, nil
+	}
+	last := data[bytes.LastIndexByte(data, '\n')+1:]
+	if !bytes.Contains(last, []byte(`"op":"end"`)) {
+		return time.Time{}, true, nil
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return st.ModTime(), false, nil
+}
