@@ -60,10 +60,11 @@ what Landlock cannot express (killed and rolled back in strict mode).
 A Landlock wall cannot be widened while the agent runs, so in permissive
 mode a refused file operation stays refused there and most programs stop
 at the first one: --learn then sees only the start of the run. For a
-learning run on such a host, --backend observe puts no file wall up (the
-network, seccomp and namespace walls stay): every file and exec operation
-goes ahead and is recorded, and --learn writes what the whole run needed.
-It is refused in strict mode.
+learning run on such a host, --backend observe puts no file or network
+wall up (seccomp and the other namespaces stay): every file, exec and
+network operation goes ahead and is recorded, and --learn writes what the
+whole run needed, the hosts it reached included. It is refused in strict
+mode.
 
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.

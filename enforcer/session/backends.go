@@ -123,7 +123,11 @@ func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []stri
 // attachNet walls g's network: its own namespace when the ruleset declares
 // no NET intent, else the guard l loads (or Shared's), or degrades. The
 // cgroup programs only need to be attached before the agent runs.
-func (b *backends) attachNet(g *cgroup.Group, rs *policy.Ruleset, l *loading) error {
+func (b *backends) attachNet(g *cgroup.Group, rs *policy.Ruleset, l *loading, choice Backend) error {
+	if choice == BackendObserve {
+		b.list = append(b.list, observeOnlyNetwork())
+		return nil
+	}
 	if launch.NeedsNetNS(rs) {
 		b.list = append(b.list, vlog.Backend{Name: "netns", Guarantee: vlog.GuaranteeBlocks,
 			Details: []string{"no NET intent declared: the agent has its own network namespace with only loopback"}})
@@ -196,5 +200,27 @@ func observeOnlyBackend() vlog.Backend {
 	return vlog.Backend{Name: "observe-only", Guarantee: vlog.GuaranteeRecords, Details: []string{
 		"--backend observe: no file wall (no Landlock, no bpf-lsm); every file and exec operation went ahead and the tracepoints recorded it",
 		"permissive mode only: a learning run (--learn) that sees the whole run where the file wall cannot be widened while the agent runs",
+	}}
+}
+
+// ownNetNS says whether the agent gets a network namespace of its own (only
+// loopback): when the manifest declares no NET intent, except in an
+// observe-only session, whose network is recorded, not walled.
+func ownNetNS(rs *policy.Ruleset, choice Backend) bool {
+	return launch.NeedsNetNS(rs) && choice != BackendObserve
+}
+
+// netWalled says whether the session needs cgroup-net: NET intents to
+// wall, and a wall at all.
+func netWalled(rs *policy.Ruleset, choice Backend) bool {
+	return !launch.NeedsNetNS(rs) && choice != BackendObserve
+}
+
+// observeOnlyNetwork is the log's entry for an observe-only session's
+// network: a learning run must reach what the agent needs, or --learn
+// would see only the failed name lookups of an empty namespace.
+func observeOnlyNetwork() vlog.Backend {
+	return vlog.Backend{Name: "network", Guarantee: vlog.GuaranteeRecords, Details: []string{
+		"observe-only: no network namespace and no cgroup-net wall: every connection, datagram, bind and raw socket goes ahead and is recorded (tracepoints)",
 	}}
 }

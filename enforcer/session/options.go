@@ -61,13 +61,14 @@ const (
 	BackendLSM Backend = "bpf-lsm"
 	// BackendLandlock uses Landlock + tracepoints even where bpf-lsm works.
 	BackendLandlock Backend = "landlock"
-	// BackendObserve puts no file wall up: the tracepoints record every
-	// file and exec operation and nothing refuses one. Permissive mode
-	// only (the session refuses it in strict mode, ErrObserveStrict): it
-	// is how --learn sees a whole run on a host whose wall cannot be
-	// widened while the agent runs (Landlock), where the agent would
-	// otherwise stop at its first refused operation. The other walls
-	// (seccomp, namespaces, the network) stay up.
+	// BackendObserve puts no file or network wall up: the tracepoints
+	// record every file, exec and network operation and nothing refuses
+	// one. Permissive mode only (the session refuses it in strict mode,
+	// ErrObserveStrict): it is how --learn sees a whole run on a host
+	// whose wall cannot be widened while the agent runs (Landlock), where
+	// the agent would otherwise stop at its first refused operation, and
+	// learns the network it needs (an own network namespace would show
+	// only failed lookups). seccomp and the other namespaces stay.
 	BackendObserve Backend = "observe"
 )
 

@@ -42,7 +42,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	if choice == "" {
 		choice = BackendAuto
 	}
-	l := startLoading(o.Backends, !launch.NeedsNetNS(rs))
+	l := startLoading(o.Backends, netWalled(rs, choice))
 	be := &backends{allowDegraded: o.AllowDegraded, log: log}
 	var pending *launch.Pending
 	var backup chan backupResult
@@ -91,7 +91,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		// Nothing after this point refuses the session.
 		takeBackup()
 	}
-	if err := be.attachNet(g, rs, l); err != nil {
+	if err := be.attachNet(g, rs, l, choice); err != nil {
 		return nil, err
 	}
 	if !o.AllowDegraded {

@@ -115,7 +115,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	begun := beginLog(sessionDir, vlog.Session{ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData, Mode: mode, Start: time.Now()})
 	ready, err := prepare(ctx, o, rs, id, g, launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
-		NewNetNS: launch.NeedsNetNS(rs), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+		NewNetNS: ownNetNS(rs, o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2,
 	}, []string{startDir}, provided, begun.wait, log)
 	if err != nil {

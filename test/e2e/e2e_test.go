@@ -841,11 +841,15 @@ func TestObserveBackendLearnsTheWholeRun(t *testing.T) {
 	w := harness.NewWorld(t)
 	w.File(w.O("secret.txt"), "secret\n")
 	w.File(w.W("data.txt"), "data\n")
+	// A listener in the test's own network namespace: an observe session
+	// has none of its own, so the agent reaches it, and learns it.
+	ln := listenTCP(t)
 	undeclared := []string{
 		"read:" + w.O("secret.txt"),
 		"append:" + w.W("data.txt"),
 		"create:" + w.W("new.txt"),
 		"exec:/usr/bin/true",
+		fmt.Sprintf("tcp:127.0.0.1:%d", ln.port),
 	}
 	// Its own file where it may only create: allowed as the session's, but
 	// a Landlock wall cannot tell, so the learned manifest must declare the
@@ -877,6 +881,19 @@ func TestObserveBackendLearnsTheWholeRun(t *testing.T) {
 	if len(o.Log.Backends) == 0 || o.Log.Backends[0].Name != "observe-only" || o.Log.Backends[0].Guarantee != vlog.GuaranteeRecords {
 		t.Errorf("backends %+v, want observe-only first, recording only", o.Log.Backends)
 	}
+	if !ln.accepted() {
+		t.Error("the observe session's connection did not reach the listener")
+	}
+	network := false
+	for _, b := range o.Log.Backends {
+		network = network || b.Name == "network" && b.Guarantee == vlog.GuaranteeRecords
+		if b.Name == "netns" || b.Name == "cgroup-net" {
+			t.Errorf("a network wall ran in an observe session: %+v", b)
+		}
+	}
+	if !network {
+		t.Errorf("backends %+v: no network entry recording only", o.Log.Backends)
+	}
 	for _, b := range o.Log.Backends {
 		if b.Name == "landlock" || b.Name == "bpf-lsm" {
 			t.Errorf("a file wall ran in an observe session: %+v", b)
@@ -890,6 +907,9 @@ func TestObserveBackendLearnsTheWholeRun(t *testing.T) {
 	}
 	o2 := w.Run(harness.Spec{Mode: policy.ModeStrict, Manifest: o.Res.Learned, Command: cmd})
 	o2.AssertClean(t, 0)
+	if !ln.accepted() {
+		t.Error("the strict rerun's declared connection did not reach the listener")
+	}
 	for _, s := range steps {
 		if o2.Probe[s] != "ok" {
 			t.Errorf("strict rerun with the learned manifest: %s = %s, want ok", s, o2.Probe[s])
