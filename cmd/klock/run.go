@@ -80,7 +80,7 @@ is needed to run it as root.
 Exit status: the agent's own (128+N when signal N ended it);
 113 strict mode killed the session (a violation, or what it could not
 verify: lost events, an unobservable operation); 130 the session was ended
-from outside (Ctrl-C, SIGTERM, klock kill); 125 klock refused or failed to
+from outside (Ctrl-C, SIGTERM, SIGHUP, klock kill); 125 klock refused or failed to
 start the session (the message says why and what would fix it).`,
 		Example: `  sudo klock run -m agent.yaml -- ./agent.sh
   sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build
@@ -113,7 +113,9 @@ start the session (the message says why and what would fix it).`,
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			// A closed terminal (SIGHUP) ends the session as Ctrl-C does:
+			// killed, rolled back in strict mode, logged.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			opts := session.Options{
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),

@@ -35,6 +35,7 @@ const (
 	ClassInvalidManifest = "invalid_manifest"
 	ClassDegraded        = "degraded"
 	ClassObserveStrict   = "observe_strict"
+	ClassWorkdirBusy     = "workdir_busy"
 	ClassSetup           = "setup"
 	ClassNotRoot         = "not_root"
 	ClassNoLandlock      = "no_landlock"
@@ -61,6 +62,7 @@ var classes = []struct {
 	{ClassInvalidManifest, policy.ErrInvalidManifest},
 	{ClassDegraded, session.ErrDegraded},
 	{ClassObserveStrict, session.ErrObserveStrict},
+	{ClassWorkdirBusy, session.ErrWorkdirBusy},
 	{ClassSetup, session.ErrSetup},
 	{ClassNotRoot, launch.ErrNotRoot},
 	{ClassNoLandlock, launch.ErrNoLandlock},

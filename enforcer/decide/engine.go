@@ -237,7 +237,8 @@ func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {
 	if ev.Blocked {
 		o.Blocked++
 	}
-	if ev.Errno != 0 {
+	// EINPROGRESS: a non-blocking connect that is under way, not a failure.
+	if ev.Errno != 0 && ev.Errno != int32(syscall.EINPROGRESS) {
 		o.Failed++
 	}
 	return o

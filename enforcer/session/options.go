@@ -24,6 +24,10 @@ var (
 	// ErrObserveStrict: BackendObserve was asked for in strict mode, which
 	// promises a wall it would not have.
 	ErrObserveStrict = errors.New("session: --backend observe needs permissive mode")
+	// ErrWorkdirBusy: another session runs on the same workdir. One at a
+	// time: a strict kill restores the whole workdir, the other session's
+	// work with it.
+	ErrWorkdirBusy = errors.New("session: the workdir is in use by another session")
 )
 
 // Restorer rolls a session's files back to their pre-flight state. The

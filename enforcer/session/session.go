@@ -82,6 +82,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		if writesWorkdir(rs) {
+			unlock, err := lockWorkdir(state, id)
+			if err != nil {
+				return nil, err
+			}
+			defer unlock() // after the rollback and the log
+		}
 		mask = append(mask, state)
 	}
 	// Empty groups a killed klock left behind (its session's log says

@@ -10,7 +10,7 @@ import (
 // qualifiers, e.g. "VIOLATION (blocked, killed, 3 files restored)".
 func (l *Log) Headline() (verdict, summary string) {
 	if l.Incomplete() {
-		return VerdictIncomplete, fmt.Sprintf("INCOMPLETE (no end recorded: the session is still running, or klock (pid %d) was stopped before it ended it; what the agent did is not in this log, and klock rollback %s restores the pre-flight state)", l.KlockPID, l.Session)
+		return VerdictIncomplete, fmt.Sprintf("INCOMPLETE (no end recorded: the session is still running, or klock (pid %d) was stopped before it ended it; what the agent did is not in this log, and klock rollback -m MANIFEST %s restores the pre-flight state)", l.KlockPID, l.Session)
 	}
 	var blocked, detected, amended int
 	for _, v := range l.Violations {

@@ -381,7 +381,7 @@ func TestIncompleteLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"INCOMPLETE (no end recorded", "klock (pid 4242)", "klock rollback s-9", "→ (no end recorded)", "exit      not recorded"} {
+	for _, want := range []string{"INCOMPLETE (no end recorded", "klock (pid 4242)", "klock rollback -m MANIFEST s-9", "→ (no end recorded)", "exit      not recorded"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("render lacks %q:\n%s", want, out)
 		}
