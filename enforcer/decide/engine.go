@@ -29,7 +29,7 @@ type Engine struct {
 	lost     []LostRecord
 	lostN    uint64
 	events   uint64
-	create   createdSet
+	create   *createdSet
 	kill     *Verdict
 	learnMin int
 }
@@ -56,7 +56,7 @@ func New(rs *policy.Ruleset, mode policy.Mode, opts ...Option) *Engine {
 		now:    time.Now,
 		log:    slog.New(slog.DiscardHandler),
 		obs:    map[policy.Triple]*Observation{},
-		create: createdSet{},
+		create: newCreatedSet(),
 	}
 	for _, o := range opts {
 		o(e)

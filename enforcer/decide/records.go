@@ -127,9 +127,7 @@ func (e *Engine) Records() Records {
 	for i, o := range byFirst {
 		r.Observed[i] = *o
 	}
-	for p := range e.create {
-		r.Created = append(r.Created, p)
-	}
+	r.Created = e.create.all()
 	sort.Strings(r.Created)
 	if e.kill != nil {
 		k := *e.kill
