@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,4 +59,28 @@ func (s *Snapshot) RestoreState() (finished time.Time, interrupted bool, err err
 		return time.Time{}, false, err
 	}
 	return st.ModTime(), false, nil
+}
+
+// Existed says whether p (clean, absolute) existed when the snapshot was
+// taken: known when a recorded scope covers it (and it is not excluded),
+// existed when it was recorded then. Safe for concurrent use.
+func (s *Snapshot) Existed(p string) (known, existed bool) {
+	for _, sc := range s.m.Scopes {
+		if p == sc.Path || sc.Tree && (sc.Path == "/" || strings.HasPrefix(p, sc.Path+"/")) {
+			known = true
+			break
+		}
+	}
+	if !known || excluded(p, s.m.Exclude) {
+		return false, false
+	}
+	s.byPathOnce.Do(func() {
+		s.byPath = make(map[string]bool, len(s.m.Entries))
+		for _, e := range s.m.Entries {
+			if !e.Anchor {
+				s.byPath[e.Path] = true
+			}
+		}
+	})
+	return true, s.byPath[p]
 }

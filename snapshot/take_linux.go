@@ -64,6 +64,9 @@ func checkSession(s string) error {
 type Snapshot struct {
 	root string
 	m    *Manifest
+	// byPath: the recorded paths (Existed), made on first use.
+	byPathOnce sync.Once
+	byPath     map[string]bool
 	// Stats is what Take did (zero for an opened snapshot).
 	Stats Stats
 }

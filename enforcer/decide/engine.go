@@ -124,6 +124,14 @@ func (e *Engine) Observe(ev event.Event) Verdict {
 	return v
 }
 
+// Created reports whether the session created path and still owns it.
+func (e *Engine) Created(path string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.create.paths[path]
+	return ok
+}
+
 // Repeated adds operations a backend counted in the kernel instead of
 // reporting again (ev stands for 1 + ev.Repeat of them; sessions hand them
 // over at their end) to the observation of their first report, under the

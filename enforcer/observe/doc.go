@@ -151,7 +151,9 @@
 // for opens and exec.
 // open(O_CREAT) is PROVIDES only when the kernel set FMODE_CREATED. A rename
 // without RENAME_NOREPLACE/RENAME_EXCHANGE cannot tell whether it replaced
-// its destination: Extra is MUTATES dst and Record.ReplaceUnknown is set.
+// its destination: Extra is MUTATES dst and Record.ReplaceUnknown is set
+// (the session reads it as PROVIDES when its pre-flight backup says nothing
+// was at dst).
 //
 // Not covered: data-path syscalls on already open fds (read, write, mmap,
 // sendfile, splice, copy_file_range) are reported through the open that made

@@ -36,6 +36,9 @@ var (
 // roots (see RollbackRoots); nil restores everything the backup holds.
 type Restorer interface {
 	Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error)
+	// Existed says whether path existed before the agent started: known
+	// when the backup covers it.
+	Existed(path string) (known, existed bool)
 }
 
 // Snapshotter takes the pre-flight backup of what the ruleset lets the

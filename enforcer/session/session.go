@@ -156,7 +156,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
 	}
 	eng := decide.New(rs, mode, decide.WithLogger(slog.New(slog.DiscardHandler)))
-	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode}
+	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer}
 	s.loop(ctx)
 
 	exit, _ := proc.Wait()
@@ -242,7 +242,10 @@ type running struct {
 	be   *backends
 	log  *slog.Logger
 	mode policy.Mode
-	once sync.Once
+	// before is the pre-flight backup: what existed when the agent
+	// started (nil without one).
+	before Restorer
+	once   sync.Once
 	// execs counts successful execs of the session's first process: the
 	// first is klock's own stage 2 (the re-exec of /proc/self/exe), the
 	// second is the agent. Nothing before it is the agent's doing.
@@ -344,7 +347,11 @@ func (s *running) record(r observe.Record) {
 			// delimit the agent's history.
 			return
 		}
-		v := s.eng.Observe(r.Event)
+		ev := r.Event
+		if r.ReplaceUnknown && s.renamedOntoNothing(ev.Extra.Path) {
+			ev.Extra.Predicate = policy.Provides
+		}
+		v := s.eng.Observe(ev)
 		s.act(v)
 		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {
 			s.kill(fmt.Sprintf("klock could not verify which file a %s changed (the agent moved its directory or the name before klock resolved %q; it resolved to %s): metadata changes have no kernel wall, so strict mode fails closed",
@@ -357,6 +364,21 @@ func (s *running) record(r observe.Record) {
 			s.kill(fmt.Sprintf("the agent used %s, which the tracepoint backend cannot observe: strict mode fails closed", r.Event.Syscall), nil)
 		}
 	}
+}
+
+// renamedOntoNothing says whether a rename (the tracepoint backend cannot
+// tell whether it replaced its destination, and reports MUTATES dst)
+// landed where nothing was: dst is not the session's own file and the
+// pre-flight backup covers it and holds nothing there. Then the rename
+// made dst, as bpf-lsm, which sees it, reports: PROVIDES. Residual: a file
+// another process made at dst during the session, which the rename
+// replaced, is judged as a create.
+func (s *running) renamedOntoNothing(dst string) bool {
+	if s.before == nil || dst == "" || s.eng.Created(dst) {
+		return false
+	}
+	known, existed := s.before.Existed(dst)
+	return known && !existed
 }
 
 // loop feeds events to the engine until the agent has exited and every

@@ -49,6 +49,9 @@ func Backup(progress io.Writer) Snapshotter {
 
 type restorer struct{ s *snapshot.Snapshot }
 
+// Existed is snapshot.Snapshot.Existed.
+func (r restorer) Existed(path string) (known, existed bool) { return r.s.Existed(path) }
+
 // Restore puts back what only covers (nil: everything the backup holds),
 // leaving the new paths the agent's uid does not own: another process's.
 func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error) {

@@ -667,6 +667,29 @@ func TestAnyPortBind(t *testing.T) {
 	}
 }
 
+// TestRenameToANewName: rename(2) of a file to a name where nothing is
+// (the tracepoint backend cannot see whether a rename replaced something,
+// and the pre-flight backup says nothing was there) is PROVIDES on the
+// destination, not MUTATES: PROVIDES and RENAMES on the directory let it
+// through, while a rename over a file that was there stays MUTATES.
+func TestRenameToANewName(t *testing.T) {
+	w := harness.NewWorld(t)
+	w.Dir(w.W("out"))
+	w.File(w.W("out", "old.txt"), "old\n")
+	intents := append([]string{"PROVIDES FILE:" + w.W("out") + "/**", "RENAMES FILE:" + w.W("out") + "/**"}, harness.ProbeIntents()...)
+	a, b := w.W("out", "a"), w.W("out", "b")
+	o := w.Run(harness.Spec{Intents: intents, Command: []string{harness.Probe, "create:" + a, "rename:" + a + ">" + b}})
+	o.AssertClean(t, 0)
+	if !w.Exists(b) {
+		t.Fatal("out/b was not made by the rename")
+	}
+	over := w.Run(harness.Spec{Intents: intents, Command: []string{harness.Probe, "create:" + a, "rename:" + a + ">" + w.W("out", "old.txt")}})
+	tr := policy.FileTriple(policy.Mutates, w.W("out", "old.txt"))
+	if over.Log.Verdict != vlog.VerdictViolation || len(over.Log.Violations) == 0 || over.Log.Violations[0].Triple != tr.String() {
+		t.Fatalf("a rename over a file that was there: verdict %s, want a violation on %s\n%s", over.Log.Verdict, tr, over.Dump())
+	}
+}
+
 // TestEmptyNameIsNoViolation: open("") fails with ENOENT before the kernel
 // looks anything up (Python's and Node's runtimes do it): nothing was
 // read, so a strict session goes on and ends clean.
