@@ -38,8 +38,11 @@ func All() RestoreOption { return func(l *limit) { l.all = true } }
 // capabilities cannot make a file another user owns, so such a file is
 // another process's (a scope such as /tmp/** is shared with the whole
 // machine), and removing it would destroy what the agent never touched.
-// Inside a spared directory each path is judged on its own. Recorded paths
-// are put back as usual. Without a recorded uid it changes nothing.
+// Inside a spared directory each path is judged on its own. A recorded
+// file that changed is left too when it is still the recorded inode, owned
+// by another user and writable by nobody else: the agent could neither
+// write it nor change its metadata. Other recorded paths are put back as
+// usual. Without a recorded uid it changes nothing.
 func SpareOthersNew() RestoreOption { return func(l *limit) { l.spare = true } }
 
 // limit is the set of roots Restore is limited to (on), or none. It is

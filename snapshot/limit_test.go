@@ -242,6 +242,7 @@ func TestRestoreSparesOthersNew(t *testing.T) {
 	f := newFixture(t)
 	W := f.W
 	agent := uint32(65534)
+	must(t, os.Lchown(W+"/src/a.txt", int(agent), int(agent))) // the agent's: it may write it
 	s, err := Take(context.Background(), f.rs, Options{Session: "spare", Scopes: DeclaredScopes(f.rs), AgentUID: &agent})
 	must(t, err)
 	mine := func(p string) {
@@ -253,6 +254,8 @@ func TestRestoreSparesOthersNew(t *testing.T) {
 	write(t, W+"/src/theirdir/x", []byte("x\n"), 0o644)
 	mine(W + "/src/theirdir/agents.txt")
 	write(t, W+"/src/a.txt", []byte("changed\n"), 0o644) // recorded: put back
+	// A root-owned 0644 file root changed: the agent could not have.
+	write(t, W+"/src/sub/c.txt", []byte("root's later edit\n"), 0o644)
 
 	rep, err := s.Restore(context.Background(), SpareOthersNew())
 	must(t, err)
@@ -264,6 +267,9 @@ func TestRestoreSparesOthersNew(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(W + "/src/a.txt"); string(got) != "alpha\n" {
 		t.Errorf("a.txt = %q: a recorded path was not put back", got)
+	}
+	if got, _ := os.ReadFile(W + "/src/sub/c.txt"); string(got) != "root's later edit\n" {
+		t.Errorf("sub/c.txt = %q: a file the agent could not write was put back", got)
 	}
 	actions := map[string]Action{}
 	for _, e := range rep.Entries {

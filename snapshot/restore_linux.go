@@ -27,8 +27,9 @@ const (
 	Restored  Action = "restored"  // existed but differed: content and/or metadata put back
 	Recreated Action = "recreated" // was missing: made again from the backup
 	Removed   Action = "removed"   // did not exist at Take (the session created it): removed
-	// Spared: did not exist at Take, and the agent's uid does not own it
-	// (SpareOthersNew): another process's, left in place.
+	// Spared: another process's, left in place (SpareOthersNew): made
+	// since Take and not owned by the agent's uid, or changed but owned by
+	// another user and writable by nobody else.
 	Spared Action = "spared"
 )
 
@@ -218,6 +219,20 @@ func (r *restorer) fail(p string, a Action, err error) {
 	}
 }
 
+// notTheAgents says whether SpareOthersNew leaves a recorded path that
+// changed: still the recorded inode (not replaced), owned by another user
+// than the agent's and writable by nobody else. An agent without
+// capabilities could neither write it nor change its metadata, so what
+// changed it was another process (klock rollback of a session whose log
+// is missing puts back everything else). Directories and hard-link groups
+// are restored as usual.
+func (r *restorer) notTheAgents(e *Entry, st *unix.Stat_t) bool {
+	uid := r.m.AgentUID
+	return r.lim.spare && uid != nil && st != nil && e.Type != TypeDir && e.Nlink <= 1 &&
+		st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) != e.Ctime &&
+		st.Uid != *uid && st.Mode&0o022 == 0
+}
+
 func (r *restorer) tmpName(p string, i int) string {
 	return filepath.Join(filepath.Dir(p), ".klock-rst-"+r.m.Session+"-"+strconv.Itoa(i))
 }
@@ -365,6 +380,10 @@ func (r *restorer) run(rep *Report) error {
 		st := r.cur[i]
 		if e.Link != "" {
 			members = append(members, i)
+			continue
+		}
+		if r.notTheAgents(e, st) {
+			r.set(e.Path, Spared)
 			continue
 		}
 		if st != nil && st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) == e.Ctime {
