@@ -242,3 +242,39 @@ func TestWithKeepsResolvedHosts(t *testing.T) {
 		t.Fatalf("the amendment dropped the resolved address: %+v", d)
 	}
 }
+
+// TestWithResolvers: a NET intent naming a host lets the agent ask the
+// system's resolvers (UDP and TCP port 53), under OriginDNS; a manifest
+// that names only addresses gets nothing more.
+func TestWithResolvers(t *testing.T) {
+	lookup := func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("203.0.113.7")}, nil }
+	servers := []netip.Addr{netip.MustParseAddr("10.255.255.53"), netip.MustParseAddr("::1")}
+	dns := func(a string, p Proto) Triple { return NetTriple(Consumes, netip.MustParseAddrPort(a), p) }
+	for _, tc := range []struct {
+		intent string
+		want   bool
+	}{
+		{"CONSUMES NET:registry.example.org:443/tcp", true},
+		{"CONSUMES NET:203.0.113.7:443/tcp", false},
+	} {
+		rs, err := mustCompile(t, tc.intent).Resolve(lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs, err = rs.WithResolvers(servers); err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range []Triple{dns("10.255.255.53:53", ProtoUDP), dns("10.255.255.53:53", ProtoTCP), dns("[::1]:53", ProtoUDP)} {
+			d := rs.Allows(tr)
+			if d.Allowed != tc.want {
+				t.Errorf("%s: %s allowed %v, want %v", tc.intent, tr, d.Allowed, tc.want)
+			}
+			if d.Allowed && d.Intent.Origin != OriginDNS {
+				t.Errorf("%s: %s allowed by %s (origin %q), want origin %q", tc.intent, tr, d.Intent, d.Intent.Origin, OriginDNS)
+			}
+		}
+		if rs.Allows(dns("10.0.0.9:53", ProtoUDP)).Allowed {
+			t.Errorf("%s: a server that is not the system's is allowed", tc.intent)
+		}
+	}
+}

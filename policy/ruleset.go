@@ -222,3 +222,33 @@ func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Rul
 	}
 	return &n, nil
 }
+
+// OriginDNS marks the intents WithResolvers adds.
+const OriginDNS = "baseline:dns"
+
+// WithResolvers returns rs with DNS (port 53, UDP and TCP) to each of
+// servers allowed, when some NET intent names a host: declaring a host name
+// implies looking it up, and the agent's resolver asks these servers
+// first. The intents' origin is OriginDNS (the log groups them with the
+// baseline). Without a host name in the NET intents it returns rs.
+func (rs *Ruleset) WithResolvers(servers []netip.Addr) (*Ruleset, error) {
+	named := false
+	for _, r := range rs.Net {
+		named = named || r.Pattern.Host != ""
+	}
+	if !named || len(servers) == 0 {
+		return rs, nil
+	}
+	var more []Intent
+	for _, a := range servers {
+		for _, proto := range []string{"udp", "tcp"} {
+			in, err := ParseIntent("CONSUMES NET:" + netip.AddrPortFrom(a.Unmap(), 53).String() + "/" + proto)
+			if err != nil {
+				return nil, fmt.Errorf("resolver %s: %w", a, err)
+			}
+			in.Origin = OriginDNS
+			more = append(more, in)
+		}
+	}
+	return rs.With(more...)
+}

@@ -59,6 +59,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (a declared host must resolve at session start)", ErrSetup, err)
 	}
+	// A declared host name is looked up by the agent too.
+	if rs, err = rs.WithResolvers(systemResolvers(resolvConf)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
 	// The kernel names files by their resolved paths: /bin/sh runs as
 	// /usr/bin/dash. Declarations through links root made follow them.
 	if rs, err = rs.FollowLinks(launch.TrustedLinks(rs.Workdir)); err != nil {

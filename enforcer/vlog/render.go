@@ -3,6 +3,7 @@ package vlog
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -130,13 +131,17 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	if len(l.Baseline) > 0 {
 		var uses uint64
 		used := 0
+		var names []string // system-ro, and dns when a host is declared
 		for _, b := range l.Baseline {
 			uses += b.Uses
 			if b.Uses > 0 {
 				used++
 			}
+			if n := strings.TrimPrefix(b.Origin, "baseline:"); !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
-		r.line("  %8d  baseline %s: %d of %d intents used", uses, strings.TrimPrefix(l.Baseline[0].Origin, "baseline:"), used, len(l.Baseline))
+		r.line("  %8d  baseline %s: %d of %d intents used", uses, strings.Join(names, " + "), used, len(l.Baseline))
 		if opts.Verbose {
 			for _, b := range l.Baseline {
 				r.line("  %8d    %s", b.Uses, b.Intent)

@@ -690,6 +690,39 @@ func TestRenameToANewName(t *testing.T) {
 	}
 }
 
+// TestDeclaredHostMayBeLookedUp: a NET intent that names a host implies
+// looking it up, so the agent may ask the system's name servers (port 53);
+// a manifest that names only addresses may not.
+func TestDeclaredHostMayBeLookedUp(t *testing.T) {
+	w := harness.NewWorld(t)
+	resolver := "127.0.0.1"
+	if data, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "nameserver" && net.ParseIP(f[1]).To4() != nil {
+				resolver = f[1]
+				break
+			}
+		}
+	}
+	step := "udp:" + resolver + ":53"
+	byName := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:localhost:9/tcp"), Command: []string{harness.Probe, step}})
+	byName.AssertClean(t, 0)
+	if got := byName.Probe[step]; got != "ok" {
+		t.Fatalf("a DNS query to %s with a host declared: %s, want ok", resolver, got)
+	}
+	dns := false
+	for _, in := range byName.Log.Baseline {
+		dns = dns || in.Origin == policy.OriginDNS && in.Uses > 0
+	}
+	if !dns {
+		t.Errorf("the query is not counted under a %s intent: %+v", policy.OriginDNS, byName.Log.Baseline)
+	}
+	byAddr := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:127.0.0.1:9/tcp"), Command: []string{harness.Probe, step}})
+	if byAddr.Log.Verdict != vlog.VerdictViolation {
+		t.Fatalf("a DNS query with only addresses declared: verdict %s, want a violation\n%s", byAddr.Log.Verdict, byAddr.Dump())
+	}
+}
+
 // TestEmptyNameIsNoViolation: open("") fails with ENOENT before the kernel
 // looks anything up (Python's and Node's runtimes do it): nothing was
 // read, so a strict session goes on and ends clean.
