@@ -185,10 +185,16 @@ func (cl *Client) Run(ctx context.Context, r *Run) (*session.Result, error) {
 		_ = writeFrame(c, &message{Type: typeCancel, Reason: reason})
 	})
 	defer stop()
+	started := "" // the session's id, once klockd said it runs
 	for {
 		m, fs, err := readFrame(c, maxReplyFrame)
 		closeAll(fs)
 		if err != nil {
+			if (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && started != "" {
+				// klockd died with the session: its agent died with it
+				// (parent-death signal), its log says INCOMPLETE.
+				return nil, fmt.Errorf("klockd ended during session %s (%w): nothing was rolled back; klock log %s shows it INCOMPLETE, and klock rollback -m MANIFEST %s restores the pre-flight state", started, err, started, started)
+			}
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return nil, fmt.Errorf("klockd closed the connection before the session's result: %w", err)
 			}
@@ -196,6 +202,9 @@ func (cl *Client) Run(ctx context.Context, r *Run) (*session.Result, error) {
 		}
 		switch m.Type {
 		case typeStarted:
+			if m.Session != nil {
+				started = m.Session.ID
+			}
 			if r.Started != nil && m.Session != nil {
 				r.Started(*m.Session)
 			}
