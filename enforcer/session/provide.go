@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -15,8 +16,9 @@ import (
 )
 
 // provideDirs creates each directory that a "PROVIDES FILE:dir/**" (or
-// "dir/*") rule names inside the workdir and that does not exist yet, when
-// its parent does, owned by the agent, before the wall is planned. A
+// "dir/*") rule names inside the workdir and that does not exist yet (with
+// the missing directories above it, inside the workdir), owned by the
+// agent, before the wall is planned. A
 // Landlock rule attaches to an existing file: without the directory the
 // rule goes on the nearest existing one, and PROVIDES there (make, write,
 // truncate) would make every existing file beside it writable, a widening
@@ -35,7 +37,18 @@ func provideDirs(rs *policy.Ruleset, owner *launch.Credential) ([]string, error)
 		return nil, nil
 	}
 	var made []string
-	for _, r := range rs.Files {
+	// A PROC directory the agent may fill (PROVIDES FILE there too: a
+	// venv's bin/, a build's out/) is made as well: its execute rule
+	// would otherwise attach to nothing, and the programs the agent makes
+	// there could not run.
+	rules := slices.Clone(rs.Files)
+	for _, r := range rs.Exec {
+		if rs.Allows(policy.FileTriple(policy.Provides, r.Pattern.Path)).Allowed {
+			r.Grants |= policy.Grants(policy.Provides)
+			rules = append(rules, r)
+		}
+	}
+	for _, r := range rules {
 		p := r.Pattern.Path
 		state := filepath.Join(wd, ".klock")
 		if !r.Grants.Has(policy.Provides) || r.Pattern.Match == policy.MatchExact || !strings.HasPrefix(p, wd+"/") ||
@@ -46,12 +59,25 @@ func provideDirs(rs *policy.Ruleset, owner *launch.Credential) ([]string, error)
 		if err := unix.Lstat(p, &st); !errors.Is(err, unix.ENOENT) {
 			continue // exists (or cannot be looked at: the plan says what it makes of that)
 		}
-		ok, err := mkdirBeneath(filepath.Dir(p), filepath.Base(p), owner)
-		if err != nil {
-			return made, fmt.Errorf("%w: create the declared directory %s: %v", ErrSetup, p, err)
+		// The missing directories from the nearest existing one inside
+		// the workdir down to p (a/ for a/b/** when neither exists).
+		var missing []string
+		for q := p; q != wd && strings.HasPrefix(q, wd+"/"); q = filepath.Dir(q) {
+			if err := unix.Lstat(q, &st); !errors.Is(err, unix.ENOENT) {
+				break
+			}
+			missing = append(missing, q)
 		}
-		if ok {
-			made = append(made, p)
+		for i := len(missing) - 1; i >= 0; i-- {
+			q := missing[i]
+			ok, err := mkdirBeneath(filepath.Dir(q), filepath.Base(q), owner)
+			if err != nil {
+				return made, fmt.Errorf("%w: create the declared directory %s: %v", ErrSetup, q, err)
+			}
+			if !ok {
+				break // its parent is not a plain directory: the plan says what it makes of that
+			}
+			made = append(made, q)
 		}
 	}
 	return made, nil

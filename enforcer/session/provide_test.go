@@ -33,7 +33,7 @@ func TestProvideDirs(t *testing.T) {
 		rule(filepath.Join(wd, "build"), policy.MatchSubtree, policy.Provides),       // made
 		rule(filepath.Join(wd, "gen"), policy.MatchChildren, policy.Provides),        // made
 		rule(filepath.Join(wd, "exists"), policy.MatchSubtree, policy.Provides),      // there already
-		rule(filepath.Join(wd, "deep", "er"), policy.MatchSubtree, policy.Provides),  // parent missing
+		rule(filepath.Join(wd, "deep", "er"), policy.MatchSubtree, policy.Provides),  // made, with its missing parent
 		rule(filepath.Join(wd, "link", "x"), policy.MatchSubtree, policy.Provides),   // parent is a link
 		rule(filepath.Join(wd, "notes.txt"), policy.MatchExact, policy.Provides),     // a file
 		rule(filepath.Join(wd, "ro"), policy.MatchSubtree, policy.Consumes),          // not PROVIDES
@@ -45,11 +45,11 @@ func TestProvideDirs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{filepath.Join(wd, "build"), filepath.Join(wd, "gen"), filepath.Join(wd, ".klockish")}
+	want := []string{filepath.Join(wd, "build"), filepath.Join(wd, "gen"), filepath.Join(wd, "deep"), filepath.Join(wd, "deep", "er"), filepath.Join(wd, ".klockish")}
 	if !slices.Equal(made, want) {
 		t.Errorf("made %v, want %v", made, want)
 	}
-	for _, p := range []string{"deep", "link/x", "notes.txt", "ro", ".klock"} {
+	for _, p := range []string{"link/x", "notes.txt", "ro", ".klock"} {
 		if _, err := os.Lstat(filepath.Join(wd, p)); err == nil {
 			t.Errorf("%s was made", p)
 		}

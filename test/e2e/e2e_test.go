@@ -901,6 +901,26 @@ func TestProvidedDirIsMadeFirst(t *testing.T) {
 	}
 }
 
+// TestProcDirIsMadeFirst: "PROVIDES PROC:<W>/venv/bin/**" with venv/ and
+// bin/ missing, and PROVIDES FILE on venv/**: klock makes both before the
+// wall is planned, so the program the agent builds there runs (an execute
+// rule attaches to an existing directory only), and the rollback removes
+// them.
+func TestProcDirIsMadeFirst(t *testing.T) {
+	w := harness.NewWorld(t)
+	bin := w.W("venv", "bin")
+	intents := []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/cp",
+		"PROVIDES FILE:" + w.W("venv") + "/**", "PROVIDES PROC:" + bin + "/**"}
+	o := w.Run(harness.Spec{Intents: intents, Command: []string{"/bin/sh", "-c", `cp /usr/bin/true "$B/t" && "$B/t" && echo ran`}, Env: []string{"B=" + bin}})
+	o.AssertClean(t, 0)
+	if !strings.Contains(o.Stdout, "ran") {
+		t.Fatalf("the program made in venv/bin/ did not run: %q\n%s", o.Stdout, o.Dump())
+	}
+	if n, ok := o.Use("PROVIDES PROC:" + bin + "/**"); !ok || n == 0 {
+		t.Errorf("the exec is not counted under PROVIDES PROC:%s/**\n%s", bin, o.Dump())
+	}
+}
+
 // TestRepeatsKeepTheirFirstVerdict: the kernel counts an open it reported
 // once instead of reporting it again, and hands the counts over when the
 // session ends. Those repeats count under the verdict their first report
