@@ -33,7 +33,11 @@ func LoadShared(opts observe.Options) *Shared {
 	s := &Shared{}
 	s.Observer, s.ObserverErr = observe.LoadOptions(opts)
 	s.Guard, s.GuardErr = netguard.Load()
-	s.LSM, s.LSMErr = lsm.Load()
+	// The trial first, as the embedded path does: where BPF LSM cannot
+	// load, it says why (the full load's EPERM reads as a memlock limit).
+	if s.LSMErr = lsmLoadable(); s.LSMErr == nil {
+		s.LSM, s.LSMErr = lsm.Load()
+	}
 	return s
 }
 
