@@ -69,6 +69,9 @@ mode.
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
 
+One session at a time may change a workdir (a strict kill restores the
+whole workdir): a second one is refused while the first runs, with its id.
+
 The session ends when CMD exits. CMD is pid 1 of its own pid namespace,
 so whatever it left running in the background ends with it, as in a
 container: an agent whose children must finish waits for them (sh -c
