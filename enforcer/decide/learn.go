@@ -85,9 +85,14 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 		}
 	}
 	gone := e.madeAndGone()
+	built := map[string]bool{}
+	for p := range e.create.paths {
+		built[p] = true
+	}
 	threshold := e.learnMin
 	e.mu.Unlock()
 	temporaryFiles(need, gone, m.Workdir)
+	builtPrograms(need, built, m.Workdir)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}
@@ -167,6 +172,22 @@ func temporaryFiles(need []learnObs, gone map[string]bool, workdir string) {
 	}
 }
 
+// builtPrograms declares a program the run made and then executed (a
+// build's output) on its directory's children (PROVIDES PROC:dir/*), inside
+// the workdir, /tmp and /var/tmp: a file wall's execute rule attaches to a
+// file that exists when the session starts, and an exact path that does
+// not would allow nothing.
+func builtPrograms(need []learnObs, built map[string]bool, workdir string) {
+	for i := range need {
+		o := &need[i]
+		if o.t.Type != policy.ObjProc || !built[o.t.Path] || !scratchArea(path.Dir(o.t.Path), workdir) {
+			continue
+		}
+		o.scope = policy.PathPattern{Path: path.Dir(o.t.Path), Match: policy.MatchChildren}
+		o.note = fmt.Sprintf("learned: a program the run built, %s (a file wall attaches to files that exist when the session starts); ", path.Base(o.t.Path))
+	}
+}
+
 // scratchArea: dir is the workdir, /tmp, /var/tmp or below one of them,
 // where a learned manifest may declare writes wider than one path.
 func scratchArea(dir, workdir string) bool {
@@ -192,6 +213,7 @@ func (e *Engine) madeIn(p string) policy.PathPattern {
 // generalize turns the violating triples into intents.
 func generalize(need []learnObs, workdir string, threshold int) (out []learnedIntent, skipped []string) {
 	files := map[policy.Predicate][]learnObs{}
+	procAt := map[string]int{} // PROC patterns learned, to declare each once
 	for _, o := range need {
 		t := o.t
 		switch t.Type {
@@ -207,7 +229,18 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 				continue
 			}
 			pat, note := exactOrNearest(t.Path)
-			out = append(out, learnedIntent{pred: t.Predicate, typ: t.Type, obj: "PROC:" + pat, comment: note + seen(o.count)})
+			if o.scope.Path != "" {
+				pat, note = o.scope.String(), o.note
+			}
+			if _, dup := procAt[pat]; dup {
+				continue // another program built in the same directory: one intent
+			}
+			procAt[pat] = len(out)
+			c := seen(o.count)
+			if strings.HasPrefix(note, "learned:") {
+				c = strings.TrimPrefix(c, "learned: ")
+			}
+			out = append(out, learnedIntent{pred: t.Predicate, typ: t.Type, obj: "PROC:" + pat, comment: note + c})
 		case policy.ObjNet:
 			n, ok := netPatternFor(t)
 			if !ok || (t.Predicate != policy.Consumes && t.Predicate != policy.Provides) {

@@ -385,3 +385,26 @@ func TestLearnedCountsTemporaryFilesTowardsTheirDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedDeclaresBuiltProgramsOnTheirDirectory: a program the run made
+// and then executed is declared on its directory's children, once for all
+// the programs built there; a program that was there before stays exact.
+func TestLearnedDeclaresBuiltProgramsOnTheirDirectory(t *testing.T) {
+	m := manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**", "PROVIDES FILE:/srv/repo/build/**")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	for _, p := range []string{"/srv/repo/build/app", "/srv/repo/build/tool"} {
+		e.Observe(fileEv(policy.Provides, p, "openat"))
+		e.Observe(event.Event{Source: event.SourceTracepoint, Triple: policy.ExecTriple(p), PID: 42, Comm: "make", Syscall: "execve"})
+	}
+	e.Observe(event.Event{Source: event.SourceTracepoint, Triple: policy.ExecTriple("/srv/repo/run.sh"), PID: 42, Comm: "make", Syscall: "execve"})
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "PROVIDES PROC:${workdir}/build/* # learned: a program the run built"); n != 1 {
+		t.Errorf("PROVIDES PROC:${workdir}/build/* learned %d times, want once\n%s", n, out)
+	}
+	if !strings.Contains(string(out), "PROVIDES PROC:${workdir}/run.sh # learned: seen once") {
+		t.Errorf("a program that was there before is not declared exactly\n%s", out)
+	}
+}
