@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,5 +188,15 @@ func TestRunExit(t *testing.T) {
 		if got := runExit(&tc.res); got.code != tc.code {
 			t.Errorf("%s: exit %d, want %d", tc.name, got.code, tc.code)
 		}
+	}
+}
+
+func TestAgentEnv(t *testing.T) {
+	t.Setenv("KLOCK_TEST_PASSED", "from klock")
+	t.Setenv("TERM", "xterm")
+	got := agentEnv([]string{"HOME=/srv/repo/.home", "KLOCK_TEST_PASSED", "KLOCK_TEST_UNSET", "PATH=/opt/bin"})
+	want := []string{"LANG=C.UTF-8", "TERM=xterm", "HOME=/srv/repo/.home", "KLOCK_TEST_PASSED=from klock", "PATH=/opt/bin"}
+	if !slices.Equal(got, want) {
+		t.Errorf("agentEnv = %q, want %q", got, want)
 	}
 }

@@ -69,7 +69,7 @@ func serveEnforced(ctx context.Context, p *mcpproxy.Proxy, m *policy.Manifest, p
 	go func() {
 		res, err := session.Run(sctx, session.Options{
 			Manifest: m, ManifestPath: path, ManifestData: data,
-			Command: args, Env: agentEnv(), User: cred,
+			Command: args, Env: agentEnv(nil), User: cred,
 			Stdin: toServerR, Stdout: fromServerW, Stderr: os.Stderr,
 			Snapshot: session.Backup(os.Stderr),
 		})

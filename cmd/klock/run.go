@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -31,6 +33,7 @@ func newRun() *cobra.Command {
 		manifest, mode, user, learn, logDir string
 		backend                             string
 		allowDegraded, quiet, noDaemon      bool
+		extraEnv                            []string
 	)
 	c := &cobra.Command{
 		Use:   "run -m MANIFEST [flags] -- CMD [ARGS...]",
@@ -68,6 +71,10 @@ mode.
 
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
+
+The agent's environment is small and predictable, not klock's (which may
+hold the operator's secrets): PATH, LANG=C.UTF-8, TERM and TZ. --env adds
+more (HOME, a proxy, a token the agent needs), one KEY=VALUE per flag.
 
 One session at a time may change a workdir (a strict kill restores the
 whole workdir): a second one is refused while the first runs, with its id.
@@ -122,7 +129,7 @@ start the session (the message says why and what would fix it).`,
 			defer stop()
 			opts := session.Options{
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
-				Command: args, Env: agentEnv(), User: cred, LogDir: logDir,
+				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
 				Snapshot: session.Backup(os.Stderr),
 			}
@@ -172,6 +179,7 @@ start the session (the message says why and what would fix it).`,
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the verification summary")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
+	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }
@@ -188,13 +196,27 @@ func credential(user, workdir string) (*launch.Credential, error) {
 }
 
 // agentEnv is the environment the agent gets: a small, predictable one, not
-// klock's (which may hold the operator's secrets).
-func agentEnv() []string {
+// klock's (which may hold the operator's secrets), plus what --env names.
+func agentEnv(extra []string) []string {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 	for _, k := range []string{"TERM", "TZ"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
+	}
+	// --env: later entries win, as the kernel passes them and the C
+	// library's getenv reads the first, so a replaced key is dropped.
+	for _, kv := range extra {
+		k, _, hasValue := strings.Cut(kv, "=")
+		if !hasValue {
+			v, ok := os.LookupEnv(k)
+			if !ok {
+				continue
+			}
+			kv = k + "=" + v
+		}
+		env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, k+"=") })
+		env = append(env, kv)
 	}
 	return env
 }
