@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -114,8 +115,9 @@ func rollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
 
 // LoggedRollbackRoots is RollbackRoots for a session's verification log
 // (klock rollback after the fact). A logged FILE triple that does not
-// parse makes it nil, like an unresolved path, and so does an incomplete log
-// (vlog.Log.Incomplete).
+// parse makes it nil, like an unresolved path, and so do an incomplete log
+// (vlog.Log.Incomplete) and a name that was not UTF-8 (JSON kept U+FFFD for
+// its bytes).
 func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
 	if lg.Incomplete() {
 		return nil // what the agent touched was never written down
@@ -131,6 +133,11 @@ func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
 		}
 		p, err := policy.ParsePredicate(pred)
 		if err != nil {
+			return nil
+		}
+		if strings.ContainsRune(obj, utf8.RuneError) {
+			// JSON holds text: a name that was not UTF-8 came back with
+			// U+FFFD for its bytes, and no longer names the file.
 			return nil
 		}
 		seen = append(seen, policy.FileTriple(p, strings.TrimPrefix(obj, "FILE:")))

@@ -69,6 +69,11 @@ func TestLoggedRollbackRoots(t *testing.T) {
 		t.Errorf("lost events: %v, want nil", got)
 	}
 	lg.Lost.Total = 0
+	lossy := *lg
+	lossy.Observed = append(slices.Clone(lg.Observed), vlog.Observed{Triple: "MUTATES FILE:/tmp/bad\ufffd", Count: 1})
+	if got := LoggedRollbackRoots("/w", &lossy); got != nil {
+		t.Errorf("a name the log could not keep (not UTF-8): %v, want nil", got)
+	}
 	lg.Observed = append(lg.Observed, vlog.Observed{Triple: "SMUDGES FILE:/tmp/x", Count: 1})
 	if got := LoggedRollbackRoots("/w", lg); got != nil {
 		t.Errorf("an unknown predicate: %v, want nil", got)
