@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -82,6 +83,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// before anything (the backup first) writes there.
 	var mask []string
 	if m.Workdir != "" {
+		// Paths below the workdir are the agent's, links included, and
+		// none is followed: a workdir that is itself a link would wall
+		// nothing the agent then touches through its target.
+		if target, err := os.Readlink(m.Workdir); err == nil {
+			return nil, fmt.Errorf("%w: workdir %s is a symbolic link (to %s); name the directory itself in the manifest", ErrSetup, m.Workdir, target)
+		}
 		state, err := StateDir(m.Workdir)
 		if err != nil {
 			return nil, err

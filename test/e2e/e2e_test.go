@@ -723,6 +723,28 @@ func TestDeclaredHostMayBeLookedUp(t *testing.T) {
 	}
 }
 
+// TestWorkdirThatIsALinkIsRefused: paths below the workdir are the agent's
+// and no link among them is followed, so a workdir that is itself a link
+// would wall nothing the agent touches through its target: the session is
+// refused before it starts, saying so.
+func TestWorkdirThatIsALinkIsRefused(t *testing.T) {
+	w := harness.NewWorld(t)
+	link := w.Workdir + "-link"
+	if err := os.Symlink(w.Workdir, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(link) })
+	m, err := policy.Parse("m.yaml", []byte(harness.ManifestYAML(link, policy.ModeStrict, []string{"PROVIDES PROC:/usr/bin/true"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = session.Run(context.Background(), session.Options{Manifest: m, Command: []string{"/usr/bin/true"}, Backend: harness.Backend(),
+		User: &launch.Credential{UID: harness.AgentUID, GID: harness.AgentGID}, Snapshot: session.Backup(nil)})
+	if !errors.Is(err, session.ErrSetup) || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Fatalf("a workdir that is a link: %v, want ErrSetup saying so", err)
+	}
+}
+
 // TestEmptyNameIsNoViolation: open("") fails with ENOENT before the kernel
 // looks anything up (Python's and Node's runtimes do it): nothing was
 // read, so a strict session goes on and ends clean.
