@@ -64,13 +64,29 @@ func rollbackLimit(workdir, logPath, id string) (roots []snapshot.Scope, ended t
 // without asking (it already began undoing), and the end of the last
 // finished restore counts as the session's end (its own writes are not
 // news).
-func laterChanges(s *snapshot.Snapshot, ended time.Time, opts []snapshot.RestoreOption) error {
+//
+// Undoing sessions newest first is the natural order: a finished restore
+// of a later session (same backups root) counts the same way, since what
+// it put back is its own doing, not news to this one.
+func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []snapshot.RestoreOption) error {
 	finished, interrupted, err := s.RestoreState()
 	if err != nil || interrupted || ended.IsZero() {
 		return nil
 	}
 	if finished.After(ended) {
 		ended = finished
+	}
+	if infos, err := snapshot.List(root); err == nil {
+		for _, in := range infos {
+			if in.Session == s.Session() || !in.Created.After(s.Manifest().Created) {
+				continue
+			}
+			if later, err := snapshot.Open(root, in.Session); err == nil {
+				if f, _, err := later.RestoreState(); err == nil && f.After(ended) {
+					ended = f
+				}
+			}
+		}
 	}
 	changed, err := s.ChangedSince(ended, opts...)
 	if err != nil || len(changed) == 0 {
@@ -153,7 +169,7 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 					opts = append(opts, snapshot.Only(roots...))
 				}
 				if !includeLater {
-					if err := laterChanges(s, ended, opts); err != nil {
+					if err := laterChanges(root, s, ended, opts); err != nil {
 						return err
 					}
 				}

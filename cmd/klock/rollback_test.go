@@ -215,3 +215,57 @@ func runErr(t *testing.T, args ...string) (string, int) {
 	}
 	return out.String(), exitOK
 }
+
+// TestRollbackNewestFirst: undoing two sessions newest first. The second
+// one's rollback writes after the first session ended, but that is klock's
+// own doing: the first one's rollback goes through without --include-later.
+func TestRollbackNewestFirst(t *testing.T) {
+	base := t.TempDir()
+	wd := filepath.Join(base, "wd")
+	if err := os.MkdirAll(filepath.Join(wd, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(wd, "src", "a.go"), filepath.Join(wd, "src", "b.go")
+	os.WriteFile(a, []byte("a v1\n"), 0o644)
+	os.WriteFile(b, []byte("b v1\n"), 0o644)
+	mpath := filepath.Join(base, "m.yaml")
+	os.WriteFile(mpath, []byte(strings.Join([]string{
+		"apiVersion: klock/v1", "agent: {id: t}", "mode: strict", "workdir: " + wd, "baseline: none",
+		"intents:", "  - MUTATES FILE:${workdir}/**",
+		"cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.7, expected_cost: \"0.01 USD\", max_cost: \"0.02 USD\"}",
+	}, "\n")+"\n"), 0o644)
+	m, err := policy.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session1 := func(id, path, content string) {
+		t.Helper()
+		if _, err := snapshot.Take(context.Background(), rs, snapshot.Options{Dir: session.BackupsDir(wd), Session: id, Scopes: []snapshot.Scope{{Path: wd, Tree: true}}}); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(path, []byte(content), 0o644)
+		l := vlog.New(vlog.Session{ID: id, Agent: "t", Mode: policy.ModeStrict})
+		l.Finish(time.Now(), vlog.Exit{}, nil)
+		if _, err := l.Write(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	session1("20261124T000001-first1", a, "a by the first\n")
+	session1("20261124T000002-second", b, "b by the second\n")
+	if out, code := runErr(t, "rollback", "-m", mpath, "20261124T000002-second"); code != exitOK {
+		t.Fatalf("rollback of the second: exit %d\n%s", code, out)
+	}
+	if out, code := runErr(t, "rollback", "-m", mpath, "20261124T000001-first1"); code != exitOK {
+		t.Fatalf("rollback of the first, after the second's: exit %d\n%s", code, out)
+	}
+	for p, want := range map[string]string{a: "a v1\n", b: "b v1\n"} {
+		if got, _ := os.ReadFile(p); string(got) != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+}
