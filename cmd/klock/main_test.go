@@ -20,6 +20,13 @@ import (
 // main would use.
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	out, code, _ := execute(args...)
+	return out, code
+}
+
+// execute runs the CLI in-process: its output, exit status and the error
+// main would print.
+func execute(args ...string) (string, int, error) {
 	root := newRoot()
 	var out bytes.Buffer
 	root.SetOut(&out)
@@ -30,11 +37,11 @@ func run(t *testing.T, args ...string) (string, int) {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ee):
-		code = ee.code
+		code, err = ee.code, ee.err
 	case err != nil:
 		code = exitUsage
 	}
-	return out.String(), code
+	return out.String(), code, err
 }
 
 const ex = "../../examples/manifests/"

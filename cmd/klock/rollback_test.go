@@ -3,11 +3,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,28 +136,8 @@ func TestRollbackLimitOfAnIncompleteLog(t *testing.T) {
 // is someone else's work (the agent was gone): klock rollback refuses,
 // lists it and changes nothing; --include-later restores it too.
 func TestRollbackRefusesLaterChanges(t *testing.T) {
-	base := t.TempDir()
-	wd := filepath.Join(base, "wd")
-	if err := os.MkdirAll(filepath.Join(wd, "src"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wd, mpath, rs := twoFileWorkdir(t)
 	a, b := filepath.Join(wd, "src", "a.go"), filepath.Join(wd, "src", "b.go")
-	os.WriteFile(a, []byte("a v1\n"), 0o644)
-	os.WriteFile(b, []byte("b v1\n"), 0o644)
-	mpath := filepath.Join(base, "m.yaml")
-	os.WriteFile(mpath, []byte(strings.Join([]string{
-		"apiVersion: klock/v1", "agent: {id: t}", "mode: strict", "workdir: " + wd, "baseline: none",
-		"intents:", "  - MUTATES FILE:${workdir}/**",
-		"cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.7, expected_cost: \"0.01 USD\", max_cost: \"0.02 USD\"}",
-	}, "\n")+"\n"), 0o644)
-	m, err := policy.Load(mpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const id = "20261124T000000-later0"
 	if _, err := snapshot.Take(context.Background(), rs, snapshot.Options{Dir: session.BackupsDir(wd), Session: id, Scopes: []snapshot.Scope{{Path: wd, Tree: true}}}); err != nil {
 		t.Fatal(err)
@@ -199,36 +176,25 @@ func TestRollbackRefusesLaterChanges(t *testing.T) {
 // runErr is run with the error klock would print appended to the output.
 func runErr(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	root := newRoot()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	var ee *exitError
-	if errors.As(err, &ee) {
-		fmt.Fprintf(&out, "klock: %v\n", ee.err)
-		return out.String(), ee.code
-	}
+	out, code, err := execute(args...)
 	if err != nil {
-		return out.String() + err.Error(), exitUsage
+		out += "klock: " + err.Error() + "\n"
 	}
-	return out.String(), exitOK
+	return out, code
 }
 
-// TestRollbackNewestFirst: undoing two sessions newest first. The second
-// one's rollback writes after the first session ended, but that is klock's
-// own doing: the first one's rollback goes through without --include-later.
-func TestRollbackNewestFirst(t *testing.T) {
+// twoFileWorkdir is a workdir with src/a.go and src/b.go ("a v1", "b v1")
+// and a strict manifest that lets the agent change all of it.
+func twoFileWorkdir(t *testing.T) (wd, mpath string, rs *policy.Ruleset) {
+	t.Helper()
 	base := t.TempDir()
-	wd := filepath.Join(base, "wd")
+	wd = filepath.Join(base, "wd")
 	if err := os.MkdirAll(filepath.Join(wd, "src"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a, b := filepath.Join(wd, "src", "a.go"), filepath.Join(wd, "src", "b.go")
-	os.WriteFile(a, []byte("a v1\n"), 0o644)
-	os.WriteFile(b, []byte("b v1\n"), 0o644)
-	mpath := filepath.Join(base, "m.yaml")
+	os.WriteFile(filepath.Join(wd, "src", "a.go"), []byte("a v1\n"), 0o644)
+	os.WriteFile(filepath.Join(wd, "src", "b.go"), []byte("b v1\n"), 0o644)
+	mpath = filepath.Join(base, "m.yaml")
 	os.WriteFile(mpath, []byte(strings.Join([]string{
 		"apiVersion: klock/v1", "agent: {id: t}", "mode: strict", "workdir: " + wd, "baseline: none",
 		"intents:", "  - MUTATES FILE:${workdir}/**",
@@ -238,34 +204,9 @@ func TestRollbackNewestFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := policy.Compile(m)
+	rs, err = policy.Compile(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	session1 := func(id, path, content string) {
-		t.Helper()
-		if _, err := snapshot.Take(context.Background(), rs, snapshot.Options{Dir: session.BackupsDir(wd), Session: id, Scopes: []snapshot.Scope{{Path: wd, Tree: true}}}); err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(path, []byte(content), 0o644)
-		l := vlog.New(vlog.Session{ID: id, Agent: "t", Mode: policy.ModeStrict})
-		l.Finish(time.Now(), vlog.Exit{}, nil)
-		if _, err := l.Write(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	session1("20261124T000001-first1", a, "a by the first\n")
-	session1("20261124T000002-second", b, "b by the second\n")
-	if out, code := runErr(t, "rollback", "-m", mpath, "20261124T000002-second"); code != exitOK {
-		t.Fatalf("rollback of the second: exit %d\n%s", code, out)
-	}
-	if out, code := runErr(t, "rollback", "-m", mpath, "20261124T000001-first1"); code != exitOK {
-		t.Fatalf("rollback of the first, after the second's: exit %d\n%s", code, out)
-	}
-	for p, want := range map[string]string{a: "a v1\n", b: "b v1\n"} {
-		if got, _ := os.ReadFile(p); string(got) != want {
-			t.Errorf("%s = %q, want %q", p, got, want)
-		}
-	}
+	return wd, mpath, rs
 }
