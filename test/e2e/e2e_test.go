@@ -771,10 +771,19 @@ func TestOneSessionPerWorkdir(t *testing.T) {
 	}
 	defer r.Close()
 	first := harness.NewID()
-	done := make(chan *harness.Outcome, 1)
-	go func() {
-		done <- w.Run(harness.Spec{ID: first, Intents: []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/sleep", "MUTATES FILE:" + w.Workdir + "/**"},
-			Command: []string{"/bin/sh", "-c", "echo up; sleep 2"}, Stdout: wr})
+	fm, err := policy.Parse("first.yaml", []byte(harness.ManifestYAML(w.Workdir, policy.ModeStrict, []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/sleep", "MUTATES FILE:" + w.Workdir + "/**"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		res *session.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() { // session.Run, not w.Run: no t.Fatal off the test's goroutine
+		res, err := session.Run(context.Background(), session.Options{Manifest: fm, ID: first, Command: []string{"/bin/sh", "-c", "echo up; sleep 2"}, Backend: harness.Backend(),
+			User: &launch.Credential{UID: harness.AgentUID, GID: harness.AgentGID}, Snapshot: session.Backup(nil), Stdout: wr})
+		done <- outcome{res, err}
 	}()
 	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
 		t.Fatalf("the first session did not start: %v", err)
@@ -800,7 +809,9 @@ func TestOneSessionPerWorkdir(t *testing.T) {
 		t.Fatalf("a session that changes nothing in the workdir, beside the first: %v", err)
 	}
 	wr.Close()
-	(<-done).AssertClean(t, 0)
+	if o := <-done; o.err != nil || o.res.Killed || o.res.Exit.ExitCode() != 0 {
+		t.Fatalf("the first session: %v, %+v", o.err, o.res)
+	}
 	if err := second(); err != nil {
 		t.Fatalf("after the first ended: %v", err)
 	}
