@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,24 +33,22 @@ func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, e
 	return out, err
 }
 
-// RestoreState says when a restore of this snapshot last finished (zero:
-// none did) and whether one was interrupted (running Restore again
-// finishes it).
-func (s *Snapshot) RestoreState() (finished time.Time, interrupted bool, err error) {
-	p := filepath.Join(s.Dir(), journalFile)
-	data, err := os.ReadFile(p)
-	if os.IsNotExist(err) {
-		return time.Time{}, false, nil
-	}
-	if err != nil {
+// RestoreState says when a restore of session's snapshot under root last
+// finished (zero: none did) and whether one was interrupted (running
+// Restore again finishes it). It reads the restore journal alone, not the
+// snapshot's manifest.
+func RestoreState(root, session string) (finished time.Time, interrupted bool, err error) {
+	if err := checkSession(session); err != nil {
 		return time.Time{}, false, err
 	}
-	data = bytes.TrimRight(data, "\n")
-	if len(data) == 0 {
+	p := filepath.Join(root, session, journalFile)
+	recs, _, err := readJournal(p)
+	switch {
+	case err != nil:
+		return time.Time{}, false, err
+	case len(recs) == 0:
 		return time.Time{}, false, nil
-	}
-	last := data[bytes.LastIndexByte(data, '\n')+1:]
-	if !bytes.Contains(last, []byte(`"op":"end"`)) {
+	case recs[len(recs)-1].Op != "end":
 		return time.Time{}, true, nil
 	}
 	st, err := os.Stat(p)
@@ -83,4 +80,23 @@ func (s *Snapshot) Existed(p string) (known, existed bool) {
 		}
 	})
 	return true, s.byPath[p]
+}
+
+// LastRestore is when the latest restore of any snapshot under root
+// finished (zero: none did).
+func LastRestore(root string) (time.Time, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil && !os.IsNotExist(err) {
+		return time.Time{}, pathErr("list", root, err, root)
+	}
+	var last time.Time
+	for _, d := range ents {
+		if !d.IsDir() || checkSession(d.Name()) != nil {
+			continue
+		}
+		if f, _, err := RestoreState(root, d.Name()); err == nil && f.After(last) {
+			last = f
+		}
+	}
+	return last, nil
 }

@@ -102,15 +102,13 @@ type journal struct {
 	path string
 }
 
-// openJournal reads the journal of an unfinished restore (one whose last
-// record is not "end"), drops a torn last line, and opens it for appending.
-func openJournal(p string) (*journal, []jrec, error) {
+// readJournal reads a journal's whole records (none when there is no
+// journal) and the length they take; a torn last line is not one of them.
+func readJournal(p string) (recs []jrec, valid int, err error) {
 	data, err := os.ReadFile(p)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, err
+		return nil, 0, err
 	}
-	var recs []jrec
-	valid := 0
 	for off := 0; off < len(data); {
 		nl := bytes.IndexByte(data[off:], '\n')
 		if nl < 0 {
@@ -123,6 +121,16 @@ func openJournal(p string) (*journal, []jrec, error) {
 		recs = append(recs, r)
 		off += nl + 1
 		valid = off
+	}
+	return recs, valid, nil
+}
+
+// openJournal reads the journal of an unfinished restore (one whose last
+// record is not "end"), drops a torn last line, and opens it for appending.
+func openJournal(p string) (*journal, []jrec, error) {
+	recs, valid, err := readJournal(p)
+	if err != nil {
+		return nil, nil, err
 	}
 	flag := os.O_RDWR | os.O_CREATE
 	if len(recs) == 0 || recs[len(recs)-1].Op == "end" {

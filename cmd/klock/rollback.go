@@ -66,27 +66,15 @@ func rollbackLimit(workdir, logPath, id string) (roots []snapshot.Scope, ended t
 // news).
 //
 // Undoing sessions newest first is the natural order: a finished restore
-// of a later session (same backups root) counts the same way, since what
-// it put back is its own doing, not news to this one.
+// of any session of the same backups root counts the same way, since what
+// it put back is klock's own doing.
 func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []snapshot.RestoreOption) error {
-	finished, interrupted, err := s.RestoreState()
+	_, interrupted, err := snapshot.RestoreState(root, s.Session())
 	if err != nil || interrupted || ended.IsZero() {
 		return nil
 	}
-	if finished.After(ended) {
-		ended = finished
-	}
-	if infos, err := snapshot.List(root); err == nil {
-		for _, in := range infos {
-			if in.Session == s.Session() || !in.Created.After(s.Manifest().Created) {
-				continue
-			}
-			if later, err := snapshot.Open(root, in.Session); err == nil {
-				if f, _, err := later.RestoreState(); err == nil && f.After(ended) {
-					ended = f
-				}
-			}
-		}
+	if last, err := snapshot.LastRestore(root); err == nil && last.After(ended) {
+		ended = last
 	}
 	changed, err := s.ChangedSince(ended, opts...)
 	if err != nil || len(changed) == 0 {
