@@ -213,7 +213,7 @@ func (e *Engine) madeIn(p string) policy.PathPattern {
 // generalize turns the violating triples into intents.
 func generalize(need []learnObs, workdir string, threshold int) (out []learnedIntent, skipped []string) {
 	files := map[policy.Predicate][]learnObs{}
-	procAt := map[string]int{} // PROC patterns learned, to declare each once
+	procs := map[string]bool{} // PROC patterns learned, to declare each once
 	for _, o := range need {
 		t := o.t
 		switch t.Type {
@@ -232,10 +232,10 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 			if o.scope.Path != "" {
 				pat, note = o.scope.String(), o.note
 			}
-			if _, dup := procAt[pat]; dup {
+			if procs[pat] {
 				continue // another program built in the same directory: one intent
 			}
-			procAt[pat] = len(out)
+			procs[pat] = true
 			c := seen(o.count)
 			if strings.HasPrefix(note, "learned:") {
 				c = strings.TrimPrefix(c, "learned: ")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -36,23 +35,26 @@ func provideDirs(rs *policy.Ruleset, owner *launch.Credential) ([]string, error)
 	if wd == "" {
 		return nil, nil
 	}
-	var made []string
+	var dirs []policy.PathPattern
+	for _, r := range rs.Files {
+		if r.Grants.Has(policy.Provides) {
+			dirs = append(dirs, r.Pattern)
+		}
+	}
 	// A PROC directory the agent may fill (PROVIDES FILE there too: a
 	// venv's bin/, a build's out/) is made as well: its execute rule
 	// would otherwise attach to nothing, and the programs the agent makes
 	// there could not run.
-	rules := slices.Clone(rs.Files)
 	for _, r := range rs.Exec {
 		if rs.Allows(policy.FileTriple(policy.Provides, r.Pattern.Path)).Allowed {
-			r.Grants |= policy.Grants(policy.Provides)
-			rules = append(rules, r)
+			dirs = append(dirs, r.Pattern)
 		}
 	}
-	for _, r := range rules {
-		p := r.Pattern.Path
-		state := filepath.Join(wd, ".klock")
-		if !r.Grants.Has(policy.Provides) || r.Pattern.Match == policy.MatchExact || !strings.HasPrefix(p, wd+"/") ||
-			p == state || strings.HasPrefix(p, state+"/") {
+	state := filepath.Join(wd, ".klock")
+	var made []string
+	for _, pat := range dirs {
+		p := pat.Path
+		if pat.Match == policy.MatchExact || !strings.HasPrefix(p, wd+"/") || p == state || strings.HasPrefix(p, state+"/") {
 			continue
 		}
 		var st unix.Stat_t
