@@ -3,12 +3,12 @@
 package launch
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
+
+	"github.com/klocklabs/klock/internal/shebang"
 )
 
 // execHint says what would let the agent's command run when stage 2's exec
@@ -21,37 +21,12 @@ func execHint(se *StageError, uid uint32) string {
 		return ""
 	}
 	need := "PROVIDES PROC:" + se.Path + " in the manifest"
-	if interp, arg := shebang(se.Path); interp != "" {
-		need += ", and its #! interpreter, PROVIDES PROC:" + interp
-		if arg != "" && strings.HasSuffix(interp, "/env") {
-			need += " (and " + arg + ", which it runs)"
+	// Read as root: the agent may not read the file.
+	if f, script, _ := shebang.Read(se.Path); script && len(f) > 0 {
+		need += ", and its #! interpreter, PROVIDES PROC:" + f[0]
+		if len(f) == 2 && strings.HasSuffix(f[0], "/env") {
+			need += " (and " + f[1] + ", which it runs)"
 		}
 	}
 	return fmt.Sprintf("Fix: declare %s; or, where that is declared, let uid %d execute it (its mode, and search permission on its directories)", need, uid)
-}
-
-// shebang reads a script's "#!interpreter [arg]" line (as root: the
-// agent may not read the file); "" for anything else.
-func shebang(path string) (interp, arg string) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", ""
-	}
-	defer f.Close()
-	line, err := bufio.NewReaderSize(f, 256).ReadString('\n')
-	if err != nil && line == "" {
-		return "", ""
-	}
-	rest, ok := strings.CutPrefix(line, "#!")
-	if !ok {
-		return "", ""
-	}
-	fields := strings.Fields(rest)
-	switch len(fields) {
-	case 0:
-		return "", ""
-	case 1:
-		return fields[0], ""
-	}
-	return fields[0], fields[1]
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/klocklabs/klock/internal/ident"
+	"github.com/klocklabs/klock/internal/shebang"
 )
 
 // ManifestFile is the plugin manifest's name inside a plugin directory.
@@ -165,21 +166,12 @@ func Load(dir string) (*Plugin, error) {
 
 // interpreter reads a #! line and resolves its program.
 func interpreter(entry string) (string, error) {
-	f, err := os.Open(entry)
-	if err != nil {
+	fields, script, err := shebang.Read(entry)
+	if err != nil || !script {
 		return "", err
 	}
-	defer f.Close()
-	head := make([]byte, 256)
-	n, _ := f.Read(head)
-	head = head[:n]
-	if !bytes.HasPrefix(head, []byte("#!")) {
-		return "", nil
-	}
-	line, _, _ := bytes.Cut(head[2:], []byte("\n"))
-	fields := strings.Fields(string(line))
 	if len(fields) == 0 || !filepath.IsAbs(fields[0]) {
-		return "", fmt.Errorf("#! line %q names no absolute interpreter", line)
+		return "", fmt.Errorf("#! line %q names no absolute interpreter", strings.Join(fields, " "))
 	}
 	if filepath.Base(fields[0]) == "env" {
 		return "", errors.New("#!/usr/bin/env is not allowed: name the interpreter's absolute path, so the scope can allow exactly it")
