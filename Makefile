@@ -39,40 +39,40 @@ unit: ## Unit and privileged host tests (go test ./...)
 	$(GO) test -count=1 -timeout 20m ./...
 
 vmtest: ## Boot Debian's kernel with BPF LSM under qemu; run the enforcement suites there (bpf-lsm forced)
-	scripts/vmtest.sh
+	vmtests/vmtest.sh
 
 bench: deps ## Benchmarks: figures and ratios against no enforcement, from one run (as root)
 	@scripts/deps.sh bench
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./money/ ./enforcer/decide/
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./guard/money/ ./enforcer/decide/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
 	@echo "guard: decisions/s/core on the check path alone (goal >= 20000)"
 	$(GO) test -run '^$$' -bench . -cpu 1 -benchtime $(BENCHTIME) ./guard/check/
 	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./guard/mcpproxy/
-	$(GO) test -run '^$$' -bench DurableAuthorizations -benchtime 1x ./budget/
+	$(GO) test -run '^$$' -bench DurableAuthorizations -benchtime 1x ./guard/budget/
 	@echo "bpf-lsm in the VM: open/close and file workload ratios against no enforcement (goals 1.2x, 1.05x)"
-	scripts/vmtest.sh --bench
+	vmtests/vmtest.sh --bench
 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParse FuzzParseIntent; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./policy/; done
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./money/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./guard/money/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./enforcer/lsm/
 	@set -e; for t in FuzzFrame FuzzFilterList; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/mcpproxy/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzToolArgs$$' -fuzztime $(FUZZTIME) ./guard/check/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./receipt/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./guard/receipt/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadLink$$' -fuzztime $(FUZZTIME) ./internal/hashchain/
 	@set -e; for t in FuzzParseRequest FuzzSSEUsage; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
-	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./meter/; done
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/meter/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./guard/toolproxy/
 	@set -e; for t in FuzzJournalScan FuzzJournalPayload; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
-	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./budget/; done
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/budget/; done
 
 generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
 	@scripts/gen-vmlinux.sh

@@ -1,15 +1,35 @@
-// Package guard is klock's user-space guard: the tool gateway that stands
-// between an agent and its tools. Each capability lives in its own package:
+// Package guard is klock's user-space guard: everything between an agent
+// and the tools and models it calls, the cost path included. The kernel
+// wall (enforcer) decides what the agent's processes do; the guard decides
+// what the agent asks others to do for it.
 //
-//	toolerr    typed tool errors {ok:false, error_class, retryable, message}
-//	check      the ordered, cheapest-first check pipeline (pure logic)
-//	audit      the hash-chained JSONL audit log of every invocation
-//	approval   the durable human-approval (HITL) queue
-//	idem       the durable idempotency store
-//	gateway    one call's whole path: check, approval, idempotency, dispatch, audit
-//	mcpproxy   the MCP proxy (stdio and streamable HTTP)
-//	toolproxy  the HTTP tool proxy of seed 004 and its plugins
-//	control    the unix control socket of a running gateway (governance)
+// A tool call (MCP tools/call through mcpproxy, or seed 004's HTTP call
+// through toolproxy) travels:
 //
-// Data flows one way: manifest → policy → guard. policy never imports guard.
+//	mcpproxy | toolproxy  parse the call, answer the protocol
+//	gateway               one call's whole path, in this order:
+//	  check               declared tool, contract, arguments, rate limits,
+//	                      autonomy, HITL and the lethal trifecta (pure logic)
+//	  approval            a call that needs a human waits in the durable queue
+//	  idem                a repeated idempotency key returns the stored result
+//	  charge → budget     the grant's worst case is pre-charged, then reconciled
+//	  plugin              toolproxy's plugins run under the kernel wall
+//	  audit               the hash-chained record of the invocation
+//	toolerr               what a refused call becomes: a typed tool error
+//	control               governance of a running gateway (disable, limit)
+//
+// A model call (OpenAI- or Anthropic-style, through klock meter) travels:
+//
+//	meter                 parse the request, estimate its tokens
+//	  tokenguard          admit it against the cost envelope, or escalate
+//	                      to approval near a limit
+//	  budget              pre-charge the worst case, reconcile with usage
+//	  receipt             every decision of budget and tokenguard, signed
+//	                      and hash-chained
+//	money                 integer minor units under all of it (never a float)
+//
+// Imports point one way: cmd → guard → policy → guard/money. policy reads
+// guard/money (a manifest's budgets are money) and nothing else here; the
+// guard's packages read policy, and plugin runs its plugins through
+// enforcer/session, never the reverse.
 package guard

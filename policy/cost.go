@@ -3,7 +3,7 @@ package policy
 import (
 	"fmt"
 
-	"github.com/klocklabs/klock/money"
+	"github.com/klocklabs/klock/guard/money"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -5,8 +5,6 @@ import (
 	"path"
 	"regexp"
 	"strings"
-
-	"github.com/klocklabs/klock/internal/ident"
 )
 
 var (
@@ -45,7 +43,7 @@ func validateHeader(m *Manifest, r *report) {
 	case m.APIVersion != APIVersion:
 		r.errorf("enum", "apiVersion", "want "+APIVersion, "unsupported version %q", m.APIVersion)
 	}
-	if !ident.Valid(m.Agent.ID, 128) {
+	if !ValidName(m.Agent.ID, 128) {
 		if m.Agent.ID == "" {
 			r.errorf("required", "agent.id", "add agent: {id: my-agent-01}", "missing: every triple's subject is the agent id")
 		} else {
@@ -106,7 +104,7 @@ func validateTools(m *Manifest, r *report) {
 			r.errorf("required", f+".name", "name the tool", "missing")
 		case wildcardToolNames[strings.ToLower(t.Name)] || strings.ContainsAny(t.Name, "*?"):
 			r.errorf("wildcard-tool", f+".name", "declare each tool by its exact name: tools are declared exhaustively (KCC surface 4)", "%q is a wildcard", t.Name)
-		case !ident.Valid(t.Name, 128):
+		case !ValidName(t.Name, 128):
 			r.errorf("format", f+".name", "use letters, digits, '.', '_' and '-'", "%q is not a valid tool name", t.Name)
 		}
 		if j, dup := names[t.Name]; dup && t.Name != "" {

@@ -20,8 +20,6 @@ import (
 
 	"github.com/klocklabs/klock/policy"
 
-	"github.com/klocklabs/klock/internal/ident"
-
 	"github.com/klocklabs/klock/internal/dirsync"
 )
 
@@ -54,7 +52,7 @@ type Options struct {
 }
 
 func checkSession(s string) error {
-	if !ident.Valid(s, 128) || s == objectsDir || s == indexFile {
+	if !policy.ValidName(s, 128) || s == objectsDir || s == indexFile {
 		return fmt.Errorf("%w: session id %q: want 1-128 letters, digits, '.', '_' or '-', not starting with '.', and not %q or %q", ErrInvalid, s, objectsDir, indexFile)
 	}
 	return nil

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/policy"
 )
 

@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/klocklabs/klock/budget"
 	"github.com/klocklabs/klock/guard/approval"
+	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/gateway"
-	"github.com/klocklabs/klock/meter"
+	"github.com/klocklabs/klock/guard/meter"
+	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/tokenguard"
 	"github.com/spf13/cobra"
 )
 

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/receipt"
-	"github.com/klocklabs/klock/tokenguard"
 	"github.com/spf13/cobra"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/budget"
-	"github.com/klocklabs/klock/money"
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 func TestReceiptsVerifyAndReport(t *testing.T) {

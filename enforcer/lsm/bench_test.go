@@ -48,7 +48,7 @@ const hookLoopN = 50000
 // statistics on say how much of each is the programs' own work (the rest
 // is the hooks' entry into BPF) and which programs ran per open+close. Figures are ns per open+close.
 //
-//	KLOCK_VM_BENCH=BenchmarkHookCost scripts/vmtest.sh ./enforcer/lsm   (in the VM)
+//	KLOCK_VM_BENCH=BenchmarkHookCost vmtests/vmtest.sh ./enforcer/lsm   (in the VM)
 func BenchmarkHookCost(b *testing.B) {
 	testutil.RequirePrivileged(b)
 	if probe := detect.BPFLSM(); !probe.OK {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klocklabs/klock/tokenguard"
+	"github.com/klocklabs/klock/guard/tokenguard"
 )
 
 // CostApprover puts the Token Guard's escalations (an estimate above 80 %

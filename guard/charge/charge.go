@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/klocklabs/klock/budget"
 	"github.com/klocklabs/klock/guard/audit"
+	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/guard/toolerr"
-	"github.com/klocklabs/klock/money"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/receipt"
-	"github.com/klocklabs/klock/tokenguard"
 )
 
 // Ledger is what the charger needs from the budget store.

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/gateway"
+	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/toolerr"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/receipt"
 )
 
 const manifest = `apiVersion: klock/v1

@@ -10,8 +10,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/klocklabs/klock/internal/ident"
 	"github.com/klocklabs/klock/internal/shebang"
+	"github.com/klocklabs/klock/policy"
 )
 
 // ManifestFile is the plugin manifest's name inside a plugin directory.
@@ -132,7 +132,7 @@ func Load(dir string) (*Plugin, error) {
 		return nil, bad("%v (allowed fields: name, version, entry, capabilities, permissions)", err)
 	}
 	switch {
-	case !ident.Valid(m.Name, 120):
+	case !policy.ValidName(m.Name, 120):
 		return nil, bad("name %q: use letters, digits, '.', '_' and '-' (it is the tool's name)", m.Name)
 	case m.Version == "":
 		return nil, bad(`version is required, e.g. "1.0.0"`)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/gateway"
+	"github.com/klocklabs/klock/guard/money"
 	"github.com/klocklabs/klock/guard/toolerr"
-	"github.com/klocklabs/klock/money"
 )
 
 // Provider reaches the tools.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 // TestBudgetChargesFilesystemCalls: the manifest's grants are charged by

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/guard/audit"
+	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/internal/testutil"
-	"github.com/klocklabs/klock/receipt"
 )
 
 var klockBin string

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/klocklabs/klock/money"
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 var ctx = context.Background()

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 // submit runs one decision: through the group-commit queue, or in a

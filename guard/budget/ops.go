@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/klocklabs/klock/money"
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 type opKind int

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/receipt"
 	_ "modernc.org/sqlite" // pure-Go SQLite: klock builds with CGO_ENABLED=0
 )
 

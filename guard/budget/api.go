@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/klocklabs/klock/money"
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 // Grant is a grant to define in the ledger.

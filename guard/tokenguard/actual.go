@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/klocklabs/klock/money"
+	"github.com/klocklabs/klock/guard/money"
 )
 
 // Source is where an actual figure came from (seed 000).

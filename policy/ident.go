@@ -1,4 +1,4 @@
-// Package ident checks the plain names klock uses as identifiers and in
+// The plain names klock uses as identifiers and in klock uses as identifiers and in
 // file names (agent ids, tool names, session ids, plugin names): an ASCII
 // letter or digit, then letters, digits, '.', '_' or '-', at most max bytes
 // in all. Such a name is safe as one path component (no '/', never "." or
@@ -8,10 +8,11 @@
 // ^[A-Za-z0-9][A-Za-z0-9._-]{0,N}$, whose bounded repetition compiles into
 // N copies of the class: ~100 KB of program each, built at every process
 // start of every klock command.
-package ident
 
-// Valid reports whether s is such a name of at most max bytes.
-func Valid(s string, max int) bool {
+package policy
+
+// ValidName reports whether s is such a name of at most max bytes.
+func ValidName(s string, max int) bool {
 	if len(s) == 0 || len(s) > max || !alnum(s[0]) {
 		return false
 	}

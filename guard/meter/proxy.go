@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klocklabs/klock/budget"
-	"github.com/klocklabs/klock/receipt"
-	"github.com/klocklabs/klock/tokenguard"
+	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/guard/tokenguard"
 )
 
 // Budget is what the proxy needs from the ledger.

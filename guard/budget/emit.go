@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 // Durable events become signed receipts in ledger order on one emitter

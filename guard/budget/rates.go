@@ -3,7 +3,7 @@ package budget
 import (
 	"fmt"
 
-	"github.com/klocklabs/klock/money"
+	"github.com/klocklabs/klock/guard/money"
 )
 
 // RateTable is the configured conversion rates, by "FROM->TO", and the

@@ -3,8 +3,8 @@
 # klock's kernel suites there with the bpf-lsm backend forced: the enforcer
 # tests, the end-to-end and escape suites, and `klock doctor`.
 #
-# Usage: scripts/vmtest.sh [go test package patterns...]
-#        scripts/vmtest.sh --bench [packages...]
+# Usage: vmtests/vmtest.sh [go test package patterns...]
+#        vmtests/vmtest.sh --bench [packages...]
 #            benchmarks in the VM: by default test/perf's ratios against no
 #            enforcement and enforcer/lsm's split of the hooks' cost
 #   KLOCK_VM_BENCH      the benchmarks' -test.bench pattern (default Ratio|HookCost)
@@ -73,7 +73,7 @@ printf '%s\n' "${mods[@]}" >"$root/mod/order"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
-cp test/vm/init "$root/init"
+cp vmtests/init "$root/init"
 
 bench=0
 if [ "${1:-}" = --bench ]; then

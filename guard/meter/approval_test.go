@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klocklabs/klock/budget"
 	"github.com/klocklabs/klock/guard/approval"
+	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/receipt"
-	"github.com/klocklabs/klock/tokenguard"
 )
 
 // nearBody asks for 1,700 output tokens: over 80 % of the envelope's 2,000,

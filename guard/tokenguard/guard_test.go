@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/klocklabs/klock/money"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/receipt"
 )
 
 func envelope() *policy.CostEnvelope {

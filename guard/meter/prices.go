@@ -7,7 +7,7 @@ import (
 	"math/big"
 	"os"
 
-	"github.com/klocklabs/klock/money"
+	"github.com/klocklabs/klock/guard/money"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 // AgentReport is one agent's calibration: how many invocations had a

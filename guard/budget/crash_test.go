@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 const crashChildEnv = "KLOCK_BUDGET_CRASH_CHILD"

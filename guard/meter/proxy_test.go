@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klocklabs/klock/budget"
+	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/internal/testutil"
-	"github.com/klocklabs/klock/money"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/receipt"
-	"github.com/klocklabs/klock/tokenguard"
 )
 
 // fakeOpenAI speaks OpenAI chat completions over SSE and, like a model that

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/klocklabs/klock/money"
-	"github.com/klocklabs/klock/receipt"
+	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/guard/receipt"
 )
 
 func refundGrant() Grant {
