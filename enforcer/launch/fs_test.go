@@ -25,7 +25,9 @@ var fsIntents = []string{
 	"CONSUMES FILE:${workdir}/**",
 	"MUTATES FILE:${workdir}/rw/**",
 	"PROVIDES FILE:${workdir}/out/**",
-	"RENAMES FILE:${workdir}/out/**",
+	// out/* and not out/**: out itself may not be renamed, so the agent
+	// cannot replace it and its rule stays exact (settle.go).
+	"RENAMES FILE:${workdir}/out/*",
 	"DELETES FILE:${workdir}/trash/**",
 	"PROVIDES PROC:/usr/bin/dash",
 	"PROVIDES PROC:/usr/bin/cat",
@@ -154,4 +156,32 @@ func TestShellCommands(t *testing.T) {
 	assertContent(t, filepath.Join(wd, "rw/file.txt"), "mutable\nmore\n")
 	assertContent(t, filepath.Join(wd, "out/t2"), "")
 	assertAbsent(t, filepath.Join(wd, "t"), filepath.Join(wd, "trash/old.txt"), filepath.Join(wd, "out/l"), filepath.Join(wd, "out/ro.txt"))
+}
+
+// TestRuleSurvivesReplacedDirectory: the wall alone (no observer) lets the
+// agent do what it declared in directories it makes or replaces during the
+// session: `make clean && make` made build/ anew and its program could not
+// run (exit 126), and a RENAMES on a directory made during the session was
+// refused (issue 18 A).
+func TestRuleSurvivesReplacedDirectory(t *testing.T) {
+	wd := agentDir(t)
+	writeAgentFile(t, filepath.Join(wd, "build", "old.o"), "old\n")
+	rs := compile(t, wd, "CONSUMES FILE:${workdir}/**", "PROVIDES FILE:${workdir}/**",
+		"DELETES FILE:${workdir}/build/**", "PROVIDES PROC:${workdir}/build/*",
+		"RENAMES FILE:${workdir}/sub/**", "DELETES FILE:${workdir}/sub/**",
+		"PROVIDES PROC:/usr/bin/dash", "PROVIDES PROC:/usr/bin/rm", "PROVIDES PROC:/usr/bin/mkdir", "PROVIDES PROC:/usr/bin/cp", "PROVIDES PROC:/usr/bin/mv")
+	script := strings.Join([]string{
+		`cd ` + wd,
+		`rm -r build && mkdir build && cp /usr/bin/true build/hello; echo rebuild=$?`,
+		`build/hello; echo run=$?`,
+		`mkdir -p sub && echo x > sub/a.tmp && mv sub/a.tmp sub/a; echo mv_sub=$?`,
+		`rm sub/a; echo rm_sub=$?`,
+	}, "\n")
+	r := sh(t, rs, script)
+	got := lines(r.stdout)
+	for _, k := range []string{"rebuild", "run", "mv_sub", "rm_sub"} {
+		if got[k] != "0" {
+			t.Errorf("%s: exit status %q, want 0\nstdout:\n%s\nstderr:\n%s", k, got[k], r.stdout, r.stderr)
+		}
+	}
 }

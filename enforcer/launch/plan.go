@@ -80,6 +80,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 		}
 	}
 	p.interpreters(rs.Interpreters)
+	p.settle()
 	p.network(rs)
 	p.globals()
 	_, err := os.Stat(stage2.MemfdNoexecSysctl)
@@ -165,8 +166,14 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("landlock: %s: %w", obj, err)
 	case err != nil: // missing
-		if r&rMake == 0 {
-			res(Narrowed, "", r, "%s does not exist at launch; Landlock rules attach to existing files, so nothing is granted (if it appears later, access to it is denied)", pat.Path)
+		// A rule attaches to an existing inode, so the rights go on the
+		// nearest existing directory above when the agent may make the
+		// path during the session (git's .git/, a build's out/): it must
+		// then be allowed what was declared there. The wall is wider than the
+		// declaration there; the observer decides each operation against
+		// the declared pattern (detects, kills and rolls back).
+		if r&rMake == 0 && !p.rs.Allows(policy.FileTriple(policy.Provides, pat.Path)).Allowed {
+			res(Narrowed, "", r, "%s does not exist at launch and nothing declared lets the agent make it; Landlock rules attach to existing files, so nothing is granted (if someone else makes it during the session, access to it is denied)", pat.Path)
 			return nil
 		}
 		target := pat.Path
@@ -177,11 +184,15 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 		if err != nil {
 			return fmt.Errorf("landlock: %s: %w", obj, err)
 		}
+		if anc == "/" && r&writeClass == 0 {
+			res(Narrowed, "", r, "%s does not exist at launch and its nearest existing directory is /: granting these rights on the whole file system is not done, so nothing is granted (create a parent directory before launch)", pat.Path)
+			return nil
+		}
 		if err := refuseRoot(obj, anc, r, "create the parent directory before launch or declare a narrower path"); err != nil {
 			return err
 		}
 		p.add(anc, r, true)
-		res(Widened, anc, r, "%s does not exist at launch; walled at the nearest existing directory %s, so everything below %s gets these rights", pat.Path, anc, anc)
+		res(Widened, anc, r, "%s does not exist at launch; walled at the nearest existing directory %s, so everything below %s gets these rights and the observer decides each operation there against %s (detects, kills and rolls back)", pat.Path, anc, anc, pat)
 		return nil
 	case info.IsDir() && pat.Match != policy.MatchExact:
 		p.add(pat.Path, r, true)

@@ -71,7 +71,10 @@ func TestPlanPlacement(t *testing.T) {
 		{"PROVIDES FILE:${workdir}/new.txt", wd, rMake | rRefer | rWrite | rTruncate, true, Widened},
 		{"DELETES FILE:${workdir}/a.txt", wd, rRemoveFile, true, Widened},
 		{"DELETES FILE:${workdir}/src/**", wd + "/src", rRemoveFile | rRemoveDir, true, Widened}, // removing src itself: REMOVE_DIR on wd
+		// Missing, and nothing declared lets the agent make it: nothing to
+		// wall (TestPlanMissingRootTheAgentMakes has the other case).
 		{"CONSUMES FILE:${workdir}/missing.txt", "", 0, false, Narrowed},
+		{"DELETES FILE:${workdir}/gone/**", "", 0, false, Narrowed},
 		{"PROVIDES PROC:/usr/bin/true", "/usr/bin/true", rExec | rRead, false, ""},
 	} {
 		t.Run(c.intent, func(t *testing.T) {
@@ -314,4 +317,76 @@ func hasReason(p *LandlockPlan, k ResidualKind, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestPlanMissingRootTheAgentMakes: rules on paths the agent makes during
+// the session (git's .git/**, a build's out/*) are walled at the nearest
+// existing directory, not dropped (issue 18: `mkdir -p sub && mv
+// sub/a.tmp sub/a` was refused under a declared RENAMES FILE:sub/**).
+func TestPlanMissingRootTheAgentMakes(t *testing.T) {
+	wd := planTree(t)
+	plan, rs := planFor(t, wd, "PROVIDES FILE:${workdir}/**", "DELETES FILE:${workdir}/gone/**",
+		"RENAMES FILE:${workdir}/gone/**", "PROVIDES PROC:${workdir}/build/*")
+	r, ok := ruleAt(plan, wd)
+	if want := rRemoveFile | rRemoveDir | rRefer | rExec | rRead; !ok || r.Rights&want != want || !r.Dir {
+		t.Fatalf("rule at %s: %+v (found %v), want at least %s; all %+v", wd, r, ok, want, plan.Rules)
+	}
+	for _, i := range []int{1, 2, 3} {
+		obj := rs.Intents[i].Object.String()
+		res := residualFor(plan, obj)
+		if len(res) == 0 || res[0].Kind != Widened || !strings.Contains(res[0].Reason, "detects, kills and rolls back") {
+			t.Errorf("%s: want a widened residual that says the observer decides, got %v", obj, res)
+		}
+	}
+}
+
+// TestPlanSettle: a rule on an inode the declaration lets the agent replace
+// moves up to a directory it cannot (make clean && make: the execute rule
+// stayed on the first build/ and the rebuilt program could not run); a rule
+// on one it may remove but not make again stays.
+func TestPlanSettle(t *testing.T) {
+	wd := planTree(t)
+	for _, d := range []string{"build", "trash"} {
+		if err := os.MkdirAll(filepath.Join(wd, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, _ := planFor(t, wd, "CONSUMES FILE:${workdir}/**", "PROVIDES FILE:${workdir}/build/**",
+		"DELETES FILE:${workdir}/build/**", "PROVIDES PROC:${workdir}/build/*", "DELETES FILE:${workdir}/trash/**",
+		"MUTATES FILE:${workdir}/a.txt")
+	if _, ok := ruleAt(plan, filepath.Join(wd, "build")); ok {
+		t.Errorf("a rule stayed on build/, which the agent may remove and make again: %+v", plan.Rules)
+	}
+	r, _ := ruleAt(plan, wd)
+	if want := rExec | rMake | rRemoveDir; r.Rights&want != want {
+		t.Errorf("rule at the workdir %+v, want build's rights (%s) there", r, want)
+	}
+	if r, ok := ruleAt(plan, filepath.Join(wd, "trash")); !ok || r.Rights&rRemoveFile == 0 {
+		t.Errorf("trash may be removed but not made again: its rule must stay, got %+v (found %v)", r, ok)
+	}
+	// a.txt: MUTATES, and REMOVE_FILE on its directory (build's rights
+	// moved there): renaming a file over it is writing it, so it moves.
+	if _, ok := ruleAt(plan, filepath.Join(wd, "a.txt")); ok {
+		t.Errorf("a.txt may be replaced by a rename over it: its rule must move to the workdir; %+v", plan.Rules)
+	}
+	if r.Rights&rWrite == 0 {
+		t.Errorf("the workdir rule lacks a.txt's WRITE_FILE: %+v", r)
+	}
+}
+
+func planFor(t *testing.T, wd string, intents ...string) (*LandlockPlan, *policy.Ruleset) {
+	t.Helper()
+	m, err := policy.Parse("t.yaml", []byte(strings.Replace(manifestYAML(wd, intents), "system-ro", "none", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := PlanLandlock(rs, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, rs
 }

@@ -52,9 +52,6 @@ type Preflight struct {
 	// AgentUID is the uid the agent runs as: a rollback spares the new
 	// files it cannot have made.
 	AgentUID uint32
-	// Made are the declared directories klock made for the session
-	// (PROVIDES dir/**): not there before it, removed by a rollback.
-	Made []string
 }
 
 // Backend names the mechanism that walls the agent's file operations.

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -68,12 +67,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// /usr/bin/dash. Declarations through links root made follow them.
 	if rs, err = rs.FollowLinks(launch.TrustedLinks(rs.Workdir)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
-	}
-	// Declared directories the agent may create are made first, so the
-	// wall attaches to them and not to the whole directory around them.
-	provided, err := provideDirs(rs, o.User)
-	if err != nil {
-		return nil, err
 	}
 	if mode == policy.ModeStrict && o.Snapshot == nil && !o.AllowDegraded {
 		return nil, fmt.Errorf("%w: strict mode promises to roll back what a detected violation changed, but this session has no pre-flight backup. Fix: run with a backup, or pass --allow-degraded to accept that detected-only violations are killed but not undone", ErrDegraded)
@@ -135,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: ownNetNS(rs, o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2,
-	}, []string{startDir}, provided, begun.wait, log)
+	}, []string{startDir}, begun.wait, log)
 	if err != nil {
 		begun.discard()
 		return nil, err
@@ -155,13 +148,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
 	}
 	backendsUsed = append(append(backendsUsed, seccompBackend()), be.list...)
-	if len(provided) > 0 {
-		for i := range backendsUsed {
-			if n := backendsUsed[i].Name; n == "landlock" || n == "bpf-lsm" {
-				backendsUsed[i].Details = append(backendsUsed[i].Details, "made before the agent started, empty and the agent's, so the wall is on them exactly (PROVIDES declares them): "+strings.Join(provided, " "))
-			}
-		}
-	}
 	if restorer == nil {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})

@@ -29,7 +29,7 @@ func BackupsDir(workdir string) string {
 func Backup(progress io.Writer) Snapshotter {
 	return func(ctx context.Context, p Preflight) (Restorer, error) {
 		rs, agent := p.Ruleset, p.AgentUID
-		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, Made: p.Made}
+		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent}
 		if rs.Workdir != "" {
 			// chmod, chown, utimes and xattrs are not Landlock rights: the
 			// agent can change the metadata of any file it owns, CONSUMES-only

@@ -895,62 +895,48 @@ func TestDeclaredThroughLinks(t *testing.T) {
 	}
 }
 
-// TestProvidedDirIsMadeFirst: PROVIDES FILE:<W>/out/** with out/ missing.
-// A Landlock rule attaches to an existing file, so the wall used to sit on
-// the workdir, where PROVIDES (make, write, truncate) made every existing
-// file writable: a write to <W>/a.txt landed and was only detected. klock
-// now makes out/ (empty, the agent's) before the wall is planned: creating
-// in out/ works, and the write to a.txt is refused before its effect on
-// either backend. out/ was not there before the session: the strict
-// kill's rollback removes it with what the agent made inside.
-func TestProvidedDirIsMadeFirst(t *testing.T) {
+// TestKlockMakesNoDirectory: "PROVIDES FILE:<W>/out/**" and "PROVIDES
+// PROC:<W>/proj/build/*" with out/ and proj/ missing. klock used to make
+// them before the wall was planned, which changed what the agent did: its
+// `cp -r src proj` then copied into proj/src. Now nothing is made: the
+// rules go on the nearest existing directory (the workdir), where the
+// observer decides each operation against the declared patterns. The
+// agent makes out/ and proj/ itself; what it builds in proj/build runs; a
+// write to <W>/a.txt, which the wider wall lets through on Landlock, is a
+// violation all the same (blocked by bpf-lsm, detected and rolled back on
+// Landlock), and the rollback removes what the session made.
+func TestKlockMakesNoDirectory(t *testing.T) {
 	w := harness.NewWorld(t)
 	w.File(w.W("a.txt"), "orig\n")
-	intents := append([]string{
-		"CONSUMES FILE:" + w.Workdir + "/**",
-		"PROVIDES FILE:" + w.W("out") + "/**",
-	}, harness.ProbeIntents()...)
-	create, write := "create:"+w.W("out", "new.txt"), "write:"+w.W("a.txt")
-	o := w.Run(harness.Spec{Intents: intents, Command: []string{harness.Probe, create, write}})
+	w.File(w.W("src", "main.c"), "int main(void){return 0;}\n")
+	intents := []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/cp", "PROVIDES PROC:/usr/bin/mkdir",
+		"CONSUMES FILE:" + w.Workdir + "/**", "PROVIDES FILE:" + w.W("out") + "/**",
+		"PROVIDES FILE:" + w.W("proj") + "/**", "PROVIDES PROC:" + w.W("proj", "build") + "/*"}
+	o := w.Run(harness.Spec{Intents: intents, Command: []string{"/bin/sh", "-c",
+		`cp -r src proj && mkdir -p proj/build out && cp /usr/bin/true proj/build/t && proj/build/t && echo ran > out/r`}})
+	o.AssertClean(t, 0)
+	if !w.Exists(w.W("proj", "main.c")) || w.Exists(w.W("proj", "src")) {
+		t.Errorf("cp -r src proj must make proj/main.c (proj did not exist), not proj/src\n%s", o.Dump())
+	}
+	if got := w.Content(w.W("out", "r")); got != "ran\n" {
+		t.Errorf("out/r = %q: the program built in proj/build did not run\n%s", got, o.Dump())
+	}
+
+	w2 := harness.NewWorld(t)
+	w2.File(w2.W("a.txt"), "orig\n")
+	intents = append([]string{"CONSUMES FILE:" + w2.Workdir + "/**", "PROVIDES FILE:" + w2.W("out") + "/**"}, harness.ProbeIntents()...)
+	mk, create, write := "mkdir:"+w2.W("out"), "create:"+w2.W("out", "new.txt"), "write:"+w2.W("a.txt")
+	o = w2.Run(harness.Spec{Intents: intents, Command: []string{harness.Probe, mk, create, write}})
 	if o.Probe[create] != "ok" {
 		t.Errorf("probe %s = %q, want ok\n%s", create, o.Probe[create], o.Dump())
 	}
-	tr := policy.FileTriple(policy.Mutates, w.W("a.txt"))
-	o.AssertKilledFor(t, tr.String(), w.W("a.txt"), msg("MUTATES", "FILE:"+w.W("a.txt"), o.Declared(t, tr)), true)
-	if got := w.Content(w.W("a.txt")); got != "orig\n" {
-		t.Errorf("a.txt = %q, want it unchanged (refused before the effect)", got)
+	tr := policy.FileTriple(policy.Mutates, w2.W("a.txt"))
+	o.AssertKilledFor(t, tr.String(), w2.W("a.txt"), msg("MUTATES", "FILE:"+w2.W("a.txt"), o.Declared(t, tr)), harness.LSM())
+	if got := w2.Content(w2.W("a.txt")); got != "orig\n" {
+		t.Errorf("a.txt = %q, want it back as it was", got)
 	}
-	if w.Exists(w.W("out")) {
-		t.Error("out/, which klock made for the session, survived the strict kill's rollback")
-	}
-	said := false
-	for _, b := range o.Log.Backends {
-		for _, d := range b.Details {
-			said = said || strings.Contains(d, "made before the agent started") && strings.Contains(d, w.W("out"))
-		}
-	}
-	if !said {
-		t.Errorf("the verification log does not say klock made %s", w.W("out"))
-	}
-}
-
-// TestProcDirIsMadeFirst: "PROVIDES PROC:<W>/venv/bin/**" with venv/ and
-// bin/ missing, and PROVIDES FILE on venv/**: klock makes both before the
-// wall is planned, so the program the agent builds there runs (an execute
-// rule attaches to an existing directory only), and the rollback removes
-// them.
-func TestProcDirIsMadeFirst(t *testing.T) {
-	w := harness.NewWorld(t)
-	bin := w.W("venv", "bin")
-	intents := []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/cp",
-		"PROVIDES FILE:" + w.W("venv") + "/**", "PROVIDES PROC:" + bin + "/**"}
-	o := w.Run(harness.Spec{Intents: intents, Command: []string{"/bin/sh", "-c", `cp /usr/bin/true "$B/t" && "$B/t" && echo ran`}, Env: []string{"B=" + bin}})
-	o.AssertClean(t, 0)
-	if !strings.Contains(o.Stdout, "ran") {
-		t.Fatalf("the program made in venv/bin/ did not run: %q\n%s", o.Stdout, o.Dump())
-	}
-	if n, ok := o.Use("PROVIDES PROC:" + bin + "/**"); !ok || n == 0 {
-		t.Errorf("the exec is not counted under PROVIDES PROC:%s/**\n%s", bin, o.Dump())
+	if w2.Exists(w2.W("out")) {
+		t.Error("out/, which the session made, survived the strict kill's rollback")
 	}
 }
 
