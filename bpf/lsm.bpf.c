@@ -339,9 +339,22 @@ static __always_inline int counted_op(__u32 op, __u32 flags)
 	return 0;
 }
 
+/* unnamed: d's file has no name left (i_nlink 0: unlinked, or O_TMPFILE
+ * never linked). A truncate or metadata change of it, through an fd the
+ * process holds, reaches nothing outside the process and outlives it in
+ * nothing (pytest's output capture truncates one): no scope is about it,
+ * and giving it a name again (linkat) is decided by path_link. */
+static __always_inline int unnamed(struct dentry *d)
+{
+	struct inode *i = BPF_CORE_READ(d, d_inode);
+	return i && BPF_CORE_READ(i, __i_nlink) == 0;
+}
+
 static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, struct dentry *d, struct vfsmount *vm, int linked, __u32 flags)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
+	if (op != LSM_OP_OPEN && counted_op(op, flags) && unnamed(d))
+		return 0;
 	if (op != LSM_OP_OPEN && counted_op(op, flags)) {
 		/* Allowed before with the same name, rules and renames: count it
 		 * (file_open looked already, with direct loads). */

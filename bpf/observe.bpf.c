@@ -277,7 +277,7 @@ static __always_inline struct obs_rec *rec_init(__u64 cgid, __u16 op)
 	r->port = 0;
 	__builtin_memset(r->addr, 0, sizeof(r->addr));
 	r->exit_code = 0;
-	r->_pad = 0;
+	r->unnamed = 0;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	return r;
 }
@@ -964,7 +964,11 @@ __noinline int rec_finish(struct obs_rec *r, struct obs_session *s, __u64 rgen)
 		/* An f* call (fchmod, fchown, futimens, ftruncate, fsetxattr):
 		 * the kernel's path of the fd's file, so user space need not
 		 * read it back from /proc (gone once the fd is closed). */
-		kpath_file(t, r, fd_file(r->fd));
+		struct file *f = fd_file(r->fd);
+		kpath_file(t, r, f);
+		struct inode *i = f ? BPF_CORE_READ(f, f_inode) : NULL;
+		if (i && BPF_CORE_READ(i, __i_nlink) == 0)
+			r->unnamed = 1;
 	} else if (r->len0 > 1 && r->path0[0] != '/' && kbase_op(r->op) && r->family == 0) {
 		/* A relative name: the kernel's path of the directory it
 		 * started from, as the syscall saw it, instead of a readlink

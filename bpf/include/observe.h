@@ -118,7 +118,11 @@ struct obs_rec {
 	__u16 port;      /* host order */
 	__u8 addr[16];
 	__u32 exit_code;
-	__u32 _pad;
+	/* f* calls (fchmod, fchown, ftruncate, futimens, fsetxattr): 1 when
+	 * the fd's file had no name left at sys_exit (i_nlink 0: unlinked,
+	 * or O_TMPFILE never linked). Nothing outside the process reaches
+	 * such a file and nothing of it outlives its last fd. */
+	__u32 unnamed;
 	struct obs_seen_key seen; /* OBS_F_COUNTED */
 	char comm[OBS_COMM_LEN];
 	/* Only the bytes used are sent: the record up to path0, path0's len0

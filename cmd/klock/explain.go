@@ -14,7 +14,12 @@ func newExplain() *cobra.Command {
 		Long: `Explain prints the permissions matrix of seed 002 (tool, side effect,
 idempotent, rollback, unsupervised autonomy, approval needed), the
 intents, the lethal-trifecta verdict and the human-oversight mode that
-will actually apply, the cost envelope and the grants.`,
+will actually apply, the cost envelope and the grants. On a host with
+Landlock it also plans the file wall against the file system as it is now
+and lists the declared rules the wall cannot put exactly where they are
+declared (a path that does not exist yet, a directory the agent may
+replace): those are enforced by detection (detects, kills and rolls
+back) instead of being refused before the effect.`,
 		Example: `  klock explain examples/manifests/refund-agent.yaml
   klock explain --json agent.yaml | jq .permissions_matrix`,
 		Args: cobra.ExactArgs(1),
@@ -28,6 +33,7 @@ will actually apply, the cost envelope and the grants.`,
 				return &exitError{code: exitInvalid, err: err}
 			}
 			r := explain.Build(m, rs)
+			r.Wall = explainWall(rs)
 			if asJSON {
 				return explain.JSON(cmd.OutOrStdout(), r)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/guard/approval"
 )
 
@@ -191,6 +192,8 @@ func TestRunExit(t *testing.T) {
 		{"agent's own status", session.Result{Exit: launch.Exit{Code: 7}}, 7},
 		{"strict kill", session.Result{Killed: true, Reason: "lost events", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitViolation},
 		{"interrupted", session.Result{Killed: true, Interrupted: true, Reason: "ended from outside: killed by klock kill", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitInterrupted},
+		// A declared operation klock's wall refused: never the agent's 0.
+		{"refused", session.Result{Exit: launch.Exit{Code: 0}, Log: &vlog.Log{Refused: []vlog.Refused{{Triple: "DELETES FILE:/w/.git/HEAD.lock", AllowedBy: "DELETES FILE:/w/.git/**"}}}}, exitRefused},
 	} {
 		if got := runExit(&tc.res); got.code != tc.code {
 			t.Errorf("%s: exit %d, want %d", tc.name, got.code, tc.code)

@@ -26,6 +26,7 @@ const (
 	exitViolation   = 113 // strict mode killed the session for a scope violation
 	exitInterrupted = 130 // the session was ended from outside (128+SIGINT, as a shell reports Ctrl-C)
 	exitNoStart     = 125 // klock refused or failed to start the session
+	exitRefused     = 114 // klock's wall refused an operation the manifest declares (verdict REFUSED)
 )
 
 func newRun() *cobra.Command {
@@ -89,7 +90,9 @@ is needed to run it as root.
 
 Exit status: the agent's own (128+N when signal N ended it);
 113 strict mode killed the session (a violation, or what it could not
-verify: lost events, an unobservable operation); 130 the session was ended
+verify: lost events, an unobservable operation); 114 klock's wall refused
+an operation the manifest declares (verdict REFUSED: klock's failure, not
+the agent's; the log lists them); 130 the session was ended
 from outside (Ctrl-C, SIGTERM, SIGHUP, klock kill); 125 klock refused or failed to
 start the session (the message says why and what would fix it).`,
 		Example: `  sudo klock run -m agent.yaml -- ./agent.sh
@@ -257,6 +260,10 @@ func runExit(res *session.Result) *exitError {
 		}
 		// The message names what the agent touched: shown printable.
 		return &exitError{code: exitViolation, err: errors.New(termsafe.String(msg))}
+	case res.Log != nil && len(res.Log.Refused) > 0:
+		r := res.Log.Refused[0]
+		return &exitError{code: exitRefused, err: fmt.Errorf("klock's wall refused %d operation(s) the manifest declares, first %s (declared by %s); the agent's own exit: %s",
+			len(res.Log.Refused), termsafe.String(r.Triple), termsafe.String(r.AllowedBy), res.Exit)}
 	}
 	return &exitError{code: res.Exit.ExitCode(), err: errors.New("")}
 }

@@ -32,6 +32,11 @@ type Engine struct {
 	create   *createdSet
 	kill     *Verdict
 	learnMin int
+	// refuses says whether a kernel wall, not the file's permissions,
+	// refused an operation (WithWall); refused holds the declared
+	// operations it refused, by triple.
+	refuses func(ev event.Event, t policy.Triple) bool
+	refused map[policy.Triple]*Refusal
 }
 
 // Option configures an Engine.
@@ -43,6 +48,16 @@ func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = n
 // WithLogger sets the logger for violations, amendments and losses
 // (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+
+// WithWall tells the engine how to tell the session's own walls' refusals
+// from the system's: refuses(ev, t) reports whether the refused operation
+// ev (on its triple t) was refused by klock's wall. A declared operation
+// klock's wall refused is recorded as a Refusal: not the agent's
+// violation, and not a clean session either (see Records.Refused).
+// Without it no refusal is recorded.
+func WithWall(refuses func(ev event.Event, t policy.Triple) bool) Option {
+	return func(e *Engine) { e.refuses = refuses }
+}
 
 // New returns an engine for the compiled (and, for host names, resolved)
 // ruleset. mode is the session's effective mode (the CLI may override the
@@ -172,13 +187,22 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 	v := Verdict{Triple: t, Blocked: ev.Blocked}
 	d := e.rs.Allows(t)
 	switch {
+	case ev.Unnamed && t == ev.Triple:
+		// A file with no name (an unlinked temporary file, O_TMPFILE):
+		// pytest's output capture truncates one. No scope is about it:
+		// no one else can reach it, nothing of it outlives the process,
+		// and giving it a name again (linkat) is judged then.
+		o.Unnamed, v.Unnamed = true, true
+		return v
 	case d.Allowed:
 		i := e.index[d.Intent]
 		e.uses[i] += 1 + ev.Repeat
 		o.Intent, v.Intent = i, d.Intent
+		e.refusal(ev, t, d.Intent.String())
 		return v
 	case e.create.allows(t):
 		o.Created, v.Created = true, true
+		e.refusal(ev, t, "created by the session")
 		return v
 	case absent(ev, t):
 		// Nothing was there: the kernel touched no object (a shell trying
@@ -232,6 +256,25 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 	e.viol = append(e.viol, rec)
 	e.log.Warn("scope violation: amending the scope (permissive)", "violation", v.Err.Error(), "lease", rec.Lease, "pid", ev.PID, "comm", ev.Comm, "blocked", ev.Blocked)
 	return v
+}
+
+// refusal records ev as a declared operation (allowed by what) that
+// klock's wall refused, when it was refused and the wall says it was its
+// doing.
+func (e *Engine) refusal(ev event.Event, t policy.Triple, by string) {
+	if !ev.Blocked || e.refuses == nil || !e.refuses(ev, t) {
+		return
+	}
+	if r := e.refused[t]; r != nil {
+		r.Count += 1 + ev.Repeat
+		return
+	}
+	if e.refused == nil {
+		e.refused = map[policy.Triple]*Refusal{}
+	}
+	e.refused[t] = &Refusal{Time: ev.Time, Triple: t, AllowedBy: by, PID: ev.PID, Comm: ev.Comm,
+		Syscall: ev.Syscall, Source: ev.Source, Errno: ev.Errno, Count: 1 + ev.Repeat}
+	e.log.Error("klock's wall refused a declared operation", "triple", t.String(), "declared by", by, "pid", ev.PID, "comm", ev.Comm)
 }
 
 func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {

@@ -32,6 +32,9 @@ type Observation struct {
 	Intent int
 	// Created is true when it was allowed because the session created the file.
 	Created bool
+	// Unnamed is true when it was allowed because the file had no name
+	// left (event.Event.Unnamed).
+	Unnamed bool
 	// Violation is true when at least one occurrence was outside the scope.
 	Violation bool
 }
@@ -66,6 +69,21 @@ type Amendment struct {
 	Blocked bool
 }
 
+// Refusal is one declared operation (or one on a file the session made)
+// that a wall of klock's refused: klock failed to allow what the manifest
+// declares. It is not the agent's violation, and the session is not clean.
+type Refusal struct {
+	Time      time.Time
+	Triple    policy.Triple
+	AllowedBy string // the intent that declares it, or "created by the session"
+	PID       uint32
+	Comm      string
+	Syscall   string
+	Source    event.Source
+	Errno     int32
+	Count     uint64
+}
+
 // LostRecord is one report of lost kernel events.
 type LostRecord struct {
 	Time   time.Time
@@ -90,6 +108,9 @@ type Records struct {
 	Lost       []LostRecord
 	LostTotal  uint64
 	Events     uint64
+	// Refused are the declared operations klock's wall refused, in the
+	// order they first happened.
+	Refused []Refusal
 	// Created are the paths the session created and still owns, sorted.
 	Created []string
 	// Kill is the first kill verdict, nil when the session was not killed by klock.
@@ -127,6 +148,10 @@ func (e *Engine) Records() Records {
 	for i, o := range byFirst {
 		r.Observed[i] = *o
 	}
+	for _, x := range e.refused {
+		r.Refused = append(r.Refused, *x)
+	}
+	slices.SortFunc(r.Refused, func(a, b Refusal) int { return a.Time.Compare(b.Time) })
 	r.Created = e.create.all()
 	sort.Strings(r.Created)
 	if e.kill != nil {

@@ -65,6 +65,9 @@ type Verdict struct {
 	// Created is true when the triple was allowed because the session
 	// created the file itself (see created.go).
 	Created bool
+	// Unnamed is true when the operation was on a file with no name left
+	// (event.Event.Unnamed): allowed, whatever the scope.
+	Unnamed bool
 	// Err is the KLIS-6 §3.1 error for a violation, nil otherwise.
 	Err *policy.ScopeViolationError
 	// Blocked is true when the kernel refused the operation before any effect.

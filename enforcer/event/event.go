@@ -36,6 +36,12 @@ type Event struct {
 	// Blocked is true when a kernel mechanism refused the operation before
 	// any effect.
 	Blocked bool
+	// Unnamed is true when the operation's object is a file with no name
+	// left (unlinked, or made with O_TMPFILE and never linked), reached
+	// through an fd the process holds: nothing outside the process can
+	// reach it, and nothing of it outlives its last fd. Triple.Path is
+	// then only a label for the log.
+	Unnamed bool
 	// Repeat is how many more times the same operation happened that the
 	// backend counted instead of reporting (the in-kernel count of
 	// repeated opens, sent at the end of the session): the event stands

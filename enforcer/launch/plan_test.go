@@ -390,3 +390,30 @@ func planFor(t *testing.T, wd string, intents ...string) (*LandlockPlan, *policy
 	}
 	return plan, rs
 }
+
+// TestPlanRefuses: which refusals are the wall's (issue 18: a declared
+// operation the wall refused must not read CLEAN).
+func TestPlanRefuses(t *testing.T) {
+	wd := planTree(t)
+	plan, _ := planFor(t, wd, "CONSUMES FILE:${workdir}/a.txt", "PROVIDES FILE:${workdir}/src/*", "DELETES FILE:${workdir}/src/**",
+		"PROVIDES PROC:/usr/bin/true")
+	for _, c := range []struct {
+		t       policy.Triple
+		syscall string
+		want    bool
+	}{
+		{policy.FileTriple(policy.Consumes, wd+"/a.txt"), "openat", false},
+		{policy.FileTriple(policy.Consumes, wd+"/b.txt"), "openat", true},
+		{policy.FileTriple(policy.Mutates, wd+"/a.txt"), "openat", true},
+		{policy.FileTriple(policy.Mutates, wd+"/a.txt"), "fchmodat", false}, // metadata: never Landlock's
+		{policy.FileTriple(policy.Provides, wd+"/src/x/y.go"), "openat", false},
+		{policy.FileTriple(policy.Provides, wd+"/new.txt"), "openat", true},
+		{policy.FileTriple(policy.Deletes, wd+"/src/x"), "unlinkat", false},
+		{policy.ExecTriple("/usr/bin/true"), "execve", false},
+		{policy.ExecTriple("/usr/bin/id"), "execve", true},
+	} {
+		if got := plan.Refuses(c.t, c.syscall); got != c.want {
+			t.Errorf("Refuses(%s, %s) = %v, want %v", c.t, c.syscall, got, c.want)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (p *planner) settle() {
 			}
 			delete(p.rules, path)
 			p.add(parent, w.Rights, true)
-			p.residual(Residual{Kind: Widened, Object: "FILE:" + path, Wall: parent, Rights: w.Rights,
+			p.residual(Residual{Kind: Widened, Object: "FILE:" + path, Wall: parent, Rights: w.Rights, Intents: p.intentsOn(path),
 				Reason: fmt.Sprintf("the agent may remove or rename %s (its parent's wall grants %s), and a Landlock rule stays with the inode it was put on: walled at %s so the rights hold for whatever the agent makes by that name; the observer decides each operation below %s against the declared patterns (detects, kills and rolls back)",
 					path, need, parent, parent)})
 			moved = true
@@ -75,6 +75,19 @@ func (p *planner) replaceable(path string, dir bool) bool {
 		return true
 	}
 	return !dir && allows(policy.Mutates)
+}
+
+// intentsOn are the intents of the rules declared on path.
+func (p *planner) intentsOn(path string) []int {
+	var out []int
+	for _, rules := range [][]policy.PathRule{p.rs.Files, p.rs.Exec} {
+		for _, r := range rules {
+			if r.Pattern.Path == path {
+				out = append(out, r.Intents...)
+			}
+		}
+	}
+	return out
 }
 
 // grantedBelow is what the wall grants on entries of dir: the union of

@@ -70,7 +70,7 @@ type observeObsRec struct {
 	Port     uint16
 	Addr     [16]uint8
 	ExitCode uint32
-	Pad      uint32
+	Unnamed  uint32
 	_        [4]byte
 	Seen     observeObsSeenKey
 	Comm     [16]int8

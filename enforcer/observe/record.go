@@ -81,8 +81,11 @@ type raw struct {
 	proto, port           uint16
 	addr                  [16]byte
 	exitCode              uint32
-	comm                  string
-	path0, path1          []byte // raw bytes, NUL-trimmed (path0 of AF_UNIX may start with NUL: abstract)
+	// unnamed: an f* call's file had no name left at sys_exit (i_nlink
+	// 0: unlinked, or O_TMPFILE never linked).
+	unnamed      bool
+	comm         string
+	path0, path1 []byte // raw bytes, NUL-trimmed (path0 of AF_UNIX may start with NUL: abstract)
 	// kpath is the kernel's own path of the object (fKPath: from the
 	// task's root; fKPathSB: from its filesystem's root), carried in
 	// path1's buffer (path1 is then nil).
@@ -140,6 +143,7 @@ func decode(b []byte, r *raw) error {
 	r.port = u16(unsafe.Offsetof(zr.Port))
 	copy(r.addr[:], b[unsafe.Offsetof(zr.Addr):])
 	r.exitCode = u32(unsafe.Offsetof(zr.ExitCode))
+	r.unnamed = u32(unsafe.Offsetof(zr.Unnamed)) != 0
 	comm := b[offComm : offComm+len(zr.Comm)]
 	if i := bytes.IndexByte(comm, 0); i >= 0 {
 		comm = comm[:i]

@@ -107,6 +107,16 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 	}
 	fileEvent := func(pred policy.Predicate, follow bool) {
 		p, src := file(follow)
+		if r.unnamed && r.kflags&fFDPath != 0 {
+			// An fd whose file has no name left: whatever name it had
+			// is another file's now, or nobody's. Named for the log.
+			rec.Event.Unnamed = true
+			if p == "" {
+				p = "(an unnamed file)"
+			} else {
+				p += " (deleted)"
+			}
+		}
 		rec.Arg = string(r.path0)
 		rec.Path = src
 		rec.MetadataUnverified = rec.MetadataUnverified && src == PathBestEffort

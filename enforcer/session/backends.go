@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/enforcer/netguard"
@@ -223,4 +224,24 @@ func observeOnlyNetwork() vlog.Backend {
 	return vlog.Backend{Name: "network", Guarantee: vlog.GuaranteeRecords, Details: []string{
 		"observe-only: no network namespace and no cgroup-net wall: every connection, datagram, bind and raw socket goes ahead and is recorded (tracepoints)",
 	}}
+}
+
+// wallRefuses tells the decision engine which refusals were a wall of
+// klock's and not the file's owner and mode: every refusal bpf-lsm
+// reports (it decides from the session's rules), and a refusal the
+// tracepoints saw where the Landlock plan grants nothing for it. A
+// declared operation refused that way makes the verdict REFUSED, never
+// CLEAN. An observe-only session has no wall.
+func wallRefuses(b *backends, plan *launch.LandlockPlan, choice Backend) func(event.Event, policy.Triple) bool {
+	switch {
+	case choice == BackendObserve:
+		return nil
+	case b.lsms != nil:
+		return func(ev event.Event, _ policy.Triple) bool { return ev.Source == event.SourceLSM }
+	case plan != nil:
+		return func(ev event.Event, t policy.Triple) bool {
+			return ev.Source == event.SourceTracepoint && plan.Refuses(t, ev.Syscall)
+		}
+	}
+	return nil
 }

@@ -152,7 +152,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
 	}
-	eng := decide.New(rs, mode, decide.WithLogger(slog.New(slog.DiscardHandler)))
+	eng := decide.New(rs, mode, decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(be, proc.Landlock, o.Backend)))
 	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer}
 	s.loop(ctx)
 

@@ -83,6 +83,8 @@ func (l *Log) AddRecords(r decide.Records) {
 			ob.Baseline = decide.IsBaseline(r.Intents[o.Intent])
 		case o.Created:
 			ob.AllowedBy = "created by the session"
+		case o.Unnamed:
+			ob.AllowedBy = "a file with no name left (unlinked, O_TMPFILE): no one else reaches it"
 		}
 		l.Observed = append(l.Observed, ob)
 	}
@@ -103,6 +105,11 @@ func (l *Log) AddRecords(r decide.Records) {
 		l.Amendments = append(l.Amendments, Amendment{
 			Time: a.Time, Intent: a.Intent.String(), Triple: a.Triple.String(), PID: a.PID, Comm: a.Comm, Blocked: a.Blocked,
 		})
+	}
+	l.Refused = nil
+	for _, x := range r.Refused {
+		l.Refused = append(l.Refused, Refused{Time: x.Time, Triple: x.Triple.String(), AllowedBy: x.AllowedBy, Count: x.Count,
+			PID: x.PID, Comm: x.Comm, Syscall: x.Syscall, Source: string(x.Source), Errno: x.Errno})
 	}
 	l.Created = append([]string(nil), r.Created...)
 	l.Lost = Lost{Total: r.LostTotal}

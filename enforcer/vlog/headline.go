@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Headline returns the verdict (CLEAN, VIOLATION, AMENDED, KILLED) and its
+// Headline returns the verdict (CLEAN, VIOLATION, AMENDED, KILLED, REFUSED) and its
 // qualifiers, e.g. "VIOLATION (blocked, killed, 3 files restored)".
 func (l *Log) Headline() (verdict, summary string) {
 	if l.Incomplete() {
@@ -49,6 +49,9 @@ func (l *Log) Headline() (verdict, summary string) {
 		if l.Lost.Total > 0 {
 			q = append(q, plural(int(l.Lost.Total), "kernel event")+" lost, fail closed")
 		}
+	case len(l.Violations) == 0 && len(l.Refused) > 0:
+		verdict = VerdictRefused
+		q = append(q, fmt.Sprintf("klock's wall refused %s the manifest declares: klock's failure, not the agent's", plural(len(l.Refused), "operation")))
 	case len(l.Violations) > 0:
 		verdict = VerdictAmended
 		q = append(q, plural(len(l.Amendments), "lease"))
@@ -62,6 +65,9 @@ func (l *Log) Headline() (verdict, summary string) {
 		if verdict == VerdictViolation {
 			q = append(q, "killed")
 		}
+	}
+	if verdict != VerdictRefused && len(l.Refused) > 0 {
+		q = append(q, fmt.Sprintf("and klock's wall refused %s the manifest declares", plural(len(l.Refused), "operation")))
 	}
 	if restored > 0 {
 		q = append(q, plural(restored, "file")+" restored")

@@ -26,6 +26,10 @@ const (
 	VerdictClean     = "CLEAN"
 	VerdictViolation = "VIOLATION"
 	VerdictAmended   = "AMENDED"
+	// VerdictRefused: no violation, but a wall of klock's refused an
+	// operation the manifest declares (klock's failure, not the agent's):
+	// not CLEAN, since the agent did not get what it was promised.
+	VerdictRefused = "REFUSED"
 	// VerdictKilled: klock ended the session without a scope violation
 	// (strict mode lost kernel events and failed closed).
 	VerdictKilled = "KILLED"
@@ -59,15 +63,17 @@ type Log struct {
 	Baseline []IntentUse `json:"baseline,omitempty"`
 	// Unused are declared manifest intents that allowed nothing:
 	// under-utilization, not a violation, useful metadata.
-	Unused     []string     `json:"under_utilization"`
-	Observed   []Observed   `json:"observed"`
-	Violations []Violation  `json:"violations"`
-	Amendments []Amendment  `json:"amendments,omitempty"`
-	Created    []string     `json:"created,omitempty"`
-	Rollback   []RollbackOp `json:"rollback"`
-	Lost       Lost         `json:"lost"`
-	Events     uint64       `json:"events"`
-	Exit       Exit         `json:"exit"`
+	Unused     []string    `json:"under_utilization"`
+	Observed   []Observed  `json:"observed"`
+	Violations []Violation `json:"violations"`
+	Amendments []Amendment `json:"amendments,omitempty"`
+	// Refused are declared operations a wall of klock's refused.
+	Refused  []Refused    `json:"refused,omitempty"`
+	Created  []string     `json:"created,omitempty"`
+	Rollback []RollbackOp `json:"rollback"`
+	Lost     Lost         `json:"lost"`
+	Events   uint64       `json:"events"`
+	Exit     Exit         `json:"exit"`
 }
 
 // ManifestRef names the manifest the session ran under.
@@ -127,6 +133,20 @@ type Violation struct {
 	Comm     string `json:"comm"`
 	Syscall  string `json:"syscall,omitempty"`
 	Source   string `json:"source,omitempty"`
+}
+
+// Refused is one declared operation (or one on a file the session made)
+// that a wall of klock's refused.
+type Refused struct {
+	Time      time.Time `json:"time"`
+	Triple    string    `json:"triple"`
+	AllowedBy string    `json:"allowed_by"`
+	Count     uint64    `json:"count"`
+	PID       uint32    `json:"pid"`
+	Comm      string    `json:"comm"`
+	Syscall   string    `json:"syscall,omitempty"`
+	Source    string    `json:"source,omitempty"`
+	Errno     int32     `json:"errno,omitempty"`
 }
 
 // Amendment is one Dynamic Lease Acquisition (permissive mode).

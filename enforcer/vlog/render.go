@@ -97,6 +97,15 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 			r.line("      would have been allowed by: %s", v.Needed)
 		}
 	}
+	if len(l.Refused) > 0 {
+		r.section("Refused by klock's wall although declared (klock's failure, not the agent's)", len(l.Refused))
+		for _, x := range l.Refused {
+			r.line("  %s  %s  pid %d %s  %s, %d time(s)", clock(x.Time), x.Triple, x.PID, x.Comm, x.Syscall, x.Count)
+			r.line("      declared by: %s", x.AllowedBy)
+		}
+		r.line("  The wall could not express these rules exactly; klock log -v lists its residuals. Run the agent")
+		r.line("  with --backend bpf-lsm where the kernel has BPF LSM (klock doctor), and report the manifest and this log.")
+	}
 	if len(l.Rollback) > 0 {
 		r.section("Rollback", len(l.Rollback))
 		for _, op := range l.Rollback {

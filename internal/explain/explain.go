@@ -27,6 +27,30 @@ type Report struct {
 	Grants     []policy.Grant       `json:"grants,omitempty"`
 	Warnings   []policy.Diagnostic  `json:"warnings,omitempty"`
 	Signed     bool                 `json:"signed"`
+	// Wall is how the Landlock wall of this host would enforce the file
+	// rules, when the caller planned it (nil otherwise).
+	Wall *Wall `json:"landlock_wall,omitempty"`
+}
+
+// Wall is what the Landlock wall, planned against the file system as it is
+// now, does with the declared file rules: those it cannot put exactly
+// where they are declared go wider, and the observer decides each
+// operation there (detects, kills and rolls back) instead of the kernel
+// refusing it before the effect.
+type Wall struct {
+	ABI int `json:"abi"`
+	// Detected are the declared objects enforced by detection, with where
+	// the wall was put instead and why.
+	Detected []WallNote `json:"detected"`
+	// Refused are declared objects the wall grants nothing for.
+	Refused []WallNote `json:"refused,omitempty"`
+}
+
+// WallNote is one declared object the wall differs on.
+type WallNote struct {
+	Object string `json:"object"`
+	Wall   string `json:"wall,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Build assembles the report.
@@ -116,6 +140,18 @@ func Text(w io.Writer, r Report) error {
 		p("\nGrants\n")
 		for _, g := range r.Grants {
 			p("  %s\n", g)
+		}
+	}
+	if r.Wall != nil {
+		p("\nOn this host's Landlock wall (ABI %d; bpf-lsm, where the kernel has it, decides every rule before the effect)\n", r.Wall.ABI)
+		if len(r.Wall.Detected) == 0 && len(r.Wall.Refused) == 0 {
+			p("  every declared file rule is walled exactly: blocks before the effect\n")
+		}
+		for _, n := range r.Wall.Detected {
+			p("  detects, kills and rolls back  %s  (walled at %s)\n", n.Object, n.Wall)
+		}
+		for _, n := range r.Wall.Refused {
+			p("  refused by the wall            %s  %s\n", n.Object, n.Reason)
 		}
 	}
 	if len(r.Warnings) > 0 {

@@ -56,7 +56,7 @@ func (e expect) String() string {
 // env is one attempt's world: the standard layout plus the session id.
 //
 //	<W>/ro.txt             CONSUMES only (CONSUMES FILE:<W>/**)
-//	<W>/rw/mine.txt        MUTATES, PROVIDES, DELETES, RENAMES <W>/rw/**
+//	<W>/rw/mine.txt        MUTATES, PROVIDES <W>/rw/**; DELETES, RENAMES <W>/rw/*
 //	<W>/out/precious.txt   PROVIDES <W>/out/** only: an existing file the
 //	                       agent may create next to but not change
 //	<O>/secret.txt         outside every intent (owned by the agent: only
@@ -82,11 +82,17 @@ func newEnv(t *testing.T) *env {
 	return &env{World: w, ID: harness.NewID()}
 }
 
+// intents declare rw's contents removable and renamable (rw/*), not rw
+// itself: a directory the agent may remove and make again cannot keep a
+// Landlock rule of its own (launch's settle.go puts the rule on the
+// workdir, where the observer decides instead of the wall), and this
+// suite checks what the wall blocks. test/e2e's TestReplaceableDirectoryIsDetected
+// covers the other layout.
 func (e *env) intents() []string {
 	rw := e.W("rw") + "/**"
 	return append([]string{
 		"CONSUMES FILE:" + e.Workdir + "/**",
-		"MUTATES FILE:" + rw, "PROVIDES FILE:" + rw, "DELETES FILE:" + rw, "RENAMES FILE:" + rw,
+		"MUTATES FILE:" + rw, "PROVIDES FILE:" + rw, "DELETES FILE:" + e.W("rw") + "/*", "RENAMES FILE:" + e.W("rw") + "/*",
 		"PROVIDES FILE:" + e.W("out") + "/**",
 	}, harness.ProbeIntents()...)
 }
