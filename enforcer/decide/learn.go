@@ -44,16 +44,15 @@ type learnedIntent struct {
 //     a directory at depth < 2 (/etc/**, /home/**), a home directory
 //     (/home/<user>, /root), or anything under /proc, /sys, /dev, /run;
 //     for writing predicates (PROVIDES, MUTATES, DELETES, RENAMES) only
-//     inside the workdir, /tmp or /var/tmp. What a run did in a directory
-//     it made directly in /tmp or /var/tmp and created more inside (go
-//     build's $WORK) is declared on that temp directory's subtree: its
-//     name changes from run to run (scratchDirs). A file the run made
-//     and then renamed away or removed (sed -i's sedXXXXXX, a lock file)
-//     is declared on its directory's children (/dir/*) inside the
-//     workdir, /tmp or /var/tmp, for the same reason (temporaryFiles). A
-//     path the manifest
-//     language cannot write exactly (a wildcard character, "$") becomes
-//     its directory's children (/dir/*). Every collapse is commented.
+//     inside the workdir, /tmp or /var/tmp, and never from the workdir
+//     into a directory above it (a workdir in /tmp stays declared on
+//     itself). What the run needed on files it made itself (their names
+//     change from run to run: git's objects, npm's timestamped logs, go
+//     build's $WORK, sed -i's sedXXXXXX) is declared on the directory that
+//     existed before the run, dir/* or dir/** (ownScopes, learn_own.go).
+//     A path the manifest language cannot write exactly (a wildcard
+//     character, "$") becomes its directory's children (/dir/*). Every
+//     collapse is commented.
 //   - NET: the exact address (or host name), port and protocol.
 //   - PROC: the exact executable.
 //
@@ -76,23 +75,18 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	for _, o := range e.obs {
 		switch {
 		case o.Violation:
-			need = append(need, learnObs{t: o.Triple, count: o.Count})
+			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall})
 		case o.Created && ownFilesUnwalled.Has(o.Triple.Predicate):
 			// On the scope the file was made in: a wall's rule attaches to
 			// a path that exists when the session starts, and the file
 			// will not exist then.
-			need = append(need, learnObs{t: o.Triple, count: o.Count, scope: e.madeIn(o.Triple.Path)})
+			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall, scope: e.madeIn(o.Triple.Path)})
 		}
 	}
-	gone := e.madeAndGone()
-	built := map[string]bool{}
-	for p := range e.create.paths {
-		built[p] = true
-	}
+	gone, own := e.madeAndGone(), e.ownFiles()
 	threshold := e.learnMin
 	e.mu.Unlock()
-	temporaryFiles(need, gone, m.Workdir)
-	builtPrograms(need, built, m.Workdir)
+	ownScopes(need, own, gone, m.Workdir)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}
@@ -119,8 +113,9 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 var ownFilesUnwalled = policy.AccessOf(policy.Consumes, policy.Deletes, policy.Renames)
 
 type learnObs struct {
-	t     policy.Triple
-	count uint64
+	t       policy.Triple
+	count   uint64
+	syscall string // of its first occurrence
 	// scope, when its Path is set, is the pattern to declare instead of
 	// t's exact path; note, when set, says why (for the review).
 	scope policy.PathPattern
@@ -149,43 +144,6 @@ func (e *Engine) madeAndGone() map[string]bool {
 		}
 	}
 	return gone
-}
-
-// temporaryFiles declares what the run needed on a file it made and then
-// renamed away or removed (madeAndGone) on the directory's children
-// (dir/*), where the file would otherwise be declared exactly: such a
-// file's name is most often chosen anew at every run (sed18VCEj), so its
-// exact path would not let the next run through. Only inside the workdir,
-// /tmp and /var/tmp; the comment names the file.
-func temporaryFiles(need []learnObs, gone map[string]bool, workdir string) {
-	for i := range need {
-		o := &need[i]
-		if o.t.Type != policy.ObjFile || !gone[o.t.Path] || (o.scope.Path != "" && o.scope.Match != policy.MatchExact) {
-			continue
-		}
-		dir := path.Dir(o.t.Path)
-		if !scratchArea(dir, workdir) {
-			continue
-		}
-		o.scope = policy.PathPattern{Path: dir, Match: policy.MatchChildren}
-		o.note = fmt.Sprintf("learned: a temporary file of the run, %s (made, then renamed away or removed: its name may change from run to run); ", path.Base(o.t.Path))
-	}
-}
-
-// builtPrograms declares a program the run made and then executed (a
-// build's output) on its directory's children (PROVIDES PROC:dir/*), inside
-// the workdir, /tmp and /var/tmp: a file wall's execute rule attaches to a
-// file that exists when the session starts, and an exact path that does
-// not would allow nothing.
-func builtPrograms(need []learnObs, built map[string]bool, workdir string) {
-	for i := range need {
-		o := &need[i]
-		if o.t.Type != policy.ObjProc || !built[o.t.Path] || !scratchArea(path.Dir(o.t.Path), workdir) {
-			continue
-		}
-		o.scope = policy.PathPattern{Path: path.Dir(o.t.Path), Match: policy.MatchChildren}
-		o.note = fmt.Sprintf("learned: a program the run built, %s (a file wall attaches to files that exist when the session starts); ", path.Base(o.t.Path))
-	}
 }
 
 // scratchArea: dir is the workdir, /tmp, /var/tmp or below one of them,
@@ -252,9 +210,8 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 			skipped = append(skipped, t.String())
 		}
 	}
-	made := scratchMade(files[policy.Provides])
 	for _, p := range policy.Predicates() {
-		out = append(out, collapse(p, files[p], workdir, threshold, made)...)
+		out = append(out, collapse(p, files[p], workdir, threshold)...)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].typ != out[j].typ {
@@ -303,7 +260,7 @@ type fileEntry struct {
 }
 
 // collapse generalizes one predicate's paths.
-func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int, made map[string][]string) []learnedIntent {
+func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int) []learnedIntent {
 	entries := map[policy.PathPattern]*fileEntry{}
 	for _, o := range obs {
 		pp, note := o.scope, o.note
@@ -326,17 +283,19 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 		e.paths++
 		e.count += o.count
 	}
-	scratchDirs(entries, made)
 	for changed := true; changed; {
 		changed = false
 		// How many observed paths sit directly in each directory: an
 		// exact path or a subtree counts once in its parent, a dir/* (the
-		// temporary files of temporaryFiles) as its paths in dir.
+		// run's own files, ownScopes) as its paths in dir. What is
+		// declared on the workdir stays there: it never counts towards a
+		// directory above it (a workdir in /tmp).
 		groups := map[string]int{}
 		for pat, e := range entries {
 			switch {
 			case pat.Match == policy.MatchChildren:
 				groups[pat.Path] += e.paths
+			case pat.Path == workdir:
 			case pat.Path != "/":
 				groups[path.Dir(pat.Path)]++
 			}
@@ -350,7 +309,7 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 			if groups[d] < threshold || !sensible(d, p, workdir) {
 				continue
 			}
-			merged := mergeSubtree(entries, d)
+			merged := mergeSubtree(entries, d, workdir)
 			merged.note = fmt.Sprintf("learned: %d observed paths collapsed into the subtree; ", merged.paths)
 			changed = true
 			break
@@ -369,61 +328,14 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 	return out
 }
 
-// scratchMade finds, for /tmp and /var/tmp, the directories a run made
-// directly in them and created more inside (go build's $WORK, mktemp -d),
-// from the PROVIDES it needed.
-func scratchMade(provides []learnObs) map[string][]string {
-	made := map[string][]string{}
-	for _, tmp := range []string{"/tmp", "/var/tmp"} {
-		dirs := map[string]bool{}
-		for _, o := range provides {
-			if path.Dir(o.t.Path) == tmp {
-				dirs[o.t.Path] = true
-			}
-		}
-		for d := range dirs {
-			inside := policy.PathPattern{Path: d, Match: policy.MatchSubtree}
-			for _, o := range provides {
-				if o.t.Path != d && inside.Covers(o.t.Path) {
-					made[tmp] = append(made[tmp], d)
-					break
-				}
-			}
-		}
-		sort.Strings(made[tmp])
-	}
-	return made
-}
-
-// scratchDirs declares the temp directory's subtree (/tmp/**, /var/tmp/**)
-// for what a run did in a directory of its own there (scratchMade): that
-// directory's name is chosen anew at every run, so its exact paths would
-// not let the next run through, and the manifest language has no pattern
-// for "one directory, any name". The comment names the directories, for
-// the review.
-func scratchDirs(entries map[policy.PathPattern]*fileEntry, made map[string][]string) {
-	for _, tmp := range []string{"/tmp", "/var/tmp"} {
-		in := false
-		for pat := range entries {
-			for _, d := range made[tmp] {
-				in = in || policy.PathPattern{Path: d, Match: policy.MatchSubtree}.Covers(pat.Path)
-			}
-		}
-		if !in {
-			continue
-		}
-		merged := mergeSubtree(entries, tmp)
-		merged.note = fmt.Sprintf("learned: the run made its own directory %s and worked in it (its name changes from run to run), %d observed paths; ", strings.Join(made[tmp], " "), merged.paths)
-	}
-}
-
 // mergeSubtree replaces every entry dir/** covers with one entry for dir/**
-// (paths and counts summed) and returns it.
-func mergeSubtree(entries map[policy.PathPattern]*fileEntry, dir string) *fileEntry {
+// (paths and counts summed) and returns it. Entries in the workdir stay
+// when dir is above it: the review sees what the run did in its workdir.
+func mergeSubtree(entries map[policy.PathPattern]*fileEntry, dir, workdir string) *fileEntry {
 	sub := policy.PathPattern{Path: dir, Match: policy.MatchSubtree}
 	merged := &fileEntry{pat: sub}
 	for pat, e := range entries {
-		if sub.Covers(pat.Path) {
+		if sub.Covers(pat.Path) && !(aboveWorkdir(dir, workdir) && inWorkdir(pat.Path, workdir)) {
 			merged.paths += e.paths
 			merged.count += e.count
 			delete(entries, pat)
@@ -431,6 +343,16 @@ func mergeSubtree(entries map[policy.PathPattern]*fileEntry, dir string) *fileEn
 	}
 	entries[sub] = merged
 	return merged
+}
+
+// inWorkdir: p is the workdir or below it.
+func inWorkdir(p, workdir string) bool {
+	return workdir != "" && workdir != "/" && (p == workdir || strings.HasPrefix(p, workdir+"/"))
+}
+
+// aboveWorkdir: dir is a proper ancestor of the workdir.
+func aboveWorkdir(dir, workdir string) bool {
+	return workdir != "" && workdir != "/" && (dir == "/" || strings.HasPrefix(workdir, dir+"/"))
 }
 
 var neverCollapse = []string{"/proc", "/sys", "/dev", "/run", "/var/run"}
