@@ -437,7 +437,6 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 		add("reason", in.Reason)
 		intents.Content = append(intents.Content, mp)
 	}
-	first := true
 	for _, l := range learned {
 		s := l.pred.String() + " " + l.obj
 		if have[s] {
@@ -453,25 +452,29 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 			n = str(l.pred.String() + " " + obj)
 		}
 		n.LineComment = "# " + l.comment
-		if first {
-			n.HeadComment = "# --- learned by klock run --learn: review before use ---"
-			first = false
-		}
 		intents.Content = append(intents.Content, n)
 	}
+	// Learned from a manifest learned before: what this run declared wider
+	// replaces the narrower, and one marker heads the learned intents.
+	dropCovered(intents)
+	markLearned(intents)
 	setKey(root, "intents", intents)
 	deleteKey(root, "signature")
-	head := "# Manifest learned by klock run --learn: the original manifest plus the\n" +
-		"# intents this run needed. Review every learned intent before use; the\n" +
-		"# original signature was dropped (it no longer matches): sign it again."
+	head := learnedHeader
 	if len(skipped) > 0 {
 		head += "\n# Observed but not expressible as an intent (not learned):"
 		for _, s := range skipped {
 			head += "\n#   " + s
 		}
 	}
-	if root.HeadComment != "" {
-		head += "\n#\n" + root.HeadComment
+	// The parser attaches a document's first comment to the document or
+	// to its first key: an earlier run's header is dropped from either.
+	doc.HeadComment = withoutHeader(doc.HeadComment)
+	if len(root.Content) > 0 {
+		root.Content[0].HeadComment = withoutHeader(root.Content[0].HeadComment)
+	}
+	if prevHead := withoutHeader(root.HeadComment); prevHead != "" {
+		head += "\n#\n" + prevHead
 	}
 	root.HeadComment = head
 	var buf bytes.Buffer

@@ -202,7 +202,7 @@ func TestLearnedScratchDirs(t *testing.T) {
 		fileEv(policy.Provides, "/tmp/go-build123", "mkdirat"), fileEv(policy.Provides, "/tmp/go-build123/b001", "mkdirat"),
 		fileEv(policy.Provides, "/tmp/go-build123/b001/exe/a.out", "openat"), fileEv(policy.Provides, "/var/tmp/lonely.txt", "openat"),
 		fileEv(policy.Consumes, "/tmp/go-build123/b001/exe/a.out", "openat"), fileEv(policy.Deletes, "/tmp/go-build123/b001/exe/a.out", "unlinkat"),
-		fileEv(policy.Consumes, "/tmp/x", "openat"), fileEv(policy.Consumes, "/tmp/x/y", "openat"),
+		fileEv(policy.Consumes, "/srv/data/x", "openat"), fileEv(policy.Consumes, "/srv/data/x/y", "openat"),
 	} {
 		e.Observe(ev)
 	}
@@ -214,7 +214,7 @@ func TestLearnedScratchDirs(t *testing.T) {
 		"PROVIDES FILE:/tmp/** # learned: in a directory the run made, go-build123",
 		"CONSUMES FILE:/tmp/**", "DELETES FILE:/tmp/**",
 		"PROVIDES FILE:/var/tmp/* # learned: a file the run made, lonely.txt",
-		"CONSUMES FILE:/tmp/x #", "CONSUMES FILE:/tmp/x/y #",
+		"CONSUMES FILE:/srv/data/x #", "CONSUMES FILE:/srv/data/x/y #",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("learned manifest lacks %q\n%s", want, out)
