@@ -223,3 +223,24 @@ func withoutHeader(head string) string {
 	}
 	return ""
 }
+
+// CountLearned is how many intents of the manifest out declares beyond m's
+// (what a learning run adds to the manifest it ran under), for klock run's
+// summary.
+func CountLearned(m *policy.Manifest, out []byte) (int, error) {
+	lm, err := policy.Parse("learned.yaml", out)
+	if err != nil {
+		return 0, fmt.Errorf("%w: it does not parse: %w", ErrLearn, err)
+	}
+	have := map[string]bool{}
+	for _, in := range m.Intents {
+		have[in.String()] = true
+	}
+	n := 0
+	for _, in := range lm.Intents {
+		if !have[in.String()] {
+			n++
+		}
+	}
+	return n, nil
+}
