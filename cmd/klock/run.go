@@ -136,7 +136,7 @@ start the session (the message says why and what would fix it).`,
 				logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 			}
 			opts := session.Options{
-				Logger: logger,
+				Logger:   logger,
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
