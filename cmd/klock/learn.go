@@ -40,7 +40,7 @@ func writeLearned(path string, m *policy.Manifest, manifestPath string, res *ses
 		return nil
 	}
 	run, _ := decide.CountLearned(m, res.Learned)
-	all, _ := decide.CountLearned(m, out)
+	all, _ := decide.LearnedIntents(out)
 	w := os.Stderr
 	if res.Log != nil {
 		_, headline := res.Log.Headline()

@@ -244,3 +244,19 @@ func CountLearned(m *policy.Manifest, out []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// LearnedIntents is how many intents of a manifest carry a learned
+// comment: all the learning runs merged into it have added.
+func LearnedIntents(out []byte) (int, error) {
+	_, seq, err := intentsOf(out)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range seq.Content {
+		if isLearned(it) {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -97,3 +97,22 @@ func TestLearnedFromALearnedManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedIntentsCountsAcrossRuns: the summary's count of what a
+// learned file holds counts the learned intents, whichever manifest the
+// run was under.
+func TestLearnedIntentsCountsAcrossRuns(t *testing.T) {
+	m := manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**")
+	first := learnFrom(t, m, nil, fileEv(policy.Mutates, "/etc/hosts", "openat"), fileEv(policy.Mutates, "/etc/motd", "openat"))
+	lm, err := policy.Parse("learned.yaml", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := learnFrom(t, lm, first, fileEv(policy.Mutates, "/etc/issue", "openat"))
+	if n, err := CountLearned(lm, again); err != nil || n != 1 {
+		t.Errorf("CountLearned = %d, %v; want 1 (this run's)", n, err)
+	}
+	if n, err := LearnedIntents(again); err != nil || n != 3 {
+		t.Errorf("LearnedIntents = %d, %v; want 3 (both runs')", n, err)
+	}
+}
