@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +33,10 @@ type Engine struct {
 	create   *createdSet
 	kill     *Verdict
 	learnMin int
+	// names are the answers to the agent's name lookups, by source
+	// (Lookup); nameServers its resolver's servers. For --learn only.
+	names       map[NameSource]map[netip.Addr][]string
+	nameServers []netip.Addr
 }
 
 // Option configures an Engine.

@@ -53,7 +53,8 @@ type learnedIntent struct {
 //     A path the manifest language cannot write exactly (a wildcard
 //     character, "$") becomes its directory's children (/dir/*). Every
 //     collapse is commented.
-//   - NET: the exact address (or host name), port and protocol.
+//   - NET: the exact host name, port and protocol where the agent looked
+//     the address up (learn_net.go), else the exact address.
 //   - PROC: the exact executable.
 //
 // When src (the manifest's own bytes) is given, the output is src as the
@@ -84,6 +85,7 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 		}
 	}
 	gone, own := e.madeAndGone(), e.ownFiles()
+	names := e.learnNames()
 	threshold := e.learnMin
 	e.mu.Unlock()
 	ownScopes(need, own, gone, m.Workdir)
@@ -92,12 +94,15 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	}
 	sort.Slice(need, func(i, j int) bool { return need[i].t.String() < need[j].t.String() })
 
-	learned, skipped := generalize(need, m.Workdir, threshold)
+	named, rest := nameHosts(need, names, declaresHost(m))
+	learned, skipped := generalize(rest, m.Workdir, threshold)
+	learned = append(learned, named...)
+	sortLearned(learned)
 	out, err := renderLearned(m, src, learned, skipped)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLearned(out, need, skipped); err != nil {
+	if err := checkLearned(out, rest, skipped, names); err != nil {
 		return out, err
 	}
 	return out, nil
@@ -213,6 +218,12 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 	for _, p := range policy.Predicates() {
 		out = append(out, collapse(p, files[p], workdir, threshold)...)
 	}
+	sortLearned(out)
+	return out, skipped
+}
+
+// sortLearned orders learned intents by object type, object, predicate.
+func sortLearned(out []learnedIntent) {
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].typ != out[j].typ {
 			return out[i].typ < out[j].typ
@@ -222,7 +233,6 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 		}
 		return out[i].pred < out[j].pred
 	})
-	return out, skipped
 }
 
 func seen(n uint64) string {
@@ -546,8 +556,10 @@ func deleteKey(m *yaml.Node, key string) {
 }
 
 // checkLearned parses and compiles the output and checks it allows every
-// learned triple.
-func checkLearned(out []byte, need []learnObs, skipped []string) error {
+// learned triple (with names resolved to what they answered in the run);
+// the triples nameHosts learned by name, and the DNS it dropped, are
+// checked through the names: need is what is left.
+func checkLearned(out []byte, need []learnObs, skipped []string, names netNames) error {
 	m, err := policy.Parse("learned.yaml", out)
 	if err != nil {
 		return fmt.Errorf("%w: it does not parse: %w", ErrLearn, err)
@@ -555,6 +567,12 @@ func checkLearned(out []byte, need []learnObs, skipped []string) error {
 	rs, err := policy.Compile(m)
 	if err != nil {
 		return fmt.Errorf("%w: it does not compile: %w", ErrLearn, err)
+	}
+	if rs, err = rs.Resolve(names.lookup); err != nil {
+		return fmt.Errorf("%w: a learned name: %w", ErrLearn, err)
+	}
+	if rs, err = rs.WithResolvers(names.nameServers); err != nil {
+		return fmt.Errorf("%w: %w", ErrLearn, err)
 	}
 	skip := map[string]bool{}
 	for _, s := range skipped {
