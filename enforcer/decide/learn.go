@@ -77,7 +77,10 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 		switch {
 		case o.Violation:
 			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall})
-		case o.Created && ownFilesUnwalled.Has(o.Triple.Predicate):
+		case o.Created && (ownFilesUnwalled.Has(o.Triple.Predicate) || o.Triple.Predicate == policy.Mutates && e.create.has(o.Triple.Path)):
+			// A file the run made and left behind is there when the next
+			// run starts: its writes then are to an existing file, which
+			// a PROVIDES scope does not cover.
 			// On the scope the file was made in: a wall's rule attaches to
 			// a path that exists when the session starts, and the file
 			// will not exist then.

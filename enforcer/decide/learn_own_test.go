@@ -181,3 +181,27 @@ func TestLearnedRefreshedTimesAmongOwnFiles(t *testing.T) {
 		)
 	})
 }
+
+// TestLearnedOwnFilesTheNextRunFinds: a file the run made and left behind
+// (a cache entry, a usage counter) is there when the next run starts, and
+// written again: a write to an existing file, which the learned manifest
+// must declare as well. One it made and removed needs no write declared.
+func TestLearnedOwnFilesTheNextRunFinds(t *testing.T) {
+	m := manifestAt(t, "/srv/repo", "CONSUMES FILE:${workdir}/**")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	c, tmp := "/srv/repo/.cache/count-2025-01-02", "/srv/repo/.cache/tmp1"
+	observeAll(e, fileEv(policy.Provides, c, "openat"), fileEv(policy.Mutates, c, "write"),
+		fileEv(policy.Provides, tmp, "openat"), fileEv(policy.Mutates, tmp, "write"), fileEv(policy.Deletes, tmp, "unlinkat"))
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	lm, err := policy.Parse("learned.yaml", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := New(compile(t, lm), policy.ModeStrict)
+	if v := strict.Observe(fileEv(policy.Mutates, c, "openat")); v.Action != ActionAllow {
+		t.Errorf("the next run writes the file the first left: %v (%v)\n%s", v.Action, v.Err, out)
+	}
+}

@@ -95,7 +95,12 @@ func TestLearnedRoundTrip(t *testing.T) {
 			t.Errorf("learned manifest lacks %q", want)
 		}
 	}
-	for _, bad := range []string{"/home/dev/**", "/var/lib/app/**", "MUTATES FILE:${workdir}/out", "signature:"} {
+	// The objects the run made and wrote are there when the next run starts,
+	// and written again: MUTATES on their directory is learned too.
+	if !strings.Contains(string(out), "MUTATES FILE:${workdir}/out/**") {
+		t.Errorf("learned manifest lacks the writes of the files the run left behind")
+	}
+	for _, bad := range []string{"/home/dev/**", "/var/lib/app/**", "signature:"} {
 		if strings.Contains(string(out), bad) {
 			t.Errorf("learned manifest has %q", bad)
 		}
