@@ -70,6 +70,13 @@ network operation goes ahead and is recorded, and --learn writes what the
 whole run needed, the hosts it reached included. It is refused in strict
 mode.
 
+--learn FILE writes the manifest that would have allowed the run, for the
+next run: what the run needed on files it made itself (names it chose,
+such as git's objects or go test's /tmp/go-build<N>) is declared on the
+directory that was there before it, each with a comment saying why. When
+FILE exists, the runs are merged (both runs' intents, each once). A
+learning run prints a short summary; the detail is in klock log -v.
+
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
 
