@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
@@ -18,7 +19,7 @@ import (
 // how to review them. The detail (every operation and the intent that
 // allowed it) is in klock log -v, not on the terminal: a learning run of a
 // build amends the scope thousands of times.
-func writeLearned(path string, m *policy.Manifest, manifestPath string, res *session.Result, quiet bool) error {
+func writeLearned(w io.Writer, path string, m *policy.Manifest, manifestPath string, res *session.Result, quiet bool) error {
 	if res.Learned == nil {
 		return errors.New("no learned manifest: the session was not permissive, or learning failed (the warning above says why)")
 	}
@@ -41,7 +42,6 @@ func writeLearned(path string, m *policy.Manifest, manifestPath string, res *ses
 	}
 	run, _ := decide.CountLearned(m, res.Learned)
 	all, _ := decide.LearnedIntents(out)
-	w := os.Stderr
 	if res.Log != nil {
 		_, headline := res.Log.Headline()
 		fmt.Fprintf(w, "\n%s\nsession   %s, %s\n", headline, res.ID, exitSummary(res.Log))

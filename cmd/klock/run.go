@@ -178,7 +178,7 @@ start the session (the message says why and what would fix it).`,
 				return &exitError{code: exitNoStart, err: err}
 			}
 			if learn != "" {
-				if err := writeLearned(learn, m, manifest, res, quiet); err != nil {
+				if err := writeLearned(os.Stderr, learn, m, manifest, res, quiet); err != nil {
 					return &exitError{code: exitNoStart, err: err}
 				}
 			}
