@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -70,6 +71,13 @@ network operation goes ahead and is recorded, and --learn writes what the
 whole run needed, the hosts it reached included. It is refused in strict
 mode.
 
+--learn FILE writes the manifest that would have allowed the run, for the
+next run: what the run needed on files it made itself (names it chose,
+such as git's objects or go test's /tmp/go-build<N>) is declared on the
+directory that was there before it, each with a comment saying why. When
+FILE exists, the runs are merged (both runs' intents, each once). A
+learning run prints a short summary; the detail is in klock log -v.
+
 The verification log goes to <workdir>/.klock/sessions/<id>/verification.json
 and its summary to stderr; klock log <id> shows it again.
 
@@ -130,7 +138,15 @@ start the session (the message says why and what would fix it).`,
 			// killed, rolled back in strict mode, logged.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
+			// A learning run's amendments are what it learns: they are in
+			// the log and the learned manifest, not on the terminal; -q
+			// leaves errors only.
+			var logger *slog.Logger
+			if quiet || learn != "" {
+				logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+			}
 			opts := session.Options{
+				Logger:   logger,
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
@@ -156,7 +172,7 @@ start the session (the message says why and what would fix it).`,
 			if err != nil && res == nil {
 				return &exitError{code: exitNoStart, err: err}
 			}
-			if res.Log != nil && !quiet {
+			if res.Log != nil && !quiet && learn == "" {
 				fmt.Fprintln(os.Stderr)
 				_ = vlog.Render(os.Stderr, res.Log, vlog.RenderOptions{})
 				fmt.Fprintf(os.Stderr, "verification log: %s\n", res.LogPath)
@@ -164,11 +180,10 @@ start the session (the message says why and what would fix it).`,
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
 			}
-			if learn != "" && res.Learned != nil {
-				if err := os.WriteFile(learn, res.Learned, 0o644); err != nil {
-					return &exitError{code: exitNoStart, err: fmt.Errorf("write --learn output: %w", err)}
+			if learn != "" {
+				if err := writeLearned(os.Stderr, learn, m, manifest, res, quiet); err != nil {
+					return &exitError{code: exitNoStart, err: err}
 				}
-				fmt.Fprintf(os.Stderr, "learned manifest: %s\n", learn)
 			}
 			return runExit(res)
 		},
@@ -176,11 +191,11 @@ start the session (the message says why and what would fix it).`,
 	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (required)")
 	c.Flags().StringVar(&mode, "mode", "", "strict or permissive (default: the manifest's mode)")
 	c.Flags().StringVar(&user, "user", "", "uid to run the agent as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
-	c.Flags().StringVar(&learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file")
+	c.Flags().StringVar(&learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file (merged with what it holds when it exists); prints a short summary, the detail is in klock log -v")
 	c.Flags().StringVar(&logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
 	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
-	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the verification summary")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print neither the verification summary nor warnings (errors only)")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	_ = c.MarkFlagRequired("manifest")

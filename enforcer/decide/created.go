@@ -57,6 +57,12 @@ func (s *createdSet) all() []string {
 	return out
 }
 
+// has reports whether the session created p and still owns it.
+func (s *createdSet) has(p string) bool {
+	_, ok := s.paths[p]
+	return ok
+}
+
 // allows reports whether t is allowed because the session created t.Path.
 func (s *createdSet) allows(t policy.Triple) bool {
 	if t.Type != policy.ObjFile || !createdGrants.Has(t.Predicate) {

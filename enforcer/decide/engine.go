@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,10 @@ type Engine struct {
 	// operations it refused, by triple.
 	refuses func(ev event.Event, t policy.Triple) bool
 	refused map[policy.Triple]*Refusal
+	// names are the answers to the agent's name lookups, by source
+	// (Lookup); nameServers its resolver's servers. For --learn only.
+	names       map[NameSource]map[netip.Addr][]string
+	nameServers []netip.Addr
 }
 
 // Option configures an Engine.

@@ -44,17 +44,17 @@ type learnedIntent struct {
 //     a directory at depth < 2 (/etc/**, /home/**), a home directory
 //     (/home/<user>, /root), or anything under /proc, /sys, /dev, /run;
 //     for writing predicates (PROVIDES, MUTATES, DELETES, RENAMES) only
-//     inside the workdir, /tmp or /var/tmp. What a run did in a directory
-//     it made directly in /tmp or /var/tmp and created more inside (go
-//     build's $WORK) is declared on that temp directory's subtree: its
-//     name changes from run to run (scratchDirs). A file the run made
-//     and then renamed away or removed (sed -i's sedXXXXXX, a lock file)
-//     is declared on its directory's children (/dir/*) inside the
-//     workdir, /tmp or /var/tmp, for the same reason (temporaryFiles). A
-//     path the manifest
-//     language cannot write exactly (a wildcard character, "$") becomes
-//     its directory's children (/dir/*). Every collapse is commented.
-//   - NET: the exact address (or host name), port and protocol.
+//     inside the workdir, /tmp or /var/tmp, and never from the workdir
+//     into a directory above it (a workdir in /tmp stays declared on
+//     itself). What the run needed on files it made itself (their names
+//     change from run to run: git's objects, npm's timestamped logs, go
+//     build's $WORK, sed -i's sedXXXXXX) is declared on the directory that
+//     existed before the run, dir/* or dir/** (ownScopes, learn_own.go).
+//     A path the manifest language cannot write exactly (a wildcard
+//     character, "$") becomes its directory's children (/dir/*). Every
+//     collapse is commented.
+//   - NET: the exact host name, port and protocol where the agent looked
+//     the address up (learn_net.go), else the exact address.
 //   - PROC: the exact executable.
 //
 // When src (the manifest's own bytes) is given, the output is src as the
@@ -76,34 +76,36 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	for _, o := range e.obs {
 		switch {
 		case o.Violation:
-			need = append(need, learnObs{t: o.Triple, count: o.Count})
-		case o.Created && ownFilesUnwalled.Has(o.Triple.Predicate):
+			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall})
+		case o.Created && (ownFilesUnwalled.Has(o.Triple.Predicate) || o.Triple.Predicate == policy.Mutates && e.create.has(o.Triple.Path)):
+			// A file the run made and left behind is there when the next
+			// run starts: its writes then are to an existing file, which
+			// a PROVIDES scope does not cover.
 			// On the scope the file was made in: a wall's rule attaches to
 			// a path that exists when the session starts, and the file
 			// will not exist then.
-			need = append(need, learnObs{t: o.Triple, count: o.Count, scope: e.madeIn(o.Triple.Path)})
+			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall, scope: e.madeIn(o.Triple.Path)})
 		}
 	}
-	gone := e.madeAndGone()
-	built := map[string]bool{}
-	for p := range e.create.paths {
-		built[p] = true
-	}
+	gone, own := e.madeAndGone(), e.ownFiles()
+	names := e.learnNames()
 	threshold := e.learnMin
 	e.mu.Unlock()
-	temporaryFiles(need, gone, m.Workdir)
-	builtPrograms(need, built, m.Workdir)
+	ownScopes(need, own, gone, m.Workdir)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}
 	sort.Slice(need, func(i, j int) bool { return need[i].t.String() < need[j].t.String() })
 
-	learned, skipped := generalize(need, m.Workdir, threshold)
+	named, rest := nameHosts(need, names, declaresHost(m))
+	learned, skipped := generalize(rest, m.Workdir, threshold)
+	learned = append(learned, named...)
+	sortLearned(learned)
 	out, err := renderLearned(m, src, learned, skipped)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLearned(out, need, skipped); err != nil {
+	if err := checkLearned(out, rest, skipped, names); err != nil {
 		return out, err
 	}
 	return out, nil
@@ -119,8 +121,9 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 var ownFilesUnwalled = policy.AccessOf(policy.Consumes, policy.Deletes, policy.Renames)
 
 type learnObs struct {
-	t     policy.Triple
-	count uint64
+	t       policy.Triple
+	count   uint64
+	syscall string // of its first occurrence
 	// scope, when its Path is set, is the pattern to declare instead of
 	// t's exact path; note, when set, says why (for the review).
 	scope policy.PathPattern
@@ -149,43 +152,6 @@ func (e *Engine) madeAndGone() map[string]bool {
 		}
 	}
 	return gone
-}
-
-// temporaryFiles declares what the run needed on a file it made and then
-// renamed away or removed (madeAndGone) on the directory's children
-// (dir/*), where the file would otherwise be declared exactly: such a
-// file's name is most often chosen anew at every run (sed18VCEj), so its
-// exact path would not let the next run through. Only inside the workdir,
-// /tmp and /var/tmp; the comment names the file.
-func temporaryFiles(need []learnObs, gone map[string]bool, workdir string) {
-	for i := range need {
-		o := &need[i]
-		if o.t.Type != policy.ObjFile || !gone[o.t.Path] || (o.scope.Path != "" && o.scope.Match != policy.MatchExact) {
-			continue
-		}
-		dir := path.Dir(o.t.Path)
-		if !scratchArea(dir, workdir) {
-			continue
-		}
-		o.scope = policy.PathPattern{Path: dir, Match: policy.MatchChildren}
-		o.note = fmt.Sprintf("learned: a temporary file of the run, %s (made, then renamed away or removed: its name may change from run to run); ", path.Base(o.t.Path))
-	}
-}
-
-// builtPrograms declares a program the run made and then executed (a
-// build's output) on its directory's children (PROVIDES PROC:dir/*), inside
-// the workdir, /tmp and /var/tmp: a file wall's execute rule attaches to a
-// file that exists when the session starts, and an exact path that does
-// not would allow nothing.
-func builtPrograms(need []learnObs, built map[string]bool, workdir string) {
-	for i := range need {
-		o := &need[i]
-		if o.t.Type != policy.ObjProc || !built[o.t.Path] || !scratchArea(path.Dir(o.t.Path), workdir) {
-			continue
-		}
-		o.scope = policy.PathPattern{Path: path.Dir(o.t.Path), Match: policy.MatchChildren}
-		o.note = fmt.Sprintf("learned: a program the run built, %s (a file wall attaches to files that exist when the session starts); ", path.Base(o.t.Path))
-	}
 }
 
 // scratchArea: dir is the workdir, /tmp, /var/tmp or below one of them,
@@ -252,10 +218,15 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 			skipped = append(skipped, t.String())
 		}
 	}
-	made := scratchMade(files[policy.Provides])
 	for _, p := range policy.Predicates() {
-		out = append(out, collapse(p, files[p], workdir, threshold, made)...)
+		out = append(out, collapse(p, files[p], workdir, threshold)...)
 	}
+	sortLearned(out)
+	return out, skipped
+}
+
+// sortLearned orders learned intents by object type, object, predicate.
+func sortLearned(out []learnedIntent) {
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].typ != out[j].typ {
 			return out[i].typ < out[j].typ
@@ -265,7 +236,6 @@ func generalize(need []learnObs, workdir string, threshold int) (out []learnedIn
 		}
 		return out[i].pred < out[j].pred
 	})
-	return out, skipped
 }
 
 func seen(n uint64) string {
@@ -303,7 +273,7 @@ type fileEntry struct {
 }
 
 // collapse generalizes one predicate's paths.
-func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int, made map[string][]string) []learnedIntent {
+func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int) []learnedIntent {
 	entries := map[policy.PathPattern]*fileEntry{}
 	for _, o := range obs {
 		pp, note := o.scope, o.note
@@ -326,17 +296,19 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 		e.paths++
 		e.count += o.count
 	}
-	scratchDirs(entries, made)
 	for changed := true; changed; {
 		changed = false
 		// How many observed paths sit directly in each directory: an
 		// exact path or a subtree counts once in its parent, a dir/* (the
-		// temporary files of temporaryFiles) as its paths in dir.
+		// run's own files, ownScopes) as its paths in dir. What is
+		// declared on the workdir stays there: it never counts towards a
+		// directory above it (a workdir in /tmp).
 		groups := map[string]int{}
 		for pat, e := range entries {
 			switch {
 			case pat.Match == policy.MatchChildren:
 				groups[pat.Path] += e.paths
+			case pat.Path == workdir:
 			case pat.Path != "/":
 				groups[path.Dir(pat.Path)]++
 			}
@@ -350,7 +322,7 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 			if groups[d] < threshold || !sensible(d, p, workdir) {
 				continue
 			}
-			merged := mergeSubtree(entries, d)
+			merged := mergeSubtree(entries, d, workdir)
 			merged.note = fmt.Sprintf("learned: %d observed paths collapsed into the subtree; ", merged.paths)
 			changed = true
 			break
@@ -369,61 +341,14 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int,
 	return out
 }
 
-// scratchMade finds, for /tmp and /var/tmp, the directories a run made
-// directly in them and created more inside (go build's $WORK, mktemp -d),
-// from the PROVIDES it needed.
-func scratchMade(provides []learnObs) map[string][]string {
-	made := map[string][]string{}
-	for _, tmp := range []string{"/tmp", "/var/tmp"} {
-		dirs := map[string]bool{}
-		for _, o := range provides {
-			if path.Dir(o.t.Path) == tmp {
-				dirs[o.t.Path] = true
-			}
-		}
-		for d := range dirs {
-			inside := policy.PathPattern{Path: d, Match: policy.MatchSubtree}
-			for _, o := range provides {
-				if o.t.Path != d && inside.Covers(o.t.Path) {
-					made[tmp] = append(made[tmp], d)
-					break
-				}
-			}
-		}
-		sort.Strings(made[tmp])
-	}
-	return made
-}
-
-// scratchDirs declares the temp directory's subtree (/tmp/**, /var/tmp/**)
-// for what a run did in a directory of its own there (scratchMade): that
-// directory's name is chosen anew at every run, so its exact paths would
-// not let the next run through, and the manifest language has no pattern
-// for "one directory, any name". The comment names the directories, for
-// the review.
-func scratchDirs(entries map[policy.PathPattern]*fileEntry, made map[string][]string) {
-	for _, tmp := range []string{"/tmp", "/var/tmp"} {
-		in := false
-		for pat := range entries {
-			for _, d := range made[tmp] {
-				in = in || policy.PathPattern{Path: d, Match: policy.MatchSubtree}.Covers(pat.Path)
-			}
-		}
-		if !in {
-			continue
-		}
-		merged := mergeSubtree(entries, tmp)
-		merged.note = fmt.Sprintf("learned: the run made its own directory %s and worked in it (its name changes from run to run), %d observed paths; ", strings.Join(made[tmp], " "), merged.paths)
-	}
-}
-
 // mergeSubtree replaces every entry dir/** covers with one entry for dir/**
-// (paths and counts summed) and returns it.
-func mergeSubtree(entries map[policy.PathPattern]*fileEntry, dir string) *fileEntry {
+// (paths and counts summed) and returns it. Entries in the workdir stay
+// when dir is above it: the review sees what the run did in its workdir.
+func mergeSubtree(entries map[policy.PathPattern]*fileEntry, dir, workdir string) *fileEntry {
 	sub := policy.PathPattern{Path: dir, Match: policy.MatchSubtree}
 	merged := &fileEntry{pat: sub}
 	for pat, e := range entries {
-		if sub.Covers(pat.Path) {
+		if sub.Covers(pat.Path) && !(aboveWorkdir(dir, workdir) && inWorkdir(pat.Path, workdir)) {
 			merged.paths += e.paths
 			merged.count += e.count
 			delete(entries, pat)
@@ -431,6 +356,16 @@ func mergeSubtree(entries map[policy.PathPattern]*fileEntry, dir string) *fileEn
 	}
 	entries[sub] = merged
 	return merged
+}
+
+// inWorkdir: p is the workdir or below it.
+func inWorkdir(p, workdir string) bool {
+	return workdir != "" && workdir != "/" && (p == workdir || strings.HasPrefix(p, workdir+"/"))
+}
+
+// aboveWorkdir: dir is a proper ancestor of the workdir.
+func aboveWorkdir(dir, workdir string) bool {
+	return workdir != "" && workdir != "/" && (dir == "/" || strings.HasPrefix(workdir, dir+"/"))
 }
 
 var neverCollapse = []string{"/proc", "/sys", "/dev", "/run", "/var/run"}
@@ -515,7 +450,6 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 		add("reason", in.Reason)
 		intents.Content = append(intents.Content, mp)
 	}
-	first := true
 	for _, l := range learned {
 		s := l.pred.String() + " " + l.obj
 		if have[s] {
@@ -531,25 +465,29 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 			n = str(l.pred.String() + " " + obj)
 		}
 		n.LineComment = "# " + l.comment
-		if first {
-			n.HeadComment = "# --- learned by klock run --learn: review before use ---"
-			first = false
-		}
 		intents.Content = append(intents.Content, n)
 	}
+	// Learned from a manifest learned before: what this run declared wider
+	// replaces the narrower, and one marker heads the learned intents.
+	dropCovered(intents)
+	markLearned(intents)
 	setKey(root, "intents", intents)
 	deleteKey(root, "signature")
-	head := "# Manifest learned by klock run --learn: the original manifest plus the\n" +
-		"# intents this run needed. Review every learned intent before use; the\n" +
-		"# original signature was dropped (it no longer matches): sign it again."
+	head := learnedHeader
 	if len(skipped) > 0 {
 		head += "\n# Observed but not expressible as an intent (not learned):"
 		for _, s := range skipped {
 			head += "\n#   " + s
 		}
 	}
-	if root.HeadComment != "" {
-		head += "\n#\n" + root.HeadComment
+	// The parser attaches a document's first comment to the document or
+	// to its first key: an earlier run's header is dropped from either.
+	doc.HeadComment = withoutHeader(doc.HeadComment)
+	if len(root.Content) > 0 {
+		root.Content[0].HeadComment = withoutHeader(root.Content[0].HeadComment)
+	}
+	if prevHead := withoutHeader(root.HeadComment); prevHead != "" {
+		head += "\n#\n" + prevHead
 	}
 	root.HeadComment = head
 	var buf bytes.Buffer
@@ -621,8 +559,10 @@ func deleteKey(m *yaml.Node, key string) {
 }
 
 // checkLearned parses and compiles the output and checks it allows every
-// learned triple.
-func checkLearned(out []byte, need []learnObs, skipped []string) error {
+// learned triple (with names resolved to what they answered in the run);
+// the triples nameHosts learned by name, and the DNS it dropped, are
+// checked through the names: need is what is left.
+func checkLearned(out []byte, need []learnObs, skipped []string, names netNames) error {
 	m, err := policy.Parse("learned.yaml", out)
 	if err != nil {
 		return fmt.Errorf("%w: it does not parse: %w", ErrLearn, err)
@@ -630,6 +570,12 @@ func checkLearned(out []byte, need []learnObs, skipped []string) error {
 	rs, err := policy.Compile(m)
 	if err != nil {
 		return fmt.Errorf("%w: it does not compile: %w", ErrLearn, err)
+	}
+	if rs, err = rs.Resolve(names.lookup); err != nil {
+		return fmt.Errorf("%w: a learned name: %w", ErrLearn, err)
+	}
+	if rs, err = rs.WithResolvers(names.nameServers); err != nil {
+		return fmt.Errorf("%w: %w", ErrLearn, err)
 	}
 	skip := map[string]bool{}
 	for _, s := range skipped {

@@ -21,3 +21,23 @@ func TestSystemResolvers(t *testing.T) {
 		t.Errorf("without a resolv.conf: %v, want glibc's loopback default", got)
 	}
 }
+
+func TestHostsEntries(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(p, []byte("127.0.0.1 localhost\n# 10.9.9.9 commented.example\n10.1.2.3\tDB.internal db # the database\nfe80::1%eth0 link.local\nnot-an-address x\n10.1.2.4 db\n"), 0o644)
+	got := hostsEntries(p)
+	want := map[string][]netip.Addr{
+		"localhost":   {netip.MustParseAddr("127.0.0.1")},
+		"db.internal": {netip.MustParseAddr("10.1.2.3")},
+		"db":          {netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("10.1.2.4")},
+		"link.local":  {netip.MustParseAddr("fe80::1")},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("hostsEntries = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if !slices.Equal(got[k], v) {
+			t.Errorf("%s: %v, want %v", k, got[k], v)
+		}
+	}
+}

@@ -152,7 +152,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
 	}
-	eng := decide.New(rs, mode, decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(be, proc.Landlock, o.Backend)))
+	eng := decide.New(rs, mode, decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(be, proc.Landlock, o.Backend)),
+		decide.WithNameServers(systemResolvers(resolvConf)))
 	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer}
 	s.loop(ctx)
 
@@ -195,6 +196,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.LogPath, res.Log = path, vl
 	if mode == policy.ModePermissive {
+		learnHostsFile(eng, hostsFile)
 		if learned, err := eng.Learned(m, o.ManifestData); err == nil {
 			res.Learned = learned
 		} else {
