@@ -44,6 +44,7 @@
 //	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order)
 //	<root>/<session>/info.json       Info (List reads only this)
 //	<root>/<session>/journal         Restore's intent log (JSON lines)
+//	<root>/<session>/restored        what each Restore left: path, its state now, the recorded state it brought back (JSON lines; ChangedSince counts those as klock's own)
 //
 // The default root is <workdir>/.klock/backups. A file whose (dev, ino,
 // size, mtime, ctime) matches the index costs one stat: its content is not

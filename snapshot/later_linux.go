@@ -14,18 +14,30 @@ import (
 // end they are someone else's changes (its agent is gone), which a
 // restore would undo. With Only roots, only the paths they cover.
 // Directories count: adding or removing an entry changes theirs.
+//
+// A path that is still exactly what a finished restore of a snapshot
+// under the same root put there (same inode, same ctime), bringing back
+// its state from before t, is not listed: that write was klock's own, and
+// changing it again loses nobody's work (rolling back sessions newest
+// first). Any other change after t is listed, whoever restored what
+// afterwards: a restore that only ran later does not make a user's edit
+// klock's.
 func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, error) {
 	var lim limit
 	for _, o := range opts {
 		o(&lim)
 	}
+	put, err := puts(s.root)
+	if err != nil {
+		return nil, err
+	}
 	cut := t.UnixNano()
 	var out []string
-	err := walkScopes(s.m.Scopes, s.m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
+	err = walkScopes(s.m.Scopes, s.m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
 		if !lim.covers(p) {
 			return lim.above(p), nil
 		}
-		if st.Ctim.Nano() > cut {
+		if st.Ctim.Nano() > cut && !restoredBefore(put[p], keyOf(st), cut) {
 			out = append(out, p)
 		}
 		return true, nil
@@ -80,23 +92,4 @@ func (s *Snapshot) Existed(p string) (known, existed bool) {
 		}
 	})
 	return true, s.byPath[p]
-}
-
-// LastRestore is when the latest restore of any snapshot under root
-// finished (zero: none did).
-func LastRestore(root string) (time.Time, error) {
-	ents, err := os.ReadDir(root)
-	if err != nil && !os.IsNotExist(err) {
-		return time.Time{}, pathErr("list", root, err, root)
-	}
-	var last time.Time
-	for _, d := range ents {
-		if !d.IsDir() || checkSession(d.Name()) != nil {
-			continue
-		}
-		if f, _, err := RestoreState(root, d.Name()); err == nil && f.After(last) {
-			last = f
-		}
-	}
-	return last, nil
 }

@@ -598,14 +598,8 @@ func (r *restorer) run(rep *Report) error {
 	if err := r.syncAll(); err != nil {
 		return err
 	}
-	if r.first == nil {
-		j.add(jrec{Op: "end"})
-		if err := j.flush(); err != nil {
-			return pathErr("write journal", j.path, err, r.s.root)
-		}
-	}
-
-	// Report: this run, with what an interrupted run already did.
+	// This run, with what an interrupted run already did (the report,
+	// and what it left).
 	for p, a := range prevAct {
 		if e, ok := r.act[p]; !ok {
 			r.act[p] = &ReportEntry{Path: p, Action: a}
@@ -614,6 +608,18 @@ func (r *restorer) run(rep *Report) error {
 			e.Action = a
 		}
 	}
+	// What this restore left, before "end": a later rollback's check for
+	// changes since its session counts these as klock's, not as news.
+	if err := r.recordPuts(); err != nil {
+		return err
+	}
+	if r.first == nil {
+		j.add(jrec{Op: "end"})
+		if err := j.flush(); err != nil {
+			return pathErr("write journal", j.path, err, r.s.root)
+		}
+	}
+
 	for _, p := range r.order {
 		rep.Entries = append(rep.Entries, *r.act[p])
 	}
