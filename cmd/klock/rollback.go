@@ -89,7 +89,7 @@ func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []sna
 		}
 		b.WriteString("\n  " + termsafe.String(p))
 	}
-	b.WriteString("\nReview them, then run again with --include-later to restore them too (--all restores the whole backup)")
+	b.WriteString("\nReview them, then run again with --include-later to restore them too")
 	return &exitError{code: exitRefused, err: errors.New(b.String())}
 }
 
@@ -117,7 +117,8 @@ every new path.
 What changed there after the session ended is not its agent's (it was
 gone): when the session's log says when it ended and some path it would
 restore changed since, rollback refuses and lists them; --include-later
-restores them too. What a restore put back (of this session or another
+restores them too (--all as well: it widens what is restored, not when).
+What a restore put back (of this session or another
 one of the same workdir) and nobody changed since is klock's own doing,
 not a later change: undoing sessions newest first goes through. A
 restore that only ran later does not make a user's edit klock's.
@@ -141,18 +142,18 @@ them, then --include-later).`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			workdir := ""
+			if manifest != "" {
+				m, err := policy.Load(manifest)
+				if err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
+				workdir = m.Workdir
+			}
+			roots, ended, why := rollbackLimit(workdir, logPath, args[0])
 			opts := []snapshot.RestoreOption{snapshot.All()}
 			if !all {
 				opts = []snapshot.RestoreOption{snapshot.SpareOthersNew()}
-				workdir := ""
-				if manifest != "" {
-					m, err := policy.Load(manifest)
-					if err != nil {
-						return &exitError{code: exitInvalid, err: err}
-					}
-					workdir = m.Workdir
-				}
-				roots, ended, why := rollbackLimit(workdir, logPath, args[0])
 				if roots == nil {
 					spared := ""
 					if uid := s.Manifest().AgentUID; uid != nil {
@@ -162,10 +163,12 @@ them, then --include-later).`,
 				} else {
 					opts = append(opts, snapshot.Only(roots...))
 				}
-				if !includeLater {
-					if err := laterChanges(root, s, ended, opts); err != nil {
-						return err
-					}
+			}
+			// --all widens what is restored, not when: what changed after
+			// the session ended is still someone else's work.
+			if !includeLater {
+				if err := laterChanges(root, s, ended, opts); err != nil {
+					return err
 				}
 			}
 			rep, err := s.Restore(cmd.Context(), opts...)

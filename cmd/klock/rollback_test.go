@@ -262,6 +262,10 @@ func TestRollbackAfterAnotherSessionsRestoreKeepsLaterWork(t *testing.T) {
 	if got, err := os.ReadFile(important); err != nil || string(got) != "the user's\n" {
 		t.Fatalf("the user's file after the rollback of A: %q, %v", got, err)
 	}
+	// --all widens what is restored, not when.
+	if out, code = runErr(t, "rollback", "-m", mpath, "--all", idA); code != exitRefused {
+		t.Errorf("rollback --all of A: exit %d, want %d (refused)\n%s", code, exitRefused, out)
+	}
 	if out, code = run(t, "rollback", "-m", mpath, "--include-later", idA); code != exitOK {
 		t.Fatalf("rollback --include-later: exit %d\n%s", code, out)
 	}
