@@ -33,6 +33,7 @@ func newRun() *cobra.Command {
 		manifest, mode, user, learn, logDir string
 		backend                             string
 		allowDegraded, quiet, noDaemon      bool
+		rollbackOnInterrupt                 bool
 		extraEnv                            []string
 	)
 	c := &cobra.Command{
@@ -49,6 +50,13 @@ strict      a violation kills the whole session (cgroup.kill) and prints the
             ScopeViolationError; files are restored from the pre-flight backup
 permissive  a violation is logged and the scope amended so the session goes
             on; --learn writes the manifest that would have allowed the run
+
+An interrupt (Ctrl-C, SIGTERM, SIGHUP, klock kill) kills the session and
+exits 130. In strict mode the files are then restored from the pre-flight
+backup, as after a violation. In permissive mode the agent's work is kept
+(a learning run's output is what you wanted to see); klock prints the
+klock rollback command that undoes it, and --rollback-on-interrupt
+restores at once instead.
 
 klock run uses the klockd daemon when it is running (its socket is
 $KLOCK_SOCKET, else /run/klock/klockd.sock): the BPF programs stay loaded
@@ -124,14 +132,15 @@ start the session (the message says why and what would fix it).`,
 				return &exitError{code: exitNoStart, err: err}
 			}
 			// A closed terminal (SIGHUP) ends the session as Ctrl-C does:
-			// killed, rolled back in strict mode, logged.
+			// killed, rolled back in strict mode (kept in permissive mode
+			// unless --rollback-on-interrupt), logged.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			opts := session.Options{
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
-				Snapshot: session.Backup(os.Stderr),
+				Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: rollbackOnInterrupt,
 			}
 			// klockd keeps the BPF programs loaded: use it when it runs.
 			var res *session.Result
@@ -167,6 +176,9 @@ start the session (the message says why and what would fix it).`,
 				}
 				fmt.Fprintf(os.Stderr, "learned manifest: %s\n", learn)
 			}
+			if kept := keptOnInterrupt(res, permissive, rollbackOnInterrupt); kept != "" {
+				fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, manifest, res.ID)
+			}
 			return runExit(res)
 		},
 	}
@@ -178,6 +190,7 @@ start the session (the message says why and what would fix it).`,
 	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not print the verification summary")
+	c.Flags().BoolVar(&rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	_ = c.MarkFlagRequired("manifest")
@@ -240,6 +253,16 @@ func pauseGC() (restore func()) {
 // startupHeapLimit bounds the heap while pauseGC holds: about four times
 // what an embedded start-up peaks at.
 const startupHeapLimit = 256 << 20
+
+// keptOnInterrupt says, for a session ended from outside and not rolled
+// back (permissive mode without --rollback-on-interrupt), that the agent's
+// work stayed and how to undo it; "" otherwise.
+func keptOnInterrupt(res *session.Result, permissive, rollbackOnInterrupt bool) string {
+	if !res.Killed || !res.Interrupted || !permissive || rollbackOnInterrupt {
+		return ""
+	}
+	return "interrupted: the agent's work is kept (permissive mode; --rollback-on-interrupt restores at once). To undo it:"
+}
 
 // runExit is klock run's exit for a session that ran: the agent's own
 // status; exitViolation when strict mode killed it (a violation, or what it
