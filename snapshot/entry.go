@@ -39,6 +39,13 @@ type Entry struct {
 	Hash   string            `json:"hash,omitempty"`   // sha256 of the content (regular files)
 	Link   string            `json:"link,omitempty"`   // hard link: the group's first path
 	Xattrs map[string][]byte `json:"xattrs,omitempty"` // every extended attribute, values verbatim
+	// Fixed marks a path the agent's uid could not change (Options.AgentUID):
+	// it is recorded without content or xattrs so that Restore knows it
+	// was there and leaves it, and its unrecorded entries, alone.
+	Fixed bool `json:"fixed,omitempty"`
+	// Closed marks a Fixed directory the agent could not enter either:
+	// nothing below it was recorded, and nothing below it is touched.
+	Closed bool `json:"closed,omitempty"`
 	// Anchor marks the parent directory of a scope that lies outside every
 	// scope: creating or removing a scope's root changes its times, so
 	// Restore puts its atime and mtime back and touches nothing else.

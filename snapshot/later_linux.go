@@ -33,7 +33,11 @@ func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, e
 	}
 	cut := t.UnixNano()
 	var out []string
+	s.index()
 	err = walkScopes(s.m.Scopes, s.m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
+		if e := s.byPath[p]; e != nil && e.Fixed {
+			return !e.Closed, nil // a rollback leaves it, whoever changed it
+		}
 		if !lim.covers(p) {
 			return lim.above(p), nil
 		}
@@ -71,8 +75,9 @@ func RestoreState(root, session string) (finished time.Time, interrupted bool, e
 }
 
 // Existed says whether p (clean, absolute) existed when the snapshot was
-// taken: known when a recorded scope covers it (and it is not excluded),
-// existed when it was recorded then. Safe for concurrent use.
+// taken: known when a recorded scope covers it (and it is not excluded,
+// nor below a directory the agent could not enter, where nothing was
+// recorded), existed when it was recorded then. Safe for concurrent use.
 func (s *Snapshot) Existed(p string) (known, existed bool) {
 	for _, sc := range s.m.Scopes {
 		if p == sc.Path || sc.Tree && (sc.Path == "/" || strings.HasPrefix(p, sc.Path+"/")) {
@@ -83,13 +88,27 @@ func (s *Snapshot) Existed(p string) (known, existed bool) {
 	if !known || excluded(p, s.m.Exclude) {
 		return false, false
 	}
-	s.byPathOnce.Do(func() {
-		s.byPath = make(map[string]bool, len(s.m.Entries))
-		for _, e := range s.m.Entries {
-			if !e.Anchor {
-				s.byPath[e.Path] = true
+	s.index()
+	if s.closed {
+		for q := p; q != "/"; {
+			q = parent(q)
+			if e := s.byPath[q]; e != nil && e.Closed {
+				return false, false
 			}
 		}
+	}
+	e := s.byPath[p]
+	return true, e != nil && !e.Anchor
+}
+
+// index makes byPath (and closed) on first use.
+func (s *Snapshot) index() {
+	s.byPathOnce.Do(func() {
+		s.byPath = make(map[string]*Entry, len(s.m.Entries))
+		for i := range s.m.Entries {
+			e := &s.m.Entries[i]
+			s.byPath[e.Path] = e
+			s.closed = s.closed || e.Closed
+		}
 	})
-	return true, s.byPath[p]
 }

@@ -184,7 +184,7 @@ func (s *Snapshot) Restore(ctx context.Context, opts ...RestoreOption) (Report, 
 		return rep, pathErr("lock", s.root, err, s.root)
 	}
 	defer unlock()
-	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}}
+	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}, madeDir: map[string]bool{}}
 	for _, o := range opts {
 		o(&r.lim)
 	}
@@ -204,6 +204,9 @@ type restorer struct {
 	act   map[string]*ReportEntry
 	order []string
 	first error
+	// madeDir: directories this run made again (their metadata is put
+	// back whoever owned them).
+	madeDir map[string]bool
 }
 
 func (r *restorer) set(p string, a Action) {
@@ -239,6 +242,12 @@ func (r *restorer) notTheAgents(e *Entry, st *unix.Stat_t) bool {
 	return r.lim.spare && uid != nil && st != nil && e.Type != TypeDir && e.Nlink <= 1 &&
 		st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) != e.Ctime &&
 		st.Uid != *uid && st.Mode&0o022 == 0
+}
+
+// ownsMeta says whether the agent could set e's metadata (mode, owner,
+// times) itself: it owned it, or the agent is unknown.
+func (r *restorer) ownsMeta(e *Entry) bool {
+	return r.m.AgentUID == nil || e.UID == *r.m.AgentUID
 }
 
 func (r *restorer) tmpName(p string, i int) string {
@@ -309,6 +318,12 @@ func (r *restorer) run(rep *Report) error {
 	var removals []removal
 	err = walkScopes(m.Scopes, m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
 		i, ok := r.byIdx[p]
+		if ok && m.Entries[i].Fixed {
+			// The agent could not change it: whatever changed it since
+			// was another process, and stays (below a directory the
+			// agent could not enter, everything does).
+			return !m.Entries[i].Closed, nil
+		}
 		if !r.lim.covers(p) {
 			// Outside the limit nothing is removed; a directory on the
 			// way to one of its roots is walked through.
@@ -319,6 +334,12 @@ func (r *restorer) run(rep *Report) error {
 				c := *st
 				r.cur[i] = &c
 			}
+			return true, nil
+		}
+		if pi, pok := r.byIdx[parent(p)]; !ok && pok && m.Entries[pi].Fixed {
+			// New in a directory the agent could not change: not its
+			// doing, --all or not. What the agent made inside goes.
+			r.set(p, Spared)
 			return true, nil
 		}
 		if !ok || m.Entries[i].Anchor {
@@ -377,8 +398,8 @@ func (r *restorer) run(rep *Report) error {
 	}
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Anchor || !r.lim.covers(e.Path) {
-			continue // anchors and directories above the limit: times only, below
+		if e.Anchor || e.Fixed || !r.lim.covers(e.Path) {
+			continue // anchors and directories above the limit: times only, below; Fixed: never
 		}
 		if i&1023 == 0 {
 			if err := r.ctx.Err(); err != nil {
@@ -407,6 +428,7 @@ func (r *restorer) run(rep *Report) error {
 					r.fail(e.Path, missing(i), err)
 					continue
 				}
+				r.madeDir[e.Path] = true
 				r.set(e.Path, missing(i))
 				j.add(jrec{Op: "do", Path: e.Path, Action: missing(i)})
 			}
@@ -558,7 +580,14 @@ func (r *restorer) run(rep *Report) error {
 	// Directories (and anchors) after their contents, deepest first.
 	for i := n - 1; i >= 0; i-- {
 		e := &m.Entries[i]
-		if e.Type != TypeDir || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
+		if e.Type != TypeDir || e.Fixed || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
+			continue
+		}
+		if !r.ownsMeta(e) && !r.madeDir[e.Path] {
+			// Another user's directory (/tmp): the agent could only move
+			// its times to "now" by adding or removing entries, which are
+			// undone one by one; its times also record every other
+			// process's changes, which are not the agent's to undo.
 			continue
 		}
 		timesOnly := e.Anchor || !r.lim.covers(e.Path)

@@ -52,6 +52,9 @@ type Preflight struct {
 	// AgentUID is the uid the agent runs as: a rollback spares the new
 	// files it cannot have made.
 	AgentUID uint32
+	// AgentGIDs are its groups (primary first): with AgentUID, what decides
+	// which files it could change, and so what the backup holds.
+	AgentGIDs []uint32
 	// Made are the declared directories klock made for the session
 	// (PROVIDES dir/**): not there before it, removed by a rollback.
 	Made []string
