@@ -20,7 +20,8 @@ import (
 // enter is not walked, and neither refuses the backup when it changes.
 // Restore leaves them, and their new entries, alone, even with All(), and
 // does not put back the times of a directory another user owns; it still
-// undoes what the agent did.
+// undoes what the agent did, and moves back a directory it could not
+// enter but renamed whole, content and all.
 func TestTakeOnlyWhatTheAgentCanChange(t *testing.T) {
 	testutil.RequirePrivileged(t) // chown to the agent's uid
 	const agentUID = 4012345
@@ -40,6 +41,14 @@ func TestTakeOnlyWhatTheAgentCanChange(t *testing.T) {
 	mine := filepath.Join(tmp, "mine.txt")
 	write(t, mine, []byte("mine v1\n"), 0o644)
 	must(t, os.Chown(mine, agentUID, agentUID))
+	// The agent's own directory around another user's it cannot enter
+	// (a workdir of the same uid, with klock's root-only .klock in it):
+	// it could rename that directory as a whole, and nothing inside.
+	own := filepath.Join(tmp, "own")
+	locked := filepath.Join(own, ".klock")
+	write(t, filepath.Join(locked, "backups", "obj"), rnd(9, 2<<20), 0o400)
+	must(t, os.Chmod(locked, 0o700))
+	must(t, os.Chown(own, agentUID, agentUID))
 	old := time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
 	must(t, os.Chtimes(tmp, old, old))
 
@@ -55,6 +64,7 @@ func TestTakeOnlyWhatTheAgentCanChange(t *testing.T) {
 	for p, want := range map[string][2]bool{ // recorded, Fixed
 		big: {true, true}, filepath.Join(tmp, "private"): {true, true}, filepath.Join(tmp, "private", "secret"): {false, false},
 		pub: {true, true}, filepath.Join(pub, "shared.txt"): {true, false}, mine: {true, false}, tmp: {true, false},
+		locked: {true, true}, filepath.Join(locked, "backups"): {false, false},
 	} {
 		e, ok := byPath[p]
 		if ok != want[0] || e.Fixed != want[1] || e.Fixed && e.Hash != "" {
@@ -75,6 +85,8 @@ func TestTakeOnlyWhatTheAgentCanChange(t *testing.T) {
 	made := filepath.Join(tmp, "made-by-agent")
 	write(t, made, []byte("x\n"), 0o644)
 	must(t, os.Chown(made, agentUID, agentUID))
+	stolen := filepath.Join(own, "stolen")
+	must(t, os.Rename(locked, stolen))
 	write(t, big, []byte("root's later edit\n"), 0o644)
 	write(t, filepath.Join(tmp, "private", "new"), []byte("root's\n"), 0o600)
 	write(t, filepath.Join(pub, "new-root.txt"), []byte("root's\n"), 0o644)
@@ -92,6 +104,7 @@ func TestTakeOnlyWhatTheAgentCanChange(t *testing.T) {
 	for p, want := range map[string]string{
 		mine: "mine v1\n", made: "<absent>", big: "root's later edit\n",
 		filepath.Join(tmp, "private", "new"): "root's\n", filepath.Join(pub, "new-root.txt"): "root's\n",
+		filepath.Join(locked, "backups", "obj"): string(rnd(9, 2<<20)),
 	} {
 		got, err := os.ReadFile(p)
 		if err != nil {
@@ -100,6 +113,9 @@ func TestTakeOnlyWhatTheAgentCanChange(t *testing.T) {
 		if string(got) != want {
 			t.Errorf("after Restore(All) %s = %.40q, want %q", p, got, want)
 		}
+	}
+	if _, err := os.Lstat(stolen); !os.IsNotExist(err) {
+		t.Errorf("the renamed directory is still at %s (%v): Restore moves it back", stolen, err)
 	}
 	var st unix.Stat_t
 	must(t, unix.Lstat(tmp, &st))

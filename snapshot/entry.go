@@ -43,8 +43,10 @@ type Entry struct {
 	// it is recorded without content or xattrs so that Restore knows it
 	// was there and leaves it, and its unrecorded entries, alone.
 	Fixed bool `json:"fixed,omitempty"`
-	// Closed marks a Fixed directory the agent could not enter either:
-	// nothing below it was recorded, and nothing below it is touched.
+	// Closed marks a directory the agent could not enter (Fixed too):
+	// nothing below it was recorded, and nothing below it is touched. The
+	// agent could at most rename it as a whole (from a directory of its
+	// own): Restore moves it back, found by its inode.
 	Closed bool `json:"closed,omitempty"`
 	// Anchor marks the parent directory of a scope that lies outside every
 	// scope: creating or removing a scope's root changes its times, so

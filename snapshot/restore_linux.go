@@ -316,6 +316,17 @@ func (r *restorer) run(rep *Report) error {
 		idx int // -1: not recorded
 	}
 	var removals []removal
+	// A Fixed path found under another name was moved there whole (a
+	// directory the agent could not enter, renamed in one of its own):
+	// it is moved back, not removed, and nothing in it is lost.
+	fixedAt := map[[2]uint64]int{}
+	for i := range m.Entries {
+		if e := &m.Entries[i]; e.Fixed {
+			fixedAt[[2]uint64{e.Dev, e.Ino}] = i
+		}
+	}
+	type move struct{ from, to string }
+	var moves []move
 	err = walkScopes(m.Scopes, m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
 		i, ok := r.byIdx[p]
 		if ok && m.Entries[i].Fixed {
@@ -335,6 +346,12 @@ func (r *restorer) run(rep *Report) error {
 				r.cur[i] = &c
 			}
 			return true, nil
+		}
+		if fi, moved := fixedAt[[2]uint64{st.Dev, st.Ino}]; !ok && moved {
+			if cur, _ := lstat(m.Entries[fi].Path); cur == nil {
+				moves = append(moves, move{p, m.Entries[fi].Path})
+				return false, nil
+			}
 		}
 		if pi, pok := r.byIdx[parent(p)]; !ok && pok && m.Entries[pi].Fixed {
 			// New in a directory the agent could not change: not its
@@ -371,6 +388,14 @@ func (r *restorer) run(rep *Report) error {
 	}
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
+	}
+	for _, mv := range moves {
+		hook("rename", mv.to)
+		if err := os.Rename(mv.from, mv.to); err != nil {
+			r.fail(mv.to, Restored, err)
+			continue
+		}
+		r.set(mv.to, Restored)
 	}
 	replaced := make([]bool, n)
 	for _, rm := range removals {

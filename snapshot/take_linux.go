@@ -598,13 +598,17 @@ func (t *taker) walk() ([]Entry, error) {
 				return false, err
 			}
 			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-			if !t.agent.canChange(p, st, pr) {
+			closed := isDir && !t.agent.canEnter(p, st)
+			if closed || !t.agent.canChange(p, st, pr) {
 				// The agent cannot change it: no content, no xattrs,
-				// and Restore leaves it; below a directory it cannot
-				// enter there is nothing it can reach.
+				// and Restore leaves it. Below a directory it cannot
+				// enter there is nothing it can reach or change; at
+				// most it could rename the whole directory (its own
+				// directory around another user's), which Restore
+				// moves back by inode, no content needed.
 				e := entryOf(p, st)
 				e.Fixed = true
-				e.Closed = isDir && !t.agent.canEnter(p, st)
+				e.Closed = closed
 				entries = append(entries, e)
 				if isDir && !e.Closed {
 					t.reach[p] = t.agent.reachOf(p, st, pr)

@@ -118,10 +118,10 @@ What changed there after the session ended is not its agent's (it was
 gone): when the session's log says when it ended and some path it would
 restore changed since, rollback refuses and lists them; --include-later
 restores them too (--all as well: it widens what is restored, not when).
-What a restore put back (of this session or another
-one of the same workdir) and nobody changed since is klock's own doing,
-not a later change: undoing sessions newest first goes through. A
-restore that only ran later does not make a user's edit klock's.
+What a restore put back (of this session or another one of the same
+workdir) and nobody changed since is klock's own doing, not a later
+change: undoing sessions newest first goes through. A restore that only
+ran later does not make a user's edit klock's.
 
 A restore is journaled: if it is interrupted (even by kill -9), running
 rollback again resumes it and converges to the same tree.
