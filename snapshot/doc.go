@@ -37,6 +37,19 @@
 // removing a scope root changes them). <workdir>/.klock and the backup
 // root are never recorded nor removed.
 //
+// With Options.AgentUID, only what that uid (with its groups, without
+// capabilities) could change is recorded in full: a path it owns, may
+// write, may remove or rename from its directory, or that lies below a
+// directory it may move. Any other path is recorded as Fixed (metadata
+// only, no content), and a Fixed directory the agent cannot enter is
+// Closed: nothing below it is walked. Restore, ChangedSince and Existed
+// leave Fixed paths, their new entries and everything below a Closed
+// directory alone (a /tmp/** scope holds every user's files: they cost no
+// copy and never refuse a session). Restore does not put back the
+// metadata of a directory another user owns (/tmp itself): the agent
+// could only move its times to "now", by entries it added or removed,
+// which are undone one by one.
+//
 // # On disk
 //
 //	<root>/objects/ab/cdef…   content, one read-only file per sha256, shared by sessions
@@ -44,6 +57,7 @@
 //	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order)
 //	<root>/<session>/info.json       Info (List reads only this)
 //	<root>/<session>/journal         Restore's intent log (JSON lines)
+//	<root>/<session>/restored        what each Restore left: path, its state now, the recorded state it brought back (JSON lines; ChangedSince counts those as klock's own)
 //
 // The default root is <workdir>/.klock/backups. A file whose (dev, ino,
 // size, mtime, ctime) matches the index costs one stat: its content is not

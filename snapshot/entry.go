@@ -39,6 +39,15 @@ type Entry struct {
 	Hash   string            `json:"hash,omitempty"`   // sha256 of the content (regular files)
 	Link   string            `json:"link,omitempty"`   // hard link: the group's first path
 	Xattrs map[string][]byte `json:"xattrs,omitempty"` // every extended attribute, values verbatim
+	// Fixed marks a path the agent's uid could not change (Options.AgentUID):
+	// it is recorded without content or xattrs so that Restore knows it
+	// was there and leaves it, and its unrecorded entries, alone.
+	Fixed bool `json:"fixed,omitempty"`
+	// Closed marks a directory the agent could not enter (Fixed too):
+	// nothing below it was recorded, and nothing below it is touched. The
+	// agent could at most rename it as a whole (from a directory of its
+	// own): Restore moves it back, found by its inode.
+	Closed bool `json:"closed,omitempty"`
 	// Anchor marks the parent directory of a scope that lies outside every
 	// scope: creating or removing a scope's root changes its times, so
 	// Restore puts its atime and mtime back and touches nothing else.

@@ -14,18 +14,34 @@ import (
 // end they are someone else's changes (its agent is gone), which a
 // restore would undo. With Only roots, only the paths they cover.
 // Directories count: adding or removing an entry changes theirs.
+//
+// A path that is still exactly what a finished restore of a snapshot
+// under the same root put there (same inode, same ctime), bringing back
+// its state from before t, is not listed: that write was klock's own, and
+// changing it again loses nobody's work (rolling back sessions newest
+// first). Any other change after t is listed, whoever restored what
+// afterwards: a restore that only ran later does not make a user's edit
+// klock's.
 func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, error) {
 	var lim limit
 	for _, o := range opts {
 		o(&lim)
 	}
+	put, err := puts(s.root)
+	if err != nil {
+		return nil, err
+	}
 	cut := t.UnixNano()
 	var out []string
-	err := walkScopes(s.m.Scopes, s.m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
+	s.index()
+	err = walkScopes(s.m.Scopes, s.m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
+		if e := s.byPath[p]; e != nil && e.Fixed {
+			return !e.Closed, nil // a rollback leaves it, whoever changed it
+		}
 		if !lim.covers(p) {
 			return lim.above(p), nil
 		}
-		if st.Ctim.Nano() > cut {
+		if st.Ctim.Nano() > cut && !restoredBefore(put[p], keyOf(st), cut) {
 			out = append(out, p)
 		}
 		return true, nil
@@ -59,8 +75,9 @@ func RestoreState(root, session string) (finished time.Time, interrupted bool, e
 }
 
 // Existed says whether p (clean, absolute) existed when the snapshot was
-// taken: known when a recorded scope covers it (and it is not excluded),
-// existed when it was recorded then. Safe for concurrent use.
+// taken: known when a recorded scope covers it (and it is not excluded,
+// nor below a directory the agent could not enter, where nothing was
+// recorded), existed when it was recorded then. Safe for concurrent use.
 func (s *Snapshot) Existed(p string) (known, existed bool) {
 	for _, sc := range s.m.Scopes {
 		if p == sc.Path || sc.Tree && (sc.Path == "/" || strings.HasPrefix(p, sc.Path+"/")) {
@@ -71,32 +88,27 @@ func (s *Snapshot) Existed(p string) (known, existed bool) {
 	if !known || excluded(p, s.m.Exclude) {
 		return false, false
 	}
-	s.byPathOnce.Do(func() {
-		s.byPath = make(map[string]bool, len(s.m.Entries))
-		for _, e := range s.m.Entries {
-			if !e.Anchor {
-				s.byPath[e.Path] = true
+	s.index()
+	if s.closed {
+		for q := p; q != "/"; {
+			q = parent(q)
+			if e := s.byPath[q]; e != nil && e.Closed {
+				return false, false
 			}
 		}
-	})
-	return true, s.byPath[p]
+	}
+	e := s.byPath[p]
+	return true, e != nil && !e.Anchor
 }
 
-// LastRestore is when the latest restore of any snapshot under root
-// finished (zero: none did).
-func LastRestore(root string) (time.Time, error) {
-	ents, err := os.ReadDir(root)
-	if err != nil && !os.IsNotExist(err) {
-		return time.Time{}, pathErr("list", root, err, root)
-	}
-	var last time.Time
-	for _, d := range ents {
-		if !d.IsDir() || checkSession(d.Name()) != nil {
-			continue
+// index makes byPath (and closed) on first use.
+func (s *Snapshot) index() {
+	s.byPathOnce.Do(func() {
+		s.byPath = make(map[string]*Entry, len(s.m.Entries))
+		for i := range s.m.Entries {
+			e := &s.m.Entries[i]
+			s.byPath[e.Path] = e
+			s.closed = s.closed || e.Closed
 		}
-		if f, _, err := RestoreState(root, d.Name()); err == nil && f.After(last) {
-			last = f
-		}
-	}
-	return last, nil
+	})
 }

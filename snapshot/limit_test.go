@@ -243,6 +243,7 @@ func TestRestoreSparesOthersNew(t *testing.T) {
 	W := f.W
 	agent := uint32(65534)
 	must(t, os.Lchown(W+"/src/a.txt", int(agent), int(agent))) // the agent's: it may write it
+	must(t, os.Lchown(W+"/src", int(agent), int(agent)))       // and make files here (src/sub stays root's)
 	s, err := Take(context.Background(), f.rs, Options{Session: "spare", Scopes: DeclaredScopes(f.rs), AgentUID: &agent})
 	must(t, err)
 	mine := func(p string) {

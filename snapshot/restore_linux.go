@@ -184,7 +184,7 @@ func (s *Snapshot) Restore(ctx context.Context, opts ...RestoreOption) (Report, 
 		return rep, pathErr("lock", s.root, err, s.root)
 	}
 	defer unlock()
-	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}}
+	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}, madeDir: map[string]bool{}}
 	for _, o := range opts {
 		o(&r.lim)
 	}
@@ -204,6 +204,9 @@ type restorer struct {
 	act   map[string]*ReportEntry
 	order []string
 	first error
+	// madeDir: directories this run made again (their metadata is put
+	// back whoever owned them).
+	madeDir map[string]bool
 }
 
 func (r *restorer) set(p string, a Action) {
@@ -239,6 +242,12 @@ func (r *restorer) notTheAgents(e *Entry, st *unix.Stat_t) bool {
 	return r.lim.spare && uid != nil && st != nil && e.Type != TypeDir && e.Nlink <= 1 &&
 		st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) != e.Ctime &&
 		st.Uid != *uid && st.Mode&0o022 == 0
+}
+
+// ownsMeta says whether the agent could set e's metadata (mode, owner,
+// times) itself: it owned it, or the agent is unknown.
+func (r *restorer) ownsMeta(e *Entry) bool {
+	return r.m.AgentUID == nil || e.UID == *r.m.AgentUID
 }
 
 func (r *restorer) tmpName(p string, i int) string {
@@ -307,8 +316,25 @@ func (r *restorer) run(rep *Report) error {
 		idx int // -1: not recorded
 	}
 	var removals []removal
+	// A Fixed path found under another name was moved there whole (a
+	// directory the agent could not enter, renamed in one of its own):
+	// it is moved back, not removed, and nothing in it is lost.
+	fixedAt := map[[2]uint64]int{}
+	for i := range m.Entries {
+		if e := &m.Entries[i]; e.Fixed {
+			fixedAt[[2]uint64{e.Dev, e.Ino}] = i
+		}
+	}
+	type move struct{ from, to string }
+	var moves []move
 	err = walkScopes(m.Scopes, m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
 		i, ok := r.byIdx[p]
+		if ok && m.Entries[i].Fixed {
+			// The agent could not change it: whatever changed it since
+			// was another process, and stays (below a directory the
+			// agent could not enter, everything does).
+			return !m.Entries[i].Closed, nil
+		}
 		if !r.lim.covers(p) {
 			// Outside the limit nothing is removed; a directory on the
 			// way to one of its roots is walked through.
@@ -319,6 +345,18 @@ func (r *restorer) run(rep *Report) error {
 				c := *st
 				r.cur[i] = &c
 			}
+			return true, nil
+		}
+		if fi, moved := fixedAt[[2]uint64{st.Dev, st.Ino}]; !ok && moved {
+			if cur, _ := lstat(m.Entries[fi].Path); cur == nil {
+				moves = append(moves, move{p, m.Entries[fi].Path})
+				return false, nil
+			}
+		}
+		if pi, pok := r.byIdx[parent(p)]; !ok && pok && m.Entries[pi].Fixed {
+			// New in a directory the agent could not change: not its
+			// doing, --all or not. What the agent made inside goes.
+			r.set(p, Spared)
 			return true, nil
 		}
 		if !ok || m.Entries[i].Anchor {
@@ -351,6 +389,14 @@ func (r *restorer) run(rep *Report) error {
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
 	}
+	for _, mv := range moves {
+		hook("rename", mv.to)
+		if err := os.Rename(mv.from, mv.to); err != nil {
+			r.fail(mv.to, Restored, err)
+			continue
+		}
+		r.set(mv.to, Restored)
+	}
 	replaced := make([]bool, n)
 	for _, rm := range removals {
 		if err := removeAll(rm.p); err != nil {
@@ -377,8 +423,8 @@ func (r *restorer) run(rep *Report) error {
 	}
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Anchor || !r.lim.covers(e.Path) {
-			continue // anchors and directories above the limit: times only, below
+		if e.Anchor || e.Fixed || !r.lim.covers(e.Path) {
+			continue // anchors and directories above the limit: times only, below; Fixed: never
 		}
 		if i&1023 == 0 {
 			if err := r.ctx.Err(); err != nil {
@@ -407,6 +453,7 @@ func (r *restorer) run(rep *Report) error {
 					r.fail(e.Path, missing(i), err)
 					continue
 				}
+				r.madeDir[e.Path] = true
 				r.set(e.Path, missing(i))
 				j.add(jrec{Op: "do", Path: e.Path, Action: missing(i)})
 			}
@@ -558,7 +605,14 @@ func (r *restorer) run(rep *Report) error {
 	// Directories (and anchors) after their contents, deepest first.
 	for i := n - 1; i >= 0; i-- {
 		e := &m.Entries[i]
-		if e.Type != TypeDir || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
+		if e.Type != TypeDir || e.Fixed || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
+			continue
+		}
+		if !r.ownsMeta(e) && !r.madeDir[e.Path] {
+			// Another user's directory (/tmp): the agent could only move
+			// its times to "now" by adding or removing entries, which are
+			// undone one by one; its times also record every other
+			// process's changes, which are not the agent's to undo.
 			continue
 		}
 		timesOnly := e.Anchor || !r.lim.covers(e.Path)
@@ -598,14 +652,8 @@ func (r *restorer) run(rep *Report) error {
 	if err := r.syncAll(); err != nil {
 		return err
 	}
-	if r.first == nil {
-		j.add(jrec{Op: "end"})
-		if err := j.flush(); err != nil {
-			return pathErr("write journal", j.path, err, r.s.root)
-		}
-	}
-
-	// Report: this run, with what an interrupted run already did.
+	// This run, with what an interrupted run already did (the report,
+	// and what it left).
 	for p, a := range prevAct {
 		if e, ok := r.act[p]; !ok {
 			r.act[p] = &ReportEntry{Path: p, Action: a}
@@ -614,6 +662,18 @@ func (r *restorer) run(rep *Report) error {
 			e.Action = a
 		}
 	}
+	// What this restore left, before "end": a later rollback's check for
+	// changes since its session counts these as klock's, not as news.
+	if err := r.recordPuts(); err != nil {
+		return err
+	}
+	if r.first == nil {
+		j.add(jrec{Op: "end"})
+		if err := j.flush(); err != nil {
+			return pathErr("write journal", j.path, err, r.s.root)
+		}
+	}
+
 	for _, p := range r.order {
 		rep.Entries = append(rep.Entries, *r.act[p])
 	}

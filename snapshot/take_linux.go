@@ -44,7 +44,16 @@ type Options struct {
 	Workers int
 	// AgentUID, when set, is the uid the agent runs as, recorded so that
 	// Restore with SpareOthersNew leaves the new paths it cannot have made.
+	// With it, Take backs up only what that uid (with AgentGIDs, and no
+	// capabilities) could change: a path it could not is recorded as
+	// Fixed, without content, and Restore leaves it alone; a directory it
+	// could not enter is not walked (Entry.Closed). A shared scope such as
+	// /tmp/** holds other users' files, which must neither cost a copy nor
+	// refuse the session when they change.
 	AgentUID *uint32
+	// AgentGIDs are the agent's groups (primary and supplementary), for
+	// the group permission bits.
+	AgentGIDs []uint32
 	// Made are directories made for the session just before Take (empty,
 	// the agent's): recorded as absent, so that Restore removes them like
 	// anything else the session made.
@@ -62,9 +71,11 @@ func checkSession(s string) error {
 type Snapshot struct {
 	root string
 	m    *Manifest
-	// byPath: the recorded paths (Existed), made on first use.
+	// byPath: the recorded entries by path (Existed, ChangedSince), made
+	// on first use; closed: some are Closed directories.
 	byPathOnce sync.Once
-	byPath     map[string]bool
+	byPath     map[string]*Entry
+	closed     bool
 	// Stats is what Take did (zero for an opened snapshot).
 	Stats Stats
 }
@@ -84,7 +95,7 @@ func (s *Snapshot) Info() Info { return infoOf(s.m, 0) }
 func infoOf(m *Manifest, newBytes int64) Info {
 	in := Info{Session: m.Session, Created: m.Created, Workdir: m.Workdir, Entries: len(m.Entries), NewBytes: newBytes}
 	for _, e := range m.Entries {
-		if e.Type == TypeFile && e.Link == "" {
+		if e.Type == TypeFile && e.Link == "" && !e.Fixed {
 			in.Files++
 			in.Bytes += e.Size
 		}
@@ -140,7 +151,10 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 	if workers <= 0 {
 		workers = max(4, runtime.NumCPU())
 	}
-	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, preMade: map[string]bool{}}
+	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, preMade: map[string]bool{}, reach: map[string]reach{}}
+	if opts.AgentUID != nil {
+		t.agent = &agent{uid: *opts.AgentUID, gids: opts.AgentGIDs}
+	}
 	for _, p := range opts.Made {
 		t.preMade[filepath.Clean(p)] = true
 	}
@@ -155,6 +169,7 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 
 type taker struct {
 	agentUID *uint32
+	agent    *agent          // nil: everything in the scopes is recorded
 	preMade  map[string]bool // Options.Made
 	ctx      context.Context
 	root     string
@@ -165,9 +180,10 @@ type taker struct {
 	progress func(done, total int64)
 	workers  int
 
-	made     []string // directories Take created (parents first)
-	tmpDir   string   // <root>/.tmp-<session>
-	renamed  []string // objects Take moved into the store
+	reach    map[string]reach // what the agent can do with each directory walked
+	made     []string         // directories Take created (parents first)
+	tmpDir   string           // <root>/.tmp-<session>
+	renamed  []string         // objects Take moved into the store
 	indexTmp string
 	unlock   func()
 	stats    Stats
@@ -239,7 +255,7 @@ func (t *taker) run() (*Snapshot, error) {
 	var total int64
 	for i := range entries {
 		e := &entries[i]
-		if e.Type != TypeFile || e.Link != "" {
+		if e.Type != TypeFile || e.Link != "" || e.Fixed {
 			continue
 		}
 		t.stats.Files++
@@ -576,6 +592,33 @@ func (t *taker) walk() ([]Entry, error) {
 		if t.preMade[p] {
 			return true, nil // not there before the session: not recorded
 		}
+		if t.agent != nil {
+			pr, err := t.reachAt(parent(p))
+			if err != nil {
+				return false, err
+			}
+			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+			closed := isDir && !t.agent.canEnter(p, st)
+			if closed || !t.agent.canChange(p, st, pr) {
+				// The agent cannot change it: no content, no xattrs,
+				// and Restore leaves it. Below a directory it cannot
+				// enter there is nothing it can reach or change; at
+				// most it could rename the whole directory (its own
+				// directory around another user's), which Restore
+				// moves back by inode, no content needed.
+				e := entryOf(p, st)
+				e.Fixed = true
+				e.Closed = closed
+				entries = append(entries, e)
+				if isDir && !e.Closed {
+					t.reach[p] = t.agent.reachOf(p, st, pr)
+				}
+				return isDir && !e.Closed, nil
+			}
+			if isDir {
+				t.reach[p] = t.agent.reachOf(p, st, pr)
+			}
+		}
 		e, err := recordEntry(p, st)
 		if err != nil {
 			return false, err
@@ -619,6 +662,32 @@ func (t *taker) walk() ([]Entry, error) {
 		recorded[a] = true
 	}
 	return append(anchors, entries...), nil
+}
+
+// reachAt is what the agent can do with directory d: from the walk, or,
+// for the directories above a scope's root, from their own stats (an
+// agent that owns the workdir's parent can rename the workdir).
+func (t *taker) reachAt(d string) (reach, error) {
+	if r, ok := t.reach[d]; ok {
+		return r, nil
+	}
+	var up reach
+	if d != "/" {
+		var err error
+		if up, err = t.reachAt(parent(d)); err != nil {
+			return reach{}, err
+		}
+	}
+	st, err := lstat(d)
+	if err != nil {
+		return reach{}, pathErr("stat", d, err, d)
+	}
+	if st == nil {
+		return up, nil // removed meanwhile: its children go with it
+	}
+	r := t.agent.reachOf(d, st, up)
+	t.reach[d] = r
+	return r, nil
 }
 
 // anchorsOf: the parent of every scope root that lies in the workdir.

@@ -15,6 +15,7 @@ const (
 	exitOK      = 0
 	exitInvalid = 1 // a manifest or signature was rejected
 	exitUsage   = 2 // bad flags or arguments
+	exitRefused = 3 // klock rollback refused: it would undo what changed after the session ended
 )
 
 // exitError carries an exit status through cobra.

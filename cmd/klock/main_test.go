@@ -193,7 +193,7 @@ func TestRunExit(t *testing.T) {
 		{"strict kill", session.Result{Killed: true, Reason: "lost events", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitViolation},
 		{"interrupted", session.Result{Killed: true, Interrupted: true, Reason: "ended from outside: killed by klock kill", Exit: launch.Exit{Signal: syscall.SIGKILL}}, exitInterrupted},
 		// A declared operation klock's wall refused: never the agent's 0.
-		{"refused", session.Result{Exit: launch.Exit{Code: 0}, Log: &vlog.Log{Refused: []vlog.Refused{{Triple: "DELETES FILE:/w/.git/HEAD.lock", AllowedBy: "DELETES FILE:/w/.git/**"}}}}, exitRefused},
+		{"refused", session.Result{Exit: launch.Exit{Code: 0}, Log: &vlog.Log{Refused: []vlog.Refused{{Triple: "DELETES FILE:/w/.git/HEAD.lock", AllowedBy: "DELETES FILE:/w/.git/**"}}}}, exitWallRefused},
 	} {
 		if got := runExit(&tc.res); got.code != tc.code {
 			t.Errorf("%s: exit %d, want %d", tc.name, got.code, tc.code)

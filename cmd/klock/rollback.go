@@ -61,23 +61,23 @@ func rollbackLimit(workdir, logPath, id string) (roots []snapshot.Scope, ended t
 // laterChanges refuses a rollback that would undo what changed after the
 // session ended (its agent was gone by then: someone else's work) unless
 // the operator asked for it. A restore that was interrupted is finished
-// without asking (it already began undoing), and the end of the last
-// finished restore counts as the session's end (its own writes are not
-// news).
+// without asking (it already began undoing).
 //
-// Undoing sessions newest first is the natural order: a finished restore
-// of any session of the same backups root counts the same way, since what
-// it put back is klock's own doing.
+// What a restore put back and nobody touched since is klock's own doing,
+// not news (snapshot.ChangedSince follows it path by path): undoing
+// sessions newest first goes through, and rolling a session back twice
+// too. A restore's time is not a cut-off: one that ran after the user's
+// edit would hide the edit.
 func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []snapshot.RestoreOption) error {
 	_, interrupted, err := snapshot.RestoreState(root, s.Session())
 	if err != nil || interrupted || ended.IsZero() {
 		return nil
 	}
-	if last, err := snapshot.LastRestore(root); err == nil && last.After(ended) {
-		ended = last
-	}
 	changed, err := s.ChangedSince(ended, opts...)
-	if err != nil || len(changed) == 0 {
+	if err != nil {
+		return &exitError{code: exitRefused, err: fmt.Errorf("cannot tell what changed after the session ended, so the rollback could undo someone else's work: %w; fix the cause, or run again with --include-later to restore regardless", err)}
+	}
+	if len(changed) == 0 {
 		return nil
 	}
 	var b strings.Builder
@@ -89,8 +89,8 @@ func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []sna
 		}
 		b.WriteString("\n  " + termsafe.String(p))
 	}
-	b.WriteString("\nReview them, then run again with --include-later to restore them too (--all restores the whole backup)")
-	return &exitError{code: exitInvalid, err: errors.New(b.String())}
+	b.WriteString("\nReview them, then run again with --include-later to restore them too")
+	return &exitError{code: exitRefused, err: errors.New(b.String())}
 }
 
 func newRollback() *cobra.Command {
@@ -117,12 +117,19 @@ every new path.
 What changed there after the session ended is not its agent's (it was
 gone): when the session's log says when it ended and some path it would
 restore changed since, rollback refuses and lists them; --include-later
-restores them too.
+restores them too (--all as well: it widens what is restored, not when).
+What a restore put back (of this session or another one of the same
+workdir) and nobody changed since is klock's own doing, not a later
+change: undoing sessions newest first goes through. A restore that only
+ran later does not make a user's edit klock's.
 
 A restore is journaled: if it is interrupted (even by kill -9), running
 rollback again resumes it and converges to the same tree.
 
-Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
+Exit status: 0 restored; 1 some paths could not be restored (listed) or
+the backup could not be opened; 2 usage; 3 refused, nothing changed:
+paths it would restore changed after the session ended (listed; review
+them, then --include-later).`,
 		Example: `  sudo klock rollback -m agent.yaml 20261121T221530-a1b2c3
   sudo klock backups ls -m agent.yaml`,
 		Args: cobra.ExactArgs(1),
@@ -135,18 +142,18 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			workdir := ""
+			if manifest != "" {
+				m, err := policy.Load(manifest)
+				if err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
+				workdir = m.Workdir
+			}
+			roots, ended, why := rollbackLimit(workdir, logPath, args[0])
 			opts := []snapshot.RestoreOption{snapshot.All()}
 			if !all {
 				opts = []snapshot.RestoreOption{snapshot.SpareOthersNew()}
-				workdir := ""
-				if manifest != "" {
-					m, err := policy.Load(manifest)
-					if err != nil {
-						return &exitError{code: exitInvalid, err: err}
-					}
-					workdir = m.Workdir
-				}
-				roots, ended, why := rollbackLimit(workdir, logPath, args[0])
 				if roots == nil {
 					spared := ""
 					if uid := s.Manifest().AgentUID; uid != nil {
@@ -156,10 +163,12 @@ Exit status: 0 restored, 1 some paths could not be restored (listed), 2 usage.`,
 				} else {
 					opts = append(opts, snapshot.Only(roots...))
 				}
-				if !includeLater {
-					if err := laterChanges(root, s, ended, opts); err != nil {
-						return err
-					}
+			}
+			// --all widens what is restored, not when: what changed after
+			// the session ended is still someone else's work.
+			if !includeLater {
+				if err := laterChanges(root, s, ended, opts); err != nil {
+					return err
 				}
 			}
 			rep, err := s.Restore(cmd.Context(), opts...)

@@ -152,8 +152,8 @@ func TestRollbackRefusesLaterChanges(t *testing.T) {
 	os.WriteFile(b, []byte("b by the user, later\n"), 0o644) // after the session
 
 	out, code := runErr(t, "rollback", "-m", mpath, id)
-	if code != exitInvalid || !strings.Contains(out, "changed after the session ended") || !strings.Contains(out, b) || !strings.Contains(out, "--include-later") {
-		t.Fatalf("rollback with a later edit: exit %d, want %d and the path listed\n%s", code, exitInvalid, out)
+	if code != exitRefused || !strings.Contains(out, "changed after the session ended") || !strings.Contains(out, b) || !strings.Contains(out, "--include-later") {
+		t.Fatalf("rollback with a later edit: exit %d, want %d and the path listed\n%s", code, exitRefused, out)
 	}
 	if got, _ := os.ReadFile(a); string(got) != "a by the agent\n" {
 		t.Fatalf("a refused rollback changed a.go: %q", got)
@@ -209,4 +209,67 @@ func twoFileWorkdir(t *testing.T) (wd, mpath string, rs *policy.Ruleset) {
 		t.Fatal(err)
 	}
 	return wd, mpath, rs
+}
+
+// TestRollbackAfterAnotherSessionsRestoreKeepsLaterWork is issue 18's data
+// loss: sessions A and B end cleanly, the user then writes important-B.txt,
+// session C is killed and rolled back. C's restore wrote after the user's
+// file, but it did not put that file there: rolling back A must still
+// refuse (with its own exit status) and leave the file, and --include-later
+// is what restores everything.
+func TestRollbackAfterAnotherSessionsRestoreKeepsLaterWork(t *testing.T) {
+	wd, mpath, rs := twoFileWorkdir(t)
+	a, b := filepath.Join(wd, "src", "a.go"), filepath.Join(wd, "src", "b.go")
+	important := filepath.Join(wd, "important-B.txt")
+	take := func(id string) *snapshot.Snapshot {
+		t.Helper()
+		s, err := snapshot.Take(context.Background(), rs, snapshot.Options{Dir: session.BackupsDir(wd), Session: id, Scopes: []snapshot.Scope{{Path: wd, Tree: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	end := func(id string) {
+		t.Helper()
+		l := vlog.New(vlog.Session{ID: id, Agent: "t", Mode: policy.ModeStrict})
+		l.Finish(time.Now(), vlog.Exit{}, nil)
+		if _, err := l.Write(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const idA, idB, idC = "20261125T000001-sessA", "20261125T000002-sessB", "20261125T000003-sessC"
+	take(idA)
+	os.WriteFile(a, []byte("a by A\n"), 0o644)
+	end(idA)
+	take(idB)
+	os.WriteFile(b, []byte("b by B\n"), 0o644)
+	os.WriteFile(filepath.Join(wd, "src", "new-by-B.go"), []byte("B\n"), 0o644)
+	end(idB)
+	os.WriteFile(important, []byte("the user's\n"), 0o644)
+	time.Sleep(10 * time.Millisecond)
+	sc := take(idC)
+	os.WriteFile(filepath.Join(wd, "c.txt"), []byte("C\n"), 0o644) // C's agent, then the kill
+	if _, err := sc.Restore(context.Background(), snapshot.SpareOthersNew(), snapshot.Only(snapshot.Scope{Path: wd, Tree: true})); err != nil {
+		t.Fatal(err)
+	}
+	end(idC)
+
+	out, code := runErr(t, "rollback", "-m", mpath, idA)
+	if code != exitRefused || !strings.Contains(out, important) || !strings.Contains(out, b) || !strings.Contains(out, "--include-later") {
+		t.Errorf("rollback of A after C's restore: exit %d, want %d (refused) listing %s and %s\n%s", code, exitRefused, important, b, out)
+	}
+	if got, err := os.ReadFile(important); err != nil || string(got) != "the user's\n" {
+		t.Fatalf("the user's file after the rollback of A: %q, %v", got, err)
+	}
+	// --all widens what is restored, not when.
+	if out, code = runErr(t, "rollback", "-m", mpath, "--all", idA); code != exitRefused {
+		t.Errorf("rollback --all of A: exit %d, want %d (refused)\n%s", code, exitRefused, out)
+	}
+	if out, code = run(t, "rollback", "-m", mpath, "--include-later", idA); code != exitOK {
+		t.Fatalf("rollback --include-later: exit %d\n%s", code, out)
+	}
+	if _, err := os.Lstat(important); !os.IsNotExist(err) {
+		t.Errorf("--include-later left %s (%v): it asks for everything since A", important, err)
+	}
 }

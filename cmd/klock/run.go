@@ -27,7 +27,7 @@ const (
 	exitViolation   = 113 // strict mode killed the session for a scope violation
 	exitInterrupted = 130 // the session was ended from outside (128+SIGINT, as a shell reports Ctrl-C)
 	exitNoStart     = 125 // klock refused or failed to start the session
-	exitRefused     = 114 // klock's wall refused an operation the manifest declares (verdict REFUSED)
+	exitWallRefused = 114 // klock's wall refused an operation the manifest declares (verdict REFUSED)
 )
 
 func newRun() *cobra.Command {
@@ -35,6 +35,7 @@ func newRun() *cobra.Command {
 		manifest, mode, user, learn, logDir string
 		backend                             string
 		allowDegraded, quiet, noDaemon      bool
+		rollbackOnInterrupt                 bool
 		extraEnv                            []string
 	)
 	c := &cobra.Command{
@@ -51,6 +52,13 @@ strict      a violation kills the whole session (cgroup.kill) and prints the
             ScopeViolationError; files are restored from the pre-flight backup
 permissive  a violation is logged and the scope amended so the session goes
             on; --learn writes the manifest that would have allowed the run
+
+An interrupt (Ctrl-C, SIGTERM, SIGHUP, klock kill) kills the session and
+exits 130. In strict mode the files are then restored from the pre-flight
+backup, as after a violation. In permissive mode the agent's work is kept
+(a learning run's output is what you wanted to see); klock prints the
+klock rollback command that undoes it, and --rollback-on-interrupt
+restores at once instead.
 
 klock run uses the klockd daemon when it is running (its socket is
 $KLOCK_SOCKET, else /run/klock/klockd.sock): the BPF programs stay loaded
@@ -135,7 +143,8 @@ start the session (the message says why and what would fix it).`,
 				return &exitError{code: exitNoStart, err: err}
 			}
 			// A closed terminal (SIGHUP) ends the session as Ctrl-C does:
-			// killed, rolled back in strict mode, logged.
+			// killed, rolled back in strict mode (kept in permissive mode
+			// unless --rollback-on-interrupt), logged.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			// A learning run's amendments are what it learns: they are in
@@ -150,7 +159,7 @@ start the session (the message says why and what would fix it).`,
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
-				Snapshot: session.Backup(os.Stderr),
+				Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: rollbackOnInterrupt,
 			}
 			// klockd keeps the BPF programs loaded: use it when it runs.
 			var res *session.Result
@@ -185,6 +194,9 @@ start the session (the message says why and what would fix it).`,
 					return &exitError{code: exitNoStart, err: err}
 				}
 			}
+			if kept := keptOnInterrupt(res, permissive, rollbackOnInterrupt); kept != "" {
+				fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, manifest, res.ID)
+			}
 			return runExit(res)
 		},
 	}
@@ -196,6 +208,7 @@ start the session (the message says why and what would fix it).`,
 	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print neither the verification summary nor warnings (errors only)")
+	c.Flags().BoolVar(&rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	_ = c.MarkFlagRequired("manifest")
@@ -259,6 +272,16 @@ func pauseGC() (restore func()) {
 // what an embedded start-up peaks at.
 const startupHeapLimit = 256 << 20
 
+// keptOnInterrupt says, for a session ended from outside and not rolled
+// back (permissive mode without --rollback-on-interrupt), that the agent's
+// work stayed and how to undo it; "" otherwise.
+func keptOnInterrupt(res *session.Result, permissive, rollbackOnInterrupt bool) string {
+	if !res.Killed || !res.Interrupted || !permissive || rollbackOnInterrupt {
+		return ""
+	}
+	return "interrupted: the agent's work is kept (permissive mode; --rollback-on-interrupt restores at once). To undo it:"
+}
+
 // runExit is klock run's exit for a session that ran: the agent's own
 // status; exitViolation when strict mode killed it (a violation, or what it
 // could not verify: lost events, an unobservable operation);
@@ -277,7 +300,7 @@ func runExit(res *session.Result) *exitError {
 		return &exitError{code: exitViolation, err: errors.New(termsafe.String(msg))}
 	case res.Log != nil && len(res.Log.Refused) > 0:
 		r := res.Log.Refused[0]
-		return &exitError{code: exitRefused, err: fmt.Errorf("klock's wall refused %d operation(s) the manifest declares, first %s (declared by %s); the agent's own exit: %s",
+		return &exitError{code: exitWallRefused, err: fmt.Errorf("klock's wall refused %d operation(s) the manifest declares, first %s (declared by %s); the agent's own exit: %s",
 			len(res.Log.Refused), termsafe.String(r.Triple), termsafe.String(r.AllowedBy), res.Exit)}
 	}
 	return &exitError{code: res.Exit.ExitCode(), err: errors.New("")}

@@ -83,6 +83,8 @@ type RunRequest struct {
 	AllowRoot     bool     `json:"allow_root,omitempty"`
 	AllowDegraded bool     `json:"allow_degraded,omitempty"`
 	Backend       string   `json:"backend,omitempty"` // auto (default), bpf-lsm, landlock, observe
+	// RollbackOnInterrupt is session.Options.RollbackOnInterrupt.
+	RollbackOnInterrupt bool `json:"rollback_on_interrupt,omitempty"`
 	// Learn asks for the learned manifest in the result (permissive mode).
 	Learn  bool   `json:"learn,omitempty"`
 	LogDir string `json:"log_dir,omitempty"`

@@ -535,7 +535,8 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	opts := session.Options{
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: backend,
-		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
+		RollbackOnInterrupt: req.RollbackOnInterrupt,
+		Snapshot:            snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.
 		Started: func(pid int) {

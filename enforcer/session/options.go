@@ -52,6 +52,9 @@ type Preflight struct {
 	// AgentUID is the uid the agent runs as: a rollback spares the new
 	// files it cannot have made.
 	AgentUID uint32
+	// AgentGIDs are its groups (primary first): with AgentUID, what decides
+	// which files it could change, and so what the backup holds.
+	AgentGIDs []uint32
 }
 
 // Backend names the mechanism that walls the agent's file operations.
@@ -112,6 +115,13 @@ type Options struct {
 	// Snapshot takes the pre-flight backup; nil means none (strict mode
 	// then refuses unless AllowDegraded: it could not roll back).
 	Snapshot Snapshotter
+	// RollbackOnInterrupt rolls a permissive session back when it is
+	// ended from outside (Ctrl-C, SIGTERM, SIGHUP, klock kill). Without it
+	// a permissive session keeps what the agent did: an interrupted
+	// learning run is not a violation, and its work is what the operator
+	// wanted to see (klock rollback undoes it later). A strict session is
+	// always rolled back: its promise is that nothing undeclared stays.
+	RollbackOnInterrupt bool
 	// LogDir is where <id>/verification.json goes (default
 	// <workdir>/.klock/sessions, or /var/lib/klock/sessions without workdir).
 	LogDir string

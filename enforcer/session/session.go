@@ -164,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	var rollback []vlog.RollbackOp
-	if s.killed && restorer != nil {
+	if s.killed && restorer != nil && rollsBack(mode, s.interrupted, o.RollbackOnInterrupt) {
 		ops, rerr := restorer.Restore(context.WithoutCancel(ctx), rollbackRoots(rs.Workdir, eng.Records()))
 		rollback = ops
 		if rerr != nil {
@@ -204,6 +204,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// rollsBack says whether a killed session is rolled back: always in strict
+// mode; in permissive mode only when asked (Options.RollbackOnInterrupt),
+// since what kills a permissive session is an interruption from outside,
+// and a learning run's work is what its operator wanted to keep.
+func rollsBack(mode policy.Mode, interrupted, onInterrupt bool) bool {
+	return mode != policy.ModePermissive || !interrupted || onInterrupt
 }
 
 // DefaultLogDir is where session logs go for a workdir.

@@ -29,7 +29,9 @@ func BackupsDir(workdir string) string {
 func Backup(progress io.Writer) Snapshotter {
 	return func(ctx context.Context, p Preflight) (Restorer, error) {
 		rs, agent := p.Ruleset, p.AgentUID
-		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent}
+		// Only what the agent's uid could change is backed up (a /tmp/**
+		// scope holds every user's files): snapshot.Options.AgentUID.
+		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, AgentGIDs: p.AgentGIDs}
 		if rs.Workdir != "" {
 			// chmod, chown, utimes and xattrs are not Landlock rights: the
 			// agent can change the metadata of any file it owns, CONSUMES-only

@@ -1,0 +1,75 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
+	"github.com/klocklabs/klock/test/internal/harness"
+)
+
+// TestTmpScopeBacksUpOnlyTheAgents is issue 18 D's "Done when": a real
+// strict session whose manifest lets the agent change /tmp/**, and which
+// writes nothing there, stores under 1 MB of backup, though /tmp holds a
+// 64 MB file root owns (made here) and whatever else this machine keeps
+// there. The agent runs as a uid of its own, so that nothing in /tmp is
+// its by accident: only what it could change is backed up.
+func TestTmpScopeBacksUpOnlyTheAgents(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	const uid = 4012346
+	base := t.TempDir()
+	for p := base; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		must(t, os.Chmod(p, 0o755))
+	}
+	wd := filepath.Join(base, "work")
+	must(t, os.Mkdir(wd, 0o755))
+	must(t, os.Chown(wd, uid, uid))
+	big, err := os.CreateTemp("/tmp", "klock-test-root-big-*.bin")
+	must(t, err)
+	t.Cleanup(func() { os.Remove(big.Name()) })
+	must(t, big.Truncate(64<<20))
+	must(t, big.Chmod(0o644))
+	must(t, big.Close())
+
+	m, err := policy.Parse("m.yaml", []byte(harness.ManifestYAML(wd, policy.ModeStrict, []string{
+		"PROVIDES PROC:/usr/bin/true", "MUTATES FILE:/tmp/**", "PROVIDES FILE:/tmp/**"})))
+	must(t, err)
+	res, err := session.Run(context.Background(), session.Options{Manifest: m, Command: []string{"/usr/bin/true"},
+		Backend: harness.Backend(), User: &launch.Credential{UID: uid, GID: uid}, Snapshot: session.Backup(nil)})
+	must(t, err)
+	if res.Killed || res.Exit.ExitCode() != 0 {
+		t.Fatalf("session: killed %v (%s), exit %v", res.Killed, res.Reason, res.Exit)
+	}
+
+	root := session.BackupsDir(wd)
+	var stored int64
+	must(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := d.Info(); err == nil && !d.IsDir() {
+			stored += info.Size()
+		}
+		return nil
+	}))
+	s, err := snapshot.Open(root, res.ID)
+	must(t, err)
+	t.Logf("backup of a /tmp/** session: %d bytes stored, %d entries", stored, len(s.Manifest().Entries))
+	if stored >= 1<<20 {
+		t.Errorf("the backup stores %d bytes, want under 1 MB: /tmp holds other users' files, which the agent could not change", stored)
+	}
+	for _, e := range s.Manifest().Entries {
+		if e.Path == big.Name() && (!e.Fixed || e.Hash != "") {
+			t.Errorf("%s (root's, 0644) recorded fixed %v with content %q, want fixed without content", e.Path, e.Fixed, e.Hash)
+		}
+	}
+}
