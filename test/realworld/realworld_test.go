@@ -463,7 +463,7 @@ func pinned(intents []learnedIntent) []string {
 		if strings.Contains(li.line, "/**") || strings.Contains(li.line, "/* ") || strings.HasSuffix(li.line, "/*") {
 			continue
 		}
-		if li.path != "" && re.MatchString(li.path) {
+		if li.path != "" && re.MatchString(filepath.Base(li.path)) {
 			out = append(out, li.line)
 		}
 	}

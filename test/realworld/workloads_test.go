@@ -117,7 +117,7 @@ echo "commits: $(git rev-list --all --count)"
 			if status, err := git("status", "--porcelain"); err != nil || status != "" {
 				return fmt.Errorf("work tree not clean after the stash: %q %v", status, err)
 			}
-			return need(r.stdout, "1 file changed", "stash@{0}", "commits: 2")
+			return need(r.stdout, "1 file changed", "stash@{0}", "commits: 3") // main, and the stash's two (work tree and index)
 		},
 	}
 }
@@ -390,7 +390,7 @@ tar -cf "$scratch/data.tar" data
 mkdir -p out
 tar -xf "$scratch/data.tar" -C out
 find out/data -type f -name '*.txt' | xargs sed -i 's/color/COLOR/g'
-find out -type f | sort > out/files.txt
+find out/data -type f | sort > out/files.txt
 cp "$list" out/matches.txt
 rm -rf "$list" "$scratch"
 echo "matches: $(wc -l < out/matches.txt)"
@@ -419,7 +419,6 @@ echo "matches: $(wc -l < out/matches.txt)"
 				files = append(files, "out/"+rel)
 			}
 			sort.Strings(matches)
-			files = append(files, "out/files.txt")
 			sort.Strings(files)
 			if got, _ := readRel(w, "out/matches.txt"); got != strings.Join(matches, "\n")+"\n" {
 				return fmt.Errorf("out/matches.txt = %q, want %q (grep -r)", got, strings.Join(matches, "\n")+"\n")
@@ -488,8 +487,9 @@ func goWorkload() workload {
 			os.WriteFile(filepath.Join(seed, "go.mod"), []byte("module example.com/seed\n\ngo 1.22\n"), 0o644)
 			os.WriteFile(filepath.Join(seed, "main.go"), []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"strings\"\n)\n\nfunc main() { fmt.Println(strings.ToUpper(\"seed\")) }\n"), 0o644)
 			os.WriteFile(filepath.Join(seed, "main_test.go"), []byte("package main\n\nimport \"testing\"\n\nfunc TestSeed(t *testing.T) {}\n"), 0o644)
+			os.MkdirAll(filepath.Join(seed, "tmp"), 0o755)
 			chownTree(t, w.in)
-			env := append([]string{"HOME=" + seed, "TMPDIR=" + seed}, goEnv(w)...)
+			env := append([]string{"HOME=" + seed, "TMPDIR=" + filepath.Join(seed, "tmp")}, goEnv(w)...)
 			for i, kv := range env {
 				if strings.HasPrefix(kv, "GOCACHE=") {
 					env[i] = "GOCACHE=" + filepath.Join(seed, "cache")
