@@ -24,4 +24,9 @@
 //	                     the agents use as scratch space and klock treats specially)
 //	KLOCK_REALWORLD_KEEP=1 keep every step's workdir, manifests and outputs for
 //	                     inspection (the path is logged)
+//	KLOCK_REALWORLD_SHARED_TMP=1 run with the host's /tmp; by default the suite
+//	                     re-executes itself in a mount namespace of its own with an
+//	                     empty tmpfs on /tmp, because today a strict kill's rollback
+//	                     of a learned /tmp/** scope touches other processes' files
+//	                     there (issue 18 D)
 package realworld

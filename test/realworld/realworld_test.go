@@ -31,6 +31,9 @@ const (
 	binEnv  = "KLOCK_BIN"
 	rootEnv = "KLOCK_REALWORLD_ROOT"
 	keepEnv = "KLOCK_REALWORLD_KEEP"
+	// sharedTmpEnv=1: run with the host's /tmp (see privateTmp).
+	sharedTmpEnv  = "KLOCK_REALWORLD_SHARED_TMP"
+	privateTmpEnv = "KLOCK_REALWORLD_IN_PRIVATE_TMP"
 )
 
 // stepTimeout bounds one `klock run`; a hung agent fails its step, not the
@@ -45,11 +48,71 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if code, done := privateTmp(); done {
+		os.Exit(code)
+	}
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
+}
+
+// privateTmp runs the suite in a mount namespace of its own with an empty
+// tmpfs on /tmp (as root; KLOCK_REALWORLD_SHARED_TMP=1 keeps the host's
+// /tmp). The agents use /tmp, so their learned manifests declare /tmp/**,
+// and today a strict kill's rollback of that scope touches what other
+// processes have there (issue 18 D: it restored the times of directories
+// the agent never touched, and backs all of /tmp up first): on a shared
+// machine that must not reach anyone else's files. The parent re-executes
+// the test binary in the new namespace and exits with its status (done);
+// the child mounts the tmpfs and runs the tests.
+func privateTmp() (code int, done bool) {
+	if os.Geteuid() != 0 || os.Getenv(sharedTmpEnv) == "1" {
+		return 0, false
+	}
+	if os.Getenv(privateTmpEnv) == "1" {
+		if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+			fmt.Fprintln(os.Stderr, "realworld: make the mounts private:", err)
+			return 2, true
+		}
+		if err := syscall.Mount("realworld-tmp", "/tmp", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777"); err != nil {
+			fmt.Fprintln(os.Stderr, "realworld: mount a private /tmp:", err)
+			return 2, true
+		}
+		return 0, false
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "realworld:", err)
+		return 2, true
+	}
+	cmd := exec.Command(self, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), privateTmpEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), true
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "realworld: run the suite with a private /tmp:", err)
+		return 2, true
+	}
+	return 0, true
+}
+
+// rootBase is where the suite makes its directories: $KLOCK_REALWORLD_ROOT,
+// else /srv (a workdir where real ones live; not /tmp or /var/tmp, which
+// the agents use as scratch space and the learner treats specially).
+func rootBase() string {
+	dir := os.Getenv(rootEnv)
+	if dir == "" {
+		dir = "/srv"
+	}
+	os.MkdirAll(dir, 0o755)
+	return dir
 }
 
 // klockBin is the klock under test: $KLOCK_BIN, else klock (and its stage 2
@@ -68,7 +131,8 @@ func klockBin(t *testing.T) string {
 		testutil.Unavailable(t, "no go toolchain to build klock (or set "+binEnv+")")
 	}
 	buildOnce.Do(func() {
-		if buildDir, buildErr = os.MkdirTemp("", "klock-realworld-bin-"); buildErr != nil {
+		// Not in /tmp: the agents' learned /tmp/** scope is backed up.
+		if buildDir, buildErr = os.MkdirTemp(rootBase(), "klock-realworld-bin-"); buildErr != nil {
 			return
 		}
 		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
@@ -233,15 +297,15 @@ type run struct {
 	log      *vlog.Log
 	logPath  string
 	logErr   error
-	learned  string // the learned manifest (learn step)
 	manifest string // the manifest this run used
+	work     string // the workdir
 }
 
 // klockRun runs klock with args in the workdir and reads back the session's
 // verification log (the only session of this fresh workdir).
 func (w *world) klockRun(step, manifest string, args ...string) *run {
 	w.t.Helper()
-	r := &run{step: step, args: args, manifest: manifest}
+	r := &run{step: step, args: args, manifest: manifest, work: w.work}
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, w.klock, args...)
@@ -300,6 +364,7 @@ func (r *run) headline() string {
 	if r.log != nil {
 		s += fmt.Sprintf("; verdict %s; %d events, %d distinct triples, %d violations, %d lost", r.log.Summary, r.log.Events, len(r.log.Observed), len(r.log.Violations), r.log.Lost.Total)
 	}
+	s += fmt.Sprintf("; pre-flight backup %.1f MB", float64(r.backupSize())/(1<<20))
 	return s
 }
 
@@ -342,9 +407,23 @@ func (r *run) problems() []string {
 	if l.Exit.KilledByKlock {
 		p = append(p, fmt.Sprintf("killed by klock: %s", l.Exit.Reason))
 	}
+	// The same violation repeated (pytest truncates its capture file per
+	// test) is one line with a count.
+	var order []string
+	seen := map[string]int{}
 	for _, v := range l.Violations {
-		p = append(p, fmt.Sprintf("violation: %s (%s; action %s, blocked=%v; %s pid %d %s via %s; declared there: %q; would need: %q)",
-			v.Triple, v.Error, v.Action, v.Blocked, v.Comm, v.PID, v.Syscall, v.Source, v.Declared, v.Needed))
+		line := fmt.Sprintf("violation: %s (%s; action %s, blocked=%v; %s pid %d %s via %s; declared there: %q; would need: %q)",
+			v.Triple, v.Error, v.Action, v.Blocked, v.Comm, v.PID, v.Syscall, v.Source, v.Declared, v.Needed)
+		if seen[line] == 0 {
+			order = append(order, line)
+		}
+		seen[line]++
+	}
+	for _, line := range order {
+		if n := seen[line]; n > 1 {
+			line += fmt.Sprintf(" ×%d", n)
+		}
+		p = append(p, line)
 	}
 	for _, o := range r.refusedDeclared() {
 		p = append(p, fmt.Sprintf("refused by the wall although declared: %s ← %s [%d of %d blocked; %s pid %d %s]",
@@ -353,21 +432,88 @@ func (r *run) problems() []string {
 	if l.Lost.Total > 0 {
 		p = append(p, fmt.Sprintf("%d kernel events lost", l.Lost.Total))
 	}
-	for _, op := range l.Rollback {
-		if op.Action == vlog.RollbackSpared {
-			continue
-		}
-		s := fmt.Sprintf("rolled back: %s %s", op.Action, op.Path)
-		if !op.OK {
-			s += " FAILED: " + op.Error
-		}
-		p = append(p, s)
-		if len(p) > 60 {
-			p = append(p, "... (more rollback operations in the log)")
-			break
-		}
+	if rb := r.rollbackSummary(); rb != "" {
+		p = append(p, rb)
 	}
 	return p
+}
+
+// rollbackSummary says what the strict kill's rollback did: counts per
+// action, every path outside the workdir (issue 18 D: a rollback must touch
+// only what the agent could change) and the first few inside it.
+func (r *run) rollbackSummary() string {
+	if r.log == nil || len(r.log.Rollback) == 0 {
+		return ""
+	}
+	count := map[string]int{}
+	var outside, inside, failed []string
+	for _, op := range r.log.Rollback {
+		count[op.Action]++
+		desc := op.Action + " " + op.Path
+		switch {
+		case !op.OK:
+			failed = append(failed, desc+": "+op.Error)
+		case op.Path != r.workdir() && !strings.HasPrefix(op.Path, r.workdir()+"/"):
+			outside = append(outside, desc)
+		default:
+			inside = append(inside, desc)
+		}
+	}
+	var acts []string
+	for a, n := range count {
+		acts = append(acts, fmt.Sprintf("%d %s", n, a))
+	}
+	sort.Strings(acts)
+	s := fmt.Sprintf("rollback: %s", strings.Join(acts, ", "))
+	if len(failed) > 0 {
+		s += "; FAILED: " + strings.Join(failed, "; ")
+	}
+	if len(outside) > 0 {
+		s += "; outside the workdir: " + strings.Join(outside, ", ")
+	}
+	if len(inside) > 6 {
+		inside = append(inside[:6], fmt.Sprintf("... %d more", len(inside)-6))
+	}
+	if len(inside) > 0 {
+		s += "; in the workdir: " + strings.Join(inside, ", ")
+	}
+	return s
+}
+
+// workdir is the session's workdir.
+func (r *run) workdir() string { return r.work }
+
+// klockMade are the backends' notes on what klock did to the workdir before
+// the agent started (directories it made for PROVIDES rules): context for
+// a failure, since the agent did not make them.
+func (r *run) klockMade() []string {
+	if r.log == nil {
+		return nil
+	}
+	var out []string
+	for _, b := range r.log.Backends {
+		for _, d := range b.Details {
+			if strings.Contains(d, "made before the agent started") {
+				out = append(out, b.Name+": "+d)
+			}
+		}
+	}
+	return out
+}
+
+// backupSize is the size of the pre-flight backups stored in the workdir
+// after the run (issue 18 D: a /tmp/** scope backed up all of /tmp).
+func (r *run) backupSize() int64 {
+	var n int64
+	filepath.WalkDir(filepath.Join(r.work, ".klock", "backups"), func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // paths are the file paths the problems of r are about.
@@ -518,14 +664,7 @@ const agentPATH = "/usr/local/bin:/usr/bin:/bin"
 
 func TestRealWorld(t *testing.T) {
 	testutil.RequirePrivileged(t)
-	rootDir := os.Getenv(rootEnv)
-	if rootDir == "" {
-		rootDir = "/srv"
-	}
-	if err := os.MkdirAll(rootDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.MkdirTemp(rootDir, "klock-realworld-")
+	root, err := os.MkdirTemp(rootBase(), "klock-realworld-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,6 +812,9 @@ func checkStrict(t *testing.T, r *run, checkErr error, learned []learnedIntent) 
 	}
 	if checkErr != nil {
 		fmt.Fprintf(&b, "  - the workload's own check failed: %v\n", checkErr)
+	}
+	for _, d := range r.klockMade() {
+		fmt.Fprintf(&b, "  context: %s\n", d)
 	}
 	if paths := r.problemPaths(); len(paths) > 0 {
 		b.WriteString("  learned intents about those paths:\n")

@@ -17,7 +17,7 @@ import (
 )
 
 func workloads() []workload {
-	return []workload{gitWorkload(), pythonWorkload(), nodeWorkload(), cWorkload(), shellWorkload(), goWorkload()}
+	return []workload{gitWorkload(), pythonWorkload(), pytestWorkload(), nodeWorkload(), cWorkload(), shellWorkload(), goWorkload()}
 }
 
 func noEnv(*world) []string { return nil }
@@ -224,6 +224,65 @@ venv/bin/python -c 'import greet; print("imported:", greet.hello())'
 				passed = "4 passed"
 			}
 			return need(r.stdout, "Successfully installed greet-"+in.version, passed, "imported: "+in.greeting)
+		},
+	}
+}
+
+// ---- pytest alone: Debian's pytest on the system python, default capture ----
+//
+// The python workload runs pytest last, after the venv and pip; this one
+// runs it alone, so what pytest needs is reported even when the venv fails.
+
+var pytestInput = []map[string]string{
+	{
+		"calc.py": "def add(a, b):\n    return a + b\n",
+		"tests/test_calc.py": `import calc
+
+def test_add(tmp_path):
+    print("captured output")
+    (tmp_path / "note.txt").write_text("a note")
+    assert calc.add(2, 3) == 5
+`,
+	},
+	{
+		"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
+		"tests/test_calc.py": `import sys
+import calc
+import pytest
+
+@pytest.mark.parametrize("a,b", [(1, 2), (3, 4)])
+def test_mul(a, b, tmp_path, capsys):
+    print("captured", a, b)
+    sys.stderr.write("to stderr\n")
+    (tmp_path / "out.txt").write_text(str(calc.mul(a, b)))
+    assert calc.mul(a, b) == a * b
+    assert capsys.readouterr().out == "captured %d %d\n" % (a, b)
+`,
+		"tests/test_more.py": "import calc\n\ndef test_add():\n    assert calc.add(1, 1) == 2\n",
+	},
+}
+
+func pytestWorkload() workload {
+	return workload{
+		name:  "pytest",
+		needs: []string{"/usr/bin/python3"},
+		prepare: func(t *testing.T, w *world) {
+			if err := exec.Command("/usr/bin/python3", "-c", "import pytest").Run(); err != nil {
+				t.Fatalf("/usr/bin/python3 cannot import pytest: install python3-pytest (scripts/deps.sh realworld)")
+			}
+		},
+		env: noEnv,
+		input: func(t *testing.T, w *world, n int) {
+			for rel, body := range pytestInput[n] {
+				w.file(rel, body, 0o644)
+			}
+		},
+		script: `set -eu
+cd "$WORKDIR"
+python3 -m pytest -p no:randomly --rootdir=. tests
+`,
+		check: func(w *world, n int, r *run) error {
+			return need(r.stdout, []string{"1 passed", "3 passed"}[n])
 		},
 	}
 }
