@@ -24,6 +24,10 @@
 //	                     the agents use as scratch space and klock treats specially)
 //	KLOCK_REALWORLD_KEEP=1 keep every step's workdir, manifests and outputs for
 //	                     inspection (the path is logged)
+//	KLOCK_REALWORLD_DIAGNOSE=0 do not rerun a failed strict step in permissive mode
+//	                     with no wall; by default that rerun lists everything the
+//	                     learned manifest does not cover for the step's input (the
+//	                     strict run stops at the first violation)
 //	KLOCK_REALWORLD_SHARED_TMP=1 run with the host's /tmp; by default the suite
 //	                     re-executes itself in a mount namespace of its own with an
 //	                     empty tmpfs on /tmp, because today a strict kill's rollback

@@ -34,6 +34,8 @@ const (
 	// sharedTmpEnv=1: run with the host's /tmp (see privateTmp).
 	sharedTmpEnv  = "KLOCK_REALWORLD_SHARED_TMP"
 	privateTmpEnv = "KLOCK_REALWORLD_IN_PRIVATE_TMP"
+	// diagnoseEnv=0: no permissive rerun of a failed strict step.
+	diagnoseEnv = "KLOCK_REALWORLD_DIAGNOSE"
 )
 
 // stepTimeout bounds one `klock run`; a hung agent fails its step, not the
@@ -211,6 +213,9 @@ func (w *world) fresh() {
 // retire moves the workdir aside as <step>.workdir, for inspection.
 func (w *world) retire(step string) {
 	w.t.Helper()
+	if _, err := os.Lstat(w.work); err != nil {
+		return // retired already
+	}
 	dst := filepath.Join(w.dir, step+".workdir")
 	os.RemoveAll(dst)
 	if err := os.Rename(w.work, dst); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -757,7 +762,20 @@ func runWorkload(t *testing.T, root string, wl workload) {
 				checkLearn(t, w, r, learnedPath, checkErr, &learned)
 				return
 			}
-			checkStrict(t, r, checkErr, learned)
+			if checkStrict(t, r, checkErr, learned) || os.Getenv(diagnoseEnv) == "0" {
+				return
+			}
+			// What else the learned manifest misses for this input: the
+			// strict run stopped at the first violation, a permissive run
+			// with no wall (observe) goes to the end and records them all.
+			w.retire(st.name)
+			w.fresh()
+			wl.input(t, w, st.input)
+			args = append([]string{"run", "-m", learnedPath, "--mode", "permissive", "--backend", "observe"}, args[3:]...)
+			d := w.klockRun(st.name+"-diagnose", learnedPath, args...)
+			w.retire(st.name + "-diagnose")
+			t.Log(d.headline())
+			t.Logf("the same step in permissive mode with no wall (`klock run -m learned.yaml --mode permissive --backend observe`), to see everything the learned manifest does not cover for this input:\n%s", d.uncovered(w.work))
 		})
 		if !ok && st.learn && learned == nil {
 			return
@@ -797,13 +815,62 @@ func checkLearn(t *testing.T, w *world, r *run, learnedPath string, checkErr err
 	}
 }
 
+// uncovered summarizes a permissive run's violations, each one an
+// operation its manifest did not declare: grouped by predicate and
+// directory, with an example name.
+func (r *run) uncovered(workdir string) string {
+	if r.log == nil {
+		return "    (no verification log: " + fmt.Sprint(r.logErr) + ")"
+	}
+	if len(r.log.Violations) == 0 {
+		return "    nothing: every operation was declared (the strict run's failure is the wall's, not the learned manifest's)"
+	}
+	type group struct {
+		key, example string
+		n            int
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, v := range r.log.Violations {
+		pred, obj, _ := strings.Cut(v.Triple, " ")
+		typ, p, _ := strings.Cut(obj, ":")
+		key, example := pred+" "+typ+":"+filepath.Dir(p)+"/", filepath.Base(p)
+		switch {
+		case p == "":
+			// An operation on a file descriptor whose file has no name
+			// (unlinked, O_TMPFILE): tempfile.TemporaryFile.
+			key, example = pred+" "+typ+": (no name: an unlinked or O_TMPFILE file)", v.Comm+" "+v.Syscall
+		case !strings.HasPrefix(p, "/"):
+			key = pred + " " + obj
+		}
+		key = strings.ReplaceAll(key, workdir, "${workdir}")
+		g := groups[key]
+		if g == nil {
+			g = &group{key: key, example: example}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.n++
+	}
+	var b strings.Builder
+	for i, k := range order {
+		if i == 25 {
+			fmt.Fprintf(&b, "    ... %d more groups (klock log -v %s)\n", len(order)-25, r.logPath)
+			break
+		}
+		g := groups[k]
+		fmt.Fprintf(&b, "    %s  (%d undeclared, e.g. %s)\n", g.key, g.n, g.example)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
 // checkStrict: exit 0, CLEAN, nothing refused, nothing lost, and the job
-// done.
-func checkStrict(t *testing.T, r *run, checkErr error, learned []learnedIntent) {
+// done. It reports whether the run passed.
+func checkStrict(t *testing.T, r *run, checkErr error, learned []learnedIntent) bool {
 	t.Helper()
 	probs := r.problems()
 	if len(probs) == 0 && checkErr == nil {
-		return
+		return true
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "strict run %q is not a clean pass (%s):\n", r.step, r.logPath)
@@ -833,6 +900,7 @@ func checkStrict(t *testing.T, r *run, checkErr error, learned []learnedIntent) 
 	}
 	b.WriteString(r.agentOutput())
 	t.Error(b.String())
+	return false
 }
 
 // TestREADMEBaseManifest: the base manifest a new user writes from the
