@@ -614,7 +614,9 @@ func pinned(intents []learnedIntent) []string {
 		if strings.Contains(li.line, "/**") || strings.Contains(li.line, "/* ") || strings.HasSuffix(li.line, "/*") {
 			continue
 		}
-		if li.path != "" && re.MatchString(filepath.Base(li.path)) {
+		// The object as written (${workdir} unexpanded), without the comment.
+		obj, _, _ := strings.Cut(li.line, " #")
+		if li.path != "" && re.MatchString(obj) {
 			out = append(out, li.line)
 		}
 	}
