@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|all]
-#   build  Go is assumed (the module proxy serves the rest)
-# Usage: scripts/deps.sh [build|bpf|vm|bench|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|realworld|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
 #   vm     qemu, busybox, cpio (BPF-LSM VM tests)
 #   bench  hyperfine, strace
 #   npm    the pinned MCP servers and conformance suite in test/mcp (npm ci)
+#   realworld  the real toolchains test/realworld runs under klock: git, gcc,
+#          make, Debian's python3 with venv, pip and pytest (node, npm and Go
+#          come with the machine)
 set -euo pipefail
 want=()
 need() { # need CMD PACKAGE
@@ -31,8 +32,16 @@ npm)
 	echo "klock: installing the MCP test servers (npm ci in test/mcp)" >&2
 	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 	exit 0 ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|npm|all]" >&2; exit 2 ;;
+realworld)
+	need git git; need gcc gcc; need make make; need tar tar; need xargs findutils
+	# Debian's own python3 (/usr/bin/python3, whatever else is on PATH): the
+	# venv module with ensurepip's wheels, pip, and pytest for the system site.
+	[ -x /usr/bin/python3 ] || want+=(python3)
+	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || want+=(python3-venv)
+	/usr/bin/python3 -m pip --version >/dev/null 2>&1 || want+=(python3-pip)
+	/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || want+=(python3-pytest) ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" realworld; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|realworld|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -1,0 +1,36 @@
+// Package realworld runs real toolchains under klock the way a new user
+// would (issue 18's "Done when"): for each workload (git, Python, Node, C,
+// shell, Go) a learning run (`klock run --mode permissive --backend observe
+// --learn`) from a base manifest that names only the agent and its workdir,
+// then a strict run with the learned manifest unchanged, then a strict run
+// with different input. Every run gets a fresh workdir at the same path,
+// owned by the agent user (nobody), so `klock run` runs the agent as that
+// user. A strict run passes when klock exits 0, the verification log says
+// CLEAN with no violation, no lost event and no declared operation refused
+// by the wall, and the workload's own check (the program ran, the commit
+// exists, the import works) passes.
+//
+// The tests are privileged: they skip when not root (KLOCK_REQUIRE_PRIVILEGED=1
+// makes that a failure) and when a toolchain is missing (scripts/deps.sh
+// realworld installs them).
+//
+//	go test ./test/realworld -count=1 -v                    # every workload
+//	go test ./test/realworld -count=1 -v -run 'RealWorld/git' # one workload
+//
+// Environment:
+//
+//	KLOCK_BIN            the klock binary to test (default: built from this tree for the run)
+//	KLOCK_REALWORLD_ROOT where the workdirs are made (default /srv; not /tmp, which
+//	                     the agents use as scratch space and klock treats specially)
+//	KLOCK_REALWORLD_KEEP=1 keep every step's workdir, manifests and outputs for
+//	                     inspection (the path is logged)
+//	KLOCK_REALWORLD_DIAGNOSE=0 do not rerun a failed strict step in permissive mode
+//	                     with no wall; by default that rerun lists everything the
+//	                     learned manifest does not cover for the step's input (the
+//	                     strict run stops at the first violation)
+//	KLOCK_REALWORLD_SHARED_TMP=1 run with the host's /tmp; by default the suite
+//	                     re-executes itself in a mount namespace of its own with an
+//	                     empty tmpfs on /tmp, because today a strict kill's rollback
+//	                     of a learned /tmp/** scope touches other processes' files
+//	                     there (issue 18 D)
+package realworld
