@@ -92,6 +92,7 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	threshold := e.learnMin
 	e.mu.Unlock()
 	ownScopes(need, own, gone, m.Workdir)
+	workdirReads(need, m.Workdir)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}

@@ -250,8 +250,9 @@ func TestLearnedDeclaresOwnFilesAWallWouldRefuse(t *testing.T) {
 		t.Fatalf("Learned: %v\n%s", err, out)
 	}
 	// On the scope it was made in: the file will not exist when the next
-	// session starts, and a wall's rules attach to what exists.
-	for _, want := range []string{"CONSUMES FILE:${workdir}/build/**", "DELETES FILE:${workdir}/build/**"} {
+	// session starts, and a wall's rules attach to what exists. Reads in
+	// the workdir are declared on all of it (workdirReads).
+	for _, want := range []string{"CONSUMES FILE:${workdir}/**", "DELETES FILE:${workdir}/build/**"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("learned manifest lacks %s\n%s", want, out)
 		}
@@ -405,5 +406,34 @@ func TestLearnedDeclaresBuiltProgramsOnTheirDirectory(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "PROVIDES PROC:${workdir}/run.sh # learned: seen once") {
 		t.Errorf("a program that was there before is not declared exactly\n%s", out)
+	}
+}
+
+// TestLearnedWorkdirReadsCoverTheNextInput: the files a run reads in its
+// workdir are its input, and the next run's differ: pytest's new
+// tests/test_more.py and npm's greet-2.3.0.tgz killed strict runs learned
+// from tests/test_calc.py and greet-1.0.0.tgz (issue 18 C). Reads outside
+// the workdir stay exact.
+func TestLearnedWorkdirReadsCoverTheNextInput(t *testing.T) {
+	m := manifest(t, "permissive", "none")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	for _, ev := range []event.Event{
+		fileEv(policy.Consumes, "/srv/repo/tests/test_calc.py", "openat"),
+		fileEv(policy.Consumes, "/srv/repo/vendor/greet-1.0.0.tgz", "openat"),
+		fileEv(policy.Consumes, "/etc/npmrc", "openat"),
+	} {
+		e.Observe(ev)
+	}
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	for _, want := range []string{"CONSUMES FILE:${workdir}/**", "CONSUMES FILE:/etc/npmrc"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("learned manifest lacks %s\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "test_calc.py") || strings.Contains(string(out), "greet-1.0.0") {
+		t.Errorf("learned manifest pins this run's input files\n%s", out)
 	}
 }
