@@ -83,6 +83,8 @@ type resolver struct {
 	// closes at once); the inode then still names the file, and a stat of
 	// the remembered path proves it still leads there.
 	names map[ident]string
+	// mounts caches each agent mount namespace's table (sbname.go).
+	mounts map[string][]mountEnt
 	// gen counts forgets (watches re-seed their KnownDirs after one).
 	gen uint64
 }
@@ -136,7 +138,8 @@ func (rv *resolver) cacheObj(k objKey, v objVal) {
 
 func newResolver() *resolver {
 	return &resolver{dirs: make(map[ident]string), parent: make(map[uint32]uint32),
-		objs: make(map[objKey]objVal), parents: make(map[string]objVal), names: make(map[ident]string)}
+		objs: make(map[objKey]objVal), parents: make(map[string]objVal), names: make(map[ident]string),
+		mounts: make(map[string][]mountEnt)}
 }
 
 // forget drops every cache keyed by inode or pid (see Observer.forget).
@@ -147,6 +150,7 @@ func (rv *resolver) forget() {
 	clear(rv.objs)
 	clear(rv.parents)
 	clear(rv.names)
+	clear(rv.mounts)
 }
 
 func (rv *resolver) forked(child, parent uint32) {
@@ -431,69 +435,6 @@ func fdPath(pid uint32, fd int32, want ident) (string, bool) {
 		return "", false
 	}
 	return p, true
-}
-
-// sbPath names an object the kernel gave as a path from its filesystem's
-// root (fKPathSB): the mounts of that filesystem (the process's mountinfo,
-// else the observer's) whose root contains it, each checked with an lstat
-// that must find the kernel's inode. ok is false when none does.
-func (rv *resolver) sbPath(pid uint32, obj ident, rel string) (string, bool) {
-	for _, mi := range []string{procPath(pid, "mountinfo"), "/proc/self/mountinfo"} {
-		b, err := os.ReadFile(mi)
-		if err != nil {
-			continue
-		}
-		want := strconv.FormatUint(uint64(unix.Major(obj.dev)), 10) + ":" + strconv.FormatUint(uint64(unix.Minor(obj.dev)), 10)
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 5 || f[2] != want {
-				continue
-			}
-			root, mp := unescapeMount(f[3]), unescapeMount(f[4])
-			var rest string
-			switch {
-			case root == "/":
-				rest = rel
-			case rel == root:
-				rest = ""
-			case strings.HasPrefix(rel, root+"/"):
-				rest = rel[len(root):]
-			default:
-				continue
-			}
-			cand := mp + rest
-			if mp == "/" {
-				cand = rest
-			}
-			if cand == "" {
-				cand = "/"
-			}
-			var st unix.Stat_t
-			if unix.Lstat(cand, &st) == nil && statIdent(&st) == obj {
-				return cand, true
-			}
-		}
-	}
-	return "", false
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // sessionProc is event.SessionProc.

@@ -89,7 +89,15 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 			return "", PathNone // "" without AT_EMPTY_PATH is ENOENT
 		}
 		// A path-based metadata call whose inode the ctime hooks caught:
-		// the string must still lead to it.
+		// the kernel's path of it at the syscall's exit is the name the
+		// call used, whatever has been renamed since (sbName).
+		if hasObj && r.kflags&fKPathSB != 0 {
+			if kp, ok := rv.sbName(r.pid, obj, r.kpath); ok {
+				rv.name(obj, kp)
+				return kp, PathKernel
+			}
+		}
+		// Otherwise the string must still lead to it.
 		q.obj, q.hasObj, q.goneOK = obj, hasObj, true
 		p, src := rv.resolve(q)
 		if src == PathBestEffort && hasObj && r.kflags&fKPathSB != 0 {
