@@ -3,8 +3,8 @@ package mcpproxy
 import (
 	"bufio"
 	"context"
-	"io"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 )
