@@ -28,7 +28,7 @@ var celReserved = map[string]bool{
 func celType(s *ParamSchema) *cel.Type {
 	var t *cel.Type
 	switch s.Type {
-	case "string", "enum":
+	case "string", "enum", TypePath:
 		t = cel.StringType
 	case "number":
 		t = cel.DoubleType

@@ -312,7 +312,19 @@ func parseDocument(file string, data []byte) (*yaml.Node, *Diagnostic) {
 		if msg == "EOF" {
 			msg = "the file is empty"
 		}
-		return nil, &Diagnostic{Code: "syntax", Pos: Pos{File: file, Line: line, Col: 1}, Problem: msg, Want: "fix the YAML/JSON syntax"}
+		pos := Pos{File: file, Line: line, Col: 1}
+		// The parser's line is the start of the block it was in, not the
+		// error's: find the error's own line and column.
+		if l, c, note, ok := syntaxPos(data); ok {
+			pos.Line, pos.Col = l, c
+			switch {
+			case note != "":
+				msg += " (" + note + ")"
+			case line != 0 && line < l:
+				msg += fmt.Sprintf(" (in the block that starts at line %d)", line)
+			}
+		}
+		return nil, &Diagnostic{Code: "syntax", Pos: pos, Problem: msg, Want: "fix the YAML/JSON syntax"}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {

@@ -1,5 +1,10 @@
 package policy
 
+import (
+	"path"
+	"strings"
+)
+
 // Tool is one declared tool: KCC surface 4 fields, the seven Tool Trust
 // Contract properties of seed 002, and the category and capability code of
 // seed 004.
@@ -66,7 +71,7 @@ type Permission struct {
 
 // ParamSchema is one argument's type and constraints.
 type ParamSchema struct {
-	Type         string   `yaml:"type" json:"type" jsonschema:"required,enum=string,enum=number,enum=integer,enum=boolean,enum=enum,enum=array,enum=object"`
+	Type         string   `yaml:"type" json:"type" jsonschema:"required,enum=string,enum=number,enum=integer,enum=boolean,enum=enum,enum=array,enum=object,enum=path"`
 	Required     *bool    `yaml:"required" json:"required,omitempty" jsonschema:"description=defaults to true"`
 	Nullable     bool     `yaml:"nullable" json:"nullable,omitempty"`
 	Min          *float64 `yaml:"min" json:"min,omitempty"`
@@ -78,6 +83,26 @@ type ParamSchema struct {
 	MustMatch    string   `yaml:"must_match" json:"must_match,omitempty" jsonschema:"description=context binding, e.g. task.customer_id"`
 	MustBelongTo string   `yaml:"must_belong_to" json:"must_belong_to,omitempty"`
 	Description  string   `yaml:"description" json:"description,omitempty"`
+	// Within is type path's containment: the directories the argument
+	// must stay in as the tool will resolve it (cleaned, symlinks
+	// followed). A pattern on a string cannot say this: "^/srv/data/"
+	// matches "/srv/data/../etc/passwd".
+	Within []string `yaml:"within" json:"within,omitempty" jsonschema:"description=type path only (required there): absolute directories (or ${workdir}/...) the path must stay in once cleaned and its symlinks resolved (e.g. [/srv/data])"`
+}
+
+// TypePath is the input_schema type of a file path argument.
+const TypePath = "path"
+
+// WithinRoots returns s.Within with a leading ${workdir} expanded.
+func (s *ParamSchema) WithinRoots(workdir string) []string {
+	out := make([]string, 0, len(s.Within))
+	for _, w := range s.Within {
+		if rest, ok := strings.CutPrefix(w, WorkdirVar); ok {
+			w = path.Clean(workdir + "/" + rest)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // IsRequired reports whether the argument must be present (default true).

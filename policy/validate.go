@@ -129,8 +129,8 @@ func validateTools(m *Manifest, r *report) {
 			r.errorf("range", f, "use non-negative limits", "negative rate_limit or timeout_ms")
 		}
 		validateSideEffects(t, f, r)
-		validateSchema(t.InputSchema, f+".input_schema", r)
-		validateSchema(t.OutputSchema, f+".output_schema", r)
+		validateSchema(t.InputSchema, f+".input_schema", m.Workdir, r)
+		validateSchema(t.OutputSchema, f+".output_schema", m.Workdir, r)
 		validateRates(t.RateLimits, f+".rate_limits", t, r)
 		if _, err := CompileAutonomy(t); err != nil {
 			r.errorf("cel", f+".autonomy.unsupervised_if", "write a CEL boolean over the arguments, e.g. amount_usd <= 50.0 && context.account.tier != \"enterprise\"", "%v", err)
@@ -169,7 +169,7 @@ func validateSideEffects(t *Tool, f string, r *report) {
 	}
 }
 
-func validateSchema(s map[string]*ParamSchema, f string, r *report) {
+func validateSchema(s map[string]*ParamSchema, f, workdir string, r *report) {
 	for name, p := range s {
 		pf := f + "." + name
 		if p == nil {
@@ -177,10 +177,11 @@ func validateSchema(s map[string]*ParamSchema, f string, r *report) {
 			continue
 		}
 		if p.Type == "" {
-			r.errorf("required", pf+".type", "add type: string | number | integer | boolean | enum | array | object", "missing")
+			r.errorf("required", pf+".type", "add type: string | number | integer | boolean | enum | array | object | path", "missing")
 		} else {
-			checkEnum(r, pf+".type", p.Type, "string", "number", "integer", "boolean", "enum", "array", "object")
+			checkEnum(r, pf+".type", p.Type, "string", "number", "integer", "boolean", "enum", "array", "object", TypePath)
 		}
+		validatePathParam(p, pf, workdir, r)
 		if p.Type == "enum" && len(p.Values) == 0 {
 			r.errorf("required", pf+".values", "list the allowed values", "an enum needs values")
 		}

@@ -108,7 +108,9 @@
 // File-system failures are *Error{Op, Path, Kind, Err, Hint}: errors.Is
 // matches the class (ErrNoSpace for ENOSPC/EDQUOT, ErrPermission for
 // EACCES/EPERM/EROFS) and the errno; the message names the path and says
-// what would fix it. Other sentinels: ErrExists, ErrNotFound, ErrInvalid,
+// what would fix it. Other sentinels: ErrExists, ErrNotFound (ErrCollected
+// when GC removed the session's backup: GC records what it removes in
+// collected.jsonl so Open can say so), ErrInvalid,
 // ErrCorrupt (a missing or altered object), ErrChanged, ErrIncomplete
 // (Restore finished but some paths failed: they are in Report.Failed, and
 // running Restore again resumes).

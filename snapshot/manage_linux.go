@@ -24,7 +24,7 @@ func Open(root, session string) (*Snapshot, error) {
 	data, err := os.ReadFile(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, &Error{Op: "open", Path: filepath.Join(root, session), Kind: ErrNotFound, Err: err, Hint: "list the snapshots with `klock backups ls`"}
+			return nil, missing(root, session, err)
 		}
 		return nil, pathErr("read", p, err, root)
 	}
@@ -90,11 +90,42 @@ func readInfo(root, session string) (Info, error) {
 
 // GCReport says what GC did.
 type GCReport struct {
-	Kept           []string `json:"kept"`
-	Removed        []string `json:"removed"`
-	ObjectsRemoved int      `json:"objects_removed"`
-	BytesFreed     int64    `json:"bytes_freed"`
-	Duration       time.Duration
+	Kept           []string      `json:"kept"`
+	Removed        []string      `json:"removed"`
+	ObjectsRemoved int           `json:"objects_removed"`
+	BytesFreed     int64         `json:"bytes_freed"`
+	Duration       time.Duration `json:"duration_ns"`
+	// Keep is how many of the newest sessions GC was asked to keep.
+	Keep int `json:"keep"`
+	// Unrecorded, when set, says why the removed sessions could not be
+	// recorded as collected (their rollback then reports them missing).
+	Unrecorded string `json:"unrecorded,omitempty"`
+}
+
+// Summary is the report for a human: what was removed and kept, and what
+// it freed.
+func (r GCReport) Summary() string {
+	var b strings.Builder
+	for _, s := range r.Removed {
+		fmt.Fprintf(&b, "removed  %s\n", s)
+	}
+	if len(r.Removed) == 0 {
+		fmt.Fprintf(&b, "nothing to remove: %d session backup(s), --keep %d\n", len(r.Kept), r.Keep)
+	} else {
+		fmt.Fprintf(&b, "removed %d session backup(s), kept the newest %d", len(r.Removed), len(r.Kept))
+		switch n := len(r.Kept); {
+		case n == 1:
+			fmt.Fprintf(&b, " (%s)", r.Kept[0])
+		case n > 1:
+			fmt.Fprintf(&b, " (%s … %s)", r.Kept[0], r.Kept[n-1])
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "freed %s in %d unreferenced object(s)\n", human(r.BytesFreed), r.ObjectsRemoved)
+	if r.Unrecorded != "" {
+		fmt.Fprintf(&b, "warning: the removed sessions are not recorded as collected (%s): their rollback will say only that the backup is missing\n", r.Unrecorded)
+	}
+	return b.String()
 }
 
 // GC keeps the newest keep session snapshots, removes the others, then
@@ -120,6 +151,17 @@ func GC(root string, keep int) (GCReport, error) {
 		return rep, err
 	}
 	cut := max(0, len(infos)-keep)
+	rep.Keep = keep
+	var doomed []string
+	for _, in := range infos[:cut] {
+		doomed = append(doomed, in.Session)
+	}
+	// Recorded first, so a rollback of a removed session can say why it is
+	// gone. Best effort: gc is what frees a full disk, and a record that
+	// cannot be written there must not keep it from doing so.
+	if err := recordCollected(root, doomed, keep, start); err != nil {
+		rep.Unrecorded = err.Error()
+	}
 	for _, in := range infos[:cut] {
 		// Rename first so a crash never leaves a half-removed session that
 		// looks whole.

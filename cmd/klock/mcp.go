@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/guard/charge"
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/control"
@@ -131,9 +132,9 @@ func parseContext(kvs []string) (map[string]any, error) {
 
 func newMCP() *cobra.Command {
 	var (
-		f                gatewayFlags
-		listen, upstream string
-		enforce          bool
+		f                      gatewayFlags
+		listen, upstream, user string
+		enforce                bool
 	)
 	c := &cobra.Command{
 		Use:   "mcp -m MANIFEST [flags] -- SERVER [ARGS...]",
@@ -167,6 +168,12 @@ Every call is appended to a hash-chained audit log; a gateway that cannot
 write it (or its budget ledger) refuses to start or to dispatch. klock tools changes a running
 gateway (disable a tool, lower a limit) through its control socket.
 
+--enforce runs SERVER as a strict klock session under the manifest, as the
+owner of workdir, else the user who ran sudo (--user UID picks another;
+--user 0 is needed to run it as root). An operation the kernel wall refuses
+the server reaches the agent as tool_sandbox_violation, naming the session
+whose log (klock log ID) lists what was blocked.
+
 Exit status: 0 when the client or server closed the session, 1 the manifest
 is invalid, 125 the gateway could not start (the message says why).`,
 		Example: `  # stdio: a filesystem server behind the gateway (client config: command = klock)
@@ -199,6 +206,13 @@ is invalid, 125 the gateway could not start (the message says why).`,
 				return &exitError{code: exitUsage, err: errors.New("name the MCP server to run after --, e.g. klock mcp -m agent.yaml -- npx @modelcontextprotocol/server-filesystem /srv/data")}
 			case httpMode && enforce:
 				return &exitError{code: exitUsage, err: errors.New("--enforce runs a stdio server under klock; for HTTP, start the server with klock run")}
+			case user != "" && !enforce:
+				return &exitError{code: exitUsage, err: errors.New("--user names who the server runs as under --enforce; without --enforce it runs as you")}
+			}
+			if user != "" {
+				if _, err := credential(user, ""); err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
 			}
 			callCtx, err := parseContext(f.context)
 			if err != nil {
@@ -215,12 +229,19 @@ is invalid, 125 the gateway could not start (the message says why).`,
 				return &exitError{code: exitNoStart, err: err}
 			}
 			defer closeGW()
-			p := mcpproxy.New(gw, mcpproxy.WithContext(callCtx), mcpproxy.WithRunID(f.runID))
+			popts := []mcpproxy.Option{mcpproxy.WithContext(callCtx), mcpproxy.WithRunID(f.runID)}
+			sessionID := ""
+			if enforce {
+				// Known before the server starts, so a refusal can name it.
+				sessionID = session.NewID(time.Now())
+				popts = append(popts, mcpproxy.WithEnforcedSession(sessionID))
+			}
+			p := mcpproxy.New(gw, popts...)
 			if httpMode {
 				return serveHTTP(ctx, p, listen, upstream)
 			}
 			if enforce {
-				return serveEnforced(ctx, p, m, f.manifest, args)
+				return serveEnforced(ctx, p, m, f.manifest, enforcedServer{id: sessionID, user: user, args: args})
 			}
 			return serveStdio(ctx, p, args)
 		},
@@ -229,6 +250,7 @@ is invalid, 125 the gateway could not start (the message says why).`,
 	c.Flags().StringVar(&listen, "listen", "", "HTTP mode: address to serve streamable HTTP on, e.g. 127.0.0.1:8808")
 	c.Flags().StringVar(&upstream, "upstream", "", "HTTP mode: the MCP server's endpoint URL")
 	c.Flags().BoolVar(&enforce, "enforce", false, "run SERVER under kernel enforcement with the manifest's scope (root)")
+	c.Flags().StringVar(&user, "user", "", "--enforce: uid to run SERVER as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
 	return c
 }
 

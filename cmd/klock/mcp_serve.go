@@ -38,7 +38,14 @@ func serveHTTP(ctx context.Context, p *mcpproxy.Proxy, listen, upstream string) 
 // its file, exec and network scope is the manifest's intents, walled by the
 // kernel, so a server whose tools reach past their contract is stopped by
 // the kernel even when the gateway's checks are bypassed.
-func serveEnforced(ctx context.Context, p *mcpproxy.Proxy, m *policy.Manifest, path string, args []string) error {
+// enforcedServer is the server of klock mcp --enforce: its session id, the
+// --user it runs as ("" for the default) and its command.
+type enforcedServer struct {
+	id, user string
+	args     []string
+}
+
+func serveEnforced(ctx context.Context, p *mcpproxy.Proxy, m *policy.Manifest, path string, srv enforcedServer) error {
 	if os.Geteuid() != 0 {
 		return &exitError{code: exitNoStart, err: errors.New("--enforce needs root: it starts a kernel-enforced session (sudo klock mcp --enforce ...)")}
 	}
@@ -46,7 +53,7 @@ func serveEnforced(ctx context.Context, p *mcpproxy.Proxy, m *policy.Manifest, p
 	if err != nil {
 		return &exitError{code: exitNoStart, err: err}
 	}
-	cred, err := credential("", m.Workdir)
+	cred, err := credential(srv.user, m.Workdir)
 	if err != nil {
 		return &exitError{code: exitNoStart, err: err}
 	}
@@ -68,11 +75,18 @@ func serveEnforced(ctx context.Context, p *mcpproxy.Proxy, m *policy.Manifest, p
 	done := make(chan result, 1)
 	go func() {
 		res, err := session.Run(sctx, session.Options{
-			Manifest: m, ManifestPath: path, ManifestData: data,
-			Command: args, Env: agentEnv(nil), User: cred,
+			Manifest: m, ManifestPath: path, ManifestData: data, ID: srv.id,
+			Command: srv.args, Env: agentEnv(nil), User: cred,
 			Stdin: toServerR, Stdout: fromServerW, Stderr: os.Stderr,
 			Snapshot: session.Backup(os.Stderr),
 		})
+		if res != nil && res.Killed && !res.Interrupted {
+			why := res.Reason
+			if res.Violation != nil {
+				why = res.Violation.Error()
+			}
+			p.ServerStopped(why) // before the close: calls cut short by it say why
+		}
 		fromServerW.Close() // the proxy sees the server's end
 		done <- result{res, err}
 	}()

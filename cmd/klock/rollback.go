@@ -244,11 +244,19 @@ func newBackups() *cobra.Command {
 		},
 	}
 	ls.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	var keep int
+	var (
+		keep   int
+		gcJSON bool
+	)
 	gc := &cobra.Command{
 		Use:   "gc --keep N",
 		Short: "Keep the newest N session backups; delete the rest and unreferenced content",
-		Args:  cobra.NoArgs,
+		Long: `gc keeps the newest N session backups, deletes the others, then the
+content no kept backup references, and prints what it removed and freed
+(--json: the report as JSON). Each deleted session is recorded in the
+backups directory (collected.jsonl), so klock rollback of it says it was
+collected, when, and what is left to do, rather than that a file is missing.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if keep < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--keep must be >= 0")}
@@ -261,12 +269,17 @@ func newBackups() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			b, _ := json.Marshal(rep)
-			fmt.Fprintf(cmd.OutOrStdout(), "gc: %s\n", b)
-			return nil
+			if gcJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), rep.Summary())
+			return err
 		},
 	}
 	gc.Flags().IntVar(&keep, "keep", 10, "how many of the newest session backups to keep")
+	gc.Flags().BoolVar(&gcJSON, "json", false, "print the report as JSON")
 	c.AddCommand(ls, gc)
 	return c
 }

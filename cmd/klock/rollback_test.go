@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,5 +272,41 @@ func TestRollbackAfterAnotherSessionsRestoreKeepsLaterWork(t *testing.T) {
 	}
 	if _, err := os.Lstat(important); !os.IsNotExist(err) {
 		t.Errorf("--include-later left %s (%v): it asks for everything since A", important, err)
+	}
+}
+
+// TestBackupsGCThenRollback: klock backups gc prints a summary a person
+// reads (--json for machines), and rolling back a session it collected
+// says that, which session, and what is left to do.
+func TestBackupsGCThenRollback(t *testing.T) {
+	wd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(wd, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := &policy.Ruleset{Workdir: wd, Files: []policy.PathRule{{Pattern: policy.PathPattern{Path: wd, Match: policy.MatchSubtree}, Access: policy.AccessOf(policy.Mutates), Grants: policy.Grants(policy.Mutates)}}}
+	dir := session.BackupsDir(wd)
+	ids := []string{"20261122T000000-aaaaaa", "20261122T000001-bbbbbb", "20261122T000002-cccccc"}
+	for _, id := range ids {
+		if _, err := snapshot.Take(context.Background(), rs, snapshot.Options{Dir: dir, Session: id, Scopes: []snapshot.Scope{{Path: wd, Tree: true}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code := run(t, "backups", "gc", "--dir", dir, "--keep", "2")
+	if code != exitOK || strings.Contains(out, "{") || !strings.Contains(out, "removed  "+ids[0]) || !strings.Contains(out, "kept the newest 2") {
+		t.Fatalf("klock backups gc: exit %d:\n%s", code, out)
+	}
+	out, code = run(t, "backups", "gc", "--dir", dir, "--keep", "2", "--json")
+	var rep snapshot.GCReport
+	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Kept) != 2 {
+		t.Fatalf("klock backups gc --json: exit %d:\n%s", code, out)
+	}
+	_, code, err := execute("rollback", "--dir", dir, ids[0])
+	if code != exitInvalid || !errors.Is(err, snapshot.ErrCollected) {
+		t.Fatalf("rollback of a collected session: exit %d, %v", code, err)
+	}
+	for _, want := range []string{ids[0], "klock backups gc", "klock log -m MANIFEST " + ids[0]} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
 	}
 }

@@ -13,7 +13,11 @@ func newSchema() *cobra.Command {
 		Short: "Print the JSON Schema of the manifest (for editors)",
 		Long: `Schema prints the JSON Schema (draft 2020-12) of the klock/v1 manifest.
 Point your editor's YAML language server at it for completion and checks;
-klock validate still enforces the cross-field rules the schema cannot say.`,
+klock validate still enforces the cross-field rules the schema cannot say.
+
+A tool's file path argument is {type: path, within: [DIR, ...]}: the gateway
+checks it where the tool will take it (cleaned, symlinks resolved), which a
+string pattern such as ^/srv/data/ cannot (/srv/data/../etc matches it).`,
 		Example: `  klock schema > klock-manifest.schema.json
   # in agent.yaml:  # yaml-language-server: $schema=./klock-manifest.schema.json`,
 		Args: cobra.NoArgs,

@@ -9,7 +9,8 @@
 //  2. category   seed 004's A–D defaults (timeout, rate) fill what the
 //     contract leaves open
 //  3. schema     arguments against input_schema (types, min/max, lengths,
-//     pattern, enum; no undeclared argument) and context bindings (must_match)
+//     pattern, enum; no undeclared argument), context bindings (must_match),
+//     and type path arguments confined to within where they lead (path.go)
 //  4. rate       token buckets per run, per minute/hour/day and per argument value
 //  5. idempotency the call's idempotency key (the store lives in guard/idem)
 //  6. effect     side-effect class: an IRREVERSIBLE-WRITE never runs unsupervised
@@ -17,8 +18,10 @@
 //     HITL mode (declared, or forced by the lethal trifecta) escalates every
 //     non-READ or externally communicating call
 //
-// Decide is pure logic over memory: no I/O, no clock other than the injected
-// one, safe for concurrent use. A denial is a *toolerr.Error (errors.Is its
+// Decide is logic over memory (no clock other than the injected one, safe
+// for concurrent use) with one exception: a type path argument is resolved
+// on the host's file system (lstat and readlink, nothing written), since
+// where a path leads is not in its string. A denial is a *toolerr.Error (errors.Is its
 // class's sentinel); an escalation names why a human must approve. A
 // condition that cannot be evaluated never allows: it escalates (or denies
 // when the contract says else: DENY).

@@ -89,7 +89,7 @@ func New(m *policy.Manifest, opts ...Option) (*Pipeline, error) {
 		t := &m.DeclaredTools[i]
 		c := &contract{tool: t, lim: limiter{perRun: map[string]int{}, buckets: map[string]*bucket{}}}
 		var err error
-		if c.params, err = compileSchema(t.InputSchema); err != nil {
+		if c.params, err = compileSchema(t.InputSchema, m.Workdir); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
 		for _, pr := range c.params {
@@ -179,30 +179,42 @@ func (p *Pipeline) Decide(call *Call) Decision {
 			"the run does not hold capability %s", t.CapabilityCode()))
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.disabled != "" {
-		return deny("declared", t, toolerr.New(toolerr.Restricted, "disabled", "%s is disabled by governance: %s", t.Name, c.disabled))
+	disabled := c.disabled
+	c.mu.Unlock()
+	if disabled != "" {
+		return deny("declared", t, toolerr.New(toolerr.Restricted, "disabled", "%s is disabled by governance: %s", t.Name, disabled))
 	}
 	// 2. category defaults are compiled into c.timeout and the rate windows.
 	d := Decision{Tool: t, Timeout: c.timeout, Confidential: p.confidential || t.AuditLogging.Confidential}
-	// 3. schema and context bindings.
-	if e := c.checkArgs(call.Args, call.Context); e != nil {
+	// 3. schema and context bindings: outside the lock, since a type path
+	// argument is resolved on the file system and one slow lookup must not
+	// hold every other call of the tool.
+	paths, e := c.checkArgs(call.Args, call.Context)
+	if e != nil {
 		return deny("schema", t, e)
 	}
+	// Rate limits per argument value and the idempotency key see a path
+	// as where it leads: "/d/x" and "/d//x" are one file, one effect.
+	canon := call
+	if paths != nil {
+		canon = &Call{Tool: call.Tool, Args: withPaths(call.Args, paths, kernelView), Context: call.Context, RunID: call.RunID}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	// 4. rate limits.
-	if e := c.lim.take(c, call, p.now()); e != nil {
+	if e := c.lim.take(c, canon, p.now()); e != nil {
 		return deny("rate", t, e)
 	}
 	// 5. idempotency key.
 	if t.Idempotency.Mode == "key" {
-		k, err := idemKey(t.Name, c.idemArgs, call.Args)
+		k, err := idemKey(t.Name, c.idemArgs, canon.Args)
 		if err != nil {
 			return deny("idempotency", t, toolerr.New(toolerr.InvalidArgs, "idempotency_key", "%s: %v", t.Name, err))
 		}
 		d.IdemKey = k
 	}
 	// 6–7. side effect, autonomy, HITL / trifecta.
-	d.Verdict, d.Check, d.Why = p.autonomy(c, call)
+	d.Verdict, d.Check, d.Why = p.autonomy(c, call, paths)
 	if d.Verdict == Deny {
 		return deny("autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
 	}
@@ -211,7 +223,7 @@ func (p *Pipeline) Decide(call *Call) Decision {
 
 // autonomy decides allow or escalate (or deny for else: DENY), mirroring
 // policy's permissions matrix so klock explain and the gateway agree.
-func (p *Pipeline) autonomy(c *contract, call *Call) (Verdict, string, string) {
+func (p *Pipeline) autonomy(c *contract, call *Call, paths map[string]pathViews) (Verdict, string, string) {
 	t := c.tool
 	gated := t.SideEffects != policy.SideEffectRead || t.ExternalCommunication
 	if p.hitl && gated {
@@ -224,7 +236,7 @@ func (p *Pipeline) autonomy(c *contract, call *Call) (Verdict, string, string) {
 	case t.SideEffects == policy.SideEffectIrreversibleWrite:
 		return Escalate, "effect", "IRREVERSIBLE-WRITE never runs unsupervised"
 	case c.autonomy != nil:
-		ok, err := c.autonomy.Eval(call.Args, call.Context)
+		ok, err := c.evalAutonomy(call, paths)
 		if ok && err == nil {
 			return Allow, "autonomy", ""
 		}

@@ -20,12 +20,13 @@ type param struct {
 	s       *policy.ParamSchema
 	pattern *regexp.Regexp
 	binding []string // must_match split on "." (task.customer_id -> [task customer_id])
+	roots   []string // type path: within, ${workdir} expanded
 }
 
 // compileSchema compiles a tool's input_schema. The manifest was validated
 // by policy, so a pattern that does not compile here is a bug upstream; it
 // is reported, not ignored.
-func compileSchema(in map[string]*policy.ParamSchema) ([]param, error) {
+func compileSchema(in map[string]*policy.ParamSchema, workdir string) ([]param, error) {
 	names := make([]string, 0, len(in))
 	for n := range in {
 		names = append(names, n)
@@ -47,6 +48,14 @@ func compileSchema(in map[string]*policy.ParamSchema) ([]param, error) {
 		if p.s.MustMatch != "" {
 			p.binding = strings.Split(p.s.MustMatch, ".")
 		}
+		if p.s.Type == policy.TypePath {
+			if p.roots = p.s.WithinRoots(workdir); len(p.roots) == 0 {
+				// Validation requires within; a path confined nowhere
+				// would be confined to nothing, so say so rather than
+				// allow any path.
+				return nil, fmt.Errorf("argument %q: type path without within", n)
+			}
+		}
 		out = append(out, p)
 	}
 	return out, nil
@@ -55,14 +64,15 @@ func compileSchema(in map[string]*policy.ParamSchema) ([]param, error) {
 // checkArgs validates args against the compiled schema. A contract without
 // input_schema accepts any object: it declared no constraint. With one,
 // every argument must be declared (an argument nobody reviewed is not part
-// of the contract).
-func (c *contract) checkArgs(args, ctx map[string]any) *toolerr.Error {
+// of the contract). It returns where each type path argument leads.
+func (c *contract) checkArgs(args, ctx map[string]any) (map[string]pathViews, *toolerr.Error) {
 	if len(c.params) == 0 {
-		return nil
+		return nil, nil
 	}
+	var paths map[string]pathViews
 	for k := range args {
 		if _, ok := c.tool.InputSchema[k]; !ok {
-			return toolerr.New(toolerr.InvalidArgs, "undeclared_argument",
+			return nil, toolerr.New(toolerr.InvalidArgs, "undeclared_argument",
 				"%s: argument %q is not in the tool's input_schema (declared: %s)", c.tool.Name, k, strings.Join(c.argNames, ", "))
 		}
 	}
@@ -71,39 +81,49 @@ func (c *contract) checkArgs(args, ctx map[string]any) *toolerr.Error {
 		v, present := args[p.name]
 		if !present {
 			if p.s.IsRequired() {
-				return toolerr.New(toolerr.InvalidArgs, "missing_argument", "%s: required argument %q is missing", c.tool.Name, p.name)
+				return nil, toolerr.New(toolerr.InvalidArgs, "missing_argument", "%s: required argument %q is missing", c.tool.Name, p.name)
 			}
 			continue
 		}
 		if v == nil {
 			if !p.s.Nullable {
-				return toolerr.New(toolerr.InvalidArgs, "null_argument", "%s: argument %q is null and its schema is not nullable", c.tool.Name, p.name)
+				return nil, toolerr.New(toolerr.InvalidArgs, "null_argument", "%s: argument %q is null and its schema is not nullable", c.tool.Name, p.name)
 			}
 			continue
 		}
 		if msg := checkValue(p, v); msg != "" {
-			return toolerr.New(toolerr.InvalidArgs, "constraint", "%s: argument %q %s", c.tool.Name, p.name, msg)
+			return nil, toolerr.New(toolerr.InvalidArgs, "constraint", "%s: argument %q %s", c.tool.Name, p.name, msg)
+		}
+		if p.roots != nil {
+			views, e := c.checkPath(p, v.(string))
+			if e != nil {
+				return nil, e
+			}
+			if paths == nil {
+				paths = map[string]pathViews{}
+			}
+			paths[p.name] = views
 		}
 		if p.binding != nil {
 			want, ok := lookup(ctx, p.binding)
 			if !ok {
-				return toolerr.New(toolerr.SandboxViolation, "binding_unresolved",
+				return nil, toolerr.New(toolerr.SandboxViolation, "binding_unresolved",
 					"%s: argument %q must match %s, and the call's context has no %s (give the gateway the task context)", c.tool.Name, p.name, p.s.MustMatch, p.s.MustMatch)
 			}
 			if !sameValue(v, want) {
-				return toolerr.New(toolerr.SandboxViolation, "binding_mismatch",
+				return nil, toolerr.New(toolerr.SandboxViolation, "binding_mismatch",
 					"%s: argument %q is %s, and the contract binds it to %s = %s", c.tool.Name, p.name, short(v), p.s.MustMatch, short(want))
 			}
 		}
 	}
-	return nil
+	return paths, nil
 }
 
 // checkValue returns "" when v satisfies p, else what is wrong.
 func checkValue(p *param, v any) string {
 	s := p.s
 	switch s.Type {
-	case "string", "enum":
+	case "string", "enum", policy.TypePath:
 		str, ok := v.(string)
 		if !ok {
 			return fmt.Sprintf("must be a string, got %s", jsonType(v))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/gateway"
@@ -12,9 +13,11 @@ import (
 
 // Proxy holds what both transports share: the gateway and the call context.
 type Proxy struct {
-	gw      *gateway.Gateway
-	context map[string]any
-	runID   string
+	gw       *gateway.Gateway
+	context  map[string]any
+	runID    string
+	enforced string                        // the server's klock session under --enforce
+	stopped  atomic.Pointer[toolerr.Error] // set when the wall killed that session (ServerStopped)
 }
 
 // Option configures New.
@@ -123,6 +126,11 @@ func (p *Proxy) call(ctx context.Context, req message, send func(context.Context
 			return gateway.Outcome{Result: resp.Error, ToolError: true}, nil
 		}
 		res, isErr := fixResult(resp.Result)
+		if isErr {
+			if te := p.wallRefusal(name, res); te != nil {
+				return gateway.Outcome{Result: res, ToolError: true}, te
+			}
+		}
 		return gateway.Outcome{Result: res, ToolError: isErr}, nil
 	})
 	if te != nil {

@@ -171,8 +171,16 @@ func (s *stdioSession) dispatch(ctx context.Context, m message, raw []byte) (mes
 	case resp := <-ch:
 		return resp, nil
 	case <-s.closed:
-		return message{}, errClosed
+		return message{}, s.p.closedErr()
 	case <-ctx.Done():
+		// The server's end cancels ctx too, and select picks at random
+		// between ready cases: a closed server is why, and is not written
+		// to (nobody reads its input any more).
+		select {
+		case <-s.closed:
+			return message{}, s.p.closedErr()
+		default:
+		}
 		s.mu.Lock()
 		s.late[k] = true
 		s.mu.Unlock()

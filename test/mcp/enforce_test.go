@@ -3,6 +3,7 @@ package mcp
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,8 +58,41 @@ hitl: {default_mode: HOTL}
 	if strings.Contains(text(r), "outside scope") {
 		t.Fatal("the enforced server read a file outside the manifest's scope")
 	}
-	if !r.IsError {
-		t.Fatalf("out-of-scope read was not an error: %s", text(r))
+	// The wall's refusal is the typed error of seed 004, not the server's
+	// raw EACCES text, and it names the session whose log has the block.
+	e := refusal(t, r)
+	if e.Class != "tool_sandbox_violation" || e.Reason != "kernel" || e.Retryable || !strings.Contains(e.Message, "klock log") {
+		t.Fatalf("out-of-scope read: %+v, want tool_sandbox_violation (kernel) naming the session's log", e)
 	}
-	t.Logf("out-of-scope read: %s", text(r))
+	t.Logf("out-of-scope read: %s", e.Message)
+}
+
+// TestEnforceUserFlag: the message klock mcp --enforce gives when it cannot
+// pick a user tells the user to pass --user, so --user exists there (and
+// only there: without --enforce the server runs as the caller).
+func TestEnforceUserFlag(t *testing.T) {
+	mp := filepath.Join(t.TempDir(), "agent.yaml")
+	writeFile(t, mp, `apiVersion: klock/v1
+agent: {id: user-flag}
+intents: ["CONSUMES FILE:/srv/**"]
+cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.7, expected_cost: "0.01 USD", max_cost: "0.02 USD"}
+hitl: {default_mode: HOTL}
+`)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--enforce", "--user", "nobody"}, "want a numeric uid"},
+		{[]string{"--user", "65534"}, "without --enforce"},
+	} {
+		args := append([]string{"mcp", "-m", mp, "--state-dir", t.TempDir()}, tt.args...)
+		out, err := exec.Command(klockBin, append(args, "--", "/bin/true")...).CombinedOutput()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 2 || !strings.Contains(string(out), tt.want) {
+			t.Fatalf("klock %v: exit %d: %s (want exit 2 and %q)", tt.args, code, out, tt.want)
+		}
+	}
 }
