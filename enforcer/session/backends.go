@@ -228,7 +228,7 @@ func observeOnlyNetwork() vlog.Backend {
 
 // wallRefuses tells the decision engine which refusals were a wall of
 // klock's and not the file's owner and mode: every refusal bpf-lsm
-// reports (it decides from the session's rules), and a refusal the
+// reports but a hard link's (it decides from the session's rules), and a refusal the
 // tracepoints saw where the Landlock plan grants nothing for it. A
 // declared operation refused that way makes the verdict REFUSED, never
 // CLEAN. An observe-only session has no wall.
@@ -237,7 +237,14 @@ func wallRefuses(b *backends, plan *launch.LandlockPlan, choice Backend) func(ev
 	case choice == BackendObserve:
 		return nil
 	case b.lsms != nil:
-		return func(ev event.Event, _ policy.Triple) bool { return ev.Source == event.SourceLSM }
+		// bpf-lsm decides from the same rules, so a refusal of a declared
+		// operation is its failure, except a hard link: both its names
+		// may be declared and the link still refused, because it would
+		// give the inode rights its first name does not have (a
+		// CONSUMES-only file made writable). That is the wall working.
+		return func(ev event.Event, _ policy.Triple) bool {
+			return ev.Source == event.SourceLSM && ev.Syscall != "path_link"
+		}
 	case plan != nil:
 		return func(ev event.Event, t policy.Triple) bool {
 			return ev.Source == event.SourceTracepoint && plan.Refuses(t, ev.Syscall)

@@ -287,6 +287,9 @@ func step(op, arg string) error {
 		_, err := io.ReadAll(os.Stdin)
 		return err
 	}
+	if ok, err := fileStep(op, arg); ok {
+		return err
+	}
 	return fmt.Errorf("unknown probe step %q", op)
 }
 
