@@ -78,18 +78,7 @@ func TestPlanPlacement(t *testing.T) {
 		{"PROVIDES PROC:/usr/bin/true", "/usr/bin/true", rExec | rRead, false, ""},
 	} {
 		t.Run(c.intent, func(t *testing.T) {
-			m, err := policy.Parse("t.yaml", []byte(strings.Replace(manifestYAML(wd, []string{c.intent}), "system-ro", "none", 1)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs, err := policy.Compile(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, err := PlanLandlock(rs, 7)
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan, rs := planFor(t, wd, c.intent)
 			obj := rs.Intents[0].Object.String()
 			if c.wall == "" {
 				if len(plan.Rules) != 0 {

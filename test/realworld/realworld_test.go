@@ -156,20 +156,9 @@ func klockBin(t *testing.T) string {
 // --learn is for). klock validate rejects a manifest without a cost
 // envelope (TestREADMEBaseManifest), so it carries the smallest valid one.
 func baseManifest(agent, workdir string) string {
-	return fmt.Sprintf("apiVersion: klock/v1\nagent: {id: %s}\nworkdir: %s\n", agent, workdir) + costEnvelope
+	return fmt.Sprintf("apiVersion: klock/v1\nagent: {id: %s}\nworkdir: %s\n", agent, workdir) + testutil.CostEnvelope
 }
 
-const costEnvelope = `cost_envelope:
-  expected_tokens_in: 100
-  max_tokens_in: 200
-  expected_tokens_out: 10
-  max_tokens_out: 20
-  expected_latency_ms: 10
-  max_latency_ms: 20
-  context_efficiency: 0.7
-  expected_cost: "0.01 USD"
-  max_cost: "0.02 USD"
-`
 
 // world is one workload's directories: root/<workload>/work is the workdir
 // (made afresh, at the same path, for every step: the learned manifest names
