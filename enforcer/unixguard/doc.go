@@ -45,7 +45,8 @@
 //     kernel's ENOENT), as bpf-lsm's socket_connect refuses it.
 //   - Abstract names: not files; Landlock's scope (ABI 6) and the network
 //     namespace wall them.
-//   - Kernels before 6.7: Load fails (ErrLoad) and Probe says why; bpf-lsm
+//   - Kernels before 6.7: Load fails (ErrLoad; detect.UnixHooks probes the
+//     hooks for klock doctor); bpf-lsm
 //     (unix_stream_connect, unix_may_send) covers them where it runs, and
 //     otherwise pathname sockets are detected only (klock doctor and the
 //     verification log say which).

@@ -14,17 +14,18 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/detect"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 )
 
 // newGuard loads the wall, or skips (fails with KLOCK_REQUIRE_PRIVILEGED=1)
-// where the kernel has no cgroup AF_UNIX hooks: Probe says which.
+// where the kernel has no cgroup AF_UNIX hooks (detect.UnixHooks).
 func newGuard(t testing.TB) *Guard {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	if err := Probe(); err != nil {
+	if err := detect.UnixHooks(); err != nil {
 		testutil.Unavailable(t, "no cgroup AF_UNIX hooks on this kernel: "+err.Error())
 	}
 	g, err := Load()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klocklabs/klock/enforcer/unixguard"
+	"github.com/klocklabs/klock/enforcer/detect"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
@@ -81,7 +81,7 @@ func heardNothing(want expect) func(*testing.T, *env, *harness.Outcome) {
 // them after the effect and strict mode kills.
 func unixRows(t *testing.T) []row {
 	want, how := detected, "no cgroup AF_UNIX hooks on this kernel and no bpf-lsm: the connect or send completes; the observer reports CONSUMES FILE of the socket and strict mode kills"
-	if err := unixguard.Probe(); err == nil {
+	if err := detect.UnixHooks(); err == nil {
 		want, how = blocked, "cgroup/connect_unix and sendmsg_unix refuse the undeclared socket path (EPERM) before the kernel looks it up: the listener hears nothing"
 	}
 	errno := ""
