@@ -25,6 +25,7 @@
 #include <bpf/bpf_core_read.h>
 #include "kwalk.h"
 #include "lsm.h"
+#include "pathrule.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -195,10 +196,7 @@ static __always_inline int lookup_have(__u32 sess, struct kw_buf *kb, __u32 pos,
 		*have = 0;
 		return 0;
 	}
-	if (r->kind == LSM_R_EXACT || r->keylen == last + 1)
-		*have = r->direct;
-	else
-		*have = r->deeper;
+	*have = rule_grants(r, last);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "cgscope.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -42,7 +43,6 @@ char LICENSE[] SEC("license") = "GPL";
 // Limits (mirrored in enforcer/netguard).
 #define NG_MAX_RULES 256
 #define NG_MAX_SESSIONS 1024
-#define NG_MAX_DEPTH 32
 
 // Rule access bits.
 #define NG_ACC_CONNECT 1 // CONSUMES: connect, sendto/sendmsg
@@ -140,23 +140,7 @@ struct ng_session {
 static __always_inline struct ng_session find_policy(void)
 {
 	struct ng_session s = {};
-	__u64 id = bpf_get_current_cgroup_id();
-
-	s.id = id;
-	s.pol = bpf_map_lookup_elem(&ng_policies, &id);
-	if (s.pol)
-		return s;
-	for (int level = NG_MAX_DEPTH; level >= 1; level--) {
-		__u64 anc = bpf_get_current_ancestor_cgroup_id(level);
-		if (!anc)
-			continue;
-		struct ng_policy *p = bpf_map_lookup_elem(&ng_policies, &anc);
-		if (p) {
-			s.id = anc;
-			s.pol = p;
-			return s;
-		}
-	}
+	s.pol = cg_lookup(&ng_policies, &s.id);
 	return s;
 }
 

@@ -42,6 +42,10 @@ Exit status: 0 when strict mode can start here, 1 when it cannot.`,
 					}
 					if !ch.OK {
 						fmt.Fprintf(w, "     why: %s\n     fix: %s\n", ch.Why, ch.Fix)
+					} else if ch.Fix != "" {
+						// Available, and a better setup is known (a kernel
+						// that blocks what this one only detects).
+						fmt.Fprintf(w, "     improve: %s\n", ch.Fix)
 					}
 				}
 				if r.Strict {

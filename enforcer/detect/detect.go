@@ -59,6 +59,7 @@ func All() Report {
 			r.FileWall = "bpf-lsm"
 		}
 	}
+	r.Checks = append(r.Checks, UnixSockets(r.FileWall == "bpf-lsm"))
 	for i := range r.Checks {
 		switch r.Checks[i].Name {
 		case "bpf-lsm":

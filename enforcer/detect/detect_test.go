@@ -3,6 +3,7 @@
 package detect
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/klocklabs/klock/internal/testutil"
@@ -26,5 +27,46 @@ func TestProbes(t *testing.T) {
 	}
 	if !r.Strict {
 		t.Fatalf("strict mode not ready on the test host: %s", r.StrictWhy)
+	}
+}
+
+// klock doctor lists pathname AF_UNIX sockets with what each backend
+// guarantees for them, and what klock run gets: blocked before the effect
+// where bpf-lsm or the cgroup AF_UNIX hooks work (both probed), detected
+// only otherwise.
+func TestUnixSockets(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	r := All()
+	var c *Check
+	for i := range r.Checks {
+		if r.Checks[i].Name == "unix-sockets" {
+			c = &r.Checks[i]
+		}
+	}
+	if c == nil {
+		t.Fatalf("no unix-sockets check in %+v", r.Checks)
+	}
+	for _, want := range []string{"pathname AF_UNIX", "bpf-lsm", "Landlock", "cgroup", "tracepoints detect"} {
+		if !strings.Contains(c.Detail, want) {
+			t.Errorf("detail %q does not say %q", c.Detail, want)
+		}
+	}
+	hooks := UnixHooks() == nil
+	switch {
+	case r.FileWall == "bpf-lsm":
+		if c.Guarantee != Blocks || !strings.HasSuffix(c.Detail, "klock run: bpf-lsm") {
+			t.Errorf("bpf-lsm host: %+v", c)
+		}
+	case hooks:
+		if c.Guarantee != Blocks || !strings.Contains(c.Detail, "klock run: the cgroup AF_UNIX hooks") {
+			t.Errorf("host with cgroup AF_UNIX hooks: %+v", c)
+		}
+	default:
+		if c.Guarantee != Detects || !strings.Contains(c.Detail, "detected only") {
+			t.Errorf("host without either: %+v", c)
+		}
+	}
+	if !c.OK {
+		t.Errorf("the check must never stop strict mode: %+v", c)
 	}
 }

@@ -11,10 +11,11 @@ import (
 type Source string
 
 const (
-	SourceTracepoint Source = "tracepoint" // raw syscall tracepoints (detects)
-	SourceLandlock   Source = "landlock"   // a Landlock denial seen as EACCES (blocked)
-	SourceCgroupNet  Source = "cgroup-net" // cgroup connect/sendmsg/sock_create programs (blocks)
-	SourceLSM        Source = "bpf-lsm"    // BPF LSM hooks (blocks)
+	SourceTracepoint Source = "tracepoint"  // raw syscall tracepoints (detects)
+	SourceLandlock   Source = "landlock"    // a Landlock denial seen as EACCES (blocked)
+	SourceCgroupNet  Source = "cgroup-net"  // cgroup connect/sendmsg/sock_create programs (blocks)
+	SourceCgroupUnix Source = "cgroup-unix" // cgroup connect_unix/sendmsg_unix programs (blocks)
+	SourceLSM        Source = "bpf-lsm"     // BPF LSM hooks (blocks)
 )
 
 // Event is one observed operation.

@@ -10,7 +10,10 @@
 // rules: compile turns a policy.Ruleset into LPM-trie entries keyed by a
 // session id and path bytes, whose values hold the union of every covering
 // rule, so the kernel's longest match decides exactly as
-// policy.Ruleset.Allows (a property the tests check on random paths). A new
+// policy.Ruleset.Allows (a property the tests check on random paths).
+// CompileRules hands the same entries (Rules) to enforcer/unixguard, whose
+// trie has this one's layout (bpf/include/lsm.h, pathrule.h), so a
+// pathname socket is decided alike by both. A new
 // session is "arming" until the second exec of its first process (klock's
 // stage 2 re-executes itself, then execs the agent): the agent's exec is the
 // first operation decided. Objects are named by the kernel's own path

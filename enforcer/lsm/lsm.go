@@ -235,30 +235,15 @@ func sessionFlags(rs *policy.Ruleset) uint32 {
 	return f
 }
 
-func key(sess uint32, e entry) lsmKlsmKey {
-	k := lsmKlsmKey{Prefixlen: uint32(32 + 8*len(e.key)), Sess: sess}
-	copy(k.Path[:], e.key)
-	return k
-}
-
 func (l *LSM) writeRules(sess uint32, entries []entry) error {
-	for _, e := range entries {
-		v := lsmKlsmRule{Direct: e.direct, Deeper: e.deeper, Kind: e.kind, Keylen: uint16(len(e.key))}
-		if err := l.objs.LsmRules.Update(key(sess, e), v, ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("%w: write rule %q: %w", ErrAttach, e.key, err)
-		}
+	if err := (Rules{entries}).Write(l.objs.LsmRules, sess); err != nil {
+		return fmt.Errorf("%w: %w", ErrAttach, err)
 	}
 	return nil
 }
 
 func (l *LSM) deleteRules(sess uint32, entries []entry) error {
-	var errs []error
-	for _, e := range entries {
-		if err := l.objs.LsmRules.Delete(key(sess, e)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return Rules{entries}.Delete(l.objs.LsmRules, sess)
 }
 
 // Update replaces the session's rules (permissive mode's amendments): the

@@ -67,8 +67,10 @@
 //     the session cgroup and passed in by fd is decided by its creator's
 //     cgroup (the agent has no such fd unless the launcher leaks one). A
 //     session's socket used by a process outside every session is denied.
-//   - Unix sockets (they are files: the FILE rules and Landlock cover them),
-//     netlink, vsock and other non-inet families.
+//   - Unix sockets: a pathname socket is a FILE object, decided by
+//     bpf-lsm, or with a Landlock wall by enforcer/unixguard (the cgroup
+//     AF_UNIX hooks); abstract names by Landlock's scope and the network
+//     namespace. Netlink, vsock and other non-inet families.
 //   - The names behind addresses: host names are resolved once, at session
 //     start (policy.Ruleset.Resolve); a name whose addresses change later
 //     needs Session.Update with a freshly resolved ruleset.

@@ -12,6 +12,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/enforcer/netguard"
 	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/unixguard"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 )
@@ -24,10 +25,12 @@ type backends struct {
 	ngs   *netguard.Session
 	lsm   *lsm.LSM
 	lsms  *lsm.Session // nil: Landlock walls the files
+	ug    *unixguard.Guard
+	ugs   *unixguard.Session // nil: no cgroup AF_UNIX wall (bpf-lsm decides, or the kernel has no hooks)
 	list  []vlog.Backend
 	// ownObs, ownNG, ownLSM: the session loaded them (not Shared) and
 	// closes them.
-	ownObs, ownNG, ownLSM bool
+	ownObs, ownNG, ownLSM, ownUG bool
 	// lsmSkipped says why BackendAuto did not use bpf-lsm.
 	lsmSkipped string
 
@@ -176,6 +179,12 @@ func (b *backends) close() {
 	if b.ng != nil && b.ownNG {
 		b.ng.Close()
 	}
+	if b.ugs != nil {
+		b.ugs.Close()
+	}
+	if b.ug != nil && b.ownUG {
+		b.ug.Close()
+	}
 }
 
 // landlockBackend describes the wall the launcher built; skipped says why
@@ -247,7 +256,7 @@ func wallRefuses(b *backends, plan *launch.LandlockPlan, choice Backend) func(ev
 		}
 	case plan != nil:
 		return func(ev event.Event, t policy.Triple) bool {
-			return ev.Source == event.SourceTracepoint && plan.Refuses(t, ev.Syscall)
+			return ev.Source == event.SourceCgroupUnix || ev.Source == event.SourceTracepoint && plan.Refuses(t, ev.Syscall)
 		}
 	}
 	return nil

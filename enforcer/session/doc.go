@@ -1,7 +1,9 @@
 // Package session runs one agent session end to end, and is the only place
 // the kernel path is wired together: it compiles and resolves the ruleset,
 // creates the session cgroup, puts the observation (tracepoints) and
-// network (cgroup-net) backends on it, takes the pre-flight snapshot,
+// network (cgroup-net) backends on it, and with a Landlock file wall the
+// pathname AF_UNIX wall (cgroup-unix, where the kernel has its hooks; else
+// the log says those sockets are detected only), takes the pre-flight snapshot,
 // launches the agent under Landlock and seccomp, feeds every kernel event to
 // the decision engine, acts on its verdicts (kill the whole cgroup and roll
 // back in strict mode, amend the network rules in permissive mode), and

@@ -5,6 +5,7 @@ package session
 import (
 	"github.com/klocklabs/klock/enforcer/netguard"
 	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/unixguard"
 )
 
 // loading obtains the observer and the network guard in the background:
@@ -14,7 +15,8 @@ import (
 // the backup). From klockd's Shared they are ready at once.
 type loading struct {
 	obs chan loadedObserver
-	ng  chan loadedGuard // nil: the session needs no guard (own netns)
+	ng  chan loadedGuard     // nil: the session needs no guard (own netns)
+	ug  chan loadedUnixGuard // nil: the session cannot have a Landlock wall
 }
 
 type loadedObserver struct {
@@ -29,7 +31,13 @@ type loadedGuard struct {
 	err error
 }
 
-func startLoading(shared *Shared, needGuard bool) *loading {
+type loadedUnixGuard struct {
+	g   *unixguard.Guard
+	own bool
+	err error
+}
+
+func startLoading(shared *Shared, needGuard, needUnix bool) *loading {
 	l := &loading{obs: make(chan loadedObserver, 1)}
 	go func() {
 		o, own, err := shared.observer()
@@ -40,6 +48,13 @@ func startLoading(shared *Shared, needGuard bool) *loading {
 		go func() {
 			g, own, err := shared.guard()
 			l.ng <- loadedGuard{g, own, err}
+		}()
+	}
+	if needUnix {
+		l.ug = make(chan loadedUnixGuard, 1)
+		go func() {
+			g, own, err := shared.unixGuard()
+			l.ug <- loadedUnixGuard{g, own, err}
 		}()
 	}
 	return l
@@ -59,6 +74,13 @@ func (l *loading) guard() loadedGuard {
 	return r
 }
 
+// unixGuard waits for the AF_UNIX guard.
+func (l *loading) unixGuard() loadedUnixGuard {
+	r := <-l.ug
+	l.ug = nil
+	return r
+}
+
 // discard waits for what was not taken and closes what this session
 // loaded itself, so a session that gives up early leaves nothing loaded.
 func (l *loading) discard() {
@@ -69,6 +91,11 @@ func (l *loading) discard() {
 	}
 	if l.ng != nil {
 		if r := l.guard(); r.err == nil && r.own {
+			r.g.Close()
+		}
+	}
+	if l.ug != nil {
+		if r := l.unixGuard(); r.err == nil && r.own {
 			r.g.Close()
 		}
 	}

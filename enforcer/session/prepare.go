@@ -42,7 +42,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	if choice == "" {
 		choice = BackendAuto
 	}
-	l := startLoading(o.Backends, netWalled(rs, choice))
+	l := startLoading(o.Backends, netWalled(rs, choice), unixWalled(choice))
 	be := &backends{allowDegraded: o.AllowDegraded, log: log}
 	var pending *launch.Pending
 	var backup chan backupResult
@@ -92,6 +92,9 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		takeBackup()
 	}
 	if err := be.attachNet(g, rs, l, choice); err != nil {
+		return nil, err
+	}
+	if err := be.attachUnix(g, rs, l); err != nil {
 		return nil, err
 	}
 	if !o.AllowDegraded {

@@ -324,6 +324,11 @@ func (s *running) widen(v decide.Verdict) {
 			s.log.Warn("cannot widen the network wall", "error", err)
 		}
 	}
+	if v.Triple.Type == policy.ObjFile && s.be.ugs != nil {
+		if err := s.be.ugs.Update(s.eng.Ruleset()); err != nil {
+			s.log.Warn("cannot widen the AF_UNIX wall", "error", err)
+		}
+	}
 	if v.Triple.Type != policy.ObjNet && s.be.lsms != nil {
 		if err := s.be.lsms.Update(s.eng.Ruleset()); err != nil {
 			s.log.Warn("cannot widen the bpf-lsm rules", "error", err)
@@ -400,6 +405,13 @@ func (s *running) loop(ctx context.Context) {
 	if s.be.ngs != nil {
 		netCh, netLost = s.be.ngs.Events(), s.be.ngs.Lost()
 	}
+	// The cgroup AF_UNIX wall's refusals are cgroup programs' too: they
+	// share the network's channels' handling (and drain).
+	var unixCh <-chan event.Event
+	var unixLost <-chan event.Lost
+	if s.be.ugs != nil {
+		unixCh, unixLost = s.be.ugs.Events(), s.be.ugs.Lost()
+	}
 	if s.be.lsms != nil {
 		lsmCh, lsmLost = s.be.lsms.Events(), s.be.lsms.Lost()
 	}
@@ -411,6 +423,10 @@ func (s *running) loop(ctx context.Context) {
 			s.act(s.eng.Observe(ev))
 		case l := <-netLost:
 			s.act(s.eng.Lost(l))
+		case ev := <-unixCh:
+			s.act(s.eng.Observe(ev))
+		case l := <-unixLost:
+			s.act(s.eng.Lost(l))
 		case ev := <-lsmCh:
 			s.act(s.eng.Observe(ev))
 		case l := <-lsmLost:
@@ -420,7 +436,7 @@ func (s *running) loop(ctx context.Context) {
 			s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)
 			ctx = context.Background()
 		case <-s.proc.Done():
-			s.drain(obsCh, netCh, netLost)
+			s.drain(obsCh, netCh, netLost, unixCh, unixLost)
 			s.drainLSM()
 			return
 		}
@@ -474,7 +490,7 @@ func (s *running) drainLSM() {
 
 // drain reads what is still in flight after the agent exited: the observer's
 // Sync guarantees every record produced before it is delivered.
-func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, netLost <-chan event.Lost) {
+func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, netLost <-chan event.Lost, unixCh <-chan event.Event, unixLost <-chan event.Lost) {
 	if s.be.obs != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.be.obs.Sync(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -489,6 +505,10 @@ func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, n
 		case ev := <-netCh:
 			s.act(s.eng.Observe(ev))
 		case l := <-netLost:
+			s.act(s.eng.Lost(l))
+		case ev := <-unixCh:
+			s.act(s.eng.Observe(ev))
+		case l := <-unixLost:
 			s.act(s.eng.Lost(l))
 		default:
 			s.repeats()

@@ -9,6 +9,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/enforcer/netguard"
 	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/unixguard"
 )
 
 // Shared holds kernel backends loaded once and used by many sessions (the
@@ -25,6 +26,10 @@ type Shared struct {
 	GuardErr    error // why Guard is nil
 	LSM         *lsm.LSM
 	LSMErr      error // why LSM is nil
+	// UnixGuard walls pathname AF_UNIX sockets for Landlock sessions
+	// (nil: the kernel has no cgroup AF_UNIX hooks; UnixGuardErr says why).
+	UnixGuard    *unixguard.Guard
+	UnixGuardErr error
 }
 
 // LoadShared loads both backends once. It never fails: a backend that
@@ -33,6 +38,7 @@ func LoadShared(opts observe.Options) *Shared {
 	s := &Shared{}
 	s.Observer, s.ObserverErr = observe.LoadOptions(opts)
 	s.Guard, s.GuardErr = netguard.Load()
+	s.UnixGuard, s.UnixGuardErr = unixguard.Load()
 	// The trial first, as the embedded path does: where BPF LSM cannot
 	// load, it says why (the full load's EPERM reads as a memlock limit).
 	if s.LSMErr = lsmLoadable(); s.LSMErr == nil {
@@ -56,6 +62,10 @@ func (s *Shared) Close() error {
 	if s.LSM != nil {
 		errs = append(errs, s.LSM.Close())
 		s.LSM = nil
+	}
+	if s.UnixGuard != nil {
+		errs = append(errs, s.UnixGuard.Close())
+		s.UnixGuard = nil
 	}
 	return errors.Join(errs...)
 }
@@ -85,6 +95,18 @@ func (s *Shared) guard() (g *netguard.Guard, owned bool, err error) {
 		return nil, false, fmt.Errorf("shared network guard: %w", firstNonNil(s.GuardErr, errNotLoaded))
 	}
 	return s.Guard, false, nil
+}
+
+// unixGuard is observer's counterpart for the AF_UNIX Guard.
+func (s *Shared) unixGuard() (g *unixguard.Guard, owned bool, err error) {
+	if s == nil {
+		g, err = unixguard.Load()
+		return g, true, err
+	}
+	if s.UnixGuard == nil {
+		return nil, false, fmt.Errorf("shared AF_UNIX guard: %w", firstNonNil(s.UnixGuardErr, errNotLoaded))
+	}
+	return s.UnixGuard, false, nil
 }
 
 // lsmBackend is observer's counterpart for the BPF-LSM backend.

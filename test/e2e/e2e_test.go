@@ -23,6 +23,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/enforcer/detect"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -415,8 +416,8 @@ func TestAgentCannotLeaveItsCgroupLoadBPFOrPtrace(t *testing.T) {
 		// A real klockd on a socket in a directory the agent can traverse
 		// (the default /run/klock is 0750 besides). Its socket is 0660,
 		// root and the klock group: connecting needs write permission on
-		// it, which uid 65534 lacks (EACCES from DAC; Landlock ABI 7 does
-		// not mediate pathname unix connects). The attempt is a CONSUMES
+		// it, which uid 65534 lacks (EACCES from DAC where nothing of
+		// klock's decides pathname unix connects first). The attempt is a CONSUMES
 		// of an undeclared file: strict mode kills.
 		w := harness.NewWorld(t)
 		dir := w.O("run")
@@ -429,10 +430,11 @@ func TestAgentCannotLeaveItsCgroupLoadBPFOrPtrace(t *testing.T) {
 		go srv.Serve()
 		defer srv.Shutdown(context.Background())
 		step := "unix:" + sock
-		// bpf-lsm decides the undeclared name before the kernel looks it
-		// up (and DAC refuses): EPERM.
+		// bpf-lsm, and with Landlock the cgroup AF_UNIX hooks where the
+		// kernel has them, decide the undeclared name before the kernel
+		// looks it up (and DAC refuses): EPERM.
 		want := "EACCES"
-		if harness.LSM() {
+		if harness.LSM() || detect.UnixHooks() == nil {
 			want = "EPERM"
 		}
 		o := w.Run(harness.Spec{Mode: policy.ModePermissive, Intents: harness.ProbeIntents(), Command: []string{harness.Probe, step}})

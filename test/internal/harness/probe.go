@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/internal/testutil"
 )
 
 // RunProbe performs each "op:arg" step in order, as the agent, and prints
@@ -239,6 +241,39 @@ func step(op, arg string) error {
 		}
 		defer unix.Close(fd)
 		return unix.Connect(fd, &unix.SockaddrUnix{Name: arg})
+	case "unixdg": // connect an AF_UNIX datagram socket (no datagram)
+		return unixDgram(func(fd int) error { return unix.Connect(fd, &unix.SockaddrUnix{Name: arg}) })
+	case "unixsendto": // sendto from an unconnected AF_UNIX datagram socket
+		return unixDgram(func(fd int) error { return unix.Sendto(fd, []byte(Payload), 0, &unix.SockaddrUnix{Name: arg}) })
+	case "unixsendmsg": // sendmsg with the name as msg_name
+		return unixDgram(func(fd int) error {
+			_, err := unix.SendmsgN(fd, []byte(Payload), nil, &unix.SockaddrUnix{Name: arg}, 0)
+			return err
+		})
+	case "unixsendmmsg": // one sendmmsg of a datagram to each name (A>B>...)
+		names := strings.Split(arg, ">")
+		return unixDgram(func(fd int) error {
+			n, err := testutil.UnixSendmmsg(fd, []byte(Payload), names...)
+			if err == nil && n < len(names) {
+				// The kernel stops at the message it refuses and
+				// keeps no errno when one went before it.
+				return fmt.Errorf("sent %d of %d", n, len(names))
+			}
+			return err
+		})
+	case "unixown": // bind a stream socket at the name, listen, and connect to it
+		l, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(l)
+		if err := unix.Bind(l, &unix.SockaddrUnix{Name: arg}); err != nil {
+			return err
+		}
+		if err := unix.Listen(l, 1); err != nil {
+			return err
+		}
+		return step("unix", arg)
 	case "iouring":
 		var params [120]byte // struct io_uring_params
 		r, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
@@ -291,6 +326,15 @@ func step(op, arg string) error {
 		return err
 	}
 	return fmt.Errorf("unknown probe step %q", op)
+}
+
+func unixDgram(f func(fd int) error) error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return f(fd)
 }
 
 func openWriteData(p, data string) error {
