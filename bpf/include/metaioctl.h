@@ -6,7 +6,7 @@
  * and bpf/observe.bpf.c (sys_exit reports them). The descriptor may be
  * read-only: the kernel asks only that the caller own the file. The
  * "long"-sized commands are listed with their 32-bit forms (FS_IOC32_*).
- * Keep in step with enforcer/launch/stage2.MetaIoctls (a Go test compares
+ * Keep in step with enforcer/launch/metaioctl.List (a Go test compares
  * the two).
  */
 #ifndef KLOCK_METAIOCTL_H

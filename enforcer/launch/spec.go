@@ -34,7 +34,7 @@ type Spec struct {
 	// backend that decides every file operation before its effect (bpf-lsm).
 	NoLandlock bool
 	// DenyMetaIoctls refuses the ioctls that change a file's metadata
-	// (stage2.MetaIoctls: FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...) with
+	// (metaioctl.List: FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...) with
 	// EPERM in the seccomp filter, before their effect. Landlock does not
 	// mediate them on files: callers set it when no backend decides them
 	// by path (see MetaIoctlsRefused).

@@ -13,7 +13,7 @@ import (
 const (
 	accExec    = 1 << 6
 	accMapExec = 1 << 7 // LSM_MAPEXEC: a baseline library directory (executable mappings only)
-	keyPathMax = 248 // LSM_KEY_PATH
+	keyPathMax = 248    // LSM_KEY_PATH
 	kindExact  = 0
 	kindPrefix = 1
 )

@@ -8,6 +8,8 @@ import (
 
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/internal/metaioctl"
 )
 
 // deniedSyscalls fail with EPERM for the agent: kernel-wide or
@@ -59,7 +61,7 @@ const (
 // in memory the filter cannot read, and libc falls back to clone on
 // ENOSYS); file_setattr fails with ENOSYS (see filterOptions);
 // ioctl(TIOCSTI) fails with EPERM, and so do the metadata ioctls
-// (MetaIoctls) when o.denyMetaIoctls; everything else is allowed.
+// (metaioctl.List) when o.denyMetaIoctls; everything else is allowed.
 func seccompProgram(o filterOptions) ([]unix.SockFilter, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
@@ -145,7 +147,7 @@ func seccompProgramFor(info *arch.Info, o filterOptions) ([]unix.SockFilter, err
 	// 32 bits of the argument are all of it.
 	cmds := []uint32{unix.TIOCSTI}
 	if o.denyMetaIoctls {
-		for _, m := range MetaIoctls {
+		for _, m := range metaioctl.List {
 			cmds = append(cmds, m.Cmd)
 		}
 	}

@@ -4,12 +4,11 @@ package stage2
 
 import (
 	"encoding/binary"
-	"os"
-	"regexp"
-	"strconv"
 	"testing"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
+
+	"github.com/klocklabs/klock/internal/metaioctl"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,7 +100,7 @@ func TestSeccompMetaIoctls(t *testing.T) {
 				t.Fatal(err)
 			}
 			run := func(nr, cmd uint32) uint32 { return runFilter(t, prog, uint32(info.ID), nr, cmd) }
-			for _, m := range MetaIoctls {
+			for _, m := range metaioctl.List {
 				want := uint32(retAllow)
 				if deny {
 					want = retErrno | uint32(unix.EPERM)
@@ -128,35 +127,6 @@ func TestSeccompMetaIoctls(t *testing.T) {
 			if got := run(uint32(info.SyscallNames["clone"]), 0); got != retAllow {
 				t.Errorf("%s: clone -> %#x", info.Name, got)
 			}
-		}
-	}
-}
-
-// TestMetaIoctlsMatchTheBPFHeader: the BPF programs (bpf/include/metaioctl.h)
-// decide exactly the ioctls the seccomp filter refuses.
-func TestMetaIoctlsMatchTheBPFHeader(t *testing.T) {
-	b, err := os.ReadFile("../../../bpf/include/metaioctl.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defs := map[string]uint32{}
-	for _, m := range regexp.MustCompile(`#define KM_(\w+) (0x[0-9a-f]+)`).FindAllStringSubmatch(string(b), -1) {
-		v, err := strconv.ParseUint(m[2], 0, 32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defs[m[1]] = uint32(v)
-	}
-	cases := map[string]bool{}
-	for _, m := range regexp.MustCompile(`case KM_(\w+):`).FindAllStringSubmatch(string(b), -1) {
-		cases[m[1]] = true
-	}
-	if len(defs) != len(MetaIoctls) || len(cases) != len(MetaIoctls) {
-		t.Errorf("header: %d defines, %d cases; MetaIoctls: %d", len(defs), len(cases), len(MetaIoctls))
-	}
-	for _, m := range MetaIoctls {
-		if defs[m.Name] != m.Cmd || !cases[m.Name] {
-			t.Errorf("%s %#x: header has %#x (case %v)", m.Name, m.Cmd, defs[m.Name], cases[m.Name])
 		}
 	}
 }

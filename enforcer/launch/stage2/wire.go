@@ -22,7 +22,7 @@ type Spec struct {
 	Landlock   *Wall    `json:"landlock"`
 	NoLandlock bool     `json:"no_landlock,omitempty"`
 	Mask       []string `json:"mask,omitempty"`
-	// DenyMetaIoctls: the seccomp filter refuses MetaIoctls (EPERM).
+	// DenyMetaIoctls: the seccomp filter refuses metaioctl.List (EPERM).
 	DenyMetaIoctls bool `json:"deny_meta_ioctls,omitempty"`
 }
 
