@@ -431,6 +431,9 @@ static __always_inline int check2(struct klsm_session *s, __u32 op, __u32 flags,
 	return finish(s, e, deny);
 }
 
+/* file_ioctl, mmap_file, file_mprotect: in their own file. */
+#include "lsm_ioctl_mmap.h"
+
 SEC("lsm/file_open")
 int BPF_PROG(klock_file_open, struct file *file, int ret)
 {

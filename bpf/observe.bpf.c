@@ -26,6 +26,7 @@
 #include <bpf/bpf_endian.h>
 #include "observe.h"
 #include "kwalk.h"
+#include "metaioctl.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -108,6 +109,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define NR_io_uring_setup 425
 #define NR_io_uring_enter 426
 #define NR_io_uring_register 427
+#define NR_ioctl 16
 #elif defined(__TARGET_ARCH_arm64)
 /* vmlinux.h comes from the (x86_64) build host; CO-RE relocates these onto
  * the arm64 kernel's own types. */
@@ -160,6 +162,7 @@ struct pt_regs___obs_arm64 {
 #define NR_io_uring_setup 425
 #define NR_io_uring_enter 426
 #define NR_io_uring_register 427
+#define NR_ioctl 29
 #else
 #error "observe.bpf.c: unsupported target architecture"
 #endif
@@ -295,13 +298,14 @@ static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u1
 }
 
 /* urgent: a record the reader should have at once rather than with the
- * next batch: a change no wall blocks (chmod, chown, xattrs; not times,
+ * next batch: a change no wall blocks (chmod, chown, xattrs, metadata
+ * ioctls; not times,
  * which untar and cp -p make by the thousand), and an operation a wall
  * refused. Either is how a violation usually shows, and in strict mode the
  * agent runs on until klock reads it. */
 static __always_inline int urgent(const struct obs_rec *r)
 {
-	if (r->op == OBS_OP_CHMOD || r->op == OBS_OP_CHOWN || r->op == OBS_OP_XATTR)
+	if (r->op == OBS_OP_CHMOD || r->op == OBS_OP_CHOWN || r->op == OBS_OP_XATTR || r->op == OBS_OP_IOCTL)
 		return 1;
 	return r->ret == -EACCES || r->ret == -EPERM;
 }
@@ -776,6 +780,16 @@ static __always_inline int observed_nr(long nr)
 	return 0;
 }
 
+/* meta_ioctl_call: an ioctl that changes its file's metadata
+ * (metaioctl.h). Every other ioctl on the machine (terminals, sockets)
+ * returns on its command, before the session lookup. The seccomp filter
+ * refuses these when the manifest lets the agent change no file; else they
+ * are reported here as MUTATES of the descriptor's file. */
+static __always_inline int meta_ioctl_call(long nr, struct pt_regs *regs)
+{
+	return nr == NR_ioctl && meta_ioctl((__u32)ARG2(regs));
+}
+
 /* seen_key fills k for a successful open (flags fl) that returned fd, when
  * its repeats may be counted instead of reported: not a creation, not a
  * directory (the resolver learns directories from their opens), not an
@@ -1016,7 +1030,7 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	 * the session lookup, which every process on the machine would pay
 	 * otherwise. (An ia32 syscall's number is not this table's: it goes
 	 * on, and a session's is reported.) */
-	if (!compat && !observed_nr(nr))
+	if (!compat && !observed_nr(nr) && !meta_ioctl_call(nr, regs))
 		return 0;
 	if (ret == 0 && rename_nr(nr))
 		__sync_fetch_and_add(&obs_grgen, 1);
@@ -1350,6 +1364,12 @@ int BPF_PROG(obs_sys_exit, struct pt_regs *regs, long ret)
 	case NR_io_uring_register:
 		r->op = OBS_OP_IO_URING;
 		r->fd = ARG1(regs);
+		break;
+	case NR_ioctl:
+		/* Only a metadata ioctl gets this far (meta_ioctl_call). */
+		r->op = OBS_OP_IOCTL;
+		r->flags = (__u32)ARG2(regs); /* the command */
+		fd_object(r, ARG1(regs));
 		break;
 	default:
 		return 0;

@@ -75,6 +75,21 @@ var elfInterpreters = []string{
 	"/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
 }
 
+// libraryDirs are where the system's shared objects live: the dynamic
+// loader maps every dynamic program's libraries executable from there, and
+// python and node their extension modules. A file wall that decides
+// executable mappings (bpf-lsm) allows a mapping of a file there without a
+// PROC intent (Ruleset.MapsExec); anywhere else, mapping a file's code
+// needs the PROC intent its exec would. Reading them is already in
+// systemRO (/usr/**, /lib/**, /lib64/**).
+var libraryDirs = []string{
+	"/usr/lib/**",
+	"/usr/lib64/**",
+	"/usr/local/lib/**",
+	"/lib/**",
+	"/lib64/**",
+}
+
 func baselineIntents(b Baseline) []Intent {
 	if b != BaselineSystemRO {
 		return nil

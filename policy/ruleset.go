@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 )
 
 // Ruleset is a compiled manifest: the normalized rules a kernel backend
@@ -29,6 +30,10 @@ type Ruleset struct {
 	// Interpreters are ELF loaders the kernel may open for a declared
 	// binary; a direct exec of one is an exec of an undeclared binary.
 	Interpreters []string
+	// Libraries are the baseline's library directories (system-ro): a
+	// file there may be mapped executable without a PROC intent, unless
+	// the rules let the agent write, create or rename it (MapsExec).
+	Libraries []PathPattern
 
 	files, exec pathIndex
 	netIdx      netIndex
@@ -99,6 +104,16 @@ func (rs *Ruleset) build(intents []Intent) error {
 	rs.Intents = intents
 	rs.Files, rs.Exec, rs.Net, rs.RawSockets = nil, nil, nil, false
 	rs.files, rs.exec = pathIndex{}, pathIndex{}
+	rs.Libraries = nil
+	if rs.Baseline == BaselineSystemRO {
+		for _, d := range libraryDirs {
+			pat, err := ParsePathPattern(d)
+			if err != nil {
+				return fmt.Errorf("policy: bad library directory %s: %w", d, err)
+			}
+			rs.Libraries = append(rs.Libraries, rs.atLinks(pat)...)
+		}
+	}
 	fileRules := map[PathPattern]*PathRule{}
 	execRules := map[PathPattern]*PathRule{}
 	for i, in := range intents {
@@ -251,4 +266,51 @@ func (rs *Ruleset) WithResolvers(servers []netip.Addr) (*Ruleset, error) {
 		}
 	}
 	return rs.With(more...)
+}
+
+// DeclaresMutates reports whether some FILE intent that is not the
+// baseline's (the manifest's own, or a lease) grants MUTATES: whether the
+// agent may change any file at all. The baseline's MUTATES are root's
+// device sinks (/dev/null), whose metadata the agent cannot change.
+func (rs *Ruleset) DeclaresMutates() bool {
+	for _, in := range rs.Intents {
+		if in.Object.Type == ObjFile && Grants(in.Predicate)&AccessOf(Mutates) != 0 && !isBaselineOrigin(in.Origin) {
+			return true
+		}
+	}
+	return false
+}
+
+func isBaselineOrigin(origin string) bool { return strings.HasPrefix(origin, "baseline:") }
+
+// Writable is what lets the agent put its own bytes at a path: create,
+// change or rename onto it.
+var Writable = AccessOf(Provides, Mutates, Renames)
+
+// MapsExec reports whether the agent may map path's file executable
+// (mmap or mprotect with PROT_EXEC): running its code without an exec. A
+// PROC intent that lets it run allows it; so does a baseline library
+// directory (Libraries), unless the rules let the agent write, create or
+// rename the file there (its own code in a library directory is no
+// library of the system's).
+func (rs *Ruleset) MapsExec(path string) bool {
+	if rs.Allows(ExecTriple(path)).Allowed {
+		return true
+	}
+	in := false
+	for _, l := range rs.Libraries {
+		if l.Covers(path) {
+			in = true
+			break
+		}
+	}
+	if !in {
+		return false
+	}
+	for _, p := range Predicates() {
+		if Writable.Has(p) && rs.Allows(FileTriple(p, path)).Allowed {
+			return false
+		}
+	}
+	return true
 }

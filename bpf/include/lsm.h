@@ -22,8 +22,11 @@
 #define LSM_DEPENDS_ON (1 << 4)
 #define LSM_RENAMES (1 << 5)
 #define LSM_EXEC (1 << 6)
+/* Executable mappings only (mmap_file, file_mprotect): the baseline's
+ * library directories, whose files every dynamic program maps. */
+#define LSM_MAPEXEC (1 << 7)
 /* What a hard link carries over to its new name. */
-#define LSM_CONTENT (LSM_CONSUMES | LSM_MUTATES | LSM_DEPENDS_ON | LSM_EXEC)
+#define LSM_CONTENT (LSM_CONSUMES | LSM_MUTATES | LSM_DEPENDS_ON | LSM_EXEC | LSM_MAPEXEC)
 
 enum lsm_op {
 	LSM_OP_OPEN = 1,
@@ -43,6 +46,9 @@ enum lsm_op {
 	LSM_OP_XATTR,            /* setxattr, removexattr */
 	LSM_OP_CONNECT_UNIX,     /* path1 = the socket file a stream connect or datagram send reaches */
 	LSM_OP_SOCKET_RAW,       /* a raw or packet socket (no path) */
+	LSM_OP_IOCTL,            /* a metadata ioctl (metaioctl.h) on path1's file */
+	LSM_OP_MMAP_EXEC,        /* path1 mapped executable (mmap_file) */
+	LSM_OP_MPROTECT_EXEC,    /* path1's mapping made executable (file_mprotect) */
 };
 
 /* Session states: until the agent's own exec, the session's first process

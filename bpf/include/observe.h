@@ -37,6 +37,7 @@ enum obs_op {
 	OBS_OP_COMPAT,      /* a 32-bit (ia32) syscall: not decoded */
 	OBS_OP_FORK,        /* sched_process_fork of a new process (not a thread) */
 	OBS_OP_EXIT,        /* sched_process_exit of a whole process */
+	OBS_OP_IOCTL,       /* a metadata ioctl (metaioctl.h) on fd; flags = the command */
 };
 
 /* Where a path argument's string came from / how the object was named. */

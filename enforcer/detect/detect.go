@@ -68,6 +68,7 @@ func All() Report {
 			r.Checks[i].Used = r.FileWall == "landlock"
 		}
 	}
+	r.Checks = append(r.Checks, fileClasses(r.FileWall)...)
 	var missing []string
 	for _, c := range r.Checks {
 		if c.Used && !c.OK {

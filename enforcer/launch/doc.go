@@ -26,6 +26,15 @@
 // no_new_privs, enforces the Landlock ruleset, installs the seccomp filter,
 // and execs the agent.
 //
+// The seccomp filter also refuses the ioctls that change a file's metadata
+// (internal/metaioctl) when Spec.DenyMetaIoctls: Landlock does not mediate
+// ioctls on files, and the owner needs only a read-only descriptor.
+// Sessions set it when the manifest lets the agent change no file, or no
+// observer would report the ioctls (MetaIoctlsRefused); otherwise the
+// tracepoints report each as MUTATES of the descriptor's file, and bpf-lsm
+// decides each in file_ioctl. file_setattr (6.17) fails with ENOSYS, so
+// programs fall back to the ioctl.
+//
 // The agent is pid 1 of its pid namespace (stage 2 becomes it; there is no
 // helper init left in the session, so nothing privileged lives beside the
 // agent). Consequences: the agent's wait status is the session's, exactly

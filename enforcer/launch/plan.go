@@ -362,6 +362,8 @@ func (p *planner) globals() {
 	p.residual(Residual{Kind: Unmediated, Reason: "chmod, chown, utimes and xattr changes (MUTATES) are not Landlock rights"})
 	p.residual(Residual{Kind: Unmediated, Reason: "stat, access, readlink and getxattr of any path are not mediated (metadata, not content)"})
 	p.residual(Residual{Kind: Unmediated, Reason: "file descriptors inherited at launch (stdio, extra files) keep the access they were opened with"})
+	p.residual(Residual{Kind: Unmediated, Reason: "ioctls that change a file's metadata (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...; a read-only descriptor is enough for the owner) are not Landlock rights on files: seccomp refuses them when the manifest declares no MUTATES, else the tracepoints detect them as MUTATES of the descriptor's file"})
+	p.residual(Residual{Kind: Unmediated, Reason: "executable mappings of files (mmap/mprotect with PROT_EXEC: the dynamic loader run directly, dlopen of an undeclared file) are not Landlock rights: an exec of the loader is detected, a declared program's mapping of other code is not seen (bpf-lsm decides both before the effect)"})
 	if abi < 2 {
 		p.residual(Residual{Kind: Narrowed, Reason: "Landlock ABI 1 has no REFER right: every link or rename across directories is denied"})
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
+	"golang.org/x/sys/unix"
 )
 
 func probeSpec(t *testing.T, mode string, args ...string) Spec {
@@ -109,7 +111,7 @@ func TestSeccompDenies(t *testing.T) {
 	want := map[string]string{
 		"bpf": "EPERM", "ptrace": "EPERM", "perf_event_open": "EPERM", "io_uring_setup": "EPERM",
 		"keyctl": "EPERM", "setns": "EPERM", "unshare_user": "EPERM", "name_to_handle_at": "EPERM",
-		"process_vm_readv": "EPERM", "clone3": "ENOSYS",
+		"process_vm_readv": "EPERM", "clone3": "ENOSYS", "file_setattr": "ENOSYS",
 	}
 	r := run(t, probeSpec(t, "syscalls"))
 	got := lines(r.stdout)
@@ -123,6 +125,73 @@ func TestSeccompDenies(t *testing.T) {
 	s.AllowIOURing = true
 	if got := lines(run(t, s).stdout)["io_uring_setup"]; got != "ok" {
 		t.Errorf("io_uring_setup with AllowIOURing: got %q, want ok", got)
+	}
+}
+
+// TestSeccompRefusesMetaIoctls: with DenyMetaIoctls, setting a file's
+// flags or fsxattr through a read-only descriptor of a file the agent owns
+// fails with EPERM (the owner's call succeeds without the filter, as the
+// second run shows) and the flags stay as they were.
+func TestSeccompRefusesMetaIoctls(t *testing.T) {
+	wd := agentDir(t)
+	f := filepath.Join(wd, "owned.txt")
+	writeAgentFile(t, f, "x")
+	flags := func() uint32 {
+		fd, err := unix.Open(f, unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		v, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			t.Skipf("no inode flags on this file system: %v", err)
+		}
+		return v
+	}
+	before := flags()
+	for _, deny := range []bool{true, false} {
+		s := probeSpec(t, "metaioctl", f)
+		s.Ruleset = compile(t, wd, "PROVIDES PROC:"+probePath, "CONSUMES FILE:"+wd+"/**")
+		s.DenyMetaIoctls = deny
+		r := run(t, s)
+		got := lines(r.stdout)
+		want := "ok"
+		if deny {
+			want = "EPERM"
+		}
+		for _, c := range metaIoctlCalls {
+			if k := c.name + ":" + f; got[k] != want {
+				t.Errorf("deny=%v %s: got %q, want %q (stderr %s)", deny, k, got[k], want, r.stderr)
+			}
+		}
+		if after := flags(); deny && after != before {
+			t.Errorf("flags %#x after a refused FS_IOC_SETFLAGS, want %#x", after, before)
+		} else if !deny && after&fsNodumpFl == 0 {
+			t.Errorf("flags %#x: the owner's FS_IOC_SETFLAGS without the filter did not land", after)
+		}
+	}
+}
+
+// TestMetaIoctlsRefusedByManifest: the filter refuses metadata ioctls when
+// the manifest lets the agent change no file, or nothing observes them;
+// bpf-lsm decides them itself.
+func TestMetaIoctlsRefusedByManifest(t *testing.T) {
+	ro := compile(t, "/w", "CONSUMES FILE:/w/**")
+	rw := compile(t, "/w", "CONSUMES FILE:/w/**", "MUTATES FILE:/w/src/**")
+	for _, c := range []struct {
+		rs            *policy.Ruleset
+		lsm, observed bool
+		want          bool
+	}{
+		{ro, false, true, true},
+		{rw, false, true, false},
+		{rw, false, false, true},
+		{ro, true, true, false},
+		{rw, true, false, false},
+	} {
+		if got := MetaIoctlsRefused(c.rs, c.lsm, c.observed); got != c.want {
+			t.Errorf("mutates=%v lsm=%v observed=%v: refused=%v, want %v", c.rs.DeclaresMutates(), c.lsm, c.observed, got, c.want)
+		}
 	}
 }
 

@@ -33,6 +33,12 @@ type Spec struct {
 	// NoLandlock launches without a Landlock wall: the caller has another
 	// backend that decides every file operation before its effect (bpf-lsm).
 	NoLandlock bool
+	// DenyMetaIoctls refuses the ioctls that change a file's metadata
+	// (metaioctl.List: FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...) with
+	// EPERM in the seccomp filter, before their effect. Landlock does not
+	// mediate them on files: callers set it when no backend decides them
+	// by path (see MetaIoctlsRefused).
+	DenyMetaIoctls bool
 
 	Stdin  io.Reader
 	Stdout io.Writer
@@ -65,6 +71,22 @@ type Credential struct {
 // NeedsNetNS reports whether rs declares no NET intent, so the agent should
 // get an empty network namespace.
 func NeedsNetNS(rs *policy.Ruleset) bool { return len(rs.Net) == 0 }
+
+// MetaIoctlsRefused reports whether a session with ruleset rs whose file
+// backend does not decide metadata ioctls by path (lsm false: Landlock)
+// and whose observer reports them (observed) should refuse them
+// outright. It does when nothing the manifest declares may change a file
+// (no MUTATES outside the baseline, whose MUTATES are root's device
+// sinks): every such ioctl would be a violation, so it is refused before
+// its effect instead of detected after it. With a MUTATES intent they go
+// ahead and the observer decides each by the descriptor's path; without
+// an observer they are refused whatever the manifest says.
+func MetaIoctlsRefused(rs *policy.Ruleset, lsm, observed bool) bool {
+	if lsm {
+		return false // bpf-lsm's file_ioctl decides each by path
+	}
+	return !observed || !rs.DeclaresMutates()
+}
 
 // DefaultUser picks the agent's identity: the owner of workdir when that is
 // not root, else the invoking user of sudo (SUDO_UID, SUDO_GID). It fails

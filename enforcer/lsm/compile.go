@@ -12,7 +12,8 @@ import (
 // policy.Access), plus exec (PROVIDES PROC:).
 const (
 	accExec    = 1 << 6
-	keyPathMax = 248 // LSM_KEY_PATH
+	accMapExec = 1 << 7 // LSM_MAPEXEC: a baseline library directory (executable mappings only)
+	keyPathMax = 248    // LSM_KEY_PATH
 	kindExact  = 0
 	kindPrefix = 1
 )
@@ -44,6 +45,9 @@ func compile(rs *policy.Ruleset) ([]entry, error) {
 	for _, r := range rs.Exec {
 		rules = append(rules, grantRule{r.Pattern, accExec})
 	}
+	for _, p := range rs.Libraries {
+		rules = append(rules, grantRule{p, accMapExec})
+	}
 	exact := map[string]bool{}
 	prefix := map[string]bool{}
 	for _, r := range rules {
@@ -61,6 +65,11 @@ func compile(rs *policy.Ruleset) ([]entry, error) {
 			if r.pat.Covers(q) {
 				bits |= r.bits
 			}
+		}
+		// A library directory where the agent may put its own bytes
+		// maps nothing executable (policy.Ruleset.MapsExec).
+		if bits&uint8(policy.Writable) != 0 {
+			bits &^= accMapExec
 		}
 		return bits
 	}

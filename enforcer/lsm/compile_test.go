@@ -40,12 +40,13 @@ func TestCompileAgreesWithAllows(t *testing.T) {
 		"PROVIDES FILE:/x/y/**",
 		"PROVIDES PROC:/w/bin/**",
 		"PROVIDES PROC:/usr/bin/git",
+		"PROVIDES FILE:/usr/lib/w/**",
 	)
 	entries, err := compile(rs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := []string{"w", "src", "a", "b", "out", "tmp", "go.mod", "x", "y", "bin", "usr", "git", "etc", "z"}
+	parts := []string{"w", "src", "a", "b", "out", "tmp", "go.mod", "x", "y", "bin", "usr", "git", "etc", "z", "lib", "lib64"}
 	rng := rand.New(rand.NewSource(1))
 	paths := []string{"/", "/w", "/w/src", "/w/out", "/x", "/x/y", "/usr/bin/git", "/etc/hosts"}
 	for i := 0; i < 20000; i++ {
@@ -68,6 +69,43 @@ func TestCompileAgreesWithAllows(t *testing.T) {
 		if has := got&accExec != 0; has != want {
 			t.Fatalf("exec %s: kernel rules say %v, Allows says %v", q, has, want)
 		}
+		want = rs.MapsExec(q)
+		if has := got&(accExec|accMapExec) != 0; has != want {
+			t.Fatalf("executable mapping of %s: kernel rules say %v, MapsExec says %v (bits %08b)", q, has, want, got)
+		}
+	}
+}
+
+// TestCompileLibraries: the baseline's library directories map
+// executable (and nothing else), except where the agent may write; a PROC
+// intent maps too; the workdir does not.
+func TestCompileLibraries(t *testing.T) {
+	rs := ruleset(t, "CONSUMES FILE:/w/**", "PROVIDES FILE:/usr/local/lib/mine/**", "PROVIDES PROC:/w/bin/tool")
+	entries, err := compile(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]bool{
+		"/usr/lib/x86_64-linux-gnu/libc.so.6":                 true,
+		"/usr/lib/python3.11/lib-dynload/_ssl.cpython-311.so": true,
+		"/lib64/ld-linux-x86-64.so.2":                         true,
+		"/usr/local/lib/libfoo.so":                            true,
+		"/usr/local/lib/mine/evil.so":                         false,
+		"/w/bin/tool":                                         true,
+		"/w/lib/x.so":                                         false,
+		"/usr/bin/id":                                         false,
+		"/tmp/x.so":                                           false,
+	} {
+		got := lookup(entries, q)
+		if has := got&(accExec|accMapExec) != 0; has != want || rs.MapsExec(q) != want {
+			t.Errorf("%s: kernel %v, MapsExec %v, want %v", q, has, rs.MapsExec(q), want)
+		}
+		if got&accMapExec != 0 && got&accExec != 0 && q != "/w/bin/tool" {
+			t.Errorf("%s: a library directory grants exec", q)
+		}
+	}
+	if lookup(entries, "/usr/lib/x86_64-linux-gnu/libc.so.6")&accExec != 0 {
+		t.Error("a library directory must not grant exec (only executable mappings)")
 	}
 }
 

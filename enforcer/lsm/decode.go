@@ -33,6 +33,9 @@ const (
 	opXattr
 	opConnectUnix
 	opSocketRaw
+	opIoctl
+	opMmapExec
+	opMprotectExec
 )
 
 const (
@@ -54,7 +57,7 @@ var hooks = [...]string{opOpen: "file_open", opExec: "bprm_check_security", opMk
 	opSymlink: "path_symlink", opLink: "path_link", opUnlink: "path_unlink", opRmdir: "path_rmdir", opRename: "path_rename",
 	opTruncate: "path_truncate", opChmod: "path_chmod", opChown: "path_chown", opConnectAbstract: "socket_connect",
 	opSetattr: "inode_setattr", opXattr: "inode_setxattr", opConnectUnix: "unix_stream_connect",
-	opSocketRaw: "socket_create"}
+	opSocketRaw: "socket_create", opIoctl: "file_ioctl", opMmapExec: "mmap_file", opMprotectExec: "file_mprotect"}
 
 // Unnamed stands for an object the kernel could not name for the task
 // (deleted, O_TMPFILE, outside its root); no rule covers it, so it is
@@ -141,8 +144,13 @@ func decode(b []byte) (event.Event, *seenKey, bool) {
 		ev.Triple = file(policy.Deletes, p1)
 	case opConnectUnix:
 		ev.Triple = file(policy.Consumes, p1)
-	case opTruncate, opChmod, opChown, opSetattr, opXattr:
+	case opTruncate, opChmod, opChown, opSetattr, opXattr, opIoctl:
 		ev.Triple = file(policy.Mutates, p1)
+	case opMmapExec, opMprotectExec:
+		// Code of the file run without an exec: judged as its exec
+		// (only refusals are reported: the kernel allowed the rest by
+		// the same PROC rules or a library directory).
+		ev.Triple = policy.ExecTriple(p1)
 	case opLink:
 		ev.Triple = file(policy.Provides, p1)
 		ev.Extra = file(policy.Consumes, p2)

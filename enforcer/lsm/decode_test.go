@@ -71,6 +71,9 @@ func TestDecodeNamesEachHookAsATriple(t *testing.T) {
 		{"unix socket file", opConnectUnix, fDenied, cons, "/run/x.sock", "", "CONSUMES FILE:/run/x.sock", "", "unix_stream_connect", true},
 		{"abstract socket", opConnectAbstract, fDenied, 0, "@bus", "", "CONSUMES NET:@bus:0", "", "socket_connect", true},
 		{"raw socket", opSocketRaw, fDenied, 0, "", "", "CONSUMES NET:raw", "", "socket_create", true},
+		{"metadata ioctl", opIoctl, fDenied, mut, "/w/ro.txt", "", "MUTATES FILE:/w/ro.txt", "", "file_ioctl", true},
+		{"executable mapping", opMmapExec, fDenied, 1 << 6, "/w/rw/x.so", "", "PROVIDES PROC:/w/rw/x.so", "", "mmap_file", true},
+		{"mapping made executable", opMprotectExec, fDenied, 1 << 6, "/usr/bin/id", "", "PROVIDES PROC:/usr/bin/id", "", "file_mprotect", true},
 		{"unnamed object", opOpen, fDenied | fNoPath1, cons, "", "", "CONSUMES FILE:" + Unnamed, "", "file_open", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {

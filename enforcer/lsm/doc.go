@@ -35,6 +35,18 @@
 // refused unless NET:raw is declared, and reported (socket_create, which
 // runs before the family's CAP_NET_RAW check).
 //
+// A metadata ioctl (bpf/include/metaioctl.h: FS_IOC_SETFLAGS,
+// FS_IOC_FSSETXATTR, ..., through a descriptor that may be read-only) is
+// MUTATES of the descriptor's file (file_ioctl). An executable mapping of a
+// file (mmap_file, file_mprotect with PROT_EXEC: the dynamic loader run
+// directly, dlopen, a loader of one's own) runs its code without an exec:
+// it is allowed when a PROC rule covers the file or it lies in the
+// baseline's library directories where the agent cannot write
+// (policy.Ruleset.MapsExec; compile gives those entries LSM_MAPEXEC), and a
+// refusal is reported as PROVIDES PROC of the file; allowed mappings are
+// not reported. Anonymous executable memory (JITs) names no file and is
+// not decided.
+//
 // Repeats: an allowed operation whose triple is its need on the object
 // alone (opens, truncate, chmod, chown, times, xattrs) is cached per
 // session by dentry, mount, inode, generation, rules and renames; a repeat

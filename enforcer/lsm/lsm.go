@@ -104,7 +104,7 @@ func (l *LSM) attach() error {
 		p.KlockPathSymlink, p.KlockPathUnlink, p.KlockPathRmdir, p.KlockPathTruncate, p.KlockPathChmod,
 		p.KlockPathChown, p.KlockPathLink, p.KlockPathRename, p.KlockSocketConnect,
 		p.KlockInodeSetattr, p.KlockInodeSetxattr, p.KlockInodeRemovexattr, p.KlockUnixStreamConnect, p.KlockUnixMaySend,
-		p.KlockSocketCreate} {
+		p.KlockSocketCreate, p.KlockFileIoctl, p.KlockMmapFile, p.KlockFileMprotect} {
 		lk, err := link.AttachLSM(link.LSMOptions{Program: prog})
 		if err != nil {
 			l.closeLinks()

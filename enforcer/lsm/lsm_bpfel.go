@@ -125,10 +125,13 @@ const (
 	lsmMapLsmSeen                 = "lsm_seen"
 	lsmMapLsmSessions             = "lsm_sessions"
 	lsmProgKlockBprmCheck         = "klock_bprm_check"
+	lsmProgKlockFileIoctl         = "klock_file_ioctl"
+	lsmProgKlockFileMprotect      = "klock_file_mprotect"
 	lsmProgKlockFileOpen          = "klock_file_open"
 	lsmProgKlockInodeRemovexattr  = "klock_inode_removexattr"
 	lsmProgKlockInodeSetattr      = "klock_inode_setattr"
 	lsmProgKlockInodeSetxattr     = "klock_inode_setxattr"
+	lsmProgKlockMmapFile          = "klock_mmap_file"
 	lsmProgKlockPathChmod         = "klock_path_chmod"
 	lsmProgKlockPathChown         = "klock_path_chown"
 	lsmProgKlockPathLink          = "klock_path_link"
@@ -196,10 +199,13 @@ type lsmSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type lsmProgramSpecs struct {
 	KlockBprmCheck         *ebpf.ProgramSpec `ebpf:"klock_bprm_check"`
+	KlockFileIoctl         *ebpf.ProgramSpec `ebpf:"klock_file_ioctl"`
+	KlockFileMprotect      *ebpf.ProgramSpec `ebpf:"klock_file_mprotect"`
 	KlockFileOpen          *ebpf.ProgramSpec `ebpf:"klock_file_open"`
 	KlockInodeRemovexattr  *ebpf.ProgramSpec `ebpf:"klock_inode_removexattr"`
 	KlockInodeSetattr      *ebpf.ProgramSpec `ebpf:"klock_inode_setattr"`
 	KlockInodeSetxattr     *ebpf.ProgramSpec `ebpf:"klock_inode_setxattr"`
+	KlockMmapFile          *ebpf.ProgramSpec `ebpf:"klock_mmap_file"`
 	KlockPathChmod         *ebpf.ProgramSpec `ebpf:"klock_path_chmod"`
 	KlockPathChown         *ebpf.ProgramSpec `ebpf:"klock_path_chown"`
 	KlockPathLink          *ebpf.ProgramSpec `ebpf:"klock_path_link"`
@@ -309,10 +315,13 @@ type lsmVariables struct {
 // It can be passed to loadLsmObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lsmPrograms struct {
 	KlockBprmCheck         *ebpf.Program `ebpf:"klock_bprm_check"`
+	KlockFileIoctl         *ebpf.Program `ebpf:"klock_file_ioctl"`
+	KlockFileMprotect      *ebpf.Program `ebpf:"klock_file_mprotect"`
 	KlockFileOpen          *ebpf.Program `ebpf:"klock_file_open"`
 	KlockInodeRemovexattr  *ebpf.Program `ebpf:"klock_inode_removexattr"`
 	KlockInodeSetattr      *ebpf.Program `ebpf:"klock_inode_setattr"`
 	KlockInodeSetxattr     *ebpf.Program `ebpf:"klock_inode_setxattr"`
+	KlockMmapFile          *ebpf.Program `ebpf:"klock_mmap_file"`
 	KlockPathChmod         *ebpf.Program `ebpf:"klock_path_chmod"`
 	KlockPathChown         *ebpf.Program `ebpf:"klock_path_chown"`
 	KlockPathLink          *ebpf.Program `ebpf:"klock_path_link"`
@@ -332,10 +341,13 @@ type lsmPrograms struct {
 func (p *lsmPrograms) Close() error {
 	return _LsmClose(
 		p.KlockBprmCheck,
+		p.KlockFileIoctl,
+		p.KlockFileMprotect,
 		p.KlockFileOpen,
 		p.KlockInodeRemovexattr,
 		p.KlockInodeSetattr,
 		p.KlockInodeSetxattr,
+		p.KlockMmapFile,
 		p.KlockPathChmod,
 		p.KlockPathChown,
 		p.KlockPathLink,

@@ -60,7 +60,11 @@
 // families (incl. *xattrat), execve/execveat (success from
 // sched_process_exec, failure from sys_exit), connect, sendto, sendmsg,
 // sendmmsg (first message's address), bind, listen, socket (raw and packet
-// only); fork and exit of whole processes. io_uring_setup/enter/register and
+// only), ioctl with a command that changes its file's metadata
+// (internal/metaioctl: FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...; reported as
+// MUTATES of the descriptor's file, named by the kernel; every other ioctl
+// returns on its command before the session lookup); fork and exit of
+// whole processes. io_uring_setup/enter/register and
 // any ia32 (32-bit) syscall are reported as KindUnobserved: operations they
 // carry bypass the syscall tracepoints, so a session that sees one has lost
 // completeness and should treat it as such (strict mode: a violation).

@@ -57,6 +57,10 @@ func runHelper(name string, args []string) error {
 		if int(fd) >= 0 {
 			unix.Close(int(fd))
 		}
+	case "ioctl":
+		if err := helperIoctl(args[0]); err != nil {
+			return err
+		}
 	case "loop":
 		return helperLoop(args[0], args[1])
 	default:
@@ -125,6 +129,23 @@ func helperOps(dir, tcpAddr, udpAddr string) error {
 	}
 	unix.Close(u)
 	return nil
+}
+
+// helperIoctl reads path's inode flags and writes them back with nodump
+// through a read-only descriptor (a metadata ioctl), and makes ioctls that
+// change nothing (FS_IOC_GETFLAGS, TCGETS on the file: ENOTTY).
+func helperIoctl(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	f, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		return must(err, "FS_IOC_GETFLAGS")
+	}
+	_, _ = unix.IoctlGetTermios(fd, unix.TCGETS)
+	return must(unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(f|0x40 /* FS_NODUMP_FL */)), "FS_IOC_SETFLAGS")
 }
 
 // helperLoop opens and closes path n times, as fast as it can.

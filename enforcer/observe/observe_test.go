@@ -397,6 +397,33 @@ func TestPathHelpers(t *testing.T) {
 	}
 }
 
+// TestObserveMetaIoctl: an ioctl that changes a file's metadata through a
+// read-only descriptor is MUTATES of the file, named by the kernel; ioctls
+// that change nothing are not reported.
+func TestObserveMetaIoctl(t *testing.T) {
+	o := loadObserver(t)
+	s := newSession(t, o)
+	dir := fixture(t)
+	f := filepath.Join(dir, "in.txt")
+	h := startHelper(t, s, "ioctl", f)
+	pid := uint32(h.cmd.Process.Pid)
+	h.finish(t)
+	s.drain(t)
+	var ioctls []Record
+	for _, r := range s.got {
+		if strings.HasPrefix(r.Event.Syscall, "ioctl") {
+			ioctls = append(ioctls, r)
+		}
+	}
+	if len(ioctls) != 1 {
+		t.Fatalf("want exactly one ioctl record (FS_IOC_SETFLAGS), got:\n%s", describe(ioctls))
+	}
+	r := ioctls[0]
+	if r.Event.Triple.String() != "MUTATES FILE:"+f || r.Event.Syscall != "ioctl FS_IOC_SETFLAGS" || r.Event.PID != pid || r.Path != PathKernel || r.Event.Errno != 0 {
+		t.Errorf("got %s (syscall %q, path source %v)", describe(ioctls), r.Event.Syscall, r.Path)
+	}
+}
+
 // TestObserveIOUringReported: io_uring operations bypass the syscall
 // tracepoints, so setting one up is reported as KindUnobserved.
 func TestObserveIOUringReported(t *testing.T) {

@@ -37,6 +37,7 @@ const (
 	opCompat
 	opFork
 	opExit
+	opIoctl
 )
 
 // kflags mirrors enum obs_kflags.

@@ -2,7 +2,11 @@
 
 package observe
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/internal/metaioctl"
+)
 
 // sysNames names the syscalls the BPF side reports (both architectures).
 var sysNames = map[int32]string{
@@ -33,6 +37,11 @@ func syscallName(r *raw) string {
 		return "exit"
 	case opCompat:
 		return "ia32 syscall"
+	case opIoctl:
+		if n := metaioctl.Name(uint32(r.flags)); n != "" {
+			return "ioctl " + n
+		}
+		return "ioctl"
 	}
 	if n, ok := sysNames[r.nr]; ok {
 		return n

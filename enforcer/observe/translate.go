@@ -142,6 +142,11 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 		fileEvent(policy.Deletes, false)
 	case opTruncate:
 		fileEvent(policy.Mutates, true)
+	case opIoctl:
+		// A metadata ioctl (internal/metaioctl): MUTATES of the
+		// descriptor's file, named by the kernel as for fchmod, so a
+		// strict kill's rollback knows the file was touched.
+		fileEvent(policy.Mutates, true)
 	case opChmod, opChown, opUtimes, opXattr:
 		// Metadata changes have no kernel wall (Landlock does not mediate
 		// them): the path is the only thing judged. Say when a relative

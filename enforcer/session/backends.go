@@ -34,6 +34,10 @@ type backends struct {
 	// lsmSkipped says why BackendAuto did not use bpf-lsm.
 	lsmSkipped string
 
+	// metaIoctlsRefused: the seccomp filter refuses metadata ioctls
+	// (launch.Spec.DenyMetaIoctls).
+	metaIoctlsRefused bool
+
 	allowDegraded bool
 	log           *slog.Logger
 }
@@ -65,6 +69,7 @@ func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared
 	b.lsm, b.ownLSM = l, own
 	b.list = append(b.list, vlog.Backend{Name: "bpf-lsm", Guarantee: vlog.GuaranteeBlocks, Details: []string{
 		"LSM programs on file_open, bprm_check_security, path_mknod/mkdir/symlink/link/unlink/rmdir/rename/truncate/chmod/chown, inode_setattr (times), inode_setxattr/removexattr, unix_stream_connect/unix_may_send and socket_connect (AF_UNIX) decide in the kernel, before the effect, from the session's rules (io_uring operations included)",
+		"file_ioctl decides the ioctls that change a file's metadata (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...) as MUTATES of the descriptor's file; mmap_file and file_mprotect decide executable mappings of files (the dynamic loader run directly, dlopen) by the PROC rules and the baseline's library directories: both before the effect",
 		"objects are named by the kernel's own path; an object with no reachable name is refused",
 		"no Landlock wall: the LSM decides every file operation with a path hook",
 	}})
@@ -117,6 +122,7 @@ func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []stri
 	} else {
 		details = append(details, "kernel paths: path-based metadata changes are checked against the inode the kernel changed (ctime tracepoints)")
 	}
+	details = append(details, "ioctls that change a file's metadata (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...) are reported as MUTATES of the descriptor's file, after the effect, where seccomp lets them through")
 	if b.lsms != nil {
 		details = []string{"raw syscall tracepoints filtered by the session cgroup id, reporting only what bpf-lsm does not decide: io_uring set-up, 32-bit syscalls, and the process events that delimit the agent's history (detects and kills)"}
 	}

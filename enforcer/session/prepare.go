@@ -80,6 +80,10 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		return nil, err
 	}
 	spec.NoLandlock = be.lsms != nil || choice == BackendObserve
+	// An observe-only run refuses nothing it can record (the observer
+	// reports the ioctls it lets through).
+	spec.DenyMetaIoctls = choice != BackendObserve && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
+	be.metaIoctlsRefused = spec.DenyMetaIoctls
 	start := time.Now()
 	// Stage 2 (re-exec and runtime start of klock's binary) is the longest
 	// step once the BPF programs are loaded: it starts before the backup

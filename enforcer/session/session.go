@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	case be.lsms == nil:
 		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
 	}
-	backendsUsed = append(append(backendsUsed, seccompBackend()), be.list...)
+	backendsUsed = append(append(backendsUsed, seccompBackend(be.metaIoctlsRefused)), be.list...)
 	if restorer == nil {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
@@ -222,11 +222,15 @@ func DefaultLogDir(workdir string) string {
 	return filepath.Join(workdir, ".klock", "sessions")
 }
 
-func seccompBackend() vlog.Backend {
-	return vlog.Backend{Name: "seccomp+namespaces", Guarantee: vlog.GuaranteeBlocks, Details: []string{
+func seccompBackend(metaIoctls bool) vlog.Backend {
+	be := vlog.Backend{Name: "seccomp+namespaces", Guarantee: vlog.GuaranteeBlocks, Details: []string{
 		"no capabilities, no_new_privs, non-root uid, own mount/pid/cgroup namespaces",
 		"bpf, perf_event_open, ptrace, process_vm_*, io_uring_*, mount, kexec and module loading denied",
 	}}
+	if metaIoctls {
+		be.Details = append(be.Details, "ioctls that change a file's metadata (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, ...) denied before the effect: the manifest lets the agent change no file")
+	}
+	return be
 }
 
 func vlogExit(e launch.Exit, killed bool, reason string) vlog.Exit {

@@ -96,7 +96,7 @@ func (l *Log) AddRecords(r decide.Records) {
 		}
 		l.Violations = append(l.Violations, Violation{
 			Time: v.Time, Triple: v.Triple.String(), Path: path, Error: v.Error, Needed: v.Needed,
-			Declared: v.Declared.String(), Blocked: v.Blocked, Action: v.Action.String(), Lease: v.Lease,
+			Declared: v.Declared.String(), Blocked: v.Blocked, Errno: v.Errno, Action: v.Action.String(), Lease: v.Lease,
 			PID: v.PID, Comm: v.Comm, Syscall: v.Syscall, Source: string(v.Source),
 		})
 	}

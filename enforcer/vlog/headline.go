@@ -2,6 +2,7 @@ package vlog
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,12 +14,17 @@ func (l *Log) Headline() (verdict, summary string) {
 		return VerdictIncomplete, fmt.Sprintf("INCOMPLETE (no end recorded: the session is still running, or klock (pid %d) was stopped before it ended it; what the agent did is not in this log, and klock rollback -m MANIFEST %s restores the pre-flight state)", l.KlockPID, l.Session)
 	}
 	var blocked, detected, amended int
+	var failedErrnos []string // the errnos of attempts that failed without effect
 	for _, v := range l.Violations {
 		switch {
 		case v.Action == "amended":
 			amended++
 		case v.Blocked:
 			blocked++
+		case v.Failed():
+			if n := ErrnoName(v.Errno); !slices.Contains(failedErrnos, n) {
+				failedErrnos = append(failedErrnos, n)
+			}
 		default:
 			detected++
 		}
@@ -36,10 +42,15 @@ func (l *Log) Headline() (verdict, summary string) {
 	}
 	var q []string
 	switch {
-	case blocked+detected > 0 && l.Mode != "permissive" || l.Exit.KilledByKlock && len(l.Violations) > 0:
+	case blocked+detected+len(failedErrnos) > 0 && l.Mode != "permissive" || l.Exit.KilledByKlock && len(l.Violations) > 0:
 		verdict = VerdictViolation
 		if blocked > 0 {
 			q = append(q, "blocked")
+		}
+		if len(failedErrnos) > 0 {
+			// Attempted, and the kernel failed it for its own reasons
+			// (a rename across file systems: EXDEV): no effect to undo.
+			q = append(q, "failed in the kernel without effect ("+strings.Join(failedErrnos, ", ")+")")
 		}
 		if detected > 0 {
 			q = append(q, "detected after the effect")

@@ -1,7 +1,11 @@
 package vlog
 
 import (
+	"fmt"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/klocklabs/klock/policy"
 )
@@ -127,12 +131,17 @@ type Violation struct {
 	Needed   string `json:"needed"`   // the intent that would have allowed it
 	Declared string `json:"declared"` // what the scope declares on the object
 	Blocked  bool   `json:"blocked"`
-	Action   string `json:"action"` // violation-kill | violation-blocked | amended
-	Lease    string `json:"lease,omitempty"`
-	PID      uint32 `json:"pid"`
-	Comm     string `json:"comm"`
-	Syscall  string `json:"syscall,omitempty"`
-	Source   string `json:"source,omitempty"`
+	// Errno is the kernel's answer when the operation failed (0: it
+	// took effect). Blocked is a refusal by a wall (EACCES, EPERM);
+	// another errno (EXDEV, ENOENT, ...) is an attempt that failed
+	// without effect (see Failed).
+	Errno   int32  `json:"errno,omitempty"`
+	Action  string `json:"action"` // violation-kill | violation-blocked | amended
+	Lease   string `json:"lease,omitempty"`
+	PID     uint32 `json:"pid"`
+	Comm    string `json:"comm"`
+	Syscall string `json:"syscall,omitempty"`
+	Source  string `json:"source,omitempty"`
 }
 
 // Refused is one declared operation (or one on a file the session made)
@@ -200,4 +209,20 @@ type Exit struct {
 	// violation's time, it says how long the agent ran on after it (the
 	// detection latency of what no wall blocked).
 	KilledAt time.Time `json:"killed_at,omitzero"`
+}
+
+// Failed reports whether the violation was an attempt the kernel failed
+// for another reason than a wall's refusal (EXDEV, ENOENT, ...): nothing
+// took effect, so it was neither blocked nor detected after the effect.
+// A non-blocking connect under way (EINPROGRESS) has taken effect.
+func (v Violation) Failed() bool {
+	return !v.Blocked && v.Errno != 0 && v.Errno != int32(syscall.EINPROGRESS)
+}
+
+// ErrnoName is the errno's symbolic name (EXDEV), as the log prints it.
+func ErrnoName(e int32) string {
+	if n := unix.ErrnoName(syscall.Errno(e)); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno %d", e)
 }

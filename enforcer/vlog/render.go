@@ -89,8 +89,11 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		r.section("Violations", len(l.Violations))
 		for _, v := range l.Violations {
 			how := "detected"
-			if v.Blocked {
+			switch {
+			case v.Blocked:
 				how = "blocked by the kernel"
+			case v.Failed():
+				how = "failed in the kernel (" + ErrnoName(v.Errno) + "): no effect"
 			}
 			r.line("  %s  %s  pid %d %s  %s → %s", clock(v.Time), v.Triple, v.PID, v.Comm, how, v.Action)
 			r.line("      %s", v.Error)

@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/event"
@@ -37,6 +40,13 @@ func ev(p policy.Predicate, path string, ms int, blocked bool) event.Event {
 		e.Blocked, e.Errno, e.Source = true, 13, event.SourceLandlock
 	}
 	return e
+}
+
+// failedEv is ev that the kernel failed with errno e (not a wall's refusal).
+func failedEv(p policy.Predicate, path string, ms int, e syscall.Errno) event.Event {
+	x := ev(p, path, ms, false)
+	x.Syscall, x.Errno = "renameat2", int32(e)
+	return x
 }
 
 var backends = []Backend{
@@ -98,6 +108,13 @@ func TestHeadline(t *testing.T) {
 		{"strict detected", policy.ModeStrict, []event.Event{ev(policy.Mutates, "/etc/hosts", 2, false)}, 0, killed,
 			[]RollbackOp{{Path: "/etc/hosts", Action: RollbackRestored, OK: false, Error: "EROFS"}},
 			VerdictViolation, "VIOLATION (detected after the effect, killed, 1 ROLLBACK FAILURES)"},
+		// A rename the kernel failed (EXDEV: across file systems, or
+		// Landlock's REFER) changed nothing: it is neither blocked by a
+		// wall nor detected after an effect.
+		{"strict failed without effect", policy.ModeStrict, []event.Event{failedEv(policy.Renames, "/etc/hosts", 2, unix.EXDEV)}, 0, killed, nil,
+			VerdictViolation, "VIOLATION (failed in the kernel without effect (EXDEV), killed)"},
+		{"a connect under way took effect", policy.ModeStrict, []event.Event{failedEv(policy.Mutates, "/etc/hosts", 2, unix.EINPROGRESS)}, 0, killed, nil,
+			VerdictViolation, "VIOLATION (detected after the effect, killed)"},
 		{"permissive amended", policy.ModePermissive, []event.Event{
 			ev(policy.Mutates, "/etc/hosts", 2, false), ev(policy.Mutates, "/etc/hosts", 3, false),
 			ev(policy.Consumes, "/opt/x", 4, true)}, 0, ok, nil,

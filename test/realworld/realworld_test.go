@@ -159,7 +159,6 @@ func baseManifest(agent, workdir string) string {
 	return fmt.Sprintf("apiVersion: klock/v1\nagent: {id: %s}\nworkdir: %s\n", agent, workdir) + testutil.CostEnvelope
 }
 
-
 // world is one workload's directories: root/<workload>/work is the workdir
 // (made afresh, at the same path, for every step: the learned manifest names
 // it), each step's workdir is moved to root/<workload>/<step>.workdir after

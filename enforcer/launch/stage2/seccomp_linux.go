@@ -8,6 +8,8 @@ import (
 
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/internal/metaioctl"
 )
 
 // deniedSyscalls fail with EPERM for the agent: kernel-wide or
@@ -57,16 +59,26 @@ const (
 // ENOSYS; each denied syscall fails with EPERM; clone and unshare with a
 // namespace flag fail with EPERM; clone3 fails with ENOSYS (its flags are
 // in memory the filter cannot read, and libc falls back to clone on
-// ENOSYS); ioctl(TIOCSTI) fails with EPERM; everything else is allowed.
-func seccompProgram(allowIOURing bool) ([]unix.SockFilter, error) {
+// ENOSYS); file_setattr fails with ENOSYS (see filterOptions);
+// ioctl(TIOCSTI) fails with EPERM, and so do the metadata ioctls
+// (metaioctl.List) when o.denyMetaIoctls; everything else is allowed.
+func seccompProgram(o filterOptions) ([]unix.SockFilter, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
-	return seccompProgramFor(info, allowIOURing)
+	return seccompProgramFor(info, o)
 }
 
-func seccompProgramFor(info *arch.Info, allowIOURing bool) ([]unix.SockFilter, error) {
+// filterOptions are the Spec's choices the filter depends on.
+type filterOptions struct {
+	allowIOURing bool
+	// denyMetaIoctls: refuse MetaIoctls with EPERM, before their effect
+	// (Spec.DenyMetaIoctls says when).
+	denyMetaIoctls bool
+}
+
+func seccompProgramFor(info *arch.Info, o filterOptions) ([]unix.SockFilter, error) {
 	if info.ID != arch.X86_64.ID && info.ID != arch.AARCH64.ID {
 		return nil, fmt.Errorf("seccomp: architecture %s is not supported (x86_64 and aarch64 are)", info.Name)
 	}
@@ -91,7 +103,7 @@ func seccompProgramFor(info *arch.Info, allowIOURing bool) ([]unix.SockFilter, e
 		prog = append(prog, jump(bpfJge, 0x40000000, 0, 1), stmt(bpfRet, retErrno|uint32(unix.ENOSYS)))
 	}
 	denied := append([]string(nil), deniedSyscalls...)
-	if !allowIOURing {
+	if !o.allowIOURing {
 		denied = append(denied, ioURingSyscalls...)
 	}
 	for _, name := range denied {
@@ -106,6 +118,11 @@ func seccompProgramFor(info *arch.Info, allowIOURing bool) ([]unix.SockFilter, e
 		return nil, err
 	}
 	prog = append(prog, jump(bpfJeq, clone3, 0, 1), stmt(bpfRet, retErrno|uint32(unix.ENOSYS)))
+	// file_setattr (6.17) sets an inode's fsxattr by path: no LSM hook
+	// klock attaches to sees it, nor a ctime check of the tracepoint
+	// backend. ENOSYS makes a program fall back to FS_IOC_FSSETXATTR,
+	// which every backend decides (as for clone3).
+	prog = append(prog, jump(bpfJeq, nrFileSetattr, 0, 1), stmt(bpfRet, retErrno|uint32(unix.ENOSYS)))
 	// arg-checked syscalls: if nr matches, load the argument, test, deny,
 	// and reload nr for the next check.
 	argCheck := func(name string, off uint32, test unix.SockFilter) error {
@@ -126,11 +143,48 @@ func seccompProgramFor(info *arch.Info, allowIOURing bool) ([]unix.SockFilter, e
 			return nil, err
 		}
 	}
-	if err := argCheck("ioctl", offArg1, jump(bpfJeq, unix.TIOCSTI, 0, 1)); err != nil {
+	// ioctl: the kernel takes the command as an unsigned int, so the low
+	// 32 bits of the argument are all of it.
+	cmds := []uint32{unix.TIOCSTI}
+	if o.denyMetaIoctls {
+		for _, m := range metaioctl.List {
+			cmds = append(cmds, m.Cmd)
+		}
+	}
+	ioctl, err := nr("ioctl")
+	if err != nil {
 		return nil, err
 	}
+	prog = append(prog, argIn(ioctl, offArg1, cmds)...)
 	prog = append(prog, stmt(bpfRet, retAllow))
 	return prog, nil
+}
+
+// argIn returns the instructions that fail syscall n with EPERM when its
+// argument at off is one of vals, and leave the syscall number in A for
+// the next check otherwise:
+//
+//	jeq n, 0, skip      (not n: past the block)
+//	ld  arg
+//	jeq v0, ret, 0      ... one per value; the last falls past ret
+//	ret EPERM
+//	ld  nr
+func argIn(n, off uint32, vals []uint32) []unix.SockFilter {
+	m := len(vals)
+	out := []unix.SockFilter{
+		{Code: bpfJeq, K: n, Jf: uint8(m + 3)},
+		{Code: bpfLdAbsW, K: off},
+	}
+	for k, v := range vals {
+		f := unix.SockFilter{Code: bpfJeq, K: v, Jt: uint8(m - 1 - k)}
+		if k == m-1 {
+			f.Jf = 1
+		}
+		out = append(out, f)
+	}
+	return append(out,
+		unix.SockFilter{Code: bpfRet, K: retErrno | uint32(unix.EPERM)},
+		unix.SockFilter{Code: bpfLdAbsW, K: offNr})
 }
 
 // loadSeccomp installs prog on the calling thread (no TSYNC: stage 2 execs

@@ -3,9 +3,12 @@
 package stage2
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
+
+	"github.com/klocklabs/klock/internal/metaioctl"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,7 +19,7 @@ import (
 func TestSeccompProgramShape(t *testing.T) {
 	for _, info := range []*arch.Info{arch.X86_64, arch.AARCH64} {
 		for _, uring := range []bool{false, true} {
-			prog, err := seccompProgramFor(info, uring)
+			prog, err := seccompProgramFor(info, filterOptions{allowIOURing: uring})
 			if err != nil {
 				t.Fatalf("%s: %v", info.Name, err)
 			}
@@ -37,6 +40,92 @@ func TestSeccompProgramShape(t *testing.T) {
 				if nr := uint32(info.SyscallNames[name]); denied[nr] != want {
 					t.Errorf("%s io_uring=%v: %s denied=%v, want %v", info.Name, uring, name, denied[nr], want)
 				}
+			}
+		}
+	}
+}
+
+// runFilter interprets prog (the subset of classic BPF the filter uses) on
+// a seccomp_data for syscall nr with argument 1 = arg1.
+func runFilter(t *testing.T, prog []unix.SockFilter, auditArch, nr, arg1 uint32) uint32 {
+	t.Helper()
+	data := make([]byte, 64)
+	le := binary.LittleEndian
+	le.PutUint32(data[offNr:], nr)
+	le.PutUint32(data[offArch:], auditArch)
+	le.PutUint32(data[offArg1:], arg1)
+	var a uint32
+	for pc := 0; pc < len(prog); pc++ {
+		in := prog[pc]
+		switch in.Code {
+		case bpfLdAbsW:
+			a = le.Uint32(data[in.K:])
+		case bpfJeq:
+			if a == in.K {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case bpfJge:
+			if a >= in.K {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case bpfJset:
+			if a&in.K != 0 {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case bpfRet:
+			return in.K
+		default:
+			t.Fatalf("instruction %+v at %d", in, pc)
+		}
+	}
+	t.Fatal("the filter ran off its end")
+	return 0
+}
+
+// TestSeccompMetaIoctls: with denyMetaIoctls every metadata ioctl, its
+// 32-bit form included, fails with EPERM and other ioctls pass; without,
+// only TIOCSTI fails; file_setattr fails with ENOSYS either way.
+func TestSeccompMetaIoctls(t *testing.T) {
+	for _, info := range []*arch.Info{arch.X86_64, arch.AARCH64} {
+		ioctl := uint32(info.SyscallNames["ioctl"])
+		for _, deny := range []bool{false, true} {
+			prog, err := seccompProgramFor(info, filterOptions{denyMetaIoctls: deny})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(nr, cmd uint32) uint32 { return runFilter(t, prog, uint32(info.ID), nr, cmd) }
+			for _, m := range metaioctl.List {
+				want := uint32(retAllow)
+				if deny {
+					want = retErrno | uint32(unix.EPERM)
+				}
+				if got := run(ioctl, m.Cmd); got != want {
+					t.Errorf("%s deny=%v: ioctl %s -> %#x, want %#x", info.Name, deny, m.Name, got, want)
+				}
+				// The same number as another syscall's argument is nothing.
+				if got := run(uint32(info.SyscallNames["read"]), m.Cmd); got != retAllow {
+					t.Errorf("%s: read with %s as its fd -> %#x", info.Name, m.Name, got)
+				}
+			}
+			for _, cmd := range []uint32{unix.TCGETS, unix.TIOCGWINSZ, 0x541b /* FIONREAD */, uint32(unix.FS_IOC_GETFLAGS), 0x801c581f /* FS_IOC_FSGETXATTR */} {
+				if got := run(ioctl, cmd); got != retAllow {
+					t.Errorf("%s deny=%v: ioctl %#x -> %#x, want allowed", info.Name, deny, cmd, got)
+				}
+			}
+			if got := run(ioctl, unix.TIOCSTI); got != retErrno|uint32(unix.EPERM) {
+				t.Errorf("%s: TIOCSTI -> %#x", info.Name, got)
+			}
+			if got := run(nrFileSetattr, 0); got != retErrno|uint32(unix.ENOSYS) {
+				t.Errorf("%s: file_setattr -> %#x, want ENOSYS", info.Name, got)
+			}
+			if got := run(uint32(info.SyscallNames["clone"]), 0); got != retAllow {
+				t.Errorf("%s: clone -> %#x", info.Name, got)
 			}
 		}
 	}

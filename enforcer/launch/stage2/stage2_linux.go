@@ -168,7 +168,7 @@ func runStage2(specFD, goFD int) (err error) {
 			return fail("netns", err)
 		}
 	}
-	prog, err := seccompProgram(s.IOURing)
+	prog, err := seccompProgram(filterOptions{allowIOURing: s.IOURing, denyMetaIoctls: s.DenyMetaIoctls})
 	if err != nil {
 		return fail("seccomp", err)
 	}

@@ -116,6 +116,25 @@ func step(op, arg string) error {
 		return unix.UtimesNano(arg, []unix.Timespec{{Sec: 1}, {Sec: 1}})
 	case "setxattr":
 		return unix.Setxattr(arg, "user.klock", []byte("x"), 0)
+	case "setflags": // FS_IOC_SETFLAGS through a read-only fd: the flags read back, plus nodump and noatime
+		return setFlags(arg, 0, FsIocSetflags)
+	case "setflags-dir": // the same on a directory (opened O_RDONLY|O_DIRECTORY)
+		return setFlags(arg, unix.O_DIRECTORY, FsIocSetflags)
+	case "setflags32": // the 32-bit number (FS_IOC32_SETFLAGS) from a 64-bit process
+		return setFlags(arg, 0, FsIoc32Setflags)
+	case "fsxattr": // FS_IOC_FSSETXATTR through a read-only fd: the fsxattr read back, plus the nodump xflag
+		return onReadOnly(arg, 0, func(fd int) error {
+			var fa [28]byte // struct fsxattr; fsx_xflags first (little endian)
+			if err := ioctlPtr(fd, fsIocFsgetxattr, unsafe.Pointer(&fa[0])); err != nil {
+				return err
+			}
+			fa[0] |= 0x80 // FS_XFLAG_NODUMP
+			return ioctlPtr(fd, fsIocFssetxattr, unsafe.Pointer(&fa[0]))
+		})
+	case "mmap-exec": // map a readable file PROT_READ|PROT_EXEC (no exec: what ld.so and dlopen do)
+		return mapExec(arg, false)
+	case "mprotect-exec": // map it PROT_READ, then mprotect it PROT_READ|PROT_EXEC
+		return mapExec(arg, true)
 	case "exec":
 		parts := strings.Split(arg, ",")
 		return forkExec(parts[0], parts, []string{"PATH=/usr/bin:/bin"})
@@ -430,4 +449,71 @@ func sock(family, typ, proto int) error {
 		return err
 	}
 	return unix.Close(fd)
+}
+
+// Inode flag ioctls (linux/fs.h) x/sys does not carry, and the flags the
+// probe adds: nodump and noatime, which the file's owner may set.
+const (
+	FsIocSetflags   = 0x40086602 // FS_IOC_SETFLAGS
+	FsIoc32Setflags = 0x40046602 // FS_IOC32_SETFLAGS
+	fsIocFsgetxattr = 0x801c581f // FS_IOC_FSGETXATTR
+	fsIocFssetxattr = 0x401c5820 // FS_IOC_FSSETXATTR
+	FsNodumpFl      = 0x40       // FS_NODUMP_FL
+	FsNoatimeFl     = 0x80       // FS_NOATIME_FL
+)
+
+// Flags returns p's inode flags (FS_IOC_GETFLAGS); ok is false on a file
+// system without them.
+func Flags(p string) (uint32, bool) {
+	var v uint32
+	err := onReadOnly(p, 0, func(fd int) (err error) {
+		v, err = unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+		return err
+	})
+	return v, err == nil
+}
+
+func setFlags(p string, oflags int, cmd uint) error {
+	return onReadOnly(p, oflags, func(fd int) error {
+		f, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			return err
+		}
+		v := int32(f | FsNodumpFl | FsNoatimeFl)
+		return ioctlPtr(fd, cmd, unsafe.Pointer(&v))
+	})
+}
+
+func onReadOnly(p string, oflags int, f func(fd int) error) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|oflags, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return f(fd)
+}
+
+func ioctlPtr(fd int, cmd uint, p unsafe.Pointer) error {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(cmd), uintptr(p)); e != 0 {
+		return e
+	}
+	return nil
+}
+
+func mapExec(p string, later bool) error {
+	return onReadOnly(p, 0, func(fd int) error {
+		prot := unix.PROT_READ | unix.PROT_EXEC
+		if later {
+			prot = unix.PROT_READ
+		}
+		b, err := unix.Mmap(fd, 0, 4096, prot, unix.MAP_PRIVATE)
+		if err != nil {
+			return err
+		}
+		defer unix.Munmap(b)
+		if later {
+			return unix.Mprotect(b, unix.PROT_READ|unix.PROT_EXEC)
+		}
+		return nil
+	})
 }
