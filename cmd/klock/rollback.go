@@ -161,7 +161,7 @@ them, then --include-later).`,
 					}
 					fmt.Fprintf(cmd.ErrOrStderr(), "klock: %s: restoring everything the backup holds%s\n", why, spared)
 				} else {
-					opts = append(opts, snapshot.Only(roots...))
+					opts = append(opts, snapshot.Only(roots...), snapshot.ReportUnrecorded())
 				}
 			}
 			// --all widens what is restored, not when: what changed after
