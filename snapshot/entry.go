@@ -118,6 +118,6 @@ type Stats struct {
 	Deduped     int           // files whose content the store already had
 	MetaEntries int           // Meta entries recorded (metadata only, outside the scopes)
 	MetaVisited int           // paths the walk of Options.MetaScopes looked at
-	MetaTime    time.Duration // how long that walk took
+	MetaTime    time.Duration // how long that walk took (their inode flags are read after it, with the scopes')
 	Duration    time.Duration // wall time of Take
 }

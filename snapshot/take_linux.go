@@ -267,6 +267,9 @@ func (t *taker) run() (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := t.fillAttrs(entries, metaEntries); err != nil {
+		return nil, err
+	}
 	m.Meta, m.MetaCut = t.meta, cut
 	t.stats.MetaEntries = len(metaEntries)
 
@@ -545,6 +548,9 @@ func copyEntry(e *Entry, tmp string, dstDev uint64, root string) (res copyResult
 		if err != nil {
 			return res, false, err
 		}
+		if ne.Attrs, err = readAttrs(ne.Path, ne.Type); err != nil {
+			return res, false, pathErr("read inode flags of", ne.Path, err, ne.Path)
+		}
 		ne.Link = e.Link
 		*e = ne
 	}
@@ -757,8 +763,5 @@ func recordEntry(p string, st *unix.Stat_t) (Entry, error) {
 		return e, pathErr("read xattrs of", p, err, p)
 	}
 	e.Xattrs = x
-	if e.Attrs, err = readAttrs(p, e.Type); err != nil {
-		return e, pathErr("read inode flags of", p, err, p)
-	}
 	return e, nil
 }
