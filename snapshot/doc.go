@@ -95,7 +95,7 @@
 //
 //	<root>/objects/ab/cdef…   content, one read-only file per sha256, shared by sessions
 //	<root>/index              stat cache: path -> (dev, ino, size, mtime, ctime, sha256)
-//	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order)
+//	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order; version 2, Open reads 1 too)
 //	<root>/<session>/info.json       Info (List reads only this)
 //	<root>/<session>/journal         Restore's intent log (JSON lines)
 //	<root>/<session>/restored        what each Restore left: path, its state now, the recorded state it brought back (JSON lines; ChangedSince counts those as klock's own)

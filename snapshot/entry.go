@@ -90,7 +90,13 @@ type Manifest struct {
 	Entries []Entry `json:"entries"`
 }
 
-const manifestVersion = 1
+// manifestVersion 2 added Meta entries and inode flags. Open reads 1 too
+// (no Meta entries; flags left as they are); a klock that knows only 1
+// refuses a 2 rather than restore a Meta entry's content it never had.
+const (
+	manifestVersion    = 2
+	oldManifestVersion = 1
+)
 
 // Info summarises one session snapshot (List).
 type Info struct {
