@@ -262,7 +262,12 @@ func TestInodeFlagsRestoredInScopes(t *testing.T) {
 	write(t, logf, []byte("v1\n"), 0o644)
 	chattr(t, logf, flAppend|flNodump, 0)
 	t.Cleanup(func() { chattr(t, logf, 0, flAppend|flImmutable) }) // let t.TempDir go
-	before := map[string]metaState{ro: metaOf(t, ro), kept: metaOf(t, kept), logf: metaOf(t, logf)}
+	hl1, hl2 := filepath.Join(work, "hl1"), filepath.Join(work, "hl2") // one inode, two names
+	write(t, hl1, []byte("h1\n"), 0o644)
+	must(t, os.Link(hl1, hl2))
+	chattr(t, hl1, flAppend, 0)
+	t.Cleanup(func() { chattr(t, hl1, 0, flAppend|flImmutable) })
+	before := map[string]metaState{ro: metaOf(t, ro), kept: metaOf(t, kept), logf: metaOf(t, logf), hl1: metaOf(t, hl1), hl2: metaOf(t, hl2)}
 
 	s, err := Take(context.Background(), nil, Options{Dir: filepath.Join(base, "backups"), Session: "flags", Scopes: []Scope{{Path: work, Tree: true}}})
 	must(t, err)
@@ -273,6 +278,9 @@ func TestInodeFlagsRestoredInScopes(t *testing.T) {
 	chattr(t, logf, 0, flAppend)
 	write(t, logf, []byte("v2\n"), 0o644)
 	chattr(t, logf, flImmutable, 0)
+	chattr(t, hl1, 0, flAppend)
+	write(t, hl1, []byte("h2\n"), 0o644)
+	chattr(t, hl1, flImmutable, 0)
 
 	rep, err := s.Restore(context.Background(), All())
 	if err != nil {
@@ -286,6 +294,12 @@ func TestInodeFlagsRestoredInScopes(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(logf); string(got) != "v1\n" {
 		t.Errorf("log/app.log = %q, want v1 back", got)
+	}
+	var s1, s2 unix.Stat_t
+	must(t, unix.Lstat(hl1, &s1))
+	must(t, unix.Lstat(hl2, &s2))
+	if got, _ := os.ReadFile(hl2); string(got) != "h1\n" || s1.Ino != s2.Ino {
+		t.Errorf("hl2 = %q (inode %d, hl1's %d), want h1 on one inode again", got, s2.Ino, s1.Ino)
 	}
 }
 

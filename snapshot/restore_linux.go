@@ -597,9 +597,13 @@ func (r *restorer) run(rep *Report) error {
 			continue
 		}
 		r.set(e.Path, jb.action)
-		// An immutable or append-only temp could not have been renamed
-		// (nor linked): those flags go on once it is in place.
-		if e.Attrs != nil && e.Attrs.Flags&flBlocking != 0 && e.Link == "" {
+	}
+	// An immutable or append-only temp could not have been renamed, nor
+	// linked to (a hard-link member's temp is renamed after its leader):
+	// those flags go on once every temp is in place.
+	for _, jb := range jobs {
+		e := &m.Entries[jb.i]
+		if jb.ok && e.Link == "" && e.Attrs != nil && e.Attrs.Flags&flBlocking != 0 && r.act[e.Path].Error == "" {
 			if err := setAttrs(e.Path, e); err != nil {
 				r.fail(e.Path, jb.action, err)
 			}
@@ -811,8 +815,7 @@ func setAttrs(p string, e *Entry) error {
 
 func applyMetaFlags(p string, e *Entry, st *unix.Stat_t, cmpX, keepOff bool) (changed bool, err error) {
 	// Flags first lifted (an immutable or append-only inode refuses every
-	// other change), set last. The descriptor is opened before the rest
-	// so that a chmod to 0 cannot lock root out (it could not anyway).
+	// other change), set last.
 	f, err := openFixer(p, e)
 	if err != nil {
 		return false, fmt.Errorf("inode flags: %w", err)
