@@ -261,7 +261,7 @@ func TestInodeFlagsRestoredInScopes(t *testing.T) {
 	logf := filepath.Join(work, "log", "app.log")
 	write(t, logf, []byte("v1\n"), 0o644)
 	chattr(t, logf, flAppend|flNodump, 0)
-	t.Cleanup(func() { chattr(t, logf, 0, flAppend|flImmutable) }) // let t.TempDir go
+	t.Cleanup(func() { chattr(t, logf, 0, flAppend|flImmutable) })     // let t.TempDir go
 	hl1, hl2 := filepath.Join(work, "hl1"), filepath.Join(work, "hl2") // one inode, two names
 	write(t, hl1, []byte("h1\n"), 0o644)
 	must(t, os.Link(hl1, hl2))
