@@ -8,10 +8,11 @@
 //
 //	Take(ctx, rs *policy.Ruleset, Options) (*Snapshot, error)
 //	Open(root, session string) (*Snapshot, error)
-//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it
+//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it; ReportUnrecorded
 //	List(root string) ([]Info, error)
 //	GC(root string, keep int) (GCReport, error)
 //	DeclaredScopes(rs) / WallScopes(rs) []Scope
+//	MetaScopes(rs, uid) []Scope  // where an agent's own files live outside the wall
 //	TerminalProgress(w io.Writer) func(done, total int64)  // nil unless w is a TTY
 //
 // # What is recorded
@@ -28,9 +29,11 @@
 //
 // Every existing path in a scope is recorded with its type, mode
 // (07777), uid, gid, atime/mtime/ctime (ns), size, dev/ino, xattrs (every
-// namespace the kernel lists), symlink target, device number, hard-link
-// group (members name the group's first path) and, for regular files, the
-// sha256 of the content. PROVIDES scopes are recorded with content too: the
+// namespace the kernel lists), inode flags (regular files and
+// directories: FS_IOC_GETFLAGS, and FS_IOC_FSGETXATTR's extended flags and
+// project id, where the filesystem has them; read in parallel, an open
+// each), symlink target, device number, hard-link group (members name the
+// group's first path) and, for regular files, the sha256 of the content. PROVIDES scopes are recorded with content too: the
 // wall must grant WRITE_FILE there so new files can be filled, so existing
 // files there are writable. The parent of each scope root inside the
 // workdir is an "anchor": only its times are restored (creating or
@@ -50,11 +53,49 @@
 // could only move its times to "now", by entries it added or removed,
 // which are undone one by one.
 //
+// # Metadata outside the scopes
+//
+// chmod, chown, utimes, xattrs and inode flags are no Landlock right: the
+// agent can change them on every file it owns that it can reach by name,
+// inside the wall or not, and the tracepoints see it after the effect.
+// With Options.MetaScopes (session.Backup passes MetaScopes: /tmp,
+// /var/tmp, /dev/shm, /run/lock, /run/user/<uid>, the agent's home, the
+// directories above the workdir it owns, the paths the manifest declares
+// outside it), Take also walks those regions, outside the scopes, going
+// down only where the agent can search, and records as a Meta entry
+// every path whose metadata the uid could change: its own (any metadata),
+// and another user's files it may write (utimes to now, user.* xattrs).
+// A Meta entry holds metadata only (no content; flags only when the agent
+// owns it, as only an owner sets them). The walk looks at most at
+// Options.MetaLimit paths (DefaultMetaLimit; BenchmarkMetaWalk: 4-16 µs a
+// path on this kind of host, ~420 paths and 2 ms for this host's
+// regions); the regions it did not finish, or could not read, are
+// Manifest.MetaCut, and the backup is taken all the same.
+//
+// Restore puts back the mode, owner, xattrs, atime and mtime, and flags
+// of a Meta entry it covers whose ctime changed, on the recorded inode
+// only (one removed or replaced since is not the agent's doing: it cannot
+// create or remove there, and it is reported spared); it creates and
+// removes nothing there. ChangedSince lists Meta entries too. Existed
+// knows nothing of those regions (a Meta entry says nothing of what else
+// existed). With ReportUnrecorded, every tree root of Only (a session
+// passes the paths its agent was seen to change as tree roots) that lies
+// outside every scope and has no Meta entry is a failed entry
+// (ErrUnrecorded) naming the reason: a change the rollback cannot undo is
+// said, never silently kept.
+//
+// Inode flags are put back last, after the rest of a path's metadata: an
+// immutable or append-only flag on the path now is lifted first (nothing
+// else could change while it is set), and one recorded goes on a
+// rewritten file only once its temp is renamed into place (neither could
+// be renamed or linked). Only the settable flags are compared and set; a
+// filesystem's own (ext4's extents, htree index) stay as they are.
+//
 // # On disk
 //
 //	<root>/objects/ab/cdef…   content, one read-only file per sha256, shared by sessions
 //	<root>/index              stat cache: path -> (dev, ino, size, mtime, ctime, sha256)
-//	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order)
+//	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order; version 2, Open reads 1 too)
 //	<root>/<session>/info.json       Info (List reads only this)
 //	<root>/<session>/journal         Restore's intent log (JSON lines)
 //	<root>/<session>/restored        what each Restore left: path, its state now, the recorded state it brought back (JSON lines; ChangedSince counts those as klock's own)
@@ -120,16 +161,24 @@
 //   - Paths outside the scopes are not backed up: the kernel wall blocks
 //     writes there. If the integrator walls wider than WallScopes, it must
 //     pass its wall as Options.Scopes.
-//   - atime is restored only on paths Restore writes; ctime cannot be
+//   - atime is restored only on paths Restore writes and on Meta entries
+//     (elsewhere reads move it, Restore's own included); ctime cannot be
 //     restored; inode numbers change for rewritten files.
+//   - Metadata of an agent-owned file outside the scopes and outside
+//     MetaScopes (or past MetaLimit) is not recorded: a change there is
+//     reported (ReportUnrecorded), not undone. Restoring with no limit
+//     (lost events, --all) puts back every changed Meta entry, whoever
+//     changed it (another process of the same uid included). A casefold
+//     flag is set on a directory after its contents, which the kernel
+//     refuses on a non-empty directory.
 //   - A hard link that reaches outside the scopes is not followed: writing
 //     through it changes the outside path too, and Restore (temp + rename)
 //     restores the scoped path but leaves the outside link with the new
 //     content.
 //   - Sockets, FIFOs and device nodes are recreated as nodes (mknod), not
 //     as live objects; file holes are not preserved (restored files are
-//     dense); file attributes (chattr) and mounts are not recorded; the
-//     walk crosses mount points inside a scope.
+//     dense); mounts are not recorded; the walk crosses mount points
+//     inside a scope.
 //   - A move of a scoped file to another filesystem is seen as a delete
 //     (restored from the store) plus, when the destination is in a scope,
 //     a create (removed).

@@ -39,6 +39,10 @@ type Entry struct {
 	Hash   string            `json:"hash,omitempty"`   // sha256 of the content (regular files)
 	Link   string            `json:"link,omitempty"`   // hard link: the group's first path
 	Xattrs map[string][]byte `json:"xattrs,omitempty"` // every extended attribute, values verbatim
+	// Attrs are the inode flags of a regular file or directory, where
+	// its filesystem keeps them (nil: it does not, or a manifest from
+	// before they were recorded: Restore leaves them as they are).
+	Attrs *Attrs `json:"attrs,omitempty"`
 	// Fixed marks a path the agent's uid could not change (Options.AgentUID):
 	// it is recorded without content or xattrs so that Restore knows it
 	// was there and leaves it, and its unrecorded entries, alone.
@@ -52,6 +56,13 @@ type Entry struct {
 	// scope: creating or removing a scope's root changes its times, so
 	// Restore puts its atime and mtime back and touches nothing else.
 	Anchor bool `json:"anchor,omitempty"`
+	// Meta marks a path outside every scope whose metadata the agent's
+	// uid could change (Options.MetaScopes): its own files in /tmp, its
+	// home, its other directories. Only its metadata is recorded (mode,
+	// owner, times, xattrs, flags), never its content, and Restore puts
+	// only that back, on the same inode; nothing is created or removed
+	// there.
+	Meta bool `json:"meta,omitempty"`
 }
 
 // Manifest is the recorded state of one session, stored as
@@ -66,13 +77,26 @@ type Manifest struct {
 	// AgentUID is the uid the session's agent ran as (Options.AgentUID),
 	// when recorded.
 	AgentUID *uint32 `json:"agent_uid,omitempty"`
+	// Meta are the regions walked for the Meta entries (Options.MetaScopes);
+	// MetaCut those whose walk stopped at Options.MetaLimit, or that could
+	// not be read: a change there may have no record (Restore with
+	// ReportUnrecorded says so, path by path).
+	Meta    []Scope  `json:"meta,omitempty"`
+	MetaCut []string `json:"meta_cut,omitempty"`
 	// Entries are in walk order: anchors first, then each scope in
-	// pre-order (a directory before its contents). Restore creates in this
-	// order and fixes directory metadata in the reverse.
+	// pre-order (a directory before its contents), then the Meta entries.
+	// Restore creates in this order and fixes directory metadata in the
+	// reverse.
 	Entries []Entry `json:"entries"`
 }
 
-const manifestVersion = 1
+// manifestVersion 2 added Meta entries and inode flags. Open reads 1 too
+// (no Meta entries; flags left as they are); a klock that knows only 1
+// refuses a 2 rather than restore a Meta entry's content it never had.
+const (
+	manifestVersion    = 2
+	oldManifestVersion = 1
+)
 
 // Info summarises one session snapshot (List).
 type Info struct {
@@ -98,5 +122,8 @@ type Stats struct {
 	CopiedBytes int64         // bytes of those
 	Reflinked   int           // of Copied, how many by FICLONE
 	Deduped     int           // files whose content the store already had
+	MetaEntries int           // Meta entries recorded (metadata only, outside the scopes)
+	MetaVisited int           // paths the walk of Options.MetaScopes looked at
+	MetaTime    time.Duration // how long that walk took (their inode flags are read after it, with the scopes')
 	Duration    time.Duration // wall time of Take
 }

@@ -46,7 +46,25 @@ func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, e
 		}
 		return true, nil
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	// Meta entries: the recorded inode's metadata is all Restore touches
+	// there.
+	for i := range s.m.Entries {
+		e := &s.m.Entries[i]
+		if !e.Meta || !lim.covers(e.Path) {
+			continue
+		}
+		st, err := lstat(e.Path)
+		if err != nil {
+			return out, pathErr("stat", e.Path, err, e.Path)
+		}
+		if st != nil && st.Dev == e.Dev && st.Ino == e.Ino && st.Ctim.Nano() > cut && !restoredBefore(put[e.Path], keyOf(st), cut) {
+			out = append(out, e.Path)
+		}
+	}
+	return out, nil
 }
 
 // RestoreState says when a restore of session's snapshot under root last

@@ -45,6 +45,14 @@ func All() RestoreOption { return func(l *limit) { l.all = true } }
 // usual. Without a recorded uid it changes nothing.
 func SpareOthersNew() RestoreOption { return func(l *limit) { l.spare = true } }
 
+// ReportUnrecorded makes Restore fail (ErrUnrecorded, in the Report) every
+// tree root of Only whose state before the session the backup does not
+// hold: outside every recorded scope, and without a Meta entry. A session
+// passes the paths its agent was seen to change as tree roots, so each is
+// a change a rollback cannot undo, and it must be said, not silently
+// kept. Without Only it changes nothing.
+func ReportUnrecorded() RestoreOption { return func(l *limit) { l.unrecorded = true } }
+
 // limit is the set of roots Restore is limited to (on), or none. It is
 // indexed so that a check costs the depth of the path, not the number of
 // roots: a session can touch tens of thousands of paths, and every path
@@ -53,10 +61,12 @@ type limit struct {
 	on    bool
 	all   bool // All: no limit, not even a resumed one
 	spare bool // SpareOthersNew
-	roots []Scope
-	tree  map[string]bool // tree roots
-	exact map[string]bool // exact roots
-	anc   map[string]bool // every proper ancestor of a root
+	// unrecorded: ReportUnrecorded.
+	unrecorded bool
+	roots      []Scope
+	tree       map[string]bool // tree roots
+	exact      map[string]bool // exact roots
+	anc        map[string]bool // every proper ancestor of a root
 }
 
 func (l *limit) add(r Scope) {

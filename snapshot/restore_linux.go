@@ -299,6 +299,9 @@ func (r *restorer) run(rep *Report) error {
 	if r.lim.all {
 		r.lim.spare = false
 	}
+	if r.lim.all || !r.lim.on {
+		r.lim.unrecorded = false // no roots: nothing named to check
+	}
 	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare})
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
@@ -309,6 +312,9 @@ func (r *restorer) run(rep *Report) error {
 	r.byIdx = make(map[string]int, n)
 	for i := range m.Entries {
 		r.byIdx[m.Entries[i].Path] = i
+	}
+	if r.lim.unrecorded {
+		r.reportUnrecorded()
 	}
 	r.cur = make([]*unix.Stat_t, n)
 	type removal struct {
@@ -423,8 +429,8 @@ func (r *restorer) run(rep *Report) error {
 	}
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Anchor || e.Fixed || !r.lim.covers(e.Path) {
-			continue // anchors and directories above the limit: times only, below; Fixed: never
+		if e.Anchor || e.Fixed || e.Meta || !r.lim.covers(e.Path) {
+			continue // anchors and directories above the limit: times only, below; Fixed: never; Meta: restoreMeta
 		}
 		if i&1023 == 0 {
 			if err := r.ctx.Err(); err != nil {
@@ -579,12 +585,29 @@ func (r *restorer) run(rep *Report) error {
 		}
 		e := &m.Entries[jb.i]
 		hook("rename", e.Path)
-		if err := os.Rename(jb.tmp, e.Path); err != nil {
+		err := os.Rename(jb.tmp, e.Path)
+		if errors.Is(err, unix.EPERM) && liftBlocking(e.Path) {
+			// The file in the way was made immutable or append-only
+			// since (not by the agent: that takes a capability).
+			err = os.Rename(jb.tmp, e.Path)
+		}
+		if err != nil {
 			os.Remove(jb.tmp)
 			r.fail(e.Path, jb.action, err)
 			continue
 		}
 		r.set(e.Path, jb.action)
+	}
+	// An immutable or append-only temp could not have been renamed, nor
+	// linked to (a hard-link member's temp is renamed after its leader):
+	// those flags go on once every temp is in place.
+	for _, jb := range jobs {
+		e := &m.Entries[jb.i]
+		if jb.ok && e.Link == "" && e.Attrs != nil && e.Attrs.Flags&flBlocking != 0 && r.act[e.Path].Error == "" {
+			if err := setAttrs(e.Path, e); err != nil {
+				r.fail(e.Path, jb.action, err)
+			}
+		}
 	}
 
 	// Metadata of files whose content was right, in place.
@@ -601,11 +624,12 @@ func (r *restorer) run(rep *Report) error {
 			r.set(e.Path, Unchanged)
 		}
 	}
+	r.restoreMeta()
 
 	// Directories (and anchors) after their contents, deepest first.
 	for i := n - 1; i >= 0; i-- {
 		e := &m.Entries[i]
-		if e.Type != TypeDir || e.Fixed || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
+		if e.Type != TypeDir || e.Fixed || e.Meta || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
 			continue
 		}
 		if !r.ownsMeta(e) && !r.madeDir[e.Path] {
@@ -717,7 +741,7 @@ func (r *restorer) makeTemp(jb *job, jobOf []*job, leaderIno []uint64) error {
 			err = copyOut(r.s.root, e.Hash, fd, st.Dev)
 		}
 		if err == nil {
-			_, err = applyMeta(jb.tmp, e, nil, false)
+			_, err = applyMetaTemp(jb.tmp, e)
 		}
 		if err == nil {
 			// The temp's bytes and metadata are durable before it
@@ -740,7 +764,7 @@ func (r *restorer) makeTemp(jb *job, jobOf []*job, leaderIno []uint64) error {
 			return err
 		}
 	}
-	_, err := applyMeta(jb.tmp, e, nil, false)
+	_, err := applyMetaTemp(jb.tmp, e)
 	return err
 }
 
@@ -762,10 +786,58 @@ func (r *restorer) syncAll() error {
 	return nil
 }
 
-// applyMeta puts e's owner, xattrs, mode and times on p (never following a
-// symlink). With st (the current stat) only what differs is written;
-// cmpX also compares xattrs (a fresh temp always gets them written).
+// applyMeta puts e's owner, xattrs, mode, times and inode flags on p
+// (never following a symlink). With st (the current stat) only what
+// differs is written; cmpX also compares xattrs (a fresh temp always gets
+// them written).
 func applyMeta(p string, e *Entry, st *unix.Stat_t, cmpX bool) (bool, error) {
+	return applyMetaFlags(p, e, st, cmpX, false)
+}
+
+// applyMetaTemp is applyMeta for a fresh temp: the immutable and
+// append-only flags stay off until it is renamed into place.
+func applyMetaTemp(p string, e *Entry) (bool, error) {
+	return applyMetaFlags(p, e, nil, false, true)
+}
+
+// setAttrs puts e's recorded inode flags on p, blocking ones included.
+func setAttrs(p string, e *Entry) error {
+	f, err := openFixer(p, e)
+	if err != nil {
+		return fmt.Errorf("inode flags: %w", err)
+	}
+	defer f.close()
+	if _, err := f.apply(p, false); err != nil {
+		return fmt.Errorf("inode flags: %w", err)
+	}
+	return nil
+}
+
+func applyMetaFlags(p string, e *Entry, st *unix.Stat_t, cmpX, keepOff bool) (changed bool, err error) {
+	// Flags first lifted (an immutable or append-only inode refuses every
+	// other change), set last.
+	f, err := openFixer(p, e)
+	if err != nil {
+		return false, fmt.Errorf("inode flags: %w", err)
+	}
+	defer f.close()
+	if changed, err = f.lift(p); err != nil {
+		return changed, fmt.Errorf("inode flags: %w", err)
+	}
+	c, err := applyStat(p, e, st, cmpX || changed)
+	changed = changed || c
+	if err != nil {
+		return changed, err
+	}
+	c, err = f.apply(p, keepOff)
+	if err != nil {
+		return changed, fmt.Errorf("inode flags: %w", err)
+	}
+	return changed || c, nil
+}
+
+// applyStat is applyMeta without the inode flags.
+func applyStat(p string, e *Entry, st *unix.Stat_t, cmpX bool) (bool, error) {
 	changed := false
 	if st == nil || st.Uid != e.UID || st.Gid != e.GID {
 		hook("meta", p)
@@ -813,7 +885,12 @@ func applyMeta(p string, e *Entry, st *unix.Stat_t, cmpX bool) (bool, error) {
 			changed = true
 		}
 	}
-	if st == nil || changed || tsNano(st.Mtim) != e.Mtime {
+	// A Meta entry's atime is compared too: its metadata is all the
+	// agent could change there, utimes of the atime alone included, and
+	// Restore reads nothing of it. Elsewhere reads move atimes (the
+	// agent's, Restore's own hashing of a symlink or a tree compared
+	// between restores), so only a write or another change sets them.
+	if st == nil || changed || tsNano(st.Mtim) != e.Mtime || e.Meta && e.Type != TypeDir && tsNano(st.Atim) != e.Atime {
 		hook("meta", p)
 		if err := setTimes(p, e); err != nil {
 			return changed, err

@@ -61,6 +61,9 @@ func (r *restorer) recordPuts() error {
 		switch a.Action {
 		case Restored, Recreated:
 			touched[p] = true
+			if i, ok := r.byIdx[p]; ok && r.m.Entries[i].Meta {
+				break // its metadata, in place: its directory is as it was
+			}
 			touched[filepath.Dir(p)] = true
 		case Removed:
 			touched[filepath.Dir(p)] = true

@@ -58,6 +58,15 @@ type Options struct {
 	// the agent's): recorded as absent, so that Restore removes them like
 	// anything else the session made.
 	Made []string
+	// MetaScopes (with AgentUID) are regions outside the scopes where the
+	// agent may own files, whose metadata it can change though it can
+	// write nothing there (see MetaScopes): every path there whose
+	// metadata that uid could change is recorded as a Meta entry,
+	// metadata only. MetaLimit bounds the paths that walk looks at (0:
+	// DefaultMetaLimit); the regions it did not finish are listed in
+	// Manifest.MetaCut, and the backup is taken all the same.
+	MetaScopes []Scope
+	MetaLimit  int
 }
 
 func checkSession(s string) error {
@@ -95,7 +104,7 @@ func (s *Snapshot) Info() Info { return infoOf(s.m, 0) }
 func infoOf(m *Manifest, newBytes int64) Info {
 	in := Info{Session: m.Session, Created: m.Created, Workdir: m.Workdir, Entries: len(m.Entries), NewBytes: newBytes}
 	for _, e := range m.Entries {
-		if e.Type == TypeFile && e.Link == "" && !e.Fixed {
+		if e.Type == TypeFile && e.Link == "" && !e.Fixed && !e.Meta {
 			in.Files++
 			in.Bytes += e.Size
 		}
@@ -158,6 +167,14 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 	for _, p := range opts.Made {
 		t.preMade[filepath.Clean(p)] = true
 	}
+	for _, m := range normalize(opts.MetaScopes) {
+		if filepath.IsAbs(m.Path) && m.Path != "/" {
+			t.meta = append(t.meta, m)
+		}
+	}
+	if t.metaLimit = opts.MetaLimit; t.metaLimit <= 0 {
+		t.metaLimit = DefaultMetaLimit
+	}
 	snap, err := t.run()
 	if err != nil {
 		t.cleanup()
@@ -168,17 +185,19 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 }
 
 type taker struct {
-	agentUID *uint32
-	agent    *agent          // nil: everything in the scopes is recorded
-	preMade  map[string]bool // Options.Made
-	ctx      context.Context
-	root     string
-	workdir  string
-	session  string
-	scopes   []Scope
-	exclude  []string
-	progress func(done, total int64)
-	workers  int
+	agentUID  *uint32
+	agent     *agent          // nil: everything in the scopes is recorded
+	preMade   map[string]bool // Options.Made
+	ctx       context.Context
+	root      string
+	workdir   string
+	session   string
+	scopes    []Scope
+	exclude   []string
+	meta      []Scope // Options.MetaScopes
+	metaLimit int
+	progress  func(done, total int64)
+	workers   int
 
 	reach    map[string]reach // what the agent can do with each directory walked
 	made     []string         // directories Take created (parents first)
@@ -244,6 +263,15 @@ func (t *taker) run() (*Snapshot, error) {
 		afterWalk()
 	}
 	m.Entries = entries
+	metaEntries, cut, err := t.walkMeta()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.fillAttrs(entries, metaEntries); err != nil {
+		return nil, err
+	}
+	m.Meta, m.MetaCut = t.meta, cut
+	t.stats.MetaEntries = len(metaEntries)
 
 	// Hashes: from the index when the stat matches, otherwise by reading.
 	ix := loadIndex(root)
@@ -443,7 +471,7 @@ func (t *taker) run() (*Snapshot, error) {
 		return nil, pathErr("write index", filepath.Join(root, indexFile), err, root)
 	}
 
-	m.Entries = kept
+	m.Entries = append(kept, metaEntries...)
 	data, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -479,7 +507,7 @@ func (t *taker) run() (*Snapshot, error) {
 	}
 	t.unlock()
 	t.unlock = nil
-	t.stats.Entries = len(kept)
+	t.stats.Entries = len(m.Entries)
 	return &Snapshot{root: root, m: m, Stats: t.stats}, nil
 }
 
@@ -519,6 +547,9 @@ func copyEntry(e *Entry, tmp string, dstDev uint64, root string) (res copyResult
 		ne, err := recordEntry(e.Path, st)
 		if err != nil {
 			return res, false, err
+		}
+		if ne.Attrs, err = readAttrs(ne.Path, ne.Type); err != nil {
+			return res, false, pathErr("read inode flags of", ne.Path, err, ne.Path)
 		}
 		ne.Link = e.Link
 		*e = ne

@@ -100,9 +100,15 @@ func newRollback() *cobra.Command {
 		Use:   "rollback SESSION",
 		Short: "Restore what a session's agent changed to its pre-flight state",
 		Long: `Rollback restores, from the session's pre-flight backup, what the agent
-changed: contents, modes, owners, times, xattrs, symlinks and hard links
-back as they were, and every path it created removed. It also undoes a
-session that ended normally.
+changed: contents, modes, owners, times, xattrs, inode flags, symlinks and
+hard links back as they were, and every path it created removed. It also
+undoes a session that ended normally. Outside the wall's scopes the agent
+can change only metadata (of the files its uid owns or may write): the
+backup recorded that metadata where such files live (/tmp, /var/tmp,
+/dev/shm, /run/lock, the agent's runtime directory and home, its
+directories above the workdir, the paths the manifest names), and a path
+the log says the agent changed that the backup holds nothing of is
+listed as failed: that change stays.
 
 As a strict kill does, it restores the whole workdir and, outside it, only
 the paths the session's verification log says the agent touched: a shared
@@ -161,7 +167,7 @@ them, then --include-later).`,
 					}
 					fmt.Fprintf(cmd.ErrOrStderr(), "klock: %s: restoring everything the backup holds%s\n", why, spared)
 				} else {
-					opts = append(opts, snapshot.Only(roots...))
+					opts = append(opts, snapshot.Only(roots...), snapshot.ReportUnrecorded())
 				}
 			}
 			// --all widens what is restored, not when: what changed after

@@ -39,6 +39,12 @@ func Backup(progress io.Writer) Snapshotter {
 			// whole workdir lets the rollback undo it too.
 			opts.Scopes = append(snapshot.WallScopes(rs), snapshot.Scope{Path: rs.Workdir, Tree: true})
 		}
+		// Outside them, the agent can still change the metadata of the
+		// files it owns (and utimes or user.* xattrs of those it may
+		// write): their metadata, not their content, is recorded where
+		// such files live, so that the rollback of a detected chmod there
+		// puts it back (a change elsewhere is reported as not undone).
+		opts.MetaScopes = snapshot.MetaScopes(rs, agent)
 		if progress != nil {
 			opts.Progress = snapshot.TerminalProgress(progress)
 		}
@@ -60,7 +66,9 @@ func (r restorer) Existed(path string) (known, existed bool) { return r.s.Existe
 func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error) {
 	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew()}
 	if only != nil {
-		opts = append(opts, snapshot.Only(only...))
+		// A path the agent changed that the backup holds nothing of is a
+		// failure of the rollback, and the log says so.
+		opts = append(opts, snapshot.Only(only...), snapshot.ReportUnrecorded())
 	}
 	rep, err := r.s.Restore(ctx, opts...)
 	return RollbackOps(rep), err

@@ -18,6 +18,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -211,10 +212,10 @@ func changedTo(p func(e *env) string, landed, orig string) func(*testing.T, *env
 }
 
 // chmodded checks a detected chmod to 0777 of p: landed in permissive
-// mode; in strict mode rolled back to 0644 — except for a file outside the
-// workdir and the wall's scopes (the agent owns it in these tests), which
-// the pre-flight backup does not cover: a known gap, demanded only with
-// KLOCK_KNOWN_ESCAPES set.
+// mode; in strict mode rolled back to 0644, a file outside the workdir and
+// the wall's scopes included (the agent owns it in these tests: the
+// pre-flight backup records the metadata of what it owns in /tmp, where
+// they live, and issue 19's item 3 is this row).
 func chmodded(p func(e *env) string) func(*testing.T, *env, *harness.Outcome) {
 	return func(t *testing.T, e *env, o *harness.Outcome) {
 		t.Helper()
@@ -232,11 +233,11 @@ func chmodded(p func(e *env) string) func(*testing.T, *env, *harness.Outcome) {
 			if got != 0o777 {
 				t.Errorf("%s mode %v, want 0777 (the chmod landed)", p(e), got)
 			}
-		case got == 0o644:
-		case os.Getenv(KnownEscapesEnv) == "" && !strings.HasPrefix(p(e), e.Workdir+"/"):
-			t.Logf("KNOWN ROLLBACK GAP: %s keeps mode %v after the kill: it is outside the workdir and every wall scope, so the pre-flight backup never saw it (session.Backup)", p(e), got)
-		default:
+		case got != 0o644:
 			t.Errorf("%s mode %v after the strict kill, want 0644 restored", p(e), got)
+		}
+		if o.Log.Mode == policy.ModeStrict {
+			e.AssertRestored(o, nil)
 		}
 	}
 }
@@ -584,9 +585,18 @@ func rows(t *testing.T, n *nets) []row {
 		},
 		{
 			name:  "setxattr on an outside file",
-			why:   "Unmediated residual, as chmod",
+			why:   "Unmediated residual, as chmod; the rollback removes the xattr (the backup recorded the metadata of the agent's files in /tmp)",
 			steps: steps(op("setxattr", secret)),
 			want:  detected, triple: file("MUTATES", secret),
+			check: func(t *testing.T, e *env, o *harness.Outcome) {
+				_, err := unix.Getxattr(secret(e), "user.klock", nil)
+				if landed := err == nil; landed != (o.Log.Mode != policy.ModeStrict && !harness.LSM()) {
+					t.Errorf("user.klock on secret.txt in %s mode: present=%v, want it landed in permissive mode and rolled back in strict mode (refused on bpf-lsm)", o.Log.Mode, landed)
+				}
+				if o.Log.Mode == policy.ModeStrict {
+					e.AssertRestored(o, nil)
+				}
+			},
 		},
 		// --- exec tricks ---
 		{

@@ -50,10 +50,8 @@ func flagsSet(p func(e *env) string, bits uint32) func(*testing.T, *env, *harnes
 
 // flagsChanged checks a detected metadata ioctl on p: refused before the
 // effect on bpf-lsm; landed in permissive mode on the Landlock host; in
-// strict mode undone by the kill's rollback. Backing up and restoring
-// inode flags belongs to snapshot/ (issue 19, item 3): until it does,
-// flags left set after a strict kill are logged as a known rollback gap
-// and demanded only with KLOCK_KNOWN_ESCAPES set.
+// strict mode undone by the kill's rollback (snapshot/ records and
+// restores inode flags).
 func flagsChanged(p func(e *env) string, bits uint32) func(*testing.T, *env, *harness.Outcome) {
 	return func(t *testing.T, e *env, o *harness.Outcome) {
 		t.Helper()
@@ -68,8 +66,6 @@ func flagsChanged(p func(e *env) string, bits uint32) func(*testing.T, *env, *ha
 				t.Errorf("%s flags %#x, want %#x (the ioctl landed)", p(e), f, bits)
 			}
 		case f&flagBits == 0:
-		case os.Getenv(KnownEscapesEnv) == "":
-			t.Logf("KNOWN ROLLBACK GAP: %s keeps inode flags %#x after the kill: the rollback does not restore inode flags yet (snapshot/, issue 19 item 3); the violation was detected and the session killed", p(e), f)
 		default:
 			t.Errorf("%s flags %#x after the strict kill, want nodump/noatime undone", p(e), f)
 		}

@@ -47,6 +47,10 @@ func ErrName(err error) string {
 // Payload is what write-like steps write.
 const Payload = "PWNED"
 
+// ChattrFlags are the inode flags the "chattr" step adds: FS_NODUMP_FL and
+// FS_NOATIME_FL, which a file's owner may set without a capability.
+const ChattrFlags = 0x40 | 0x80
+
 func writeFD(fd int) error {
 	_, err := unix.Write(fd, []byte(Payload))
 	unix.Close(fd)
@@ -135,6 +139,17 @@ func step(op, arg string) error {
 		return mapExec(arg, false)
 	case "mprotect-exec": // map it PROT_READ, then mprotect it PROT_READ|PROT_EXEC
 		return mapExec(arg, true)
+	case "chattr": // add nodump and noatime (ChattrFlags) by FS_IOC_SETFLAGS on a read-only descriptor, as an owner may
+		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		fl, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			return err
+		}
+		return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(fl|ChattrFlags))
 	case "exec":
 		parts := strings.Split(arg, ",")
 		return forkExec(parts[0], parts, []string{"PATH=/usr/bin:/bin"})
