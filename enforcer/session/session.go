@@ -367,6 +367,7 @@ func (s *running) record(r observe.Record) {
 		if r.ReplaceUnknown && s.renamedOntoNothing(ev.Extra.Path) {
 			ev.Extra.Predicate = policy.Provides
 		}
+		socketAbsent(&ev)
 		v := s.eng.Observe(ev)
 		s.act(v)
 		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {
@@ -428,6 +429,7 @@ func (s *running) loop(ctx context.Context) {
 		case l := <-netLost:
 			s.act(s.eng.Lost(l))
 		case ev := <-unixCh:
+			socketAbsent(&ev)
 			s.act(s.eng.Observe(ev))
 		case l := <-unixLost:
 			s.act(s.eng.Lost(l))
@@ -511,6 +513,7 @@ func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, n
 		case l := <-netLost:
 			s.act(s.eng.Lost(l))
 		case ev := <-unixCh:
+			socketAbsent(&ev)
 			s.act(s.eng.Observe(ev))
 		case l := <-unixLost:
 			s.act(s.eng.Lost(l))

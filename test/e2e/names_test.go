@@ -27,3 +27,24 @@ func TestMetadataCallKeepsTheNameItUsed(t *testing.T) {
 		t.Fatalf("probe %s = %q, want ok\n%s", step, o.Probe[step], o.Dump())
 	}
 }
+
+// TestProbingAnAbsentSocketIsNoViolation: programs probe for optional
+// sockets (a logging daemon's, a name service cache's) and carry on when
+// nothing is there. The cgroup AF_UNIX hooks decide by name before the
+// kernel looks it up, so such a probe was refused with EPERM and killed a
+// strict session for reaching nothing. A connect or send to an undeclared
+// path where no socket exists is a failed attempt on nothing, as an open
+// of a missing file is; one to an existing socket still kills
+// (test/escape's unix rows).
+func TestProbingAnAbsentSocketIsNoViolation(t *testing.T) {
+	w := harness.NewWorld(t)
+	sock := w.O("no-such.sock")
+	steps := []string{"unix:" + sock, "unixsendto:" + sock}
+	o := w.Run(harness.Spec{Intents: harness.ProbeIntents(), Command: append([]string{harness.Probe}, steps...)})
+	o.AssertClean(t, 0)
+	for _, s := range steps {
+		if got := o.Probe[s]; got != "ENOENT" && got != "EPERM" {
+			t.Errorf("probe %s = %q, want it refused or not found", s, got)
+		}
+	}
+}
