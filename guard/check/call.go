@@ -52,6 +52,9 @@ type Decision struct {
 	Timeout time.Duration
 	// Confidential: audit argument hashes only and redact outputs.
 	Confidential bool
+	// Governance: the escalation is a category D tool's first use in its
+	// run; once approved, the gateway calls Pipeline.Governed.
+	Governance bool
 }
 
 func deny(check string, t *policy.Tool, e *toolerr.Error) Decision {
