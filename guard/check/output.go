@@ -38,7 +38,8 @@ func (p *Pipeline) CheckOutput(tool string, out any) *toolerr.Error {
 		o := &c.outputs[i]
 		v, present := obj[o.name]
 		switch {
-		case !present && o.s.IsRequired():
+		case !present && o.s.IsRequired() && !o.s.Nullable:
+			// A nullable field left out says what a null says: MISSING.
 			return bad("field %q is missing", o.name)
 		case !present:
 		case v == nil && !o.s.Nullable:

@@ -55,7 +55,7 @@ func (p *Provider) Invoke(ctx context.Context, call *check.Call) (gateway.Outcom
 	if err != nil {
 		return gateway.Outcome{}, err
 	}
-	out := gateway.Outcome{Result: res.Output, Usage: check.Usage{TokensUsed: res.TokensUsed}}
+	out := gateway.Outcome{Result: res.Output, Structured: res.Output, Usage: check.Usage{TokensUsed: res.TokensUsed}}
 	if res.Cost != nil {
 		out.Usage.CostUnits, out.Usage.Currency, out.Usage.Known = res.Cost.Units, res.Cost.Currency, true
 	} else {
