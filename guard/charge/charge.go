@@ -145,7 +145,7 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 		}
 		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason}
 	}
-	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act}})
+	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act, Kind: receipt.KindTool}})
 	if err != nil {
 		return nil, err
 	}
