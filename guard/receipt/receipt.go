@@ -147,7 +147,7 @@ type Cost struct {
 	Exceeded []string `json:"exceeded,omitempty"`
 	// Kind says what was called: "model" (klock meter) or "tool" (the
 	// gateway), so a report never mixes the two. Empty in older receipts:
-	// a cost with an envelope is a model call's.
+	// a cost held to an envelope is a model call's.
 	Kind string `json:"kind,omitempty"`
 	// RunID is the agent invocation the call belonged to (the envelope is
 	// held per invocation, across its calls).
@@ -165,7 +165,9 @@ func (c *Cost) CallKind() string {
 	switch {
 	case c.Kind != "":
 		return c.Kind
-	case c.Envelope != nil:
+	case c.Envelope != nil || c.Estimate != nil || len(c.Exceeded) > 0:
+		// Only a model call is held to the envelope; the gateway's tool
+		// receipts carried the actual alone.
 		return KindModel
 	}
 	return KindTool
