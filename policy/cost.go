@@ -94,6 +94,11 @@ type Grant struct {
 	MaxCostPerInvocation *Money   `yaml:"max_cost_per_invocation" json:"max_cost_per_invocation,omitempty"`
 	MaxTotalCost         *Money   `yaml:"max_total_cost" json:"max_total_cost,omitempty"`
 	MaxInvocations       uint64   `yaml:"max_invocations" json:"max_invocations,omitempty"`
+	// Capabilities are the capability codes the operator grants for the
+	// tool (tool.<name>.invoke, finer codes such as tool.energy.meter.read,
+	// a category C tool's tool.<name>.sensitive). Set, it is exactly what
+	// the run holds for the tool: a code left out is withheld.
+	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
 }
 
 func (g Grant) String() string {

@@ -37,6 +37,11 @@ type Tool struct {
 	RateLimits   RateLimits              `yaml:"rate_limits" json:"rate_limits,omitempty"`
 	AuditLogging AuditLogging            `yaml:"audit_logging" json:"audit_logging,omitempty"`
 	Autonomy     Autonomy                `yaml:"autonomy" json:"autonomy,omitempty"`
+
+	// MaxConsecutiveErrors is seed 002's stopping rule: after this many
+	// errors in a row in one run the tool is stopped for the run (0: the
+	// default, 3).
+	MaxConsecutiveErrors int `yaml:"max_consecutive_errors" json:"max_consecutive_errors,omitempty" jsonschema:"description=errors in a row after which the tool is stopped for the run (default 3)"`
 }
 
 // CapabilityCode returns the tool's capability, tool.<name>.invoke by default.
@@ -88,6 +93,11 @@ type ParamSchema struct {
 	// followed). A pattern on a string cannot say this: "^/srv/data/"
 	// matches "/srv/data/../etc/passwd".
 	Within []string `yaml:"within" json:"within,omitempty" jsonschema:"description=type path only (required there): absolute directories (or ${workdir}/...) the path must stay in once cleaned and its symlinks resolved (e.g. [/srv/data])"`
+
+	// Lookup names the READ tool that enforces MustBelongTo: the gateway
+	// calls it with the owner argument, and this argument's value must be
+	// in its result. Without it must_belong_to cannot be enforced.
+	Lookup string `yaml:"lookup" json:"lookup,omitempty" jsonschema:"description=with must_belong_to: a declared READ tool taking the owner argument whose result lists this argument's values"`
 }
 
 // TypePath is the input_schema type of a file path argument.

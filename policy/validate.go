@@ -31,6 +31,7 @@ func validate(m *Manifest, r *report) {
 	validateHITL(m, r)
 	validateCost(m, r)
 	validateGrants(m, r)
+	validateEnforceable(m, r)
 	if m.Signature != nil {
 		checkEnum(r, "signature.algorithm", m.Signature.Algorithm, "ed25519")
 	}
@@ -329,7 +330,7 @@ func validateGrants(m *Manifest, r *report) {
 				r.errorf("range", f+".max_cost_per_invocation", "make it at most max_total_cost", "%s per call exceeds the total %s", g.MaxCostPerInvocation, g.MaxTotalCost)
 			}
 		}
-		if g.MaxCostPerInvocation == nil && g.MaxTotalCost == nil && g.MaxInvocations == 0 {
+		if g.MaxCostPerInvocation == nil && g.MaxTotalCost == nil && g.MaxInvocations == 0 && len(g.Capabilities) == 0 {
 			r.warnf("empty-grant", f, "set max_cost_per_invocation, max_total_cost or max_invocations", "the grant limits nothing")
 		}
 		for j, op := range g.Operations {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -73,7 +74,13 @@ Exit status: 0, or 125 when the queue cannot be read.`,
 					args = compact.String() // one line
 				}
 				if args == "" {
-					args = "sha256:" + r.ArgsSHA256[:16] + "… (confidential)"
+					// A keyed digest (hmac-sha256:...) since confidential
+					// hashing is keyed; older requests hold a bare SHA-256.
+					d := r.ArgsSHA256
+					if !strings.Contains(d, ":") {
+						d = "sha256:" + d
+					}
+					args = d[:min(len(d), 28)] + "… (confidential)"
 				}
 				if len(args) > 80 {
 					args = args[:77] + "..."

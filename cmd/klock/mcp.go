@@ -152,6 +152,14 @@ back as a tool result with isError and a typed error:
   {"ok":false,"error_class":"tool_invalid_args","retryable":false,"message":...}
 Everything else in the protocol passes through untouched.
 
+The contract holds the answers too: a result that breaks output_schema (a
+declared number that comes back null or as a string) is withheld as
+tool_internal_error; a must_belong_to argument is checked by calling its
+lookup tool first; max_consecutive_errors (default 3) failures in a row
+stop a tool for the run; a category C tool needs tool.<name>.sensitive and
+a category D tool's first call in a run waits for approval; a cost the
+server reports in the result's _meta ({"cost":"0.12 USD"}) is charged.
+
 stdio (default): klock mcp starts SERVER and speaks MCP on its own stdin/
 stdout; put it where the client expects the server's command.
 HTTP: --listen ADDR --upstream URL proxies a streamable HTTP server.
@@ -164,7 +172,9 @@ call over a limit is refused with tool_restricted (reason budget). Each
 decision is a signed receipt in --receipts (default <workdir>/.klock/receipts;
 klock receipts verify DIR).
 
-Every call is appended to a hash-chained audit log; a gateway that cannot
+Every call is appended to a hash-chained audit log (klock audit verify PATH),
+with the values audit_logging.records names; --confidential keeps only
+HMAC-SHA256 digests under <state-dir>/audit.key. A gateway that cannot
 write it (or its budget ledger) refuses to start or to dispatch. klock tools changes a running
 gateway (disable a tool, lower a limit) through its control socket.
 

@@ -25,7 +25,7 @@ import (
 )
 
 func newMeter() *cobra.Command {
-	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool, stateDir string
+	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool, stateDir, runID string
 	var approvalWait time.Duration
 	c := &cobra.Command{
 		Use:   "meter -m FILE --listen ADDR --upstream URL",
@@ -41,6 +41,12 @@ included. Point the agent's API base URL at --listen. For every call it:
     (default 5 min), it is refused (approval_denied, approval_timeout); still
     pending after --approval-wait, it is refused with the retryable
     approval_pending and the same request retried waits on the same approval;
+  - holds the envelope per agent invocation, not per HTTP call: calls that
+    send the same X-Klock-Run-Id header (else --run-id) share one envelope,
+    each judged with what the invocation's earlier calls used; without
+    either, each call is its own invocation;
+  - cancels a call when its invocation reaches max_latency_ms (the agent
+    gets a typed "timeout"; the reservation stays charged);
   - caps the output tokens to the envelope and the remaining budget;
   - pre-charges the worst case against the grant whose tool is --grant
     (default "model"; without one, the envelope's max_cost per call);
@@ -111,7 +117,7 @@ Budgets persist across restarts for the same --session.`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
-				AgentID: m.Agent.ID}, meter.WithLogger(log), meter.WithApprover(approver))
+				AgentID: m.Agent.ID}, meter.WithLogger(log), meter.WithApprover(approver), meter.WithRunID(runID))
 			if err != nil {
 				return err
 			}
@@ -144,6 +150,7 @@ Budgets persist across restarts for the same --session.`,
 	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
 	c.Flags().StringVar(&grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")
+	c.Flags().StringVar(&runID, "run-id", "", "the agent invocation calls without an X-Klock-Run-Id header belong to (the envelope holds the invocation)")
 	c.Flags().StringVar(&stateDir, "state-dir", "", "where the approval queue lives (default as klock mcp: $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
 	c.Flags().DurationVar(&approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it is refused as approval_pending (default: the approval timeout)")
 	_ = c.MarkFlagRequired("manifest")

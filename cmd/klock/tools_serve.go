@@ -99,13 +99,7 @@ Exit status: 0 stopped by a signal, 1 the manifest or a plugin is invalid,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			runner := &plugin.Runner{StateDir: filepath.Join(f.stateDir, "gateway", m.Agent.ID, "plugins"), Shared: shared, Log: log}
 			pl := gw.Pipeline()
-			prov, err := plugin.NewProvider(ps, func(name string) (string, bool) {
-				t, ok := pl.Tool(name)
-				if !ok {
-					return "", false
-				}
-				return t.CapabilityCode(), true
-			}, runner)
+			prov, err := plugin.NewProvider(ps, pl.Tool, runner)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -23,6 +22,7 @@ const (
 	EventDecision = "decision" // a refusal or an idempotent replay: no dispatch
 	EventDispatch = "dispatch" // written and synced before the tool runs
 	EventResult   = "result"   // after the tool returned; synced lazily
+	EventRollback = "rollback" // a contract's rollback run for a killed session
 )
 
 // Record is one audit line. Seq and Prev are the chain's.
@@ -36,7 +36,9 @@ type Record struct {
 	RunID      string            `json:"run_id,omitempty"`
 	Tool       string            `json:"tool"`
 	Args       json.RawMessage   `json:"args,omitempty"`
-	ArgsSHA256 map[string]string `json:"args_sha256,omitempty"`
+	ArgsSHA256 map[string]string `json:"args_sha256,omitempty"` // logs before keyed digests; no longer written
+	// ArgsHMAC: confidential mode's keyed digest of each argument.
+	ArgsHMAC   map[string]string `json:"args_hmac,omitempty"`
 	Verdict    string            `json:"verdict,omitempty"` // allow | deny | escalate | approved | replay
 	Result     string            `json:"result,omitempty"`  // ok | tool_error | <error_class>
 	Check      string            `json:"check,omitempty"`
@@ -47,21 +49,37 @@ type Record struct {
 	DurationMS float64           `json:"duration_ms,omitempty"`
 	OutSHA256  string            `json:"output_sha256,omitempty"`
 	OutBytes   int               `json:"output_bytes,omitempty"`
+	// Recorded holds the values the contract's audit_logging.records names
+	// (arguments and result fields); in confidential mode RecordedHMAC
+	// holds their keyed digests instead.
+	Recorded     map[string]any    `json:"recorded,omitempty"`
+	RecordedHMAC map[string]string `json:"recorded_hmac,omitempty"`
+	// Rollback is what a rollback record undid: the call id of the effect.
+	Rollback string `json:"rollback_of,omitempty"`
 }
 
 // Log appends records to one chain file. Safe for concurrent use.
 type Log struct {
-	w   *hashchain.Writer
-	now func() time.Time
+	w    *hashchain.Writer
+	now  func() time.Time
+	hash *Hasher
 }
+
+// Hasher is the log's keyed digest of confidential values.
+func (l *Log) Hasher() *Hasher { return l.hash }
 
 // Option configures Open.
 type Option func(*options)
 
 type options struct {
-	chain []hashchain.Option
-	now   func() time.Time
+	chain   []hashchain.Option
+	now     func() time.Time
+	keyFile string
 }
+
+// WithKeyFile names the deployment's secret for confidential digests
+// (default: audit.key beside the log), made on first use.
+func WithKeyFile(path string) Option { return func(o *options) { o.keyFile = path } }
 
 // WithoutSync skips the fsync per line (benchmarks only: a crash may lose
 // acknowledged records).
@@ -82,6 +100,13 @@ func Open(path string, opts ...Option) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %v (make the directory writable or pass another --audit path)", ErrUnwritable, err)
 	}
+	if o.keyFile == "" {
+		o.keyFile = filepath.Join(filepath.Dir(path), KeyFile)
+	}
+	key, err := LoadKey(o.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("refusing to open the audit log without its confidential-mode key: %w", err)
+	}
 	w, err := hashchain.Open(path, o.chain...)
 	if err != nil {
 		if errors.Is(err, hashchain.ErrBroken) {
@@ -89,7 +114,7 @@ func Open(path string, opts ...Option) (*Log, error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrUnwritable, err)
 	}
-	return &Log{w: w, now: o.now}, nil
+	return &Log{w: w, now: o.now, hash: NewHasher(key)}, nil
 }
 
 // Append writes r as the next line; Seq, Prev and Time are filled in. It
@@ -127,10 +152,11 @@ func Verify(path string) (uint64, error) {
 	return h.Seq, err
 }
 
-// SetArgs stores args in r: as they are, or (confidential) as a SHA-256 of
-// each argument's canonical JSON, so equal values stay comparable across
-// records without their plaintext.
-func (r *Record) SetArgs(args map[string]any, confidential bool) {
+// SetArgs stores args in r: as they are, or (confidential) as h's keyed
+// digest of each argument's canonical JSON, so equal values stay
+// comparable across records without their plaintext (keyed.go says why
+// never a plain hash).
+func (r *Record) SetArgs(args map[string]any, confidential bool, h *Hasher) {
 	if len(args) == 0 {
 		return
 	}
@@ -138,14 +164,9 @@ func (r *Record) SetArgs(args map[string]any, confidential bool) {
 		r.Args, _ = json.Marshal(args)
 		return
 	}
-	names := make([]string, 0, len(args))
-	for k := range args {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	r.ArgsSHA256 = make(map[string]string, len(args))
-	for _, k := range names {
-		r.ArgsSHA256[k] = HashValue(args[k])
+	r.ArgsHMAC = make(map[string]string, len(args))
+	for k, v := range args {
+		r.ArgsHMAC[k] = h.Digest(v)
 	}
 }
 

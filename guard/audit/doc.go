@@ -5,9 +5,14 @@
 // (so an effect is never unrecorded, even across a crash) and "result"
 // after. A refused call gets one "decision" line.
 //
-// Confidential mode (seed 004 §11) stores a SHA-256 per argument instead of
-// its value. Outputs are never stored in any mode (seed 004 §13: no
-// plaintext): only their hash and size.
+// Confidential mode (seed 004 §11) stores an HMAC-SHA256 per argument under
+// the deployment's secret (audit.key, made on first use) instead of its
+// value: never a plain SHA-256, which anyone could test guesses against.
+// Outputs are never stored whole in any mode (seed 004 §13: no plaintext):
+// only their hash and size, and the result values the contract's
+// audit_logging.records names (their keyed digests when confidential).
+// A "rollback" record is a contract's compensating call run for a killed
+// session.
 //
 // # Durability
 //

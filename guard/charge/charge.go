@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/klocklabs/klock/guard/audit"
 	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/money"
@@ -85,7 +84,9 @@ func (c *Charger) Reserve(ctx context.Context, call *check.Call, d *check.Decisi
 	}
 	var params any = call.Args
 	if d.Confidential {
-		params = map[string]string{"args_sha256": audit.HashValue(call.Args), "confidential": "true"}
+		// Never a plain hash of confidential arguments: the gateway's keyed
+		// digest, or nothing.
+		params = map[string]string{"args_hmac": d.ArgsDigest, "confidential": "true"}
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {
@@ -144,7 +145,7 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 		}
 		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason}
 	}
-	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act}})
+	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act, Kind: receipt.KindTool}})
 	if err != nil {
 		return nil, err
 	}

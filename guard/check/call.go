@@ -52,6 +52,12 @@ type Decision struct {
 	Timeout time.Duration
 	// Confidential: audit argument hashes only and redact outputs.
 	Confidential bool
+	// Governance: the escalation is a category D tool's first use in its
+	// run; once approved, the gateway calls Pipeline.Governed.
+	Governance bool
+	// ArgsDigest is the gateway's keyed digest of the arguments in
+	// confidential mode (what a receipt may hold instead of them).
+	ArgsDigest string
 }
 
 func deny(check string, t *policy.Tool, e *toolerr.Error) Decision {

@@ -16,7 +16,15 @@
 //  6. effect     side-effect class: an IRREVERSIBLE-WRITE never runs unsupervised
 //  7. autonomy   unsupervised / unsupervised_if (CEL), else escalate or deny;
 //     HITL mode (declared, or forced by the lethal trifecta) escalates every
-//     non-READ or externally communicating call
+//     non-READ or externally communicating call; a category D tool's first
+//     call in a run escalates for governance (Governed records the approval)
+//
+// Stage 1 also refuses a category C tool without its extra capability
+// tool.<name>.sensitive (capabilities.go: the manifest's grants grant and
+// withhold codes) and a tool stopped for the run after
+// max_consecutive_errors failures in a row (stopper.go: the gateway reports
+// each dispatched call's Outcome). CheckOutput holds a tool's answer to its
+// output_schema.
 //
 // Decide is logic over memory (no clock other than the injected one, safe
 // for concurrent use) with one exception: a type path argument is resolved

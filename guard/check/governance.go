@@ -80,3 +80,6 @@ func (p *Pipeline) Status() []ToolStatus {
 	}
 	return out
 }
+
+// Confidential reports whether every tool runs in confidential mode.
+func (p *Pipeline) Confidential() bool { return p.confidential }

@@ -18,6 +18,7 @@ var ErrUnknownTool = errors.New("tool is not declared in the manifest")
 type contract struct {
 	tool              *policy.Tool
 	params            []param
+	outputs           []param // output_schema, held by CheckOutput
 	argNames          []string
 	autonomy          *policy.AutonomyCondition
 	idemArgs          []string // key_source arguments; nil = all arguments
@@ -28,6 +29,10 @@ type contract struct {
 	disabled string             // non-empty: disabled by governance, with the reason
 	override *policy.RateLimits // governance's limits, replacing the contract's
 	lim      limiter
+	// errors counts each run's consecutive failed outcomes (stopper.go);
+	// governed holds the runs a human approved a category D tool for.
+	errors   map[string]int
+	governed map[string]bool
 }
 
 func (c *contract) limits() policy.RateLimits {
@@ -92,6 +97,9 @@ func New(m *policy.Manifest, opts ...Option) (*Pipeline, error) {
 		if c.params, err = compileSchema(t.InputSchema, m.Workdir); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
+		if c.outputs, err = compileSchema(t.OutputSchema, m.Workdir); err != nil {
+			return nil, fmt.Errorf("tool %s: output_schema: %w", t.Name, err)
+		}
 		for _, pr := range c.params {
 			c.argNames = append(c.argNames, pr.name)
 		}
@@ -124,10 +132,7 @@ func New(m *policy.Manifest, opts ...Option) (*Pipeline, error) {
 		o(p)
 	}
 	if p.capabilities == nil {
-		p.capabilities = map[string]bool{}
-		for _, c := range p.tools {
-			p.capabilities[c.tool.CapabilityCode()] = true
-		}
+		p.capabilities = heldCapabilities(m)
 	}
 	return p, nil
 }
@@ -174,15 +179,17 @@ func (p *Pipeline) Decide(call *Call) Decision {
 			"tool %q is not declared in the agent's manifest: undeclared tools do not exist for this agent", call.Tool))
 	}
 	t := c.tool
-	if !p.capabilities[t.CapabilityCode()] || p.invokeDenied[t.Name] {
-		return deny("declared", t, toolerr.New(toolerr.CapabilityMissing, "capability",
-			"the run does not hold capability %s", t.CapabilityCode()))
+	if code := p.missingCapability(t); code != "" {
+		return deny("declared", t, capabilityError(t, code))
 	}
 	c.mu.Lock()
-	disabled := c.disabled
+	disabled, stop := c.disabled, c.stopped(call.RunID)
 	c.mu.Unlock()
 	if disabled != "" {
 		return deny("declared", t, toolerr.New(toolerr.Restricted, "disabled", "%s is disabled by governance: %s", t.Name, disabled))
+	}
+	if stop != nil {
+		return deny("declared", t, stop)
 	}
 	// 2. category defaults are compiled into c.timeout and the rate windows.
 	d := Decision{Tool: t, Timeout: c.timeout, Confidential: p.confidential || t.AuditLogging.Confidential}
@@ -217,6 +224,18 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	d.Verdict, d.Check, d.Why = p.autonomy(c, call, paths)
 	if d.Verdict == Deny {
 		return deny("autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
+	}
+	// Seed 004 §3.4: a category D tool is governance-only. Its first use
+	// in a run waits for a human even where its autonomy would allow it;
+	// one approval covers both when the call escalates anyway.
+	if c.needsGovernance(call.RunID) {
+		why := t.Name + " is category D (governance-only): its first use in a run needs a governance approval"
+		if d.Verdict == Escalate {
+			d.Why += "; " + why
+		} else {
+			d.Verdict, d.Check, d.Why = Escalate, "category", why
+		}
+		d.Governance = true
 	}
 	return d
 }

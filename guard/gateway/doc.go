@@ -18,6 +18,14 @@
 // or, when there is none or the call failed, the reservation standing as
 // unavailable with the reason.
 //
+// Around the dispatch it enforces what needs the tool's answer or a second
+// tool (contract.go): must_belong_to through the contract's lookup tool
+// (reached through the proxy's Invoker, itself checked and audited) before
+// the reservation; after, the output_schema (a broken output is the tool's
+// failure, withheld), the consecutive-error count, the audit_logging.records
+// values, and each REVERSIBLE-WRITE's compensation, kept per run for
+// Rollback (rollback.go) when the run's session is killed.
+//
 // Error semantics: Call returns the tool's outcome or a *toolerr.Error, never
 // a Go error the agent could not read. The gateway never retries a call.
 package gateway

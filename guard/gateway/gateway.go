@@ -33,7 +33,19 @@ type Outcome struct {
 	// Charged is what the budget charged for this call (nil: no grant, or
 	// a replay, which is not charged again).
 	Charged *check.Charged
+	// Structured is the tool's structured output as JSON (an MCP result's
+	// structuredContent, or the JSON its text holds; a plugin's output),
+	// empty when it gave none. The gateway holds it to the contract's
+	// output_schema, reads must_belong_to lookups and rollback arguments
+	// from it, and audits the values audit_logging.records names.
+	Structured json.RawMessage
 }
+
+// Invoker dispatches a call the gateway makes on its own behalf: a
+// must_belong_to lookup, a rollback. The proxy that owns the connection to
+// the tools provides it (it knows how to reach a tool other than the one
+// the agent called).
+type Invoker func(ctx context.Context, call *check.Call) (Outcome, error)
 
 // ErrNotDispatched, wrapped by a Dispatch's error, says the call never
 // reached the tool (it could not be started): its budget reservation is
@@ -54,6 +66,8 @@ type Gateway struct {
 	agent     string
 	timeout   time.Duration // approval deadline
 	wait      time.Duration // how long one call blocks on a pending approval
+	hash      *audit.Hasher // keyed digests of confidential values
+	rb        rollbacks     // compensations of REVERSIBLE-WRITE calls, by run
 }
 
 // Option configures New.
@@ -78,7 +92,7 @@ func New(m *policy.Manifest, p *check.Pipeline, a *audit.Log, ap *approval.Store
 	if p == nil || a == nil || ap == nil || is == nil {
 		return nil, errors.New("gateway: the pipeline, audit log, approval store and idempotency store are all required")
 	}
-	g := &Gateway{p: p, audit: a, approvals: ap, idem: is, agent: m.Agent.ID, timeout: DefaultApprovalTimeout}
+	g := &Gateway{p: p, audit: a, approvals: ap, idem: is, agent: m.Agent.ID, timeout: DefaultApprovalTimeout, hash: a.Hasher()}
 	if s := m.HITL.ApprovalTimeoutSeconds; s > 0 {
 		g.timeout = time.Duration(s) * time.Second
 	}
@@ -100,8 +114,16 @@ func newCallID() string {
 	return "call_" + hex.EncodeToString(b[:])
 }
 
-// Call runs one call through the gateway.
+// Call runs one call through the gateway, without a way to reach other
+// tools: a call whose contract needs a lookup is refused.
 func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch) (Outcome, *toolerr.Error) {
+	return g.CallWith(ctx, call, dispatch, nil)
+}
+
+// CallWith runs one call through the gateway; invoke reaches the tools the
+// gateway calls itself (must_belong_to lookups now, the contract's rollback
+// if the run is later killed). A nil invoke refuses calls that need one.
+func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispatch, invoke Invoker) (Outcome, *toolerr.Error) {
 	start := time.Now()
 	rec := func(event string) *audit.Record {
 		return &audit.Record{Event: event, Actor: g.agent, RunID: call.RunID, Tool: call.Tool}
@@ -111,7 +133,7 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 	refuse := func(e *toolerr.Error, verdict string) (Outcome, *toolerr.Error) {
 		r := rec("decision")
 		r.CallID, r.Verdict, r.Result, r.Check, r.Reason, r.Message, r.ApprovalID = callID, verdict, string(e.Class), e.Check, e.Reason, e.Message, e.ApprovalID
-		r.SetArgs(call.Args, d.Confidential)
+		r.SetArgs(call.Args, d.Confidential, g.hash)
 		r.DurationMS = ms(time.Since(start))
 		if err := g.audit.Append(r); err != nil {
 			// The refusal stands; the agent learns the audit failed too.
@@ -130,6 +152,14 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 			return refuse(e, "escalate")
 		}
 		verdict, approvalID = "approved", req.ID
+		if d.Governance {
+			g.p.Governed(call.Tool, call.RunID)
+		}
+	}
+	// must_belong_to: each declared ownership is checked through its
+	// lookup tool before anything is reserved or dispatched.
+	if e := g.checkBelongs(ctx, call, d.Tool, invoke); e != nil {
+		return refuse(e, "deny")
 	}
 	// Idempotency: one effect per key, whatever the retries.
 	if d.IdemKey != "" {
@@ -138,7 +168,7 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 		if e, ok := g.idem.Get(d.IdemKey); ok {
 			r := rec("decision")
 			r.CallID, r.Verdict, r.Result, r.Check, r.IdemKey, r.ApprovalID = callID, "replay", "ok", "idempotency", d.IdemKey, approvalID
-			r.SetArgs(call.Args, d.Confidential)
+			r.SetArgs(call.Args, d.Confidential, g.hash)
 			r.SetOutput(e.Result)
 			if err := g.audit.Append(r); err != nil {
 				return Outcome{}, auditErr(err)
@@ -151,6 +181,9 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 	}
 	var res check.Reservation
 	if g.charger != nil {
+		if d.Confidential {
+			d.ArgsDigest = g.hash.Digest(call.Args)
+		}
 		var err error
 		if res, err = g.charger.Reserve(ctx, call, &d); err != nil {
 			e := toolerr.From(err)
@@ -160,7 +193,7 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 	}
 	r := rec("dispatch")
 	r.CallID, r.Verdict, r.Check, r.IdemKey, r.ApprovalID = callID, verdict, d.Check, d.IdemKey, approvalID
-	r.SetArgs(call.Args, d.Confidential)
+	r.SetArgs(call.Args, d.Confidential, g.hash)
 	if err := g.audit.Append(r); err != nil {
 		g.release(ctx, call, res, "the dispatch could not be audited")
 		return Outcome{}, auditErr(err)
@@ -209,6 +242,16 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 			slog.Error("budget: reconcile failed; the reservation stays charged", "tool", call.Tool, "call_id", callID, "err", chargeErr)
 		}
 	}
+	// The output contract: a result that breaks output_schema is the
+	// tool's failure and is withheld from the agent (it ran, so its cost
+	// above stands).
+	if te == nil && !out.ToolError {
+		te = g.checkOutput(call.Tool, out.Structured)
+	}
+	g.p.Outcome(call.Tool, call.RunID, te != nil || out.ToolError)
+	if te == nil && !out.ToolError {
+		g.registerRollback(call, callID, d.Tool, out.Structured, invoke)
+	}
 	if te == nil && d.IdemKey != "" && !out.ToolError {
 		if err := g.idem.Put(d.IdemKey, call.Tool, out.Result); err != nil {
 			// The effect happened; a retry could repeat it. Say so.
@@ -229,6 +272,9 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 		r.Message = strings.TrimPrefix(r.Message+"; ", "; ") + "budget reconcile failed: " + chargeErr.Error()
 	}
 	r.SetOutput(out.Result)
+	if te == nil && !out.ToolError {
+		g.recordValues(r, &d, call.Args, out.Structured)
+	}
 	if err := g.audit.Append(r); err != nil {
 		// The call ran and its dispatch is on record; the agent gets its
 		// result, and the next call's dispatch record will be refused if
@@ -273,8 +319,8 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 	args, _ := json.Marshal(call.Args)
 	req := approval.Request{
 		Agent: g.agent, RunID: call.RunID, Tool: call.Tool, Why: d.Why,
-		ArgsSHA256:  audit.HashValue(call.Args),
-		Fingerprint: audit.HashValue([]any{call.Tool, call.Args, call.RunID}),
+		ArgsSHA256:  g.hash.Digest(call.Args),
+		Fingerprint: g.hash.Digest([]any{call.Tool, call.Args, call.RunID}),
 	}
 	if !d.Confidential {
 		req.Args = args

@@ -42,11 +42,11 @@ func TestIdempotentReplayAndNoDispatchWithoutAudit(t *testing.T) {
 		effects++
 		return Outcome{Result: json.RawMessage(`{"refund_id":"rf_1"}`)}, nil
 	}
-	out, te := g.Call(context.Background(), refundCall(), dispatch)
+	out, te := g.CallWith(context.Background(), refundCall(), dispatch, transactions)
 	if te != nil || string(out.Result) != `{"refund_id":"rf_1"}` {
 		t.Fatalf("first: %v %s", te, out.Result)
 	}
-	out, te = g.Call(context.Background(), refundCall(), dispatch)
+	out, te = g.CallWith(context.Background(), refundCall(), dispatch, transactions)
 	if te != nil || !out.Replayed || effects != 1 {
 		t.Fatalf("retry: err %v replayed %v effects %d", te, out.Replayed, effects)
 	}
@@ -54,7 +54,7 @@ func TestIdempotentReplayAndNoDispatchWithoutAudit(t *testing.T) {
 	st.Audit.Close()
 	c := refundCall()
 	c.Args["transaction_id"] = "t2"
-	_, te = g.Call(context.Background(), c, dispatch)
+	_, te = g.CallWith(context.Background(), c, dispatch, transactions)
 	if te == nil || te.Class != toolerr.InternalError || te.Reason != "audit" || effects != 1 {
 		t.Fatalf("unaudited call: %+v, effects %d", te, effects)
 	}
@@ -69,4 +69,14 @@ func TestTimeoutIsTypedAndNotRetryableForNonIdempotent(t *testing.T) {
 	if te == nil || te.Class != toolerr.Timeout || !te.Retryable {
 		t.Fatalf("timeout: %+v", te)
 	}
+}
+
+// transactions answers get_transactions, issue_refund's must_belong_to
+// lookup: customer c_42 owns t1 and t2.
+func transactions(_ context.Context, c *check.Call) (Outcome, error) {
+	if c.Tool != "get_transactions" || c.Args["customer_id"] != "c_42" {
+		return Outcome{Result: json.RawMessage(`{"transactions":[]}`), Structured: json.RawMessage(`{"transactions":[]}`)}, nil
+	}
+	doc := json.RawMessage(`{"transactions":[{"transaction_id":"t1","amount":20},{"transaction_id":"t2","amount":5}]}`)
+	return Outcome{Result: doc, Structured: doc}, nil
 }

@@ -40,11 +40,17 @@ func (l Layout) Audit() string     { return filepath.Join(l.agentDir(), "audit.j
 func (l Layout) Idem() string      { return filepath.Join(l.agentDir(), "idempotency.jsonl") }
 func (l Layout) Control() string   { return filepath.Join(l.agentDir(), "control.sock") }
 
+// AuditKey is the deployment's secret for confidential digests: one per
+// state directory, so digests compare across its agents and restarts.
+func (l Layout) AuditKey() string { return filepath.Join(l.Dir, audit.KeyFile) }
+
 // Stores are the durable pieces a gateway opened; Close closes them.
 type Stores struct {
 	Audit     *audit.Log
 	Approvals *approval.Store
 	Idem      *idem.Store
+	// AuditPath is the audit log's file (klock audit verify reads it).
+	AuditPath string
 }
 
 // Close closes the audit log and the idempotency store.
@@ -68,8 +74,8 @@ func Open(m *policy.Manifest, l Layout, auditPath string, checkOpts []check.Opti
 	if auditPath == "" {
 		auditPath = l.Audit()
 	}
-	st := &Stores{}
-	if st.Audit, err = audit.Open(auditPath); err != nil {
+	st := &Stores{AuditPath: auditPath}
+	if st.Audit, err = audit.Open(auditPath, audit.WithKeyFile(l.AuditKey())); err != nil {
 		return nil, nil, fmt.Errorf("refusing to start without an audit log: %w", err)
 	}
 	if st.Approvals, err = approval.Open(l.Approvals()); err != nil {

@@ -73,7 +73,7 @@ func (p *Proxy) HTTPHandler(upstream *url.URL) http.Handler {
 			}
 			return
 		}
-		x.finish(p.call(r.Context(), *target, x.send))
+		x.finish(p.call(r.Context(), *target, x.send, httpInvoker(client, upstream, r)))
 	})
 }
 

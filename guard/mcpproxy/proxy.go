@@ -103,7 +103,7 @@ func (e *errUpstream) Error() string { return "upstream error: " + string(e.raw)
 // call runs one tools/call through the gateway. send forwards the original
 // request and returns the server's response message. The returned frame is
 // what goes back to the client.
-func (p *Proxy) call(ctx context.Context, req message, send func(context.Context) (message, error)) []byte {
+func (p *Proxy) call(ctx context.Context, req message, send func(context.Context) (message, error), invoke gateway.Invoker) []byte {
 	name, args, err := decodeCall(req.Params)
 	if err != nil {
 		e := toolerr.New(toolerr.InvalidArgs, "params", "%v", err)
@@ -114,7 +114,7 @@ func (p *Proxy) call(ctx context.Context, req message, send func(context.Context
 	}
 	call := &check.Call{Tool: name, Args: args, Context: p.context, RunID: p.runID}
 	var upstreamErr json.RawMessage
-	out, te := p.gw.Call(ctx, call, func(ctx context.Context) (gateway.Outcome, error) {
+	out, te := p.gw.CallWith(ctx, call, func(ctx context.Context) (gateway.Outcome, error) {
 		resp, err := send(ctx)
 		if err != nil {
 			return gateway.Outcome{}, err
@@ -125,14 +125,14 @@ func (p *Proxy) call(ctx context.Context, req message, send func(context.Context
 			upstreamErr = resp.Error
 			return gateway.Outcome{Result: resp.Error, ToolError: true}, nil
 		}
-		res, isErr := fixResult(resp.Result)
-		if isErr {
-			if te := p.wallRefusal(name, res); te != nil {
-				return gateway.Outcome{Result: res, ToolError: true}, te
+		out := outcomeOf(resp)
+		if out.ToolError {
+			if te := p.wallRefusal(name, out.Result); te != nil {
+				return gateway.Outcome{Result: out.Result, ToolError: true}, te
 			}
 		}
-		return gateway.Outcome{Result: res, ToolError: isErr}, nil
-	})
+		return out, nil
+	}, invoke)
 	if te != nil {
 		return response(req.ID, errorResult(te))
 	}

@@ -32,7 +32,7 @@ func TestWallRefusalIsTyped(t *testing.T) {
 			req := message{JSONRPC: "2.0", ID: json.RawMessage(`7`), Method: "tools/call", Params: json.RawMessage(`{"name":"echo","arguments":{"text":"x"}}`)}
 			out := p.call(context.Background(), req, func(context.Context) (message, error) {
 				return message{JSONRPC: "2.0", ID: req.ID, Result: json.RawMessage(tt.result)}, nil
-			})
+			}, nil)
 			var resp struct {
 				Result struct {
 					IsError bool `json:"isError"`

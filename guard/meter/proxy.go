@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
 )
@@ -38,7 +39,19 @@ type Config struct {
 	Approver tokenguard.Approver
 	Client   *http.Client
 	Log      *slog.Logger
+	// RunID is the agent invocation every call belongs to when the request
+	// names none (RunHeader); empty: each call is its own invocation.
+	RunID string
+	// Runs tracks what each invocation used (default: a fresh tracker).
+	Runs *tokenguard.Runs
 }
+
+// RunHeader names the agent invocation a model call belongs to: the cost
+// envelope holds the whole invocation, across its calls.
+const RunHeader = "X-Klock-Run-Id"
+
+// WithRunID fixes the invocation of calls that do not name one.
+func WithRunID(id string) Option { return func(c *Config) { c.RunID = id } }
 
 // Proxy is the metering reverse proxy (an http.Handler).
 type Proxy struct{ c Config }
@@ -78,6 +91,9 @@ func New(c Config, opts ...Option) (*Proxy, error) {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Runs == nil {
+		c.Runs = tokenguard.NewRuns()
 	}
 	return &Proxy{c: c}, nil
 }
@@ -126,6 +142,11 @@ type call struct {
 	envelope *receipt.Envelope
 	estimate *receipt.Tokens
 	started  time.Time
+	// run is the agent invocation ("" for none), used what it had used
+	// before this call, deadline its max_latency_ms (zero: none).
+	run      string
+	used     tokenguard.Usage
+	deadline time.Time
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body []byte) {
@@ -153,18 +174,47 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 		return
 	}
 	c.estimate = &receipt.Tokens{TokensIn: units(c.estIn), TokensOut: units(estOut), Cost: receipt.U(estCost.Units)}
-	fp := sha256.Sum256(append([]byte(p.c.AgentID+"\x00"+r.URL.Path+"\x00"), body...))
+	// The envelope holds the invocation: this call is judged with what the
+	// invocation's earlier calls used, and its latency since it began.
+	est := tokenguard.Estimate{TokensIn: c.estIn, TokensOut: estOut, Cost: &estCost}
+	started := c.started
+	if c.run = r.Header.Get(RunHeader); c.run == "" {
+		c.run = p.c.RunID
+	}
+	if c.run != "" {
+		c.used, started = p.c.Runs.Begin(c.run)
+		est.TokensIn += c.used.TokensIn
+		est.TokensOut += c.used.TokensOut
+		est.LatencyMS = time.Since(started).Milliseconds()
+		if u := c.used.Cost; u != nil && u.Currency == estCost.Currency {
+			sum := money.Amount{Units: u.Units + estCost.Units, Currency: u.Currency}
+			est.Cost = &sum
+		}
+	}
+	if env.MaxLatencyMS > 0 {
+		c.deadline = started.Add(time.Duration(env.MaxLatencyMS) * time.Millisecond)
+	}
+	fp := sha256.Sum256(append([]byte(p.c.AgentID+"\x00"+c.run+"\x00"+r.URL.Path+"\x00"), body...))
 	if _, err := p.c.Guard.AdmitRequest(ctx, tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + req.Model,
-		Fingerprint: hex.EncodeToString(fp[:]), Estimate: tokenguard.Estimate{TokensIn: c.estIn, TokensOut: estOut, Cost: &estCost}}, p.c.Approver); err != nil {
+		Fingerprint: hex.EncodeToString(fp[:]), Estimate: est}, p.c.Approver); err != nil {
 		p.refuseAdmission(w, r, c, err)
 		return
 	}
-	// Cap the output to the envelope and to what the money allows.
+	// Cap the output to what the invocation's envelope has left and to
+	// what the money allows.
 	c.capOut = env.MaxTokensOut
+	if c.capOut > 0 {
+		c.capOut -= c.used.TokensOut
+		if c.capOut <= 0 {
+			p.refuse(w, r, c, http.StatusForbidden, "token_guard",
+				fmt.Errorf("%w: invocation %s has used its max_tokens_out (%d)", tokenguard.ErrRefused, c.run, env.MaxTokensOut))
+			return
+		}
+	}
 	if req.MaxOut > 0 && (c.capOut == 0 || req.MaxOut < c.capOut) {
 		c.capOut = req.MaxOut
 	}
-	limit, err := p.moneyLimit(ctx)
+	limit, err := p.moneyLimit(ctx, c)
 	if err != nil {
 		p.refuse(w, r, c, http.StatusServiceUnavailable, "ledger", err)
 		return
@@ -186,7 +236,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 	}
 	params, _ := json.Marshal(map[string]any{"api": req.API, "model": req.Model, "stream": req.Stream, "max_output_tokens": c.capOut})
 	c.hold, err = p.c.Budget.Reserve(ctx, budget.Request{Key: p.c.Key, Cost: worst, Tool: req.Model, Server: p.c.Upstream.Host,
-		Parameters: params, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate}})
+		Parameters: params, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}})
 	if err != nil {
 		status, class, retry := http.StatusPaymentRequired, "budget_denied", false
 		if errors.Is(err, budget.ErrLedger) {
@@ -206,7 +256,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 
 // moneyLimit is the most one call may cost: the smallest of the envelope's
 // max_cost, the grant's per-invocation limit and what its total has left.
-func (p *Proxy) moneyLimit(ctx context.Context) (*uint64, error) {
+func (p *Proxy) moneyLimit(ctx context.Context, c *call) (*uint64, error) {
 	var lim *uint64
 	tighten := func(v uint64) {
 		if lim == nil || v < *lim {
@@ -214,7 +264,11 @@ func (p *Proxy) moneyLimit(ctx context.Context) (*uint64, error) {
 		}
 	}
 	if m := p.c.Guard.Envelope().MaxCost; m != nil && m.Currency == p.c.Prices.Currency {
-		tighten(m.Units)
+		left := m.Units
+		if u := c.used.Cost; u != nil && u.Currency == m.Currency {
+			left -= min(u.Units, left) // what the invocation has not spent yet
+		}
+		tighten(left)
 	}
 	u, err := p.c.Budget.Usage(ctx, p.c.Key)
 	if err != nil {
@@ -250,7 +304,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, c *call, status i
 func (p *Proxy) refuseRetry(w http.ResponseWriter, r *http.Request, c *call, status int, class string, retry bool, cause error) {
 	rc := &receipt.Receipt{CapabilityID: p.c.Key.Capability, AgentID: p.c.AgentID, ToolName: c.req.Model, ToolServer: p.c.Upstream.Host,
 		Phase: receipt.PhaseGuard, Decision: receipt.Decision{Verdict: receipt.Deny, Reason: cause.Error(), Guard: class},
-		Metadata: receipt.Metadata{Cost: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate}}}
+		Metadata: receipt.Metadata{Cost: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}}}
 	if err := p.c.Budget.Record(r.Context(), rc); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "ledger", true, fmt.Errorf("%v (and the refusal could not be recorded: %w)", cause, err))
 		return
@@ -304,14 +358,31 @@ func (p *Proxy) settle(c *call, t *Tally, cutReason string) {
 		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason + "; the full reservation stays charged"}
 		tgActual = tokenguard.Actual{Source: tokenguard.Unavailable, UnavailableReason: act.UnavailableReason}
 	}
-	meta := &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Actual: act, Exceeded: p.c.Guard.Exceeded(tgActual)}
+	meta := &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Actual: act, Exceeded: p.c.Guard.Exceeded(tgActual), Kind: receipt.KindModel, RunID: c.run}
+	if c.run != "" {
+		// The invocation is charged what the call used, or, unknown, its
+		// whole reservation: never less than it may have cost.
+		u := tokenguard.Usage{TokensIn: c.estIn, TokensOut: c.capOut, Cost: &actual}
+		if tgActual.Source != tokenguard.Unavailable {
+			u.TokensIn, u.TokensOut = tgActual.TokensIn, tgActual.TokensOut
+		}
+		p.c.Runs.Add(c.run, u)
+	}
 	if _, err := p.c.Budget.Reconcile(context.Background(), c.hold.ID, budget.Settle{Actual: actual, CostMeta: meta}); err != nil {
 		p.c.Log.Error("meter: reconcile failed; the reservation stays charged", "hold", c.hold.ID, "err", err)
 	}
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c *call, body []byte) {
-	flight, ctx := p.c.Guard.Start(r.Context())
+	base := r.Context()
+	if !c.deadline.IsZero() {
+		// KCC's max_latency_ms: the call is cancelled when the invocation
+		// reaches it, wherever it is (connecting, waiting, streaming).
+		var cancel context.CancelFunc
+		base, cancel = context.WithDeadlineCause(base, c.deadline, tokenguard.ErrLatency)
+		defer cancel()
+	}
+	flight, ctx := p.c.Guard.Start(base)
 	defer flight.End()
 	u := *p.c.Upstream
 	u.Path = strings.TrimSuffix(u.Path, "/") + r.URL.Path
@@ -330,6 +401,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c *call, body []
 		up.Header[k] = vs
 	}
 	resp, err := p.c.Client.Do(up)
+	if err != nil && p.latencyCut(ctx) {
+		// The request may have reached the API: its reservation stands.
+		p.settle(c, &Tally{}, p.latencyReason(c))
+		p.timeout(w, c)
+		return
+	}
 	if err != nil {
 		p.release(c, "upstream unreachable: "+err.Error())
 		writeError(w, http.StatusBadGateway, "upstream", true, err)
@@ -345,12 +422,17 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c *call, body []
 		return
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		p.stream(w, c, resp, flight)
+		p.stream(ctx, w, c, resp, flight)
 		return
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	var t Tally
 	cut := ""
+	if err != nil && p.latencyCut(ctx) {
+		p.settle(c, &t, p.latencyReason(c))
+		p.timeout(w, c)
+		return
+	}
 	if err != nil {
 		cut = "response read failed: " + err.Error()
 	} else if err := t.Body(data); err != nil {
@@ -373,16 +455,20 @@ func copyHeader(w http.ResponseWriter, resp *http.Response) {
 
 // stream relays SSE events one by one, holding the running output to the
 // Token Guard and the reservation; crossing either cuts the stream.
-func (p *Proxy) stream(w http.ResponseWriter, c *call, resp *http.Response, flight *tokenguard.Flight) {
+func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp *http.Response, flight *tokenguard.Flight) {
 	copyHeader(w, resp)
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
 	er := NewEventReader(resp.Body, maxEvent)
 	var t Tally
-	cut := ""
+	cut, class, kind := "", "budget_cut", "klock_budget_exceeded"
 	for {
 		ev, err := er.Next()
 		if err == io.EOF {
+			break
+		}
+		if err != nil && p.latencyCut(ctx) {
+			cut, class, kind = p.latencyReason(c), "timeout", "klock_timeout"
 			break
 		}
 		if err != nil {
@@ -408,7 +494,7 @@ func (p *Proxy) stream(w http.ResponseWriter, c *call, resp *http.Response, flig
 	if cut != "" {
 		resp.Body.Close() // cancels the upstream call
 		msg, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{
-			"type": "klock_budget_exceeded", "error_class": "budget_cut", "retryable": false, "message": "klock meter: stream cut: " + cut}})
+			"type": kind, "error_class": class, "retryable": false, "message": "klock meter: stream cut: " + cut}})
 		fmt.Fprintf(w, "event: error\ndata: %s\n\n", msg)
 		if fl != nil {
 			fl.Flush()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -16,6 +17,9 @@ import (
 
 // ManifestFile is the plugin manifest's name inside a plugin directory.
 const ManifestFile = "plugin.json"
+
+// capabilityRe is a capability code, as the agent's manifest spells them.
+var capabilityRe = regexp.MustCompile(`^tool\.[a-z0-9_][a-z0-9_.-]*\.[a-z]+$`)
 
 // ErrManifest: a plugin manifest is missing, malformed or unsafe.
 var ErrManifest = errors.New("invalid plugin manifest")
@@ -142,8 +146,10 @@ func Load(dir string) (*Plugin, error) {
 		return nil, bad("capabilities: list the capability it serves, e.g. [\"tool.%s.invoke\"]", m.Name)
 	}
 	for _, c := range m.Capabilities {
-		if !strings.HasPrefix(c, "tool.") || !strings.HasSuffix(c, ".invoke") {
-			return nil, bad("capability %q: want tool.<name>.invoke", c)
+		// Seed 004 names finer codes than tool.<name>.invoke
+		// (tool.energy.meter.read): any tool.<...>.<verb> is a code.
+		if !capabilityRe.MatchString(c) {
+			return nil, bad("capability %q: want tool.<name>.invoke or a finer code such as tool.energy.meter.read", c)
 		}
 	}
 	entry, err := filepath.EvalSymlinks(filepath.Join(dir, m.Entry))

@@ -8,6 +8,7 @@ import (
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/policy"
 )
 
 // Provider serves declared tools from plugins (the tool proxy's Provider).
@@ -22,14 +23,24 @@ type Provider struct {
 // code. A plugin named like a declared tool without that capability is an
 // error (the gateway must not start with a plugin it cannot trust to be the
 // tool); a plugin no declared tool names is loaded but unreachable.
-func NewProvider(plugins map[string]*Plugin, declared func(name string) (capability string, ok bool), r *Runner) (*Provider, error) {
+//
+// A plugin serving a category A tool may hold no network or file system
+// permission (seed 004 §3.1: safe tools reach no network and touch no
+// files): it is refused too.
+func NewProvider(plugins map[string]*Plugin, declared func(name string) (*policy.Tool, bool), r *Runner) (*Provider, error) {
 	p := &Provider{plugins: map[string]*Plugin{}, caps: map[string]string{}, runner: r}
 	for name, pl := range plugins {
-		capCode, ok := declared(name)
+		t, ok := declared(name)
 		if !ok {
 			continue
 		}
-		if !pl.Serves(capCode) {
+		capCode := t.CapabilityCode()
+		if t.Category == "A" && (len(pl.Permissions.Network) > 0 || len(pl.Permissions.Read)+len(pl.Permissions.Write) > 0) {
+			return nil, fmt.Errorf("%w: plugin %s (%s) serves %s, a category A (safe) tool, and asks for network or file system permissions: drop them, or classify the tool B, C or D", ErrManifest, name, pl.Dir, name)
+		}
+		// A plugin that is the tool (tool.<name>.invoke) serves it under
+		// the finer code an operator declared (tool.energy.meter.read).
+		if !pl.Serves(capCode) && !pl.Serves("tool."+name+".invoke") {
 			return nil, fmt.Errorf("%w: plugin %s (%s) serves %v, not the declared tool's capability %s", ErrManifest, name, pl.Dir, pl.Capabilities, capCode)
 		}
 		p.plugins[name], p.caps[name] = pl, capCode
@@ -55,7 +66,7 @@ func (p *Provider) Invoke(ctx context.Context, call *check.Call) (gateway.Outcom
 	if err != nil {
 		return gateway.Outcome{}, err
 	}
-	out := gateway.Outcome{Result: res.Output, Usage: check.Usage{TokensUsed: res.TokensUsed}}
+	out := gateway.Outcome{Result: res.Output, Structured: res.Output, Usage: check.Usage{TokensUsed: res.TokensUsed}}
 	if res.Cost != nil {
 		out.Usage.CostUnits, out.Usage.Currency, out.Usage.Known = res.Cost.Units, res.Cost.Currency, true
 	} else {

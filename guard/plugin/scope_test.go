@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klocklabs/klock/policy"
 )
 
 func writePlugin(t *testing.T, dir, manifest, entry string) string {
@@ -70,5 +72,38 @@ func TestLoadRefusesBadManifests(t *testing.T) {
 	d := writePlugin(t, t.TempDir(), `{"name":"a","version":"1","entry":"run.sh","capabilities":["tool.a.invoke"]}`, "#!/usr/bin/env sh\n")
 	if _, err := Load(d); err == nil || !strings.Contains(err.Error(), "env") {
 		t.Errorf("#!/usr/bin/env: %v", err)
+	}
+}
+
+// TestFinerCapabilitiesAndCategoryA: a plugin may list a finer capability
+// code than tool.<name>.invoke (seed 004's tool.energy.meter.read) and still
+// load and serve; a plugin serving a category A tool may not ask for
+// network or file system permissions.
+func TestFinerCapabilitiesAndCategoryA(t *testing.T) {
+	d := writePlugin(t, t.TempDir(), `{"name":"energy","version":"1","entry":"run.sh","capabilities":["tool.energy.meter.read"]}`, "#!/bin/sh\n")
+	p, err := Load(d)
+	if err != nil {
+		t.Fatalf("a finer capability code stopped the plugin from loading: %v", err)
+	}
+	declared := func(cat, capability string) func(string) (*policy.Tool, bool) {
+		return func(name string) (*policy.Tool, bool) {
+			return &policy.Tool{Name: name, Category: cat, Capability: capability}, true
+		}
+	}
+	if _, err := NewProvider(map[string]*Plugin{"energy": p}, declared("B", "tool.energy.meter.read"), &Runner{}); err != nil {
+		t.Fatalf("finer code declared and listed: %v", err)
+	}
+	d2 := writePlugin(t, t.TempDir(), `{"name":"energy","version":"1","entry":"run.sh","capabilities":["tool.energy.invoke"]}`, "#!/bin/sh\n")
+	p2, _ := Load(d2)
+	if _, err := NewProvider(map[string]*Plugin{"energy": p2}, declared("B", "tool.energy.meter.read"), &Runner{}); err != nil {
+		t.Fatalf("the tool's own plugin under a finer declared code: %v", err)
+	}
+	d3 := writePlugin(t, t.TempDir(), `{"name":"math","version":"1","entry":"run.sh","capabilities":["tool.math.invoke"],"permissions":{"network":["api.example.com:443/tcp"]}}`, "#!/bin/sh\n")
+	p3, _ := Load(d3)
+	if _, err := NewProvider(map[string]*Plugin{"math": p3}, declared("A", ""), &Runner{}); err == nil || !strings.Contains(err.Error(), "category A") {
+		t.Fatalf("category A plugin with network: %v", err)
+	}
+	if _, err := NewProvider(map[string]*Plugin{"math": p3}, declared("B", ""), &Runner{}); err != nil {
+		t.Fatalf("category B plugin with network: %v", err)
 	}
 }

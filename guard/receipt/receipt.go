@@ -145,6 +145,32 @@ type Cost struct {
 	Estimate *Tokens   `json:"estimate,omitempty"`
 	// Exceeded lists the envelope maxima the actual went over.
 	Exceeded []string `json:"exceeded,omitempty"`
+	// Kind says what was called: "model" (klock meter) or "tool" (the
+	// gateway), so a report never mixes the two. Empty in older receipts:
+	// a cost held to an envelope is a model call's.
+	Kind string `json:"kind,omitempty"`
+	// RunID is the agent invocation the call belonged to (the envelope is
+	// held per invocation, across its calls).
+	RunID string `json:"run_id,omitempty"`
+}
+
+// Kinds of a Cost.
+const (
+	KindModel = "model"
+	KindTool  = "tool"
+)
+
+// CallKind returns c's kind, inferring it for receipts written before Kind.
+func (c *Cost) CallKind() string {
+	switch {
+	case c.Kind != "":
+		return c.Kind
+	case c.Envelope != nil || c.Estimate != nil || len(c.Exceeded) > 0:
+		// Only a model call is held to the envelope; the gateway's tool
+		// receipts carried the actual alone.
+		return KindModel
+	}
+	return KindTool
 }
 
 // Envelope is the part of the cost envelope the guard enforced.

@@ -3,6 +3,7 @@ package tokenguard
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/klocklabs/klock/guard/money"
@@ -117,7 +118,7 @@ func TestReportFlagsAgentsThatKeepOverrunning(t *testing.T) {
 			a = Actual{Source: Unavailable, UnavailableReason: "no usage"}
 		}
 		r.Add(&receipt.Receipt{AgentID: agent, Metadata: receipt.Metadata{Cost: &receipt.Cost{
-			Actual: &receipt.Actual{TokensOut: receipt.Units(a.TokensOut), Source: string(a.Source)}, Exceeded: g.Exceeded(a)}}})
+			Kind: receipt.KindModel, Actual: &receipt.Actual{TokensOut: receipt.Units(a.TokensOut), Source: string(a.Source)}, Exceeded: g.Exceeded(a)}}})
 	}
 	for i := 0; i < 4; i++ {
 		add("spender", 2500, APIUsage)
@@ -140,5 +141,26 @@ func TestReportFlagsAgentsThatKeepOverrunning(t *testing.T) {
 	}
 	if r.Agents()[0].Agent != "spender" {
 		t.Errorf("flagged agents come first: %+v", r.Agents())
+	}
+}
+
+// TestReportKeepsToolCallsApart: a tool call's cost record is not a model
+// call measured against the envelope: before, three cheap tool calls made
+// an overrunning agent's one model call look like 1 in 4.
+func TestReportKeepsToolCallsApart(t *testing.T) {
+	r := NewReporter(WithMinRuns(1))
+	model := &receipt.Receipt{AgentID: "a", Metadata: receipt.Metadata{Cost: &receipt.Cost{Envelope: &receipt.Envelope{MaxTokensOut: 2000},
+		Actual: &receipt.Actual{TokensOut: 2500, Source: string(APIUsage)}, Exceeded: []string{"max_tokens_out: 2500 > 2000"}}}}
+	r.Add(model)
+	for i := 0; i < 3; i++ {
+		r.Add(&receipt.Receipt{AgentID: "a", Metadata: receipt.Metadata{Cost: &receipt.Cost{Kind: receipt.KindTool,
+			Actual: &receipt.Actual{Cost: receipt.U(1), Source: string(HarnessReported)}}}})
+	}
+	a := r.Agents()[0]
+	if a.Measured != 1 || a.Exceeding != 1 || !a.Flagged || a.ToolCalls != 3 {
+		t.Fatalf("report: %+v", a)
+	}
+	if s := a.String(); !strings.Contains(s, "1 of 1 measured model calls") || !strings.Contains(s, "3 tool calls apart") {
+		t.Fatalf("report line: %s", s)
 	}
 }

@@ -18,7 +18,12 @@ type AgentReport struct {
 	Exceeding   int
 	Unavailable int
 	Limits      map[string]int // limit name -> times exceeded
-	Flagged     bool
+	// ToolCalls are the agent's tool-call receipts with a cost record,
+	// kept apart from the model calls above; ToolUnavailable of them had
+	// no reported cost.
+	ToolCalls       int `json:"tool_calls"`
+	ToolUnavailable int `json:"tool_calls_unavailable"`
+	Flagged         bool
 }
 
 // ReportOption configures Report.
@@ -68,6 +73,15 @@ func (r *Reporter) Add(rc *receipt.Receipt) error {
 		a = &AgentReport{Agent: agent, Limits: map[string]int{}}
 		r.agents[agent] = a
 	}
+	// Tool calls are counted apart: the cost envelope holds model calls,
+	// and a tool's cost never calibrates it.
+	if c.CallKind() == receipt.KindTool {
+		a.ToolCalls++
+		if c.Actual.Source == string(Unavailable) {
+			a.ToolUnavailable++
+		}
+		return nil
+	}
 	if c.Actual.Source == string(Unavailable) {
 		a.Unavailable++
 		return nil
@@ -100,9 +114,12 @@ func (r *Reporter) Agents() []AgentReport {
 }
 
 func (a AgentReport) String() string {
-	s := fmt.Sprintf("%s: %d of %d measured invocations exceeded the envelope", a.Agent, a.Exceeding, a.Measured)
+	s := fmt.Sprintf("%s: %d of %d measured model calls exceeded the envelope", a.Agent, a.Exceeding, a.Measured)
 	if a.Unavailable > 0 {
 		s += fmt.Sprintf(" (%d without a measured actual)", a.Unavailable)
+	}
+	if a.ToolCalls > 0 {
+		s += fmt.Sprintf("; %d tool calls apart (%d without a reported cost)", a.ToolCalls, a.ToolUnavailable)
 	}
 	return s
 }

@@ -82,7 +82,7 @@ func (p *Proxy) call(w http.ResponseWriter, r *http.Request) {
 		}
 		return p.tools.Invoke(ctx, c)
 	}
-	out, te := p.gw.Call(r.Context(), c, dispatch)
+	out, te := p.gw.CallWith(r.Context(), c, dispatch, p.invoke)
 	if te != nil {
 		writeErr(w, te)
 		return
@@ -173,4 +173,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
+}
+
+// invoke reaches a tool the gateway calls itself (a lookup, a rollback).
+func (p *Proxy) invoke(ctx context.Context, c *check.Call) (gateway.Outcome, error) {
+	if !p.tools.Provides(c.Tool) {
+		return gateway.Outcome{}, errNoProvider(c.Tool)
+	}
+	return p.tools.Invoke(ctx, c)
 }
