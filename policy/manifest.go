@@ -99,4 +99,7 @@ type Signature struct {
 	Algorithm string `yaml:"algorithm" json:"algorithm" jsonschema:"enum=ed25519"`
 	PublicKey string `yaml:"public_key" json:"public_key"`
 	Value     string `yaml:"value" json:"value"`
+	// Fields are short digests of each field at signing time (see
+	// ChangedFields): outside the signed bytes, they only locate a change.
+	Fields map[string]string `yaml:"fields" json:"fields,omitempty"`
 }
