@@ -29,6 +29,8 @@ type gatewayFlags struct {
 	context                                       []string
 	approvalWait                                  time.Duration
 	confidential                                  bool
+	trust                                         trustFlags
+	data                                          []byte // the manifest's bytes as admitted
 }
 
 func (f *gatewayFlags) register(c *cobra.Command) {
@@ -43,15 +45,17 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.receipts, "receipts", "", "budget ledger and signed receipts for the manifest's grants (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
+	f.trust.register(c)
 	_ = c.MarkFlagRequired("manifest")
 }
 
 // open loads the manifest and opens the gateway and its control socket.
 func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gateway, func(), error) {
-	m, err := policy.Load(f.manifest)
+	m, data, err := f.trust.load(f.manifest)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	f.data = data
 	if f.stateDir == "" {
 		f.stateDir = gateway.StateDir()
 	}
@@ -222,8 +226,7 @@ is invalid, 125 the gateway could not start (the message says why).`,
 			defer stop()
 			m, gw, closeGW, err := f.open(ctx)
 			if err != nil {
-				var ve *policy.ValidationError
-				if errors.As(err, &ve) {
+				if manifestRefused(err) {
 					return &exitError{code: exitInvalid, err: err}
 				}
 				return &exitError{code: exitNoStart, err: err}
@@ -241,7 +244,7 @@ is invalid, 125 the gateway could not start (the message says why).`,
 				return serveHTTP(ctx, p, listen, upstream)
 			}
 			if enforce {
-				return serveEnforced(ctx, p, m, f.manifest, enforcedServer{id: sessionID, user: user, args: args})
+				return serveEnforced(ctx, p, m, f.manifest, f.data, enforcedServer{id: sessionID, user: user, args: args})
 			}
 			return serveStdio(ctx, p, args)
 		},

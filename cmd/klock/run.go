@@ -37,6 +37,7 @@ func newRun() *cobra.Command {
 		allowDegraded, quiet, noDaemon      bool
 		rollbackOnInterrupt                 bool
 		extraEnv                            []string
+		tf                                  trustFlags
 	)
 	c := &cobra.Command{
 		Use:   "run -m MANIFEST [flags] -- CMD [ARGS...]",
@@ -116,11 +117,7 @@ start the session (the message says why and what would fix it).`,
   sudo klock run -m agent.yaml --mode permissive --backend observe --learn learned.yaml -- go build ./...`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(manifest)
-			if err != nil {
-				return &exitError{code: exitNoStart, err: fmt.Errorf("read manifest: %w", err)}
-			}
-			m, err := policy.Parse(manifest, data)
+			m, data, err := tf.load(manifest)
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
 			}
@@ -211,6 +208,7 @@ start the session (the message says why and what would fix it).`,
 	c.Flags().BoolVar(&rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
+	tf.register(c)
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/guard/plugin"
 	"github.com/klocklabs/klock/guard/toolproxy"
-	"github.com/klocklabs/klock/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -84,8 +83,7 @@ Exit status: 0 stopped by a signal, 1 the manifest or a plugin is invalid,
 			defer stop()
 			m, gw, closeGW, err := f.open(ctx)
 			if err != nil {
-				var ve *policy.ValidationError
-				if errors.As(err, &ve) {
+				if manifestRefused(err) {
 					return &exitError{code: exitInvalid, err: err}
 				}
 				return &exitError{code: exitNoStart, err: err}
