@@ -52,7 +52,16 @@ file, exec and network operation; cgroup programs wall the network.
 strict      a violation kills the whole session (cgroup.kill) and prints the
             ScopeViolationError; files are restored from the pre-flight backup
 permissive  a violation is logged and the scope amended so the session goes
-            on; --learn writes the manifest that would have allowed the run
+            on; --learn writes the manifest that would have allowed the run.
+            It prints once that it must not be used in production (KLIS-6),
+            even with -q.
+
+A manifest signed with klock sign is checked before anything starts: one
+changed since it was signed is refused, naming the signing key and the
+fields that differ. --require-signed also refuses an unsigned manifest and
+one signed by a key that is not trusted (trusted keys: /etc/klock/trust/*.pub
+and --trust KEY.pub). klockd applies its own --require-signed to the
+sessions it runs.
 
 An interrupt (Ctrl-C, SIGTERM, SIGHUP, klock kill) kills the session and
 exits 130. In strict mode the files are then restored from the pre-flight
@@ -138,6 +147,10 @@ start the session (the message says why and what would fix it).`,
 			cred, err := credential(user, m.Workdir)
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
+			}
+			if permissive {
+				// Even with -q: it is the one warning that must be seen.
+				warnPermissive(os.Stderr)
 			}
 			// A closed terminal (SIGHUP) ends the session as Ctrl-C does:
 			// killed, rolled back in strict mode (kept in permissive mode
