@@ -38,7 +38,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "durable gateway state: approvals, audit, idempotency (default $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
 	c.Flags().StringVar(&f.auditPath, "audit", "", "audit log file (default <state-dir>/gateway/<agent>/audit.jsonl)")
 	c.Flags().StringArrayVar(&f.context, "context", nil, "call context KEY=VALUE for must_match bindings (repeatable), e.g. task.customer_id=c_42")
-	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one)")
+	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one per gateway process; a run id an agent sends is never used)")
 	c.Flags().DurationVar(&f.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it returns approval_pending (default: the approval timeout)")
 	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode: audit argument hashes only, for every tool")
 	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
