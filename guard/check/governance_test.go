@@ -108,3 +108,19 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatal("after a restart the disabled tool is back")
 	}
 }
+
+// TestTrifectaPrivateReadsWait: under the HITL the lethal trifecta forces,
+// a READ of private data waits for a human too (issue 20 item 2); a READ
+// of nothing private does not.
+func TestTrifectaPrivateReadsWait(t *testing.T) {
+	p, err := New(example(t, "trifecta-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Decide(&Call{Tool: "crm_lookup"}); d.Verdict != Escalate || d.Check != "trifecta" {
+		t.Fatalf("private READ under the trifecta: %v (%s), want escalate", d.Verdict, d.Check)
+	}
+	if d := p.Decide(&Call{Tool: "read_inbox"}); d.Verdict != Allow {
+		t.Fatalf("untrusted READ: %v, want allow", d.Verdict)
+	}
+}

@@ -259,10 +259,17 @@ func (p *Pipeline) Decide(call *Call) Decision {
 // policy's permissions matrix so klock explain and the gateway agree.
 func (p *Pipeline) autonomy(c *contract, call *Call, paths map[string]pathViews) (Verdict, string, string) {
 	t := c.tool
-	gated := t.SideEffects != policy.SideEffectRead || t.ExternalCommunication
+	// External communication inferred too (type external, category D): a
+	// flag left out must not make a tool unsupervised.
+	gated := t.SideEffects != policy.SideEffectRead || t.ExternalCommunicationWhy() != ""
+	if p.hitl && p.trifecta.Present && t.PrivateDataWhy() != "" {
+		// Under the forced HITL of the trifecta, what the agent reads of
+		// private data is what an injection would exfiltrate: it waits too.
+		return Escalate, "trifecta", "lethal trifecta: " + p.hitlWhy + "; every read of private data, write or external call needs a human"
+	}
 	if p.hitl && gated {
 		if p.trifecta.Present {
-			return Escalate, "trifecta", "lethal trifecta: " + p.hitlWhy + "; every write or external call needs a human"
+			return Escalate, "trifecta", "lethal trifecta: " + p.hitlWhy + "; every read of private data, write or external call needs a human"
 		}
 		return Escalate, "autonomy", "the agent runs HITL: every write or external call needs a human"
 	}
