@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/klocklabs/klock/policy"
 )
@@ -82,8 +83,51 @@ func (o Options) Admitter() (func(*policy.Manifest) error, error) {
 }
 
 // Admit decides whether m may run under roots and o (see the package
-// documentation for the rules).
+// documentation for the rules), then checks the maintainer approval HOTL
+// with an organizational tool needs.
 func Admit(m *policy.Manifest, roots *Roots, o Options) (Verdict, error) {
+	v, err := admitSignature(m, roots, o)
+	if err != nil {
+		return v, err
+	}
+	return v, admitApproval(m, roots, o)
+}
+
+// admitApproval: HOTL with an organizational tool needs a maintainer's
+// signature by a trusted key. Without one the agent is refused when
+// signatures are required, else runs HITL (every write waits for a human),
+// with a warning: free text never buys HOTL.
+func admitApproval(m *policy.Manifest, roots *Roots, o Options) error {
+	tools := m.NeedsMaintainerApproval()
+	if len(tools) == 0 {
+		return nil
+	}
+	pub, err := m.ApprovalKey()
+	if err == nil {
+		if _, ok := roots.Find(pub); !ok {
+			err = fmt.Errorf("%w: signed by %s, which is not trusted (trusted keys: %s; add it to %s or pass --trust)",
+				policy.ErrApproval, policy.FormatPublicKey(pub), roots, rootDir(o))
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if o.RequireSigned {
+		return fmt.Errorf("refusing HOTL for %s (organizational blast radius): %w", strings.Join(tools, ", "), err)
+	}
+	m.HITL.DefaultMode = policy.HITLModeHITL
+	fmt.Fprintf(o.warn(), "klock: warning: running HITL, not the declared HOTL: %s has organizational blast radius and %v\n", strings.Join(tools, ", "), err)
+	return nil
+}
+
+func (o Options) warn() io.Writer {
+	if o.Warn == nil {
+		return os.Stderr
+	}
+	return o.Warn
+}
+
+func admitSignature(m *policy.Manifest, roots *Roots, o Options) (Verdict, error) {
 	if o.RequireSigned && roots.Len() == 0 {
 		return Verdict{}, noRoots(o)
 	}
@@ -108,11 +152,7 @@ func Admit(m *policy.Manifest, roots *Roots, o Options) (Verdict, error) {
 	if o.RequireSigned {
 		return Verdict{}, refused(untrusted)
 	}
-	w := o.Warn
-	if w == nil {
-		w = os.Stderr
-	}
-	fmt.Fprintf(w, "klock: warning: %v\n  (it runs because signatures are not required here; --require-signed would refuse it)\n", untrusted)
+	fmt.Fprintf(o.warn(), "klock: warning: %v\n  (it runs because signatures are not required here; --require-signed would refuse it)\n", untrusted)
 	return Verdict{Signed: true}, nil
 }
 

@@ -24,7 +24,9 @@ func keypair(t *testing.T, dir, name string) []byte {
 	return priv
 }
 
-func signed(t *testing.T, dir, name string, privPEM []byte) string {
+// signed writes the refund agent signed by privPEM (nil: unsigned), its
+// maintainer approval signed by the same key unless freeText.
+func signed(t *testing.T, dir, name string, privPEM []byte, freeText ...bool) string {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/manifests/refund-agent.yaml")
 	if err != nil {
@@ -34,6 +36,11 @@ func signed(t *testing.T, dir, name string, privPEM []byte) string {
 		priv, err := policy.ParsePrivateKey(privPEM)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(freeText) == 0 {
+			if data, err = policy.SignApproval(data, priv, "payments-maintainers", "SEC-1142"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if data, err = policy.Sign(data, priv); err != nil {
 			t.Fatal(err)
@@ -108,5 +115,43 @@ func TestLoadAdmits(t *testing.T) {
 	os.Chmod(filepath.Join(rootsDir, "ops.pub"), 0o666)
 	if _, _, err := Load(good, req); !errors.Is(err, ErrRoots) || !strings.Contains(err.Error(), "chmod go-w") {
 		t.Errorf("group-writable root: %v", err)
+	}
+}
+
+// TestMaintainerApprovalNeedsATrustedKey: HOTL with an organizational tool
+// runs only on a maintainer approval signed by a root; free text makes the
+// agent HITL (refused under RequireSigned).
+func TestMaintainerApprovalNeedsATrustedKey(t *testing.T) {
+	rootsDir, work := t.TempDir(), t.TempDir()
+	maint := keypair(t, rootsDir, "maintainer")
+	free := signed(t, work, "free.yaml", maint, true) // signed manifest, free-text approval
+	var warn bytes.Buffer
+	m, _, err := Load(free, Options{Dir: rootsDir, Warn: &warn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, _ := m.EffectiveHITL(); mode != policy.HITLModeHITL || !strings.Contains(warn.String(), "free text") {
+		t.Fatalf("free-text approval: %s, warning %q; want HITL and a warning", mode, warn.String())
+	}
+	if _, _, err := Load(free, Options{Dir: rootsDir, RequireSigned: true}); !errors.Is(err, policy.ErrApproval) {
+		t.Fatalf("free-text approval, signatures required: %v", err)
+	}
+	data, _ := os.ReadFile(free)
+	priv, _ := policy.ParsePrivateKey(maint)
+	approved, err := policy.SignApproval(data, priv, "payments-maintainers", "SEC-1142")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if approved, err = policy.Sign(approved, priv); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(work, "approved.yaml")
+	os.WriteFile(p, approved, 0o644)
+	m, _, err = Load(p, Options{Dir: rootsDir, RequireSigned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, _ := m.EffectiveHITL(); mode != policy.HITLModeHOTL {
+		t.Fatalf("signed approval by a root: %s, want HOTL", mode)
 	}
 }
