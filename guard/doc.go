@@ -16,7 +16,9 @@
 //	  plugin              toolproxy's plugins run under the kernel wall
 //	  audit               the hash-chained record of the invocation
 //	toolerr               what a refused call becomes: a typed tool error
-//	control               governance of a running gateway (disable, limit)
+//	control               governance of a running gateway (disable, limit):
+//	                      it only narrows the manifest; ratestate keeps it,
+//	                      and the rate-limit counters, across restarts
 //
 // A model call (OpenAI- or Anthropic-style, through klock meter) travels:
 //

@@ -91,6 +91,11 @@ type Approval struct {
 	ApprovedBy string `yaml:"approved_by" json:"approved_by" jsonschema:"required"`
 	Reference  string `yaml:"reference" json:"reference,omitempty"`
 	Date       string `yaml:"date" json:"date,omitempty"`
+	// PublicKey and Signature make the approval a maintainer's signature
+	// (klock sign --maintainer), not free text: launch checks the key is
+	// trusted (see ApprovalKey).
+	PublicKey string `yaml:"public_key" json:"public_key,omitempty"`
+	Signature string `yaml:"signature" json:"signature,omitempty"`
 }
 
 // Signature is an ed25519 signature over the manifest's canonical form
@@ -99,4 +104,7 @@ type Signature struct {
 	Algorithm string `yaml:"algorithm" json:"algorithm" jsonschema:"enum=ed25519"`
 	PublicKey string `yaml:"public_key" json:"public_key"`
 	Value     string `yaml:"value" json:"value"`
+	// Fields are short digests of each field at signing time (see
+	// ChangedFields): outside the signed bytes, they only locate a change.
+	Fields map[string]string `yaml:"fields" json:"fields,omitempty"`
 }

@@ -176,10 +176,15 @@ func Sign(data []byte, priv ed25519.PrivateKey) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	fields, err := fieldDigests(root)
+	if err != nil {
+		return nil, err
+	}
 	sig := Signature{
 		Algorithm: "ed25519",
 		PublicKey: FormatPublicKey(priv.Public().(ed25519.PublicKey)),
 		Value:     base64.StdEncoding.EncodeToString(ed25519.Sign(priv, msg)),
+		Fields:    fields,
 	}
 	if isJSON(data) {
 		var doc map[string]any
@@ -191,7 +196,7 @@ func Sign(data []byte, priv ed25519.PrivateKey) ([]byte, error) {
 		return append(out, '\n'), err
 	}
 	var sn yaml.Node
-	if err := sn.Encode(map[string]string{"algorithm": sig.Algorithm, "public_key": sig.PublicKey, "value": sig.Value}); err != nil {
+	if err := sn.Encode(sig); err != nil {
 		return nil, err
 	}
 	root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "signature"}, &sn)
@@ -211,28 +216,43 @@ func isJSON(data []byte) bool {
 
 // VerifySignature checks the manifest's signature against a trusted key.
 // A manifest without a signature, signed by another key, or altered after
-// signing is an error wrapping ErrSignature.
+// signing is a *SignatureError (wrapping ErrSignature and ErrUnsigned,
+// ErrUntrustedKey or ErrAltered); an altered one names the fields that
+// differ from what was signed.
 func (m *Manifest) VerifySignature(trusted ed25519.PublicKey) error {
-	if m.Signature == nil {
-		return fmt.Errorf("%w: %s is not signed (sign it with klock sign)", ErrSignature, m.File)
-	}
-	pub, err := ParsePublicKey([]byte(m.Signature.PublicKey))
+	pub, err := m.SignedIntact()
 	if err != nil {
 		return err
 	}
 	if !pub.Equal(trusted) {
-		return fmt.Errorf("%w: signed by %s, not by the trusted key %s", ErrSignature, m.Signature.PublicKey, FormatPublicKey(trusted))
+		return &SignatureError{File: m.File, Key: m.Signature.PublicKey, Kind: ErrUntrustedKey,
+			Detail: "the trusted key is " + FormatPublicKey(trusted) + "; re-sign with its private key (klock sign -k KEY)"}
+	}
+	return nil
+}
+
+// SignedIntact checks the signature against the key it names, whoever that
+// is, and returns that key: a manifest that verifies was not changed since
+// that key signed it. Whether the key is trusted is the caller's question.
+func (m *Manifest) SignedIntact() (ed25519.PublicKey, error) {
+	if m.Signature == nil {
+		return nil, &SignatureError{File: m.File, Kind: ErrUnsigned, Detail: "sign it with a trusted key: klock sign -k KEY " + m.File}
+	}
+	pub, err := ParsePublicKey([]byte(m.Signature.PublicKey))
+	if err != nil {
+		return nil, &SignatureError{File: m.File, Key: m.Signature.PublicKey, Kind: ErrBadSignature, Detail: err.Error()}
 	}
 	sig, err := base64.StdEncoding.DecodeString(m.Signature.Value)
 	if err != nil || len(sig) != ed25519.SignatureSize {
-		return fmt.Errorf("%w: malformed signature value", ErrSignature)
+		return nil, &SignatureError{File: m.File, Key: m.Signature.PublicKey, Kind: ErrBadSignature, Detail: "signature.value is not a base64 ed25519 signature; re-sign with klock sign"}
 	}
 	msg, err := CanonicalBytes(m.raw)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if !ed25519.Verify(trusted, msg, sig) {
-		return fmt.Errorf("%w: %s was changed after it was signed (signature does not verify)", ErrSignature, m.File)
+	if !ed25519.Verify(pub, msg, sig) {
+		return nil, &SignatureError{File: m.File, Key: m.Signature.PublicKey, Kind: ErrAltered, Changes: m.ChangedFields(),
+			Detail: "the signature no longer verifies: restore the signed manifest, or have the change reviewed and re-signed (klock sign -k KEY)"}
 	}
-	return nil
+	return pub, nil
 }

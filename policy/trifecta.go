@@ -7,22 +7,31 @@ type Trifecta struct {
 	Untrusted string `json:"untrusted_content,omitempty"`
 	Private   string `json:"private_data_access,omitempty"`
 	External  string `json:"external_communication,omitempty"`
+	// Why says, for each of the three found, what made it so: declared,
+	// or inferred (trifecta_infer.go).
+	Why []string `json:"why,omitempty"`
 }
 
-// Trifecta reports whether the declared tools together give the agent all
-// three trifecta capabilities, naming the first tool found for each.
+// Trifecta reports whether the declared tools (and the agent's own NET
+// intents, for external communication) together give the agent all three
+// trifecta capabilities, declared or inferred, naming the first found for
+// each.
 func (m *Manifest) Trifecta() Trifecta {
 	var t Trifecta
-	for _, tool := range m.DeclaredTools {
-		if tool.UntrustedContent && t.Untrusted == "" {
-			t.Untrusted = tool.Name
+	found := func(dst *string, name, what, why string) {
+		if why != "" && *dst == "" {
+			*dst = name
+			t.Why = append(t.Why, name+": "+what+" ("+why+")")
 		}
-		if tool.PrivateDataAccess && t.Private == "" {
-			t.Private = tool.Name
-		}
-		if tool.ExternalCommunication && t.External == "" {
-			t.External = tool.Name
-		}
+	}
+	for i := range m.DeclaredTools {
+		tool := &m.DeclaredTools[i]
+		found(&t.Untrusted, tool.Name, "untrusted content", tool.UntrustedContentWhy())
+		found(&t.Private, tool.Name, "private data", tool.PrivateDataWhy())
+		found(&t.External, tool.Name, "external communication", tool.ExternalCommunicationWhy())
+	}
+	if in, ok := m.ExternalIntent(); ok {
+		found(&t.External, "intent "+in.String(), "external communication", "a NET intent beyond loopback")
 	}
 	t.Present = t.Untrusted != "" && t.Private != "" && t.External != ""
 	return t

@@ -243,7 +243,7 @@ func validateHITL(m *Manifest, r *report) {
 		for i, t := range m.DeclaredTools {
 			if t.BlastRadius == "organizational" {
 				r.errorf("org-approval", fmt.Sprintf("declared_tools[%d].blast_radius", i),
-					"add hitl.maintainer_approval: {approved_by: <maintainer>, reference: <ticket>} or run HITL",
+					"have a maintainer sign the approval (klock sign --maintainer NAME -k KEY FILE; a trusted key, checked at launch) or run HITL",
 					"%s has organizational blast radius: HOTL needs maintainer approval", t.Name)
 			}
 		}

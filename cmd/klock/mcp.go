@@ -29,6 +29,8 @@ type gatewayFlags struct {
 	context                                       []string
 	approvalWait                                  time.Duration
 	confidential                                  bool
+	trust                                         trustFlags
+	data                                          []byte // the manifest's bytes as admitted
 }
 
 func (f *gatewayFlags) register(c *cobra.Command) {
@@ -36,22 +38,24 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "durable gateway state: approvals, audit, idempotency (default $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
 	c.Flags().StringVar(&f.auditPath, "audit", "", "audit log file (default <state-dir>/gateway/<agent>/audit.jsonl)")
 	c.Flags().StringArrayVar(&f.context, "context", nil, "call context KEY=VALUE for must_match bindings (repeatable), e.g. task.customer_id=c_42")
-	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one)")
+	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one per gateway process; a run id an agent sends is never used)")
 	c.Flags().DurationVar(&f.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it returns approval_pending (default: the approval timeout)")
 	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode: audit argument hashes only, for every tool")
 	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
 	c.Flags().StringVar(&f.receipts, "receipts", "", "budget ledger and signed receipts for the manifest's grants (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
+	f.trust.register(c)
 	_ = c.MarkFlagRequired("manifest")
 }
 
 // open loads the manifest and opens the gateway and its control socket.
 func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gateway, func(), error) {
-	m, err := policy.Load(f.manifest)
+	m, data, err := f.trust.load(f.manifest)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	f.data = data
 	if f.stateDir == "" {
 		f.stateDir = gateway.StateDir()
 	}
@@ -232,8 +236,7 @@ is invalid, 125 the gateway could not start (the message says why).`,
 			defer stop()
 			m, gw, closeGW, err := f.open(ctx)
 			if err != nil {
-				var ve *policy.ValidationError
-				if errors.As(err, &ve) {
+				if manifestRefused(err) {
 					return &exitError{code: exitInvalid, err: err}
 				}
 				return &exitError{code: exitNoStart, err: err}
@@ -251,7 +254,7 @@ is invalid, 125 the gateway could not start (the message says why).`,
 				return serveHTTP(ctx, p, listen, upstream)
 			}
 			if enforce {
-				return serveEnforced(ctx, p, m, f.manifest, enforcedServer{id: sessionID, user: user, args: args})
+				return serveEnforced(ctx, p, m, f.manifest, f.data, enforcedServer{id: sessionID, user: user, args: args})
 			}
 			return serveStdio(ctx, p, args)
 		},

@@ -45,13 +45,11 @@ type enforcedServer struct {
 	args     []string
 }
 
-func serveEnforced(ctx context.Context, p *mcpproxy.Proxy, m *policy.Manifest, path string, srv enforcedServer) error {
+// data are the manifest's bytes as the gateway admitted them (never read
+// again: the file could have changed since).
+func serveEnforced(ctx context.Context, p *mcpproxy.Proxy, m *policy.Manifest, path string, data []byte, srv enforcedServer) error {
 	if os.Geteuid() != 0 {
 		return &exitError{code: exitNoStart, err: errors.New("--enforce needs root: it starts a kernel-enforced session (sudo klock mcp --enforce ...)")}
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return &exitError{code: exitNoStart, err: err}
 	}
 	cred, err := credential(srv.user, m.Workdir)
 	if err != nil {

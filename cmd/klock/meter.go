@@ -27,6 +27,7 @@ import (
 func newMeter() *cobra.Command {
 	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool, stateDir, runID string
 	var approvalWait time.Duration
+	var tf trustFlags
 	c := &cobra.Command{
 		Use:   "meter -m FILE --listen ADDR --upstream URL",
 		Short: "Meter an agent's model calls: Token Guard, budget, signed receipts",
@@ -70,7 +71,7 @@ Budgets persist across restarts for the same --session.`,
   klock report /tmp/receipts`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := policy.Load(manifest)
+			m, _, err := tf.load(manifest)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -153,6 +154,7 @@ Budgets persist across restarts for the same --session.`,
 	c.Flags().StringVar(&runID, "run-id", "", "the agent invocation calls without an X-Klock-Run-Id header belong to (the envelope holds the invocation)")
 	c.Flags().StringVar(&stateDir, "state-dir", "", "where the approval queue lives (default as klock mcp: $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
 	c.Flags().DurationVar(&approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it is refused as approval_pending (default: the approval timeout)")
+	tf.register(c)
 	_ = c.MarkFlagRequired("manifest")
 	_ = c.MarkFlagRequired("upstream")
 	return c

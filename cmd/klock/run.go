@@ -37,6 +37,7 @@ func newRun() *cobra.Command {
 		allowDegraded, quiet, noDaemon      bool
 		rollbackOnInterrupt                 bool
 		extraEnv                            []string
+		tf                                  trustFlags
 	)
 	c := &cobra.Command{
 		Use:   "run -m MANIFEST [flags] -- CMD [ARGS...]",
@@ -51,7 +52,16 @@ file, exec and network operation; cgroup programs wall the network.
 strict      a violation kills the whole session (cgroup.kill) and prints the
             ScopeViolationError; files are restored from the pre-flight backup
 permissive  a violation is logged and the scope amended so the session goes
-            on; --learn writes the manifest that would have allowed the run
+            on; --learn writes the manifest that would have allowed the run.
+            It prints once that it must not be used in production (KLIS-6),
+            even with -q.
+
+A manifest signed with klock sign is checked before anything starts: one
+changed since it was signed is refused, naming the signing key and the
+fields that differ. --require-signed also refuses an unsigned manifest and
+one signed by a key that is not trusted (trusted keys: /etc/klock/trust/*.pub
+and --trust KEY.pub). klockd applies its own --require-signed to the
+sessions it runs.
 
 An interrupt (Ctrl-C, SIGTERM, SIGHUP, klock kill) kills the session and
 exits 130. In strict mode the files are then restored from the pre-flight
@@ -116,11 +126,7 @@ start the session (the message says why and what would fix it).`,
   sudo klock run -m agent.yaml --mode permissive --backend observe --learn learned.yaml -- go build ./...`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := os.ReadFile(manifest)
-			if err != nil {
-				return &exitError{code: exitNoStart, err: fmt.Errorf("read manifest: %w", err)}
-			}
-			m, err := policy.Parse(manifest, data)
+			m, data, err := tf.load(manifest)
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
 			}
@@ -141,6 +147,10 @@ start the session (the message says why and what would fix it).`,
 			cred, err := credential(user, m.Workdir)
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
+			}
+			if permissive {
+				// Even with -q: it is the one warning that must be seen.
+				warnPermissive(os.Stderr)
 			}
 			// A closed terminal (SIGHUP) ends the session as Ctrl-C does:
 			// killed, rolled back in strict mode (kept in permissive mode
@@ -211,6 +221,7 @@ start the session (the message says why and what would fix it).`,
 	c.Flags().BoolVar(&rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
+	tf.register(c)
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -61,16 +62,27 @@ func writeNew(path string, data []byte, mode os.FileMode, force bool) error {
 }
 
 func newSign() *cobra.Command {
-	var keyFile, out string
+	var keyFile, out, maintainer, reference string
 	c := &cobra.Command{
 		Use:   "sign -k KEY FILE",
 		Short: "Sign a manifest with an ed25519 key (writes the signature into it)",
 		Long: `Sign validates FILE, then writes its signature field: ed25519 over the
 RFC 8785 canonical JSON of the document without that field. The file is
 rewritten in place atomically unless -o names another file (- for stdout).
-YAML stays YAML, JSON stays JSON.`,
+YAML stays YAML, JSON stays JSON. The signature also records a short digest
+of each field, so a manifest changed later is refused naming the fields
+and lines that differ.
+
+--maintainer NAME signs the maintainer approval instead: HOTL with a tool of
+organizational blast radius needs hitl.maintainer_approval to be a
+signature by a trusted key (free text no longer counts). It covers the
+whole manifest, so any later change voids it; it drops the manifest's own
+signature, which the owner then signs again:
+  klock sign --maintainer payments-maintainers --reference SEC-1142 -k maint.key agent.yaml
+  klock sign -k ops.key agent.yaml`,
 		Example: `  klock sign -k ops-signing.key agent.yaml
-  klock sign -k ops-signing.key -o - agent.yaml > signed.yaml`,
+  klock sign -k ops-signing.key -o - agent.yaml > signed.yaml
+  klock sign --maintainer payments-maintainers -k maintainer.key agent.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := policy.Load(args[0]); err != nil {
@@ -88,7 +100,13 @@ YAML stays YAML, JSON stays JSON.`,
 			if err != nil {
 				return err
 			}
-			signed, err := policy.Sign(data, priv)
+			sign := policy.Sign
+			if maintainer != "" {
+				sign = func(d []byte, k ed25519.PrivateKey) ([]byte, error) {
+					return policy.SignApproval(d, k, maintainer, reference)
+				}
+			}
+			signed, err := sign(data, priv)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -104,6 +122,8 @@ YAML stays YAML, JSON stays JSON.`,
 	}
 	c.Flags().StringVarP(&keyFile, "key", "k", "", "private key file (from klock keygen)")
 	c.Flags().StringVarP(&out, "out", "o", "", "write the signed manifest here instead of in place (- for stdout)")
+	c.Flags().StringVar(&maintainer, "maintainer", "", "sign hitl.maintainer_approval as this maintainer (HOTL with an organizational tool needs it) instead of the manifest")
+	c.Flags().StringVar(&reference, "reference", "", "with --maintainer: the ticket or review the approval refers to")
 	_ = c.MarkFlagRequired("key")
 	return c
 }
@@ -143,7 +163,9 @@ func newVerify() *cobra.Command {
 		Short: "Check a manifest is valid and signed by a trusted key",
 		Long: `Verify validates FILE and checks its ed25519 signature against the trusted
 public key. It fails when the manifest is unsigned, signed by another key,
-or changed after signing.
+or changed after signing (naming the fields and lines that differ).
+klock run, mcp, meter and tools serve check the same at launch against
+the trusted keys in /etc/klock/trust/*.pub and --trust (--require-signed).
 
 Exit status: 0 verified, 1 invalid or not verified, 2 usage.`,
 		Example: `  klock verify -k ops-signing.pub agent.yaml`,

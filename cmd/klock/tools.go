@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/control"
 	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/policy"
@@ -123,7 +124,12 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
 	}
 	var l policy.RateLimits
 	limit := &cobra.Command{
-		Use: "limit TOOL [--per-run N] [--per-minute N] [--per-hour N] [--per-day N]", Short: "Replace a tool's rate limits (0 = none)", Args: cobra.ExactArgs(1),
+		Use: "limit TOOL [--per-run N] [--per-minute N] [--per-hour N] [--per-day N]", Short: "Narrow a tool's rate limits below the manifest's (0 = the manifest's again)", Args: cobra.ExactArgs(1),
+		Long: `limit narrows the windows it names; the others keep what governance set
+before. Governance may only narrow: a limit above the manifest's is refused
+(change and re-sign the manifest to allow more), and 0 removes governance's
+limit on that window, leaving the manifest's. The limits and the disabled
+tools persist in the gateway's state directory across restarts.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("per-run") && !cmd.Flags().Changed("per-minute") && !cmd.Flags().Changed("per-hour") && !cmd.Flags().Changed("per-day") {
 				return &exitError{code: exitUsage, err: errors.New("give at least one of --per-run, --per-minute, --per-hour, --per-day")}
@@ -132,10 +138,20 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			if err := cl.Limit(args[0], l); err != nil {
+			// Only the flags given: the other windows keep what governance set.
+			given := func(flag string, v *int) *int {
+				if cmd.Flags().Changed(flag) {
+					return v
+				}
+				return nil
+			}
+			ch := check.LimitChange{PerRun: given("per-run", &l.PerRun), PerMinute: given("per-minute", &l.PerMinute),
+				PerHour: given("per-hour", &l.PerHour), PerDay: given("per-day", &l.PerDay)}
+			now, err := cl.Limit(args[0], ch)
+			if err != nil {
 				return govErr(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "limited %s: per_run %d, per_minute %d, per_hour %d, per_day %d\n", args[0], l.PerRun, l.PerMinute, l.PerHour, l.PerDay)
+			fmt.Fprintf(cmd.OutOrStdout(), "limited %s; in force (0: none): per_run %d, per_minute %d, per_hour %d, per_day %d\n", args[0], now.PerRun, now.PerMinute, now.PerHour, now.PerDay)
 			return nil
 		},
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/guard/plugin"
 	"github.com/klocklabs/klock/guard/toolproxy"
-	"github.com/klocklabs/klock/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -32,7 +31,7 @@ func newToolsServe() *cobra.Command {
 		Short: "Serve the HTTP tool proxy: declared tools, provided by plugins run under kernel enforcement",
 		Long: `serve runs seed 004's HTTP tool proxy for tools that do not speak MCP.
 
-  POST /v1/tools/call  {"tool":"greet","args":{...},"context":{"agent_run_id":"ar_1"}}
+  POST /v1/tools/call  {"tool":"greet","args":{...},"context":{"team_id":"t1"}}
     -> {"ok":true,"output":...,"tokens_used":12,"cost":{"units":1,"currency":"USD"},"charged":{...}}
     -> {"ok":false,"error_class":"tool_capability_missing","retryable":false,"message":...}
   GET  /v1/tools       the tools the agent may call now
@@ -42,6 +41,9 @@ category defaults, input_schema and must_match bindings (from the request's
 context; --context keys win), rate limits, idempotency, side effects and
 autonomy, human approval (klock approvals / approve / deny), the budget of
 the manifest's grants (signed receipts in --receipts), and the audit log.
+Every call belongs to this process's run (--run-id, else a new one): a
+request's agent_run_id is replaced by it, so an agent cannot reset per_run
+limits by naming a new run.
 
 Tools are plugins: each subdirectory of --plugins holding a plugin.json
   {"name":"greet","version":"1.0.0","entry":"greet.sh",
@@ -72,7 +74,6 @@ Exit status: 0 stopped by a signal, 1 the manifest or a plugin is invalid,
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			fixedRun := f.runID
 			ps, err := plugin.LoadDir(plugins)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
@@ -84,8 +85,7 @@ Exit status: 0 stopped by a signal, 1 the manifest or a plugin is invalid,
 			defer stop()
 			m, gw, closeGW, err := f.open(ctx)
 			if err != nil {
-				var ve *policy.ValidationError
-				if errors.As(err, &ve) {
+				if manifestRefused(err) {
 					return &exitError{code: exitInvalid, err: err}
 				}
 				return &exitError{code: exitNoStart, err: err}
@@ -116,9 +116,9 @@ Exit status: 0 stopped by a signal, 1 the manifest or a plugin is invalid,
 			if len(callCtx) > 0 {
 				opts = append(opts, toolproxy.WithContext(callCtx))
 			}
-			if fixedRun != "" {
-				opts = append(opts, toolproxy.WithRunID(fixedRun))
-			}
+			// The run is this process's (or --run-id), never the one a
+			// request names: per_run must not reset when the agent asks.
+			opts = append(opts, toolproxy.WithRunID(f.runID))
 			px := toolproxy.New(gw, prov, opts...)
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {

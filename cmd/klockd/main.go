@@ -10,12 +10,20 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/policy/trust"
 )
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
 	// Stage 2 of every session klockd launches: becomes the agent.
@@ -24,6 +32,10 @@ func main() {
 	group := flag.String("group", daemon.DefaultGroup, "group whose members may create sessions besides root")
 	debug := flag.Bool("debug", false, "log debug messages")
 	linger := flag.Duration("syscall-linger", daemon.DefaultSyscallLinger, "keep the syscall tracepoints attached this long after the last session that needs them (0: detach at once), so back-to-back sessions skip the attach")
+	var trustKeys multiFlag
+	requireSigned := flag.Bool("require-signed", false, "refuse every session whose manifest is unsigned, altered since signing, or signed by a key that is not trusted (klockd has no config file: this flag is its require_signature policy)")
+	flag.Var(&trustKeys, "trust", "trust this signing key besides those in --trust-dir (a .pub file or ed25519:<base64>; repeatable)")
+	trustDir := flag.String("trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -37,6 +49,17 @@ func main() {
 		os.Exit(1)
 	}
 	cfg := daemon.Config{Socket: *socket, Group: *group, Logger: log}
+	if *trustDir == "" {
+		*trustDir = "-"
+	}
+	// Read once at start: a root added later needs a restart, as any
+	// change of klockd's policy does.
+	admit, err := trust.Options{RequireSigned: *requireSigned, Keys: trustKeys, Dir: *trustDir}.Admitter()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "klockd:", err)
+		os.Exit(1)
+	}
+	cfg.Admit = admit
 	cfg.Observe.SyscallLinger = *linger
 	if *linger == 0 {
 		cfg.Observe.SyscallLinger = -1 // none (a zero Config field means the default)
@@ -46,7 +69,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "klockd:", err)
 		os.Exit(1)
 	}
-	log.Info("klockd listening", "socket", srv.Addr(), "group", *group)
+	log.Info("klockd listening", "socket", srv.Addr(), "group", *group, "require_signed", *requireSigned)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

@@ -75,6 +75,11 @@ type Config struct {
 	// Stage2 is every session's launcher binary (session.Options.Stage2):
 	// "" means klock-stage2 beside klockd's executable.
 	Stage2 string
+	// Admit, when set, decides whether a run request's manifest may run
+	// at all (klockd --require-signed: signed by a trusted key); its error
+	// is the client's refusal. The client's own check does not replace
+	// it: a group member can send klockd any bytes.
+	Admit func(*policy.Manifest) error
 }
 
 // DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
@@ -466,6 +471,12 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	if err != nil {
 		fail(err)
 		return
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(m); err != nil {
+			fail(err)
+			return
+		}
 	}
 	cred, err := s.credential(peer, req, m)
 	if err != nil {

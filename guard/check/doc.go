@@ -11,12 +11,15 @@
 //  3. schema     arguments against input_schema (types, min/max, lengths,
 //     pattern, enum; no undeclared argument), context bindings (must_match),
 //     and type path arguments confined to within where they lead (path.go)
-//  4. rate       token buckets per run, per minute/hour/day and per argument value
+//  4. rate       token buckets per run, per minute/hour/day and per argument value;
+//     governance may only narrow them (ErrWiden), and a State (WithState)
+//     keeps the counters and governance across restarts
 //  5. idempotency the call's idempotency key (the store lives in guard/idem)
 //  6. effect     side-effect class: an IRREVERSIBLE-WRITE never runs unsupervised
 //  7. autonomy   unsupervised / unsupervised_if (CEL), else escalate or deny;
 //     HITL mode (declared, or forced by the lethal trifecta) escalates every
-//     non-READ or externally communicating call; a category D tool's first
+//     non-READ or externally communicating call (declared or inferred;
+//     under the trifecta a READ of private data escalates too); a category D tool's first
 //     call in a run escalates for governance (Governed records the approval)
 //
 // Stage 1 also refuses a category C tool without its extra capability

@@ -35,16 +35,39 @@ type contract struct {
 	governed map[string]bool
 }
 
-func (c *contract) limits() policy.RateLimits {
-	if c.override != nil {
-		return *c.override
-	}
+// declared is what the manifest allows: its rate_limits, KCC's rate_limit
+// and the category's per-minute default, the lowest of each.
+func (c *contract) declared() policy.RateLimits {
 	l := c.tool.RateLimits
 	// KCC's rate_limit is requests per minute; the lower of the two applies.
 	if c.tool.RateLimit > 0 && (l.PerMinute == 0 || c.tool.RateLimit < l.PerMinute) {
 		l.PerMinute = c.tool.RateLimit
 	}
+	if l.PerMinute == 0 {
+		l.PerMinute = c.categoryPerMinute
+	}
 	return l
+}
+
+// limits are the limits in force: governance may only narrow what the
+// manifest declares, so each window is the lower of the two (0: none).
+func (c *contract) limits() policy.RateLimits {
+	l := c.declared()
+	if o := c.override; o != nil {
+		l.PerRun = narrower(l.PerRun, o.PerRun)
+		l.PerMinute = narrower(l.PerMinute, o.PerMinute)
+		l.PerHour = narrower(l.PerHour, o.PerHour)
+		l.PerDay = narrower(l.PerDay, o.PerDay)
+	}
+	return l
+}
+
+// narrower is the tighter of two limits where 0 means none.
+func narrower(a, b int) int {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // Pipeline decides tool calls for one manifest.
@@ -58,6 +81,7 @@ type Pipeline struct {
 	trifecta     policy.Trifecta
 	now          func() time.Time
 	confidential bool
+	state        State // nil: counters and governance in memory only
 }
 
 // Option configures New.
@@ -133,6 +157,11 @@ func New(m *policy.Manifest, opts ...Option) (*Pipeline, error) {
 	}
 	if p.capabilities == nil {
 		p.capabilities = heldCapabilities(m)
+	}
+	if p.state != nil {
+		if err := p.restore(); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -212,6 +241,11 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	if e := c.lim.take(c, canon, p.now()); e != nil {
 		return deny("rate", t, e)
 	}
+	// Counted in memory already: a call whose count cannot be kept is
+	// refused, and the memory stays the stricter of the two.
+	if err := p.saveUse(c, canon.RunID); err != nil {
+		return deny("rate", t, toolerr.New(toolerr.InternalError, "rate_state", "%s: %v", t.Name, err))
+	}
 	// 5. idempotency key.
 	if t.Idempotency.Mode == "key" {
 		k, err := idemKey(t.Name, c.idemArgs, canon.Args)
@@ -244,10 +278,17 @@ func (p *Pipeline) Decide(call *Call) Decision {
 // policy's permissions matrix so klock explain and the gateway agree.
 func (p *Pipeline) autonomy(c *contract, call *Call, paths map[string]pathViews) (Verdict, string, string) {
 	t := c.tool
-	gated := t.SideEffects != policy.SideEffectRead || t.ExternalCommunication
+	// External communication inferred too (type external, category D): a
+	// flag left out must not make a tool unsupervised.
+	gated := t.SideEffects != policy.SideEffectRead || t.ExternalCommunicationWhy() != ""
+	if p.hitl && p.trifecta.Present && t.PrivateDataWhy() != "" {
+		// Under the forced HITL of the trifecta, what the agent reads of
+		// private data is what an injection would exfiltrate: it waits too.
+		return Escalate, "trifecta", "lethal trifecta: " + p.hitlWhy + "; every read of private data, write or external call needs a human"
+	}
 	if p.hitl && gated {
 		if p.trifecta.Present {
-			return Escalate, "trifecta", "lethal trifecta: " + p.hitlWhy + "; every write or external call needs a human"
+			return Escalate, "trifecta", "lethal trifecta: " + p.hitlWhy + "; every read of private data, write or external call needs a human"
 		}
 		return Escalate, "autonomy", "the agent runs HITL: every write or external call needs a human"
 	}

@@ -59,6 +59,7 @@ func windows(l policy.RateLimits, categoryPerMinute int) []window {
 type limiter struct {
 	perRun  map[string]int     // run id -> calls so far
 	buckets map[string]*bucket // window name [+ "/" arg=value] -> bucket
+	took    []string           // the buckets the last allowed call took from (for State)
 }
 
 // take checks every limit before consuming any, so a refused call costs no
@@ -70,6 +71,7 @@ func (l *limiter) take(c *contract, call *Call, now time.Time) *toolerr.Error {
 			"%s: per-run limit reached (%d calls per run)", c.tool.Name, limits.PerRun)
 	}
 	type pending struct {
+		key  string
 		b    *bucket
 		w    window
 		what string
@@ -83,7 +85,7 @@ func (l *limiter) take(c *contract, call *Call, now time.Time) *toolerr.Error {
 				b = &bucket{}
 				l.buckets[k] = b
 			}
-			todo = append(todo, pending{b, w, what})
+			todo = append(todo, pending{k, b, w, what})
 		}
 	}
 	add("", "", windows(limits, c.categoryPerMinute))
@@ -100,8 +102,10 @@ func (l *limiter) take(c *contract, call *Call, now time.Time) *toolerr.Error {
 				"%s: rate limit %d calls %s%s reached; retry later", c.tool.Name, p.w.limit, p.w.name, p.what).WithRetry(true)
 		}
 	}
+	l.took = l.took[:0]
 	for _, p := range todo {
 		p.b.take(p.w.limit, p.w.period, now)
+		l.took = append(l.took, p.key)
 	}
 	l.perRun[call.RunID]++
 	return nil

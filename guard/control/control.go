@@ -79,18 +79,26 @@ func handler(p *check.Pipeline) http.Handler {
 		reply(w, 200, map[string]string{"tool": r.PathValue("name"), "state": "enabled"})
 	})
 	mux.HandleFunc("POST /tools/{name}/limit", func(w http.ResponseWriter, r *http.Request) {
-		var l policy.RateLimits
+		// Only the windows named change: a limit set earlier on
+		// another window stays.
+		var ch check.LimitChange
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&l); err != nil {
+		if err := dec.Decode(&ch); err != nil {
 			fail(w, fmt.Errorf("limits: %w", err))
 			return
 		}
-		if err := p.Limit(r.PathValue("name"), l); err != nil {
+		if err := p.ChangeLimits(r.PathValue("name"), ch); err != nil {
 			fail(w, err)
 			return
 		}
-		reply(w, 200, map[string]any{"tool": r.PathValue("name"), "limits": l})
+		var now policy.RateLimits
+		for _, s := range p.Status() {
+			if s.Name == r.PathValue("name") {
+				now = s.Limits
+			}
+		}
+		reply(w, 200, map[string]any{"tool": r.PathValue("name"), "limits": now})
 	})
 	return mux
 }
@@ -148,7 +156,12 @@ func (c *Client) Disable(name, reason string) error {
 // Enable enables a tool.
 func (c *Client) Enable(name string) error { return c.do("POST", "/tools/"+name+"/enable", nil, nil) }
 
-// Limit sets a tool's rate limits.
-func (c *Client) Limit(name string, l policy.RateLimits) error {
-	return c.do("POST", "/tools/"+name+"/limit", l, nil)
+// Limit narrows the windows ch names and returns the limits now in force
+// (the lower of the manifest's and governance's, per window).
+func (c *Client) Limit(name string, ch check.LimitChange) (policy.RateLimits, error) {
+	var out struct {
+		Limits policy.RateLimits `json:"limits"`
+	}
+	err := c.do("POST", "/tools/"+name+"/limit", ch, &out)
+	return out.Limits, err
 }

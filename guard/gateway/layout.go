@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"github.com/klocklabs/klock/guard/audit"
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/idem"
+	"github.com/klocklabs/klock/guard/ratestate"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -44,6 +46,10 @@ func (l Layout) Control() string   { return filepath.Join(l.agentDir(), "control
 // state directory, so digests compare across its agents and restarts.
 func (l Layout) AuditKey() string { return filepath.Join(l.Dir, audit.KeyFile) }
 
+// Limits is the rate-limit and governance state (SQLite): counters and
+// operators' changes outlive a restart.
+func (l Layout) Limits() string { return filepath.Join(l.agentDir(), "limits.db") }
+
 // Stores are the durable pieces a gateway opened; Close closes them.
 type Stores struct {
 	Audit     *audit.Log
@@ -51,6 +57,7 @@ type Stores struct {
 	Idem      *idem.Store
 	// AuditPath is the audit log's file (klock audit verify reads it).
 	AuditPath string
+	Limits    *ratestate.Store
 }
 
 // Close closes the audit log and the idempotency store.
@@ -61,21 +68,35 @@ func (s *Stores) Close() {
 	if s.Idem != nil {
 		s.Idem.Close()
 	}
+	if s.Limits != nil {
+		s.Limits.Close()
+	}
 }
 
 // Open compiles m and opens its durable stores; auditPath overrides the
 // layout's audit log when not empty. Any store that cannot be opened stops
 // the gateway from starting, with the path and the fix in the error.
 func Open(m *policy.Manifest, l Layout, auditPath string, checkOpts []check.Option, opts ...Option) (*Gateway, *Stores, error) {
-	p, err := check.New(m, checkOpts...)
+	st := &Stores{}
+	var err error
+	if st.Limits, err = ratestate.Open(l.Limits()); err != nil {
+		return nil, nil, fmt.Errorf("refusing to start without the rate-limit state (--state-dir): %w", err)
+	}
+	p, err := check.New(m, append(checkOpts[:len(checkOpts):len(checkOpts)], check.WithState(st.Limits))...)
+	if errors.Is(err, check.ErrState) {
+		st.Close()
+		return nil, nil, fmt.Errorf("refusing to start without the rate-limit state (--state-dir): %w", err)
+	}
 	if err != nil {
+		st.Close()
 		return nil, nil, fmt.Errorf("compile the manifest's tool contracts: %w", err)
 	}
 	if auditPath == "" {
 		auditPath = l.Audit()
 	}
-	st := &Stores{AuditPath: auditPath}
+	st.AuditPath = auditPath
 	if st.Audit, err = audit.Open(auditPath, audit.WithKeyFile(l.AuditKey())); err != nil {
+		st.Close()
 		return nil, nil, fmt.Errorf("refusing to start without an audit log: %w", err)
 	}
 	if st.Approvals, err = approval.Open(l.Approvals()); err != nil {

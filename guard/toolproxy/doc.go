@@ -12,9 +12,11 @@
 // plugins under klock sessions).
 //
 // The request's context carries the call's bindings (must_match) and its
-// agent_run_id and team_id; it is written by the agent runtime, not the
-// model. Context the operator fixed when starting the proxy wins over the
-// request's, and a fixed run id replaces agent_run_id.
+// team_id; it is written by the agent runtime, not the model. Context the
+// operator fixed when starting the proxy wins over the request's. The run
+// (per_run limits, the audit) is the proxy's, not the request's: one per
+// proxy, or the operator's --run-id; agent_run_id is overwritten with it,
+// since a caller that chose its own run id could reset per_run at will.
 //
 // Error semantics: every failure reaches the client as a typed
 // {ok:false, error_class, retryable, message} body with one of seed 004's

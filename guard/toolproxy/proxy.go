@@ -2,6 +2,8 @@ package toolproxy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"sort"
@@ -25,7 +27,7 @@ type Proxy struct {
 	gw    *gateway.Gateway
 	tools Provider
 	ctx   map[string]any // operator context, wins over the request's
-	runID string         // operator run id, wins over agent_run_id
+	runID string         // the run every call belongs to (see toCall)
 }
 
 // Option configures New.
@@ -34,7 +36,8 @@ type Option func(*Proxy)
 // WithContext fixes context keys (operator's --context).
 func WithContext(c map[string]any) Option { return func(p *Proxy) { p.ctx = c } }
 
-// WithRunID fixes the run id (operator's --run-id).
+// WithRunID fixes the run id (operator's --run-id; default: one new run
+// per proxy).
 func WithRunID(id string) Option { return func(p *Proxy) { p.runID = id } }
 
 // New returns the proxy.
@@ -42,6 +45,11 @@ func New(gw *gateway.Gateway, tools Provider, opts ...Option) *Proxy {
 	p := &Proxy{gw: gw, tools: tools}
 	for _, o := range opts {
 		o(p)
+	}
+	if p.runID == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		p.runID = "run_" + hex.EncodeToString(b[:])
 	}
 	return p
 }
@@ -104,19 +112,18 @@ func (p *Proxy) call(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// toCall builds the gateway's call: the operator's context and run id win.
+// toCall builds the gateway's call: the operator's context wins, and the
+// run is the proxy's. A run id the agent sends is not believed: per_run
+// limits keyed by it would reset whenever the agent sent a new one, so
+// agent_run_id is overwritten with the run the proxy is bound to (its
+// --run-id, else one run per proxy).
 func (p *Proxy) toCall(req *Request) *check.Call {
 	ctx := req.Context
 	for k, v := range p.ctx {
 		ctx[k] = v
 	}
-	run := p.runID
-	if run == "" {
-		run, _ = ctx["agent_run_id"].(string)
-	} else {
-		ctx["agent_run_id"] = run
-	}
-	return &check.Call{Tool: req.Tool, Args: req.Args, Context: ctx, RunID: run}
+	ctx["agent_run_id"] = p.runID
+	return &check.Call{Tool: req.Tool, Args: req.Args, Context: ctx, RunID: p.runID}
 }
 
 // ToolInfo is one entry of GET /v1/tools.

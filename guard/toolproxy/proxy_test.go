@@ -65,7 +65,7 @@ func TestCallContextAndProviders(t *testing.T) {
 	if st != 200 || out["ok"] != true || out["tokens_used"] != float64(5) || out["cost"] != nil {
 		t.Fatalf("draft_email: %d %v", st, out)
 	}
-	if len(fk.calls) != 1 || fk.calls[0].RunID != "ar_7" || fk.calls[0].Context["task.customer_id"] != "c_42" {
+	if len(fk.calls) != 1 || fk.calls[0].RunID == "ar_7" || fk.calls[0].Context["agent_run_id"] != fk.calls[0].RunID || fk.calls[0].Context["task.customer_id"] != "c_42" {
 		t.Fatalf("provider saw %+v", fk.calls)
 	}
 	st, out = call(t, s.URL, `{"tool":"draft_email","args":{"customer_id":"c_99","body":"hi"},"context":{"task.customer_id":"c_99"}}`)
@@ -127,4 +127,35 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("re-decode of %s: %v", again, err)
 		}
 	})
+}
+
+// TestRunIsTheProxys is issue 20 item 3: per_run was keyed by the run id
+// the agent sent, so a new agent_run_id per call lifted it. The run is the
+// proxy's.
+func TestRunIsTheProxys(t *testing.T) {
+	_, f, _, _ := runtime.Caller(0)
+	m, err := policy.Load(filepath.Join(filepath.Dir(f), "..", "..", "examples", "manifests", "refund-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, gst, err := gateway.Open(m, gateway.Layout{Dir: t.TempDir(), Agent: m.Agent.ID}, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gst.Close)
+	if err := gw.Pipeline().Limit("draft_email", policy.RateLimits{PerRun: 2}); err != nil {
+		t.Fatal(err)
+	}
+	fk := &fake{}
+	s := httptest.NewServer(New(gw, fk, WithContext(map[string]any{"task.customer_id": "c_42"})))
+	t.Cleanup(s.Close)
+	for i, run := range []string{"ar_1", "ar_2"} {
+		if st, out := call(t, s.URL, `{"tool":"draft_email","args":{"customer_id":"c_42","body":"hi"},"context":{"agent_run_id":"`+run+`"}}`); st != 200 {
+			t.Fatalf("call %d: %d %v", i+1, st, out)
+		}
+	}
+	st, out := call(t, s.URL, `{"tool":"draft_email","args":{"customer_id":"c_42","body":"hi"},"context":{"agent_run_id":"ar_3"}}`)
+	if st != 403 || out["reason"] != "rate_per_run" || len(fk.calls) != 2 {
+		t.Fatalf("third call under a fresh agent_run_id: %d %v, want rate_per_run", st, out)
+	}
 }

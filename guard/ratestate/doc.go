@@ -1,0 +1,13 @@
+// Package ratestate keeps a gateway's rate-limit counters and governance
+// (disabled tools, narrowed limits) in an embedded SQLite database
+// (modernc.org/sqlite, as guard/budget's ledger), so a restart forgets
+// neither: a per_day: 1 tool used today stays used, a tool an operator
+// disabled stays disabled. It implements check.State.
+//
+// One gateway process owns the database (exclusive locking, WAL). Every
+// allowed call's counters are written, synchronously, before the call is
+// dispatched: a crash never hands back a call already counted.
+//
+// Error semantics: Open fails with ErrOpen naming the file and what to do;
+// a failed write is returned to the pipeline, which refuses the call.
+package ratestate

@@ -1,0 +1,72 @@
+package ratestate
+
+import (
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/policy"
+)
+
+func refundAgent(t *testing.T) *policy.Manifest {
+	t.Helper()
+	_, f, _, _ := runtime.Caller(0)
+	m, err := policy.Load(filepath.Join(filepath.Dir(f), "..", "..", "examples", "manifests", "refund-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.DeclaredTools {
+		if m.DeclaredTools[i].Name == "get_account" {
+			m.DeclaredTools[i].RateLimits = policy.RateLimits{PerDay: 1}
+		}
+	}
+	return m
+}
+
+// TestPerDaySurvivesRestart is issue 20 item 3: a per_day: 1 tool stays
+// used after the gateway restarts, and governance stays as set.
+func TestPerDaySurvivesRestart(t *testing.T) {
+	m := refundAgent(t)
+	db := filepath.Join(t.TempDir(), "limits.db")
+	call := func() *check.Call {
+		return &check.Call{Tool: "get_account", Args: map[string]any{"customer_id": "c_42"},
+			Context: map[string]any{"task": map[string]any{"customer_id": "c_42"}}, RunID: "r1"}
+	}
+	open := func() (*check.Pipeline, *Store) {
+		s, err := Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := check.New(m, check.WithState(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, s
+	}
+	p, s := open()
+	if d := p.Decide(call()); d.Verdict != check.Allow {
+		t.Fatalf("first call: %v %v", d.Verdict, d.Err)
+	}
+	if err := p.Disable("send_email", "INC-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Limit("issue_refund", policy.RateLimits{PerRun: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	p, s = open()
+	defer s.Close()
+	if d := p.Decide(call()); d.Verdict != check.Deny || d.Err.Reason != "rate_per_day" {
+		t.Fatalf("after a restart: %v, want the per_day limit still used", d.Verdict)
+	}
+	if p.Declared("send_email") {
+		t.Error("send_email enabled again by a restart")
+	}
+	for _, st := range p.Status() {
+		if st.Name == "issue_refund" && st.Limits.PerRun != 1 {
+			t.Errorf("issue_refund per_run after a restart: %d, want governance's 1", st.Limits.PerRun)
+		}
+	}
+}
