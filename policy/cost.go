@@ -51,24 +51,6 @@ func (m *Money) decodeNode(d *decoder, n *yaml.Node, path string) {
 // MarshalYAML renders {units, currency}.
 func (m Money) MarshalYAML() (any, error) { return m.Amount, nil }
 
-// floatMoney stands for KCC's float-valued *_usd fields, which klock rejects:
-// money is integer minor units.
-type floatMoney struct{}
-
-func (*floatMoney) decodeNode(d *decoder, n *yaml.Node, path string) {
-	d.fail(n, path, "money-float", "write "+moneyFieldFor(path)+": {units: <cents>, currency: USD} or \"0.50 USD\"",
-		"floats in money are rejected (KCC's *_usd float fields lose cents to rounding)")
-}
-
-func moneyFieldFor(path string) string {
-	switch {
-	case len(path) >= len("max_cost_usd") && path[len(path)-len("max_cost_usd"):] == "max_cost_usd":
-		return "max_cost"
-	default:
-		return "expected_cost"
-	}
-}
-
 // CostEnvelope is KCC surface 5: the budget per invocation of the agent.
 type CostEnvelope struct {
 	ExpectedTokensIn  int64   `yaml:"expected_tokens_in" json:"expected_tokens_in"`
@@ -81,9 +63,10 @@ type CostEnvelope struct {
 	ExpectedCost      *Money  `yaml:"expected_cost" json:"expected_cost"`
 	MaxCost           *Money  `yaml:"max_cost" json:"max_cost"`
 
-	// KCC's float fields, rejected with a pointer to the integer form.
-	ExpectedCostUSD *floatMoney `yaml:"expected_cost_usd" json:"-"`
-	MaxCostUSD      *floatMoney `yaml:"max_cost_usd" json:"-"`
+	// KCC's spelling: bare decimals of US dollars, read exactly from their
+	// text (never as floats). Parse moves them into ExpectedCost and MaxCost.
+	ExpectedCostUSD *USDDecimal `yaml:"expected_cost_usd" json:"-"`
+	MaxCostUSD      *USDDecimal `yaml:"max_cost_usd" json:"-"`
 }
 
 // Grant is a Chio ToolGrant: per-tool budget limits.

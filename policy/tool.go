@@ -10,7 +10,9 @@ import (
 // seed 004.
 type Tool struct {
 	// KCC surface 4.
-	Name                  string    `yaml:"name" json:"name" jsonschema:"required"`
+	Name string `yaml:"name" json:"name" jsonschema:"required"`
+	// ToolName is seed 002's spelling of Name (tool: issue_refund).
+	ToolName              string    `yaml:"tool" json:"-"`
 	Type                  string    `yaml:"type" json:"type,omitempty" jsonschema:"enum=read,enum=write,enum=external,enum=internal"`
 	BlastRadius           string    `yaml:"blast_radius" json:"blast_radius" jsonschema:"required,enum=read,enum=local,enum=domain,enum=organizational"`
 	UntrustedContent      bool      `yaml:"untrusted_content" json:"untrusted_content,omitempty"`
@@ -18,7 +20,7 @@ type Tool struct {
 	ExternalCommunication bool      `yaml:"external_communication" json:"external_communication,omitempty"`
 	RateLimit             int       `yaml:"rate_limit" json:"rate_limit,omitempty" jsonschema:"description=requests per minute (KCC); see rate_limits for the full contract"`
 	CostPerInvocation     *ToolCost `yaml:"cost_per_invocation" json:"cost_per_invocation,omitempty"`
-	Version               string    `yaml:"version" json:"version,omitempty"`
+	Version               Version   `yaml:"version" json:"version,omitempty"`
 	Description           string    `yaml:"description" json:"description,omitempty"`
 	Server                string    `yaml:"server" json:"server,omitempty" jsonschema:"description=MCP server or tool server id that provides the tool"`
 
@@ -130,6 +132,9 @@ type RateLimits struct {
 	PerHour     int                   `yaml:"per_hour" json:"per_hour,omitempty"`
 	PerDay      int                   `yaml:"per_day" json:"per_day,omitempty"`
 	PerArgument map[string]RateLimits `yaml:"per_argument" json:"per_argument,omitempty"`
+	// Scoped are seed 002's per_<key>_per_<window> fields as written;
+	// Parse folds them into the fields above.
+	Scoped []ScopedLimit `yaml:"-" json:"-"`
 }
 
 // AuditLogging: what each invocation's record holds and where it goes.
@@ -146,4 +151,7 @@ type Autonomy struct {
 	Unsupervised   string `yaml:"unsupervised" json:"unsupervised,omitempty" jsonschema:"enum=always,enum=never"`
 	UnsupervisedIf string `yaml:"unsupervised_if" json:"unsupervised_if,omitempty" jsonschema:"description=CEL expression over the arguments (by name, or args.x) and context.x"`
 	Else           string `yaml:"else" json:"else,omitempty" jsonschema:"enum=ESCALATE,enum=DENY,default=ESCALATE"`
+	// ElseNote is the text seed 002 writes after the verdict
+	// ("ESCALATE for human approval"): kept for people, never parsed.
+	ElseNote string `yaml:"-" json:"else_note,omitempty"`
 }
