@@ -90,3 +90,25 @@ func cloneMaps(v any) any {
 	}
 	return out
 }
+
+// OverlayContext returns base with over's values laid on top, key by key
+// through nested maps: over wins wherever both set a value, and base keeps
+// what over does not set. Both must already be nested (NestContext). The
+// gateway uses it so that the operator's context (--context) wins over the
+// context a request sends, however either spells it.
+func OverlayContext(base, over map[string]any) map[string]any {
+	out, _ := cloneMaps(base).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range over {
+		bm, bok := out[k].(map[string]any)
+		om, ook := v.(map[string]any)
+		if bok && ook {
+			out[k] = OverlayContext(bm, om)
+			continue
+		}
+		out[k] = cloneMaps(v)
+	}
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/guard/money"
 	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/policy"
 )
 
 // Provider reaches the tools.
@@ -31,8 +32,18 @@ type Proxy struct {
 // Option configures New.
 type Option func(*Proxy)
 
-// WithContext fixes context keys (operator's --context).
-func WithContext(c map[string]any) Option { return func(p *Proxy) { p.ctx = c } }
+// WithContext fixes context keys (operator's --context). Dotted keys are
+// nested (policy.NestContext) so they meet the request's context, nested
+// the same way, key by key; a context that cannot be nested (a key both a
+// value and a map) is kept as given: the CLI refuses it before this.
+func WithContext(c map[string]any) Option {
+	return func(p *Proxy) {
+		p.ctx = c
+		if n, err := policy.NestContext(c); err == nil {
+			p.ctx = n
+		}
+	}
+}
 
 // WithRunID fixes the run id (operator's --run-id).
 func WithRunID(id string) Option { return func(p *Proxy) { p.runID = id } }
@@ -106,10 +117,7 @@ func (p *Proxy) call(w http.ResponseWriter, r *http.Request) {
 
 // toCall builds the gateway's call: the operator's context and run id win.
 func (p *Proxy) toCall(req *Request) *check.Call {
-	ctx := req.Context
-	for k, v := range p.ctx {
-		ctx[k] = v
-	}
+	ctx := policy.OverlayContext(req.Context, p.ctx)
 	run := p.runID
 	if run == "" {
 		run, _ = ctx["agent_run_id"].(string)
