@@ -309,6 +309,48 @@ func (p *condParser) primary() (string, error) {
 	return left + " " + cel + " " + right, nil
 }
 
+// celKeywords cannot follow a '.' in CEL; such a key is indexed instead.
+var celKeywords = map[string]bool{
+	"in": true, "as": true, "break": true, "const": true, "continue": true, "else": true,
+	"for": true, "function": true, "if": true, "import": true, "let": true, "loop": true,
+	"package": true, "namespace": true, "return": true, "var": true, "void": true, "while": true,
+	"true": true, "false": true, "null": true,
+}
+
+// selectors renders a dotted path's keys as CEL field selections.
+func selectors(path string) string {
+	var b strings.Builder
+	for _, k := range strings.Split(path, ".") {
+		if celKeywords[k] {
+			b.WriteString("[" + strconv.Quote(k) + "]")
+		} else {
+			b.WriteString("." + k)
+		}
+	}
+	return b.String()
+}
+
+// number renders a numeric literal as CEL reads it: without leading zeros,
+// and an integer only when it fits CEL's int64.
+func (p *condParser) number(t token) (string, string, error) {
+	text, neg := strings.CutPrefix(t.text, "-")
+	whole, frac, dot := strings.Cut(text, ".")
+	whole = strings.TrimLeft(whole, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	out := whole
+	if dot {
+		out += "." + frac
+	} else if _, err := strconv.ParseInt(whole, 10, 64); err != nil {
+		return "", "", p.errAt(t, "use a number within ±9223372036854775807, or write it with a decimal point", "%s is too large for an integer", t.text)
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out, "", nil
+}
+
 // operand renders one side of a comparison. word is set to a bare word
 // that names no argument when it stands on the left (or alone), where it
 // cannot be read as a value.
@@ -316,7 +358,7 @@ func (p *condParser) operand(right bool) (cel, word string, err error) {
 	t := p.next()
 	switch t.kind {
 	case tNum:
-		return t.text, "", nil
+		return p.number(t)
 	case tStr:
 		return strconv.Quote(t.text), "", nil
 	case tName:
@@ -336,18 +378,18 @@ func (p *condParser) operand(right bool) (cel, word string, err error) {
 		if !dotted {
 			return "", "", p.errAt(t, "name a key: "+name+".x", "%q alone is a map, not a value", name)
 		}
-		return name, "", nil
+		return head + selectors(rest), "", nil
 	case p.args[head] != nil:
+		ref := head
 		if celReserved[head] {
-			ref := "args[" + strconv.Quote(head) + "]"
-			if dotted {
-				ref += "." + rest
-			}
-			return ref, "", nil
+			ref = "args[" + strconv.Quote(head) + "]"
 		}
-		return name, "", nil
+		if dotted {
+			ref += selectors(rest)
+		}
+		return ref, "", nil
 	case dotted:
-		return "context." + name, "", nil
+		return "context" + selectors(name), "", nil
 	case right:
 		return strconv.Quote(name), "", nil
 	}
