@@ -63,8 +63,8 @@ func foldToolName(m *Manifest, r *report, t *Tool, f string) {
 // foldElse splits "ESCALATE for human approval" into the verdict and a note.
 func foldElse(t *Tool) {
 	word, note, _ := strings.Cut(strings.TrimSpace(t.Autonomy.Else), " ")
-	if up := strings.ToUpper(word); up == "ESCALATE" || up == "DENY" {
-		t.Autonomy.Else, t.Autonomy.ElseNote = up, strings.TrimSpace(note)
+	if word == "ESCALATE" || word == "DENY" {
+		t.Autonomy.Else, t.Autonomy.ElseNote = word, strings.TrimSpace(note)
 	}
 }
 
