@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/klocklabs/klock/guard/money"
 	"go.yaml.in/yaml/v3"
@@ -22,8 +23,11 @@ func (m *Money) decodeNode(d *decoder, n *yaml.Node, path string) {
 		}
 		m.Amount = a
 	case n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!float" || n.ShortTag() == "!!int"):
-		d.fail(n, path, "money-float", "write {units: <integer minor units>, currency: USD} or an exact string such as \""+n.Value+" USD\"",
-			"money needs integer minor units and a currency; the bare number %s is not money", n.Value)
+		want := "write {units: <integer minor units>, currency: USD} or an exact string such as \"" + n.Value + " USD\""
+		if f := path[strings.LastIndex(path, ".")+1:]; f == "max_cost" || f == "expected_cost" {
+			want += ", or KCC's " + f + "_usd: " + n.Value // the currency is then in the name
+		}
+		d.fail(n, path, "money-float", want, "money needs integer minor units and a currency; the bare number %s is not money", n.Value)
 	case n.Kind == yaml.MappingNode:
 		var raw struct {
 			Units    uint64 `yaml:"units"`
