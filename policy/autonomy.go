@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -12,9 +13,15 @@ import (
 // Variables: every input_schema argument by name (typed by its schema),
 // args (all arguments as a map) and context (the call's context map).
 type AutonomyCondition struct {
-	Source string
-	prg    cel.Program
+	// Source is the condition as the manifest writes it; CEL is what runs:
+	// Source itself, or its translation from seed 002's syntax.
+	Source, CEL string
+	prg         cel.Program
 }
+
+// Translated reports whether the condition was written in seed 002's
+// syntax and runs as its CEL translation.
+func (c *AutonomyCondition) Translated() bool { return c.CEL != c.Source }
 
 // celReserved are CEL keywords an argument name cannot shadow; such an
 // argument is still reachable as args["name"].
@@ -68,27 +75,74 @@ func CompileAutonomy(t *Tool) (*AutonomyCondition, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A condition is CEL when it compiles as CEL; otherwise it is read as
+	// seed 002's syntax ("amount_usd <= 50 AND account.tier != enterprise")
+	// and its translation must compile. Seed syntax never compiles as CEL
+	// by accident: its AND/OR/=/<> are CEL syntax errors and its bare
+	// context names and values are undeclared references.
+	expr := src
 	ast, iss := env.Compile(src)
 	if iss.Err() != nil {
-		return nil, fmt.Errorf("%q: %w", src, iss.Err())
+		tr, terr := TranslateCondition(src, t.InputSchema)
+		if terr != nil {
+			if seedSyntax(src) {
+				return nil, terr
+			}
+			return nil, fmt.Errorf("%q: %w", src, iss.Err())
+		}
+		var iss2 *cel.Issues
+		if ast, iss2 = env.Compile(tr); iss2.Err() != nil {
+			return nil, fmt.Errorf("%q, read as seed 002's syntax, is the CEL %q: %w", src, tr, iss2.Err())
+		}
+		expr = tr
 	}
 	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-		return nil, fmt.Errorf("%q evaluates to %s, not a boolean", src, ast.OutputType())
+		return nil, fmt.Errorf("%q evaluates to %s, not a boolean", expr, ast.OutputType())
 	}
 	prg, err := env.Program(ast, cel.CostLimit(100_000))
 	if err != nil {
 		return nil, err
 	}
-	return &AutonomyCondition{Source: src, prg: prg}, nil
+	return &AutonomyCondition{Source: src, CEL: expr, prg: prg}, nil
+}
+
+// seedSyntax reports whether src uses seed 002's operators, so that its
+// translation's error, not CEL's, is the one that helps.
+func seedSyntax(src string) bool {
+	toks, err := lexCondition(src)
+	if err != nil {
+		return false
+	}
+	for _, t := range toks {
+		switch {
+		case t.kind == tAnd && t.text != "&&", t.kind == tOr && t.text != "||", t.kind == tNot && t.text != "!":
+			return true
+		case t.kind == tOp && (t.text == "=" || t.text == "<>"):
+			return true
+		}
+	}
+	return false
 }
 
 // ErrAutonomyEval means the condition could not be evaluated (a missing
 // argument, a type error); callers must treat it as "not unsupervised".
 var ErrAutonomyEval = errors.New("autonomy condition could not be evaluated")
 
-// Eval evaluates the condition for one call.
+// Eval evaluates the condition for one call. Dotted context keys
+// ("account.tier") are read as nested maps, as CEL's context.account.tier
+// walks them.
 func (c *AutonomyCondition) Eval(args, context map[string]any) (bool, error) {
-	vars := map[string]any{"args": orEmpty(args), "context": orEmpty(context)}
+	nested := context
+	for k := range context {
+		if strings.Contains(k, ".") {
+			var err error
+			if nested, err = NestContext(context); err != nil {
+				return false, fmt.Errorf("%w: %v", ErrAutonomyEval, err)
+			}
+			break
+		}
+	}
+	vars := map[string]any{"args": orEmpty(args), "context": orEmpty(nested)}
 	for k, v := range args {
 		if isIdent(k) && !celReserved[k] {
 			vars[k] = v

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/klocklabs/klock/guard/money"
 	"go.yaml.in/yaml/v3"
@@ -22,8 +23,11 @@ func (m *Money) decodeNode(d *decoder, n *yaml.Node, path string) {
 		}
 		m.Amount = a
 	case n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!float" || n.ShortTag() == "!!int"):
-		d.fail(n, path, "money-float", "write {units: <integer minor units>, currency: USD} or an exact string such as \""+n.Value+" USD\"",
-			"money needs integer minor units and a currency; the bare number %s is not money", n.Value)
+		want := "write {units: <integer minor units>, currency: USD} or an exact string such as \"" + n.Value + " USD\""
+		if f := path[strings.LastIndex(path, ".")+1:]; f == "max_cost" || f == "expected_cost" {
+			want += ", or KCC's " + f + "_usd: " + n.Value // the currency is then in the name
+		}
+		d.fail(n, path, "money-float", want, "money needs integer minor units and a currency; the bare number %s is not money", n.Value)
 	case n.Kind == yaml.MappingNode:
 		var raw struct {
 			Units    uint64 `yaml:"units"`
@@ -51,24 +55,6 @@ func (m *Money) decodeNode(d *decoder, n *yaml.Node, path string) {
 // MarshalYAML renders {units, currency}.
 func (m Money) MarshalYAML() (any, error) { return m.Amount, nil }
 
-// floatMoney stands for KCC's float-valued *_usd fields, which klock rejects:
-// money is integer minor units.
-type floatMoney struct{}
-
-func (*floatMoney) decodeNode(d *decoder, n *yaml.Node, path string) {
-	d.fail(n, path, "money-float", "write "+moneyFieldFor(path)+": {units: <cents>, currency: USD} or \"0.50 USD\"",
-		"floats in money are rejected (KCC's *_usd float fields lose cents to rounding)")
-}
-
-func moneyFieldFor(path string) string {
-	switch {
-	case len(path) >= len("max_cost_usd") && path[len(path)-len("max_cost_usd"):] == "max_cost_usd":
-		return "max_cost"
-	default:
-		return "expected_cost"
-	}
-}
-
 // CostEnvelope is KCC surface 5: the budget per invocation of the agent.
 type CostEnvelope struct {
 	ExpectedTokensIn  int64   `yaml:"expected_tokens_in" json:"expected_tokens_in"`
@@ -81,9 +67,10 @@ type CostEnvelope struct {
 	ExpectedCost      *Money  `yaml:"expected_cost" json:"expected_cost"`
 	MaxCost           *Money  `yaml:"max_cost" json:"max_cost"`
 
-	// KCC's float fields, rejected with a pointer to the integer form.
-	ExpectedCostUSD *floatMoney `yaml:"expected_cost_usd" json:"-"`
-	MaxCostUSD      *floatMoney `yaml:"max_cost_usd" json:"-"`
+	// KCC's spelling: bare decimals of US dollars, read exactly from their
+	// text (never as floats). Parse moves them into ExpectedCost and MaxCost.
+	ExpectedCostUSD *USDDecimal `yaml:"expected_cost_usd" json:"-"`
+	MaxCostUSD      *USDDecimal `yaml:"max_cost_usd" json:"-"`
 }
 
 // Grant is a Chio ToolGrant: per-tool budget limits.

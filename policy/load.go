@@ -40,6 +40,7 @@ func Parse(file string, data []byte) (*Manifest, error) {
 	if len(r.errors()) > 0 {
 		return fail()
 	}
+	normalize(m, r)
 	m.applyDefaults()
 	validate(m, r)
 	if len(r.errors()) > 0 {

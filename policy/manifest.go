@@ -37,13 +37,13 @@ func (m *Manifest) Pos(field string) Pos {
 
 // Agent is KCC surface 1: identity.
 type Agent struct {
-	ID         string `yaml:"id" json:"id" jsonschema:"required"`
-	Name       string `yaml:"name" json:"name,omitempty"`
-	Version    string `yaml:"version" json:"version,omitempty"`
-	Capability string `yaml:"capability" json:"capability,omitempty"`
-	Maturity   string `yaml:"maturity" json:"maturity,omitempty" jsonschema:"enum=L1,enum=L2,enum=L3"`
-	Owner      Owner  `yaml:"owner" json:"owner,omitempty"`
-	CreatedAt  string `yaml:"created_at" json:"created_at,omitempty"`
+	ID         string  `yaml:"id" json:"id" jsonschema:"required"`
+	Name       string  `yaml:"name" json:"name,omitempty"`
+	Version    Version `yaml:"version" json:"version,omitempty"`
+	Capability string  `yaml:"capability" json:"capability,omitempty"`
+	Maturity   string  `yaml:"maturity" json:"maturity,omitempty" jsonschema:"enum=L1,enum=L2,enum=L3"`
+	Owner      Owner   `yaml:"owner" json:"owner,omitempty"`
+	CreatedAt  string  `yaml:"created_at" json:"created_at,omitempty"`
 }
 
 // Owner names who answers for the agent.

@@ -9,17 +9,20 @@ var durationRe = regexp.MustCompile(`^[0-9]+(s|m|h|d|w|min|days?|hours?)$`)
 
 // MatrixRow is one row of seed 002's permissions matrix.
 type MatrixRow struct {
-	Tool           string     `json:"tool"`
-	Capability     string     `json:"capability"`
-	Category       string     `json:"category,omitempty"`
-	SideEffect     SideEffect `json:"side_effect"`
-	Window         string     `json:"rollback_window,omitempty"`
-	Idempotent     string     `json:"idempotent"`
-	Rollback       string     `json:"rollback"`
-	Unsupervised   string     `json:"unsupervised_autonomy"`
-	ApprovalNeeded string     `json:"approval_needed"`
-	BlastRadius    string     `json:"blast_radius"`
-	Trifecta       []string   `json:"trifecta,omitempty"`
+	Tool         string     `json:"tool"`
+	Capability   string     `json:"capability"`
+	Category     string     `json:"category,omitempty"`
+	SideEffect   SideEffect `json:"side_effect"`
+	Window       string     `json:"rollback_window,omitempty"`
+	Idempotent   string     `json:"idempotent"`
+	Rollback     string     `json:"rollback"`
+	Unsupervised string     `json:"unsupervised_autonomy"`
+	// UnsupervisedCEL is the CEL that decides a conditional row: the
+	// condition itself, or its translation from seed 002's syntax.
+	UnsupervisedCEL string   `json:"unsupervised_cel,omitempty"`
+	ApprovalNeeded  string   `json:"approval_needed"`
+	BlastRadius     string   `json:"blast_radius"`
+	Trifecta        []string `json:"trifecta,omitempty"`
 }
 
 // PermissionsMatrix rolls the tool contracts up into one table: what the
@@ -47,6 +50,9 @@ func (m *Manifest) PermissionsMatrix() []MatrixRow {
 		switch {
 		case t.Autonomy.UnsupervisedIf != "":
 			row.Unsupervised = t.Autonomy.UnsupervisedIf
+			if c, err := CompileAutonomy(t); err == nil && c != nil {
+				row.UnsupervisedCEL = c.CEL
+			}
 			row.ApprovalNeeded = "else yes"
 			if t.Autonomy.Else == "DENY" {
 				row.ApprovalNeeded = "else denied"

@@ -10,15 +10,17 @@ import (
 // seed 004.
 type Tool struct {
 	// KCC surface 4.
-	Name                  string    `yaml:"name" json:"name" jsonschema:"required"`
+	Name string `yaml:"name" json:"name" jsonschema:"required"`
+	// ToolName is seed 002's spelling of Name (tool: issue_refund).
+	ToolName              string    `yaml:"tool" json:"-"`
 	Type                  string    `yaml:"type" json:"type,omitempty" jsonschema:"enum=read,enum=write,enum=external,enum=internal"`
-	BlastRadius           string    `yaml:"blast_radius" json:"blast_radius" jsonschema:"required,enum=read,enum=local,enum=domain,enum=organizational"`
+	BlastRadius           string    `yaml:"blast_radius" json:"blast_radius" jsonschema:"enum=read,enum=local,enum=domain,enum=organizational,description=missing: organizational (the widest)"`
 	UntrustedContent      bool      `yaml:"untrusted_content" json:"untrusted_content,omitempty"`
 	PrivateDataAccess     bool      `yaml:"private_data_access" json:"private_data_access,omitempty"`
 	ExternalCommunication bool      `yaml:"external_communication" json:"external_communication,omitempty"`
 	RateLimit             int       `yaml:"rate_limit" json:"rate_limit,omitempty" jsonschema:"description=requests per minute (KCC); see rate_limits for the full contract"`
 	CostPerInvocation     *ToolCost `yaml:"cost_per_invocation" json:"cost_per_invocation,omitempty"`
-	Version               string    `yaml:"version" json:"version,omitempty"`
+	Version               Version   `yaml:"version" json:"version,omitempty"`
 	Description           string    `yaml:"description" json:"description,omitempty"`
 	Server                string    `yaml:"server" json:"server,omitempty" jsonschema:"description=MCP server or tool server id that provides the tool"`
 
@@ -31,7 +33,7 @@ type Tool struct {
 	Permission   Permission              `yaml:"permission" json:"permission,omitempty"`
 	InputSchema  map[string]*ParamSchema `yaml:"input_schema" json:"input_schema,omitempty"`
 	OutputSchema map[string]*ParamSchema `yaml:"output_schema" json:"output_schema,omitempty"`
-	SideEffects  SideEffect              `yaml:"side_effects" json:"side_effects" jsonschema:"required,enum=READ,enum=REVERSIBLE-WRITE,enum=IRREVERSIBLE-WRITE"`
+	SideEffects  SideEffect              `yaml:"side_effects" json:"side_effects" jsonschema:"enum=READ,enum=REVERSIBLE-WRITE,enum=IRREVERSIBLE-WRITE,description=required once any contract property is declared; a KCC-only tool defaults to IRREVERSIBLE-WRITE"`
 	Idempotency  Idempotency             `yaml:"idempotency" json:"idempotency,omitempty"`
 	Rollback     Rollback                `yaml:"rollback" json:"rollback,omitempty"`
 	RateLimits   RateLimits              `yaml:"rate_limits" json:"rate_limits,omitempty"`
@@ -140,6 +142,9 @@ type RateLimits struct {
 	PerHour     int                   `yaml:"per_hour" json:"per_hour,omitempty"`
 	PerDay      int                   `yaml:"per_day" json:"per_day,omitempty"`
 	PerArgument map[string]RateLimits `yaml:"per_argument" json:"per_argument,omitempty"`
+	// Scoped are seed 002's per_<key>_per_<window> fields as written;
+	// Parse folds them into the fields above.
+	Scoped []ScopedLimit `yaml:"-" json:"-"`
 }
 
 // AuditLogging: what each invocation's record holds and where it goes.
@@ -154,6 +159,9 @@ type Autonomy struct {
 	// Unsupervised: always | never. Empty with UnsupervisedIf set means
 	// conditional; empty without it defaults by side effect (READ: always).
 	Unsupervised   string `yaml:"unsupervised" json:"unsupervised,omitempty" jsonschema:"enum=always,enum=never"`
-	UnsupervisedIf string `yaml:"unsupervised_if" json:"unsupervised_if,omitempty" jsonschema:"description=CEL expression over the arguments (by name, or args.x) and context.x"`
-	Else           string `yaml:"else" json:"else,omitempty" jsonschema:"enum=ESCALATE,enum=DENY,default=ESCALATE"`
+	UnsupervisedIf string `yaml:"unsupervised_if" json:"unsupervised_if,omitempty" jsonschema:"description=CEL over the arguments (by name or args.x) and context.x; or seed 002's syntax (amount_usd <= 50 AND account.tier != enterprise)"`
+	Else           string `yaml:"else" json:"else,omitempty" jsonschema:"default=ESCALATE"`
+	// ElseNote is the text seed 002 writes after the verdict
+	// ("ESCALATE for human approval"): kept for people, never parsed.
+	ElseNote string `yaml:"-" json:"else_note,omitempty" jsonschema:"-"`
 }

@@ -42,7 +42,8 @@ func TestRules(t *testing.T) {
 		name, tools string
 		code        string
 	}{
-		{"no side effect", tool(""), "required"},
+		{"KCC-only tool gets safe defaults", tool(""), ""},
+		{"contract without side effect", tool("    input_schema: {s: {type: string}}\n"), "required"},
 		{"reversible no rollback", tool("    side_effects: REVERSIBLE-WRITE\n"), "no-rollback"},
 		{"reversible with rollback", tool("    side_effects: REVERSIBLE-WRITE\n    rollback: {mechanism: undo_t1}\n"), ""},
 		{"irreversible conditional", tool("    side_effects: IRREVERSIBLE-WRITE\n    autonomy: {unsupervised_if: 'true'}\n"), "irreversible-unsupervised"},
@@ -55,7 +56,7 @@ func TestRules(t *testing.T) {
 		{"cel not bool", tool("    side_effects: READ\n    autonomy: {unsupervised_if: '1 + 2'}\n"), "cel"},
 		{"cel typed args", tool("    side_effects: READ\n    input_schema: {n: {type: integer}}\n    autonomy: {unsupervised_if: 'n.startsWith(\"x\")'}\n"), "cel"},
 		{"wildcard name", "  - name: '*'\n    blast_radius: read\n    side_effects: READ\n", "wildcard-tool"},
-		{"no blast radius", "  - name: t1\n    side_effects: READ\n", "required"},
+		{"no blast radius: organizational", "  - name: t1\n    side_effects: READ\n", ""},
 		{"bad category", tool("    side_effects: READ\n    category: E\n"), "enum"},
 		{"bad capability", tool("    side_effects: READ\n    capability: invoke-t1\n"), "format"},
 		{"bool as string", tool("    side_effects: READ\n    untrusted_content: 'yes'\n"), "type"},

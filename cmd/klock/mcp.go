@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -37,7 +36,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVarP(&f.manifest, "manifest", "m", "", "the agent's manifest (required): its declared_tools are the contract")
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "durable gateway state: approvals, audit, idempotency (default $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
 	c.Flags().StringVar(&f.auditPath, "audit", "", "audit log file (default <state-dir>/gateway/<agent>/audit.jsonl)")
-	c.Flags().StringArrayVar(&f.context, "context", nil, "call context KEY=VALUE for must_match bindings (repeatable), e.g. task.customer_id=c_42")
+	c.Flags().StringArrayVar(&f.context, "context", nil, "call context KEY=VALUE for must_match bindings and unsupervised_if (repeatable); dotted keys nest: task.customer_id=c_42, account.tier=pro")
 	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one per gateway process; a run id an agent sends is never used)")
 	c.Flags().DurationVar(&f.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it returns approval_pending (default: the approval timeout)")
 	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode: audit argument hashes only, for every tool")
@@ -119,19 +118,6 @@ func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*cha
 		return nil, nil, err
 	}
 	return ch, func() { closeLedger(store) }, nil
-}
-
-// parseContext turns KEY=VALUE flags into the call context.
-func parseContext(kvs []string) (map[string]any, error) {
-	ctx := map[string]any{}
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--context %q: want KEY=VALUE, e.g. task.customer_id=c_42", kv)
-		}
-		ctx[k] = v
-	}
-	return ctx, nil
 }
 
 func newMCP() *cobra.Command {

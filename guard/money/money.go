@@ -17,24 +17,25 @@ var (
 	ErrCurrencyMismatch = errors.New("currencies differ")
 )
 
-// exponents is the number of minor-unit digits per currency (seed 003's table,
-// plus the common ISO 4217 currencies an operator is likely to write).
-var exponents = map[string]int{
-	"USD": 2, "EUR": 2, "GBP": 2, "CHF": 2, "CAD": 2, "AUD": 2, "CNY": 2,
-	"INR": 2, "UAH": 2, "SEK": 2, "NOK": 2, "DKK": 2, "PLN": 2, "BRL": 2,
-	"JPY": 0, "KRW": 0,
-	"USDC": 6, "USDT": 6,
-	"BTC": 8,
-	"ETH": 18,
-}
+//go:generate go run gen_currencies.go
 
-// Exponent reports how many decimal digits the currency's minor unit has.
+// Exponent reports how many decimal digits the currency's minor unit has:
+// ISO 4217's minor unit for an ISO code (currencies.txt), seed 003's for a
+// crypto unit. An unknown code is refused with the nearest known one, a code
+// ISO gives no minor unit (XAU, XDR, XXX) by name.
 func Exponent(currency string) (int, error) {
-	e, ok := exponents[currency]
-	if !ok {
-		return 0, fmt.Errorf("%w %q (known: %s)", ErrUnknownCurrency, currency, strings.Join(Currencies(), ", "))
+	if e, ok := exponents[currency]; ok {
+		return e, nil
 	}
-	return e, nil
+	if name, ok := noMinorUnit[currency]; ok {
+		return 0, fmt.Errorf("%w %q (%s): ISO 4217 gives it no minor unit, so its amounts cannot be counted in integer minor units; use a currency that has one", ErrUnknownCurrency, currency, name)
+	}
+	if up := strings.ToUpper(currency); up != currency {
+		if _, ok := exponents[up]; ok {
+			return 0, fmt.Errorf("%w %q: currency codes are upper case: write %s", ErrUnknownCurrency, currency, up)
+		}
+	}
+	return 0, fmt.Errorf("%w %q: write an ISO 4217 code (USD, EUR, JPY, KWD, ...) or one of the crypto units USDC, USDT, BTC, ETH", ErrUnknownCurrency, currency)
 }
 
 // Currencies lists the known currency codes, sorted.

@@ -89,3 +89,37 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestReportedUnits(t *testing.T) {
+	for _, tc := range []struct {
+		text, cur string
+		units     uint64
+		exact     bool
+		err       error
+	}{
+		{"0.02", "USD", 2, true, nil},
+		{"0.00002", "USD", 1, false, nil}, // rounded up: never under-counted
+		{"2e-05", "USD", 1, false, nil},
+		{"2E-05", "USDC", 20, true, nil},
+		{"0.00002", "USDC", 20, true, nil},
+		{"1.5e2", "JPY", 150, true, nil},
+		{"0", "USD", 0, true, nil},
+		{"0.1", "USD", 10, true, nil}, // not 0.1000000000000000055...
+		{"-1", "USD", 0, false, ErrSyntax},
+		{"1e999999999", "USD", 0, false, ErrSyntax},
+		{".5", "USD", 0, false, ErrSyntax},
+		{"1e30", "USD", 0, false, ErrOverflow},
+		{"1", "XAU", 0, false, ErrUnknownCurrency},
+	} {
+		u, exact, err := ReportedUnits(tc.text, tc.cur)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("ReportedUnits(%s, %s) err = %v; want %v", tc.text, tc.cur, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || u != tc.units || exact != tc.exact {
+			t.Errorf("ReportedUnits(%s, %s) = %d, %v, %v; want %d, %v", tc.text, tc.cur, u, exact, err, tc.units, tc.exact)
+		}
+	}
+}

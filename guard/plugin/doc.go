@@ -26,7 +26,12 @@
 //
 // stdout, one JSON object: {"output": ANY, "tokens_used": N, "cost": "0.01 USD"}
 // (tokens_used and cost optional: a cost the plugin does not report is
-// never invented), or {"error": "message"} for a failure of its own.
+// never invented), or {"error": "message"} for a failure of its own. Seed
+// 004 §5.2's shape is accepted as written: {"ok": true, "output": ...,
+// "tokens_used": 123, "cost_1t": 0.00002}, and {"ok": false, "error_class",
+// "retryable", "message"} for a failure. cost_1t is read from the number's
+// text, never a float, in Runner.Cost1TCurrency (USD unless set: the seed
+// names no unit), rounded up to the currency's minor unit.
 //
 // Error semantics: Load / LoadDir return ErrManifest naming the file, the
 // field and the fix. Run returns a *toolerr.Error: tool_sandbox_violation

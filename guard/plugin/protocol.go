@@ -25,13 +25,27 @@ type InputContext struct {
 	Capabilities []string `json:"capabilities"`
 }
 
-// answer is what the entry writes on stdout.
+// answer is what the entry writes on stdout: klock's form
+// {output, tokens_used, cost} or {error}, or seed 004 §5.2's
+// {ok, output, tokens_used, cost_1t} (with seed 002's {ok: false,
+// error_class, retryable, message} for a failure).
 type answer struct {
+	OK         *bool           `json:"ok"`
 	Output     json.RawMessage `json:"output"`
 	TokensUsed *int64          `json:"tokens_used"`
 	Cost       json.RawMessage `json:"cost"`
+	Cost1T     json.RawMessage `json:"cost_1t"`
 	Error      *string         `json:"error"`
+	ErrorClass string          `json:"error_class"`
+	Retryable  *bool           `json:"retryable"`
+	Message    string          `json:"message"`
 }
+
+// DefaultCost1TCurrency is the currency seed 004's cost_1t is read in when
+// the runner names none. The seed gives the number no unit; klock reads it
+// as US dollars, KCC's unit of cost, and an operator whose plugins price in
+// another unit sets Runner.Cost1TCurrency.
+const DefaultCost1TCurrency = "USD"
 
 // Result is one call's outcome.
 type Result struct {
@@ -43,25 +57,42 @@ type Result struct {
 	// TokensUsed and Cost are what the plugin reported; Cost nil: none.
 	TokensUsed int64
 	Cost       *money.Amount
+	// Cost1T is seed 004's cost_1t exactly as the plugin wrote it; Cost is
+	// it in the runner's currency, rounded up to a minor unit (CostRounded)
+	// when it has more digits: a budget never under-counts a cost.
+	Cost1T      string
+	CostRounded bool
 	// Session is the klock session id, LogPath its verification log.
 	Session, LogPath string
 }
 
-func parseAnswer(out []byte) (*Result, error) {
+func parseAnswer(out []byte, cost1TCurrency string) (*Result, error) {
 	var a answer
 	d := json.NewDecoder(bytes.NewReader(out))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&a); err != nil {
-		return nil, fmt.Errorf("the plugin's stdout is not one answer object {output, tokens_used, cost} or {error}: %v", err)
+		return nil, fmt.Errorf("the plugin's stdout is not one answer object {output, tokens_used, cost}, {ok, output, tokens_used, cost_1t} or {error}: %v", err)
 	}
 	r := &Result{Output: a.Output}
 	if len(r.Output) == 0 {
 		r.Output = json.RawMessage("null")
 	}
-	if a.Error != nil {
-		r.Failed, r.Message = true, *a.Error
-		if r.Message == "" {
+	failed := a.Error != nil || a.OK != nil && !*a.OK
+	if a.OK != nil && *a.OK && (a.Error != nil || a.ErrorClass != "") {
+		return nil, errors.New(`"ok": true with an error: send {"ok": false, ...} for a failure`)
+	}
+	if failed {
+		r.Failed = true
+		switch {
+		case a.Error != nil && *a.Error != "":
+			r.Message = *a.Error
+		case a.Message != "":
+			r.Message = a.Message
+		default:
 			r.Message = "the plugin reported an error without a message"
+		}
+		if a.ErrorClass != "" {
+			r.Message = a.ErrorClass + ": " + r.Message
 		}
 	}
 	if a.TokensUsed != nil {
@@ -70,14 +101,38 @@ func parseAnswer(out []byte) (*Result, error) {
 		}
 		r.TokensUsed = *a.TokensUsed
 	}
-	if c := bytes.TrimSpace(a.Cost); len(c) > 0 && string(c) != "null" {
-		amt, err := parseCost(c)
+	cost, cost1T := present(a.Cost), present(a.Cost1T)
+	switch {
+	case cost != nil && cost1T != nil:
+		return nil, errors.New("both cost and cost_1t: send one")
+	case cost != nil:
+		amt, err := parseCost(cost)
 		if err != nil {
 			return nil, fmt.Errorf(`cost: %v (want "0.02 USD" or {"units": 2, "currency": "USD"})`, err)
 		}
 		r.Cost = &amt
+	case cost1T != nil:
+		// The number's text, never a float64: 0.00002 has no exact float.
+		text := string(cost1T)
+		if cost1TCurrency == "" {
+			cost1TCurrency = DefaultCost1TCurrency
+		}
+		units, exact, err := money.ReportedUnits(text, cost1TCurrency)
+		if err != nil {
+			return nil, fmt.Errorf("cost_1t: %w (want a non-negative JSON number of %s, e.g. 0.00002)", err, cost1TCurrency)
+		}
+		r.Cost = &money.Amount{Units: units, Currency: cost1TCurrency}
+		r.Cost1T, r.CostRounded = text, !exact
 	}
 	return r, nil
+}
+
+// present returns a field's JSON, or nil when it is absent or null.
+func present(raw json.RawMessage) []byte {
+	if c := bytes.TrimSpace(raw); len(c) > 0 && string(c) != "null" {
+		return c
+	}
+	return nil
 }
 
 func parseCost(c []byte) (money.Amount, error) {

@@ -35,6 +35,9 @@ type Runner struct {
 	// User runs the entry (default Nobody).
 	User *launch.Credential
 	Log  *slog.Logger
+	// Cost1TCurrency is the currency of seed 004's cost_1t answers
+	// (default DefaultCost1TCurrency).
+	Cost1TCurrency string
 }
 
 // Run runs one call of p.
@@ -99,7 +102,7 @@ func (r *Runner) Run(ctx context.Context, p *Plugin, in Input) (*Result, error) 
 	case res.Exit.Signal != 0 || res.Exit.Code != 0:
 		return out, toolerr.New(toolerr.InternalError, "plugin_exit", "plugin %s exited with %s: %s", p.Name, exitText(res.Exit), strings.TrimSpace(stderr.String()))
 	}
-	ans, err := parseAnswer(stdout.Bytes())
+	ans, err := parseAnswer(stdout.Bytes(), r.Cost1TCurrency)
 	if err != nil {
 		return out, toolerr.New(toolerr.InternalError, "plugin_answer", "plugin %s: %v", p.Name, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/guard/money"
 	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/policy"
 )
 
 // Provider reaches the tools.
@@ -33,8 +34,18 @@ type Proxy struct {
 // Option configures New.
 type Option func(*Proxy)
 
-// WithContext fixes context keys (operator's --context).
-func WithContext(c map[string]any) Option { return func(p *Proxy) { p.ctx = c } }
+// WithContext fixes context keys (operator's --context). Dotted keys are
+// nested (policy.NestContext) so they meet the request's context, nested
+// the same way, key by key; a context that cannot be nested (a key both a
+// value and a map) is kept as given: the CLI refuses it before this.
+func WithContext(c map[string]any) Option {
+	return func(p *Proxy) {
+		p.ctx = c
+		if n, err := policy.NestContext(c); err == nil {
+			p.ctx = n
+		}
+	}
+}
 
 // WithRunID fixes the run id (operator's --run-id; default: one new run
 // per proxy).
@@ -118,10 +129,7 @@ func (p *Proxy) call(w http.ResponseWriter, r *http.Request) {
 // agent_run_id is overwritten with the run the proxy is bound to (its
 // --run-id, else one run per proxy).
 func (p *Proxy) toCall(req *Request) *check.Call {
-	ctx := req.Context
-	for k, v := range p.ctx {
-		ctx[k] = v
-	}
+	ctx := policy.OverlayContext(req.Context, p.ctx)
 	ctx["agent_run_id"] = p.runID
 	return &check.Call{Tool: req.Tool, Args: req.Args, Context: ctx, RunID: p.runID}
 }

@@ -65,12 +65,16 @@ func TestCallContextAndProviders(t *testing.T) {
 	if st != 200 || out["ok"] != true || out["tokens_used"] != float64(5) || out["cost"] != nil {
 		t.Fatalf("draft_email: %d %v", st, out)
 	}
-	if len(fk.calls) != 1 || fk.calls[0].RunID == "ar_7" || fk.calls[0].Context["agent_run_id"] != fk.calls[0].RunID || fk.calls[0].Context["task.customer_id"] != "c_42" {
+	task, _ := fk.calls[0].Context["task"].(map[string]any)
+	if len(fk.calls) != 1 || fk.calls[0].RunID == "ar_7" || fk.calls[0].Context["agent_run_id"] != fk.calls[0].RunID || task["customer_id"] != "c_42" {
 		t.Fatalf("provider saw %+v", fk.calls)
 	}
-	st, out = call(t, s.URL, `{"tool":"draft_email","args":{"customer_id":"c_99","body":"hi"},"context":{"task.customer_id":"c_99"}}`)
-	if st == 200 || out["error_class"] == "" || len(fk.calls) != 1 {
-		t.Fatalf("binding from the request's context: %d %v", st, out)
+	// Neither spelling of the key lets the request rebind it.
+	for _, ctx := range []string{`{"task.customer_id":"c_99"}`, `{"task":{"customer_id":"c_99"}}`} {
+		st, out = call(t, s.URL, `{"tool":"draft_email","args":{"customer_id":"c_99","body":"hi"},"context":`+ctx+`}`)
+		if st == 200 || out["error_class"] == "" || len(fk.calls) != 1 {
+			t.Fatalf("binding from the request's context %s: %d %v", ctx, st, out)
+		}
 	}
 	// Declared, but no provider: typed, and never dispatched.
 	st, out = call(t, s.URL, `{"tool":"get_account","args":{"customer_id":"c_42"}}`)

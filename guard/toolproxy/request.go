@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/klocklabs/klock/policy"
 )
 
 // MaxRequest bounds a request body.
@@ -54,8 +56,11 @@ func DecodeRequest(r io.Reader) (*Request, error) {
 	if req.Args == nil {
 		req.Args = map[string]any{}
 	}
-	if req.Context == nil {
-		req.Context = map[string]any{}
+	// Dotted keys ("task.customer_id") become nested maps, the one form
+	// the gateway reads, so a flat key can never shadow a nested value the
+	// operator fixed (or the other way round).
+	if req.Context, err = policy.NestContext(req.Context); err != nil {
+		return nil, fmt.Errorf("%w: context: %v", ErrRequest, err)
 	}
 	return &req, nil
 }

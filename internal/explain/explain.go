@@ -100,6 +100,11 @@ func Text(w io.Writer, r Report) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, row := range r.Matrix {
+			if row.UnsupervisedCEL != "" && row.UnsupervisedCEL != row.Unsupervised {
+				p("  %s: unsupervised_if %q is seed 002's syntax; it runs as the CEL %s\n", row.Tool, row.Unsupervised, row.UnsupervisedCEL)
+			}
+		}
 	} else {
 		p("\nNo declared tools: the tool gateway lets nothing through.\n")
 	}

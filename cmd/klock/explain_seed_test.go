@@ -1,0 +1,39 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Issue 20 item 4: klock explain shows the CEL a seed 002 condition runs as.
+func TestExplainShowsConditionTranslation(t *testing.T) {
+	contract, err := os.ReadFile("../../policy/testdata/seed002-contract.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The one line added: its must_belong_to names the lookup that
+	// enforces it (policy's TestSeed002ContractNeedsOnlyALookup).
+	contract = []byte(strings.Replace(string(contract), "must_belong_to: customer_id }", "must_belong_to: customer_id, lookup: get_transactions }", 1))
+	lines := strings.Split(strings.TrimRight(string(contract), "\n"), "\n")
+	var b strings.Builder
+	b.WriteString("apiVersion: klock/v1\nagent: {id: refund-agent-02}\nintents: []\ndeclared_tools:\n  - " + lines[0] + "\n")
+	for _, l := range lines[1:] {
+		b.WriteString("    " + l + "\n")
+	}
+	b.WriteString("  - {name: get_transactions, blast_radius: read, side_effects: READ, input_schema: {customer_id: {type: string}}}\n")
+	b.WriteString("cost_envelope: {expected_tokens_in: 100, max_tokens_in: 200, expected_tokens_out: 10, max_tokens_out: 20, expected_latency_ms: 10, max_latency_ms: 20, context_efficiency: 0.7, expected_cost_usd: 0.01, max_cost_usd: 0.02}\n")
+	f := filepath.Join(t.TempDir(), "seed002.yaml")
+	if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "explain", f)
+	if code != exitOK || !strings.Contains(out, `runs as the CEL amount_usd <= 50 && context.account.tier != "enterprise"`) {
+		t.Fatalf("explain: %d\n%s", code, out)
+	}
+	js, code := run(t, "explain", "--json", f)
+	if code != exitOK || !strings.Contains(js, `"unsupervised_cel": "amount_usd \u003c= 50 \u0026\u0026 context.account.tier != \"enterprise\""`) {
+		t.Fatalf("explain --json: %d\n%s", code, js)
+	}
+}
