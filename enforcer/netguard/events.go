@@ -4,8 +4,8 @@ package netguard
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
-	"errors"
 	"net/netip"
 	"time"
 	"unsafe"
@@ -23,27 +23,23 @@ const lostPoll = 100 * time.Millisecond
 
 func (g *Guard) readLoop() {
 	defer g.wg.Done()
-	var rec ringbuf.Record
-	for {
-		if err := g.rd.ReadInto(&rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
-				return
-			}
-			g.logger.Error("netguard: read ring buffer", "err", err)
-			continue
-		}
+	g.loop.Run(func(rec *ringbuf.Record) {
 		var raw netguardNgEvent
 		if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
 			g.logger.Error("netguard: short event", "bytes", len(rec.RawSample))
-			continue
+			return
 		}
 		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
 			g.logger.Error("netguard: decode event", "err", err)
-			continue
+			return
 		}
 		g.dispatch(raw.CgroupId, toEvent(&raw, time.Now()))
-	}
+	}, func(err error) { g.logger.Error("netguard: read ring buffer", "err", err) })
 }
+
+// Sync returns once every event the kernel reported before the call is in
+// its session's Events: a session ends by reading them.
+func (g *Guard) Sync(ctx context.Context) error { return g.loop.Sync(ctx) }
 
 func (g *Guard) dispatch(id uint64, ev event.Event) {
 	g.mu.Lock()

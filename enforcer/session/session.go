@@ -495,15 +495,27 @@ func (s *running) drainLSM() {
 }
 
 // drain reads what is still in flight after the agent exited: the observer's
-// Sync guarantees every record produced before it is delivered.
+// and the walls' Syncs guarantee every record produced before them is
+// delivered.
 func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, netLost <-chan event.Lost, unixCh <-chan event.Event, unixLost <-chan event.Lost) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if s.be.obs != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.be.obs.Sync(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			s.log.Warn("observer sync", "error", err)
 		}
-		cancel()
 	}
+	// The network and AF_UNIX walls' refusals still in their rings.
+	if s.be.ng != nil {
+		if err := s.be.ng.Sync(ctx); err != nil {
+			s.log.Warn("cgroup-net sync", "error", err)
+		}
+	}
+	if s.be.ug != nil {
+		if err := s.be.ug.Sync(ctx); err != nil {
+			s.log.Warn("cgroup-unix sync", "error", err)
+		}
+	}
+	cancel()
 	for {
 		select {
 		case r := <-obsCh:

@@ -3,8 +3,8 @@
 package unixguard
 
 import (
+	"context"
 	"encoding/binary"
-	"errors"
 	"path/filepath"
 	"time"
 	"unsafe"
@@ -34,23 +34,20 @@ const lostPoll = 100 * time.Millisecond
 
 func (g *Guard) readLoop() {
 	defer g.wg.Done()
-	var rec ringbuf.Record
-	for {
-		if err := g.rd.ReadInto(&rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
-				return
-			}
-			g.logger.Error("unixguard: read ring buffer", "err", err)
-			continue
-		}
+	g.loop.Run(func(rec *ringbuf.Record) {
 		id, ev, ok := decode(rec.RawSample, time.Now())
 		if !ok {
 			g.logger.Error("unixguard: short event", "bytes", len(rec.RawSample))
-			continue
+			return
 		}
 		g.dispatch(id, ev)
-	}
+	}, func(err error) { g.logger.Error("unixguard: read ring buffer", "err", err) })
 }
+
+// Sync returns once every refusal the kernel reported before the call is
+// in its session's Events: a session ends by reading them (its log must
+// hold the last refusal too).
+func (g *Guard) Sync(ctx context.Context) error { return g.loop.Sync(ctx) }
 
 // decode turns one kernel record into the refused triple: CONSUMES of the
 // socket's path, the triple bpf-lsm and the tracepoints report for the

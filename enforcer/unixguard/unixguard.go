@@ -11,7 +11,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/klocklabs/klock/internal/ringsync"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
@@ -42,6 +44,7 @@ var (
 type Guard struct {
 	objs   unixguardObjects
 	rd     *ringbuf.Reader
+	loop   *ringsync.Loop
 	done   chan struct{}
 	wg     sync.WaitGroup
 	logger *slog.Logger
@@ -72,7 +75,7 @@ func Load() (*Guard, error) {
 		g.objs.Close()
 		return nil, fmt.Errorf("%w: ring buffer reader: %w", ErrLoad, err)
 	}
-	g.rd = rd
+	g.rd, g.loop = rd, ringsync.New(rd)
 	g.wg.Add(2)
 	go g.readLoop()
 	go g.lostLoop()
