@@ -434,6 +434,7 @@ func (s *running) loop(ctx context.Context) {
 		case l := <-unixLost:
 			s.act(s.eng.Lost(l))
 		case ev := <-lsmCh:
+			socketAbsent(&ev)
 			s.act(s.eng.Observe(ev))
 		case l := <-lsmLost:
 			s.act(s.eng.Lost(l))
@@ -459,6 +460,7 @@ func (s *running) drainLSM() {
 	for {
 		select {
 		case ev := <-s.be.lsms.Events():
+			socketAbsent(&ev)
 			s.act(s.eng.Observe(ev))
 			continue
 		case l := <-s.be.lsms.Lost():

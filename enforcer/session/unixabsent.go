@@ -16,8 +16,8 @@ import (
 // wall. The cgroup AF_UNIX hooks decide by name before the kernel looks
 // the name up, so a program probing for an optional socket (a logging
 // daemon's, a name service cache's) got EPERM for a path where nothing
-// listens, and a strict session was killed for reaching nothing. bpf-lsm
-// decides after the lookup and never sees such a name. The engine treats
+// listens, and a strict session was killed for reaching nothing; bpf-lsm's
+// connect check does the same by name. The engine treats
 // a failed attempt on an absent object as no violation (decide.absent);
 // a socket that exists is judged as before, so nothing reached is ever
 // excused. Call it before the engine decides ev.
@@ -27,7 +27,8 @@ func socketAbsent(ev *event.Event) {
 		return
 	}
 	switch ev.Syscall {
-	case "connect", "sendto", "sendmsg", "sendmmsg":
+	case "connect", "sendto", "sendmsg", "sendmmsg", // tracepoints, the cgroup hooks
+		"unix_stream_connect", "unix_may_send", "socket_connect", "socket_sendmsg": // bpf-lsm's name check
 	default:
 		return
 	}
