@@ -61,8 +61,12 @@
 //
 // A refused charge returns a *DenyError (errors.Is ErrDenied) naming the
 // limit, the attempted cost and what remains, together with its receipt.
-// ErrUnknownGrant, ErrHoldNotOpen, ErrNoRate, ErrWiden (a delegation that
-// would loosen a limit) and ErrGrantChanged are returned for bad requests.
+// ErrUnknownGrant, ErrHoldNotOpen, ErrWiden (a delegation that would
+// loosen a limit) and ErrGrantChanged are returned for bad requests. A
+// pre-charge in a currency without a rate is refused (LimitCurrency, naming
+// ErrNoRate); a reconcile never is for want of a rate: the hold settles at
+// its reserved worst case, marked so in its receipt (ExtraSettledAt), so no
+// hold stays open because a tool reported an unconvertible cost.
 // When the ledger or the receipt log cannot be written, the decision is
 // refused with ErrLedger, whose message says what failed and what would fix
 // it: the Store never fails open, and after a receipt-log failure it refuses

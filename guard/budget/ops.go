@@ -339,17 +339,29 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	}
 	var evidence *receipt.OracleEvidence
 	var orig *receipt.OriginalAmount
+	var extra map[string]string
 	if actual.Currency != leaf.limits.Currency {
-		rate, ok := v.s.cfg.rates.lookup(actual.Currency, leaf.limits.Currency)
-		if !ok {
-			return Settlement{}, fmt.Errorf("%w: %s->%s for hold %s; the hold stays open", ErrNoRate, actual.Currency, leaf.limits.Currency, id)
-		}
-		conv, err := rate.Convert(actual)
-		if err != nil {
-			return Settlement{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
-		}
 		orig = &receipt.OriginalAmount{Units: receipt.Units(actual.Units), Currency: actual.Currency}
-		evidence = receipt.EvidenceFor(rate, v.s.cfg.rates.Source, v.s.cfg.rates.Timestamp)
+		rate, ok := v.s.cfg.rates.lookup(actual.Currency, leaf.limits.Currency)
+		var conv money.Amount
+		var cerr error
+		if ok {
+			conv, cerr = rate.Convert(actual)
+		}
+		if !ok || cerr != nil {
+			// The tool ran and its cost cannot be converted: a hold left
+			// open would be money neither spent nor free. It settles at
+			// the worst case reserved before dispatch, which the budget
+			// already allowed, and the receipt says so and why.
+			why := fmt.Sprintf("%s: no %s->%s rate is configured (--rates, or the manifest's rates)", ErrNoRate, actual.Currency, leaf.limits.Currency)
+			if cerr != nil {
+				why = fmt.Sprintf("the %s->%s rate cannot convert %s: %v", actual.Currency, leaf.limits.Currency, actual, cerr)
+			}
+			extra = map[string]string{ExtraSettledAt: SettledAtReservation, ExtraSettledWhy: why}
+			conv = money.Amount{Units: h.reserved, Currency: leaf.limits.Currency}
+		} else {
+			evidence = receipt.EvidenceFor(rate, v.s.cfg.rates.Source, v.s.cfg.rates.Timestamp)
+		}
 		actual = conv
 	}
 	out := Settlement{Charged: actual, Status: receipt.Settled}
@@ -374,7 +386,7 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	f := v.financial(leaf, chain)
 	f.CostCharged, f.LedgerDebit, f.LedgerCredit = receipt.Units(actual.Units), receipt.Units(debit), receipt.Units(credit)
 	f.SettlementStatus, f.HoldID, f.CostBreakdown, f.PaymentReference = out.Status, id, st.Breakdown, st.PaymentReference
-	f.OracleEvidence, f.OriginalCost = evidence, orig
+	f.OracleEvidence, f.OriginalCost, f.Extra = evidence, orig, extra
 	if debit > 0 {
 		f.Overrun = receipt.U(debit)
 	}

@@ -6,6 +6,15 @@ import (
 	"github.com/klocklabs/klock/guard/money"
 )
 
+// A reconcile whose reported cost cannot be converted (no rate, or a rate
+// that cannot convert it) settles at the reserved worst case; its receipt's
+// financial extra says so: settled_at "reservation", and settled_why.
+const (
+	ExtraSettledAt       = "settled_at"
+	ExtraSettledWhy      = "settled_why"
+	SettledAtReservation = "reservation"
+)
+
 // RateTable is the configured conversion rates, by "FROM->TO", and the
 // source name recorded as oracle evidence in receipts.
 type RateTable struct {
