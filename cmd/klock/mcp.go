@@ -25,7 +25,7 @@ import (
 // tool proxy will share them).
 type gatewayFlags struct {
 	manifest, stateDir, auditPath, runID, control string
-	receipts, receiptKey, session                 string
+	receipts, receiptKey, session, rates          string
 	context                                       []string
 	approvalWait                                  time.Duration
 	confidential                                  bool
@@ -44,6 +44,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
 	c.Flags().StringVar(&f.receipts, "receipts", "", "budget ledger and signed receipts for the manifest's grants (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")
+	c.Flags().StringVar(&f.rates, "rates", "", "rates file for charges in another currency than their grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
 	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
 	f.trust.register(c)
 	_ = c.MarkFlagRequired("manifest")
@@ -105,7 +106,7 @@ func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*cha
 	if err != nil {
 		return nil, nil, fmt.Errorf("refusing to start: the manifest has grants to charge and %w", err)
 	}
-	store, err := openLedger(m, dir, f.receiptKey)
+	store, err := openLedger(m, dir, f.receiptKey, f.rates)
 	if err != nil {
 		return nil, nil, fmt.Errorf("refusing to start without the budget ledger for the manifest's grants: %w", err)
 	}

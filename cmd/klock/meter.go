@@ -25,7 +25,7 @@ import (
 )
 
 func newMeter() *cobra.Command {
-	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool, stateDir, runID string
+	var manifest, listen, upstream, receiptsFlag, pricesFile, ratesFile, keyFile, session, grantTool, stateDir, runID string
 	var approvalWait time.Duration
 	var tf trustFlags
 	c := &cobra.Command{
@@ -104,7 +104,7 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			store, err := openLedger(m, rdir, keyFile)
+			store, err := openLedger(m, rdir, keyFile, ratesFile)
 			if err != nil {
 				return err
 			}
@@ -148,6 +148,7 @@ Budgets persist across restarts for the same --session.`,
 	c.Flags().StringVar(&upstream, "upstream", "", "the model API base URL, e.g. https://api.openai.com")
 	c.Flags().StringVar(&receiptsFlag, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&pricesFile, "prices", "", "price table YAML (default <workdir>/.klock/prices.yaml)")
+	c.Flags().StringVar(&ratesFile, "rates", "", "rates file for a price table in another currency than the grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
 	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
 	c.Flags().StringVar(&grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")

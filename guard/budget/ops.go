@@ -247,6 +247,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 	rc := v.baseReceipt(leaf, req.Tool, req.Server, receipt.PhasePreCharge)
 	rc.Action = receipt.Action{Parameters: req.Parameters, ParameterHash: paramHash(req.Parameters)}
 	rc.Metadata.Cost = req.CostMeta
+	rc.PolicyHash, rc.Evidence = req.PolicyHash, append([]receipt.Evidence(nil), req.Evidence...)
 	fin := v.financial(leaf, chain)
 	rc.Metadata.Financial = fin
 
@@ -275,7 +276,8 @@ func (v *view) reserve(req Request) (Hold, error) {
 			return deny(LimitCurrency, leaf, err.Error())
 		}
 		fin.OriginalCost = &receipt.OriginalAmount{Units: receipt.Units(cost.Units), Currency: cost.Currency}
-		fin.OracleEvidence = receipt.EvidenceFor(rate, v.s.cfg.rates.Source, v.s.cfg.rates.Timestamp)
+		fin.OracleEvidence = rate.oracle()
+		rc.Evidence = append(rc.Evidence, v.s.cfg.rates.evidence(rate))
 		cost = conv
 	}
 	if p := leaf.limits.PerInvocation; p != nil && cost.Units > *p {
@@ -340,6 +342,7 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	var evidence *receipt.OracleEvidence
 	var orig *receipt.OriginalAmount
 	var extra map[string]string
+	var rateEv []receipt.Evidence
 	if actual.Currency != leaf.limits.Currency {
 		orig = &receipt.OriginalAmount{Units: receipt.Units(actual.Units), Currency: actual.Currency}
 		rate, ok := v.s.cfg.rates.lookup(actual.Currency, leaf.limits.Currency)
@@ -360,7 +363,8 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 			extra = map[string]string{ExtraSettledAt: SettledAtReservation, ExtraSettledWhy: why}
 			conv = money.Amount{Units: h.reserved, Currency: leaf.limits.Currency}
 		} else {
-			evidence = receipt.EvidenceFor(rate, v.s.cfg.rates.Source, v.s.cfg.rates.Timestamp)
+			evidence = rate.oracle()
+			rateEv = append(rateEv, v.s.cfg.rates.evidence(rate))
 		}
 		actual = conv
 	}
@@ -383,6 +387,8 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	rc := v.baseReceipt(leaf, h.tool, "", receipt.PhaseReconcile)
 	rc.Decision = receipt.Decision{Verdict: receipt.Allow}
 	rc.Metadata.Cost = st.CostMeta
+	rc.Evidence = append(rateEv, st.Evidence...)
+	rc.PolicyHash, rc.ContentHash = st.PolicyHash, st.ContentHash
 	f := v.financial(leaf, chain)
 	f.CostCharged, f.LedgerDebit, f.LedgerCredit = receipt.Units(actual.Units), receipt.Units(debit), receipt.Units(credit)
 	f.SettlementStatus, f.HoldID, f.CostBreakdown, f.PaymentReference = out.Status, id, st.Breakdown, st.PaymentReference
