@@ -114,7 +114,14 @@ func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*cha
 	if session == "" {
 		session = m.Agent.ID
 	}
-	ch, err := charge.New(ctx, m, store, session)
+	// Every receipt names the policy it was decided under: the hash of
+	// the manifest's canonical (signed) form.
+	ph, err := charge.PolicyHash(f.data)
+	if err != nil {
+		closeLedger(store)
+		return nil, nil, fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
+	}
+	ch, err := charge.New(ctx, m, store, session, charge.WithPolicyHash(ph))
 	if err != nil {
 		closeLedger(store)
 		return nil, nil, err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/klocklabs/klock/guard/approval"
 	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/charge"
 	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/guard/meter"
 	"github.com/klocklabs/klock/guard/tokenguard"
@@ -71,7 +72,7 @@ Budgets persist across restarts for the same --session.`,
   klock report /tmp/receipts`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, _, err := tf.load(manifest)
+			m, data, err := tf.load(manifest)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -104,6 +105,10 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			policyHash, err := charge.PolicyHash(data)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
 			store, err := openLedger(m, rdir, keyFile, ratesFile)
 			if err != nil {
 				return err
@@ -118,7 +123,7 @@ Budgets persist across restarts for the same --session.`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
-				AgentID: m.Agent.ID}, meter.WithLogger(log), meter.WithApprover(approver), meter.WithRunID(runID))
+				AgentID: m.Agent.ID, PolicyHash: policyHash}, meter.WithLogger(log), meter.WithApprover(approver), meter.WithRunID(runID))
 			if err != nil {
 				return err
 			}

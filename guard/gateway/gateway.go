@@ -229,11 +229,13 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 			g.release(ctx, call, res, te.Message)
 		case te != nil:
 			u := check.Usage{Reason: fmt.Sprintf("the call ended with %s (%s): whether the tool acted is unknown, the reservation stays charged", te.Class, te.Message)}
+			u.ContentHash = g.contentHash(call.Args, nil, d.Confidential)
 			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, u)
 		default:
 			if !out.Usage.Known && out.Usage.Reason == "" {
 				out.Usage.Reason = call.Tool + " reported no cost; the reservation stays charged"
 			}
+			out.Usage.ContentHash = g.contentHash(call.Args, out.Result, d.Confidential)
 			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, out.Usage)
 		}
 		if chargeErr != nil {

@@ -30,6 +30,7 @@ type answer struct {
 	Output     json.RawMessage `json:"output"`
 	TokensUsed *int64          `json:"tokens_used"`
 	Cost       json.RawMessage `json:"cost"`
+	Breakdown  json.RawMessage `json:"breakdown"`
 	Error      *string         `json:"error"`
 }
 
@@ -43,6 +44,9 @@ type Result struct {
 	// TokensUsed and Cost are what the plugin reported; Cost nil: none.
 	TokensUsed int64
 	Cost       *money.Amount
+	// Breakdown is the plugin's itemized cost as it sent it (Cost is its
+	// sum), for the receipt's cost_breakdown.
+	Breakdown json.RawMessage
 	// Session is the klock session id, LogPath its verification log.
 	Session, LogPath string
 }
@@ -76,6 +80,9 @@ func parseAnswer(out []byte) (*Result, error) {
 			return nil, fmt.Errorf(`cost: %v (want "0.02 USD" or {"units": 2, "currency": "USD"})`, err)
 		}
 		r.Cost = &amt
+	}
+	if err := r.itemize(a.Breakdown); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
