@@ -170,7 +170,9 @@ tool_internal_error; a must_belong_to argument is checked by calling its
 lookup tool first; max_consecutive_errors (default 3) failures in a row
 stop a tool for the run; a category C tool needs tool.<name>.sensitive and
 a category D tool's first call in a run waits for approval; a cost the
-server reports in the result's _meta ({"cost":"0.12 USD"}) is charged.
+server reports in the result's _meta ({"cost":"0.12 USD"}, or {"cost":
+{"units":15,"currency":"USD","breakdown":{"compute":12,"io":3}}}, charged
+as the breakdown's sum) is charged.
 
 stdio (default): klock mcp starts SERVER and speaks MCP on its own stdin/
 stdout; put it where the client expects the server's command.
@@ -182,7 +184,11 @@ case is pre-charged before dispatch and reconciled with the cost the tool
 reports (unavailable, the reservation standing, when it reports none); a
 call over a limit is refused with tool_restricted (reason budget). Each
 decision is a signed receipt in --receipts (default <workdir>/.klock/receipts;
-klock receipts verify DIR).
+klock receipts verify DIR) carrying policy_hash (the manifest's), content_hash
+(arguments and result; keyed under --confidential) and evidence (the cost's
+source, the exchange rate). A cost in another currency converts with --rates
+FILE (else the manifest's rates:), each rate with its source and time; a
+reconcile without a usable rate settles at the reserved worst case, marked.
 
 Every call is appended to a hash-chained audit log (klock audit verify PATH),
 with the values audit_logging.records names; --confidential keeps only

@@ -57,7 +57,8 @@ network, unless permissions name paths ("filesystem":{"read":[...],
 reaches past that is stopped by the kernel and the call returns
 tool_sandbox_violation. The entry reads {"tool","args","context"} on stdin
 and writes {"output":...,"tokens_used":N,"cost":"0.01 USD"} (or {"error":...})
-on stdout. Plugins need root (kernel enforcement); without it serve refuses
+on stdout; a "breakdown" of named amounts ({"compute":"0.01 USD",...}) is
+charged as its sum and recorded in the receipt. Plugins need root (kernel enforcement); without it serve refuses
 to start.
 
 klock tools list/disable/enable/limit --agent ID govern it while it runs.
