@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/charge"
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/control"
@@ -72,13 +74,22 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 		gopts = append(gopts, gateway.WithApprovalWait(f.approvalWait))
 	}
 	closeBudget := func() {}
-	if len(m.Grants) > 0 {
-		ch, closeStore, err := f.openBudget(ctx, m)
+	// The ledger holds the grants' charges and the rollbacks' receipts: it
+	// is opened when there is either.
+	_, noReceipts := receiptsDir(m, f.manifest, f.receipts)
+	if len(m.Grants) == 0 && reversible(m) && noReceipts != nil {
+		slog.Warn("klock: rollbacks of REVERSIBLE-WRITE calls will be audited but not receipted: pass --receipts DIR (or set workdir)", "manifest", f.manifest)
+	}
+	if len(m.Grants) > 0 || reversible(m) && noReceipts == nil {
+		ch, store, ph, err := f.openBudget(ctx, m)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		gopts = append(gopts, gateway.WithCharger(ch))
-		closeBudget = closeStore
+		if len(m.Grants) > 0 {
+			gopts = append(gopts, gateway.WithCharger(ch))
+		}
+		gopts = append(gopts, gateway.WithReceipts(store.Record), gateway.WithPolicyHash(ph))
+		closeBudget = func() { closeLedger(store) }
 	}
 	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID}
 	gw, st, err := gateway.Open(m, l, f.auditPath, copts, gopts...)
@@ -90,7 +101,7 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	if sock == "" {
 		sock = l.Control()
 	}
-	stop, err := control.Serve(ctx, sock, gw.Pipeline())
+	stop, err := control.Serve(ctx, sock, gw.Pipeline(), control.WithRollback(gw.Rollback))
 	if err != nil {
 		st.Close()
 		closeBudget()
@@ -101,14 +112,14 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 
 // openBudget opens the ledger and the charger for the manifest's grants: a
 // gateway whose grants cannot be charged does not start.
-func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*charge.Charger, func(), error) {
+func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*charge.Charger, *budget.Store, string, error) {
 	dir, err := receiptsDir(m, f.manifest, f.receipts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("refusing to start: the manifest has grants to charge and %w", err)
+		return nil, nil, "", fmt.Errorf("refusing to start: the manifest has grants to charge or rollbacks to receipt, and %w", err)
 	}
 	store, err := openLedger(m, dir, f.receiptKey, f.rates)
 	if err != nil {
-		return nil, nil, fmt.Errorf("refusing to start without the budget ledger for the manifest's grants: %w", err)
+		return nil, nil, "", fmt.Errorf("refusing to start without the budget ledger and receipts: %w", err)
 	}
 	session := f.session
 	if session == "" {
@@ -119,14 +130,25 @@ func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*cha
 	ph, err := charge.PolicyHash(f.data)
 	if err != nil {
 		closeLedger(store)
-		return nil, nil, fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
+		return nil, nil, "", fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
 	}
 	ch, err := charge.New(ctx, m, store, session, charge.WithPolicyHash(ph))
 	if err != nil {
 		closeLedger(store)
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return ch, func() { closeLedger(store) }, nil
+	return ch, store, ph, nil
+}
+
+// reversible: the manifest declares a REVERSIBLE-WRITE tool, whose
+// rollbacks are receipted.
+func reversible(m *policy.Manifest) bool {
+	for _, t := range m.DeclaredTools {
+		if t.SideEffects == policy.SideEffectReversibleWrite {
+			return true
+		}
+	}
+	return false
 }
 
 // parseContext turns KEY=VALUE flags into the call context.

@@ -58,16 +58,18 @@ type Dispatch func(ctx context.Context) (Outcome, error)
 
 // Gateway ties the pieces together. Build it with New.
 type Gateway struct {
-	p         *check.Pipeline
-	audit     *audit.Log
-	approvals *approval.Store
-	idem      *idem.Store
-	charger   check.Charger
-	agent     string
-	timeout   time.Duration // approval deadline
-	wait      time.Duration // how long one call blocks on a pending approval
-	hash      *audit.Hasher // keyed digests of confidential values
-	rb        rollbacks     // compensations of REVERSIBLE-WRITE calls, by run
+	p          *check.Pipeline
+	audit      *audit.Log
+	approvals  *approval.Store
+	idem       *idem.Store
+	charger    check.Charger
+	agent      string
+	timeout    time.Duration // approval deadline
+	wait       time.Duration // how long one call blocks on a pending approval
+	hash       *audit.Hasher // keyed digests of confidential values
+	rb         rollbacks     // compensations of REVERSIBLE-WRITE calls, by run
+	receipts   ReceiptWriter // rollbacks' receipts (nil: audit only)
+	policyHash string
 }
 
 // Option configures New.

@@ -14,16 +14,24 @@ import (
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
-// serve starts `klock tools serve` with the plugins in dir for a manifest
-// declaring tools (each a category B READ tool), and returns its URL.
-func serve(t *testing.T, base, plugins string, tools ...string) string {
-	t.Helper()
+// readTools declares each tool a category B READ tool.
+func readTools(tools ...string) string {
 	var decl strings.Builder
 	for _, name := range tools {
 		fmt.Fprintf(&decl, "  - {name: %s, type: read, blast_radius: read, category: B, side_effects: READ, timeout_ms: 30000}\n", name)
 	}
+	return decl.String()
+}
+
+// serve starts `klock tools serve` with the plugins in dir for a manifest
+// declaring decl (YAML list items), with extra flags, and returns its URL
+// and a function that stops it.
+func serve(t *testing.T, base, plugins, decl string, extra ...string) (string, func()) {
+	t.Helper()
 	manifest := filepath.Join(base, "agent.yaml")
-	write(t, manifest, fmt.Sprintf(`apiVersion: klock/v1
+	// A restart serves the same agent: the manifest is written once.
+	if _, err := os.Stat(manifest); err != nil {
+		write(t, manifest, fmt.Sprintf(`apiVersion: klock/v1
 agent: {id: exec-agent-%d, version: 1.0.0}
 mode: strict
 workdir: %s
@@ -31,23 +39,32 @@ intents: []
 declared_tools:
 %scost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.7, expected_cost: "0.01 USD", max_cost: "0.02 USD"}
 hitl: {default_mode: HOTL}
-`, time.Now().UnixNano(), base, decl.String()), 0o644)
+`, time.Now().UnixNano(), base, decl), 0o644)
+	}
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	state := filepath.Join(base, "state")
-	srv := exec.CommandContext(ctx, klockBin, "tools", "serve", "-m", manifest, "--listen", addr, "--plugins", plugins,
-		"--state-dir", state, "--control", filepath.Join(state, "control.sock"))
+	srv := exec.CommandContext(ctx, klockBin, append([]string{"tools", "serve", "-m", manifest, "--listen", addr, "--plugins", plugins,
+		"--state-dir", state, "--control", filepath.Join(state, "control.sock")}, extra...)...)
 	srv.Stdout, srv.Stderr = logWriter{t}, logWriter{t}
 	srv.Cancel = func() error { return srv.Process.Signal(os.Interrupt) }
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			srv.Wait()
+		}
+	}
+	t.Cleanup(stop)
 	url := "http://" + addr
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get(url + "/v1/tools"); err == nil {
 			resp.Body.Close()
-			return url
+			return url, stop
 		}
 		if time.Now().After(end) {
 			t.Fatal("klock tools serve did not start")
@@ -85,7 +102,7 @@ printf '{"output":"%s"}\n' "$who"
 		`read -r line
 printf '{"output":"%s"}\n' "$(echo hi)"
 `)
-	url := serve(t, base, plugins, "shellout", "direct", "declared", "builtin")
+	url, _ := serve(t, base, plugins, readTools("shellout", "direct", "declared", "builtin"))
 	for _, tool := range []string{"shellout", "direct"} {
 		r := post(t, url, fmt.Sprintf(`{"tool":%q,"args":{}}`, tool))
 		if r.OK || r.Class != "tool_sandbox_violation" {
