@@ -218,6 +218,12 @@ HMAC-SHA256 digests under <state-dir>/audit.key. A gateway that cannot
 write it (or its budget ledger) refuses to start or to dispatch. klock tools changes a running
 gateway (disable a tool, lower a limit) through its control socket.
 
+A REVERSIBLE-WRITE call's declared rollback (rollback.mechanism written as a
+call, e.g. void_refund(refund_id)) is journaled beside the audit log; when
+the run's session is killed (klock run --gateway SOCKET --gateway-run RUN,
+or klock tools rollback --run RUN) the gateway runs it, audits it and
+records it in a signed receipt.
+
 --enforce runs SERVER as a strict klock session under the manifest, as the
 owner of workdir, else the user who ran sudo (--user UID picks another;
 --user 0 is needed to run it as root). An operation the kernel wall refuses
