@@ -24,9 +24,10 @@ func receiptsDir(m *policy.Manifest, manifestPath, flag string) (string, error) 
 // openLedger opens the budget ledger and receipt chain in dir (ledger.db,
 // receipts.jsonl, signed with keyFile or receipts.key created on first use),
 // converting other currencies with the rates file (ratesFlag, else the
-// manifest's rates:). One process owns a ledger at a time.
-func openLedger(m *policy.Manifest, dir, keyFile, ratesFlag string) (*budget.Store, error) {
-	opts := []budget.Option{budget.WithGroupCommit(256), budget.WithAgent(m.Agent.ID)}
+// manifest's rates:), naming the manifest (policyHash) in every receipt.
+// One process owns a ledger at a time.
+func openLedger(m *policy.Manifest, dir, keyFile, ratesFlag, policyHash string) (*budget.Store, error) {
+	opts := []budget.Option{budget.WithGroupCommit(256), budget.WithAgent(m.Agent.ID), budget.WithPolicyHash(policyHash)}
 	rates, err := loadRates(m, ratesFlag)
 	if err != nil {
 		return nil, &exitError{code: exitInvalid, err: err}

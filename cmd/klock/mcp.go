@@ -117,20 +117,19 @@ func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*cha
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("refusing to start: the manifest has grants to charge or rollbacks to receipt, and %w", err)
 	}
-	store, err := openLedger(m, dir, f.receiptKey, f.rates)
+	// Every receipt names the policy it was decided under: the hash of
+	// the manifest's canonical (signed) form.
+	ph, err := charge.PolicyHash(f.data)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
+	}
+	store, err := openLedger(m, dir, f.receiptKey, f.rates, ph)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("refusing to start without the budget ledger and receipts: %w", err)
 	}
 	session := f.session
 	if session == "" {
 		session = m.Agent.ID
-	}
-	// Every receipt names the policy it was decided under: the hash of
-	// the manifest's canonical (signed) form.
-	ph, err := charge.PolicyHash(f.data)
-	if err != nil {
-		closeLedger(store)
-		return nil, nil, "", fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
 	}
 	ch, err := charge.New(ctx, m, store, session, charge.WithPolicyHash(ph))
 	if err != nil {

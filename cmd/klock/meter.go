@@ -109,7 +109,7 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			store, err := openLedger(m, rdir, keyFile, ratesFile)
+			store, err := openLedger(m, rdir, keyFile, ratesFile, policyHash)
 			if err != nil {
 				return err
 			}

@@ -131,6 +131,9 @@ func (v *view) emit(r *receipt.Receipt) {
 	if r.AgentID == "" {
 		r.AgentID = v.s.cfg.agentID
 	}
+	if r.PolicyHash == "" {
+		r.PolicyHash = v.s.cfg.policy
+	}
 	v.events = append(v.events, &event{id: v.nextEv, r: r})
 }
 

@@ -34,7 +34,8 @@ printf '{"output":"ok","breakdown":{"compute":"0.40 EUR","io":"0.10 EUR"}}\n'
   - {from: EUR, to: USD, rate: "1.08", source: "ECB reference rate", at: "2026-11-25T14:15:00Z"}
 `, 0o644)
 	receipts := filepath.Join(base, "receipts")
-	decl := readTools("priced", "odd") + `grants:
+	decl := readTools("priced", "odd", "ghost") + `grants:
+  - {tool: ghost, max_cost_per_invocation: "0.10 USD"}
   - {tool: priced, max_cost_per_invocation: "1.00 USD", max_total_cost: "5.00 USD"}
   - {tool: odd, max_cost_per_invocation: "0.30 USD", max_total_cost: "5.00 USD"}
 `
@@ -47,6 +48,10 @@ printf '{"output":"ok","breakdown":{"compute":"0.40 EUR","io":"0.10 EUR"}}\n'
 	// No GBP->USD rate: the hold settles at the reserved worst case.
 	if r := post(t, url, `{"tool":"odd","args":{}}`); !r.OK || r.Charged == nil || r.Charged.Units != 30 {
 		t.Fatalf("odd: %+v (charged %+v)", r, r.Charged)
+	}
+	// ghost has no plugin: its reservation is released (a reverse receipt).
+	if r := post(t, url, `{"tool":"ghost","args":{}}`); r.OK {
+		t.Fatalf("ghost: %+v", r)
 	}
 	stop()
 	if out, err := exec.Command(klockBin, "receipts", "verify", receipts).CombinedOutput(); err != nil {
@@ -62,6 +67,20 @@ printf '{"output":"ok","breakdown":{"compute":"0.40 EUR","io":"0.10 EUR"}}\n'
 		}
 		return nil
 	})
+	// Every receipt names the manifest, the pre-charges and reversals too.
+	reversed := 0
+	receipt.VerifyFile(filepath.Join(receipts, "receipts.jsonl"), nil, func(x *receipt.Receipt) error {
+		if !strings.HasPrefix(x.PolicyHash, "sha256:") {
+			t.Errorf("receipt %d (%s) has no policy_hash", x.Seq, x.Phase)
+		}
+		if x.Phase == receipt.PhaseReverse {
+			reversed++
+		}
+		return nil
+	})
+	if reversed != 1 {
+		t.Errorf("%d reverse receipts, want ghost's one", reversed)
+	}
 	if odd == nil || odd.Metadata.Financial.Extra["settled_at"] != "reservation" || !strings.Contains(odd.Metadata.Financial.Extra["settled_why"], "GBP->USD") {
 		t.Fatalf("the unconvertible cost's receipt: %+v", odd)
 	}
