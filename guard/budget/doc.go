@@ -1,8 +1,10 @@
 // Package budget owns the money side of the cost path (seed 003): per-grant
 // limits (max_cost_per_invocation, max_total_cost, max_invocations) checked
 // atomically, the pre-charge / reconcile / reverse cycle, delegation that
-// can only tighten, cross-currency charges through an integer rate table,
-// and the durable ledger those decisions move.
+// can only tighten, cross-currency charges through an integer rate table
+// (a rates file, LoadRates: each rate with its source and time, recorded as
+// oracle and exchange-rate evidence in the receipts), and the durable
+// ledger those decisions move.
 //
 // The ledger is an embedded SQLite database (modernc.org/sqlite, pure Go, so
 // klock still builds with CGO_ENABLED=0) in WAL mode, written only inside

@@ -31,7 +31,10 @@
 //
 // stdout, one JSON object: {"output": ANY, "tokens_used": N, "cost": "0.01 USD"}
 // (tokens_used and cost optional: a cost the plugin does not report is
-// never invented), or {"error": "message"} for a failure of its own.
+// never invented), or {"error": "message"} for a failure of its own. A
+// "breakdown" of named amounts ({"compute": "0.12 USD", "io": "0.03 USD"},
+// or bare minor units beside a cost) is charged as its sum and kept for
+// the receipt's cost_breakdown; one that disagrees with cost is refused.
 //
 // Error semantics: Load / LoadDir return ErrManifest naming the file, the
 // field and the fix. Run returns a *toolerr.Error: tool_sandbox_violation
