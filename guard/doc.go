@@ -18,7 +18,9 @@
 //	toolerr               what a refused call becomes: a typed tool error
 //	control               governance of a running gateway (disable, limit):
 //	                      it only narrows the manifest; ratestate keeps it,
-//	                      and the rate-limit counters, across restarts
+//	                      and the rate-limit counters, across restarts; and
+//	                      a killed run's rollback (klock run --gateway)
+//	costreport            a tool's reported cost and breakdown, read exactly
 //
 // A model call (OpenAI- or Anthropic-style, through klock meter) travels:
 //

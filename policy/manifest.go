@@ -17,8 +17,12 @@ type Manifest struct {
 	DeclaredTools []Tool        `yaml:"declared_tools" json:"declared_tools,omitempty"`
 	CostEnvelope  *CostEnvelope `yaml:"cost_envelope" json:"cost_envelope"`
 	Grants        []Grant       `yaml:"grants" json:"grants,omitempty"`
-	HITL          HITL          `yaml:"hitl" json:"hitl,omitempty"`
-	Signature     *Signature    `yaml:"signature" json:"signature,omitempty"`
+	// Rates names the rates file (seed 003's rate source) the grants'
+	// cross-currency charges convert with, relative to the manifest's
+	// directory; klock's --rates overrides it.
+	Rates     string     `yaml:"rates" json:"rates,omitempty" jsonschema:"description=rates file for cross-currency charges (each rate with its source and time), relative to the manifest"`
+	HITL      HITL       `yaml:"hitl" json:"hitl,omitempty"`
+	Signature *Signature `yaml:"signature" json:"signature,omitempty"`
 
 	// Warnings found while loading; never fatal.
 	Warnings []Diagnostic `yaml:"-" json:"-"`

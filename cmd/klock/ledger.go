@@ -22,9 +22,19 @@ func receiptsDir(m *policy.Manifest, manifestPath, flag string) (string, error) 
 }
 
 // openLedger opens the budget ledger and receipt chain in dir (ledger.db,
-// receipts.jsonl, signed with keyFile or receipts.key created on first use).
+// receipts.jsonl, signed with keyFile or receipts.key created on first use),
+// converting other currencies with the rates file (ratesFlag, else the
+// manifest's rates:), naming the manifest (policyHash) in every receipt.
 // One process owns a ledger at a time.
-func openLedger(m *policy.Manifest, dir, keyFile string) (*budget.Store, error) {
+func openLedger(m *policy.Manifest, dir, keyFile, ratesFlag, policyHash string) (*budget.Store, error) {
+	opts := []budget.Option{budget.WithGroupCommit(256), budget.WithAgent(m.Agent.ID), budget.WithPolicyHash(policyHash)}
+	rates, err := loadRates(m, ratesFlag)
+	if err != nil {
+		return nil, &exitError{code: exitInvalid, err: err}
+	}
+	if rates != nil {
+		opts = append(opts, budget.WithRates(rates))
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("receipts directory: %w", err)
 	}
@@ -32,8 +42,28 @@ func openLedger(m *policy.Manifest, dir, keyFile string) (*budget.Store, error) 
 	if err != nil {
 		return nil, err
 	}
-	return budget.Open(filepath.Join(dir, "ledger.db"), filepath.Join(dir, "receipts.jsonl"), priv,
-		budget.WithGroupCommit(256), budget.WithAgent(m.Agent.ID))
+	return budget.Open(filepath.Join(dir, "ledger.db"), filepath.Join(dir, "receipts.jsonl"), priv, opts...)
+}
+
+// loadRates reads the rate source: --rates, else the manifest's rates:
+// (relative to the manifest's directory), else none (a charge in another
+// currency than its grant's is then refused at the pre-charge).
+func loadRates(m *policy.Manifest, flag string) (*budget.RateTable, error) {
+	path := flag
+	if path == "" && m.Rates != "" {
+		path = m.Rates
+		if !filepath.IsAbs(path) && m.File != "" {
+			path = filepath.Join(filepath.Dir(m.File), path)
+		}
+	}
+	if path == "" {
+		return nil, nil
+	}
+	t, err := budget.LoadRates(path)
+	if err != nil {
+		return nil, fmt.Errorf("the rate source (--rates, or the manifest's rates:): %w", err)
+	}
+	return t, nil
 }
 
 // closeLedger waits for the receipts to reach the chain, then closes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/charge"
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/control"
@@ -24,7 +26,7 @@ import (
 // tool proxy will share them).
 type gatewayFlags struct {
 	manifest, stateDir, auditPath, runID, control string
-	receipts, receiptKey, session                 string
+	receipts, receiptKey, session, rates          string
 	context                                       []string
 	approvalWait                                  time.Duration
 	confidential                                  bool
@@ -43,6 +45,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
 	c.Flags().StringVar(&f.receipts, "receipts", "", "budget ledger and signed receipts for the manifest's grants (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")
+	c.Flags().StringVar(&f.rates, "rates", "", "rates file for charges in another currency than their grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
 	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
 	f.trust.register(c)
 	_ = c.MarkFlagRequired("manifest")
@@ -70,13 +73,22 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 		gopts = append(gopts, gateway.WithApprovalWait(f.approvalWait))
 	}
 	closeBudget := func() {}
-	if len(m.Grants) > 0 {
-		ch, closeStore, err := f.openBudget(ctx, m)
+	// The ledger holds the grants' charges and the rollbacks' receipts: it
+	// is opened when there is either.
+	_, noReceipts := receiptsDir(m, f.manifest, f.receipts)
+	if len(m.Grants) == 0 && reversible(m) && noReceipts != nil {
+		slog.Warn("klock: rollbacks of REVERSIBLE-WRITE calls will be audited but not receipted: pass --receipts DIR (or set workdir)", "manifest", f.manifest)
+	}
+	if len(m.Grants) > 0 || reversible(m) && noReceipts == nil {
+		ch, store, ph, err := f.openBudget(ctx, m)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		gopts = append(gopts, gateway.WithCharger(ch))
-		closeBudget = closeStore
+		if len(m.Grants) > 0 {
+			gopts = append(gopts, gateway.WithCharger(ch))
+		}
+		gopts = append(gopts, gateway.WithReceipts(store.Record), gateway.WithPolicyHash(ph))
+		closeBudget = func() { closeLedger(store) }
 	}
 	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID}
 	gw, st, err := gateway.Open(m, l, f.auditPath, copts, gopts...)
@@ -88,7 +100,7 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	if sock == "" {
 		sock = l.Control()
 	}
-	stop, err := control.Serve(ctx, sock, gw.Pipeline())
+	stop, err := control.Serve(ctx, sock, gw.Pipeline(), control.WithRollback(gw.Rollback))
 	if err != nil {
 		st.Close()
 		closeBudget()
@@ -99,25 +111,42 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 
 // openBudget opens the ledger and the charger for the manifest's grants: a
 // gateway whose grants cannot be charged does not start.
-func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*charge.Charger, func(), error) {
+func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*charge.Charger, *budget.Store, string, error) {
 	dir, err := receiptsDir(m, f.manifest, f.receipts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("refusing to start: the manifest has grants to charge and %w", err)
+		return nil, nil, "", fmt.Errorf("refusing to start: the manifest has grants to charge or rollbacks to receipt, and %w", err)
 	}
-	store, err := openLedger(m, dir, f.receiptKey)
+	// Every receipt names the policy it was decided under: the hash of
+	// the manifest's canonical (signed) form.
+	ph, err := charge.PolicyHash(f.data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("refusing to start without the budget ledger for the manifest's grants: %w", err)
+		return nil, nil, "", fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
+	}
+	store, err := openLedger(m, dir, f.receiptKey, f.rates, ph)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("refusing to start without the budget ledger and receipts: %w", err)
 	}
 	session := f.session
 	if session == "" {
 		session = m.Agent.ID
 	}
-	ch, err := charge.New(ctx, m, store, session)
+	ch, err := charge.New(ctx, m, store, session, charge.WithPolicyHash(ph))
 	if err != nil {
 		closeLedger(store)
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return ch, func() { closeLedger(store) }, nil
+	return ch, store, ph, nil
+}
+
+// reversible: the manifest declares a REVERSIBLE-WRITE tool, whose
+// rollbacks are receipted.
+func reversible(m *policy.Manifest) bool {
+	for _, t := range m.DeclaredTools {
+		if t.SideEffects == policy.SideEffectReversibleWrite {
+			return true
+		}
+	}
+	return false
 }
 
 func newMCP() *cobra.Command {
@@ -148,7 +177,9 @@ tool_internal_error; a must_belong_to argument is checked by calling its
 lookup tool first; max_consecutive_errors (default 3) failures in a row
 stop a tool for the run; a category C tool needs tool.<name>.sensitive and
 a category D tool's first call in a run waits for approval; a cost the
-server reports in the result's _meta ({"cost":"0.12 USD"}) is charged.
+server reports in the result's _meta ({"cost":"0.12 USD"}, or {"cost":
+{"units":15,"currency":"USD","breakdown":{"compute":12,"io":3}}}, charged
+as the breakdown's sum) is charged.
 
 stdio (default): klock mcp starts SERVER and speaks MCP on its own stdin/
 stdout; put it where the client expects the server's command.
@@ -160,13 +191,23 @@ case is pre-charged before dispatch and reconciled with the cost the tool
 reports (unavailable, the reservation standing, when it reports none); a
 call over a limit is refused with tool_restricted (reason budget). Each
 decision is a signed receipt in --receipts (default <workdir>/.klock/receipts;
-klock receipts verify DIR).
+klock receipts verify DIR) carrying policy_hash (the manifest's), content_hash
+(arguments and result; keyed under --confidential) and evidence (the cost's
+source, the exchange rate). A cost in another currency converts with --rates
+FILE (else the manifest's rates:), each rate with its source and time; a
+reconcile without a usable rate settles at the reserved worst case, marked.
 
 Every call is appended to a hash-chained audit log (klock audit verify PATH),
 with the values audit_logging.records names; --confidential keeps only
 HMAC-SHA256 digests under <state-dir>/audit.key. A gateway that cannot
 write it (or its budget ledger) refuses to start or to dispatch. klock tools changes a running
 gateway (disable a tool, lower a limit) through its control socket.
+
+A REVERSIBLE-WRITE call's declared rollback (rollback.mechanism written as a
+call, e.g. void_refund(refund_id)) is journaled beside the audit log; when
+the run's session is killed (klock run --gateway SOCKET --gateway-run RUN,
+or klock tools rollback --run RUN) the gateway runs it, audits it and
+records it in a signed receipt.
 
 --enforce runs SERVER as a strict klock session under the manifest, as the
 owner of workdir, else the user who ran sudo (--user UID picks another;

@@ -17,6 +17,7 @@ import (
 
 	"github.com/klocklabs/klock/guard/approval"
 	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/charge"
 	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/guard/meter"
 	"github.com/klocklabs/klock/guard/tokenguard"
@@ -25,7 +26,7 @@ import (
 )
 
 func newMeter() *cobra.Command {
-	var manifest, listen, upstream, receiptsFlag, pricesFile, keyFile, session, grantTool, stateDir, runID string
+	var manifest, listen, upstream, receiptsFlag, pricesFile, ratesFile, keyFile, session, grantTool, stateDir, runID string
 	var approvalWait time.Duration
 	var tf trustFlags
 	c := &cobra.Command{
@@ -71,7 +72,7 @@ Budgets persist across restarts for the same --session.`,
   klock report /tmp/receipts`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, _, err := tf.load(manifest)
+			m, data, err := tf.load(manifest)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -104,7 +105,11 @@ Budgets persist across restarts for the same --session.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			store, err := openLedger(m, rdir, keyFile)
+			policyHash, err := charge.PolicyHash(data)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			store, err := openLedger(m, rdir, keyFile, ratesFile, policyHash)
 			if err != nil {
 				return err
 			}
@@ -118,7 +123,7 @@ Budgets persist across restarts for the same --session.`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
-				AgentID: m.Agent.ID}, meter.WithLogger(log), meter.WithApprover(approver), meter.WithRunID(runID))
+				AgentID: m.Agent.ID, PolicyHash: policyHash}, meter.WithLogger(log), meter.WithApprover(approver), meter.WithRunID(runID))
 			if err != nil {
 				return err
 			}
@@ -148,6 +153,7 @@ Budgets persist across restarts for the same --session.`,
 	c.Flags().StringVar(&upstream, "upstream", "", "the model API base URL, e.g. https://api.openai.com")
 	c.Flags().StringVar(&receiptsFlag, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&pricesFile, "prices", "", "price table YAML (default <workdir>/.klock/prices.yaml)")
+	c.Flags().StringVar(&ratesFile, "rates", "", "rates file for a price table in another currency than the grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
 	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
 	c.Flags().StringVar(&grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")

@@ -19,7 +19,7 @@ func newReceipts() *cobra.Command {
 		Short: "Work with signed receipts (klock receipts verify)",
 		Args:  cobra.NoArgs,
 	}
-	var keyFile string
+	var keyFile, format string
 	verify := &cobra.Command{
 		Use:   "verify PATH",
 		Short: "Verify a receipt chain offline: every signature and every link",
@@ -30,9 +30,22 @@ chain's key (or with --key, to pin the key you trust), that seq counts
 1, 2, 3, ... and that each prev is the SHA-256 of the line before. The first
 line that fails is named with the reason.
 
+It also checks Chio-format receipts (seed 003: id, timestamp, capability_id,
+tool_server, tool_name, action, decision, content_hash, policy_hash,
+evidence, metadata.financial, kernel_key, signature, optional prev_hash):
+one receipt (as Chio writes it, pretty-printed or not), a JSON array, or one
+per line. Each must be signed (ed25519 over its RFC 8785 canonical JSON
+without the signature) by its kernel_key ("ed25519:pub:<hex>", or --key),
+its parameter_hash must match its parameters, its financial record must be
+consistent (known currency and settlement status, remaining within total, a
+breakdown of amounts adding up to cost_charged, a usable oracle rate), and
+each prev_hash must be the SHA-256 of the canonical receipt before it. The
+format is recognized (klock lines carry seq and phase); --format picks it.
+
 Exit status: 0 verified, 1 not verified, 2 usage.`,
 		Example: `  klock receipts verify /srv/agent/.klock/receipts
-  klock receipts verify --key /srv/agent/.klock/receipts/receipts.pub receipts.jsonl`,
+  klock receipts verify --key /srv/agent/.klock/receipts/receipts.pub receipts.jsonl
+  klock receipts verify --format chio receipt-with-financial.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var trusted ed25519.PublicKey
@@ -46,6 +59,13 @@ Exit status: 0 verified, 1 not verified, 2 usage.`,
 				}
 			}
 			path := chainPath(args[0])
+			chio, err := isChio(path, format)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if chio {
+				return verifyChio(cmd, path, trusted)
+			}
 			var allow, deny int
 			s, err := receipt.VerifyFile(path, trusted, func(r *receipt.Receipt) error {
 				if r.Decision.Verdict == receipt.Allow {
@@ -63,9 +83,41 @@ Exit status: 0 verified, 1 not verified, 2 usage.`,
 			return nil
 		},
 	}
+	verify.Flags().StringVar(&format, "format", "auto", "receipt format: auto, klock (a signed hash chain) or chio (seed 003's receipts)")
 	verify.Flags().StringVar(&keyFile, "key", "", "trusted public key (PEM or ed25519:<base64>); default: the chain's own key")
 	c.AddCommand(verify)
 	return c
+}
+
+// isChio decides the format of the receipts at path (--format).
+func isChio(path, format string) (bool, error) {
+	switch format {
+	case "klock":
+		return false, nil
+	case "chio":
+		return true, nil
+	case "auto", "":
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return false, err
+		}
+		return receipt.LooksChio(data), nil
+	}
+	return false, fmt.Errorf("--format %q: want auto, klock or chio", format)
+}
+
+func verifyChio(cmd *cobra.Command, path string, trusted ed25519.PublicKey) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer f.Close()
+	s, err := receipt.VerifyChio(f, trusted)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%s: %w", path, err)}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "verified %s: %d Chio-format receipt(s), signed by %s\n", path, s.Receipts, s.KernelKey)
+	return nil
 }
 
 func chainPath(p string) string {

@@ -52,3 +52,19 @@ func TestReceiptsVerifyAndReport(t *testing.T) {
 		t.Fatalf("tampered chain: %d %s", code, out)
 	}
 }
+
+// Issue 20 item 9: klock receipts verify checks a Chio-format receipt (the
+// seed's example, signed) and refuses an altered one.
+func TestReceiptsVerifyChio(t *testing.T) {
+	fixture := filepath.Join("..", "..", "guard", "receipt", "testdata", "chio-receipt.json")
+	out, code := run(t, "receipts", "verify", fixture)
+	if code != exitOK || !strings.Contains(out, "1 Chio-format receipt") {
+		t.Fatalf("verify: %d %s", code, out)
+	}
+	data, _ := os.ReadFile(fixture)
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(strings.Replace(string(data), `"cost_charged": 150`, `"cost_charged": 15`, 1)), 0o600)
+	if out, code := run(t, "receipts", "verify", bad); code != exitInvalid {
+		t.Fatalf("altered receipt: %d %s", code, out)
+	}
+}

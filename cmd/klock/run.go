@@ -38,6 +38,7 @@ func newRun() *cobra.Command {
 		rollbackOnInterrupt                 bool
 		extraEnv                            []string
 		tf                                  trustFlags
+		gw                                  gatewayBinding
 	)
 	c := &cobra.Command{
 		Use:   "run -m MANIFEST [flags] -- CMD [ARGS...]",
@@ -120,7 +121,13 @@ verify: lost events, an unobservable operation); 114 klock's wall refused
 an operation the manifest declares (verdict REFUSED: klock's failure, not
 the agent's; the log lists them); 130 the session was ended
 from outside (Ctrl-C, SIGTERM, SIGHUP, klock kill); 125 klock refused or failed to
-start the session (the message says why and what would fix it).`,
+start the session (the message says why and what would fix it).
+
+--gateway SOCKET binds the session to the tool gateway (klock mcp or klock
+tools serve) that served its tool calls: when strict mode kills the session,
+klock asks that gateway to run the declared rollback of each REVERSIBLE-WRITE
+call of the run --gateway-run names (the gateway's --run-id; default the
+session id), as klock tools rollback --run does.`,
 		Example: `  sudo klock run -m agent.yaml -- ./agent.sh
   sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build
   sudo klock run -m agent.yaml --mode permissive --backend observe --learn learned.yaml -- go build ./...`,
@@ -199,6 +206,7 @@ start the session (the message says why and what would fix it).`,
 			if err != nil {
 				return &exitError{code: exitNoStart, err: err}
 			}
+			gw.killed(os.Stderr, res, permissive)
 			if learn != "" {
 				if err := writeLearned(os.Stderr, learn, m, manifest, res, quiet); err != nil {
 					return &exitError{code: exitNoStart, err: err}
@@ -222,6 +230,7 @@ start the session (the message says why and what would fix it).`,
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	tf.register(c)
+	gw.register(c)
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }

@@ -47,7 +47,7 @@ func newTools() *cobra.Command {
 	var t toolsTarget
 	c := &cobra.Command{
 		Use:   "tools",
-		Short: "Serve the HTTP tool proxy, and govern a running gateway's tools: list, disable, enable, limit",
+		Short: "Serve the HTTP tool proxy, and govern a running gateway's tools: list, disable, enable, limit, rollback",
 		Long: `tools serve runs the HTTP tool proxy with plugins (see klock tools serve
 --help). The other subcommands change a running gateway (klock mcp or klock
 tools serve) through its control socket, without a restart (seed 004's
@@ -61,7 +61,8 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
 		Example: `  klock tools list    --agent refund-agent-01
   klock tools disable --agent refund-agent-01 issue_refund --reason "incident INC-88"
   klock tools limit   --agent refund-agent-01 issue_refund --per-minute 2 --per-run 1
-  klock tools enable  --agent refund-agent-01 issue_refund`,
+  klock tools enable  --agent refund-agent-01 issue_refund
+  klock tools rollback --agent refund-agent-01 --run run_42`,
 	}
 	t.register(c)
 	var asJSON bool
@@ -159,6 +160,6 @@ tools persist in the gateway's state directory across restarts.`,
 	limit.Flags().IntVar(&l.PerMinute, "per-minute", 0, "calls per minute (token bucket)")
 	limit.Flags().IntVar(&l.PerHour, "per-hour", 0, "calls per hour")
 	limit.Flags().IntVar(&l.PerDay, "per-day", 0, "calls per day")
-	c.AddCommand(list, disable, enable, limit, newToolsServe())
+	c.AddCommand(list, disable, enable, limit, newToolsRollback(&t), newToolsServe())
 	return c
 }

@@ -51,13 +51,16 @@ Tools are plugins: each subdirectory of --plugins holding a plugin.json
    "permissions":{"network":false,"filesystem":false}}
 serves the declared tool of its name. Every call runs the entry once as a
 klock session (strict mode, user nobody): it may read its own directory and
-the system libraries, execute only its entry, write nothing and reach no
-network, unless permissions name paths ("filesystem":{"read":[...],
-"write":[...]}) or destinations ("network":["host:443/tcp"]). A plugin that
+the system libraries, execute only its entry (and its #! interpreter), write
+nothing and reach no network, unless permissions name paths
+("filesystem":{"read":[...],"write":[...]}), destinations
+("network":["host:443/tcp"]) or programs ("exec":["/usr/bin/jq"]). A
+#!/bin/sh entry that starts another program (sh -c id) is stopped. A plugin that
 reaches past that is stopped by the kernel and the call returns
 tool_sandbox_violation. The entry reads {"tool","args","context"} on stdin
 and writes {"output":...,"tokens_used":N,"cost":"0.01 USD"} (or {"error":...})
-on stdout. Plugins need root (kernel enforcement); without it serve refuses
+on stdout; a "breakdown" of named amounts ({"compute":"0.01 USD",...}) is
+charged as its sum and recorded in the receipt. Plugins need root (kernel enforcement); without it serve refuses
 to start.
 
 klock tools list/disable/enable/limit --agent ID govern it while it runs.

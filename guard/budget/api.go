@@ -37,6 +37,10 @@ type Request struct {
 	Parameters json.RawMessage
 	// Cost metadata (Token Guard estimate, envelope) for the receipt.
 	CostMeta *receipt.Cost
+	// PolicyHash is the hash of the manifest the call was decided under
+	// (the receipt's policy_hash); Evidence is added to the receipt's.
+	PolicyHash string
+	Evidence   []receipt.Evidence
 }
 
 // Hold is a granted pre-charge.
@@ -56,6 +60,12 @@ type Settle struct {
 	Breakdown        json.RawMessage
 	PaymentReference string
 	CostMeta         *receipt.Cost
+	// PolicyHash and ContentHash are the receipt's policy_hash (the
+	// manifest's) and content_hash (the call's arguments and result, keyed
+	// in confidential mode); Evidence is added to the receipt's (the
+	// cost's source, for one).
+	PolicyHash, ContentHash string
+	Evidence                []receipt.Evidence
 }
 
 // Settlement is the outcome of Reconcile.

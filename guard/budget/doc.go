@@ -1,8 +1,10 @@
 // Package budget owns the money side of the cost path (seed 003): per-grant
 // limits (max_cost_per_invocation, max_total_cost, max_invocations) checked
 // atomically, the pre-charge / reconcile / reverse cycle, delegation that
-// can only tighten, cross-currency charges through an integer rate table,
-// and the durable ledger those decisions move.
+// can only tighten, cross-currency charges through an integer rate table
+// (a rates file, LoadRates: each rate with its source and time, recorded as
+// oracle and exchange-rate evidence in the receipts), and the durable
+// ledger those decisions move.
 //
 // The ledger is an embedded SQLite database (modernc.org/sqlite, pure Go, so
 // klock still builds with CGO_ENABLED=0) in WAL mode, written only inside
@@ -61,8 +63,12 @@
 //
 // A refused charge returns a *DenyError (errors.Is ErrDenied) naming the
 // limit, the attempted cost and what remains, together with its receipt.
-// ErrUnknownGrant, ErrHoldNotOpen, ErrNoRate, ErrWiden (a delegation that
-// would loosen a limit) and ErrGrantChanged are returned for bad requests.
+// ErrUnknownGrant, ErrHoldNotOpen, ErrWiden (a delegation that would
+// loosen a limit) and ErrGrantChanged are returned for bad requests. A
+// pre-charge in a currency without a rate is refused (LimitCurrency, naming
+// ErrNoRate); a reconcile never is for want of a rate: the hold settles at
+// its reserved worst case, marked so in its receipt (ExtraSettledAt), so no
+// hold stays open because a tool reported an unconvertible cost.
 // When the ledger or the receipt log cannot be written, the decision is
 // refused with ErrLedger, whose message says what failed and what would fix
 // it: the Store never fails open, and after a receipt-log failure it refuses

@@ -131,6 +131,9 @@ func (v *view) emit(r *receipt.Receipt) {
 	if r.AgentID == "" {
 		r.AgentID = v.s.cfg.agentID
 	}
+	if r.PolicyHash == "" {
+		r.PolicyHash = v.s.cfg.policy
+	}
 	v.events = append(v.events, &event{id: v.nextEv, r: r})
 }
 
@@ -247,6 +250,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 	rc := v.baseReceipt(leaf, req.Tool, req.Server, receipt.PhasePreCharge)
 	rc.Action = receipt.Action{Parameters: req.Parameters, ParameterHash: paramHash(req.Parameters)}
 	rc.Metadata.Cost = req.CostMeta
+	rc.PolicyHash, rc.Evidence = req.PolicyHash, append([]receipt.Evidence(nil), req.Evidence...)
 	fin := v.financial(leaf, chain)
 	rc.Metadata.Financial = fin
 
@@ -275,7 +279,8 @@ func (v *view) reserve(req Request) (Hold, error) {
 			return deny(LimitCurrency, leaf, err.Error())
 		}
 		fin.OriginalCost = &receipt.OriginalAmount{Units: receipt.Units(cost.Units), Currency: cost.Currency}
-		fin.OracleEvidence = receipt.EvidenceFor(rate, v.s.cfg.rates.Source, v.s.cfg.rates.Timestamp)
+		fin.OracleEvidence = rate.oracle()
+		rc.Evidence = append(rc.Evidence, v.s.cfg.rates.evidence(rate))
 		cost = conv
 	}
 	if p := leaf.limits.PerInvocation; p != nil && cost.Units > *p {
@@ -339,17 +344,31 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	}
 	var evidence *receipt.OracleEvidence
 	var orig *receipt.OriginalAmount
+	var extra map[string]string
+	var rateEv []receipt.Evidence
 	if actual.Currency != leaf.limits.Currency {
-		rate, ok := v.s.cfg.rates.lookup(actual.Currency, leaf.limits.Currency)
-		if !ok {
-			return Settlement{}, fmt.Errorf("%w: %s->%s for hold %s; the hold stays open", ErrNoRate, actual.Currency, leaf.limits.Currency, id)
-		}
-		conv, err := rate.Convert(actual)
-		if err != nil {
-			return Settlement{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
-		}
 		orig = &receipt.OriginalAmount{Units: receipt.Units(actual.Units), Currency: actual.Currency}
-		evidence = receipt.EvidenceFor(rate, v.s.cfg.rates.Source, v.s.cfg.rates.Timestamp)
+		rate, ok := v.s.cfg.rates.lookup(actual.Currency, leaf.limits.Currency)
+		var conv money.Amount
+		var cerr error
+		if ok {
+			conv, cerr = rate.Convert(actual)
+		}
+		if !ok || cerr != nil {
+			// The tool ran and its cost cannot be converted: a hold left
+			// open would be money neither spent nor free. It settles at
+			// the worst case reserved before dispatch, which the budget
+			// already allowed, and the receipt says so and why.
+			why := fmt.Sprintf("%s: no %s->%s rate is configured (--rates, or the manifest's rates)", ErrNoRate, actual.Currency, leaf.limits.Currency)
+			if cerr != nil {
+				why = fmt.Sprintf("the %s->%s rate cannot convert %s: %v", actual.Currency, leaf.limits.Currency, actual, cerr)
+			}
+			extra = map[string]string{ExtraSettledAt: SettledAtReservation, ExtraSettledWhy: why}
+			conv = money.Amount{Units: h.reserved, Currency: leaf.limits.Currency}
+		} else {
+			evidence = rate.oracle()
+			rateEv = append(rateEv, v.s.cfg.rates.evidence(rate))
+		}
 		actual = conv
 	}
 	out := Settlement{Charged: actual, Status: receipt.Settled}
@@ -371,10 +390,12 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	rc := v.baseReceipt(leaf, h.tool, "", receipt.PhaseReconcile)
 	rc.Decision = receipt.Decision{Verdict: receipt.Allow}
 	rc.Metadata.Cost = st.CostMeta
+	rc.Evidence = append(rateEv, st.Evidence...)
+	rc.PolicyHash, rc.ContentHash = st.PolicyHash, st.ContentHash
 	f := v.financial(leaf, chain)
 	f.CostCharged, f.LedgerDebit, f.LedgerCredit = receipt.Units(actual.Units), receipt.Units(debit), receipt.Units(credit)
 	f.SettlementStatus, f.HoldID, f.CostBreakdown, f.PaymentReference = out.Status, id, st.Breakdown, st.PaymentReference
-	f.OracleEvidence, f.OriginalCost = evidence, orig
+	f.OracleEvidence, f.OriginalCost, f.Extra = evidence, orig, extra
 	if debit > 0 {
 		f.Overrun = receipt.U(debit)
 	}

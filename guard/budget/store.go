@@ -55,6 +55,7 @@ type config struct {
 	now       func() time.Time
 	agentID   string
 	logPrefix string
+	policy    string
 }
 
 // Option configures Open.
@@ -75,6 +76,10 @@ func WithRates(t *RateTable) Option { return func(c *config) { c.rates = t } }
 
 // WithClock sets the time source (tests).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithPolicyHash names the manifest every receipt was decided under (its
+// policy_hash) when the request does not: releases and refusals too.
+func WithPolicyHash(h string) Option { return func(c *config) { c.policy = h } }
 
 // WithAgent names the agent recorded in every receipt.
 func WithAgent(id string) Option { return func(c *config) { c.agentID = id } }

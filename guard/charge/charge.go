@@ -2,6 +2,8 @@ package charge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +25,17 @@ type Ledger interface {
 
 // Charger charges tool calls against the manifest's grants.
 type Charger struct {
-	auth   budget.Authorizer
-	grants map[string]budget.Grant // by tool name
+	auth       budget.Authorizer
+	grants     map[string]budget.Grant // by tool name
+	policyHash string                  // the manifest's, for every receipt
 }
+
+// Option configures New.
+type Option func(*Charger)
+
+// WithPolicyHash sets the receipts' policy_hash: the hash of the manifest
+// the calls were decided under (PolicyHash).
+func WithPolicyHash(h string) Option { return func(c *Charger) { c.policyHash = h } }
 
 var _ check.Charger = (*Charger)(nil)
 
@@ -51,12 +61,15 @@ func Grants(m *policy.Manifest, session string) ([]budget.Grant, error) {
 // New defines the manifest's grants in the ledger (idempotent across
 // restarts: the same limits find the same running totals) and returns the
 // charger. The first grant of a tool is the one its calls are charged to.
-func New(ctx context.Context, m *policy.Manifest, l Ledger, session string) (*Charger, error) {
+func New(ctx context.Context, m *policy.Manifest, l Ledger, session string, opts ...Option) (*Charger, error) {
 	gs, err := Grants(m, session)
 	if err != nil {
 		return nil, err
 	}
 	c := &Charger{auth: l, grants: map[string]budget.Grant{}}
+	for _, o := range opts {
+		o(c)
+	}
 	for _, g := range gs {
 		if err := l.Define(ctx, g); err != nil {
 			return nil, fmt.Errorf("define the budget of grant %s (%s): %w", g.Key, g.Tool, err)
@@ -92,7 +105,7 @@ func (c *Charger) Reserve(ctx context.Context, call *check.Call, d *check.Decisi
 	if err != nil {
 		return nil, toolerr.New(toolerr.InvalidArgs, "budget", "%s: arguments cannot be recorded in a receipt: %v", call.Tool, err)
 	}
-	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw})
+	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash})
 	if err != nil {
 		return nil, reserveErr(call.Tool, err)
 	}
@@ -129,12 +142,13 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 	}
 	act := &receipt.Actual{TokensOut: receipt.Units(max(u.TokensUsed, 0))}
 	actual := res.hold.Reserved
+	var breakdown []byte
 	if u.Known {
 		a, err := money.New(u.CostUnits, u.Currency)
 		if err != nil {
 			u = check.Usage{Reason: fmt.Sprintf("%s reported a cost in an unknown currency (%v)", res.tool, err)}
 		} else {
-			actual = a
+			actual, breakdown = a, u.Breakdown
 			act.Cost, act.Source = receipt.U(a.Units), string(tokenguard.HarnessReported)
 		}
 	}
@@ -145,7 +159,8 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 		}
 		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason}
 	}
-	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act, Kind: receipt.KindTool}})
+	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act, Kind: receipt.KindTool},
+		Breakdown: breakdown, PolicyHash: c.policyHash, ContentHash: u.ContentHash, Evidence: []receipt.Evidence{costEvidence(act, u)}})
 	if err != nil {
 		return nil, err
 	}
@@ -160,4 +175,38 @@ func (c *Charger) Release(ctx context.Context, r check.Reservation, reason strin
 	}
 	_, err := c.auth.Release(ctx, res.hold.ID, reason, "gateway")
 	return err
+}
+
+// EvidenceCostSource is the guard_name of a receipt's evidence of where
+// the charged cost came from.
+const EvidenceCostSource = "cost-source"
+
+// costEvidence says where the settled cost came from: the tool's report
+// (and who made it), or the reservation standing and why.
+func costEvidence(act *receipt.Actual, u check.Usage) receipt.Evidence {
+	e := receipt.Evidence{GuardName: EvidenceCostSource, Verdict: act.Source == string(tokenguard.HarnessReported)}
+	switch {
+	case e.Verdict && u.ReportedBy != "":
+		e.Details = act.Source + ": reported by " + u.ReportedBy
+	case e.Verdict:
+		e.Details = act.Source
+	default:
+		e.Details = act.Source + ": " + act.UnavailableReason
+	}
+	if len(u.Breakdown) > 0 && e.Verdict {
+		e.Details += "; itemized (cost_breakdown), charged as the sum"
+	}
+	return e
+}
+
+// PolicyHash is a manifest's policy_hash: the SHA-256 of the canonical
+// bytes its signature covers (policy.CanonicalBytes), so a signed manifest
+// and its reformatted copy name one policy.
+func PolicyHash(manifest []byte) (string, error) {
+	c, err := policy.CanonicalBytes(manifest)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(c)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }

@@ -39,7 +39,9 @@ type env struct {
 	pub   ed25519.PublicKey
 }
 
-func open(t *testing.T) *env {
+func open(t *testing.T) *env { t.Helper(); return openWith(t) }
+
+func openWith(t *testing.T, opts ...Option) *env {
 	t.Helper()
 	dir := t.TempDir()
 	mp := filepath.Join(dir, "m.yaml")
@@ -57,7 +59,7 @@ func open(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	ch, err := New(context.Background(), m, store, m.Agent.ID)
+	ch, err := New(context.Background(), m, store, m.Agent.ID, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

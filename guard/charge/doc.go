@@ -10,8 +10,12 @@
 // when it reported none, left standing in full with source unavailable and
 // the reason; when a later refusal kept the call from the tool it is
 // released. Every one of those decisions, the refusals included, is a
-// signed receipt written by the budget store. A tool without a grant is not
-// charged and leaves no receipt.
+// signed receipt written by the budget store, naming the manifest
+// (policy_hash, WithPolicyHash), the call's content (content_hash, which
+// the gateway computes, keyed in confidential mode) and where the charged
+// cost came from (evidence "cost-source"); a tool's breakdown is copied
+// into cost_breakdown. A tool without a grant is not charged and leaves no
+// receipt.
 //
 // Error semantics: Reserve returns a *toolerr.Error: tool_restricted
 // (reason "budget") naming the limit when the budget refuses,

@@ -35,6 +35,15 @@ type Usage struct {
 	Known     bool
 	// Reason says why the cost is unknown (Known false).
 	Reason string
+	// Breakdown is the tool's itemized cost as it sent it (the cost is its
+	// sum), copied into the receipt's cost_breakdown.
+	Breakdown []byte
+	// ReportedBy says where the reported cost came from (a plugin's
+	// answer, an MCP result's _meta), for the receipt's evidence.
+	ReportedBy string
+	// ContentHash is the call's arguments and result, hashed (keyed in
+	// confidential mode): the receipt's content_hash. The gateway sets it.
+	ContentHash string
 }
 
 // Charged is what a reconciled call was charged against its grant.

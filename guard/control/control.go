@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/gateway"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -21,9 +23,26 @@ var (
 	ErrUnreachable = errors.New("no gateway on the control socket")
 )
 
+// Rollbacker runs the compensations of a run whose session was killed
+// (gateway.Gateway.Rollback).
+type Rollbacker func(ctx context.Context, run, reason string) ([]gateway.RollbackResult, error)
+
+// ServeOption configures Serve.
+type ServeOption func(*serveConfig)
+
+type serveConfig struct{ rollback Rollbacker }
+
+// WithRollback serves POST /runs/{run}/rollback: a killed session's run is
+// compensated (klock tools rollback, klock run --gateway).
+func WithRollback(r Rollbacker) ServeOption { return func(c *serveConfig) { c.rollback = r } }
+
 // Serve listens on the unix socket at path until ctx ends. A stale socket
 // file (no one listening) is replaced; a live one is an error.
-func Serve(ctx context.Context, path string, p *check.Pipeline) (func(), error) {
+func Serve(ctx context.Context, path string, p *check.Pipeline, opts ...ServeOption) (func(), error) {
+	var cfg serveConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -40,14 +59,14 @@ func Serve(ctx context.Context, path string, p *check.Pipeline) (func(), error) 
 		ln.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: handler(p), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: handler(p, cfg), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	stop := func() { srv.Close(); os.Remove(path) }
 	go func() { <-ctx.Done(); stop() }()
 	return stop, nil
 }
 
-func handler(p *check.Pipeline) http.Handler {
+func handler(p *check.Pipeline, cfg serveConfig) http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -100,7 +119,32 @@ func handler(p *check.Pipeline) http.Handler {
 		}
 		reply(w, 200, map[string]any{"tool": r.PathValue("name"), "limits": now})
 	})
+	if cfg.rollback != nil {
+		mux.HandleFunc("POST /runs/{run}/rollback", func(w http.ResponseWriter, r *http.Request) {
+			var body struct{ Reason string }
+			_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&body)
+			if body.Reason == "" {
+				body.Reason = "rollback requested on the control socket"
+			}
+			// The compensations run even if the requester goes away: a
+			// half-run rollback is worse than a late answer.
+			res, err := cfg.rollback(context.WithoutCancel(r.Context()), r.PathValue("run"), body.Reason)
+			out := RollbackReply{Run: r.PathValue("run"), Results: res}
+			if err != nil {
+				out.Incomplete = err.Error()
+			}
+			reply(w, 200, out)
+		})
+	}
 	return mux
+}
+
+// RollbackReply is the answer to a rollback request: every compensation's
+// outcome, and what was not undone.
+type RollbackReply struct {
+	Run        string                   `json:"run"`
+	Results    []gateway.RollbackResult `json:"results"`
+	Incomplete string                   `json:"incomplete,omitempty"`
 }
 
 // Client talks to one gateway's control socket.
@@ -164,4 +208,21 @@ func (c *Client) Limit(name string, ch check.LimitChange) (policy.RateLimits, er
 	}
 	err := c.do("POST", "/tools/"+name+"/limit", ch, &out)
 	return out.Limits, err
+}
+
+// Rollback asks the gateway to run the compensations of run's
+// REVERSIBLE-WRITE calls (its session was killed, reason). It returns the
+// outcomes, and an error wrapping gateway.ErrRollback when any was not
+// undone.
+func (c *Client) Rollback(run, reason string) (RollbackReply, error) {
+	var out RollbackReply
+	// Each compensation runs with its tool's timeout: wait for them all.
+	long := &Client{path: c.path, hc: &http.Client{Timeout: 10 * time.Minute, Transport: c.hc.Transport}}
+	if err := long.do("POST", "/runs/"+url.PathEscape(run)+"/rollback", map[string]string{"reason": reason}, &out); err != nil {
+		return out, err
+	}
+	if out.Incomplete != "" {
+		return out, fmt.Errorf("%w: %s", gateway.ErrRollback, out.Incomplete)
+	}
+	return out, nil
 }

@@ -23,8 +23,11 @@
 // (reached through the proxy's Invoker, itself checked and audited) before
 // the reservation; after, the output_schema (a broken output is the tool's
 // failure, withheld), the consecutive-error count, the audit_logging.records
-// values, and each REVERSIBLE-WRITE's compensation, kept per run for
-// Rollback (rollback.go) when the run's session is killed.
+// values, and each REVERSIBLE-WRITE's compensation, kept per run and
+// journaled beside the audit log (rbjournal.go) for Rollback (rollback.go)
+// when the run's session is killed: the control socket's POST
+// /runs/{run}/rollback, from klock run --gateway or klock tools rollback.
+// Each rollback is audited and, with WithReceipts, receipted.
 //
 // Error semantics: Call returns the tool's outcome or a *toolerr.Error, never
 // a Go error the agent could not read. The gateway never retries a call.

@@ -58,16 +58,18 @@ type Dispatch func(ctx context.Context) (Outcome, error)
 
 // Gateway ties the pieces together. Build it with New.
 type Gateway struct {
-	p         *check.Pipeline
-	audit     *audit.Log
-	approvals *approval.Store
-	idem      *idem.Store
-	charger   check.Charger
-	agent     string
-	timeout   time.Duration // approval deadline
-	wait      time.Duration // how long one call blocks on a pending approval
-	hash      *audit.Hasher // keyed digests of confidential values
-	rb        rollbacks     // compensations of REVERSIBLE-WRITE calls, by run
+	p          *check.Pipeline
+	audit      *audit.Log
+	approvals  *approval.Store
+	idem       *idem.Store
+	charger    check.Charger
+	agent      string
+	timeout    time.Duration // approval deadline
+	wait       time.Duration // how long one call blocks on a pending approval
+	hash       *audit.Hasher // keyed digests of confidential values
+	rb         rollbacks     // compensations of REVERSIBLE-WRITE calls, by run
+	receipts   ReceiptWriter // rollbacks' receipts (nil: audit only)
+	policyHash string
 }
 
 // Option configures New.
@@ -229,11 +231,13 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 			g.release(ctx, call, res, te.Message)
 		case te != nil:
 			u := check.Usage{Reason: fmt.Sprintf("the call ended with %s (%s): whether the tool acted is unknown, the reservation stays charged", te.Class, te.Message)}
+			u.ContentHash = g.contentHash(call.Args, nil, d.Confidential)
 			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, u)
 		default:
 			if !out.Usage.Known && out.Usage.Reason == "" {
 				out.Usage.Reason = call.Tool + " reported no cost; the reservation stays charged"
 			}
+			out.Usage.ContentHash = g.contentHash(call.Args, out.Result, d.Confidential)
 			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, out.Usage)
 		}
 		if chargeErr != nil {

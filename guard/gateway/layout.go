@@ -58,6 +58,7 @@ type Stores struct {
 	// AuditPath is the audit log's file (klock audit verify reads it).
 	AuditPath string
 	Limits    *ratestate.Store
+	rb        *rbJournal
 }
 
 // Close closes the audit log and the idempotency store.
@@ -71,6 +72,7 @@ func (s *Stores) Close() {
 	if s.Limits != nil {
 		s.Limits.Close()
 	}
+	s.rb.close()
 }
 
 // Open compiles m and opens its durable stores; auditPath overrides the
@@ -107,10 +109,17 @@ func Open(m *policy.Manifest, l Layout, auditPath string, checkOpts []check.Opti
 		st.Close()
 		return nil, nil, fmt.Errorf("refusing to start without the idempotency store (--state-dir): %w", err)
 	}
+	j, open, err := openRBJournal(RollbackJournal(auditPath))
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("refusing to start without the rollback journal (beside the audit log): %w", err)
+	}
+	st.rb = j
 	g, err := New(m, p, st.Audit, st.Approvals, st.Idem, opts...)
 	if err != nil {
 		st.Close()
 		return nil, nil, err
 	}
+	g.rb.journal, g.rb.run = j, open
 	return g, st, nil
 }

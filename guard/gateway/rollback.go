@@ -25,9 +25,10 @@ import (
 // the run's session was killed (Rollback). Each is audited as a "rollback"
 // record naming the call it undoes.
 //
-// The compensations are kept in memory: a gateway restarted between the
-// call and the kill has lost them (the audit log still names every
-// dispatched call for a human to undo).
+// The compensations are journaled beside the audit log (rbjournal.go), so a
+// gateway restarted between the call and the kill still runs them, through
+// the invoker its proxy gives it (SetInvoker). Each rollback is audited
+// and, when the gateway has a receipt writer (WithReceipts), receipted.
 
 // pending is one call's compensation, not run yet.
 type pending struct {
@@ -40,8 +41,30 @@ type pending struct {
 
 // rollbacks holds the pending compensations by run.
 type rollbacks struct {
-	mu  sync.Mutex
-	run map[string][]pending
+	mu       sync.Mutex
+	run      map[string][]pending
+	journal  *rbJournal
+	fallback Invoker // reaches the tools for compensations restored from the journal
+}
+
+// SetInvoker gives the gateway a way to reach the tools for compensations
+// registered before a restart (their calls' proxy is gone). The proxy that
+// serves the gateway sets it when it starts.
+func (g *Gateway) SetInvoker(inv Invoker) {
+	g.rb.mu.Lock()
+	g.rb.fallback = inv
+	g.rb.mu.Unlock()
+}
+
+// Pending lists the compensations run's calls left, oldest first.
+func (g *Gateway) Pending(run string) []RollbackResult {
+	g.rb.mu.Lock()
+	defer g.rb.mu.Unlock()
+	var out []RollbackResult
+	for _, p := range g.rb.run[run] {
+		out = append(out, RollbackResult{CallID: p.callID, Tool: p.tool, Rollback: p.rollback, OK: p.problem == "", Message: p.problem})
+	}
+	return out
 }
 
 // registerRollback notes a successful call's compensation when its tool is
@@ -80,7 +103,13 @@ func (g *Gateway) registerRollback(call *check.Call, callID string, t *policy.To
 		g.rb.run = map[string][]pending{}
 	}
 	g.rb.run[call.RunID] = append(g.rb.run[call.RunID], p)
+	j := g.rb.journal
 	g.rb.mu.Unlock()
+	if err := j.append(rbRecord{Op: rbAdd, Run: call.RunID, CallID: callID, Tool: p.tool, Rollback: p.rollback, Args: p.args, Problem: p.problem}); err != nil {
+		// The call ran; its compensation is kept in memory and a restart
+		// would lose it. Say so where an operator looks.
+		slog.Error("rollback journal: a compensation was not journaled; a gateway restart would lose it", "call_id", callID, "tool", call.Tool, "err", err)
+	}
 }
 
 // RollbackResult is one compensation's outcome.
@@ -105,11 +134,17 @@ func (g *Gateway) Rollback(ctx context.Context, run, reason string) ([]RollbackR
 	g.rb.mu.Lock()
 	list := g.rb.run[run]
 	delete(g.rb.run, run)
+	fallback, j := g.rb.fallback, g.rb.journal
 	g.rb.mu.Unlock()
 	var out []RollbackResult
 	var failed []string
 	for i := len(list) - 1; i >= 0; i-- {
 		p := list[i]
+		if p.invoke == nil && p.problem == "" {
+			if p.invoke = fallback; p.invoke == nil {
+				p.problem = "this gateway has no way to reach " + p.rollback + " (restored from the journal; its proxy has not started)"
+			}
+		}
 		res := RollbackResult{CallID: p.callID, Tool: p.tool, Rollback: p.rollback, OK: p.problem == ""}
 		start := time.Now()
 		if p.problem != "" {
@@ -127,6 +162,13 @@ func (g *Gateway) Rollback(ctx context.Context, run, reason string) ([]RollbackR
 		rec.SetArgs(p.args, g.confidential(p.rollback), g.hash)
 		if err := g.audit.Append(rec); err != nil {
 			slog.Error("audit: rollback record not written", "call_id", p.callID, "err", err)
+		}
+		g.receiptRollback(ctx, run, reason, p, res)
+		// Done is journaled whatever the outcome: a compensation that
+		// failed is reported (audit, receipt, ErrRollback) for a human, not
+		// retried blindly by the next kill.
+		if err := j.append(rbRecord{Op: rbDone, Run: run, CallID: p.callID}); err != nil {
+			slog.Error("rollback journal: completion not journaled; a restart would offer this compensation again", "call_id", p.callID, "err", err)
 		}
 		out = append(out, res)
 	}

@@ -1,10 +1,12 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
 	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/costreport"
 	"github.com/klocklabs/klock/guard/money"
 )
 
@@ -32,6 +34,21 @@ func usageOf(result json.RawMessage) check.Usage {
 		return u
 	}
 	u.CostUnits, u.Currency, u.Known = amt.Units, amt.Currency, true
+	u.ReportedBy = "the MCP server's result _meta.cost"
+	// Seed 003's ToolInvocationCost may itemize: {"units", "currency",
+	// "breakdown"}; the call is charged the breakdown's sum.
+	var withBreakdown struct {
+		Breakdown json.RawMessage `json:"breakdown"`
+	}
+	if json.Unmarshal(r.Meta.Cost, &withBreakdown) == nil && len(withBreakdown.Breakdown) > 0 && string(withBreakdown.Breakdown) != "null" {
+		sum, err := costreport.Total(&amt, withBreakdown.Breakdown)
+		if err != nil {
+			return check.Usage{TokensUsed: u.TokensUsed, Reason: fmt.Sprintf("the server reported a cost klock cannot read (%v); the reservation stays charged", err)}
+		}
+		var c bytes.Buffer
+		_ = json.Compact(&c, withBreakdown.Breakdown)
+		u.CostUnits, u.Breakdown = sum.Units, c.Bytes()
+	}
 	return u
 }
 
@@ -41,8 +58,9 @@ func readCost(raw json.RawMessage) (money.Amount, error) {
 		return money.Parse(s)
 	}
 	var a struct {
-		Units    *uint64 `json:"units"`
-		Currency string  `json:"currency"`
+		Units     *uint64         `json:"units"`
+		Currency  string          `json:"currency"`
+		Breakdown json.RawMessage `json:"breakdown"`
 	}
 	if err := json.Unmarshal(raw, &a); err != nil || a.Units == nil {
 		return money.Amount{}, fmt.Errorf(`want {"units": N, "currency": "USD"} or "0.12 USD", got %s`, raw)

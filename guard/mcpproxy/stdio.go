@@ -51,6 +51,9 @@ func (p *Proxy) ServeStdio(ctx context.Context, clientIn io.Reader, clientOut io
 		p: p, client: &lineWriter{w: clientOut}, server: &lineWriter{w: serverIn},
 		lists: map[string]bool{}, calls: map[string]chan message{}, late: map[string]bool{}, closed: make(chan struct{}),
 	}
+	// Compensations journaled before a restart reach their tools through
+	// this session's server.
+	p.gw.SetInvoker(s.invoker())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serverDone := make(chan error, 1)

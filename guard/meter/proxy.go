@@ -35,6 +35,8 @@ type Config struct {
 	Guard    *tokenguard.Guard
 	Prices   *Prices
 	AgentID  string
+	// PolicyHash is the manifest's hash, every receipt's policy_hash.
+	PolicyHash string
 	// Approver answers Token Guard escalations; nil refuses them.
 	Approver tokenguard.Approver
 	Client   *http.Client
@@ -236,7 +238,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 	}
 	params, _ := json.Marshal(map[string]any{"api": req.API, "model": req.Model, "stream": req.Stream, "max_output_tokens": c.capOut})
 	c.hold, err = p.c.Budget.Reserve(ctx, budget.Request{Key: p.c.Key, Cost: worst, Tool: req.Model, Server: p.c.Upstream.Host,
-		Parameters: params, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}})
+		Parameters: params, PolicyHash: p.c.PolicyHash, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}})
 	if err != nil {
 		status, class, retry := http.StatusPaymentRequired, "budget_denied", false
 		if errors.Is(err, budget.ErrLedger) {
@@ -368,7 +370,7 @@ func (p *Proxy) settle(c *call, t *Tally, cutReason string) {
 		}
 		p.c.Runs.Add(c.run, u)
 	}
-	if _, err := p.c.Budget.Reconcile(context.Background(), c.hold.ID, budget.Settle{Actual: actual, CostMeta: meta}); err != nil {
+	if _, err := p.c.Budget.Reconcile(context.Background(), c.hold.ID, budget.Settle{Actual: actual, CostMeta: meta, PolicyHash: p.c.PolicyHash}); err != nil {
 		p.c.Log.Error("meter: reconcile failed; the reservation stays charged", "hold", c.hold.ID, "err", err)
 	}
 }

@@ -14,7 +14,12 @@
 // its own directory and the system-ro baseline, execute only its entry (and
 // the entry's #! interpreter), write nothing and reach no network. Its
 // permissions can widen that: "filesystem": {"read": [...], "write": [...]}
-// adds path patterns, "network": ["host:port/tcp", ...] adds destinations.
+// adds path patterns, "network": ["host:port/tcp", ...] adds destinations,
+// "exec": ["/usr/bin/jq"] adds programs (absolute paths, no patterns). A
+// #!/bin/sh entry's shell is its interpreter: it runs its builtins, and
+// any program it starts (sh -c id starts id) that exec does not list is a
+// violation that kills the session. Readable or writable paths never
+// become executable: exec is PROC, never FILE.
 // A plugin that breaks its scope is stopped by the kernel and klock kills
 // its session. internal_api is accepted and recorded; klock gives plugins no
 // internal service, so it grants nothing.
@@ -32,6 +37,9 @@
 // "retryable", "message"} for a failure. cost_1t is read from the number's
 // text, never a float, in Runner.Cost1TCurrency (USD unless set: the seed
 // names no unit), rounded up to the currency's minor unit.
+// A "breakdown" of named amounts ({"compute": "0.12 USD", "io": "0.03 USD"},
+// or bare minor units beside a cost) is charged as its sum and kept for
+// the receipt's cost_breakdown; one that disagrees with cost is refused.
 //
 // Error semantics: Load / LoadDir return ErrManifest naming the file, the
 // field and the fix. Run returns a *toolerr.Error: tool_sandbox_violation

@@ -44,12 +44,18 @@ type Permissions struct {
 	Read, Write []string
 	// InternalAPI is recorded, not granted (klock has no internal services).
 	InternalAPI []string
+	// Exec lists the programs (absolute paths) the plugin may execute
+	// besides its entry and its interpreter; absent: none. Seed 004 says a
+	// plugin does not run a shell: this is how an operator says otherwise
+	// for a named program, never for "anything".
+	Exec []string
 }
 
 type permissionsJSON struct {
 	Network     json.RawMessage `json:"network"`
 	Filesystem  json.RawMessage `json:"filesystem"`
 	InternalAPI []string        `json:"internal_api"`
+	Exec        []string        `json:"exec"`
 }
 
 func (p *Permissions) UnmarshalJSON(b []byte) error {
@@ -57,7 +63,7 @@ func (p *Permissions) UnmarshalJSON(b []byte) error {
 	if err := strictDecode(b, &raw); err != nil {
 		return fmt.Errorf("permissions: %w", err)
 	}
-	p.InternalAPI = raw.InternalAPI
+	p.InternalAPI, p.Exec = raw.InternalAPI, raw.Exec
 	if off(raw.Network) {
 		p.Network = nil
 	} else if err := json.Unmarshal(raw.Network, &p.Network); err != nil {
@@ -78,6 +84,9 @@ func (p *Permissions) UnmarshalJSON(b []byte) error {
 
 func (p Permissions) MarshalJSON() ([]byte, error) {
 	out := map[string]any{"network": false, "filesystem": false, "internal_api": p.InternalAPI}
+	if len(p.Exec) > 0 {
+		out["exec"] = p.Exec
+	}
 	if len(p.Network) > 0 {
 		out["network"] = p.Network
 	}
@@ -112,6 +121,8 @@ type Plugin struct {
 	Dir, EntryPath string
 	// Interpreter is the entry's #! interpreter (resolved), if any.
 	Interpreter string
+	// Programs are permissions.exec, resolved.
+	Programs []string
 }
 
 // Load reads and validates the plugin in dir.
@@ -167,7 +178,32 @@ func Load(dir string) (*Plugin, error) {
 	if p.Interpreter, err = interpreter(entry); err != nil {
 		return nil, bad("entry %s: %v", entry, err)
 	}
+	if p.Programs, err = programs(m.Permissions.Exec); err != nil {
+		return nil, bad("permissions.exec: %v", err)
+	}
 	return p, nil
+}
+
+// programs resolves permissions.exec: each an absolute path to an
+// executable regular file, resolved (the kernel wall decides on the file,
+// not the name). A pattern is refused: a plugin lists what it runs.
+func programs(list []string) ([]string, error) {
+	var out []string
+	for _, prog := range list {
+		if !filepath.IsAbs(prog) || strings.ContainsAny(prog, "*?[") {
+			return nil, fmt.Errorf("%q: name one program by its absolute path, e.g. \"/usr/bin/jq\" (no patterns)", prog)
+		}
+		real, err := filepath.EvalSymlinks(prog)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", prog, err)
+		}
+		st, err := os.Stat(real)
+		if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("%q (%s) is not an executable regular file", prog, real)
+		}
+		out = append(out, real)
+	}
+	return out, nil
 }
 
 // interpreter reads a #! line and resolves its program.

@@ -35,6 +35,7 @@ type answer struct {
 	TokensUsed *int64          `json:"tokens_used"`
 	Cost       json.RawMessage `json:"cost"`
 	Cost1T     json.RawMessage `json:"cost_1t"`
+	Breakdown  json.RawMessage `json:"breakdown"`
 	Error      *string         `json:"error"`
 	ErrorClass string          `json:"error_class"`
 	Retryable  *bool           `json:"retryable"`
@@ -62,6 +63,9 @@ type Result struct {
 	// when it has more digits: a budget never under-counts a cost.
 	Cost1T      string
 	CostRounded bool
+	// Breakdown is the plugin's itemized cost as it sent it (Cost is its
+	// sum), for the receipt's cost_breakdown.
+	Breakdown json.RawMessage
 	// Session is the klock session id, LogPath its verification log.
 	Session, LogPath string
 }
@@ -123,6 +127,9 @@ func parseAnswer(out []byte, cost1TCurrency string) (*Result, error) {
 		}
 		r.Cost = &money.Amount{Units: units, Currency: cost1TCurrency}
 		r.Cost1T, r.CostRounded = text, !exact
+	}
+	if err := r.itemize(a.Breakdown); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -69,6 +69,8 @@ func (p *Provider) Invoke(ctx context.Context, call *check.Call) (gateway.Outcom
 	out := gateway.Outcome{Result: res.Output, Structured: res.Output, Usage: check.Usage{TokensUsed: res.TokensUsed}}
 	if res.Cost != nil {
 		out.Usage.CostUnits, out.Usage.Currency, out.Usage.Known = res.Cost.Units, res.Cost.Currency, true
+		out.Usage.Breakdown = res.Breakdown
+		out.Usage.ReportedBy = fmt.Sprintf("plugin %s %s answer (klock session %s)", pl.Name, pl.Version, res.Session)
 	} else {
 		out.Usage.Reason = fmt.Sprintf("plugin %s reported no cost (session %s); the reservation stays charged", pl.Name, res.Session)
 	}

@@ -9,7 +9,8 @@ import (
 
 // SessionManifest is the klock manifest one call of p runs under: strict
 // mode, the system-ro baseline, its own directory readable, its entry (and
-// interpreter) executable, and only what its permissions add. workdir is
+// interpreter) executable, and only what its permissions add (programs
+// only by permissions.exec). workdir is
 // klock's scratch directory for the plugin's sessions (their logs and
 // backups), not a place the plugin may write.
 func SessionManifest(p *Plugin, workdir string) (*policy.Manifest, []byte, error) {
@@ -19,6 +20,11 @@ func SessionManifest(p *Plugin, workdir string) (*policy.Manifest, []byte, error
 	add("PROVIDES PROC:%s", p.EntryPath)
 	if p.Interpreter != "" {
 		add("PROVIDES PROC:%s", p.Interpreter)
+	}
+	// Nothing else is executable unless permissions.exec names it: a shell
+	// interpreter may run its own builtins, not start other programs.
+	for _, prog := range p.Programs {
+		add("PROVIDES PROC:%s", prog)
 	}
 	for _, r := range p.Permissions.Read {
 		add("CONSUMES FILE:%s", r)

@@ -20,6 +20,7 @@ const (
 	PhaseReconcile = "reconcile"  // actual cost settled against the pre-charge
 	PhaseReverse   = "reverse"    // pre-charge fully reversed: the call never ran
 	PhaseGuard     = "guard"      // a decision with no ledger movement (Token Guard, meter)
+	PhaseRollback  = "rollback"   // a REVERSIBLE-WRITE's compensation run after its session was killed
 )
 
 // Settlement statuses (seed 003 SettlementStatus).

@@ -62,6 +62,8 @@ func New(gw *gateway.Gateway, tools Provider, opts ...Option) *Proxy {
 		rand.Read(b[:])
 		p.runID = "run_" + hex.EncodeToString(b[:])
 	}
+	// Compensations journaled before a restart reach their plugins here.
+	gw.SetInvoker(p.invoke)
 	return p
 }
 

@@ -1,0 +1,55 @@
+package charge
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/gateway"
+	"github.com/klocklabs/klock/guard/receipt"
+)
+
+// Issue 20 item 9: a tool call's receipts carry policy_hash (the
+// manifest's), content_hash (its arguments and result) and evidence (where
+// the charged cost came from), and a reported breakdown is recorded.
+func TestReceiptsCarryPolicyContentAndEvidence(t *testing.T) {
+	ph, err := PolicyHash([]byte(manifest))
+	if err != nil || !strings.HasPrefix(ph, "sha256:") {
+		t.Fatalf("policy hash %q %v", ph, err)
+	}
+	e := openWith(t, WithPolicyHash(ph))
+	u := &check.Usage{CostUnits: 3, Currency: "USD", Known: true, ReportedBy: "plugin quote 1.0.0 answer",
+		Breakdown: []byte(`{"compute":2,"io":1}`)}
+	if _, te := e.gw.Call(context.Background(), &check.Call{Tool: "quote", Args: map[string]any{"q": "x"}}, ok(u)); te != nil {
+		t.Fatal(te)
+	}
+	var pre, rec *receipt.Receipt
+	for _, r := range e.receipts(t) {
+		switch r.Phase {
+		case receipt.PhasePreCharge:
+			pre = r
+		case receipt.PhaseReconcile:
+			rec = r
+		}
+	}
+	if pre == nil || rec == nil || pre.PolicyHash != ph || rec.PolicyHash != ph {
+		t.Fatalf("policy_hash: pre %+v rec %+v", pre, rec)
+	}
+	if !strings.HasPrefix(rec.ContentHash, "sha256:") || len(rec.ContentHash) != len("sha256:")+64 {
+		t.Fatalf("content_hash %q", rec.ContentHash)
+	}
+	if len(rec.Evidence) != 1 || rec.Evidence[0].GuardName != EvidenceCostSource || !rec.Evidence[0].Verdict ||
+		!strings.Contains(rec.Evidence[0].Details, "plugin quote") {
+		t.Fatalf("evidence %+v", rec.Evidence)
+	}
+	if got := string(rec.Metadata.Financial.CostBreakdown); got != `{"compute":2,"io":1}` {
+		t.Fatalf("cost_breakdown %s", got)
+	}
+	var b map[string]int
+	if json.Unmarshal(rec.Metadata.Financial.CostBreakdown, &b) != nil || b["compute"] != 2 {
+		t.Fatalf("breakdown %s", rec.Metadata.Financial.CostBreakdown)
+	}
+	_ = gateway.Outcome{}
+}
