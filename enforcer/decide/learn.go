@@ -87,6 +87,7 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall, scope: e.madeIn(o.Triple.Path)})
 		}
 	}
+	need = append(need, e.leftBehind()...)
 	gone, own := e.madeAndGone(), e.ownFiles()
 	names := e.learnNames()
 	threshold := e.learnMin
@@ -240,6 +241,9 @@ func sortLearned(out []learnedIntent) {
 }
 
 func seen(n uint64) string {
+	if n == 0 {
+		return "learned: not done by this run, implied by it"
+	}
 	if n == 1 {
 		return "learned: seen once"
 	}

@@ -379,7 +379,9 @@ func TestLearnedCountsTemporaryFilesTowardsTheirDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Learned: %v\n%s", err, out)
 	}
-	for _, want := range []string{"PROVIDES FILE:${workdir}/build/** # learned: 4 observed paths collapsed", "DELETES FILE:${workdir}/build/* # learned: a temporary file"} {
+	// x and y are left behind, so their removal by the next run is
+	// declared too (leftBehind): four paths, the subtree.
+	for _, want := range []string{"PROVIDES FILE:${workdir}/build/** # learned: 4 observed paths collapsed", "DELETES FILE:${workdir}/build/** # learned: 4 observed paths collapsed"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("learned manifest lacks %s\n%s", want, out)
 		}
@@ -435,5 +437,32 @@ func TestLearnedWorkdirReadsCoverTheNextInput(t *testing.T) {
 	}
 	if strings.Contains(string(out), "test_calc.py") || strings.Contains(string(out), "greet-1.0.0") {
 		t.Errorf("learned manifest pins this run's input files\n%s", out)
+	}
+}
+
+// TestLearnedDeclaresRemovingWhatTheRunLeft: a run that made build/hello
+// and left it: the next run, with the file there, relinks it (the linker
+// removes its old output first). Learned from a run that only made it, the
+// strict run was killed for DELETES build/hello (the README's own flow:
+// learn `make build`, edit a source, run strict).
+func TestLearnedDeclaresRemovingWhatTheRunLeft(t *testing.T) {
+	m := manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
+	observeAll(e, fileEv(policy.Provides, "/srv/repo/build", "mkdirat"),
+		fileEv(policy.Provides, "/srv/repo/build/hello", "openat"), fileEv(policy.Mutates, "/srv/repo/build/hello", "write"))
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	next, err := policy.Parse("learned.yaml", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := New(compile(t, next), policy.ModeStrict, WithClock(fakeClock()))
+	if v := strict.Observe(fileEv(policy.Deletes, "/srv/repo/build/hello", "unlinkat")); v.Action != ActionAllow {
+		t.Errorf("the next run's relink: %s %v (%v)\n%s", v.Triple, v.Action, v.Err, out)
+	}
+	if !strings.Contains(string(out), "not done by this run, implied by it") {
+		t.Errorf("the implied removal is not marked as such\n%s", out)
 	}
 }
