@@ -47,7 +47,7 @@ func BenchmarkMetaWalk(b *testing.B) {
 	// shared with the rest of the backup).
 	walk := func(meta []Scope, uid uint32) (Stats, time.Duration) {
 		t := &taker{ctx: context.Background(), scopes: []Scope{{Path: work, Tree: true}}, meta: normalize(meta),
-			metaLimit: DefaultMetaLimit, agent: &agent{uid: uid, gids: []uint32{uid}}, preMade: map[string]bool{},
+			metaLimit: DefaultMetaLimit, agent: &agent{uid: uid, gids: []uint32{uid}},
 			reach: map[string]reach{}, workers: max(4, runtime.NumCPU())}
 		t0 := time.Now()
 		entries, _, err := t.walkMeta()

@@ -154,7 +154,7 @@ func (t *taker) walkMeta() (out []Entry, cut []string, err error) {
 			}
 			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 			in, tree := inScope(t.scopes, p)
-			if tree || t.preMade[p] {
+			if tree {
 				return false, nil // recorded in full by the scopes' walk
 			}
 			if !in && t.agent.canMeta(p, st) {

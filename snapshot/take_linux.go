@@ -54,10 +54,6 @@ type Options struct {
 	// AgentGIDs are the agent's groups (primary and supplementary), for
 	// the group permission bits.
 	AgentGIDs []uint32
-	// Made are directories made for the session just before Take (empty,
-	// the agent's): recorded as absent, so that Restore removes them like
-	// anything else the session made.
-	Made []string
 	// MetaScopes (with AgentUID) are regions outside the scopes where the
 	// agent may own files, whose metadata it can change though it can
 	// write nothing there (see MetaScopes): every path there whose
@@ -160,12 +156,9 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 	if workers <= 0 {
 		workers = max(4, runtime.NumCPU())
 	}
-	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, preMade: map[string]bool{}, reach: map[string]reach{}}
+	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, reach: map[string]reach{}}
 	if opts.AgentUID != nil {
 		t.agent = &agent{uid: *opts.AgentUID, gids: opts.AgentGIDs}
-	}
-	for _, p := range opts.Made {
-		t.preMade[filepath.Clean(p)] = true
 	}
 	for _, m := range normalize(opts.MetaScopes) {
 		if filepath.IsAbs(m.Path) && m.Path != "/" {
@@ -186,8 +179,7 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 
 type taker struct {
 	agentUID  *uint32
-	agent     *agent          // nil: everything in the scopes is recorded
-	preMade   map[string]bool // Options.Made
+	agent     *agent // nil: everything in the scopes is recorded
 	ctx       context.Context
 	root      string
 	workdir   string
@@ -619,9 +611,6 @@ func (t *taker) walk() ([]Entry, error) {
 			if err := t.ctx.Err(); err != nil {
 				return false, err
 			}
-		}
-		if t.preMade[p] {
-			return true, nil // not there before the session: not recorded
 		}
 		if t.agent != nil {
 			pr, err := t.reachAt(parent(p))
