@@ -28,6 +28,15 @@
 //     next time; the verdict is ActionAmended, or ActionBlocked when a kernel
 //     wall already refused the attempt (walls such as Landlock cannot be
 //     widened at run time; the lease still records the need for --learn).
+//     With WithAmendGate an amendment is made only when the gate grants it
+//     (KLIS-6 §3: "if no conflict exists"); LeaseGate is the gate of a
+//     session that holds leases: it acquires the amendment's exact intent
+//     as the session's lease, never waiting, and backs up what a granted
+//     amendment lets a refused operation change on its retry before it is
+//     granted. Not granted, the verdict is ActionLeaseDenied: no
+//     amendment, the violation names the conflicting lease, its holder and
+//     object (Violation.LeaseError, Conflicts), and a refused operation
+//     stays refused.
 //   - Lost events: strict returns ActionKill with a reason (fail closed: an
 //     unseen operation may have been a violation); permissive records them
 //     and returns ActionAllow.

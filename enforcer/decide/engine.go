@@ -42,6 +42,8 @@ type Engine struct {
 	// (Lookup); nameServers its resolver's servers. For --learn only.
 	names       map[NameSource]map[netip.Addr][]string
 	nameServers []netip.Addr
+	// gate grants or refuses permissive amendments (WithAmendGate).
+	gate AmendGate
 }
 
 // Option configures an Engine.
@@ -241,7 +243,25 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 	}
 	rec.Action = v.Action
 	if lease, ok := leaseFor(t); ok {
-		if rs, err := e.rs.With(lease); err == nil {
+		rs, err := e.rs.With(lease)
+		var ans AmendAnswer
+		if err == nil {
+			// Only an amendment that can be made is asked for: a lease
+			// granted for nothing would be held all session.
+			ans = e.askGate(ev, t, lease)
+		}
+		switch {
+		case err != nil:
+			rec.LeaseError = err.Error()
+		case !ans.Granted:
+			// Another holder's lease: the scope does not grow, and a
+			// wall that refused the operation goes on refusing it.
+			v.Action, v.LeaseError = ActionLeaseDenied, ans.Why
+			rec.Action, rec.LeaseError, rec.Conflicts = v.Action, ans.Why, ans.Conflicts
+			e.viol = append(e.viol, rec)
+			e.log.Warn("scope violation: amendment not granted (permissive)", "violation", v.Err.Error(), "why", ans.Why, "pid", ev.PID, "comm", ev.Comm, "blocked", ev.Blocked)
+			return v
+		default:
 			e.setRuleset(rs)
 			i := len(rs.Intents) - 1
 			v.Lease = &rs.Intents[i]
@@ -252,8 +272,6 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 				Time: ev.Time, Intent: *v.Lease, Triple: t, PID: ev.PID, Comm: ev.Comm,
 				Syscall: ev.Syscall, Blocked: ev.Blocked,
 			})
-		} else {
-			rec.LeaseError = err.Error()
 		}
 	} else {
 		rec.LeaseError = "no exact intent expresses " + t.String()

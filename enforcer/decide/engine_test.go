@@ -310,7 +310,7 @@ func TestConcurrentObserve(t *testing.T) {
 }
 
 func TestActionText(t *testing.T) {
-	for _, a := range []Action{ActionAllow, ActionBlocked, ActionKill, ActionAmended} {
+	for _, a := range []Action{ActionAllow, ActionBlocked, ActionKill, ActionAmended, ActionLeaseDenied} {
 		b, _ := a.MarshalText()
 		var back Action
 		if err := back.UnmarshalText(b); err != nil || back != a {

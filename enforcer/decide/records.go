@@ -56,6 +56,9 @@ type Violation struct {
 	// Lease is the amendment made for it (permissive), LeaseError why none could be.
 	Lease      string
 	LeaseError string
+	// Conflicts are the other holders' leases that refused its amendment
+	// (ActionLeaseDenied).
+	Conflicts []LeaseConflict
 }
 
 // Amendment is one Dynamic Lease Acquisition.

@@ -21,9 +21,15 @@ const (
 	// ActionAmended: permissive mode; the scope was amended with a lease
 	// intent (Verdict.Lease) and the operation proceeds.
 	ActionAmended
+	// ActionLeaseDenied: permissive mode; the amendment was not granted
+	// (WithAmendGate: another holder's lease conflicts, Verdict.LeaseError
+	// says whose). The scope does not grow: an operation a wall refused
+	// (Verdict.Blocked) stays refused, one a detect-only backend saw has
+	// taken effect and stays a violation on record.
+	ActionLeaseDenied
 )
 
-var actionNames = [...]string{"allow", "violation-blocked", "violation-kill", "amended"}
+var actionNames = [...]string{"allow", "violation-blocked", "violation-kill", "amended", "violation-lease-denied"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {
@@ -50,7 +56,7 @@ func (a *Action) UnmarshalText(b []byte) error {
 type UnknownActionError struct{ Name string }
 
 func (e *UnknownActionError) Error() string {
-	return "unknown action " + e.Name + "; want allow, violation-blocked, violation-kill or amended"
+	return "unknown action " + e.Name + "; want allow, violation-blocked, violation-kill, amended or violation-lease-denied"
 }
 
 // Verdict is the engine's answer for one event or loss.
@@ -75,6 +81,9 @@ type Verdict struct {
 	// Lease is the intent added to the scope (ActionAmended, ActionBlocked
 	// in permissive mode), nil otherwise.
 	Lease *policy.Intent
+	// LeaseError says why a permissive amendment was not granted
+	// (ActionLeaseDenied): the conflicting lease, its holder and object.
+	LeaseError string
 	// Reason explains a kill that has no ScopeViolationError (lost events).
 	Reason string
 	// First is true on the first ActionKill verdict of the session: the one
