@@ -94,11 +94,15 @@ func (l *Log) AddRecords(r decide.Records) {
 		if v.Triple.Type == policy.ObjNet {
 			path = v.Triple.ObjectString()
 		}
-		l.Violations = append(l.Violations, Violation{
+		x := Violation{
 			Time: v.Time, Triple: v.Triple.String(), Path: path, Error: v.Error, Needed: v.Needed,
 			Declared: v.Declared.String(), Blocked: v.Blocked, Errno: v.Errno, Action: v.Action.String(), Lease: v.Lease,
-			PID: v.PID, Comm: v.Comm, Syscall: v.Syscall, Source: string(v.Source),
-		})
+			LeaseError: v.LeaseError, PID: v.PID, Comm: v.Comm, Syscall: v.Syscall, Source: string(v.Source),
+		}
+		for _, c := range v.Conflicts {
+			x.LeaseConflicts = append(x.LeaseConflicts, LeaseConflict{Lease: c.Lease, Session: c.Session, Agent: c.Agent, Intent: c.Intent})
+		}
+		l.Violations = append(l.Violations, x)
 	}
 	l.Amendments = nil
 	for _, a := range r.Amendments {

@@ -13,9 +13,12 @@ func (l *Log) Headline() (verdict, summary string) {
 	if l.Incomplete() {
 		return VerdictIncomplete, fmt.Sprintf("INCOMPLETE (no end recorded: the session is still running, or klock (pid %d) was stopped before it ended it; what the agent did is not in this log, and klock rollback -m MANIFEST %s restores the pre-flight state)", l.KlockPID, l.Session)
 	}
-	var blocked, detected, amended int
+	var blocked, detected, amended, denied int
 	var failedErrnos []string // the errnos of attempts that failed without effect
 	for _, v := range l.Violations {
+		if v.LeaseDenied() {
+			denied++
+		}
 		switch {
 		case v.Action == "amended":
 			amended++
@@ -42,7 +45,11 @@ func (l *Log) Headline() (verdict, summary string) {
 	}
 	var q []string
 	switch {
-	case blocked+detected+len(failedErrnos) > 0 && l.Mode != "permissive" || l.Exit.KilledByKlock && len(l.Violations) > 0:
+	// A permissive session whose amendment another session's lease
+	// refused did not get its scope widened: a violation, whatever the
+	// mode (and, when it was not blocked, a change in another session's
+	// scope).
+	case blocked+detected+len(failedErrnos) > 0 && (l.Mode != "permissive" || denied > 0) || l.Exit.KilledByKlock && len(l.Violations) > 0:
 		verdict = VerdictViolation
 		if blocked > 0 {
 			q = append(q, "blocked")
@@ -54,6 +61,9 @@ func (l *Log) Headline() (verdict, summary string) {
 		}
 		if detected > 0 {
 			q = append(q, "detected after the effect")
+		}
+		if denied > 0 {
+			q = append(q, plural(denied, "amendment")+" denied: another session holds the lease")
 		}
 	case l.Exit.KilledByKlock:
 		verdict = VerdictKilled

@@ -136,13 +136,35 @@ type Violation struct {
 	// another errno (EXDEV, ENOENT, ...) is an attempt that failed
 	// without effect (see Failed).
 	Errno   int32  `json:"errno,omitempty"`
-	Action  string `json:"action"` // violation-kill | violation-blocked | amended
+	Action  string `json:"action"` // violation-kill | violation-blocked | amended | violation-lease-denied
 	Lease   string `json:"lease,omitempty"`
-	PID     uint32 `json:"pid"`
+	// LeaseError says why the permissive amendment was not made: no exact
+	// intent expresses the triple, or (violation-lease-denied) another
+	// session's lease conflicts; LeaseConflicts are those leases.
+	LeaseError     string          `json:"lease_error,omitempty"`
+	LeaseConflicts []LeaseConflict `json:"lease_conflicts,omitempty"`
+	PID            uint32          `json:"pid"`
 	Comm    string `json:"comm"`
 	Syscall string `json:"syscall,omitempty"`
 	Source  string `json:"source,omitempty"`
 }
+
+// LeaseConflict is another holder's lease a permissive amendment
+// conflicted with.
+type LeaseConflict struct {
+	Lease   string `json:"lease"`   // its id
+	Session string `json:"session"` // its holder's session
+	Agent   string `json:"agent"`   // its holder's agent
+	Intent  string `json:"intent"`  // what it holds: "MUTATES FILE:/srv/repo/src/**"
+}
+
+// LeaseDenied reports whether the violation's amendment was refused by
+// another holder's lease.
+func (v *Violation) LeaseDenied() bool { return v.Action == ActionLeaseDenied }
+
+// ActionLeaseDenied is a violation's action when its permissive amendment
+// conflicted with another session's lease (decide.ActionLeaseDenied).
+const ActionLeaseDenied = "violation-lease-denied"
 
 // Refused is one declared operation (or one on a file the session made)
 // that a wall of klock's refused.

@@ -98,6 +98,12 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 			r.line("  %s  %s  pid %d %s  %s → %s", clock(v.Time), v.Triple, v.PID, v.Comm, how, v.Action)
 			r.line("      %s", v.Error)
 			r.line("      would have been allowed by: %s", v.Needed)
+			if v.LeaseDenied() {
+				r.line("      not amended: %s", v.LeaseError)
+				for _, c := range v.LeaseConflicts {
+					r.line("      held by session %s (agent %s): %s  [%s]", c.Session, c.Agent, c.Intent, c.Lease)
+				}
+			}
 		}
 	}
 	if len(l.Refused) > 0 {
