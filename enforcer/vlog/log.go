@@ -135,18 +135,18 @@ type Violation struct {
 	// took effect). Blocked is a refusal by a wall (EACCES, EPERM);
 	// another errno (EXDEV, ENOENT, ...) is an attempt that failed
 	// without effect (see Failed).
-	Errno   int32  `json:"errno,omitempty"`
-	Action  string `json:"action"` // violation-kill | violation-blocked | amended | violation-lease-denied
-	Lease   string `json:"lease,omitempty"`
+	Errno  int32  `json:"errno,omitempty"`
+	Action string `json:"action"` // violation-kill | violation-blocked | amended | violation-lease-denied
+	Lease  string `json:"lease,omitempty"`
 	// LeaseError says why the permissive amendment was not made: no exact
 	// intent expresses the triple, or (violation-lease-denied) another
 	// session's lease conflicts; LeaseConflicts are those leases.
 	LeaseError     string          `json:"lease_error,omitempty"`
 	LeaseConflicts []LeaseConflict `json:"lease_conflicts,omitempty"`
 	PID            uint32          `json:"pid"`
-	Comm    string `json:"comm"`
-	Syscall string `json:"syscall,omitempty"`
-	Source  string `json:"source,omitempty"`
+	Comm           string          `json:"comm"`
+	Syscall        string          `json:"syscall,omitempty"`
+	Source         string          `json:"source,omitempty"`
 }
 
 // LeaseConflict is another holder's lease a permissive amendment
