@@ -77,6 +77,9 @@ type Manifest struct {
 	// AgentUID is the uid the session's agent ran as (Options.AgentUID),
 	// when recorded.
 	AgentUID *uint32 `json:"agent_uid,omitempty"`
+	// AgentGIDs are its groups (Options.AgentGIDs): Add backs up more
+	// paths as that uid with those groups could change them.
+	AgentGIDs []uint32 `json:"agent_gids,omitempty"`
 	// Meta are the regions walked for the Meta entries (Options.MetaScopes);
 	// MetaCut those whose walk stopped at Options.MetaLimit, or that could
 	// not be read: a change there may have no record (Restore with

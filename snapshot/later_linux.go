@@ -23,6 +23,8 @@ import (
 // afterwards: a restore that only ran later does not make a user's edit
 // klock's.
 func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	var lim limit
 	for _, o := range opts {
 		o(&lim)
@@ -97,6 +99,8 @@ func RestoreState(root, session string) (finished time.Time, interrupted bool, e
 // nor below a directory the agent could not enter, where nothing was
 // recorded), existed when it was recorded then. Safe for concurrent use.
 func (s *Snapshot) Existed(p string) (known, existed bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, sc := range s.m.Scopes {
 		if p == sc.Path || sc.Tree && (sc.Path == "/" || strings.HasPrefix(p, sc.Path+"/")) {
 			known = true
@@ -119,7 +123,7 @@ func (s *Snapshot) Existed(p string) (known, existed bool) {
 	return true, e != nil && !e.Anchor
 }
 
-// index makes byPath (and closed) on first use.
+// index makes byPath (and closed) on first use; the caller holds mu.
 func (s *Snapshot) index() {
 	s.byPathOnce.Do(func() {
 		s.byPath = make(map[string]*Entry, len(s.m.Entries))

@@ -178,12 +178,14 @@ func (j *journal) flush() error {
 // stop it; they are listed in the Report and the error wraps ErrIncomplete.
 func (s *Snapshot) Restore(ctx context.Context, opts ...RestoreOption) (Report, error) {
 	start := time.Now()
-	rep := Report{Session: s.m.Session}
+	rep := Report{Session: s.Session()}
 	unlock, err := lockDir(s.root)
 	if err != nil {
 		return rep, pathErr("lock", s.root, err, s.root)
 	}
 	defer unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}, madeDir: map[string]bool{}}
 	for _, o := range opts {
 		o(&r.lim)
@@ -264,9 +266,9 @@ type job struct {
 
 func (r *restorer) run(rep *Report) error {
 	m := r.m
-	j, prev, err := openJournal(filepath.Join(r.s.Dir(), journalFile))
+	j, prev, err := openJournal(filepath.Join(filepath.Join(r.s.root, r.m.Session), journalFile))
 	if err != nil {
-		return pathErr("open journal", filepath.Join(r.s.Dir(), journalFile), err, r.s.root)
+		return pathErr("open journal", filepath.Join(filepath.Join(r.s.root, r.m.Session), journalFile), err, r.s.root)
 	}
 	r.j = j
 	defer j.f.Close()

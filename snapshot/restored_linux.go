@@ -85,7 +85,7 @@ func (r *restorer) recordPuts() error {
 	if len(buf) == 0 {
 		return nil
 	}
-	p := filepath.Join(r.s.Dir(), restoredFile)
+	p := filepath.Join(filepath.Join(r.s.root, r.m.Session), restoredFile)
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return pathErr("write", p, err, r.s.root)

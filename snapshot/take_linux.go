@@ -75,7 +75,10 @@ func checkSession(s string) error {
 // Snapshot is one session's recorded state, taken by Take or opened by Open.
 type Snapshot struct {
 	root string
-	m    *Manifest
+	// mu guards m and the byPath index: Add replaces them while the
+	// session runs; every other method reads them under it.
+	mu sync.RWMutex
+	m  *Manifest
 	// byPath: the recorded entries by path (Existed, ChangedSince), made
 	// on first use; closed: some are Closed directories.
 	byPathOnce sync.Once
@@ -86,16 +89,23 @@ type Snapshot struct {
 }
 
 // Session is the session id.
-func (s *Snapshot) Session() string { return s.m.Session }
+func (s *Snapshot) Session() string { return s.manifest().Session }
 
 // Dir is the session's directory, <root>/<session>.
-func (s *Snapshot) Dir() string { return filepath.Join(s.root, s.m.Session) }
+func (s *Snapshot) Dir() string { return filepath.Join(s.root, s.manifest().Session) }
 
-// Manifest is the recorded state (do not modify it).
-func (s *Snapshot) Manifest() *Manifest { return s.m }
+// Manifest is the recorded state (do not modify it). Add replaces it
+// with a new one: call Manifest again after an Add.
+func (s *Snapshot) Manifest() *Manifest { return s.manifest() }
 
 // Info summarises the snapshot.
-func (s *Snapshot) Info() Info { return infoOf(s.m, 0) }
+func (s *Snapshot) Info() Info { return infoOf(s.manifest(), 0) }
+
+func (s *Snapshot) manifest() *Manifest {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.m
+}
 
 func infoOf(m *Manifest, newBytes int64) Info {
 	in := Info{Session: m.Session, Created: m.Created, Workdir: m.Workdir, Entries: len(m.Entries), NewBytes: newBytes}
@@ -247,6 +257,9 @@ func (t *taker) run() (*Snapshot, error) {
 	}
 
 	m := &Manifest{Version: manifestVersion, Session: t.session, Created: time.Now().UTC(), Workdir: t.workdir, Scopes: t.scopes, Exclude: t.exclude, AgentUID: t.agentUID}
+	if t.agent != nil {
+		m.AgentGIDs = t.agent.gids
+	}
 	entries, err := t.walk()
 	if err != nil {
 		return nil, err
