@@ -44,7 +44,9 @@ func TestAddRecordsMoreWhileTheSessionRuns(t *testing.T) {
 	if known, existed := s.Existed(made); !known || existed {
 		t.Fatalf("a path that did not exist: known %v existed %v", known, existed)
 	}
-	if ents, _ := os.ReadDir(root); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() != "s-1" && e.Name()[0] != '.' && e.Name() != "objects" && e.Name() != "index" }) {
+	if ents, _ := os.ReadDir(root); slices.ContainsFunc(ents, func(e os.DirEntry) bool {
+		return e.Name() != "s-1" && e.Name()[0] != '.' && e.Name() != "objects" && e.Name() != "index"
+	}) {
 		t.Fatalf("the part was left behind: %v", ents)
 	}
 
