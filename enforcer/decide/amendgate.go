@@ -25,12 +25,12 @@ type AmendRequest struct {
 // LeaseConflict is one lease of another holder an amendment conflicts
 // with: who holds it and on what.
 type LeaseConflict struct {
-	Lease   string // the lease's id
+	ID      string // the lease's id
 	Agent   string // its holder's agent id
 	Session string // its holder's session id
-	// Intent is the held lease's predicate and object
+	// Lease is the held lease's predicate and object
 	// ("MUTATES FILE:/srv/repo/src/**").
-	Intent string
+	Lease string
 }
 
 // AmendAnswer is a gate's answer.

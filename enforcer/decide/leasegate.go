@@ -74,15 +74,15 @@ func denied(r AmendRequest, d lease.Decision) AmendAnswer {
 	a := AmendAnswer{}
 	for _, c := range d.Conflicts {
 		a.Conflicts = append(a.Conflicts, LeaseConflict{
-			Lease: c.Held.ID, Agent: c.Held.Holder.Agent, Session: c.Held.Holder.Session,
-			Intent: c.Held.Predicate.String() + " " + c.Held.Object,
+			ID: c.Held.ID, Agent: c.Held.Holder.Agent, Session: c.Held.Holder.Session,
+			Lease: c.Held.Predicate.String() + " " + c.Held.Object,
 		})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s conflicts with another session's lease", r.Intent)
 	if len(a.Conflicts) > 0 {
 		c := a.Conflicts[0]
-		fmt.Fprintf(&b, ": %s (%s) held by session %s of agent %s", c.Intent, c.Lease, c.Session, c.Agent)
+		fmt.Fprintf(&b, ": %s (lease %s) held by session %s of agent %s", c.Lease, c.ID, c.Session, c.Agent)
 		if n := len(a.Conflicts) - 1; n > 0 {
 			fmt.Fprintf(&b, ", and %d more", n)
 		}

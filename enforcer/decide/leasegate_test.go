@@ -63,7 +63,7 @@ func TestAmendmentRespectsOthersLeases(t *testing.T) {
 	}
 	vr := r.Violations[0]
 	if vr.Action != ActionLeaseDenied || vr.LeaseError != v.LeaseError || len(vr.Conflicts) != 1 ||
-		vr.Conflicts[0] != (LeaseConflict{Lease: held.ID, Agent: "coder", Session: "s-other", Intent: "MUTATES FILE:/srv/repo/src/**"}) {
+		vr.Conflicts[0] != (LeaseConflict{ID: held.ID, Agent: "coder", Session: "s-other", Lease: "MUTATES FILE:/srv/repo/src/**"}) {
 		t.Fatalf("violation record %+v", vr)
 	}
 	if ls, _ := tb.List(ctx, lease.Filter{Session: "s-me"}); len(ls) != 0 {

@@ -100,7 +100,7 @@ func (l *Log) AddRecords(r decide.Records) {
 			LeaseError: v.LeaseError, PID: v.PID, Comm: v.Comm, Syscall: v.Syscall, Source: string(v.Source),
 		}
 		for _, c := range v.Conflicts {
-			x.LeaseConflicts = append(x.LeaseConflicts, LeaseConflict{Lease: c.Lease, Session: c.Session, Agent: c.Agent, Intent: c.Intent})
+			x.LeaseConflicts = append(x.LeaseConflicts, LeaseConflict{ID: c.ID, Session: c.Session, Agent: c.Agent, Lease: c.Lease})
 		}
 		l.Violations = append(l.Violations, x)
 	}

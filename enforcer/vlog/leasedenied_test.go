@@ -15,7 +15,7 @@ import (
 // amended, and the file keeps it.
 func TestLeaseDeniedInLog(t *testing.T) {
 	m, rs := compiled(t)
-	held := decide.LeaseConflict{Lease: "l-0123", Agent: "coder-02", Session: "s-coder", Intent: "MUTATES FILE:/etc/**"}
+	held := decide.LeaseConflict{ID: "l-0123", Agent: "coder-02", Session: "s-coder", Lease: "MUTATES FILE:/etc/**"}
 	e := decide.New(rs, policy.ModePermissive, decide.WithAmendGate(func(r decide.AmendRequest) decide.AmendAnswer {
 		return decide.AmendAnswer{Why: r.Intent.String() + " conflicts with session s-coder's lease", Conflicts: []decide.LeaseConflict{held}}
 	}))
@@ -32,7 +32,7 @@ func TestLeaseDeniedInLog(t *testing.T) {
 	}
 	v := l.Violations[0]
 	if v.Action != ActionLeaseDenied || v.Lease != "" || !strings.Contains(v.LeaseError, "s-coder") ||
-		len(v.LeaseConflicts) != 1 || v.LeaseConflicts[0] != (LeaseConflict{Lease: "l-0123", Session: "s-coder", Agent: "coder-02", Intent: "MUTATES FILE:/etc/**"}) {
+		len(v.LeaseConflicts) != 1 || v.LeaseConflicts[0] != (LeaseConflict{ID: "l-0123", Session: "s-coder", Agent: "coder-02", Lease: "MUTATES FILE:/etc/**"}) {
 		t.Fatalf("violation %+v", v)
 	}
 	var buf bytes.Buffer

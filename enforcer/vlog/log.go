@@ -152,10 +152,10 @@ type Violation struct {
 // LeaseConflict is another holder's lease a permissive amendment
 // conflicted with.
 type LeaseConflict struct {
-	Lease   string `json:"lease"`   // its id
+	ID      string `json:"id"`
 	Session string `json:"session"` // its holder's session
 	Agent   string `json:"agent"`   // its holder's agent
-	Intent  string `json:"intent"`  // what it holds: "MUTATES FILE:/srv/repo/src/**"
+	Lease   string `json:"lease"`   // what it holds: "MUTATES FILE:/srv/repo/src/**"
 }
 
 // LeaseDenied reports whether the violation's amendment was refused by

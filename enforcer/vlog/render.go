@@ -101,7 +101,7 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 			if v.LeaseDenied() {
 				r.line("      not amended: %s", v.LeaseError)
 				for _, c := range v.LeaseConflicts {
-					r.line("      held by session %s (agent %s): %s  [%s]", c.Session, c.Agent, c.Intent, c.Lease)
+					r.line("      held by session %s (agent %s): %s  [%s]", c.Session, c.Agent, c.Lease, c.ID)
 				}
 			}
 		}
