@@ -69,6 +69,14 @@ func (m *Manifest) applyDefaults() {
 			in.Object.Path = in.Object.Path.expandWorkdir(m.Workdir)
 		}
 	}
+	for i := range m.DeclaredTools {
+		for j := range m.DeclaredTools[i].Touches {
+			in := &m.DeclaredTools[i].Touches[j]
+			if m.Workdir != "" && in.Object.Type == ObjFile {
+				in.Object.Path = in.Object.Path.expandWorkdir(m.Workdir)
+			}
+		}
+	}
 }
 
 // has reports whether a field was written in the manifest.

@@ -40,6 +40,15 @@ type Tool struct {
 	AuditLogging AuditLogging            `yaml:"audit_logging" json:"audit_logging,omitempty"`
 	Autonomy     Autonomy                `yaml:"autonomy" json:"autonomy,omitempty"`
 
+	// Touches are the KLIS intents a call of the tool has on this host's
+	// files and endpoints (KLIS-6 §5): for the call's duration the gateway
+	// holds them as leases, so a tool cannot change what an agent session
+	// holds. Not declared, the tool is opaque and a call leases the
+	// broadest scope (MUTATES of the workdir, CONSUMES for a READ tool);
+	// an empty list declares it touches nothing here (an external API).
+	// ${workdir} expands as in intents.
+	Touches []Intent `yaml:"touches" json:"touches,omitempty" jsonschema:"description=KLIS intents a call touches on this host (e.g. [\"MUTATES FILE:${workdir}/db/**\"]): leased for the call's duration. Absent: opaque (a call leases MUTATES FILE:${workdir}/**; a READ tool CONSUMES). [] : touches nothing here. FILE and NET only"`
+
 	// MaxConsecutiveErrors is seed 002's stopping rule: after this many
 	// errors in a row in one run the tool is stopped for the run (0: the
 	// default, 3).

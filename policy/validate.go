@@ -130,6 +130,7 @@ func validateTools(m *Manifest, r *report) {
 			r.errorf("range", f, "use non-negative limits", "negative rate_limit or timeout_ms")
 		}
 		validateSideEffects(t, f, r)
+		validateTouches(m, t, f+".touches", r)
 		validateSchema(t.InputSchema, f+".input_schema", m.Workdir, r)
 		validateSchema(t.OutputSchema, f+".output_schema", m.Workdir, r)
 		validateRates(t.RateLimits, f+".rate_limits", t, r)
