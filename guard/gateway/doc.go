@@ -2,8 +2,15 @@
 // same for the MCP proxy and the HTTP tool proxy:
 //
 //	check.Decide → (escalate: approval queue) → idempotency store →
-//	budget reservation (check.Charger, optional) → dispatch with the
-//	contract's timeout → reconcile → audit
+//	leases (WithLeases, optional) → budget reservation (check.Charger,
+//	optional) → dispatch with the contract's timeout → reconcile → audit
+//
+// With WithLeases a call holds KLIS leases (enforcer/lease) on what its
+// tool's contract touches, else the broader MUTATES of the workdir, from
+// before its reservation until it ends (lease.go, KLIS-6 §5): a tool
+// cannot change what an agent session holds. Refused, the call gets a
+// retryable tool_restricted error, reason lease_conflict, naming the
+// holder.
 //
 // Every call is audited: a refused one with one "decision" record, an
 // allowed one with a "dispatch" record written before the tool runs and a

@@ -70,6 +70,7 @@ type Gateway struct {
 	rb         rollbacks     // compensations of REVERSIBLE-WRITE calls, by run
 	receipts   ReceiptWriter // rollbacks' receipts (nil: audit only)
 	policyHash string
+	leases     *leasing // WithLeases (nil: calls take no leases)
 }
 
 // Option configures New.
@@ -100,6 +101,9 @@ func New(m *policy.Manifest, p *check.Pipeline, a *audit.Log, ap *approval.Store
 	}
 	for _, o := range opts {
 		o(g)
+	}
+	if g.leases != nil {
+		g.leases.setup(m)
 	}
 	if g.wait <= 0 || g.wait > g.timeout {
 		g.wait = g.timeout
@@ -180,6 +184,16 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 			}
 			return Outcome{Result: e.Result, Replayed: true}, nil
 		}
+	}
+	// Leases on what the tool touches, held until the call ends, however
+	// it ends: taken before anything is reserved, so a refusal costs
+	// nothing.
+	if g.leases != nil {
+		release, e := g.leases.acquire(ctx, call, callID, d.Tool)
+		if e != nil {
+			return refuse(e, "deny")
+		}
+		defer release()
 	}
 	var res check.Reservation
 	if g.charger != nil {

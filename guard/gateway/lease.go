@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/lease"
+	"github.com/klocklabs/klock/guard/check"
+	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/policy"
+)
+
+// ReasonLeaseConflict is the reason of a call refused because another
+// holder (an agent session, another call) holds a lease on what the tool
+// touches: a retryable tool_restricted error.
+const ReasonLeaseConflict = "lease_conflict"
+
+// leasing is WithLeases: the store a call's leases are taken from, and how.
+type leasing struct {
+	store   lease.Store
+	workdir string        // the opaque tools' scope
+	wait    time.Duration // how long a call waits for its leases
+	holder  func(call *check.Call, callID string) lease.Holder
+	agent   string
+}
+
+// LeaseOption configures WithLeases.
+type LeaseOption func(*leasing)
+
+// LeaseWait makes a call whose leases another holder has wait for them up
+// to d (Wait-Die, keeping its age: lease.AcquireWait) before it is
+// refused; 0 (the default) refuses at once. A short wait lets calls of
+// one gateway that touch the same files run one after the other instead
+// of failing.
+func LeaseWait(d time.Duration) LeaseOption { return func(l *leasing) { l.wait = d } }
+
+// LeaseWorkdir is the directory an opaque tool (no touches) is assumed to
+// change, whole (default: the manifest's workdir, else the gateway's
+// working directory).
+func LeaseWorkdir(dir string) LeaseOption { return func(l *leasing) { l.workdir = dir } }
+
+// LeaseHolder names who holds a call's leases (default: the manifest's
+// agent, session "tool:<tool>:<call id>": every call is a holder of its
+// own, so it conflicts with an agent session holding that scope, and with
+// another call changing the same files).
+func LeaseHolder(f func(call *check.Call, callID string) lease.Holder) LeaseOption {
+	return func(l *leasing) { l.holder = f }
+}
+
+// WithLeases makes every call hold, from before it is dispatched until it
+// ends (returned, failed, timed out or panicked), KLIS leases in store on
+// what its tool touches (KLIS-6 §5): the contract's touches, or, for a
+// tool that declares none, the broader MUTATES FILE:<workdir>/** (an
+// opaque tool may change anything there; a READ tool's contract says it
+// changes nothing: CONSUMES). A tool that declares touches: [] takes
+// none. A call whose leases are not granted is refused before anything is
+// reserved or dispatched, with a retryable tool_restricted error (reason
+// lease_conflict) naming the holder; a store that cannot answer refuses
+// it too (tool_internal_error, reason lease_store). The gateway's own
+// calls (must_belong_to lookups) lease as any call; the compensations of
+// a killed run's rollback do not (the killed session may still hold
+// what they undo).
+func WithLeases(store lease.Store, opts ...LeaseOption) Option {
+	return func(g *Gateway) {
+		l := &leasing{store: store}
+		for _, o := range opts {
+			o(l)
+		}
+		g.leases = l
+	}
+}
+
+// setup fills what WithLeases left to the manifest.
+func (l *leasing) setup(m *policy.Manifest) {
+	l.agent = m.Agent.ID
+	if l.workdir == "" {
+		l.workdir = m.Workdir
+	}
+	if l.workdir == "" {
+		l.workdir, _ = os.Getwd()
+	}
+	if l.workdir == "" {
+		l.workdir = "/"
+	}
+	l.workdir = filepath.Clean(l.workdir)
+	if l.holder == nil {
+		l.holder = func(call *check.Call, callID string) lease.Holder {
+			return lease.Holder{Agent: l.agent, Session: "tool:" + call.Tool + ":" + callID}
+		}
+	}
+}
+
+// intents are what a call of t leases.
+func (l *leasing) intents(t *policy.Tool) []policy.Intent {
+	if t != nil && t.Touches != nil {
+		return t.Touches
+	}
+	p := policy.Mutates
+	if t != nil && t.SideEffects == policy.SideEffectRead {
+		p = policy.Consumes
+	}
+	return []policy.Intent{{Predicate: p, Origin: "tool", Object: policy.Object{Type: policy.ObjFile,
+		Path: policy.PathPattern{Path: l.workdir, Match: policy.MatchSubtree}}}}
+}
+
+// heartbeatEvery renews a call's leases while it runs: well inside their
+// TTL, so a call longer than the TTL keeps them, and a gateway that died
+// frees them after TTL and grace.
+const heartbeatEvery = lease.DefaultTTL / 3
+
+// acquire takes the call's leases. It returns the function that releases
+// them (call it when the call ends, whatever the outcome), or the refusal.
+func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, t *policy.Tool) (func(), *toolerr.Error) {
+	var claims []lease.Claim
+	for _, in := range l.intents(t) {
+		if c, ok, _ := lease.FromIntent(in); ok {
+			claims = append(claims, c)
+		}
+	}
+	if len(claims) == 0 {
+		return func() {}, nil
+	}
+	h := l.holder(call, callID)
+	d, err := lease.AcquireWait(ctx, l.store, lease.Request{Holder: h, Claims: claims}, lease.WaitOptions{For: l.wait})
+	if err != nil {
+		e := toolerr.New(toolerr.InternalError, "lease_store", "%s was not dispatched: its leases could not be decided (%v)", call.Tool, err).WithRetry(true)
+		e.Check = "lease"
+		return nil, e
+	}
+	if d.Outcome != lease.Granted {
+		return nil, conflictErr(call.Tool, d)
+	}
+	ids := make([]string, len(d.Leases))
+	for i, x := range d.Leases {
+		ids[i] = x.ID
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(heartbeatEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_, _ = l.store.Heartbeat(context.WithoutCancel(ctx), h)
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		_, _ = l.store.Release(context.WithoutCancel(ctx), h, ids...)
+	}, nil
+}
+
+// conflictErr is the refusal of a call whose leases were not granted:
+// which of its intents conflicts with whose lease.
+func conflictErr(tool string, d lease.Decision) *toolerr.Error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s was not dispatched: what it touches is held by another", tool)
+	if len(d.Conflicts) > 0 {
+		c := d.Conflicts[0]
+		fmt.Fprintf(&b, ": its %s conflicts with %s (lease %s) held by session %s of agent %s",
+			c.Claim.Intent, c.Held.Predicate.String()+" "+c.Held.Object, c.Held.ID, c.Held.Holder.Session, c.Held.Holder.Agent)
+		if n := len(d.Conflicts) - 1; n > 0 {
+			fmt.Fprintf(&b, " (and %d more)", n)
+		}
+	}
+	b.WriteString("; retry when it is released")
+	if d.WaitTime > 0 {
+		fmt.Fprintf(&b, " (if its holder stops renewing it, it expires in %s)", d.WaitTime.Round(time.Second))
+	}
+	e := toolerr.New(toolerr.Restricted, ReasonLeaseConflict, "%s", b.String()).WithRetry(true)
+	e.Check = "lease"
+	return e
+}
