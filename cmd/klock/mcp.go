@@ -28,7 +28,7 @@ type gatewayFlags struct {
 	manifest, stateDir, auditPath, runID, control string
 	receipts, receiptKey, session, rates          string
 	context                                       []string
-	approvalWait                                  time.Duration
+	approvalWait, leaseWait                       time.Duration
 	confidential                                  bool
 	trust                                         trustFlags
 	data                                          []byte // the manifest's bytes as admitted
@@ -41,6 +41,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.context, "context", nil, "call context KEY=VALUE for must_match bindings and unsupervised_if (repeatable); dotted keys nest: task.customer_id=c_42, account.tier=pro")
 	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one per gateway process; a run id an agent sends is never used)")
 	c.Flags().DurationVar(&f.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it returns approval_pending (default: the approval timeout)")
+	c.Flags().DurationVar(&f.leaseWait, "lease-wait", 2*time.Second, "how long a call waits for the leases on what its tool touches (touches:, else the workdir) while another holder has them, before it is refused with tool_restricted (reason lease_conflict); 0 refuses at once")
 	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode: audit argument hashes only, for every tool")
 	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
 	c.Flags().StringVar(&f.receipts, "receipts", "", "budget ledger and signed receipts for the manifest's grants (default <workdir>/.klock/receipts)")
@@ -90,10 +91,19 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 		gopts = append(gopts, gateway.WithReceipts(store.Record), gateway.WithPolicyHash(ph))
 		closeBudget = func() { closeLedger(store) }
 	}
+	// Each call holds leases on what its tool touches while it runs
+	// (KLIS-6 §5): a tool cannot change what an agent session holds.
+	leases, closeLeases, err := toolLeases()
+	if err != nil {
+		closeBudget()
+		return nil, nil, nil, fmt.Errorf("refusing to start without the lease store: %w", err)
+	}
+	gopts = append(gopts, gateway.WithLeases(leases, gateway.LeaseWait(f.leaseWait)))
+	closeStores := func() { closeBudget(); closeLeases() }
 	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID}
 	gw, st, err := gateway.Open(m, l, f.auditPath, copts, gopts...)
 	if err != nil {
-		closeBudget()
+		closeStores()
 		return nil, nil, nil, err
 	}
 	sock := f.control
@@ -103,10 +113,10 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	stop, err := control.Serve(ctx, sock, gw.Pipeline(), control.WithRollback(gw.Rollback))
 	if err != nil {
 		st.Close()
-		closeBudget()
+		closeStores()
 		return nil, nil, nil, err
 	}
-	return m, gw, func() { stop(); st.Close(); closeBudget() }, nil
+	return m, gw, func() { stop(); st.Close(); closeStores() }, nil
 }
 
 // openBudget opens the ledger and the charger for the manifest's grants: a
@@ -166,7 +176,11 @@ category A-D defaults (timeout, rate); input_schema constraints and
 must_match context bindings; rate limits per run and per minute/hour/day;
 idempotency (a repeated key returns the stored result, never a second
 effect); side-effect class and autonomy (unsupervised_if, CEL); HITL and the
-lethal trifecta (the call waits for klock approve). A refused call comes
+lethal trifecta (the call waits for klock approve); then, for the call's
+duration, KLIS leases on what the tool's contract touches (touches:, else
+MUTATES of the workdir; CONSUMES for a READ tool), refused while another
+holder has them (tool_restricted, reason lease_conflict, retryable; it
+waits up to --lease-wait first). A refused call comes
 back as a tool result with isError and a typed error:
   {"ok":false,"error_class":"tool_invalid_args","retryable":false,"message":...}
 Everything else in the protocol passes through untouched.

@@ -39,8 +39,10 @@ func newToolsServe() *cobra.Command {
 Each call passes the same gateway as klock mcp: declared tool and capability,
 category defaults, input_schema and must_match bindings (from the request's
 context; --context keys win), rate limits, idempotency, side effects and
-autonomy, human approval (klock approvals / approve / deny), the budget of
-the manifest's grants (signed receipts in --receipts), and the audit log.
+autonomy, human approval (klock approvals / approve / deny), leases on what
+the tool touches for the call's duration (touches:, else the workdir;
+--lease-wait), the budget of the manifest's grants (signed receipts in
+--receipts), and the audit log.
 Every call belongs to this process's run (--run-id, else a new one): a
 request's agent_run_id is replaced by it, so an agent cannot reset per_run
 limits by naming a new run.
