@@ -23,6 +23,7 @@ declared_tools:
   - {name: opaque_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}}
   - {name: db_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}, touches: ["MUTATES FILE:${workdir}/db/**"]}
   - {name: lookup, blast_radius: read, side_effects: READ}
+  - {name: slow_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}, timeout_ms: 50, touches: ["MUTATES FILE:${workdir}/db/**"]}
   - {name: saas, blast_radius: domain, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}, touches: []}
 cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.5, expected_cost: "0.01 USD", max_cost: "0.02 USD"}
 `
@@ -65,7 +66,7 @@ func held(t *testing.T, tb *lease.Table) []lease.Lease {
 // A tool call holds leases on what its contract touches for its duration:
 // refused while an agent session holds that scope (naming it), dispatched
 // once the session released it, and its leases released when it ends,
-// whether the tool answered, failed or panicked.
+// whether the tool answered, failed, timed out or panicked.
 func TestToolCallsLease(t *testing.T) {
 	ctx := context.Background()
 	tb := lease.NewTable()
@@ -139,6 +140,12 @@ func TestToolCallsLease(t *testing.T) {
 	}
 	if ls := held(t, tb); len(ls) != 0 {
 		t.Fatalf("leases left after a failed call: %+v", ls)
+	}
+	if _, te := g.Call(ctx, call("slow_write"), func(ctx context.Context) (Outcome, error) { <-ctx.Done(); return Outcome{}, ctx.Err() }); te == nil || te.Class != toolerr.Timeout {
+		t.Fatalf("slow tool: %+v, want a timeout", te)
+	}
+	if ls := held(t, tb); len(ls) != 0 {
+		t.Fatalf("leases left after a call that timed out: %+v", ls)
 	}
 	func() {
 		defer func() { _ = recover() }()
