@@ -63,10 +63,12 @@ type limit struct {
 	spare bool // SpareOthersNew
 	// unrecorded: ReportUnrecorded.
 	unrecorded bool
-	roots      []Scope
-	tree       map[string]bool // tree roots
-	exact      map[string]bool // exact roots
-	anc        map[string]bool // every proper ancestor of a root
+	// leave: Leave's regions.
+	leave []Region
+	roots []Scope
+	tree  map[string]bool // tree roots
+	exact map[string]bool // exact roots
+	anc   map[string]bool // every proper ancestor of a root
 }
 
 func (l *limit) add(r Scope) {
