@@ -47,8 +47,8 @@ func (r *Region) UnmarshalJSON(b []byte) error {
 // missing or new since Take) is reported Left with its region's Why; a new
 // directory is reported alone, and a new directory that holds a region
 // below it is kept (Left) while what else is new in it is judged on its
-// own. A resumed restore keeps the regions of the interrupted one (All
-// drops them).
+// own. A resumed restore keeps the regions of the interrupted one, unless
+// it is All (All keeps the regions given to it).
 //
 // A session passes the regions other sessions' changing leases (MUTATES,
 // DELETES, RENAMES, PROVIDES) held while it ran: the lease manager

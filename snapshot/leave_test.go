@@ -128,7 +128,15 @@ func TestRestoreLeavesRegions(t *testing.T) {
 		t.Errorf("a.txt not reported restored: %+v", rep.Entries)
 	}
 
-	// All drops the regions: everything goes back.
+	// All keeps the regions given to it (it widens what is restored, not
+	// into another session's work), and drops those of a resumed restore:
+	// everything goes back.
+	if _, err := s.Restore(context.Background(), All(), Leave(regions[0])); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(W + "/src/b.txt"); string(got) != "their edit\n" {
+		t.Errorf("All with Leave restored b.txt: %q", got)
+	}
 	if _, err := s.Restore(context.Background(), All()); err != nil {
 		t.Fatal(err)
 	}

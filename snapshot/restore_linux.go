@@ -323,7 +323,6 @@ func (r *restorer) run(rep *Report) error {
 	r.lim.withLinkGroups(m.Entries)
 	if r.lim.all {
 		r.lim.spare = false
-		r.lim.leave = nil
 	}
 	if r.lim.all || !r.lim.on {
 		r.lim.unrecorded = false // no roots: nothing named to check

@@ -114,8 +114,10 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		r.section("Rollback", len(l.Rollback))
 		for _, op := range l.Rollback {
 			switch {
-			case op.Action == RollbackLeft:
+			case op.Action == RollbackLeft && op.OK:
 				r.line("  %-9s %s  (%s)", op.Action, op.Path, op.Why)
+			case op.Action == RollbackLeft:
+				r.line("  %-9s %s  (%s)  FAILED: %s", op.Action, op.Path, op.Why, op.Error)
 			case op.OK:
 				r.line("  %-9s %s", op.Action, op.Path)
 			default:
