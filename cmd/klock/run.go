@@ -111,8 +111,7 @@ more (HOME, a proxy, a token the agent needs), one KEY=VALUE per flag.
 
 Before anything is backed up or started, the session takes a lease on
 what each of its intents names (KLIS leases: the manifest's and the
-baseline's, held by every klock session of the host, klockd's and
-embedded ones alike). Sessions whose leases do not conflict run side by
+baseline's, in the lease store the host's sessions share). Sessions whose leases do not conflict run side by
 side, in one workdir too: a coder writing src/** beside another writing
 docs/**, a reviewer reading while a coder writes. When another session
 holds a conflicting lease (by KLIS-2's matrix: two writers of one file,
