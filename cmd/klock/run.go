@@ -111,9 +111,10 @@ more (HOME, a proxy, a token the agent needs), one KEY=VALUE per flag.
 
 Before anything is backed up or started, the session takes a lease on
 what each of its intents names (KLIS leases: the manifest's and the
-baseline's, in the lease store the host's sessions share). Sessions whose leases do not conflict run side by
-side, in one workdir too: a coder writing src/** beside another writing
-docs/**, a reviewer reading while a coder writes. When another session
+baseline's, in the lease store the host's sessions share). Sessions
+whose leases do not conflict run side by side, in one workdir too: a
+coder writing src/** beside another writing docs/**, two reviewers
+reading the same tree. When another session
 holds a conflicting lease (by KLIS-2's matrix: two writers of one file,
 a writer and a reader, two that create files in one directory), klock
 run exits 75 and names it: the lease, its session and agent, and the
