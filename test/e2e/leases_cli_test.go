@@ -222,4 +222,47 @@ func twoKlockRuns(t *testing.T, env, flags []string) {
 	if got := w.Content(w.W("c.txt")); got != "c\n" {
 		t.Fatalf("c.txt = %q after the waiting session", got)
 	}
+
+	// klock kill ends a session: through klockd at once, embedded through
+	// its leases (revoked; its heartbeat, every third of a 3 s TTL, sees
+	// it). Its klock run exits 130 and strict mode rolled it back.
+	before := w.Content(w.W("a", "x"))
+	d := startKlockRun(t, env, append(args(ma, "-q", "--lease-ttl", "3s"), "echo 'a v3' > a/x; echo up; read go || :")...)
+	if line, _ := d.out.ReadString('\n'); line != "up\n" {
+		t.Fatalf("klock run d: %q\n%s", line, d.stderr.String())
+	}
+	dID := newest(t, w.W(".klock", "sessions"))
+	kill := exec.Command(klockBinary(t), "kill", dID)
+	kill.Env = append(os.Environ(), env...)
+	if out, err := kill.CombinedOutput(); err != nil {
+		t.Fatalf("klock kill %s: %v\n%s", dID, err, out)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the killed session runs on\n%s", d.stderr.String())
+	}
+	if code := d.wait(t); code != 130 {
+		t.Fatalf("klock run of a killed session: exit %d, want 130\n%s", code, d.stderr.String())
+	}
+	if got := w.Content(w.W("a", "x")); got != before {
+		t.Fatalf("a/x = %q after the kill, want %q back", got, before)
+	}
+}
+
+// newest is the name of the newest entry of dir (session ids sort by time).
+func newest(t *testing.T, dir string) string {
+	t.Helper()
+	var name string
+	var at time.Time
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.ModTime().After(at) {
+			name, at = e.Name(), info.ModTime()
+		}
+	}
+	return name
 }
