@@ -8,7 +8,7 @@
 //
 //	Take(ctx, rs *policy.Ruleset, Options) (*Snapshot, error)
 //	Open(root, session string) (*Snapshot, error)
-//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it; ReportUnrecorded
+//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it; ReportUnrecorded; Leave(regions...): another holder's, left as found
 //	(*Snapshot).Add(ctx, scopes...) ([]Scope, error)  // record more while the session runs (a permissive amendment)
 //	List(root string) ([]Info, error)
 //	GC(root string, keep int) (GCReport, error)

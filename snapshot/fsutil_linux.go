@@ -287,6 +287,18 @@ func lockDir(root string) (func(), error) {
 		unix.Close(fd)
 		return nil, err
 	}
+	// Locked, but is it still the directory at root? A Take that made it
+	// and failed removes it, empty, before it lets go: then the lock is on
+	// nothing anyone else will lock (ESTALE: make it again, lock again).
+	var locked, now unix.Stat_t
+	if err := unix.Fstat(fd, &locked); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Stat(root, &now); err != nil || now.Dev != locked.Dev || now.Ino != locked.Ino {
+		unix.Close(fd)
+		return nil, unix.ESTALE
+	}
 	return func() { unix.Close(fd) }, nil
 }
 

@@ -43,6 +43,9 @@ func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, e
 		if !lim.covers(p) {
 			return lim.above(p), nil
 		}
+		if _, isLeft := lim.left(p); isLeft {
+			return true, nil // a restore with these options leaves it
+		}
 		if st.Ctim.Nano() > cut && !restoredBefore(put[p], keyOf(st), cut) {
 			out = append(out, p)
 		}
@@ -55,7 +58,7 @@ func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, e
 	// there.
 	for i := range s.m.Entries {
 		e := &s.m.Entries[i]
-		if !e.Meta || !lim.covers(e.Path) {
+		if _, isLeft := lim.left(e.Path); !e.Meta || !lim.covers(e.Path) || isLeft {
 			continue
 		}
 		st, err := lstat(e.Path)

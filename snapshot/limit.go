@@ -31,6 +31,8 @@ func Only(roots ...Scope) RestoreOption {
 // All makes Restore cover every recorded scope even when it finishes an
 // interrupted restore that was limited (which it otherwise stays), and
 // remove every new path (SpareOthersNew is dropped, even a resumed one).
+// It does not drop the regions Leave gives the same call (another
+// session's work is not widened into), only those a resumed restore had.
 func All() RestoreOption { return func(l *limit) { l.all = true } }
 
 // SpareOthersNew leaves in place every path new since Take that the
@@ -63,10 +65,12 @@ type limit struct {
 	spare bool // SpareOthersNew
 	// unrecorded: ReportUnrecorded.
 	unrecorded bool
-	roots      []Scope
-	tree       map[string]bool // tree roots
-	exact      map[string]bool // exact roots
-	anc        map[string]bool // every proper ancestor of a root
+	// leave: Leave's regions.
+	leave []Region
+	roots []Scope
+	tree  map[string]bool // tree roots
+	exact map[string]bool // exact roots
+	anc   map[string]bool // every proper ancestor of a root
 }
 
 func (l *limit) add(r Scope) {

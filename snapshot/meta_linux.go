@@ -213,6 +213,12 @@ func (r *restorer) restoreMeta() {
 			continue
 		}
 		st, err := lstat(e.Path)
+		if g, isLeft := r.lim.left(e.Path); isLeft {
+			if err == nil && st != nil && st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) != e.Ctime {
+				r.leave(e.Path, g)
+			}
+			continue
+		}
 		switch {
 		case err != nil:
 			r.fail(e.Path, Restored, err)
@@ -251,6 +257,10 @@ var ErrUnrecorded = errors.New("no pre-session record")
 func (r *restorer) reportUnrecorded() {
 	for _, root := range r.lim.roots {
 		if !root.Tree || r.recorded(root.Path) {
+			continue
+		}
+		if g, isLeft := r.lim.left(root.Path); isLeft {
+			r.leave(root.Path, g) // another holder's: left, whatever the backup holds
 			continue
 		}
 		why := "it is outside the backup's scopes and no metadata of it was recorded (not a file the agent's uid could change in the places walked at the session's start)"

@@ -31,6 +31,10 @@ const (
 	// since Take and not owned by the agent's uid, or changed but owned by
 	// another user and writable by nobody else.
 	Spared Action = "spared"
+	// Left: in a region Leave names (another holder's lease covers it),
+	// and it differs from the backup: left as it is (ReportEntry.Why says
+	// whose it is).
+	Left Action = "left"
 )
 
 // ReportEntry is one path of a Report.
@@ -38,6 +42,8 @@ type ReportEntry struct {
 	Path   string `json:"path"`
 	Action Action `json:"action"`
 	Error  string `json:"error,omitempty"`
+	// Why, for Left: the region's (whose lease covers the path).
+	Why string `json:"why,omitempty"`
 }
 
 // Report lists every recorded path (and every removed one) with what
@@ -94,6 +100,8 @@ type jrec struct {
 	Limited bool    `json:"limited,omitempty"`
 	// Spare, on begin: SpareOthersNew, kept by a resumed run.
 	Spare bool `json:"spare,omitempty"`
+	// Leave, on begin: Leave's regions, kept by a resumed run.
+	Leave []Region `json:"leave,omitempty"`
 }
 
 type journal struct {
@@ -224,6 +232,20 @@ func (r *restorer) set(p string, a Action) {
 	r.order = append(r.order, p)
 }
 
+// leave reports p Left for region g (nothing is done to it).
+func (r *restorer) leave(p string, g Region) {
+	r.set(p, Left)
+	if e := r.act[p]; e.Action == Left {
+		e.Why = g.Why
+	}
+}
+
+// changedSince says whether the path recorded as e is no longer what Take
+// saw (st nil: it is missing).
+func changedSince(e *Entry, st *unix.Stat_t) bool {
+	return st == nil || st.Dev != e.Dev || st.Ino != e.Ino || tsNano(st.Ctim) != e.Ctime || typeOf(st.Mode) != e.Type
+}
+
 func (r *restorer) fail(p string, a Action, err error) {
 	r.set(p, a)
 	r.act[p].Error = err.Error()
@@ -295,6 +317,9 @@ func (r *restorer) run(rep *Report) error {
 			if rec.Spare && !r.lim.all {
 				r.lim.spare = true
 			}
+			if !r.lim.all {
+				Leave(rec.Leave...)(&r.lim)
+			}
 		}
 	}
 	r.lim.withLinkGroups(m.Entries)
@@ -304,7 +329,7 @@ func (r *restorer) run(rep *Report) error {
 	if r.lim.all || !r.lim.on {
 		r.lim.unrecorded = false // no roots: nothing named to check
 	}
-	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare})
+	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare, Leave: r.lim.leave})
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
 	}
@@ -355,6 +380,18 @@ func (r *restorer) run(rep *Report) error {
 			}
 			return true, nil
 		}
+		if g, isLeft := r.lim.left(p); isLeft {
+			// Another holder's: not put back, not removed. A recorded
+			// directory is walked (what changed in it is reported), a
+			// new one is reported whole.
+			if !ok || m.Entries[i].Anchor || typeOf(st.Mode) != m.Entries[i].Type {
+				r.leave(p, g)
+				return false, nil
+			}
+			c := *st
+			r.cur[i] = &c
+			return true, nil
+		}
 		if fi, moved := fixedAt[[2]uint64{st.Dev, st.Ino}]; !ok && moved {
 			if cur, _ := lstat(m.Entries[fi].Path); cur == nil {
 				moves = append(moves, move{p, m.Entries[fi].Path})
@@ -372,10 +409,20 @@ func (r *restorer) run(rep *Report) error {
 				r.set(p, Spared)
 				return true, nil // what the agent made inside goes
 			}
+			if g, holds := r.lim.holdsLeft(p); holds && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				// Removing it would remove what a region below leaves:
+				// it stays, and what else is new in it is judged alone.
+				r.leave(p, g)
+				return true, nil
+			}
 			removals = append(removals, removal{p, -1})
 			return false, nil
 		}
 		if typeOf(st.Mode) != m.Entries[i].Type {
+			if g, holds := r.lim.holdsLeft(p); holds {
+				r.leave(p, g)
+				return false, nil
+			}
 			removals = append(removals, removal{p, i})
 			return false, nil
 		}
@@ -433,6 +480,12 @@ func (r *restorer) run(rep *Report) error {
 		e := &m.Entries[i]
 		if e.Anchor || e.Fixed || e.Meta || !r.lim.covers(e.Path) {
 			continue // anchors and directories above the limit: times only, below; Fixed: never; Meta: restoreMeta
+		}
+		if g, isLeft := r.lim.left(e.Path); isLeft {
+			if changedSince(e, r.cur[i]) {
+				r.leave(e.Path, g)
+			}
+			continue
 		}
 		if i&1023 == 0 {
 			if err := r.ctx.Err(); err != nil {
@@ -633,6 +686,9 @@ func (r *restorer) run(rep *Report) error {
 		e := &m.Entries[i]
 		if e.Type != TypeDir || e.Fixed || e.Meta || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
 			continue
+		}
+		if _, isLeft := r.lim.left(e.Path); isLeft {
+			continue // its times too: another holder's entries changed them
 		}
 		if !r.ownsMeta(e) && !r.madeDir[e.Path] {
 			// Another user's directory (/tmp): the agent could only move

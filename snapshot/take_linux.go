@@ -230,14 +230,24 @@ func (t *taker) cleanup() {
 
 func (t *taker) run() (*Snapshot, error) {
 	root := t.root
-	if err := mkdirTracked(filepath.Join(root, objectsDir), 0o700, &t.made); err != nil {
-		return nil, pathErr("create backup directory", root, err, root)
+	// Another Take that made the root and failed removes it, empty, under
+	// the lock before it lets go (cleanup): the root locked, or about to
+	// be, may be gone then. Sessions of one workdir start side by side, so
+	// it is made again and locked again.
+	for try := 0; ; try++ {
+		if err := mkdirTracked(filepath.Join(root, objectsDir), 0o700, &t.made); err != nil {
+			return nil, pathErr("create backup directory", root, err, root)
+		}
+		unlock, err := lockDir(root)
+		if (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE)) && try < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, pathErr("lock", root, err, root)
+		}
+		t.unlock = unlock
+		break
 	}
-	unlock, err := lockDir(root)
-	if err != nil {
-		return nil, pathErr("lock", root, err, root)
-	}
-	t.unlock = unlock
 	final := filepath.Join(root, t.session)
 	if ok, err := exists(final); err != nil {
 		return nil, pathErr("stat", final, err, root)

@@ -36,26 +36,27 @@ func backupsRoot(manifest, dir string) (string, error) {
 // rollbackLimit is what klock rollback restores: what the session's
 // verification log says the agent touched (session.LoggedRollbackRoots),
 // or everything the backup holds (nil) with the reason.
-// ended is when the session ended, from its log (zero when unknown).
-func rollbackLimit(workdir, logPath, id string) (roots []snapshot.Scope, ended time.Time, why string) {
+// started and ended are when the session ran, from its log (zero when
+// unknown; an INCOMPLETE log has a start and no end).
+func rollbackLimit(workdir, logPath, id string) (roots []snapshot.Scope, started, ended time.Time, why string) {
 	if logPath == "" {
 		if workdir == "" {
-			return nil, time.Time{}, "no manifest (-m) or --log to find the session's verification log"
+			return nil, time.Time{}, time.Time{}, "no manifest (-m) or --log to find the session's verification log"
 		}
 		logPath = filepath.Join(session.DefaultLogDir(workdir), id)
 	}
 	lg, err := vlog.Read(logPath)
 	if err != nil {
-		return nil, time.Time{}, fmt.Sprintf("no verification log for the session (%v)", err)
+		return nil, time.Time{}, time.Time{}, fmt.Sprintf("no verification log for the session (%v)", err)
 	}
 	if lg.Incomplete() {
-		return nil, time.Time{}, "the session's verification log is INCOMPLETE (the session did not end: klock was stopped before it wrote what the agent touched)"
+		return nil, lg.Start, time.Time{}, "the session's verification log is INCOMPLETE (the session did not end: klock was stopped before it wrote what the agent touched)"
 	}
 	roots = session.LoggedRollbackRoots(workdir, lg)
 	if roots == nil {
-		return nil, lg.End, "the verification log reports lost events or an unresolved path: what the agent touched is not fully known"
+		return nil, lg.Start, lg.End, "the verification log reports lost events or an unresolved path: what the agent touched is not fully known"
 	}
-	return roots, lg.End, ""
+	return roots, lg.Start, lg.End, ""
 }
 
 // laterChanges refuses a rollback that would undo what changed after the
@@ -95,7 +96,7 @@ func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []sna
 
 func newRollback() *cobra.Command {
 	var manifest, dir, logPath string
-	var asJSON, all, includeLater bool
+	var asJSON, all, includeLater, leaveHeld, force bool
 	c := &cobra.Command{
 		Use:   "rollback SESSION",
 		Short: "Restore what a session's agent changed to its pre-flight state",
@@ -124,6 +125,18 @@ What changed there after the session ended is not its agent's (it was
 gone): when the session's log says when it ended and some path it would
 restore changed since, rollback refuses and lists them; --include-later
 restores them too (--all as well: it widens what is restored, not when).
+
+Other sessions' leases (klock leases) are respected as a strict kill
+respects them. What another session's lease let it change while this one
+ran (MUTATES, DELETES, RENAMES or PROVIDES on files) is its work, which
+this session's leases kept it out of: it is left as it is, and rollback
+says so. A running session's lease on a path rollback would restore
+refuses the rollback, naming the session: restoring would change files
+under an agent that holds them. Wait for it to end, end it (klock kill),
+or pass --leave-held to restore the rest and leave what it holds. --force
+ignores leases altogether (neither refuses nor leaves anything), for when
+the lease store cannot answer. --all does not widen into other sessions'
+leases.
 What a restore put back (of this session or another one of the same
 workdir) and nobody changed since is klock's own doing, not a later
 change: undoing sessions newest first goes through. A restore that only
@@ -135,7 +148,8 @@ rollback again resumes it and converges to the same tree.
 Exit status: 0 restored; 1 some paths could not be restored (listed) or
 the backup could not be opened; 2 usage; 3 refused, nothing changed:
 paths it would restore changed after the session ended (listed; review
-them, then --include-later).`,
+them, then --include-later), or a running session holds a lease on them
+(named; --leave-held), or the lease store could not say (--force).`,
 		Example: `  sudo klock rollback -m agent.yaml 20261121T221530-a1b2c3
   sudo klock backups ls -m agent.yaml`,
 		Args: cobra.ExactArgs(1),
@@ -156,7 +170,7 @@ them, then --include-later).`,
 				}
 				workdir = m.Workdir
 			}
-			roots, ended, why := rollbackLimit(workdir, logPath, args[0])
+			roots, started, ended, why := rollbackLimit(workdir, logPath, args[0])
 			opts := []snapshot.RestoreOption{snapshot.All()}
 			if !all {
 				opts = []snapshot.RestoreOption{snapshot.SpareOthersNew()}
@@ -169,6 +183,23 @@ them, then --include-later).`,
 				} else {
 					opts = append(opts, snapshot.Only(roots...), snapshot.ReportUnrecorded())
 				}
+			}
+			// Other sessions' leases: what they held while this one ran is
+			// their work, and what running ones hold is not restored under
+			// them (--leave-held leaves it, --force ignores leases).
+			if !force {
+				touch := roots
+				if touch == nil || all {
+					touch = s.Manifest().Scopes
+				}
+				if started.IsZero() {
+					started = s.Manifest().Created
+				}
+				more, err := leaseOptions(cmd.Context(), cmd.ErrOrStderr(), args[0], started, ended, touch, leaveHeld)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, more...)
 			}
 			// --all widens what is restored, not when: what changed after
 			// the session ended is still someone else's work.
@@ -211,6 +242,8 @@ them, then --include-later).`,
 	c.Flags().BoolVar(&all, "all", false, "restore everything the backup holds, not only what the agent touched")
 	c.Flags().BoolVar(&includeLater, "include-later", false, "also undo what changed after the session ended (refused otherwise)")
 	c.Flags().StringVar(&logPath, "log", "", "the session's verification log (default <workdir>/.klock/sessions/SESSION)")
+	c.Flags().BoolVar(&leaveHeld, "leave-held", false, "leave what running sessions hold leases on as it is, and restore the rest (refused otherwise)")
+	c.Flags().BoolVar(&force, "force", false, "ignore other sessions' leases: restore what they hold and what they changed while this session ran")
 	return c
 }
 

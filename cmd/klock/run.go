@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/launch"
@@ -28,6 +29,9 @@ const (
 	exitInterrupted = 130 // the session was ended from outside (128+SIGINT, as a shell reports Ctrl-C)
 	exitNoStart     = 125 // klock refused or failed to start the session
 	exitWallRefused = 114 // klock's wall refused an operation the manifest declares (verdict REFUSED)
+	// exitLeaseConflict is EX_TEMPFAIL (sysexits.h): another session holds
+	// a lease this one needs; trying again later (or --wait) may succeed.
+	exitLeaseConflict = 75
 )
 
 func newRun() *cobra.Command {
@@ -36,6 +40,7 @@ func newRun() *cobra.Command {
 		backend                             string
 		allowDegraded, quiet, noDaemon      bool
 		rollbackOnInterrupt                 bool
+		wait, leaseTTL, leaseGrace          time.Duration
 		extraEnv                            []string
 		tf                                  trustFlags
 		gw                                  gatewayBinding
@@ -104,8 +109,24 @@ The agent's environment is small and predictable, not klock's (which may
 hold the operator's secrets): PATH, LANG=C.UTF-8, TERM and TZ. --env adds
 more (HOME, a proxy, a token the agent needs), one KEY=VALUE per flag.
 
-One session at a time may change a workdir (a strict kill restores the
-whole workdir): a second one is refused while the first runs, with its id.
+Before anything is backed up or started, the session takes a lease on
+what each of its intents names (KLIS leases: the manifest's and the
+baseline's, in the lease store the host's sessions share). Sessions
+whose leases do not conflict run side by side, in one workdir too: a
+coder writing src/** beside another writing docs/**, two reviewers
+reading the same tree. When another session
+holds a conflicting lease (by KLIS-2's matrix: two writers of one file,
+a writer and a reader, two that create files in one directory), klock
+run exits 75 and names it: the lease, its session and agent, and the
+intent of this manifest it conflicts with. --wait DURATION keeps trying
+(with backoff, keeping its place as the older requester) and says whom
+it waits for, until granted or DURATION is over. The leases are
+heartbeated while the session runs and released when it ends; klock kill
+SESSION revokes them, and a session whose leases are revoked (or expire)
+is ended as if interrupted: killed, rolled back in strict mode, and its
+log says why. A strict kill rolls back only what no other session's
+lease covered while it ran: their files stay as they are, and the log
+lists each path it left and whose lease it is.
 
 The session ends when CMD exits. CMD is pid 1 of its own pid namespace,
 so whatever it left running in the background ends with it, as in a
@@ -120,7 +141,9 @@ Exit status: the agent's own (128+N when signal N ended it);
 verify: lost events, an unobservable operation); 114 klock's wall refused
 an operation the manifest declares (verdict REFUSED: klock's failure, not
 the agent's; the log lists them); 130 the session was ended
-from outside (Ctrl-C, SIGTERM, SIGHUP, klock kill); 125 klock refused or failed to
+from outside (Ctrl-C, SIGTERM, SIGHUP, klock kill, its leases revoked); 75
+another session holds a lease this one needs (nothing was started: try
+again later, or --wait); 125 klock refused or failed to
 start the session (the message says why and what would fix it).
 
 --gateway SOCKET binds the session to the tool gateway (klock mcp or klock
@@ -129,6 +152,7 @@ klock asks that gateway to run the declared rollback of each REVERSIBLE-WRITE
 call of the run --gateway-run names (the gateway's --run-id; default the
 session id), as klock tools rollback --run does.`,
 		Example: `  sudo klock run -m agent.yaml -- ./agent.sh
+  sudo klock run -m agent.yaml --wait 10m -- ./agent.sh
   sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build
   sudo klock run -m agent.yaml --mode permissive --backend observe --learn learned.yaml -- go build ./...`,
 		Args: cobra.MinimumNArgs(1),
@@ -177,6 +201,7 @@ session id), as klock tools rollback --run does.`,
 				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
 				Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: rollbackOnInterrupt,
+				LeaseWait: wait, LeaseTTL: leaseTTL, LeaseGrace: leaseGrace,
 			}
 			// klockd keeps the BPF programs loaded: use it when it runs.
 			var res *session.Result
@@ -196,6 +221,9 @@ session id), as klock tools rollback --run does.`,
 				restoreGC()
 			}
 			if err != nil && res == nil {
+				if errors.Is(err, session.ErrLeaseConflict) {
+					return &exitError{code: exitLeaseConflict, err: errors.New(termsafe.String(err.Error()))}
+				}
 				return &exitError{code: exitNoStart, err: err}
 			}
 			if res.Log != nil && !quiet && learn == "" {
@@ -228,6 +256,12 @@ session id), as klock tools rollback --run does.`,
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print neither the verification summary nor warnings (errors only)")
 	c.Flags().BoolVar(&rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
+	c.Flags().DurationVar(&wait, "wait", 0, "when another session holds a conflicting lease, keep trying this long (e.g. 30s, 10m) instead of exiting 75 at once")
+	// For tests: leases that expire in seconds, not a minute.
+	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "the leases' lifetime without a heartbeat (default 60s; heartbeats every third of it)")
+	c.Flags().DurationVar(&leaseGrace, "lease-grace", 0, "how long an expired lease still holds (default 15s)")
+	_ = c.Flags().MarkHidden("lease-ttl")
+	_ = c.Flags().MarkHidden("lease-grace")
 	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	tf.register(c)
 	gw.register(c)

@@ -67,7 +67,17 @@
 // ps is answered by {"type":"sessions","sessions":[SessionInfo...]}, kill
 // by {"type":"killed","id":...}; every refusal is an "error" frame whose
 // class (ClassForbidden, ClassDegraded, ...) maps to a sentinel error
-// (errors.Is(err, ErrForbidden), errors.Is(err, session.ErrDegraded)).
+// (errors.Is(err, ErrForbidden), errors.Is(err, session.ErrDegraded)); a
+// lease_conflict error also carries the lease manager's decision ("lease":
+// WireLeaseConflict), which errors.As turns back into the embedded path's
+// *session.LeaseConflictError.
+//
+// # Leases
+//
+// Every session takes its KLIS leases from Config.Leases, by default the
+// host's store (session.HostLeases), which embedded klock runs share; the
+// client's uid is their tenant. The run request's lease_wait (klock run
+// --wait), lease_ttl and lease_grace are the session's.
 //
 // # Lifetime
 //

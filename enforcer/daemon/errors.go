@@ -35,7 +35,7 @@ const (
 	ClassInvalidManifest = "invalid_manifest"
 	ClassDegraded        = "degraded"
 	ClassObserveStrict   = "observe_strict"
-	ClassWorkdirBusy     = "workdir_busy"
+	ClassLeaseConflict   = "lease_conflict"
 	ClassSetup           = "setup"
 	ClassNotRoot         = "not_root"
 	ClassNoLandlock      = "no_landlock"
@@ -62,7 +62,7 @@ var classes = []struct {
 	{ClassInvalidManifest, policy.ErrInvalidManifest},
 	{ClassDegraded, session.ErrDegraded},
 	{ClassObserveStrict, session.ErrObserveStrict},
-	{ClassWorkdirBusy, session.ErrWorkdirBusy},
+	{ClassLeaseConflict, session.ErrLeaseConflict},
 	{ClassSetup, session.ErrSetup},
 	{ClassNotRoot, launch.ErrNotRoot},
 	{ClassNoLandlock, launch.ErrNoLandlock},
@@ -79,6 +79,9 @@ var classes = []struct {
 type Error struct {
 	Class   string `json:"class"`
 	Message string `json:"message"`
+	// Lease, for ClassLeaseConflict: the lease manager's answer, which
+	// errors.As turns back into a *session.LeaseConflictError.
+	Lease *WireLeaseConflict `json:"lease,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -101,7 +104,12 @@ func wireError(err error) *Error {
 	}
 	for _, c := range classes {
 		if errors.Is(err, c.err) {
-			return &Error{Class: c.class, Message: err.Error()}
+			e := &Error{Class: c.class, Message: err.Error()}
+			var lc *session.LeaseConflictError
+			if errors.As(err, &lc) {
+				e.Lease = toWireConflict(lc)
+			}
+			return e
 		}
 	}
 	return &Error{Class: ClassInternal, Message: err.Error()}

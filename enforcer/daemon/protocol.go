@@ -88,6 +88,12 @@ type RunRequest struct {
 	// Learn asks for the learned manifest in the result (permissive mode).
 	Learn  bool   `json:"learn,omitempty"`
 	LogDir string `json:"log_dir,omitempty"`
+	// LeaseWait is session.Options.LeaseWait (klock run --wait), LeaseTTL
+	// and LeaseGrace its LeaseTTL and LeaseGrace; nanoseconds, zero for
+	// the defaults.
+	LeaseWait  time.Duration `json:"lease_wait,omitempty"`
+	LeaseTTL   time.Duration `json:"lease_ttl,omitempty"`
+	LeaseGrace time.Duration `json:"lease_grace,omitempty"`
 	// Stdio lists which of the agent's fds 0, 1, 2 the attached
 	// descriptors become, in order (e.g. [0,1,2]); an absent one is
 	// /dev/null.

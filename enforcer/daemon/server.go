@@ -21,6 +21,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/policy"
@@ -80,6 +81,10 @@ type Config struct {
 	// is the client's refusal. The client's own check does not replace
 	// it: a group member can send klockd any bytes.
 	Admit func(*policy.Manifest) error
+	// Leases is the lease store of every session (session.Options.Leases):
+	// nil is the host's (session.HostLeases), shared with embedded klock
+	// runs.
+	Leases lease.Store
 }
 
 // DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
@@ -548,6 +553,10 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: backend,
 		RollbackOnInterrupt: req.RollbackOnInterrupt,
 		Snapshot:            snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
+		// The client's uid is the leases' tenant (klock leases shows each
+		// uid its own).
+		Leases: s.cfg.Leases, LeaseTenant: fmt.Sprintf("uid:%d", peer.UID),
+		LeaseWait: req.LeaseWait, LeaseTTL: req.LeaseTTL, LeaseGrace: req.LeaseGrace,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.
 		Started: func(pid int) {

@@ -27,12 +27,8 @@ import (
 // amendment's path is added to the session's backup before it is granted
 // (backupBeforeGrant), so a rollback restores what the retry changes.
 //
-// The lead wires it in Run once the session has its leases, before the
-// engine is made (lease-session: Options.Leases, the session's holder):
-//
-//	if mode == policy.ModePermissive && leases != nil {
-//		opts = append(opts, decide.WithAmendGate(amendGate(ctx, leases.store, leases.holder, leases.age, o.LeaseTTL, restorer, be.lsms != nil)))
-//	}
+// Run wires it for a permissive session that holds leases, before the
+// engine is made.
 func amendGate(ctx context.Context, store lease.Store, h lease.Holder, age time.Time, ttl time.Duration, backup Restorer, widens bool) decide.AmendGate {
 	o := decide.LeaseGateOptions{Store: store, Holder: h, Age: age, TTL: ttl, Context: ctx}
 	if widens {

@@ -9,6 +9,29 @@
 // back in strict mode, amend the network rules in permissive mode), and
 // writes the verification log.
 //
+// Leases (KLIS-2..4): after the ruleset is compiled and before anything is
+// backed up or started, Run takes a lease on every intent of it that
+// leases something (lease.FromIntent: FILE and NET; not PROC, not kernel
+// views), all or none, from Options.Leases or the host's store
+// (HostLeases: openHostLeases is the one place that names it). Not
+// granted at once, it retries for Options.LeaseWait (Wait-Die with
+// backoff, keeping its age, progress on the logger), then refuses with a
+// *LeaseConflictError (ErrLeaseConflict). Granted, the leases are
+// heartbeated every TTL/3; when one is no longer held (revoked: klock
+// kill, klock leases revoke, the lease API; or expired) the session is
+// ended as an interruption from outside (killed, rolled back in strict
+// mode, Result.Interrupted, the log's reason says "leases revoked"): it
+// must not run on unprotected. They are released after the rollback and
+// the log. So two sessions whose leases do not conflict share a workdir,
+// and a strict kill's rollback leaves what other holders' changing FILE
+// leases (MUTATES, DELETES, RENAMES, PROVIDES) covered at any time since
+// its own were granted (snapshot.Leave; their subtrees held at its start
+// are not even backed up): the log lists each path left and whose lease
+// it was, and one the agent changed there anyway (a wall wider than the
+// declaration) as a rollback failure. When the store cannot say what
+// others held, nothing is rolled back and the log says so (klock rollback
+// can finish it). The log lists the leases held and the wait.
+//
 // Never fail open: when a backend that the mode relies on cannot be loaded,
 // Run refuses to start (ErrDegraded, naming the lost guarantee and the fix)
 // unless Options.AllowDegraded says the operator accepts that loss; the
@@ -28,7 +51,8 @@
 // again against the state the session ended in.
 //
 // Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup,
-// ErrObserveStrict or the launcher's sentinels; once the agent has run,
+// ErrObserveStrict, ErrLeaseConflict (a *LeaseConflictError) or the
+// launcher's sentinels; once the agent has run,
 // Run returns a *Result (with the agent's exit, any violation, whether it
 // was interrupted, and the log's path) and an error only for failures of
 // klock itself.

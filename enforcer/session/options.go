@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"time"
 
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/snapshot"
@@ -24,18 +26,16 @@ var (
 	// ErrObserveStrict: BackendObserve was asked for in strict mode, which
 	// promises a wall it would not have.
 	ErrObserveStrict = errors.New("session: --backend observe needs permissive mode")
-	// ErrWorkdirBusy: another session runs on the same workdir. One at a
-	// time: a strict kill restores the whole workdir, the other session's
-	// work with it.
-	ErrWorkdirBusy = errors.New("session: the workdir is in use by another session")
 )
 
 // Restorer rolls a session's files back to their pre-flight state. The
 // snapshot package provides it; Run calls it after a strict kill. When
 // only is non-nil, the rollback is limited to the paths at or below those
 // roots (see RollbackRoots); nil restores everything the backup holds.
+// What leave covers is left as it is (snapshot.Leave): other sessions'
+// leases.
 type Restorer interface {
-	Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error)
+	Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region) ([]vlog.RollbackOp, error)
 	// Existed says whether path existed before the agent started: known
 	// when the backup covers it.
 	Existed(path string) (known, existed bool)
@@ -55,6 +55,9 @@ type Preflight struct {
 	// AgentGIDs are its groups (primary first): with AgentUID, what decides
 	// which files it could change, and so what the backup holds.
 	AgentGIDs []uint32
+	// Exclude are trees other sessions' leases let them change while this
+	// one runs: not backed up (a rollback leaves them).
+	Exclude []string
 }
 
 // Backend names the mechanism that walls the agent's file operations.
@@ -140,6 +143,23 @@ type Options struct {
 	// Stage2 is launch.Spec.Stage2: the session launcher binary
 	// (cmd/klock-stage2); "" means the one beside the running executable.
 	Stage2 string
+
+	// Leases is the lease manager the session takes its leases from (one
+	// per intent that leases something, enforcer/lease); nil is the
+	// host's (HostLeases), which every session on the host shares.
+	Leases lease.Store
+	// LeaseWait is how long to keep trying when another session holds a
+	// conflicting lease (klock run --wait); zero: one attempt, and
+	// ErrLeaseConflict at once.
+	LeaseWait time.Duration
+	// LeaseTTL and LeaseGrace are the leases' lifetime without a
+	// heartbeat and the grace after it (zero: lease.DefaultTTL and
+	// lease.DefaultGrace; klock run's hidden --lease-ttl and --lease-grace
+	// shorten them for tests). The session heartbeats every LeaseTTL/3.
+	LeaseTTL, LeaseGrace time.Duration
+	// LeaseTenant is the leases' tenant (default "uid:<klock's uid>";
+	// klockd names its client's uid).
+	LeaseTenant string
 }
 
 // Result is how a session ended.

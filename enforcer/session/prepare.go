@@ -37,7 +37,7 @@ type backupResult struct {
 // count that process's execs to find the agent's), and nothing that can
 // refuse the session (ErrDegraded) comes after the backup is started. On
 // error nothing is left running or loaded.
-func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, spec launch.Spec, dirs []string, logged func() error, log *slog.Logger) (_ *prepared, err error) {
+func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, exclude []string, spec launch.Spec, dirs []string, logged func() error, log *slog.Logger) (_ *prepared, err error) {
 	choice := o.Backend
 	if choice == "" {
 		choice = BackendAuto
@@ -68,7 +68,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		}
 		backup = make(chan backupResult, 1)
 		go func() {
-			r, err := o.Snapshot(ctx, Preflight{Ruleset: rs, ID: id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...)})
+			r, err := o.Snapshot(ctx, Preflight{Ruleset: rs, ID: id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...), Exclude: exclude})
 			backup <- backupResult{r, err}
 		}()
 	}

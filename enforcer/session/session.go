@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,14 +88,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if writesWorkdir(rs) {
-			unlock, err := lockWorkdir(state, id)
-			if err != nil {
-				return nil, err
-			}
-			defer unlock() // after the rollback and the log
-		}
 		mask = append(mask, state)
+	}
+	// The leases of every intent, before anything is backed up or started:
+	// two sessions share a workdir when what they change does not
+	// conflict, and a strict kill rolls back only what no other session's
+	// lease covers. Released after the rollback and the log.
+	leases, err := acquireLeases(ctx, o, rs, id, log)
+	if err != nil {
+		return nil, err
+	}
+	if leases != nil {
+		defer leases.release()
+		// Revoked or expired leases end the session as an interruption
+		// from outside: killed, rolled back in strict mode, logged.
+		var revoked context.CancelCauseFunc
+		ctx, revoked = context.WithCancelCause(ctx)
+		defer revoked(nil)
+		leases.keepAlive(func(err error) { revoked(err) })
 	}
 	// Empty groups a killed klock left behind (its session's log says
 	// INCOMPLETE): a minute is far beyond a group's first instant, the
@@ -123,8 +135,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// one replaces it: if klock is stopped (kill -9, a crash) the session
 	// is still on record, with how to undo it. It is written while the
 	// session is prepared, and the agent starts only once it is on disk.
-	begun := beginLog(sessionDir, vlog.Session{ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData, Mode: mode, Start: time.Now()})
-	ready, err := prepare(ctx, o, rs, id, g, launch.Spec{
+	heldLeases, leaseWait := leases.vlog()
+	begun := beginLog(sessionDir, vlog.Session{ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData, Mode: mode, Start: time.Now(),
+		Leases: heldLeases, LeaseWait: leaseWait})
+	ready, err := prepare(ctx, o, rs, id, g, leases.excludeFromBackup(ctx), launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: ownNetNS(rs, o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2,
@@ -152,8 +166,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
 	}
-	eng := decide.New(rs, mode, decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(be, proc.Landlock, o.Backend)),
-		decide.WithNameServers(systemResolvers(resolvConf)))
+	engOpts := []decide.Option{decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(be, proc.Landlock, o.Backend)),
+		decide.WithNameServers(systemResolvers(resolvConf))}
+	if mode == policy.ModePermissive && leases != nil {
+		// An amendment is one more lease of this session's holder: never
+		// made over another session's lease (KLIS-6 DLA "if no conflict
+		// exists").
+		engOpts = append(engOpts, decide.WithAmendGate(amendGate(ctx, leases.store, leases.holder, leases.age(), leases.ttl(), restorer, be.lsms != nil)))
+	}
+	eng := decide.New(rs, mode, engOpts...)
 	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer}
 	s.loop(ctx)
 
@@ -165,12 +186,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	var rollback []vlog.RollbackOp
 	if s.killed && restorer != nil && rollsBack(mode, s.interrupted, o.RollbackOnInterrupt) {
-		ops, rerr := restorer.Restore(context.WithoutCancel(ctx), rollbackRoots(rs.Workdir, eng.Records()))
-		rollback = ops
-		if rerr != nil {
-			log.Error("rollback incomplete", "error", rerr)
-			rollback = append(rollback, vlog.RollbackOp{Path: "*", Action: "restored", OK: false, Error: rerr.Error()})
-		}
+		rec := eng.Records()
+		rollback = rollBack(context.WithoutCancel(ctx), restorer, rollbackRoots(rs.Workdir, rec), changedPaths(rec), leases, log)
 	}
 
 	// Every event was read before loop returned and the agent is gone: the
@@ -182,9 +199,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		close(torn)
 	}()
 	defer func() { <-torn }()
+	heldLeases, leaseWait = leases.vlog() // with any that ended since
 	vl := vlog.New(vlog.Session{
 		ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData,
-		Mode: mode, Start: start, Backends: backendsUsed,
+		Mode: mode, Start: start, Backends: backendsUsed, Leases: heldLeases, LeaseWait: leaseWait,
 	})
 	vl.AddRecords(eng.Records())
 	x := vlogExit(exit, s.killed, s.reason)
@@ -204,6 +222,70 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// rollBack restores what only covers, leaving what other sessions' leases
+// let them change while this one ran (Restorer's leave), and says in the
+// log which paths it left and why. When the lease store cannot say what
+// others held, nothing is restored: putting back a path another session
+// changed would destroy its work, and klock rollback can still be run
+// once the store answers.
+//
+// A path left that the agent was seen to change (changed) is one it
+// changed outside its own leases, where the wall let it (Landlock's is
+// wider than the declaration): that change is not undone, since the other
+// session's work is there too, and the log says so as a rollback failure.
+func rollBack(ctx context.Context, r Restorer, only []snapshot.Scope, changed []string, leases *leasing, log *slog.Logger) []vlog.RollbackOp {
+	leave, err := leases.leaveRegions(ctx)
+	if err != nil {
+		log.Error("rollback not done: cannot tell which paths other sessions' leases cover", "error", err)
+		return []vlog.RollbackOp{{Path: "*", Action: vlog.RollbackRestored, OK: false,
+			Error: fmt.Sprintf("not rolled back: the lease store could not say which paths other sessions hold (%v), and restoring one of theirs would destroy their work; run klock rollback once it answers", err)}}
+	}
+	ops, err := r.Restore(ctx, only, leave)
+	if err != nil {
+		log.Error("rollback incomplete", "error", err)
+		ops = append(ops, vlog.RollbackOp{Path: "*", Action: vlog.RollbackRestored, OK: false, Error: err.Error()})
+	}
+	left := 0
+	for i := range ops {
+		if ops[i].Action != vlog.RollbackLeft {
+			continue
+		}
+		left++
+		if touchedBy(ops[i].Path, changed) {
+			ops[i].OK = false
+			ops[i].Error = "this session's agent changed it too, outside its own leases: that change is not undone, since the other session's work is there as well; inspect it"
+			log.Error("rollback left a path this session's agent changed inside another session's lease", "path", ops[i].Path, "lease", ops[i].Why)
+		}
+	}
+	if left > 0 {
+		log.Warn(fmt.Sprintf("rollback left %d path(s) other sessions' leases cover (their work; klock log lists them)", left))
+	}
+	return ops
+}
+
+// changedPaths are the FILE paths the agent was seen to change (not
+// every attempt failed).
+func changedPaths(rec decide.Records) []string {
+	var out []string
+	for _, o := range rec.Observed {
+		if o.Triple.Type == policy.ObjFile && policy.Changing.Has(o.Triple.Predicate) && o.Failed < o.Count {
+			out = append(out, o.Triple.Path)
+		}
+	}
+	return out
+}
+
+// touchedBy reports whether p is one of paths, lies below one, or holds
+// one below it (a new directory is left whole).
+func touchedBy(p string, paths []string) bool {
+	for _, c := range paths {
+		if c == p || strings.HasPrefix(c, p+"/") || strings.HasPrefix(p, c+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // rollsBack says whether a killed session is rolled back: always in strict
@@ -312,6 +394,8 @@ func (s *running) act(v decide.Verdict) {
 	case decide.ActionBlocked:
 		s.warn("blocked (permissive)", "triple", v.Triple.String())
 		s.widen(v)
+	case decide.ActionLeaseDenied:
+		s.warn("scope not amended: another session holds the lease", "why", v.LeaseError)
 	}
 }
 

@@ -31,7 +31,7 @@ func Backup(progress io.Writer) Snapshotter {
 		rs, agent := p.Ruleset, p.AgentUID
 		// Only what the agent's uid could change is backed up (a /tmp/**
 		// scope holds every user's files): snapshot.Options.AgentUID.
-		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, AgentGIDs: p.AgentGIDs}
+		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, AgentGIDs: p.AgentGIDs, Exclude: p.Exclude}
 		if rs.Workdir != "" {
 			// chmod, chown, utimes and xattrs are not Landlock rights: the
 			// agent can change the metadata of any file it owns, CONSUMES-only
@@ -62,9 +62,10 @@ type restorer struct{ s *snapshot.Snapshot }
 func (r restorer) Existed(path string) (known, existed bool) { return r.s.Existed(path) }
 
 // Restore puts back what only covers (nil: everything the backup holds),
-// leaving the new paths the agent's uid does not own: another process's.
-func (r restorer) Restore(ctx context.Context, only []snapshot.Scope) ([]vlog.RollbackOp, error) {
-	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew()}
+// leaving the new paths the agent's uid does not own (another process's)
+// and what leave covers (another session's lease).
+func (r restorer) Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region) ([]vlog.RollbackOp, error) {
+	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew(), snapshot.Leave(leave...)}
 	if only != nil {
 		// A path the agent changed that the backup holds nothing of is a
 		// failure of the rollback, and the log says so.
@@ -163,7 +164,7 @@ func RollbackOps(rep snapshot.Report) []vlog.RollbackOp {
 		if e.Action == snapshot.Unchanged {
 			continue
 		}
-		ops = append(ops, vlog.RollbackOp{Path: e.Path, Action: string(e.Action), OK: e.Error == "", Error: e.Error})
+		ops = append(ops, vlog.RollbackOp{Path: e.Path, Action: string(e.Action), OK: e.Error == "", Error: e.Error, Why: e.Why})
 	}
 	return ops
 }

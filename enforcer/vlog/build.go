@@ -21,6 +21,9 @@ type Session struct {
 	Mode           policy.Mode
 	Start          time.Time
 	Backends       []Backend
+	// Leases and LeaseWait are Log's.
+	Leases    []HeldLease
+	LeaseWait *LeaseWait
 }
 
 // HashManifest is the hex sha256 of the manifest bytes.
@@ -40,6 +43,7 @@ func New(s Session) *Log {
 		Manifest: ManifestRef{Path: s.ManifestPath, SHA256: sum},
 		Mode:     s.Mode, Start: s.Start,
 		Backends: append([]Backend(nil), s.Backends...),
+		Leases:   append([]HeldLease(nil), s.Leases...), LeaseWait: s.LeaseWait,
 	}
 }
 

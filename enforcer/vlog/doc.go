@@ -2,7 +2,9 @@
 // session written at its end to <dir>/verification.json (schema
 // "klock.verification/v1"), read back by `klock log`, and rendered as the
 // human summary a security engineer reads first (headline verdict, then
-// violations, rollback, amendments, intents with use counts,
+// the KLIS leases held and how long the session waited for them,
+// violations, rollback (paths left to another session's lease with
+// whose it was), amendments, intents with use counts,
 // under-utilization, observed triples, lost events, exit status).
 //
 // A Log is built from the decision engine's records (Build with

@@ -34,7 +34,7 @@ func (l *Log) Headline() (verdict, summary string) {
 	}
 	var restored, failed int
 	for _, r := range l.Rollback {
-		if r.Action == RollbackSpared {
+		if r.Action == RollbackSpared || r.Action == RollbackLeft && r.OK {
 			continue // nothing was done to it
 		}
 		if r.OK {

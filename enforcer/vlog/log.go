@@ -61,6 +61,10 @@ type Log struct {
 	Verdict  string    `json:"verdict"`
 	Summary  string    `json:"summary"`
 	Backends []Backend `json:"backends"`
+	// Leases are the KLIS leases the session held (none in a log of a
+	// klock that took no leases); LeaseWait, when it had to wait for them.
+	Leases    []HeldLease `json:"leases,omitempty"`
+	LeaseWait *LeaseWait  `json:"lease_wait,omitempty"`
 	// Intents are the manifest's declared intents then the leases, with use
 	// counts; Baseline holds the baseline's intents, grouped apart.
 	Intents  []IntentUse `json:"intents"`
@@ -200,12 +204,18 @@ const (
 	RollbackSpared = "spared"
 )
 
+// RollbackLeft: in the scope of another session's lease (it changed it
+// while this one ran, or may): left as it is, Why says whose.
+const RollbackLeft = "left"
+
 // RollbackOp is one action of the pre-flight rollback.
 type RollbackOp struct {
 	Path   string `json:"path"`
-	Action string `json:"action"` // restored | removed | recreated
+	Action string `json:"action"` // restored | removed | recreated | spared | left
 	OK     bool   `json:"ok"`
 	Error  string `json:"error,omitempty"`
+	// Why, for left: whose lease covers the path.
+	Why string `json:"why,omitempty"`
 }
 
 // Lost summarizes events the kernel could not deliver.

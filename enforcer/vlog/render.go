@@ -85,6 +85,7 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		}
 	}
 
+	r.leases(l, opts.Verbose)
 	if len(l.Violations) > 0 {
 		r.section("Violations", len(l.Violations))
 		for _, v := range l.Violations {
@@ -118,9 +119,14 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	if len(l.Rollback) > 0 {
 		r.section("Rollback", len(l.Rollback))
 		for _, op := range l.Rollback {
-			if op.OK {
+			switch {
+			case op.Action == RollbackLeft && op.OK:
+				r.line("  %-9s %s  (%s)", op.Action, op.Path, op.Why)
+			case op.Action == RollbackLeft:
+				r.line("  %-9s %s  (%s)  FAILED: %s", op.Action, op.Path, op.Why, op.Error)
+			case op.OK:
 				r.line("  %-9s %s", op.Action, op.Path)
-			} else {
+			default:
 				r.line("  %-9s %s  FAILED: %s", op.Action, op.Path, op.Error)
 			}
 		}

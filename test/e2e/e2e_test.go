@@ -764,65 +764,6 @@ func TestEmptyNameIsNoViolation(t *testing.T) {
 	}
 }
 
-// TestOneSessionPerWorkdir: while a session that may change its workdir
-// runs, a second one that may change it too is refused before it does
-// anything, naming the first (a strict kill of either would restore the
-// whole workdir, the other's work with it); once the first has ended, it
-// runs. A session that changes nothing there needs no lock.
-func TestOneSessionPerWorkdir(t *testing.T) {
-	w := harness.NewWorld(t)
-	r, wr, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	first := harness.NewID()
-	fm, err := policy.Parse("first.yaml", []byte(harness.ManifestYAML(w.Workdir, policy.ModeStrict, []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/sleep", "MUTATES FILE:" + w.Workdir + "/**"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type outcome struct {
-		res *session.Result
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() { // session.Run, not w.Run: no t.Fatal off the test's goroutine
-		res, err := session.Run(context.Background(), session.Options{Manifest: fm, ID: first, Command: []string{"/bin/sh", "-c", "echo up; sleep 2"}, Backend: harness.Backend(),
-			User: &launch.Credential{UID: harness.AgentUID, GID: harness.AgentGID}, Snapshot: session.Backup(nil), Stdout: wr})
-		done <- outcome{res, err}
-	}()
-	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
-		t.Fatalf("the first session did not start: %v", err)
-	}
-	m, err := policy.Parse("m.yaml", []byte(harness.ManifestYAML(w.Workdir, policy.ModePermissive, []string{"PROVIDES PROC:/usr/bin/true", "PROVIDES FILE:" + w.Workdir + "/**"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := func() error {
-		_, err := session.Run(context.Background(), session.Options{Manifest: m, Command: []string{"/usr/bin/true"}, Backend: harness.Backend(),
-			User: &launch.Credential{UID: harness.AgentUID, GID: harness.AgentGID}, Snapshot: session.Backup(nil)})
-		return err
-	}
-	if err := second(); !errors.Is(err, session.ErrWorkdirBusy) || !strings.Contains(err.Error(), first) {
-		t.Fatalf("a second session on the workdir: %v, want ErrWorkdirBusy naming %s", err, first)
-	}
-	readOnly, err := policy.Parse("ro.yaml", []byte(harness.ManifestYAML(w.Workdir, policy.ModePermissive, []string{"PROVIDES PROC:/usr/bin/true"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := session.Run(context.Background(), session.Options{Manifest: readOnly, Command: []string{"/usr/bin/true"}, Backend: harness.Backend(),
-		User: &launch.Credential{UID: harness.AgentUID, GID: harness.AgentGID}, Snapshot: session.Backup(nil)}); err != nil {
-		t.Fatalf("a session that changes nothing in the workdir, beside the first: %v", err)
-	}
-	wr.Close()
-	if o := <-done; o.err != nil || o.res.Killed || o.res.Exit.ExitCode() != 0 {
-		t.Fatalf("the first session: %v, %+v", o.err, o.res)
-	}
-	if err := second(); err != nil {
-		t.Fatalf("after the first ended: %v", err)
-	}
-}
-
 // TestSessionIsOnRecordFromItsStart: before its agent starts, a session's
 // log is on disk, INCOMPLETE and naming the klock process that runs it, so
 // a session whose klock is killed stays on record with how to undo it; the

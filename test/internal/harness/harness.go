@@ -39,6 +39,10 @@ var Probe string
 // shared holds the suite's kernel backends (nil when not root).
 var shared *session.Shared
 
+// Shared is the suite's kernel backends (session.Options.Backends) for a
+// test that calls session.Run itself: nil when not root.
+func Shared() *session.Shared { return shared }
+
 // BackendEnv chooses the sessions' file backend: landlock when unset (so a
 // suite's expectations do not depend on the machine), bpf-lsm in the VM
 // harness, where nothing may silently fall back.
