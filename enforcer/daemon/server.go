@@ -10,10 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +20,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/usock"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -140,12 +138,8 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, socket: cfg.Socket, sessions: map[string]*live{},
 		conns: map[*net.UnixConn]bool{}, serveErr: make(chan error, 1)}
-	if g, err := user.LookupGroup(cfg.Group); err == nil {
-		gid, perr := strconv.ParseUint(g.Gid, 10, 32)
-		if perr == nil {
-			s.gid, s.hasGroup = uint32(gid), true
-		}
-	}
+	owner := usock.LookupGroup(cfg.Group)
+	s.gid, s.hasGroup = owner.GID, owner.HasGroup
 	if !s.hasGroup {
 		log.Info("no such group: only root may create sessions", "group", cfg.Group)
 	}
@@ -154,25 +148,12 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, err
 	}
 
-	dir := filepath.Dir(cfg.Socket)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, cfg.DirMode); err != nil {
-			return nil, fmt.Errorf("klockd: %w", err)
-		}
-		if err := s.own(dir, cfg.DirMode); err != nil {
-			return nil, err
-		}
+	ln, err := usock.Listen(cfg.Socket, cfg.SocketMode, cfg.DirMode, owner)
+	if errors.Is(err, usock.ErrInUse) {
+		return nil, fmt.Errorf("klockd: another klockd is listening on %s", cfg.Socket)
 	}
-	if err := removeStale(cfg.Socket); err != nil {
-		return nil, err
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("klockd: listen: %w", err)
-	}
-	if err := s.own(cfg.Socket, cfg.SocketMode); err != nil {
-		ln.Close()
-		return nil, err
+		return nil, fmt.Errorf("klockd: %w", err)
 	}
 	s.ln = ln
 
@@ -192,42 +173,6 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s, nil
-}
-
-// own sets path's mode and, when the group exists, its group.
-func (s *Server) own(path string, mode os.FileMode) error {
-	if s.hasGroup {
-		if err := os.Chown(path, 0, int(s.gid)); err != nil {
-			return fmt.Errorf("klockd: %w", err)
-		}
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		return fmt.Errorf("klockd: %w", err)
-	}
-	return nil
-}
-
-// removeStale removes a socket nobody listens on; it refuses to replace a
-// live daemon's socket or a file that is not a socket.
-func removeStale(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("klockd: %w", err)
-	}
-	if st.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("klockd: %s exists and is not a socket; refusing to replace it", path)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("klockd: another klockd is listening on %s", path)
-	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("klockd: remove stale socket: %w", err)
-	}
-	return nil
 }
 
 // Addr is the socket path.
@@ -327,10 +272,10 @@ func (s *Server) Sessions() []SessionInfo {
 // authorize is the check every connection passes before its request is
 // read.
 func (s *Server) authorize(p Peer) error {
-	if inSessionCgroup(p.Cgroup) {
-		return fmt.Errorf("%w: %v (%s)", ErrForbidden, errInSession, p)
+	if usock.InSessionCgroup(p.Cgroup) {
+		return fmt.Errorf("%w: %v (%s)", ErrForbidden, usock.ErrInSession, p)
 	}
-	if p.UID == 0 || (s.hasGroup && p.inGroup(s.gid)) {
+	if p.UID == 0 || (s.hasGroup && p.InGroup(s.gid)) {
 		return nil
 	}
 	if s.hasGroup {
@@ -341,7 +286,7 @@ func (s *Server) authorize(p Peer) error {
 
 func (s *Server) handle(c *net.UnixConn) {
 	w := &connWriter{c: c}
-	peer, err := peerOf(c)
+	peer, err := usock.PeerOf(c)
 	if err == nil {
 		err = s.authorize(peer)
 	} else {
@@ -421,7 +366,7 @@ func (s *Server) credential(peer Peer, req *RunRequest, m *policy.Manifest) (*la
 		return nil, fmt.Errorf("%w: uid %d may run agents only as itself, not as uid %d (ask root to run it: sudo klock run)", ErrForbidden, peer.UID, req.UID)
 	}
 	for _, g := range append([]uint32{req.GID}, req.Groups...) {
-		if !peer.inGroup(g) {
+		if !peer.InGroup(g) {
 			return nil, fmt.Errorf("%w: uid %d is not in group %d", ErrForbidden, peer.UID, g)
 		}
 	}
