@@ -208,7 +208,7 @@ func TestHeartbeatAndExpiry(t *testing.T) {
 	id := leaseIDs(t, m)[0]
 	time.Sleep(200 * time.Millisecond)
 	st, m = ts.call(t, "POST", "/v1/leases/heartbeat", map[string]any{
-		"sessions": []any{map[string]any{"agent_id": "a", "session_id": "s"}, map[string]any{"agent_id": "a", "session_id": "nope"}},
+		"sessions":  []any{map[string]any{"agent_id": "a", "session_id": "s"}, map[string]any{"agent_id": "a", "session_id": "nope"}},
 		"lease_ids": []string{id, "l-0000000000000000"}})
 	if st != 200 || len(m["results"].([]any)) != 4 {
 		t.Fatalf("heartbeat: %d %v", st, m)
