@@ -18,6 +18,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/usock"
@@ -78,6 +79,10 @@ type Config struct {
 	// is the client's refusal. The client's own check does not replace
 	// it: a group member can send klockd any bytes.
 	Admit func(*policy.Manifest) error
+
+	// Leases is the host's lease store: klockd's sessions and its lease
+	// API (enforcer/leaseapi) share it. nil: an in-memory lease.Table.
+	Leases lease.Store
 }
 
 // DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
@@ -97,6 +102,8 @@ type Server struct {
 	hasGroup  bool
 	shared    *session.Shared
 	ownShared bool
+	leases    lease.Store
+	ownLeases bool
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -171,9 +178,16 @@ func Listen(cfg Config) (*Server, error) {
 			log.Warn("network backend unavailable: sessions degrade or refuse", "error", s.shared.GuardErr)
 		}
 	}
+	s.leases = cfg.Leases
+	if s.leases == nil {
+		s.leases, s.ownLeases = lease.NewTable(), true
+	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s, nil
 }
+
+// Leases is the lease store klockd serves (Config.Leases).
+func (s *Server) Leases() lease.Store { return s.leases }
 
 // Addr is the socket path.
 func (s *Server) Addr() string { return s.socket }
@@ -250,6 +264,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if s.ownShared {
 		err = errors.Join(err, s.shared.Close())
+	}
+	if s.ownLeases {
+		err = errors.Join(err, s.leases.Close())
 	}
 	if rerr := os.Remove(s.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
