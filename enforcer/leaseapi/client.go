@@ -18,6 +18,13 @@ import (
 	"time"
 )
 
+// DefaultSocket is where klockd serves the API; SocketEnv overrides it
+// for clients.
+const (
+	DefaultSocket = "/run/klock/api.sock"
+	SocketEnv     = "KLOCK_API_SOCKET"
+)
+
 // SocketPath is the socket clients use: $KLOCK_API_SOCKET, else
 // DefaultSocket.
 func SocketPath() string {

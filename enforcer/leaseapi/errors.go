@@ -48,6 +48,9 @@ var (
 	// ErrNoServer: nothing serves the API at the client's address (klockd
 	// is not running).
 	ErrNoServer = errors.New("klockd's lease API is not running")
+	// ErrConfig: the TCP listener's options are refused; klockd does not
+	// start.
+	ErrConfig = errors.New("leaseapi: refused configuration")
 )
 
 // classes lists every class with its HTTP status, retryability and

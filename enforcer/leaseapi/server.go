@@ -19,10 +19,6 @@ import (
 
 // Defaults.
 const (
-	// DefaultSocket is where klockd serves the API; SocketEnv overrides it
-	// for clients.
-	DefaultSocket = "/run/klock/api.sock"
-	SocketEnv     = "KLOCK_API_SOCKET"
 	// DefaultGroup is the group whose members may use the unix socket.
 	DefaultGroup = "klock"
 	// DefaultRate and DefaultBurst bound acquires per tenant: generous for

@@ -5,7 +5,6 @@ package leaseapi
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -94,9 +93,6 @@ type TCPOptions struct {
 	// CertFile and KeyFile turn TLS on; required unless Addr is loopback.
 	CertFile, KeyFile string
 }
-
-// ErrConfig: the TCP listener's options are refused; klockd does not start.
-var ErrConfig = errors.New("leaseapi: refused configuration")
 
 // ListenTCP checks o and listens: tokens are required, and a non-loopback
 // address without TLS is refused (bearer tokens would cross a network in
