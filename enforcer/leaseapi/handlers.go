@@ -518,6 +518,7 @@ func contentionView(e *lease.Event, count int, id Identity, now time.Time) (Cont
 
 // contention is GET /v1/contention.
 func (s *Server) contention(w http.ResponseWriter, r *http.Request, id Identity) {
+	s.catchUp()
 	now := time.Now()
 	resp := ContentionResponse{OK: true, Recent: []Contention{}, Waiting: []Waiting{}}
 	for _, en := range s.ring.newest() {

@@ -73,6 +73,10 @@ type Server struct {
 	unsub  func()
 	done   chan struct{}
 
+	// barrier asks the watch goroutine to handle every event already
+	// published, then close the channel sent (catchUp).
+	barrier chan chan struct{}
+
 	mu      sync.Mutex
 	servers []*http.Server
 	closing bool
@@ -112,7 +116,7 @@ func New(cfg Config) (*Server, error) {
 	s.waiters = newDispatcher(s.store)
 	s.mux = s.routes()
 	ch, unsub := s.events.Subscribe(4096)
-	s.unsub = unsub
+	s.unsub, s.barrier = unsub, make(chan chan struct{})
 	go s.watch(ch)
 	go s.waiters.run(s.ctx)
 	return s, nil
@@ -121,13 +125,48 @@ func New(cfg Config) (*Server, error) {
 // watch feeds the store's events to the contention log and the waiters.
 func (s *Server) watch(ch <-chan lease.Event) {
 	defer close(s.done)
-	for e := range ch {
+	handle := func(e lease.Event) {
 		switch e.Type {
 		case lease.LeaseFreed:
 			s.waiters.kick()
 		case lease.ContentionDetected:
 			s.ring.add(e)
 		}
+	}
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return
+			}
+			handle(e)
+		case done := <-s.barrier:
+			for drained := false; !drained; {
+				select {
+				case e, ok := <-ch:
+					if !ok {
+						close(done)
+						return
+					}
+					handle(e)
+				default:
+					drained = true
+				}
+			}
+			close(done)
+		}
+	}
+}
+
+// catchUp returns once watch has handled every event the store published
+// before the call (a store publishes before its call returns), so that a
+// caller reads its own contention right after its request was answered.
+func (s *Server) catchUp() {
+	done := make(chan struct{})
+	select {
+	case s.barrier <- done:
+		<-done
+	case <-s.done:
 	}
 }
 
