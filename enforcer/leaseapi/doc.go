@@ -55,7 +55,9 @@
 // id, object or holder). Conflicts are still decided across tenants: they
 // share the host's files. Acquires are rate-limited per tenant (token
 // bucket: Config.Rate, Config.Burst); an over-limit acquire is 429
-// rate_limited with retry_after_ms and a Retry-After header.
+// rate_limited with retry_after_ms and a Retry-After header. A tenant may
+// hold 32 event streams open (the 33rd is 429) and have 1024 acquires
+// blocked waiting (beyond that a WAIT is answered at once).
 //
 // # Errors
 //

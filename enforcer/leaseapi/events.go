@@ -49,6 +49,13 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, id Identit
 		writeError(w, newError(ClassInternal, "this connection cannot stream"))
 		return
 	}
+	if !s.streams.take(id.Tenant, maxStreams) {
+		e := newError(ClassRateLimited, "tenant %s has %d event streams open already; close one", id.Tenant, maxStreams)
+		e.RetryAfterMS = 1000
+		writeError(w, e)
+		return
+	}
+	defer s.streams.release(id.Tenant)
 	ch, unsub := s.events.Subscribe(1024)
 	defer unsub()
 	h := w.Header()

@@ -80,7 +80,8 @@ func (s *Server) manifest(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	var waited time.Duration
-	if d.Outcome == lease.Wait && mr.wait > 0 {
+	if d.Outcome == lease.Wait && mr.wait > 0 && s.waiting.take(id.Tenant, maxWaiters) {
+		defer s.waiting.release(id.Tenant)
 		start := time.Now()
 		d, err = s.waiters.wait(r.Context(), mr.req, d, start.Add(mr.wait), freed)
 		waited = time.Since(start)

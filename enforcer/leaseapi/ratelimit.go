@@ -47,3 +47,38 @@ func (l *limiter) take(tenant string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// Per-tenant bounds on what stays open: each event stream holds a store
+// subscription, each waiting acquire a connection and a queue entry.
+const (
+	maxStreams = 32
+	maxWaiters = 1024
+)
+
+// quota counts what a tenant holds open.
+type quota struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take reserves one of max for tenant; release gives it back.
+func (q *quota) take(tenant string, max int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == nil {
+		q.n = map[string]int{}
+	}
+	if q.n[tenant] >= max {
+		return false
+	}
+	q.n[tenant]++
+	return true
+}
+
+func (q *quota) release(tenant string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n[tenant]--; q.n[tenant] <= 0 {
+		delete(q.n, tenant)
+	}
+}

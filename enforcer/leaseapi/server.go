@@ -64,6 +64,8 @@ type Server struct {
 	events  Events
 	owner   usock.Owner
 	limits  *limiter
+	streams quota // open event streams per tenant
+	waiting quota // blocked acquires per tenant
 	waiters *dispatcher
 	ring    *ring
 	mux     http.Handler

@@ -283,3 +283,32 @@ func TestTenantsOverSocketByUID(t *testing.T) {
 		t.Fatalf("uid outside the group: %d %v", st, m)
 	}
 }
+
+// A tenant may hold maxStreams event streams open; one more is 429, and
+// another tenant is not affected.
+func TestStreamQuota(t *testing.T) {
+	_, _, hs := handlerServer(t)
+	open := func(tenant string) *http.Response {
+		req, _ := http.NewRequest("GET", hs.URL+"/v1/events", nil)
+		req.Header.Set("X-Test-Tenant", tenant)
+		resp, err := hs.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for i := range maxStreams {
+		if r := open("uid:1001"); r.StatusCode != 200 {
+			t.Fatalf("stream %d: %d", i, r.StatusCode)
+		}
+	}
+	r := open("uid:1001")
+	var e Error
+	if err := json.NewDecoder(r.Body).Decode(&e); err != nil || r.StatusCode != 429 || e.Class != ClassRateLimited {
+		t.Fatalf("one stream too many: %d %+v %v", r.StatusCode, e, err)
+	}
+	if r := open("uid:1002"); r.StatusCode != 200 {
+		t.Fatalf("another tenant's stream: %d", r.StatusCode)
+	}
+}
