@@ -52,6 +52,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./guard/mcpproxy/
 	$(GO) test -run '^$$' -bench DurableAuthorizations -benchtime 1x ./guard/budget/
+	@echo "leases: grant+release pairs/s through the KLIS-7 API on its unix socket, 8 clients (goal >= 10000)"
+	$(GO) test -run '^$$' -bench APIGrantRelease -benchtime $(BENCHTIME) ./enforcer/leaseapi/
 	@echo "bpf-lsm in the VM: open/close and file workload ratios against no enforcement (goals 1.2x, 1.05x)"
 	vmtests/vmtest.sh --bench
 
@@ -74,6 +76,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzJournalScan FuzzJournalPayload; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/budget/; done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./enforcer/leaseapi/
 
 generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
 	@scripts/gen-vmlinux.sh

@@ -1,6 +1,8 @@
 // Command klockd is klock's daemon: it keeps the BPF programs loaded and runs
 // sessions for klock run, klock ps and klock kill over a unix socket (see
-// package enforcer/daemon).
+// package enforcer/daemon), and is its host's lease manager, serving the
+// KLIS-7 lease API on a second socket and optionally on TCP (see package
+// enforcer/leaseapi).
 package main
 
 import (
@@ -36,6 +38,7 @@ func main() {
 	requireSigned := flag.Bool("require-signed", false, "refuse every session whose manifest is unsigned, altered since signing, or signed by a key that is not trusted (klockd has no config file: this flag is its require_signature policy)")
 	flag.Var(&trustKeys, "trust", "trust this signing key besides those in --trust-dir (a .pub file or ed25519:<base64>; repeatable)")
 	trustDir := flag.String("trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
+	api := apiFlags()
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -64,6 +67,13 @@ func main() {
 	if *linger == 0 {
 		cfg.Observe.SyscallLinger = -1 // none (a zero Config field means the default)
 	}
+	// A refused API configuration (TCP without tokens, or without TLS
+	// off loopback) stops klockd before anything is loaded.
+	tcp, err := api.listenTCP()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "klockd:", err)
+		os.Exit(1)
+	}
 	srv, err := daemon.Listen(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "klockd:", err)
@@ -73,18 +83,34 @@ func main() {
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	served := make(chan error, 1)
+	served := make(chan error, 3)
 	go func() { served <- srv.Serve() }()
-	select {
-	case sig := <-sigs:
-		log.Info("shutting down: killing every session", "signal", sig.String())
-	case err := <-served:
-		log.Error("serve failed", "error", err)
+	apiSrv, err := api.serve(srv.Leases(), *group, log, tcp, served)
+	if err != nil {
+		log.Error("lease API", "error", err)
+	}
+	if err == nil {
+		select {
+		case sig := <-sigs:
+			log.Info("shutting down: killing every session", "signal", sig.String())
+		case err := <-served:
+			log.Error("serve failed", "error", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	failed := err != nil
+	if apiSrv != nil {
+		if err := apiSrv.Shutdown(ctx); err != nil {
+			log.Error("lease API shutdown", "error", err)
+			failed = true
+		}
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Error("shutdown", "error", err)
+		failed = true
+	}
+	if failed {
 		os.Exit(1)
 	}
 	log.Info("klockd stopped")

@@ -15,6 +15,11 @@
 //     does not exist).
 //   - The registry of running sessions (ps) and their cancellation (kill,
 //     client disconnect, shutdown).
+//   - The host's lease store (Config.Leases; an in-memory lease.Table
+//     when none is given, closed at Shutdown), which cmd/klockd also
+//     serves as the KLIS-7 lease API on a socket of its own
+//     (enforcer/leaseapi). Both sockets are made, and their peers
+//     identified, by the same code (enforcer/usock).
 //
 // # Who may use it
 //

@@ -10,10 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +21,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/usock"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -81,9 +79,9 @@ type Config struct {
 	// is the client's refusal. The client's own check does not replace
 	// it: a group member can send klockd any bytes.
 	Admit func(*policy.Manifest) error
-	// Leases is the lease store of every session (session.Options.Leases):
-	// nil is the host's (session.HostLeases), shared with embedded klock
-	// runs.
+	// Leases is the lease store klockd's sessions and its lease API
+	// (enforcer/leaseapi) share: nil is the host's (session.HostLeases),
+	// shared with embedded klock runs.
 	Leases lease.Store
 }
 
@@ -104,6 +102,7 @@ type Server struct {
 	hasGroup  bool
 	shared    *session.Shared
 	ownShared bool
+	leases    lease.Store
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -145,12 +144,8 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, socket: cfg.Socket, sessions: map[string]*live{},
 		conns: map[*net.UnixConn]bool{}, serveErr: make(chan error, 1)}
-	if g, err := user.LookupGroup(cfg.Group); err == nil {
-		gid, perr := strconv.ParseUint(g.Gid, 10, 32)
-		if perr == nil {
-			s.gid, s.hasGroup = uint32(gid), true
-		}
-	}
+	owner := usock.LookupGroup(cfg.Group)
+	s.gid, s.hasGroup = owner.GID, owner.HasGroup
 	if !s.hasGroup {
 		log.Info("no such group: only root may create sessions", "group", cfg.Group)
 	}
@@ -159,27 +154,22 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, err
 	}
 
-	dir := filepath.Dir(cfg.Socket)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dir, cfg.DirMode); err != nil {
-			return nil, fmt.Errorf("klockd: %w", err)
-		}
-		if err := s.own(dir, cfg.DirMode); err != nil {
-			return nil, err
-		}
+	ln, err := usock.Listen(cfg.Socket, cfg.SocketMode, cfg.DirMode, owner)
+	if errors.Is(err, usock.ErrInUse) {
+		return nil, fmt.Errorf("klockd: another klockd is listening on %s", cfg.Socket)
 	}
-	if err := removeStale(cfg.Socket); err != nil {
-		return nil, err
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("klockd: listen: %w", err)
-	}
-	if err := s.own(cfg.Socket, cfg.SocketMode); err != nil {
-		ln.Close()
-		return nil, err
+		return nil, fmt.Errorf("klockd: %w", err)
 	}
 	s.ln = ln
+	s.leases = cfg.Leases
+	if s.leases == nil {
+		// The host's store is never closed: the process shares it.
+		if s.leases, err = session.HostLeases(); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("klockd: the host's lease store: %w", err)
+		}
+	}
 
 	s.shared = cfg.Backends
 	if s.shared == nil {
@@ -199,41 +189,8 @@ func Listen(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// own sets path's mode and, when the group exists, its group.
-func (s *Server) own(path string, mode os.FileMode) error {
-	if s.hasGroup {
-		if err := os.Chown(path, 0, int(s.gid)); err != nil {
-			return fmt.Errorf("klockd: %w", err)
-		}
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		return fmt.Errorf("klockd: %w", err)
-	}
-	return nil
-}
-
-// removeStale removes a socket nobody listens on; it refuses to replace a
-// live daemon's socket or a file that is not a socket.
-func removeStale(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("klockd: %w", err)
-	}
-	if st.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("klockd: %s exists and is not a socket; refusing to replace it", path)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("klockd: another klockd is listening on %s", path)
-	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("klockd: remove stale socket: %w", err)
-	}
-	return nil
-}
+// Leases is the lease store klockd serves (Config.Leases).
+func (s *Server) Leases() lease.Store { return s.leases }
 
 // Addr is the socket path.
 func (s *Server) Addr() string { return s.socket }
@@ -332,10 +289,10 @@ func (s *Server) Sessions() []SessionInfo {
 // authorize is the check every connection passes before its request is
 // read.
 func (s *Server) authorize(p Peer) error {
-	if inSessionCgroup(p.Cgroup) {
-		return fmt.Errorf("%w: %v (%s)", ErrForbidden, errInSession, p)
+	if usock.InSessionCgroup(p.Cgroup) {
+		return fmt.Errorf("%w: %v (%s)", ErrForbidden, usock.ErrInSession, p)
 	}
-	if p.UID == 0 || (s.hasGroup && p.inGroup(s.gid)) {
+	if p.UID == 0 || (s.hasGroup && p.InGroup(s.gid)) {
 		return nil
 	}
 	if s.hasGroup {
@@ -346,7 +303,7 @@ func (s *Server) authorize(p Peer) error {
 
 func (s *Server) handle(c *net.UnixConn) {
 	w := &connWriter{c: c}
-	peer, err := peerOf(c)
+	peer, err := usock.PeerOf(c)
 	if err == nil {
 		err = s.authorize(peer)
 	} else {
@@ -426,7 +383,7 @@ func (s *Server) credential(peer Peer, req *RunRequest, m *policy.Manifest) (*la
 		return nil, fmt.Errorf("%w: uid %d may run agents only as itself, not as uid %d (ask root to run it: sudo klock run)", ErrForbidden, peer.UID, req.UID)
 	}
 	for _, g := range append([]uint32{req.GID}, req.Groups...) {
-		if !peer.inGroup(g) {
+		if !peer.InGroup(g) {
 			return nil, fmt.Errorf("%w: uid %d is not in group %d", ErrForbidden, peer.UID, g)
 		}
 	}
@@ -555,7 +512,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		Snapshot:            snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
 		// The client's uid is the leases' tenant (klock leases shows each
 		// uid its own).
-		Leases: s.cfg.Leases, LeaseTenant: fmt.Sprintf("uid:%d", peer.UID),
+		Leases: s.leases, LeaseTenant: fmt.Sprintf("uid:%d", peer.UID),
 		LeaseWait: req.LeaseWait, LeaseTTL: req.LeaseTTL, LeaseGrace: req.LeaseGrace,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/leaseapi"
+	"github.com/klocklabs/klock/internal/termsafe"
+	"github.com/spf13/cobra"
+)
+
+// leasesError maps a lease API failure to klock's exit statuses: 1 for
+// nothing to revoke, 3 when klockd is not running or refused.
+func leasesError(err error) error {
+	code := exitNoDaemon
+	if errors.Is(err, leaseapi.ErrNotFound) {
+		code = exitInvalid
+	}
+	return &exitError{code: code, err: err}
+}
+
+func newLeases() *cobra.Command {
+	var (
+		asJSON bool
+		socket string
+	)
+	c := &cobra.Command{
+		Use:   "leases",
+		Short: "List the KLIS leases klockd holds (and revoke them)",
+		Long: `leases lists the leases klockd's lease manager holds: one per intent a
+session (or an orchestrator, through the lease API) acquired. A lease is a
+KLIS predicate on a resource (FILE pattern or NET endpoint; running a
+program is not leased), held by an agent's session until it is released,
+revoked, or not heartbeated for its TTL plus grace. Two leases of different
+holders conflict when KLIS's matrix says so and their resources overlap;
+the younger requester then dies (klock run exits 75) and an older one
+waits (Wait-Die).
+
+Columns: lease id, predicate, resource, holder agent and session, the
+tenant (uid:N on klockd's socket, a token's name on TCP), how long it has
+been held, and when it expires unless heartbeated ("grace": expired, still
+held for its grace period).
+
+It asks klockd's lease API on its unix socket (--socket, $KLOCK_API_SOCKET,
+default /run/klock/api.sock): root sees every lease, a member of the klock
+group only its own uid's. Without klockd there is nothing to list: klock
+says so and exits 3.
+
+Exit status: 0; 3 when klockd is not running or refused the request.`,
+		Example: `  klock leases
+  klock leases --json | jq '.[] | select(.predicate == "MUTATES")'
+  sudo klock leases revoke l-3f2a9c1e0b7d4a65     # one lease
+  sudo klock leases revoke 20250101T120000-a1b2c3 # every lease of a session`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ls, err := leaseapi.Dial(socket).List(context.Background(), "")
+			if err != nil {
+				return leasesError(err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if ls == nil {
+					ls = []leaseapi.Lease{}
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(ls)
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "LEASE\tPREDICATE\tRESOURCE\tAGENT\tSESSION\tTENANT\tAGE\tEXPIRES")
+			for _, l := range ls {
+				expires := "grace"
+				if d := l.ExpiresAt.Sub(now); d > 0 {
+					expires = "in " + d.Round(time.Second).String()
+				}
+				// Other tenants' names (root sees them): printable only.
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.LeaseID, l.Predicate, termsafe.String(l.Object),
+					termsafe.String(l.AgentID), termsafe.String(l.SessionID), termsafe.String(l.Tenant),
+					now.Sub(l.AcquiredAt).Round(time.Second), expires)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the leases as JSON (the API's lease objects)")
+	c.PersistentFlags().StringVar(&socket, "socket", "", "klockd's lease API socket (default $"+leaseapi.SocketEnv+", else "+leaseapi.DefaultSocket+")")
+	c.AddCommand(&cobra.Command{
+		Use:   "revoke ID",
+		Short: "Free a lease, or every lease of a session, at once",
+		Long: `revoke frees a lease (its id, l-...) or every lease of a session (its id)
+at once, as KLIS's FORCE_REVOKE: whoever waits for the resource can take it.
+The holder is not stopped (klock kill ends a session); its next heartbeat is
+refused. Root may revoke any lease; a member of the klock group only its own
+uid's.
+
+Exit status: 0; 1 when no such lease or session of yours is active; 3 when
+klockd is not running or refused the request.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := leaseapi.Dial(socket).Revoke(context.Background(), args[0])
+			if err != nil {
+				return leasesError(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %d lease(s) of %s\n", n, termsafe.String(args[0]))
+			return nil
+		},
+	})
+	return c
+}
