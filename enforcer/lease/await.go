@@ -44,7 +44,7 @@ func (t *Table) enqueueLocked(req *Request, now, until time.Time) (string, chan 
 	w := &waiter{ID: t.newIDLocked("w-"), Holder: req.Holder, Claims: req.Claims, Age: req.Age, TTL: req.TTL,
 		Grace: req.Grace, Since: now, Until: until}
 	ch := make(chan waitNote, 1)
-	t.local[w.ID] = ch
+	t.local[w.ID] = &localWaiter{ch: ch, holder: w.Holder, age: w.Age, since: now}
 	t.applyLocked(record{Op: opWait, At: now, Queued: w})
 	return w.ID, ch
 }
@@ -52,10 +52,9 @@ func (t *Table) enqueueLocked(req *Request, now, until time.Time) (string, chan 
 // unqueueLocked takes a waiter of this process off the queue, unless it
 // was granted meanwhile: then it returns the grant.
 func (t *Table) unqueueLocked(id string, ch chan waitNote, now time.Time, why string) *Decision {
-	select {
-	case n := <-ch:
+	if n, ok := t.noteFor(id, ch); ok && n.d != nil {
+		delete(t.local, id)
 		return n.d
-	default:
 	}
 	delete(t.local, id)
 	if t.queuedLocked(id) >= 0 {
@@ -129,9 +128,10 @@ func await(ctx context.Context, e engine, req Request, patience time.Duration) (
 				granted, st = t.recheckLocked(id, ch, &req, &d, now, deadline)
 			})
 			switch {
-			case granted != nil:
-				return *granted, nil
 			case err != nil:
+				// Nothing of that op happened (the host store did not
+				// journal it): leave the queue if we can, and say why.
+				granted = nil
 				_ = e.op(context.WithoutCancel(ctx), func(t *Table, now time.Time) {
 					granted = t.unqueueLocked(id, ch, now, "gone")
 				})
@@ -139,6 +139,8 @@ func await(ctx context.Context, e engine, req Request, patience time.Duration) (
 					return *granted, nil
 				}
 				return d, err
+			case granted != nil:
+				return *granted, nil
 			case st == settled:
 				return d, nil
 			}
@@ -158,13 +160,12 @@ const (
 // fired: a conflicting lease may have run out with nobody to expire it,
 // which the op did before calling here, or the deadline passed).
 func (t *Table) recheckLocked(id string, ch chan waitNote, req *Request, d *Decision, now, deadline time.Time) (*Decision, waitState) {
-	select {
-	case n := <-ch:
+	if n, ok := t.noteFor(id, ch); ok {
+		delete(t.local, id)
 		if n.d != nil {
 			return n.d, settled
 		}
 		return nil, decideAgain
-	default:
 	}
 	if t.queuedLocked(id) < 0 {
 		delete(t.local, id)
@@ -175,12 +176,25 @@ func (t *Table) recheckLocked(id string, ch chan waitNote, req *Request, d *Deci
 	case d.Outcome == Granted:
 		var g Decision
 		t.grantLocked(req, now, &g, id)
-		n := <-ch // the grant told it
-		return n.d, settled
+		return &g, settled
 	case d.Outcome == Die:
 		return t.unqueueLocked(id, ch, now, "die"), settled
 	case !now.Before(deadline):
 		return t.unqueueLocked(id, ch, now, "timeout"), settled
 	}
 	return nil, waiting
+}
+
+// noteFor returns what the waiter id was told: on its channel, or in the
+// operation running now (not yet journaled, so not yet sent).
+func (t *Table) noteFor(id string, ch chan waitNote) (waitNote, bool) {
+	select {
+	case n := <-ch:
+		return n, true
+	default:
+	}
+	if lw := t.local[id]; lw != nil && lw.pending != nil {
+		return *lw.pending, true
+	}
+	return waitNote{}, false
 }

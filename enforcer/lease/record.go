@@ -31,6 +31,11 @@ type record struct {
 	Queued *waiter   `json:"queued,omitempty"`
 	Waiter string    `json:"waiter,omitempty"`
 	Why    string    `json:"why,omitempty"` // unwait: "die", "timeout", "gone"
+	// A journal's snapshot header: its generation, and the bytes and
+	// lines of snapshot that follow it.
+	Gen   uint64 `json:"gen,omitempty"`
+	Size  int64  `json:"size,omitempty"`
+	Lines int    `json:"lines,omitempty"`
 	// grants, in a grant this process made, are its leases already
 	// grouped (a journaled grant is grouped again from its IDs).
 	grants []*grant
@@ -274,8 +279,46 @@ func (t *Table) dequeueLocked(id string) *waiter {
 }
 
 func (t *Table) noteLocked(id string, n waitNote) {
-	if ch, ok := t.local[id]; ok {
-		delete(t.local, id)
-		ch <- n // buffered: one note per waiter
+	lw, ok := t.local[id]
+	if !ok {
+		return
+	}
+	if t.sink != nil { // told once the journal has it
+		lw.pending = &n
+		t.deferred = append(t.deferred, deferred{note: id, n: n})
+		return
+	}
+	delete(t.local, id)
+	lw.ch <- n // buffered: one note per waiter
+}
+
+// deferred is an event or a note held back until the operation that made
+// it is journaled: nobody hears of a grant the journal does not have.
+type deferred struct {
+	e    *Event
+	note string
+	n    waitNote
+}
+
+// flushLocked tells what the operation held back (ok), or forgets it (the
+// operation was not journaled: the waiters stay registered, the mirror is
+// reloaded).
+func (t *Table) flushLocked(ok bool) {
+	ds := t.deferred
+	t.deferred = nil
+	if !ok {
+		for _, d := range ds {
+			if lw := t.local[d.note]; d.e == nil && lw != nil {
+				lw.pending = nil
+			}
+		}
+		return
+	}
+	for _, d := range ds {
+		if d.e != nil {
+			t.publishLocked(*d.e)
+		} else {
+			t.noteLocked(d.note, d.n)
+		}
 	}
 }

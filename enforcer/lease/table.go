@@ -37,8 +37,8 @@ type Table struct {
 	nets     netIndex
 	exp      expHeap
 	ended    endedRing
-	waiters  []*waiter                // oldest first
-	local    map[string]chan waitNote // the waiters blocked in this process
+	waiters  []*waiter               // oldest first
+	local    map[string]*localWaiter // the waiters blocked in this process
 	subs     map[chan Event]struct{}
 	rng      *rand.ChaCha8
 	scratch  []*entry
@@ -48,9 +48,26 @@ type Table struct {
 	freed bool
 	// sink, set by the host store while an operation runs, receives every
 	// record applied, to journal them.
-	sink func(record)
+	sink     func(record)
+	deferred []deferred
+	// The expiry timer (armLocked): onDue runs an operation that does
+	// nothing but expire what is due.
+	timer   *time.Timer
+	timerAt time.Time
+	onDue   func()
 	// free keeps ended grants for the next ones.
 	free []*grant
+}
+
+// localWaiter is a waiter blocked in Await in this process.
+type localWaiter struct {
+	ch chan waitNote
+	// pending is its note while the operation that made it is not yet
+	// journaled (the waiter's own operation sees it there).
+	pending *waitNote
+	holder Holder
+	age    time.Time
+	since  time.Time
 }
 
 // TableOption configures a Table.
@@ -68,11 +85,12 @@ func NewTable(opts ...TableOption) *Table {
 	var seed [32]byte
 	_, _ = crand.Read(seed[:])
 	t := &Table{now: time.Now, byGrant: map[uint64]*grant{}, byHolder: map[Holder][]*grant{},
-		local: map[string]chan waitNote{}, subs: map[chan Event]struct{}{}, rng: rand.NewChaCha8(seed),
+		local: map[string]*localWaiter{}, subs: map[chan Event]struct{}{}, rng: rand.NewChaCha8(seed),
 		ended: endedRing{max: DefaultEndedHistory}}
 	for _, o := range opts {
 		o(t)
 	}
+	t.onDue = func() { _ = t.op(context.Background(), func(*Table, time.Time) {}) }
 	return t
 }
 
@@ -168,6 +186,7 @@ func (t *Table) op(_ context.Context, f func(t *Table, now time.Time)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.runLocked(t.now(), f)
+	t.armLocked()
 	return nil
 }
 
