@@ -65,9 +65,9 @@ type localWaiter struct {
 	// pending is its note while the operation that made it is not yet
 	// journaled (the waiter's own operation sees it there).
 	pending *waitNote
-	holder Holder
-	age    time.Time
-	since  time.Time
+	holder  Holder
+	age     time.Time
+	since   time.Time
 }
 
 // TableOption configures a Table.
