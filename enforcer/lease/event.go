@@ -39,6 +39,10 @@ func (t *Table) Subscribe(buf int) (<-chan Event, func()) {
 }
 
 func (t *Table) publishLocked(e Event) {
+	if t.sink != nil {
+		t.deferred = append(t.deferred, deferred{e: &e})
+		return
+	}
 	for ch := range t.subs {
 		select {
 		case ch <- e:

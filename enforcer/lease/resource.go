@@ -19,6 +19,15 @@ type Resource struct {
 
 // String renders the resource as its KLIS object, "FILE:/repo/src/**".
 func (r Resource) String() string {
+	if r.Type == policy.ObjFile { // as policy renders it, in one allocation
+		switch r.Path.Match {
+		case policy.MatchChildren:
+			return "FILE:" + strings.TrimSuffix(r.Path.Path, "/") + "/*"
+		case policy.MatchSubtree:
+			return "FILE:" + strings.TrimSuffix(r.Path.Path, "/") + "/**"
+		}
+		return "FILE:" + r.Path.Path
+	}
 	return policy.Object{Type: r.Type, Path: r.Path, Net: r.Net}.String()
 }
 

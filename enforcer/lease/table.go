@@ -1,23 +1,73 @@
 package lease
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	crand "crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/klocklabs/klock/policy"
 )
 
-// Table is the in-memory lease manager.
+const fileType = policy.ObjFile
+
+// DefaultEndedHistory is how many ended leases a Table remembers for
+// Filter.EndedSince: enough for a reconcile or a listing to say what became
+// of a lease that ended recently, not an archive (the verification log is
+// that).
+const DefaultEndedHistory = 4096
+
+// Table is the in-memory lease manager: klockd's store, and the engine of
+// the host-wide store (each process keeps one, fed by the journal).
+// Deciding a request costs what the request names, not what the table
+// holds: FILE leases are indexed by path, NET leases by host, and expiry by
+// deadline.
 type Table struct {
-	mu     sync.Mutex
-	now    func() time.Time
-	leases map[string]*Lease // every lease held, by id
-	ended  []Lease           // leases no longer held, oldest first
-	subs   map[chan Event]struct{}
+	mu       sync.Mutex
+	now      func() time.Time
+	byGrant  map[uint64]*grant // by base
+	byHolder map[Holder][]*grant
+	held     int // leases
+	files    ptrie
+	nets     netIndex
+	exp      expHeap
+	ended    endedRing
+	waiters  []*waiter               // oldest first
+	local    map[string]*localWaiter // the waiters blocked in this process
+	subs     map[chan Event]struct{}
+	rng      *rand.ChaCha8
+	scratch  []*entry
+	cursor   cursor // decideLocked's
+	// freed is set when leases were freed: the waiters are served before
+	// the operation ends.
+	freed bool
+	// sink, set by the host store while an operation runs, receives every
+	// record applied, to journal them.
+	sink     func(record)
+	deferred []deferred
+	// The expiry timer (armLocked): onDue runs an operation that does
+	// nothing but expire what is due.
+	timer   *time.Timer
+	timerAt time.Time
+	onDue   func()
+	// free keeps ended grants for the next ones.
+	free []*grant
+}
+
+// localWaiter is a waiter blocked in Await in this process.
+type localWaiter struct {
+	ch chan waitNote
+	// pending is its note while the operation that made it is not yet
+	// journaled (the waiter's own operation sees it there).
+	pending *waitNote
+	holder  Holder
+	age     time.Time
+	since   time.Time
 }
 
 // TableOption configures a Table.
@@ -26,21 +76,44 @@ type TableOption func(*Table)
 // WithClock makes the table read time from now (tests).
 func WithClock(now func() time.Time) TableOption { return func(t *Table) { t.now = now } }
 
+// WithEndedHistory sets how many ended leases the table remembers (default
+// DefaultEndedHistory; 0 remembers none).
+func WithEndedHistory(n int) TableOption { return func(t *Table) { t.ended.max = max(n, 0) } }
+
 // NewTable returns an empty table.
 func NewTable(opts ...TableOption) *Table {
-	t := &Table{now: time.Now, leases: map[string]*Lease{}, subs: map[chan Event]struct{}{}}
+	var seed [32]byte
+	_, _ = crand.Read(seed[:])
+	t := &Table{now: time.Now, byGrant: map[uint64]*grant{}, byHolder: map[Holder][]*grant{},
+		local: map[string]*localWaiter{}, subs: map[chan Event]struct{}{}, rng: rand.NewChaCha8(seed),
+		ended: endedRing{max: DefaultEndedHistory}}
 	for _, o := range opts {
 		o(t)
 	}
+	t.onDue = func() { _ = t.op(context.Background(), func(*Table, time.Time) {}) }
 	return t
 }
 
-var _ Store = (*Table)(nil)
+var (
+	_ Store   = (*Table)(nil)
+	_ Awaiter = (*Table)(nil)
+)
 
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "l-" + hex.EncodeToString(b[:])
+// newIDLocked returns prefix and 16 hex digits from the table's random
+// stream (seeded from the system's): unique across processes sharing a
+// host store without coordination.
+func (t *Table) newIDLocked(prefix string) string {
+	const hexd = "0123456789abcdef"
+	var b [24]byte
+	n := copy(b[:], prefix)
+	v := t.rng.Uint64()
+	var raw [8]byte
+	binary.BigEndian.PutUint64(raw[:], v)
+	for _, x := range raw {
+		b[n], b[n+1] = hexd[x>>4], hexd[x&15]
+		n += 2
+	}
+	return string(b[:n])
 }
 
 func clampTTL(ttl, def, max time.Duration) time.Duration {
@@ -58,164 +131,458 @@ func checkRequest(req *Request) error {
 		return fmt.Errorf("%w: a request needs a holder (agent and session)", ErrInvalid)
 	}
 	for i, c := range req.Claims {
-		if c.Resource.Type != policy.ObjFile && c.Resource.Type != policy.ObjNet {
+		switch c.Resource.Type {
+		case policy.ObjFile:
+			// The path index walks clean absolute paths.
+			if !cleanAbs(c.Resource.Path.Path) {
+				return fmt.Errorf("%w: claim %d (%s) is not on a clean absolute path", ErrInvalid, i, c.Intent)
+			}
+		case policy.ObjNet:
+		default:
 			return fmt.Errorf("%w: claim %d (%s) is on nothing a lease covers", ErrInvalid, i, c.Intent)
 		}
 	}
 	return nil
 }
 
-// expireLocked moves the leases no longer held at now to ended.
-func (t *Table) expireLocked(now time.Time) {
-	for id, l := range t.leases {
-		if !l.HeldAt(now) {
-			l.State, l.EndedAt = Expired, now
-			t.endLocked(id, l)
+// cleanAbs reports whether p is what path.Clean makes of an absolute
+// path (without allocating: a manifest may have thousands).
+func cleanAbs(p string) bool {
+	n := len(p)
+	switch {
+	case n == 0 || p[0] != '/':
+		return false
+	case n == 1:
+		return true
+	case p[n-1] == '/':
+		return false
+	}
+	start := 1
+	for i := 1; i <= n; i++ {
+		if i < n && p[i] != '/' {
+			continue
 		}
+		switch i - start {
+		case 0:
+			return false
+		case 1:
+			if p[start] == '.' {
+				return false
+			}
+		case 2:
+			if p[start] == '.' && p[start+1] == '.' {
+				return false
+			}
+		}
+		start = i + 1
 	}
+	return true
 }
 
-func (t *Table) endLocked(id string, l *Lease) {
-	delete(t.leases, id)
-	t.ended = append(t.ended, *l)
-	if len(t.ended) > 100000 {
-		t.ended = append([]Lease(nil), t.ended[len(t.ended)-50000:]...)
-	}
-	t.publishLocked(Event{Type: LeaseFreed, Lease: *l, Time: l.EndedAt})
-}
-
-// Acquire implements Store.
-func (t *Table) Acquire(_ context.Context, req Request) (Decision, error) {
-	if err := checkRequest(&req); err != nil {
-		return Decision{}, err
-	}
+// op runs f with the table locked, expired at now and its waiters served,
+// and serves them again if f freed leases. Every operation goes through
+// here (Host has its own, which also journals).
+func (t *Table) op(_ context.Context, f func(t *Table, now time.Time)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
-	if req.Age.IsZero() {
-		req.Age = now
-	}
+	t.runLocked(t.now(), f)
+	t.armLocked()
+	return nil
+}
+
+func (t *Table) runLocked(now time.Time, f func(t *Table, now time.Time)) {
 	t.expireLocked(now)
+	t.serveLocked(now)
+	f(t, now)
+	t.serveLocked(now)
+}
+
+// expireLocked ends the leases no longer held at now: the grants past
+// their deadline, from the top of the heap, so that it costs what expires.
+func (t *Table) expireLocked(now time.Time) {
+	var es []*entry
+	for len(t.exp) > 0 && now.After(t.exp[0].deadline) {
+		es = liveEntries(t.exp.remove(0), es)
+	}
+	if es != nil {
+		t.endLocked(es, Expired, now)
+	}
+}
+
+func liveEntries(g *grant, out []*entry) []*entry {
+	for i := range g.entries {
+		if e := &g.entries[i]; e.live {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// endLocked ends the leases es (distinct, live) in state s.
+func (t *Table) endLocked(es []*entry, s State, now time.Time) {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.id
+	}
+	t.applyLocked(record{Op: opEnd, At: now, IDs: ids, State: s, ending: es})
+}
+
+// serveLocked, when leases were freed, hands them to the waiters oldest
+// first, one grant after the other: each waiter is decided against what
+// the ones before it were granted, and only the ones granted (or that now
+// must die, or gave up) are woken.
+func (t *Table) serveLocked(now time.Time) {
+	if !t.freed {
+		return
+	}
+	t.freed = false
+	for i := 0; i < len(t.waiters); {
+		w := t.waiters[i]
+		if now.After(w.Until) {
+			t.applyLocked(record{Op: opUnwait, At: now, Waiter: w.ID, Why: "timeout"})
+			continue
+		}
+		req := w.request()
+		switch d := t.decideLocked(&req, now); d.Outcome {
+		case Granted:
+			t.grantLocked(&req, now, &d, w.ID)
+		case Die:
+			t.applyLocked(record{Op: opUnwait, At: now, Waiter: w.ID, Why: "die"})
+		default:
+			i++
+		}
+	}
+	t.freed = false
+}
+
+// decideLocked is Wait-Die for the whole request against the leases held,
+// changing nothing.
+func (t *Table) decideLocked(req *Request, now time.Time) Decision {
 	d := Decision{Outcome: Granted, Age: req.Age}
-	for _, c := range req.Claims {
-		for _, l := range t.leases {
-			if l.Holder == req.Holder || !policy.Conflicts(l.Predicate, c.Predicate) || !Overlap(l.Resource, c.Resource) {
+	cur := &t.cursor
+	cur.node = nil
+	for i := range req.Claims {
+		c := &req.Claims[i]
+		mask := conflictMask[bucket(c.Predicate)]
+		cand := t.scratch[:0]
+		if c.Resource.Type == fileType {
+			cand = t.files.each(c.Resource.Path, mask, cand, cur)
+		} else {
+			cand = t.nets.each(c.Resource.Net, mask, cand)
+		}
+		for _, e := range cand {
+			g := e.g
+			if g.holder == req.Holder {
 				continue
 			}
 			o := Die
-			if req.Age.Before(l.Age) {
+			if req.Age.Before(g.age) {
 				o = Wait
 			}
-			d.Conflicts = append(d.Conflicts, Conflict{Claim: c, Held: *l, Outcome: o})
+			d.Conflicts = append(d.Conflicts, Conflict{Claim: *c, Held: e.lease(), Outcome: o})
 			if o > d.Outcome {
 				d.Outcome = o
 			}
-			if w := l.ExpiresAt.Add(l.Grace).Sub(now); d.WaitTime == 0 || w < d.WaitTime {
+			if w := g.deadline.Sub(now); d.WaitTime == 0 || w < d.WaitTime {
 				d.WaitTime = w
 			}
 		}
+		clear(cand)
+		t.scratch = cand[:0]
 	}
-	if d.Outcome != Granted {
-		t.publishLocked(Event{Type: ContentionDetected, Decision: &d, Holder: req.Holder, Time: now})
-		return d, nil
-	}
-	ttl := clampTTL(req.TTL, DefaultTTL, MaxTTL)
-	grace := clampTTL(req.Grace, DefaultGrace, MaxTTL)
-	for _, c := range req.Claims {
-		l := &Lease{ID: newID(), Holder: req.Holder, Predicate: c.Predicate, Resource: c.Resource, Object: c.Resource.String(),
-			Intent: c.Intent, Age: req.Age, AcquiredAt: now, ExpiresAt: now.Add(ttl), TTL: ttl, Grace: grace}
-		t.leases[l.ID] = l
-		d.Leases = append(d.Leases, *l)
-		t.publishLocked(Event{Type: LeaseGranted, Lease: *l, Time: now})
-	}
-	return d, nil
+	cur.node, cur.dir = nil, ""
+	return d
 }
 
-// Heartbeat implements Store.
-func (t *Table) Heartbeat(_ context.Context, h Holder) (time.Time, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	t.expireLocked(now)
-	var until time.Time
-	for _, l := range t.leases {
-		if l.Holder == h {
-			l.ExpiresAt = now.Add(l.TTL)
-			if until.IsZero() || l.ExpiresAt.Before(until) {
-				until = l.ExpiresAt
+// grantLocked grants req, decided Granted as d, and records it (for
+// waiter, when the grant serves a queued request).
+func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter string) {
+	ttl := clampTTL(req.TTL, DefaultTTL, MaxTTL)
+	grace := clampTTL(req.Grace, DefaultGrace, MaxTTL)
+	n := len(req.Claims)
+	leases := make([]Lease, n)
+	var gs []*grant
+	for start := 0; start < n; start += maxGrant {
+		end := min(n, start+maxGrant)
+		g := t.newGrantLocked(end - start)
+		g.base, g.holder, g.age, g.acquiredAt, g.expiresAt, g.ttl, g.grace =
+			t.newBaseLocked(), req.Holder, req.Age, now, now.Add(ttl), ttl, grace
+		ids := leaseIDs(g.base, end-start)
+		for i := start; i < end; i++ {
+			c := &req.Claims[i]
+			e := &g.entries[i-start]
+			*e = entry{g: g, id: ids[i-start], predicate: c.Predicate, bucket: bucket(c.Predicate), live: true,
+				res: c.Resource, intent: c.Intent}
+			if c.Resource.Type == fileType {
+				e.node = t.files.node(c.Resource.Path.Path)
+				e.object = e.node.object(c.Resource)
+			} else {
+				e.object = c.Resource.String()
 			}
+			leases[i] = e.lease()
 		}
+		g.live = end - start
+		gs = append(gs, g)
+		// A later chunk's base must not collide with this one's.
+		t.byGrant[g.base] = g
 	}
-	if until.IsZero() {
+	d.Leases = leases
+	t.applyLocked(record{Op: opGrant, At: now, Leases: leases, Waiter: waiter, grants: gs})
+}
+
+// acquireLocked decides req and grants it when it can be.
+func (t *Table) acquireLocked(req *Request, now time.Time) Decision {
+	if req.Age.IsZero() {
+		req.Age = now
+	}
+	d := t.decideLocked(req, now)
+	if d.Outcome == Granted {
+		t.grantLocked(req, now, &d, "")
+	} else if len(t.subs) > 0 {
+		t.publishLocked(Event{Type: ContentionDetected, Decision: &d, Holder: req.Holder, Time: now})
+	}
+	return d
+}
+
+// Acquire implements Store.
+func (t *Table) Acquire(ctx context.Context, req Request) (Decision, error) {
+	return acquire(ctx, t, req)
+}
+
+func acquire(ctx context.Context, e engine, req Request) (d Decision, err error) {
+	if err := checkRequest(&req); err != nil {
+		return Decision{}, err
+	}
+	err = e.op(ctx, func(t *Table, now time.Time) { d = t.acquireLocked(&req, now) })
+	return d, err
+}
+
+func (t *Table) heartbeatLocked(h Holder, now time.Time) (time.Time, error) {
+	gs := t.byHolder[h]
+	if len(gs) == 0 {
 		return time.Time{}, fmt.Errorf("%w: session %s holds none", ErrGone, h.Session)
+	}
+	t.applyLocked(record{Op: opBeat, At: now, Holder: &h})
+	until := gs[0].expiresAt
+	for _, g := range gs[1:] {
+		if g.expiresAt.Before(until) {
+			until = g.expiresAt
+		}
 	}
 	return until, nil
 }
 
-// Release implements Store.
-func (t *Table) Release(_ context.Context, h Holder, ids ...string) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.endWhereLocked(Released, func(l *Lease) bool {
-		if l.Holder != h {
-			return false
+// Heartbeat implements Store.
+func (t *Table) Heartbeat(ctx context.Context, h Holder) (time.Time, error) {
+	return heartbeat(ctx, t, h)
+}
+
+func heartbeat(ctx context.Context, e engine, h Holder) (until time.Time, err error) {
+	var herr error
+	if err := e.op(ctx, func(t *Table, now time.Time) { until, herr = t.heartbeatLocked(h, now) }); err != nil {
+		return time.Time{}, err
+	}
+	return until, herr
+}
+
+func (t *Table) releaseLocked(h Holder, ids []string, now time.Time) int {
+	var end []*entry
+	if len(ids) == 0 {
+		gs := t.byHolder[h]
+		n := 0
+		for _, g := range gs {
+			n += g.live
 		}
-		if len(ids) == 0 {
-			return true
+		end = make([]*entry, 0, n)
+		for _, g := range gs {
+			end = liveEntries(g, end)
 		}
+	} else {
 		for _, id := range ids {
-			if l.ID == id {
-				return true
+			if e := t.entryLocked(id); e != nil && e.g.holder == h && !slices.Contains(end, e) {
+				end = append(end, e)
 			}
 		}
-		return false
-	}), nil
+	}
+	if len(end) > 0 {
+		t.endLocked(end, Released, now)
+	}
+	return len(end)
+}
+
+// Release implements Store.
+func (t *Table) Release(ctx context.Context, h Holder, ids ...string) (int, error) {
+	return release(ctx, t, h, ids)
+}
+
+func release(ctx context.Context, e engine, h Holder, ids []string) (n int, err error) {
+	err = e.op(ctx, func(t *Table, now time.Time) { n = t.releaseLocked(h, ids, now) })
+	return n, err
+}
+
+func (t *Table) revokeLocked(idOrSession string, now time.Time) int {
+	var end []*entry
+	if e := t.entryLocked(idOrSession); e != nil {
+		end = append(end, e)
+	}
+	for h, gs := range t.byHolder {
+		if h.Session == idOrSession {
+			for _, g := range gs {
+				for i := range g.entries {
+					if e := &g.entries[i]; e.live && !slices.Contains(end[:min(len(end), 1)], e) {
+						end = append(end, e)
+					}
+				}
+			}
+		}
+	}
+	if len(end) > 0 {
+		t.endLocked(end, Revoked, now)
+	}
+	return len(end)
 }
 
 // Revoke implements Store.
-func (t *Table) Revoke(_ context.Context, idOrSession string) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.endWhereLocked(Revoked, func(l *Lease) bool { return l.ID == idOrSession || l.Holder.Session == idOrSession }), nil
+func (t *Table) Revoke(ctx context.Context, idOrSession string) (int, error) {
+	return revoke(ctx, t, idOrSession)
 }
 
-func (t *Table) endWhereLocked(s State, match func(*Lease) bool) int {
-	now := t.now()
-	n := 0
-	for id, l := range t.leases {
-		if match(l) {
-			l.State, l.EndedAt = s, now
-			t.endLocked(id, l)
-			n++
-		}
-	}
-	return n
+func revoke(ctx context.Context, e engine, idOrSession string) (n int, err error) {
+	err = e.op(ctx, func(t *Table, now time.Time) { n = t.revokeLocked(idOrSession, now) })
+	return n, err
 }
 
-// List implements Store.
-func (t *Table) List(_ context.Context, f Filter) ([]Lease, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.expireLocked(t.now())
-	var out []Lease
+func (t *Table) listLocked(f Filter) []Lease {
 	keep := func(l *Lease) bool {
 		return (f.Tenant == "" || l.Holder.Tenant == f.Tenant) && (f.Session == "" || l.Holder.Session == f.Session) &&
 			(f.Overlapping == nil || Overlap(*f.Overlapping, l.Resource))
 	}
-	for _, l := range t.leases {
-		if keep(l) {
-			out = append(out, *l)
+	var out []Lease
+	switch {
+	case f.Overlapping != nil:
+		var cand []*entry
+		if f.Overlapping.Type == fileType {
+			cand = t.files.each(f.Overlapping.Path, allBuckets, nil, &cursor{})
+		} else if f.Overlapping.Type == policy.ObjNet {
+			cand = t.nets.each(f.Overlapping.Net, allBuckets, nil)
 		}
-	}
-	if !f.EndedSince.IsZero() {
-		for i := range t.ended {
-			if l := &t.ended[i]; !l.EndedAt.Before(f.EndedSince) && keep(l) {
-				out = append(out, *l)
+		for _, e := range cand {
+			if l := e.lease(); keep(&l) {
+				out = append(out, l)
+			}
+		}
+	default:
+		for h, gs := range t.byHolder {
+			if (f.Tenant != "" && h.Tenant != f.Tenant) || (f.Session != "" && h.Session != f.Session) {
+				continue
+			}
+			for _, g := range gs {
+				for i := range g.entries {
+					if e := &g.entries[i]; e.live {
+						out = append(out, e.lease())
+					}
+				}
 			}
 		}
 	}
-	return out, nil
+	if !f.EndedSince.IsZero() {
+		t.ended.each(f.EndedSince, func(l Lease) {
+			if keep(&l) {
+				out = append(out, l)
+			}
+		})
+	}
+	slices.SortStableFunc(out, func(a, b Lease) int {
+		return cmp.Or(a.AcquiredAt.Compare(b.AcquiredAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+// List implements Store. Leases come oldest grant first.
+func (t *Table) List(ctx context.Context, f Filter) ([]Lease, error) { return list(ctx, t, f) }
+
+func list(ctx context.Context, e engine, f Filter) (out []Lease, err error) {
+	err = e.op(ctx, func(t *Table, _ time.Time) { out = t.listLocked(f) })
+	return out, err
 }
 
 // Close implements Store.
 func (t *Table) Close() error { return nil }
+
+// endedRing keeps the last max ended leases, oldest first, compactly
+// (what List renders again when asked; the resource is parsed back from
+// the object then): a table that grants and releases all day copies them
+// here all day.
+type endedRing struct {
+	buf       []endedLease
+	head, max int
+}
+
+type endedLease struct {
+	id, object, intent            string
+	holder                        Holder
+	predicate                     policy.Predicate
+	state                         State
+	age, acquired, expires, ended int64 // Unix nanoseconds
+	ttl, grace                    time.Duration
+}
+
+func (r *endedRing) push(l *Lease) {
+	if r.max == 0 {
+		return
+	}
+	r.add(endedLease{id: l.ID, object: l.Object, intent: l.Intent, holder: l.Holder, predicate: l.Predicate, state: l.State,
+		age: l.Age.UnixNano(), acquired: l.AcquiredAt.UnixNano(), expires: l.ExpiresAt.UnixNano(), ended: l.EndedAt.UnixNano(),
+		ttl: l.TTL, grace: l.Grace})
+}
+
+func (r *endedRing) add(x endedLease) {
+	if len(r.buf) < r.max {
+		r.buf = append(r.buf, x)
+		return
+	}
+	r.buf[r.head] = x
+	r.head = (r.head + 1) % len(r.buf)
+}
+
+func (r *endedRing) pushEntry(e *entry, s State, at time.Time) {
+	if r.max == 0 {
+		return
+	}
+	g := e.g
+	r.add(endedLease{id: e.id, object: e.object, intent: e.intent, holder: g.holder, predicate: e.predicate, state: s,
+		age: g.age.UnixNano(), acquired: g.acquiredAt.UnixNano(), expires: g.expiresAt.UnixNano(), ended: at.UnixNano(),
+		ttl: g.ttl, grace: g.grace})
+}
+
+func (x *endedLease) lease() Lease {
+	r, _ := ParseResource(x.object)
+	return Lease{ID: x.id, Holder: x.holder, Predicate: x.predicate, Resource: r, Object: x.object, Intent: x.intent,
+		Age: time.Unix(0, x.age), AcquiredAt: time.Unix(0, x.acquired), ExpiresAt: time.Unix(0, x.expires), TTL: x.ttl,
+		Grace: x.grace, State: x.state, EndedAt: time.Unix(0, x.ended)}
+}
+
+// each calls f with the ended leases that ended at or after since.
+func (r *endedRing) each(since time.Time, f func(Lease)) {
+	s := since.UnixNano()
+	for i := range r.buf {
+		if x := &r.buf[(r.head+i)%len(r.buf)]; x.ended >= s {
+			f(x.lease())
+		}
+	}
+}
+
+// Check answers what Acquire would answer for req now, changing nothing
+// (no lease is granted, no event published): a dry run.
+func (t *Table) Check(ctx context.Context, req Request) (d Decision, err error) {
+	if err := checkRequest(&req); err != nil {
+		return Decision{}, err
+	}
+	err = t.op(ctx, func(t *Table, now time.Time) {
+		if req.Age.IsZero() {
+			req.Age = now
+		}
+		d = t.decideLocked(&req, now)
+	})
+	return d, err
+}

@@ -18,9 +18,10 @@ type WaitOptions struct {
 }
 
 // AcquireWait acquires req, retrying with the same age until it is granted
-// or o.For has passed: after a WAIT it polls again soon, after a DIE it
-// backs off exponentially with jitter (KLIS-4). It returns the last
-// decision.
+// or o.For has passed: after a DIE it backs off exponentially with jitter
+// (KLIS-4); after a WAIT it waits in the store when the store is an
+// Awaiter (woken when granted, oldest first), else polls again soon. It
+// returns the last decision.
 func AcquireWait(ctx context.Context, s Store, req Request, o WaitOptions) (Decision, error) {
 	if o.Base <= 0 {
 		o.Base = 50 * time.Millisecond
@@ -32,8 +33,17 @@ func AcquireWait(ctx context.Context, s Store, req Request, o WaitOptions) (Deci
 	if req.Age.IsZero() {
 		req.Age = time.Now()
 	}
+	aw, _ := s.(Awaiter)
 	for n := 0; ; n++ {
-		d, err := s.Acquire(ctx, req)
+		var d Decision
+		var err error
+		if aw != nil {
+			// A WAIT blocks in the store until granted (oldest first) or
+			// the time left is over; only a DIE comes back to back off.
+			d, err = aw.Await(ctx, req, time.Until(deadline))
+		} else {
+			d, err = s.Acquire(ctx, req)
+		}
 		if err != nil || d.Outcome == Granted {
 			return d, err
 		}

@@ -1,0 +1,288 @@
+package lease
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func openHost(t *testing.T, dir string, opts ...HostOption) *Host {
+	t.Helper()
+	h, err := OpenHost(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func req(t *testing.T, who string, age time.Time, intents ...string) Request {
+	var cs []Claim
+	for _, s := range intents {
+		cs = append(cs, claim(t, s))
+	}
+	return Request{Holder: Holder{Agent: "agent-" + who, Session: who}, Claims: cs, Age: age}
+}
+
+// TestHostSharesLeases: two stores opened on one directory (as two
+// processes would) decide against the same leases.
+func TestHostSharesLeases(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a, b := openHost(t, dir), openHost(t, dir)
+	now := time.Now()
+	if d, err := a.Acquire(ctx, req(t, "a", now, "MUTATES FILE:/repo/src/**")); err != nil || d.Outcome != Granted {
+		t.Fatalf("a: %v %v", d.Outcome, err)
+	}
+	d, err := b.Acquire(ctx, req(t, "b", now.Add(time.Second), "MUTATES FILE:/repo/src/x.go"))
+	if err != nil || d.Outcome != Die || len(d.Conflicts) != 1 || d.Conflicts[0].Held.Holder.Session != "a" {
+		t.Fatalf("b: %+v %v", d, err)
+	}
+	if d, _ := b.Acquire(ctx, req(t, "b", now.Add(time.Second), "MUTATES FILE:/repo/docs/**")); d.Outcome != Granted {
+		t.Fatalf("disjoint: %v", d.Outcome)
+	}
+	ls, _ := a.List(ctx, Filter{})
+	if len(ls) != 2 {
+		t.Fatalf("a lists %d leases", len(ls))
+	}
+	if _, err := b.Heartbeat(ctx, Holder{Agent: "agent-a", Session: "a"}); err != nil {
+		t.Fatalf("heartbeat of a through b: %v", err)
+	}
+	if n, _ := a.Release(ctx, Holder{Agent: "agent-a", Session: "a"}); n != 1 {
+		t.Fatalf("released %d", n)
+	}
+	if d, _ := b.Acquire(ctx, req(t, "b", now.Add(time.Second), "MUTATES FILE:/repo/src/x.go")); d.Outcome != Granted {
+		t.Fatalf("after release: %v", d.Outcome)
+	}
+	if n, _ := a.Revoke(ctx, "b"); n != 2 {
+		t.Fatalf("revoked %d", n)
+	}
+	if ls, _ := b.List(ctx, Filter{}); len(ls) != 0 {
+		t.Fatalf("after revoke: %v", ls)
+	}
+	// A third store, opened now, reads the same history.
+	c := openHost(t, dir)
+	ls, _ = c.List(ctx, Filter{EndedSince: now})
+	if len(ls) != 3 {
+		t.Fatalf("a new store remembers %d ended leases, want 3", len(ls))
+	}
+}
+
+// TestHostExpiry: a holder that stops heartbeating (its store closed, as
+// when its process is killed) keeps its leases until ExpiresAt + Grace;
+// the next operation of anyone journals the expiry.
+func TestHostExpiry(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a, b := openHost(t, dir), openHost(t, dir)
+	r := req(t, "a", time.Now(), "MUTATES FILE:/repo/**")
+	r.TTL, r.Grace = 150*time.Millisecond, 100*time.Millisecond
+	start := time.Now()
+	if d, _ := a.Acquire(ctx, r); d.Outcome != Granted {
+		t.Fatal(d.Outcome)
+	}
+	a.Close()
+	for {
+		d, err := b.Acquire(ctx, req(t, "b", time.Now(), "MUTATES FILE:/repo/x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Outcome == Granted {
+			break
+		}
+		if d.Outcome != Die {
+			t.Fatal(d.Outcome)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("granted after %v, before TTL + grace", took)
+	}
+	ls, _ := b.List(ctx, Filter{EndedSince: start})
+	var expired bool
+	for _, l := range ls {
+		expired = expired || (l.Holder.Session == "a" && l.State == Expired)
+	}
+	if !expired {
+		t.Fatalf("no Expired lease of a in %v", ls)
+	}
+}
+
+// TestHostTornLine: a writer killed in the middle of its line leaves it
+// without its newline; readers skip it, the next writer cuts it off, and
+// the store goes on.
+func TestHostTornLine(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a := openHost(t, dir)
+	now := time.Now()
+	a.Acquire(ctx, req(t, "a", now, "MUTATES FILE:/repo/a"))
+	jp := filepath.Join(dir, journalName)
+	f, err := os.OpenFile(jp, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A grant of /repo/b, torn: it never happened.
+	f.WriteString(`{"op":"grant","at":"2026-01-01T00:00:00Z","leases":[{"id":"l-00000000000a0000","holder":{"agent":"x","session":"x"},"predicate":"MUTATES","object":"FILE:/repo/b"`)
+	f.Close()
+	b := openHost(t, dir)
+	if d, err := b.Acquire(ctx, req(t, "b", now.Add(time.Second), "MUTATES FILE:/repo/b")); err != nil || d.Outcome != Granted {
+		t.Fatalf("after a torn line: %v %v", d.Outcome, err)
+	}
+	if d, err := a.Acquire(ctx, req(t, "c", now.Add(time.Second), "MUTATES FILE:/repo/b")); err != nil || d.Outcome != Die {
+		t.Fatalf("a after the torn line was cut: %v %v", d.Outcome, err)
+	}
+	data, _ := os.ReadFile(jp)
+	if !bytes.HasSuffix(data, []byte("\n")) || bytes.Contains(data, []byte(`"session":"x"`)) {
+		t.Fatalf("the torn line is still there:\n%s", data)
+	}
+}
+
+// TestHostCorrupt: a complete line that is no record stops the store with
+// an error that says where and what to do.
+func TestHostCorrupt(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a := openHost(t, dir)
+	a.Acquire(ctx, req(t, "a", time.Now(), "MUTATES FILE:/repo/a"))
+	jp := filepath.Join(dir, journalName)
+	f, _ := os.OpenFile(jp, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString("this is not a record\n")
+	f.Close()
+	_, err := a.Acquire(ctx, req(t, "b", time.Now(), "MUTATES FILE:/repo/b"))
+	var ce *CorruptError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Line != 3 || ce.Path != jp ||
+		!strings.Contains(err.Error(), "remove it when no klock session runs") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := OpenHost(dir); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open: %v", err)
+	}
+	// Removing it, as the message says, starts afresh.
+	os.Remove(jp)
+	c := openHost(t, dir)
+	if d, err := c.Acquire(ctx, req(t, "b", time.Now(), "MUTATES FILE:/repo/a")); err != nil || d.Outcome != Granted {
+		t.Fatalf("after removing: %v %v", d.Outcome, err)
+	}
+}
+
+// TestHostCompaction: the journal is compacted while another store reads
+// it (watching, and one that misses several generations); both keep the
+// same leases and the watcher's events replay to them.
+func TestHostCompaction(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a := openHost(t, dir, WithCompactSize(4096))
+	watching := openHost(t, dir)
+	idle := openHost(t, dir)
+	ev, stop := watching.Subscribe(100000)
+	defer stop()
+	now := time.Now()
+	for i := range 300 {
+		who := fmt.Sprint("s", i%7)
+		if d, err := a.Acquire(ctx, req(t, who, now, fmt.Sprintf("MUTATES FILE:/repo/%d/**", i%13))); err != nil {
+			t.Fatal(err)
+		} else if d.Outcome == Granted && i%3 != 0 {
+			a.Release(ctx, Holder{Agent: "agent-" + who, Session: who})
+		}
+	}
+	if a.gen < 3 {
+		t.Fatalf("generation %d: the journal was not compacted", a.gen)
+	}
+	want, _ := a.List(ctx, Filter{})
+	if len(want) == 0 {
+		t.Fatal("nothing held")
+	}
+	for _, s := range []*Host{watching, idle} {
+		got, err := s.List(ctx, Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ids(got)) != fmt.Sprint(ids(want)) {
+			t.Fatalf("after compaction:\n got %v\nwant %v", ids(got), ids(want))
+		}
+	}
+	// The watcher's events, replayed, hold what a holds.
+	held := map[string]bool{}
+	for len(ev) > 0 {
+		e := <-ev
+		switch e.Type {
+		case LeaseGranted:
+			held[e.Lease.ID] = true
+		case LeaseFreed:
+			delete(held, e.Lease.ID)
+		}
+	}
+	if len(held) != len(want) {
+		t.Fatalf("events replay to %d leases, want %d", len(held), len(want))
+	}
+	for _, l := range want {
+		if !held[l.ID] {
+			t.Fatalf("events miss %s", l.ID)
+		}
+	}
+}
+
+func ids(ls []Lease) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.ID)
+	}
+	return out
+}
+
+// TestHostAwait: a waiter in one store is granted by the release in
+// another, oldest first.
+func TestHostAwait(t *testing.T) {
+	defer noLeak(t)()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a := openHost(t, dir)
+	w1s, w2s := openHost(t, dir), openHost(t, dir)
+	now := time.Now()
+	a.Acquire(ctx, req(t, "a", now, "MUTATES FILE:/repo/**"))
+	out := make(chan awaited, 2)
+	go func() {
+		d, err := w2s.Await(ctx, req(t, "w2", now.Add(-time.Second), "MUTATES FILE:/repo/x"), time.Minute)
+		out <- awaited{"w2", d, err}
+	}()
+	waitFor(t, "w2 to queue", func() bool { return len(queued(w2s.t)) == 1 })
+	go func() {
+		d, err := w1s.Await(ctx, req(t, "w1", now.Add(-2*time.Second), "MUTATES FILE:/repo/x"), time.Minute)
+		out <- awaited{"w1", d, err}
+	}()
+	waitFor(t, "w1 to queue", func() bool { return len(queued(w1s.t)) == 2 })
+	a.Release(ctx, Holder{Agent: "agent-a", Session: "a"})
+	got := map[string]awaited{}
+	for range 2 {
+		r := <-out
+		got[r.who] = r
+	}
+	w1s.Close()
+	w2s.Close()
+	a.Close()
+	// The release granted the oldest waiter, in the releasing process;
+	// the younger one then conflicted with an older holder: it died.
+	if got["w1"].d.Outcome != Granted || got["w2"].d.Outcome != Die || got["w2"].d.Conflicts[0].Held.Holder.Session != "w1" {
+		t.Fatalf("w1 %v %v, w2 %v %v", got["w1"].d.Outcome, got["w1"].err, got["w2"].d.Outcome, got["w2"].err)
+	}
+	hist := journalHistory(t, dir)
+	if hist.first != "" || hist.seen != 2 {
+		t.Fatalf("%d grants in the journal: %s", hist.seen, hist.first)
+	}
+}
+
+func TestHostRefusesSharedDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "leases")
+	os.Mkdir(dir, 0o777)
+	os.Chmod(dir, 0o777)
+	if _, err := OpenHost(dir); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Fatalf("got %v", err)
+	}
+}

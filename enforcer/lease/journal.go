@@ -1,0 +1,376 @@
+package lease
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The journal: one JSON record a line, appended under the lock in one
+// write each operation. A line without its newline is a write that did not
+// finish (its writer was killed): readers leave it alone, and the next
+// writer, holding the lock (so the tail's writer is gone), cuts it off
+// before appending. Its first line is a snapshot header: the generation
+// (how many times the journal was compacted) and how many bytes and lines
+// of snapshot follow it. Compacting writes the state as such a file beside
+// the journal and renames it over the journal, under the lock; a process
+// that still has the old one open reads it to its end (nothing is appended
+// to it after the rename), then goes on after the new one's snapshot.
+
+const opSnapshot = "snapshot"
+
+// ErrCorrupt: the host store's journal has a line that is not a record
+// (a CorruptError says where).
+var ErrCorrupt = errors.New("lease: host store journal is corrupt")
+
+// CorruptError locates a corrupt journal line.
+type CorruptError struct {
+	Path   string
+	Offset int64 // of the line's first byte
+	Line   int   // 1-based; 0 when not known (read after a compaction)
+	Err    error
+}
+
+func (e *CorruptError) Error() string {
+	at := fmt.Sprintf("byte %d", e.Offset)
+	if e.Line > 0 {
+		at = fmt.Sprintf("line %d (byte %d)", e.Line, e.Offset)
+	}
+	return fmt.Sprintf("lease: host store journal %s is corrupt at %s: %v; no lease can be decided from it: "+
+		"remove it when no klock session runs (the leases it held are forgotten; the sessions that held them have ended)",
+		e.Path, at, e.Err)
+}
+
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
+type fileID struct{ dev, ino uint64 }
+
+func idOf(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino} }
+
+func (h *Host) journalPath() string { return filepath.Join(h.dir, journalName) }
+
+// catchUpLocked applies what was appended since this process last read.
+// locked says whether the flock is held: only then may a torn tail be cut
+// off or a journal be made.
+func (h *Host) catchUpLocked(locked bool) error {
+	if h.bad != nil {
+		return h.bad
+	}
+	if h.reload || h.j == nil {
+		return h.loadLocked(locked)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(h.journalPath(), &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			// Removed (an operator, after corruption): start again.
+			return h.loadLocked(locked)
+		}
+		return fmt.Errorf("lease: host store: %w", err)
+	}
+	if idOf(&st) != h.jID {
+		// Compacted: the rest of the old journal first, then the new one
+		// after its snapshot (or all of it, when generations were
+		// missed).
+		if err := h.readLocked(false); err != nil {
+			return err
+		}
+		f, err := openPrivate(h.journalPath(), os.O_RDWR|os.O_APPEND)
+		if err != nil {
+			return err
+		}
+		hd, n, err := readHeader(f)
+		if err != nil || hd.Gen != h.gen+1 {
+			f.Close()
+			return h.loadLocked(locked)
+		}
+		var fst unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+			f.Close()
+			return fmt.Errorf("lease: host store: %w", err)
+		}
+		h.j.Close()
+		h.j, h.jID, h.gen = f, idOf(&fst), hd.Gen
+		h.off = n + hd.Size
+		h.base, h.line = h.off, 1+hd.Lines
+	} else if st.Size < h.off {
+		return h.loadLocked(locked) // cut by someone: read it all again
+	}
+	return h.readLocked(locked)
+}
+
+// readHeader reads the snapshot header of a journal: the record and the
+// length of its line.
+func readHeader(f *os.File) (record, int64, error) {
+	buf := make([]byte, 512)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		return record{}, 0, err
+	}
+	i := bytes.IndexByte(buf[:n], '\n')
+	if i < 0 {
+		return record{}, 0, errors.New("no header line")
+	}
+	var r record
+	if err := json.Unmarshal(buf[:i], &r); err != nil || r.Op != opSnapshot {
+		return record{}, 0, fmt.Errorf("first line is not a snapshot header")
+	}
+	return r, int64(i + 1), nil
+}
+
+// readLocked applies the complete lines from h.off on.
+func (h *Host) readLocked(locked bool) error {
+	buf := make([]byte, 0, 64<<10)
+	chunk := make([]byte, 64<<10)
+	pos := h.off
+	for {
+		n, err := h.j.ReadAt(chunk, pos)
+		buf = append(buf, chunk[:n]...)
+		pos += int64(n)
+		// Apply the complete lines read so far.
+		for {
+			i := bytes.IndexByte(buf, '\n')
+			if i < 0 {
+				break
+			}
+			if err := h.applyLine(buf[:i]); err != nil {
+				return err
+			}
+			h.off += int64(i + 1)
+			h.line++
+			buf = buf[i+1:]
+		}
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("lease: host store: %w", err)
+		}
+	}
+	if len(buf) > 0 && locked {
+		// A torn last line: its writer died holding the lock. It never
+		// happened; cut it off so that the next line starts clean.
+		if err := h.j.Truncate(h.off); err != nil {
+			return fmt.Errorf("lease: host store: cutting a torn line: %w", err)
+		}
+	}
+	return nil
+}
+
+func (h *Host) corrupt(err error) error {
+	h.bad = &CorruptError{Path: h.journalPath(), Offset: h.off, Line: h.line + 1, Err: err}
+	return h.bad
+}
+
+// applyLine decodes, checks and applies one journal line.
+func (h *Host) applyLine(line []byte) error {
+	var r record
+	if err := json.Unmarshal(line, &r); err != nil {
+		return h.corrupt(err)
+	}
+	if err := r.check(h.off == 0); err != nil {
+		return h.corrupt(err)
+	}
+	if r.Op == opSnapshot {
+		h.gen, h.base = r.Gen, int64(len(line)+1)+r.Size
+		return nil
+	}
+	h.t.mu.Lock()
+	h.t.applyLocked(r)
+	h.t.mu.Unlock()
+	return nil
+}
+
+// check refuses a record that is not one a store writes.
+func (r *record) check(first bool) error {
+	if (r.Op == opSnapshot) != first {
+		if first {
+			return errors.New("the first line is not a snapshot header")
+		}
+		return errors.New("a snapshot header after the first line")
+	}
+	switch r.Op {
+	case opSnapshot:
+	case opGrant, opEnded:
+		for i := range r.Leases {
+			l := &r.Leases[i]
+			if _, _, ok := parseID(l.ID); !ok {
+				return fmt.Errorf("lease id %q is not one a store makes", l.ID)
+			}
+			if l.Holder.Agent == "" || l.Holder.Session == "" {
+				return fmt.Errorf("lease %s has no holder", l.ID)
+			}
+		}
+		if r.Op == opGrant && len(r.Leases) == 0 && r.Waiter == "" {
+			return errors.New("a grant of nothing")
+		}
+	case opBeat:
+		if r.Holder == nil {
+			return errors.New("a heartbeat without a holder")
+		}
+	case opEnd:
+		if r.State == Active || len(r.IDs) == 0 {
+			return errors.New("an end without a state or leases")
+		}
+	case opWait:
+		if r.Queued == nil || r.Queued.ID == "" {
+			return errors.New("a wait without a waiter")
+		}
+	case opUnwait:
+		if r.Waiter == "" {
+			return errors.New("an unwait without a waiter")
+		}
+	default:
+		return fmt.Errorf("unknown record %q", r.Op)
+	}
+	return nil
+}
+
+// loadLocked reads the journal from its start into a fresh mirror (made
+// when there is none, if locked), then tells subscribers and waiters of
+// this process what changed for them meanwhile.
+func (h *Host) loadLocked(locked bool) error {
+	f, err := openPrivate(h.journalPath(), os.O_RDWR|os.O_APPEND)
+	if errors.Is(err, fs.ErrNotExist) && locked {
+		f, err = openPrivate(h.journalPath(), os.O_RDWR|os.O_APPEND|os.O_CREATE)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // a locked operation will make it
+		}
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return fmt.Errorf("lease: host store: %w", err)
+	}
+	if st.Size == 0 || !hasNewline(f) {
+		if !locked {
+			f.Close()
+			return nil
+		}
+		// New, or only a torn header: begin the first generation.
+		hd, _ := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: 1})
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return fmt.Errorf("lease: host store: %w", err)
+		}
+		if _, err := f.Write(append(hd, '\n')); err != nil {
+			f.Close()
+			return fmt.Errorf("lease: host store: %w", err)
+		}
+	}
+	if h.j != nil {
+		h.j.Close()
+	}
+	h.j, h.jID, h.off, h.line, h.gen, h.base = f, idOf(&st), 0, 0, 0, 0
+	t := h.t
+	t.mu.Lock()
+	before := t.heldLocked()
+	subs := t.subs
+	t.subs = map[chan Event]struct{}{} // replaying is not news
+	t.resetLocked()
+	t.mu.Unlock()
+	err = h.readLocked(locked)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for ch := range t.subs {
+		subs[ch] = struct{}{}
+	}
+	t.subs = subs
+	if err != nil {
+		return err
+	}
+	h.reload = false
+	t.reloadedLocked(before, time.Now())
+	return nil
+}
+
+func hasNewline(f *os.File) bool {
+	buf := make([]byte, 4096)
+	n, _ := f.ReadAt(buf, 0)
+	return bytes.IndexByte(buf[:n], '\n') >= 0
+}
+
+// appendLocked journals the records of one operation in one write.
+func (h *Host) appendLocked(recs []record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i := range recs {
+		if err := enc.Encode(&recs[i]); err != nil {
+			return fmt.Errorf("lease: host store: %w", err)
+		}
+	}
+	n, err := h.j.Write(buf.Bytes())
+	if err == nil && n < buf.Len() {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		_ = h.j.Truncate(h.off) // no torn line of ours for the next writer
+		return fmt.Errorf("lease: host store: journaling: %w", err)
+	}
+	h.off += int64(n)
+	h.line += len(recs)
+	return nil
+}
+
+// compactLocked replaces the journal by a snapshot of the state.
+func (h *Host) compactLocked() error {
+	h.t.mu.Lock()
+	body := h.t.snapshotLocked()
+	h.t.mu.Unlock()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for i := range body {
+		if err := enc.Encode(&body[i]); err != nil {
+			return err
+		}
+	}
+	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(b.Len()), Lines: len(body)})
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(h.dir, journalName+".new")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(append(hd, '\n'), b.Bytes()...)); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	f.Close()
+	if err := os.Rename(tmp, h.journalPath()); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	nf, err := openPrivate(h.journalPath(), os.O_RDWR|os.O_APPEND)
+	if err != nil {
+		h.reload = true
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(nf.Fd()), &st); err != nil {
+		nf.Close()
+		h.reload = true
+		return err
+	}
+	h.j.Close()
+	h.j, h.jID = nf, idOf(&st)
+	h.off, h.base = st.Size, st.Size
+	h.gen++
+	h.line = 1 + len(body)
+	return nil
+}

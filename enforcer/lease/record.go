@@ -1,0 +1,324 @@
+package lease
+
+import (
+	"slices"
+	"time"
+)
+
+// A Table changes only by applying records. The in-memory Table applies
+// them as it decides; the host store also appends them to its journal, and
+// every other process applies them in the same order to its own Table, so
+// that all of them hold the same leases and queue the same waiters.
+// Records carry absolute times (ExpiresAt, At), so applying them gives the
+// same state whoever applies them, and when.
+
+const (
+	opGrant  = "grant"  // Leases are granted (to Waiter, when set)
+	opBeat   = "beat"   // Holder's leases expire at At + their TTL
+	opEnd    = "end"    // IDs stop being held, in State, at At
+	opWait   = "wait"   // Queued joins the waiters
+	opUnwait = "unwait" // Waiter leaves the queue ungranted (Why)
+	opEnded  = "ended"  // a snapshot's history: Leases ended before it
+)
+
+type record struct {
+	Op     string    `json:"op"`
+	At     time.Time `json:"at"`
+	Leases []Lease   `json:"leases,omitempty"`
+	Holder *Holder   `json:"holder,omitempty"`
+	IDs    []string  `json:"ids,omitempty"`
+	State  State     `json:"state,omitempty"`
+	Queued *waiter   `json:"queued,omitempty"`
+	Waiter string    `json:"waiter,omitempty"`
+	Why    string    `json:"why,omitempty"` // unwait: "die", "timeout", "gone"
+	// A journal's snapshot header: its generation, and the bytes and
+	// lines of snapshot that follow it.
+	Gen   uint64 `json:"gen,omitempty"`
+	Size  int64  `json:"size,omitempty"`
+	Lines int    `json:"lines,omitempty"`
+	// grants, in a grant this process made, are its leases already
+	// grouped (a journaled grant is grouped again from its IDs).
+	grants []*grant
+	// ending, in an end this process made, are the entries of IDs.
+	ending []*entry
+}
+
+// waiter is a request queued until what it waits for is freed. The queue
+// is ordered by age (oldest first), so that freed resources go to the
+// oldest requester that can have them.
+type waiter struct {
+	ID     string        `json:"id"`
+	Holder Holder        `json:"holder"`
+	Claims []Claim       `json:"claims"`
+	Age    time.Time     `json:"age"`
+	TTL    time.Duration `json:"ttl,omitempty"`
+	Grace  time.Duration `json:"grace,omitempty"`
+	Since  time.Time     `json:"since"` // when it was queued
+	Until  time.Time     `json:"until"` // when it gives up
+}
+
+func (w *waiter) request() Request {
+	return Request{Holder: w.Holder, Claims: w.Claims, Age: w.Age, TTL: w.TTL, Grace: w.Grace}
+}
+
+func olderWaiter(a, b *waiter) int {
+	if c := a.Age.Compare(b.Age); c != 0 {
+		return c
+	}
+	if c := a.Since.Compare(b.Since); c != 0 {
+		return c
+	}
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+const maxFree = 256
+
+// waitNote tells a waiter of this process what became of it: granted (d
+// set) or taken off the queue ungranted (d nil: decide again).
+type waitNote struct{ d *Decision }
+
+// applyLocked changes the table by r, tells subscribers and local waiters,
+// and hands r to the journal when one is recording.
+func (t *Table) applyLocked(r record) {
+	switch r.Op {
+	case opGrant:
+		gs := r.grants
+		if gs == nil {
+			gs = t.groupLocked(r.Leases)
+		}
+		for _, g := range gs {
+			t.addGrantLocked(g)
+		}
+		if len(t.subs) > 0 {
+			for i := range r.Leases {
+				t.publishLocked(Event{Type: LeaseGranted, Lease: r.Leases[i], Time: r.At})
+			}
+		}
+		if r.Waiter != "" {
+			if w := t.dequeueLocked(r.Waiter); w != nil {
+				d := Decision{Outcome: Granted, Leases: slices.Clone(r.Leases), Age: w.Age}
+				t.noteLocked(r.Waiter, waitNote{d: &d})
+			}
+		}
+	case opBeat:
+		if r.Holder == nil {
+			break
+		}
+		for _, g := range t.byHolder[*r.Holder] {
+			g.expiresAt = r.At.Add(g.ttl)
+			g.deadline = g.expiresAt.Add(g.grace)
+			t.exp.fix(g.heapAt)
+		}
+	case opEnd:
+		for i, id := range r.IDs {
+			var e *entry
+			if r.ending != nil {
+				e = r.ending[i]
+			} else if e = t.entryLocked(id); e == nil {
+				continue
+			}
+			t.ended.pushEntry(e, r.State, r.At)
+			if len(t.subs) > 0 {
+				l := e.lease()
+				l.State, l.EndedAt = r.State, r.At
+				t.publishLocked(Event{Type: LeaseFreed, Lease: l, Time: r.At})
+			}
+			t.removeLocked(e)
+			t.freed = true
+		}
+	case opWait:
+		if r.Queued == nil || t.queuedLocked(r.Queued.ID) >= 0 {
+			break
+		}
+		w := r.Queued
+		i, _ := slices.BinarySearchFunc(t.waiters, w, olderWaiter)
+		t.waiters = slices.Insert(t.waiters, i, w)
+	case opUnwait:
+		if t.dequeueLocked(r.Waiter) != nil {
+			t.noteLocked(r.Waiter, waitNote{})
+		}
+	case opEnded:
+		for _, l := range r.Leases {
+			t.ended.push(&l)
+		}
+	}
+	if t.sink != nil {
+		t.sink(r)
+	}
+}
+
+// groupLocked rebuilds the grants of journaled leases: a run of leases
+// whose IDs share a base is one grant (the journal's reader checked the
+// IDs). Leases already held are skipped.
+func (t *Table) groupLocked(ls []Lease) []*grant {
+	var gs []*grant
+	for i := 0; i < len(ls); {
+		base, _, _ := parseID(ls[i].ID)
+		j, top := i, 0
+		for ; j < len(ls); j++ {
+			b, k, _ := parseID(ls[j].ID)
+			if b != base {
+				break
+			}
+			top = max(top, k+1)
+		}
+		if t.byGrant[base] == nil {
+			l0 := &ls[i]
+			g := t.newGrantLocked(top)
+			g.base, g.holder, g.age, g.acquiredAt, g.expiresAt, g.ttl, g.grace =
+				base, l0.Holder, l0.Age, l0.AcquiredAt, l0.ExpiresAt, l0.TTL, l0.Grace
+			for _, l := range ls[i:j] {
+				_, k, _ := parseID(l.ID)
+				e := &g.entries[k]
+				*e = entry{g: g, id: l.ID, predicate: l.Predicate, bucket: bucket(l.Predicate), live: true,
+					res: l.Resource, object: l.Object, intent: l.Intent}
+				if e.res.Type == fileType {
+					e.node = t.files.node(e.res.Path.Path)
+				}
+				g.live++
+			}
+			gs = append(gs, g)
+		}
+		i = j
+	}
+	return gs
+}
+
+// newGrantLocked returns a grant with n (zero) entries, reusing an ended
+// one when it can: the collector's work grows with what the table holds,
+// so a table that grants and releases all day should not allocate for it.
+func (t *Table) newGrantLocked(n int) *grant {
+	for i := len(t.free) - 1; i >= 0 && i >= len(t.free)-4; i-- {
+		if g := t.free[i]; cap(g.entries) >= n {
+			t.free = slices.Delete(t.free, i, i+1)
+			g.entries = g.entries[:n]
+			return g
+		}
+	}
+	return &grant{entries: make([]entry, n)}
+}
+
+func (t *Table) addGrantLocked(g *grant) {
+	g.deadline = g.expiresAt.Add(g.grace)
+	t.byGrant[g.base] = g
+	hl := t.byHolder[g.holder]
+	g.holdAt = len(hl)
+	t.byHolder[g.holder] = append(hl, g)
+	t.exp.push(g)
+	for i := range g.entries {
+		e := &g.entries[i]
+		if !e.live {
+			continue
+		}
+		t.held++
+		if e.res.Type == fileType {
+			t.files.insert(e, e.node)
+		} else {
+			t.nets.insert(e)
+		}
+	}
+}
+
+// removeLocked ends entry e, and its grant with its last lease.
+func (t *Table) removeLocked(e *entry) {
+	if e.res.Type == fileType {
+		t.files.remove(e, t.held)
+	} else {
+		t.nets.remove(e)
+	}
+	e.live = false
+	t.held--
+	g := e.g
+	if g.live--; g.live > 0 {
+		return
+	}
+	delete(t.byGrant, g.base)
+	hl := t.byHolder[g.holder]
+	last := len(hl) - 1
+	hl[g.holdAt] = hl[last]
+	hl[g.holdAt].holdAt = g.holdAt
+	hl[last] = nil
+	if last == 0 {
+		delete(t.byHolder, g.holder)
+	} else {
+		t.byHolder[g.holder] = hl[:last]
+	}
+	if g.heapAt >= 0 {
+		t.exp.remove(g.heapAt)
+	}
+	if len(t.free) < maxFree {
+		clear(g.entries)
+		*g = grant{entries: g.entries[:0]}
+		t.free = append(t.free, g)
+	}
+}
+
+func (t *Table) queuedLocked(id string) int {
+	for i, w := range t.waiters {
+		if w.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *Table) dequeueLocked(id string) *waiter {
+	i := t.queuedLocked(id)
+	if i < 0 {
+		return nil
+	}
+	w := t.waiters[i]
+	t.waiters = slices.Delete(t.waiters, i, i+1)
+	return w
+}
+
+func (t *Table) noteLocked(id string, n waitNote) {
+	lw, ok := t.local[id]
+	if !ok {
+		return
+	}
+	if t.sink != nil { // told once the journal has it
+		lw.pending = &n
+		t.deferred = append(t.deferred, deferred{note: id, n: n})
+		return
+	}
+	delete(t.local, id)
+	lw.ch <- n // buffered: one note per waiter
+}
+
+// deferred is an event or a note held back until the operation that made
+// it is journaled: nobody hears of a grant the journal does not have.
+type deferred struct {
+	e    *Event
+	note string
+	n    waitNote
+}
+
+// flushLocked tells what the operation held back (ok), or forgets it (the
+// operation was not journaled: the waiters stay registered, the mirror is
+// reloaded).
+func (t *Table) flushLocked(ok bool) {
+	ds := t.deferred
+	t.deferred = nil
+	if !ok {
+		for _, d := range ds {
+			if lw := t.local[d.note]; d.e == nil && lw != nil {
+				lw.pending = nil
+			}
+		}
+		return
+	}
+	for _, d := range ds {
+		if d.e != nil {
+			t.publishLocked(*d.e)
+		} else {
+			t.noteLocked(d.note, d.n)
+		}
+	}
+}
