@@ -62,9 +62,6 @@ id, and it holds no lease on this host); 3 when klockd refused the request.`,
 			}
 			if n == 0 {
 				why := "klockd runs no such session and it holds no lease on this host"
-				if !session.HostLeasesShared() {
-					why = "klockd runs no such session, and this klock cannot see the leases of another klock process's sessions (this build has no host-wide lease store)"
-				}
 				return &exitError{code: exitInvalid, err: fmt.Errorf("no session %s: %s (%v)", id, why, err)}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %d lease(s) of session %s: its klock run ends it (killed, rolled back in strict mode) at once or at its next heartbeat\n", n, id)

@@ -2,16 +2,18 @@ package main
 
 import (
 	"github.com/klocklabs/klock/enforcer/lease"
+	"github.com/klocklabs/klock/enforcer/session"
 )
 
 // toolLeases is the lease store klock mcp and klock tools serve take their
-// calls' leases from (gateway.WithLeases), and what closes it. For now an
-// in-process table: the calls of one gateway coordinate with each other
-// only. The lead switches this one function to the host-wide store that
-// agent sessions share (lease.OpenHost(lease.DefaultHostDir), or
-// session.HostLeases) when it lands, so a tool call and an agent session
-// on the host see each other's leases.
+// calls' leases from (gateway.WithLeases): the host's, which agent
+// sessions share, so a tool call and an agent session see each other's
+// leases. It stays open for the process (the store is shared with the
+// sessions a gateway's plugins run).
 func toolLeases() (lease.Store, func(), error) {
-	t := lease.NewTable()
-	return t, func() { _ = t.Close() }, nil
+	s, err := session.HostLeases()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() {}, nil
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/klocklabs/klock/enforcer/lease"
@@ -12,17 +13,16 @@ import (
 // opened once per process and never closed (the leases it holds are
 // released one session at a time).
 //
-// This is the one place that says which store that is. Today it is a
-// table in this process: the sessions of one klock process (klockd's, or
-// session.Run called in-process by tests) coordinate, two embedded klock
-// runs do not see each other yet.
-//
-// TODO(issue 21, lead at merge): return lease.OpenHost(lease.DefaultHostDir)
-// once lease-engine's host-wide store is on main (an error then refuses a
-// session, ErrSetup: it could not know what others hold), and make
-// HostLeasesShared return true.
+// This is the one place that says which store that is: lease.OpenHost on
+// lease.DefaultHostDir, a journal every klock process of the host locks,
+// reads and appends to. A session that cannot open it is refused
+// (ErrSetup): it could not know what the others hold.
 var hostLeases = sync.OnceValues(func() (lease.Store, error) {
-	return lease.NewTable(), nil
+	h, err := lease.OpenHost(lease.DefaultHostDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the host's lease store: %v", ErrSetup, err)
+	}
+	return h, nil
 })
 
 // openHostLeases returns the host-wide lease store (hostLeases).
@@ -32,8 +32,3 @@ func openHostLeases() (lease.Store, error) { return hostLeases() }
 // Options.Leases is nil: what klock kill revokes and klock rollback
 // consults.
 func HostLeases() (lease.Store, error) { return openHostLeases() }
-
-// HostLeasesShared reports whether HostLeases is shared by every klock
-// process of the host (the host-wide store), rather than by this
-// process's sessions alone.
-func HostLeasesShared() bool { return false }

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
-	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
@@ -122,8 +121,8 @@ func (r *klockRun) wait(t *testing.T) int {
 // one whose scope overlaps the first's exits 75 naming it; with --wait
 // 30s it says whom it waits for, starts when the first ends, and exits 0.
 //
-// Through klockd the sessions share klockd's lease store. Embedded, they
-// share the host-wide one, which this tree does not have yet.
+// Through klockd and embedded alike the sessions share the host's lease
+// store (session.HostLeases).
 func TestTwoKlockRunsShareAWorkdir(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	t.Run("through klockd", func(t *testing.T) {
@@ -139,11 +138,6 @@ func TestTwoKlockRunsShareAWorkdir(t *testing.T) {
 		twoKlockRuns(t, []string{daemon.SocketEnv + "=" + sock}, nil)
 	})
 	t.Run("embedded", func(t *testing.T) {
-		// LEAD (issue 21 merge): this runs once session.HostLeasesShared
-		// is true, i.e. once openHostLeases returns lease.OpenHost's store.
-		if !session.HostLeasesShared() {
-			t.Skip("needs lease.OpenHost: embedded klock runs share no lease store yet")
-		}
 		twoKlockRuns(t, []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "no-klockd.sock")}, []string{"--no-daemon"})
 	})
 }

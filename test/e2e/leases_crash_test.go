@@ -1,0 +1,108 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/test/internal/harness"
+)
+
+// TestLeasesOfAKilledKlockExpire is issue 21's third "Done when": a klock
+// that dies holding leases (kill -9 of an embedded klock run, and of
+// klockd running a session) keeps them until TTL + grace after its last
+// heartbeat; a session waiting for them is granted only then, and never
+// while they are held.
+func TestLeasesOfAKilledKlockExpire(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	const ttl, grace = 2 * time.Second, time.Second
+	t.Run("embedded klock run", func(t *testing.T) {
+		env := []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "no-klockd.sock")}
+		crashAndWait(t, env, func(r *klockRun) { r.cmd.Process.Signal(syscall.SIGKILL) }, ttl, grace)
+	})
+	t.Run("klockd", func(t *testing.T) {
+		bin := filepath.Dir(klockBinary(t))
+		klockd, err := testutil.Build(bin, "klockd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		os.Chmod(dir, 0o755)
+		sock := filepath.Join(dir, "klockd.sock")
+		d := exec.Command(klockd, "--socket", sock, "--no-api")
+		d.Stderr = &syncBuffer{}
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer d.Process.Kill()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("klockd did not listen on %s\n%s", sock, d.Stderr.(*syncBuffer).String())
+			}
+		}
+		env := []string{daemon.SocketEnv + "=" + sock}
+		crashAndWait(t, env, func(*klockRun) { d.Process.Signal(syscall.SIGKILL); d.Wait() }, ttl, grace)
+	})
+}
+
+// crashAndWait starts a session holding a/** (through env's klockd, or
+// embedded), a second embedded session over the whole workdir that waits
+// for it, then crashes the first's klock with crash: the second must run
+// after the first's leases expire, and not before.
+func crashAndWait(t *testing.T, env []string, crash func(*klockRun), ttl, grace time.Duration) {
+	w := harness.NewWorld(t)
+	w.File(w.W("a", "x"), "a v1\n")
+	manifest := func(name string, intents ...string) string {
+		data := strings.Replace(harness.ManifestYAML(w.Workdir, policy.ModeStrict, append([]string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:" + harness.Real(t, "/bin/sleep")}, intents...)),
+			"agent: {id: klock-e2e}", "agent: {id: "+name+"}", 1)
+		p := filepath.Join(filepath.Dir(w.Workdir), name+".yaml")
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ma := manifest("holder", "MUTATES FILE:"+w.W("a")+"/**")
+	mc := manifest("waiter", "MUTATES FILE:"+w.Workdir+"/**", "PROVIDES FILE:"+w.Workdir+"/**")
+	a := startKlockRun(t, env, "-m", ma, "-q", "--lease-ttl", ttl.String(), "--lease-grace", grace.String(),
+		"--", "/bin/sh", "-c", "echo 'a v2' > a/x; echo up; exec sleep 600")
+	if line, _ := a.out.ReadString('\n'); line != "up\n" {
+		t.Fatalf("the holder: %q (exit %d)\n%s", line, a.wait(t), a.stderr.String())
+	}
+	c := startKlockRun(t, []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "none.sock")},
+		"-m", mc, "--no-daemon", "--wait", "60s", "--", "/bin/sh", "-c", "echo c > c.txt")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(c.stderr.String(), "waiting for session"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter says nothing of waiting:\n%s", c.stderr.String())
+		}
+	}
+	if w.Exists(w.W("c.txt")) {
+		t.Fatal("the waiter ran while the holder's klock lived")
+	}
+	crash(a)
+	crashed := time.Now()
+	if code := c.wait(t); code != 0 {
+		t.Fatalf("the waiter: exit %d\n%s", code, c.stderr.String())
+	}
+	st, err := os.Stat(w.W("c.txt"))
+	if err != nil {
+		t.Fatalf("the waiter did not run: %v\n%s", err, c.stderr.String())
+	}
+	// The holder's last heartbeat was at most ttl/3 before the crash: its
+	// leases hold until at least crashed - ttl/3 + ttl + grace.
+	if earliest := crashed.Add(ttl - ttl/3 + grace); st.ModTime().Before(earliest.Add(-100 * time.Millisecond)) {
+		t.Fatalf("the waiter ran at %s, %s after the crash: before the holder's leases could expire (%s)",
+			st.ModTime().Format(time.StampMilli), st.ModTime().Sub(crashed), earliest.Sub(crashed))
+	}
+}
