@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/lease"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,18 @@ func privateTmp() (code int, done bool) {
 		}
 		if err := syscall.Mount("realworld-tmp", "/tmp", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777"); err != nil {
 			fmt.Fprintln(os.Stderr, "realworld: mount a private /tmp:", err)
+			return 2, true
+		}
+		// Leases name paths: the learned /tmp/** scopes are on this
+		// private /tmp, not the host's, so the suite's sessions lease in
+		// a store of their own too (a shared one would make every other
+		// klock session of the host that writes under /tmp wait for them).
+		if err := os.MkdirAll(lease.DefaultHostDir, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, "realworld:", err)
+			return 2, true
+		}
+		if err := syscall.Mount("realworld-leases", lease.DefaultHostDir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=0700"); err != nil {
+			fmt.Fprintln(os.Stderr, "realworld: mount a private lease store:", err)
 			return 2, true
 		}
 		return 0, false
