@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/leaseapi"
+	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/internal/termsafe"
 	"github.com/spf13/cobra"
 )
@@ -21,6 +24,25 @@ func leasesError(err error) error {
 		code = exitInvalid
 	}
 	return &exitError{code: code, err: err}
+}
+
+// hostLeaseViews lists the host's lease store directly (klockd is not
+// running: the embedded sessions' leases are there).
+func hostLeaseViews() ([]leaseapi.Lease, error) {
+	st, err := session.HostLeases()
+	if err != nil {
+		return nil, err
+	}
+	ls, err := st.List(context.Background(), lease.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]leaseapi.Lease, 0, len(ls))
+	for i := range ls {
+		out = append(out, leaseapi.View(&ls[i], now))
+	}
+	return out, nil
 }
 
 func newLeases() *cobra.Command {
@@ -47,10 +69,11 @@ held for its grace period).
 
 It asks klockd's lease API on its unix socket (--socket, $KLOCK_API_SOCKET,
 default /run/klock/api.sock): root sees every lease, a member of the klock
-group only its own uid's. Without klockd there is nothing to list: klock
-says so and exits 3.
+group only its own uid's. Without klockd, root reads the host's lease store
+(/run/klock/leases) itself: embedded klock runs hold their leases there too.
 
-Exit status: 0; 3 when klockd is not running or refused the request.`,
+Exit status: 0; 3 when klockd is not running (and klock is not root) or
+refused the request.`,
 		Example: `  klock leases
   klock leases --json | jq '.[] | select(.predicate == "MUTATES")'
   sudo klock leases revoke l-3f2a9c1e0b7d4a65     # one lease
@@ -58,6 +81,9 @@ Exit status: 0; 3 when klockd is not running or refused the request.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ls, err := leaseapi.Dial(socket).List(context.Background(), "")
+			if errors.Is(err, leaseapi.ErrNoServer) && os.Geteuid() == 0 {
+				ls, err = hostLeaseViews()
+			}
 			if err != nil {
 				return leasesError(err)
 			}
@@ -102,6 +128,11 @@ klockd is not running or refused the request.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := leaseapi.Dial(socket).Revoke(context.Background(), args[0])
+			if errors.Is(err, leaseapi.ErrNoServer) && os.Geteuid() == 0 {
+				if n, err = revokeLeases(context.Background(), args[0]); err == nil && n == 0 {
+					err = fmt.Errorf("%w: no active lease or session %s in the host's lease store", leaseapi.ErrNotFound, args[0])
+				}
+			}
 			if err != nil {
 				return leasesError(err)
 			}

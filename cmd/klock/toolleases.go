@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/session"
 )
@@ -10,10 +13,20 @@ import (
 // sessions share, so a tool call and an agent session see each other's
 // leases. It stays open for the process (the store is shared with the
 // sessions a gateway's plugins run).
+//
+// The host's store is root's (/run/klock/leases, 0700). A gateway run by
+// another user cannot take leases there: it says so on stderr and its
+// calls coordinate with each other only (an in-process table). Root that
+// cannot open it is refused.
 func toolLeases() (lease.Store, func(), error) {
 	s, err := session.HostLeases()
-	if err != nil {
-		return nil, nil, err
+	if err == nil {
+		return s, func() {}, nil
 	}
-	return s, func() {}, nil
+	if os.Geteuid() != 0 {
+		fmt.Fprintf(os.Stderr, "klock: warning: tool calls take no lease in the host's lease store (%v): it is root's; this gateway's calls coordinate with each other only, not with agent sessions. Run the gateway as root for that.\n", err)
+		t := lease.NewTable()
+		return t, func() { _ = t.Close() }, nil
+	}
+	return nil, nil, err
 }

@@ -214,12 +214,35 @@ func (h *Host) recheck() time.Duration { return h.cfg.recheck }
 
 // Acquire implements Store.
 func (h *Host) Acquire(ctx context.Context, req Request) (Decision, error) {
+	if err := journalable(req); err != nil {
+		return Decision{}, err
+	}
 	return acquire(ctx, h, req)
+}
+
+// journalable refuses a claim whose object would not read back from the
+// journal as the same resource: every process replays the journal, and a
+// record none can decide would stop them all.
+func journalable(req Request) error {
+	for i, c := range req.Claims {
+		s := c.Resource.String()
+		r, err := ParseResource(s)
+		if err != nil {
+			return fmt.Errorf("claim %d (%s): %w", i, c.Intent, err)
+		}
+		if r.String() != s {
+			return fmt.Errorf("%w: claim %d (%s): its object %q reads back as %q", ErrInvalid, i, c.Intent, s, r.String())
+		}
+	}
+	return nil
 }
 
 // Await implements Awaiter: the waiter is queued in the journal; any
 // process that frees what it waits for grants it, oldest waiter first.
 func (h *Host) Await(ctx context.Context, req Request, max time.Duration) (Decision, error) {
+	if err := journalable(req); err != nil {
+		return Decision{}, err
+	}
 	h.startWatch()
 	return await(ctx, h, req, max)
 }

@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"github.com/klocklabs/klock/policy"
+
 	"bytes"
 	"context"
 	"errors"
@@ -284,5 +286,29 @@ func TestHostRefusesSharedDir(t *testing.T) {
 	os.Chmod(dir, 0o777)
 	if _, err := OpenHost(dir); err == nil || !strings.Contains(err.Error(), "writable by others") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestHostRefusesWhatItCannotReplay: a claim whose object does not read
+// back as itself (an abstract socket name made by the observer, not
+// parsed) is refused, never journaled: a record no process can decide
+// would stop every klock of the host.
+func TestHostRefusesWhatItCannotReplay(t *testing.T) {
+	h, err := OpenHost(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	bad := Claim{Predicate: policy.Consumes, Resource: Resource{Type: policy.ObjNet, Net: policy.NetPattern{Host: "@t1-2-3"}}, Intent: "CONSUMES NET:@t1-2-3:0"}
+	if _, err := h.Acquire(context.Background(), Request{Holder: Holder{Agent: "a", Session: "s"}, Claims: []Claim{bad}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("acquire of an unreplayable claim: %v, want ErrInvalid", err)
+	}
+	h2, err := OpenHost(h.Dir())
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	h2.Close()
+	if _, ok, _ := FromIntent(policy.Intent{Predicate: policy.Consumes, Object: policy.Object{Type: policy.ObjNet, Net: policy.NetPattern{Host: "@x"}}}); ok {
+		t.Fatal("an abstract socket name is leased")
 	}
 }

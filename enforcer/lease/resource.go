@@ -65,6 +65,12 @@ func fromObject(o policy.Object) (Resource, bool, string) {
 	case policy.ObjProc:
 		return Resource{}, false, "running a program is not owning it"
 	case policy.ObjNet:
+		if strings.HasPrefix(o.Net.Host, "@") {
+			// An abstract unix socket name (NET:@name, as the observer
+			// reports it) is per network namespace, and each session has
+			// its own.
+			return Resource{}, false, "an abstract unix socket name belongs to a network namespace, not the host"
+		}
 		return Resource{Type: policy.ObjNet, Net: o.Net}, true, ""
 	case policy.ObjFile:
 		p := o.Path.Path
