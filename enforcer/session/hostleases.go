@@ -20,7 +20,7 @@ import (
 var hostLeases = sync.OnceValues(func() (lease.Store, error) {
 	h, err := lease.OpenHost(lease.DefaultHostDir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the host's lease store: %v", ErrSetup, err)
+		return nil, fmt.Errorf("%w: open the host's lease store: %v", ErrSetup, err)
 	}
 	return h, nil
 })

@@ -152,7 +152,7 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 	if store == nil {
 		var err error
 		if store, err = openHostLeases(); err != nil {
-			return nil, fmt.Errorf("%w: open the host's lease store: %v (sessions on this host could not see each other's leases)", ErrSetup, err)
+			return nil, fmt.Errorf("%w (sessions on this host could not see each other's leases)", err)
 		}
 	}
 	agent := o.Manifest.Agent.ID
