@@ -40,34 +40,30 @@ func (e *entry) lease() Lease {
 		Intent: e.intent, Age: g.age, AcquiredAt: g.acquiredAt, ExpiresAt: g.expiresAt, TTL: g.ttl, Grace: g.grace}
 }
 
-// leaseIDs renders the IDs base+0 ... base+n-1 in one allocation (they
-// differ only in their last four digits).
-func leaseIDs(base uint64, n int) []string {
+// leaseIDs renders the IDs base+0 ... base+n-1 in one string (they differ
+// only in their last four digits): ID i is all[i*idLen:(i+1)*idLen].
+func leaseIDs(base uint64, n int) (all string) {
 	const hexd = "0123456789abcdef"
-	const w = 2 + 16
-	buf := make([]byte, n*w)
-	first := buf[:w]
+	buf := make([]byte, n*idLen)
+	first := buf[:idLen]
 	first[0], first[1] = 'l', '-'
 	v := base
-	for j := w - 1; j >= 2; j-- {
+	for j := idLen - 1; j >= 2; j-- {
 		first[j] = hexd[v&15]
 		v >>= 4
 	}
 	for i := 1; i < n; i++ {
-		b := buf[i*w : (i+1)*w]
+		b := buf[i*idLen : (i+1)*idLen]
 		copy(b, first)
-		for j, x := w-1, i; j >= w-4; j-- {
+		for j, x := idLen-1, i; j >= idLen-4; j-- {
 			b[j] = hexd[x&15]
 			x >>= 4
 		}
 	}
-	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is not written again
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = all[i*w : (i+1)*w]
-	}
-	return ids
+	return unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is not written again
 }
+
+const idLen = 2 + 16
 
 // parseID returns the grant base and index of a lease ID.
 func parseID(id string) (base uint64, i int, ok bool) {

@@ -153,15 +153,20 @@ func (tr *ptrie) node(p string) *pnode {
 		} else {
 			rest = ""
 		}
-		k := n.kid(comp)
-		if k == nil {
-			k = &pnode{parent: n, name: strings.Clone(comp)}
-			n.addKid(k)
-			tr.empty++
-		}
-		n = k
+		n = tr.child(n, comp)
 	}
 	return n
+}
+
+// child returns the child name of n, made if need be.
+func (tr *ptrie) child(n *pnode, name string) *pnode {
+	k := n.kid(name)
+	if k == nil {
+		k = &pnode{parent: n, name: strings.Clone(name)}
+		n.addKid(k)
+		tr.empty++
+	}
+	return k
 }
 
 // object is the rendered object of r, whose node is n (rendered once per
@@ -233,6 +238,9 @@ type cursor struct {
 	node *pnode   // the deepest node that exists on the way to dir
 	full bool     // node is dir's own
 	anc  []*pnode // node and its ancestors that have subtree leases
+	// Where the last pattern each was given is: its own node when it
+	// exists, else its directory's when that exists.
+	leaf, leafDir *pnode
 }
 
 func (tr *ptrie) locate(dir string, c *cursor) {
@@ -271,11 +279,14 @@ func (tr *ptrie) locate(dir string, c *cursor) {
 // each appends to out every lease whose pattern overlaps pat and whose
 // bucket is in mask (see PathOverlap for the cases).
 func (tr *ptrie) each(pat policy.PathPattern, mask uint8, out []*entry, c *cursor) []*entry {
+	c.leaf, c.leafDir = nil, nil
 	if !tr.root.has(mask) {
 		return out
 	}
 	n := &tr.root
+	c.leaf = n
 	if p := pat.Path; p != "/" {
+		c.leaf = nil
 		i := strings.LastIndexByte(p, '/')
 		dir, leaf := p[:i], p[i+1:]
 		if i == 0 {
@@ -296,6 +307,7 @@ func (tr *ptrie) each(pat policy.PathPattern, mask uint8, out []*entry, c *curso
 			out = visit(c.node.at[policy.MatchChildren], mask, out)
 		}
 		n = c.node.kid(leaf)
+		c.leaf, c.leafDir = n, c.node
 		if n == nil || !n.has(mask) {
 			return out // nothing that conflicts is held at or below it
 		}

@@ -215,6 +215,7 @@ func TestTableAgainstBruteForce(t *testing.T) {
 					t.Fatalf("list %+v:\n got %v\nwant %v", f, got, want)
 				}
 			}
+			checkIndex(t, tb)
 		}
 		if stats[Granted] < 50 || stats[Wait] < 20 || stats[Die] < 20 {
 			t.Fatalf("seed %d: the workload does not exercise every outcome: %v", seed, stats)
@@ -269,5 +270,37 @@ func TestTrieSweepsEmptyPaths(t *testing.T) {
 	}
 	if !strings.HasPrefix(tb.newIDLocked("l-"), "l-") {
 		t.Fatal("id prefix")
+	}
+}
+
+// checkIndex verifies the table's indexes against its grants: every live
+// FILE lease sits in the trie at its own path, with the counts above it.
+func checkIndex(t *testing.T, tb *Table) {
+	t.Helper()
+	n := 0
+	for _, g := range tb.byGrant {
+		for i := range g.entries {
+			e := &g.entries[i]
+			if !e.live {
+				continue
+			}
+			n++
+			if e.res.Type != policy.ObjFile {
+				continue
+			}
+			var parts []string
+			for x := e.node; x.parent != nil; x = x.parent {
+				parts = append([]string{x.name}, parts...)
+			}
+			if p := "/" + strings.Join(parts, "/"); p != e.res.Path.Path {
+				t.Fatalf("lease %s on %s sits at %s in the trie", e.id, e.res.Path.Path, p)
+			}
+			if l := e.node.at[e.res.Path.Match]; e.nodeAt >= len(l) || l[e.nodeAt] != e {
+				t.Fatalf("lease %s is not where it says in its node", e.id)
+			}
+		}
+	}
+	if n != tb.held {
+		t.Fatalf("%d live leases, the table counts %d", n, tb.held)
 	}
 }

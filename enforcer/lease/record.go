@@ -116,11 +116,15 @@ func (t *Table) applyLocked(r record) {
 			t.exp.fix(g.heapAt)
 		}
 	case opEnd:
-		for i, id := range r.IDs {
+		n := len(r.IDs)
+		if r.ending != nil {
+			n = len(r.ending)
+		}
+		for i := range n {
 			var e *entry
 			if r.ending != nil {
 				e = r.ending[i]
-			} else if e = t.entryLocked(id); e == nil {
+			} else if e = t.entryLocked(r.IDs[i]); e == nil {
 				continue
 			}
 			t.ended.pushEntry(e, r.State, r.At)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,12 @@ type Table struct {
 	rng      *rand.ChaCha8
 	scratch  []*entry
 	cursor   cursor // decideLocked's
+	// places are where decideLocked found the claims of placesFor, for
+	// grantLocked to put them there without walking the trie again.
+	places    []place
+	placesFor *Request
+	grants    []*grant // grantLocked's
+	ending    []*entry // releaseLocked's
 	// freed is set when leases were freed: the waiters are served before
 	// the operation ends.
 	freed bool
@@ -220,9 +227,12 @@ func liveEntries(g *grant, out []*entry) []*entry {
 
 // endLocked ends the leases es (distinct, live) in state s.
 func (t *Table) endLocked(es []*entry, s State, now time.Time) {
-	ids := make([]string, len(es))
-	for i, e := range es {
-		ids[i] = e.id
+	var ids []string
+	if t.sink != nil { // the journal names them
+		ids = make([]string, len(es))
+		for i, e := range es {
+			ids[i] = e.id
+		}
 	}
 	t.applyLocked(record{Op: opEnd, At: now, IDs: ids, State: s, ending: es})
 }
@@ -261,13 +271,16 @@ func (t *Table) decideLocked(req *Request, now time.Time) Decision {
 	d := Decision{Outcome: Granted, Age: req.Age}
 	cur := &t.cursor
 	cur.node = nil
+	t.places, t.placesFor = t.places[:0], req
 	for i := range req.Claims {
 		c := &req.Claims[i]
 		mask := conflictMask[bucket(c.Predicate)]
 		cand := t.scratch[:0]
 		if c.Resource.Type == fileType {
 			cand = t.files.each(c.Resource.Path, mask, cand, cur)
+			t.places = append(t.places, place{leaf: cur.leaf, dir: cur.leafDir})
 		} else {
+			t.places = append(t.places, place{})
 			cand = t.nets.each(c.Resource.Net, mask, cand)
 		}
 		for _, e := range cand {
@@ -301,7 +314,11 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 	grace := clampTTL(req.Grace, DefaultGrace, MaxTTL)
 	n := len(req.Claims)
 	leases := make([]Lease, n)
-	var gs []*grant
+	gs := t.grants[:0]
+	places := t.places
+	if t.placesFor != req || len(places) != n {
+		places = nil
+	}
 	for start := 0; start < n; start += maxGrant {
 		end := min(n, start+maxGrant)
 		g := t.newGrantLocked(end - start)
@@ -311,10 +328,11 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 		for i := start; i < end; i++ {
 			c := &req.Claims[i]
 			e := &g.entries[i-start]
-			*e = entry{g: g, id: ids[i-start], predicate: c.Predicate, bucket: bucket(c.Predicate), live: true,
+			k := i - start
+			*e = entry{g: g, id: ids[k*idLen : (k+1)*idLen], predicate: c.Predicate, bucket: bucket(c.Predicate), live: true,
 				res: c.Resource, intent: c.Intent}
 			if c.Resource.Type == fileType {
-				e.node = t.files.node(c.Resource.Path.Path)
+				e.node = t.nodeLocked(c.Resource.Path.Path, places, i)
 				e.object = e.node.object(c.Resource)
 			} else {
 				e.object = c.Resource.String()
@@ -328,7 +346,28 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 	}
 	d.Leases = leases
 	t.applyLocked(record{Op: opGrant, At: now, Leases: leases, Waiter: waiter, grants: gs})
+	clear(gs)
+	t.grants = gs[:0]
 }
+
+// nodeLocked is the trie node of path p, claim i of the request just
+// decided: found then, or made under the directory found then, or made
+// from the root.
+func (t *Table) nodeLocked(p string, places []place, i int) *pnode {
+	if places != nil {
+		switch pl := places[i]; {
+		case pl.leaf != nil:
+			return pl.leaf
+		case pl.dir != nil:
+			return t.files.child(pl.dir, p[strings.LastIndexByte(p, '/')+1:])
+		}
+	}
+	return t.files.node(p)
+}
+
+// place is where decideLocked found a FILE claim in the trie: its own
+// node, or its directory's when it has none.
+type place struct{ dir, leaf *pnode }
 
 // acquireLocked decides req and grants it when it can be.
 func (t *Table) acquireLocked(req *Request, now time.Time) Decision {
@@ -345,8 +384,19 @@ func (t *Table) acquireLocked(req *Request, now time.Time) Decision {
 }
 
 // Acquire implements Store.
-func (t *Table) Acquire(ctx context.Context, req Request) (Decision, error) {
-	return acquire(ctx, t, req)
+func (t *Table) Acquire(_ context.Context, req Request) (Decision, error) {
+	if err := checkRequest(&req); err != nil {
+		return Decision{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	t.expireLocked(now)
+	t.serveLocked(now)
+	d := t.acquireLocked(&req, now)
+	t.serveLocked(now)
+	t.armLocked()
+	return d, nil
 }
 
 func acquire(ctx context.Context, e engine, req Request) (d Decision, err error) {
@@ -393,10 +443,11 @@ func (t *Table) releaseLocked(h Holder, ids []string, now time.Time) int {
 		for _, g := range gs {
 			n += g.live
 		}
-		end = make([]*entry, 0, n)
+		end = slices.Grow(t.ending[:0], n)
 		for _, g := range gs {
 			end = liveEntries(g, end)
 		}
+		defer func() { clear(end); t.ending = end[:0] }()
 	} else {
 		for _, id := range ids {
 			if e := t.entryLocked(id); e != nil && e.g.holder == h && !slices.Contains(end, e) {
@@ -411,8 +462,16 @@ func (t *Table) releaseLocked(h Holder, ids []string, now time.Time) int {
 }
 
 // Release implements Store.
-func (t *Table) Release(ctx context.Context, h Holder, ids ...string) (int, error) {
-	return release(ctx, t, h, ids)
+func (t *Table) Release(_ context.Context, h Holder, ids ...string) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	t.expireLocked(now)
+	t.serveLocked(now)
+	n := t.releaseLocked(h, ids, now)
+	t.serveLocked(now)
+	t.armLocked()
+	return n, nil
 }
 
 func release(ctx context.Context, e engine, h Holder, ids []string) (n int, err error) {
