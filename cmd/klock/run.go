@@ -201,7 +201,7 @@ session id), as klock tools rollback --run does.`,
 				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
 				Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: rollbackOnInterrupt,
-				LeaseWait: wait, LeaseTTL: leaseTTL, LeaseGrace: leaseGrace,
+				LeaseWait: wait, LeaseTTL: leaseTTL, LeaseGrace: leaseGrace, LeaseGroup: gw.leaseGroup(),
 			}
 			// klockd keeps the BPF programs loaded: use it when it runs.
 			var res *session.Result

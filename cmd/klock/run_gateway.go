@@ -17,7 +17,18 @@ type gatewayBinding struct{ socket, run string }
 
 func (g *gatewayBinding) register(c *cobra.Command) {
 	c.Flags().StringVar(&g.socket, "gateway", "", "control socket of the tool gateway serving this agent (klock mcp / tools serve): a strict kill runs its REVERSIBLE-WRITE calls' rollbacks")
-	c.Flags().StringVar(&g.run, "gateway-run", "", "the gateway's run id for this session's calls (its --run-id; default the session id)")
+	c.Flags().StringVar(&g.run, "gateway-run", "", "the gateway's run id for this session's calls (its --run-id; default the session id). Given, those calls act for this session: they take no lease against its leases (KLIS: same agent, same session)")
+}
+
+// leaseGroup joins the session's leases with the gateway's calls of its
+// run (lease.Holder.Group): a tool the agent calls through its gateway
+// acts for the session, and does not conflict with what the session holds.
+// Only with --gateway-run: the gateway's calls carry its --run-id.
+func (g *gatewayBinding) leaseGroup() string {
+	if g.socket == "" || g.run == "" {
+		return ""
+	}
+	return "run:" + g.run
 }
 
 // killed tells the gateway a strict session was killed. A permissive

@@ -94,6 +94,9 @@ type RunRequest struct {
 	LeaseWait  time.Duration `json:"lease_wait,omitempty"`
 	LeaseTTL   time.Duration `json:"lease_ttl,omitempty"`
 	LeaseGrace time.Duration `json:"lease_grace,omitempty"`
+	// LeaseGroup is session.Options.LeaseGroup; it joins holders of the
+	// client's own tenant only.
+	LeaseGroup string `json:"lease_group,omitempty"`
 	// Stdio lists which of the agent's fds 0, 1, 2 the attached
 	// descriptors become, in order (e.g. [0,1,2]); an absent one is
 	// /dev/null.

@@ -513,7 +513,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		// The client's uid is the leases' tenant (klock leases shows each
 		// uid its own).
 		Leases: s.leases, LeaseTenant: fmt.Sprintf("uid:%d", peer.UID),
-		LeaseWait: req.LeaseWait, LeaseTTL: req.LeaseTTL, LeaseGrace: req.LeaseGrace,
+		LeaseWait: req.LeaseWait, LeaseTTL: req.LeaseTTL, LeaseGrace: req.LeaseGrace, LeaseGroup: req.LeaseGroup,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.
 		Started: func(pid int) {

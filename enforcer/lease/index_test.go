@@ -29,7 +29,7 @@ func (m *refModel) decide(req Request, now time.Time) Decision {
 	d := Decision{Outcome: Granted, Age: req.Age}
 	for _, c := range req.Claims {
 		for _, l := range m.held {
-			if l.Holder == req.Holder || !policy.Conflicts(l.Predicate, c.Predicate) || !Overlap(l.Resource, c.Resource) {
+			if l.Holder.SameParty(req.Holder) || !policy.Conflicts(l.Predicate, c.Predicate) || !Overlap(l.Resource, c.Resource) {
 				continue
 			}
 			o := Die

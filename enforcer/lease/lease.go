@@ -25,8 +25,8 @@ const (
 	DefaultGrace = 15 * time.Second
 )
 
-// Holder is who holds or requests leases. Leases of one holder never
-// conflict with each other.
+// Holder is who holds or requests leases. Leases of one party (SameParty)
+// never conflict with each other.
 type Holder struct {
 	// Tenant isolates API clients: a tenant sees and releases only its
 	// own leases ("uid:1000", or a token's tenant name). Conflicts are
@@ -34,6 +34,22 @@ type Holder struct {
 	Tenant  string `json:"tenant,omitempty"`
 	Agent   string `json:"agent"`
 	Session string `json:"session"`
+	// Group and Lead join holders of one tenant to one party: the tool
+	// calls a gateway makes for an agent session ("run:<id>", the
+	// gateway's --run-id) act for the session that leads the group (klock
+	// run --gateway-run), and do not conflict with it. Two members that
+	// are not the lead (two calls) still conflict with each other. A
+	// holder is still heartbeated and released alone.
+	Group string `json:"group,omitempty"`
+	Lead  bool   `json:"lead,omitempty"`
+}
+
+// SameParty reports whether h and o never conflict: the same holder, or
+// the lead of a group and a member of it, of one tenant (KLIS: the same
+// subject in the same session is re-entrant; a session's tool calls act
+// for it).
+func (h Holder) SameParty(o Holder) bool {
+	return h == o || h.Group != "" && h.Group == o.Group && h.Tenant == o.Tenant && (h.Lead || o.Lead)
 }
 
 // State is where a lease is in its life (KLIS-3).

@@ -285,7 +285,7 @@ func (t *Table) decideLocked(req *Request, now time.Time) Decision {
 		}
 		for _, e := range cand {
 			g := e.g
-			if g.holder == req.Holder {
+			if g.holder.SameParty(req.Holder) {
 				continue
 			}
 			o := Die

@@ -68,3 +68,27 @@ func mustIntent(t *testing.T, s string) policy.Intent {
 	}
 	return in
 }
+
+// TestGroupLeadAndMembers: a session leading a group does not conflict
+// with its members (the tool calls made for it), members still conflict
+// with each other, and a group of another tenant joins nothing.
+func TestGroupLeadAndMembers(t *testing.T) {
+	ctx := context.Background()
+	tb := NewTable()
+	lead := Holder{Tenant: "uid:0", Agent: "a", Session: "s1", Group: "run:r", Lead: true}
+	call := func(id, tenant string) Holder {
+		return Holder{Tenant: tenant, Agent: "a", Session: "tool:x:" + id, Group: "run:r"}
+	}
+	if d, _ := tb.Acquire(ctx, Request{Holder: lead, Claims: []Claim{claim(t, "MUTATES FILE:/repo/src/**")}}); d.Outcome != Granted {
+		t.Fatalf("lead: %v", d.Outcome)
+	}
+	if d, _ := tb.Acquire(ctx, Request{Holder: call("1", "uid:0"), Claims: []Claim{claim(t, "MUTATES FILE:/repo/**")}}); d.Outcome != Granted {
+		t.Fatalf("a call of the lead's run: %+v", d)
+	}
+	if d, _ := tb.Acquire(ctx, Request{Holder: call("2", "uid:0"), Claims: []Claim{claim(t, "MUTATES FILE:/repo/**")}}); d.Outcome == Granted {
+		t.Fatal("two calls of one run changing the same files were both granted")
+	}
+	if d, _ := tb.Acquire(ctx, Request{Holder: call("3", "uid:1000"), Claims: []Claim{claim(t, "CONSUMES FILE:/repo/src/a")}}); d.Outcome == Granted {
+		t.Fatal("another tenant's holder joined the group")
+	}
+}

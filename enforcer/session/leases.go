@@ -159,7 +159,7 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 	if agent == "" {
 		agent = "(unnamed)"
 	}
-	holder := lease.Holder{Tenant: leaseTenant(o), Agent: agent, Session: id}
+	holder := lease.Holder{Tenant: leaseTenant(o), Agent: agent, Session: id, Group: o.LeaseGroup, Lead: o.LeaseGroup != ""}
 	req := lease.Request{Holder: holder, Claims: claims, TTL: o.LeaseTTL, Grace: o.LeaseGrace}
 	var (
 		wait    vlog.LeaseWait
@@ -373,7 +373,7 @@ func (l *leasing) othersChanging(ctx context.Context) ([]lease.Lease, error) {
 	}
 	var out []lease.Lease
 	for _, x := range all {
-		if x.Holder == l.holder || !policy.Changing.Has(x.Predicate) {
+		if x.Holder.SameParty(l.holder) || !policy.Changing.Has(x.Predicate) {
 			continue
 		}
 		if x.Resource.Type == 0 { // a store that kept the object's text only

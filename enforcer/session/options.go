@@ -160,6 +160,11 @@ type Options struct {
 	// LeaseTenant is the leases' tenant (default "uid:<klock's uid>";
 	// klockd names its client's uid).
 	LeaseTenant string
+	// LeaseGroup joins the session's holder to a group of its tenant
+	// (lease.Holder.Group): the tool calls a gateway makes for this
+	// session's agent ("run:<gateway run id>", klock run --gateway-run)
+	// then act for it and do not conflict with its leases.
+	LeaseGroup string
 }
 
 // Result is how a session ended.

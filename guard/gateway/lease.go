@@ -44,9 +44,11 @@ func LeaseWait(d time.Duration) LeaseOption { return func(l *leasing) { l.wait =
 func LeaseWorkdir(dir string) LeaseOption { return func(l *leasing) { l.workdir = dir } }
 
 // LeaseHolder names who holds a call's leases (default: the manifest's
-// agent, session "tool:<tool>:<call id>": every call is a holder of its
-// own, so it conflicts with an agent session holding that scope, and with
-// another call changing the same files).
+// agent, session "tool:<tool>:<call id>", tenant the gateway's uid, group
+// "run:<run id>": every call is a holder of its own, so it conflicts with
+// another call changing the same files and with an agent session holding
+// that scope, except the session of its own run, which klock run
+// --gateway-run joined to the group: the call acts for it).
 func LeaseHolder(f func(call *check.Call, callID string) lease.Holder) LeaseOption {
 	return func(l *leasing) { l.holder = f }
 }
@@ -88,8 +90,15 @@ func (l *leasing) setup(m *policy.Manifest) {
 	}
 	l.workdir = filepath.Clean(l.workdir)
 	if l.holder == nil {
+		tenant := fmt.Sprintf("uid:%d", os.Geteuid())
 		l.holder = func(call *check.Call, callID string) lease.Holder {
-			return lease.Holder{Agent: l.agent, Session: "tool:" + call.Tool + ":" + callID}
+			h := lease.Holder{Tenant: tenant, Agent: l.agent, Session: "tool:" + call.Tool + ":" + callID}
+			if call.RunID != "" {
+				// The session of this run (klock run --gateway-run, same
+				// tenant) is the party the call acts for.
+				h.Group = "run:" + call.RunID
+			}
+			return h
 		}
 	}
 }

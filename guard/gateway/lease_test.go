@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +208,23 @@ func TestToolCallWaitsForAnother(t *testing.T) {
 	}
 	if <-overlapped {
 		t.Fatal("the second call ran while the first held its leases")
+	}
+}
+
+// The calls of a run act for the session that leads the run's group
+// (klock run --gateway-run): they do not conflict with its leases; a call
+// of another run still does.
+func TestToolCallsActForTheirRunsSession(t *testing.T) {
+	ctx := context.Background()
+	tb := lease.NewTable()
+	g := leaseGateway(t, tb)
+	session := lease.Holder{Tenant: fmt.Sprintf("uid:%d", os.Geteuid()), Agent: "tools-agent", Session: "s-1", Group: "run:r", Lead: true}
+	hold(t, tb, session, "MUTATES FILE:/srv/repo/db/**")
+	ok := func(context.Context) (Outcome, error) { return Outcome{Result: json.RawMessage(`{"ok":true}`)}, nil }
+	if _, te := g.Call(ctx, &check.Call{Tool: "db_write", Args: map[string]any{}, RunID: "r"}, ok); te != nil {
+		t.Fatalf("a call of the session's own run: %+v", te)
+	}
+	if _, te := g.Call(ctx, &check.Call{Tool: "db_write", Args: map[string]any{}, RunID: "other"}, ok); te == nil || te.Reason != ReasonLeaseConflict {
+		t.Fatalf("a call of another run: %+v, want a lease conflict", te)
 	}
 }
