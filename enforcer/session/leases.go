@@ -120,6 +120,7 @@ func leaseClaims(rs *policy.Ruleset) (claims []lease.Claim, baseline map[string]
 type leasing struct {
 	store    lease.Store
 	holder   lease.Holder
+	borrowed bool      // holder is Options.LeaseHolder's: its owner releases
 	granted  time.Time // when the leases were granted
 	held     []lease.Lease
 	baseline map[string]bool
@@ -160,6 +161,9 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 		agent = "(unnamed)"
 	}
 	holder := lease.Holder{Tenant: leaseTenant(o), Agent: agent, Session: id, Group: o.LeaseGroup, Lead: o.LeaseGroup != ""}
+	if o.LeaseHolder != nil {
+		holder = *o.LeaseHolder
+	}
 	req := lease.Request{Holder: holder, Claims: claims, TTL: o.LeaseTTL, Grace: o.LeaseGrace}
 	var (
 		wait    vlog.LeaseWait
@@ -210,7 +214,7 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 	if len(d.Leases) > 0 && !d.Leases[0].AcquiredAt.IsZero() {
 		granted = d.Leases[0].AcquiredAt
 	}
-	l := &leasing{store: store, holder: holder, granted: granted, held: d.Leases, baseline: baseline, log: log, ended: map[string]lease.State{}}
+	l := &leasing{store: store, holder: holder, borrowed: o.LeaseHolder != nil, granted: granted, held: d.Leases, baseline: baseline, log: log, ended: map[string]lease.State{}}
 	if wait.Attempts > 0 {
 		wait.Attempts++ // the one granted
 		wait.WaitedMS = waited.Milliseconds()
@@ -338,6 +342,9 @@ func (l *leasing) check(ctx context.Context) error {
 func (l *leasing) release() {
 	if l.stop != nil {
 		l.stop()
+	}
+	if l.borrowed {
+		return // the holder's owner releases them (a tool call's, when it ends)
 	}
 	if _, err := l.store.Release(context.Background(), l.holder); err != nil {
 		l.log.Warn("release the session's leases (they expire after their TTL and grace)", "error", err)

@@ -165,6 +165,11 @@ type Options struct {
 	// session's agent ("run:<gateway run id>", klock run --gateway-run)
 	// then act for it and do not conflict with its leases.
 	LeaseGroup string
+	// LeaseHolder, when set, is the holder the session takes its leases
+	// as, instead of its own: a plugin run for a tool call acts for the
+	// call (lease.ContextWithHolder). The owner of that holder releases
+	// the leases; the session does not.
+	LeaseHolder *lease.Holder
 }
 
 // Result is how a session ended.

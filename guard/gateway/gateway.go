@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/lease"
 	"log/slog"
 	"strings"
 	"time"
@@ -189,11 +190,16 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 	// it ends: taken before anything is reserved, so a refusal costs
 	// nothing.
 	if g.leases != nil {
-		release, e := g.leases.acquire(ctx, call, callID, d.Tool)
+		release, holder, e := g.leases.acquire(ctx, call, callID, d.Tool)
 		if e != nil {
 			return refuse(e, "deny")
 		}
 		defer release()
+		if holder != (lease.Holder{}) {
+			// A plugin run under klock for this call takes its leases as
+			// the call's (session.Options.LeaseHolder).
+			ctx = lease.ContextWithHolder(ctx, holder)
+		}
 	}
 	var res check.Reservation
 	if g.charger != nil {

@@ -123,7 +123,7 @@ const heartbeatEvery = lease.DefaultTTL / 3
 
 // acquire takes the call's leases. It returns the function that releases
 // them (call it when the call ends, whatever the outcome), or the refusal.
-func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, t *policy.Tool) (func(), *toolerr.Error) {
+func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, t *policy.Tool) (func(), lease.Holder, *toolerr.Error) {
 	var claims []lease.Claim
 	for _, in := range l.intents(t) {
 		if c, ok, _ := lease.FromIntent(in); ok {
@@ -131,21 +131,17 @@ func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, 
 		}
 	}
 	if len(claims) == 0 {
-		return func() {}, nil
+		return func() {}, lease.Holder{}, nil
 	}
 	h := l.holder(call, callID)
 	d, err := lease.AcquireWait(ctx, l.store, lease.Request{Holder: h, Claims: claims}, lease.WaitOptions{For: l.wait})
 	if err != nil {
 		e := toolerr.New(toolerr.InternalError, "lease_store", "%s was not dispatched: its leases could not be decided (%v)", call.Tool, err).WithRetry(true)
 		e.Check = "lease"
-		return nil, e
+		return nil, lease.Holder{}, e
 	}
 	if d.Outcome != lease.Granted {
-		return nil, conflictErr(call.Tool, d)
-	}
-	ids := make([]string, len(d.Leases))
-	for i, x := range d.Leases {
-		ids[i] = x.ID
+		return nil, lease.Holder{}, conflictErr(call.Tool, d)
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -165,8 +161,10 @@ func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, 
 	return func() {
 		close(stop)
 		<-done
-		_, _ = l.store.Release(context.WithoutCancel(ctx), h, ids...)
-	}, nil
+		// Every lease of the call's holder: its own, and those a plugin
+		// session took as the call's.
+		_, _ = l.store.Release(context.WithoutCancel(ctx), h)
+	}, h, nil
 }
 
 // conflictErr is the refusal of a call whose leases were not granted:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/lease"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -70,8 +71,13 @@ func (r *Runner) Run(ctx context.Context, p *Plugin, in Input) (*Result, error) 
 	stdout := &capped{max: MaxOutput}
 	stderr := &tail{max: 4096}
 	id := session.NewID(time.Now())
+	var holder *lease.Holder
+	if h, ok := lease.HolderFromContext(ctx); ok {
+		holder = &h // the tool call's: the plugin acts for it
+	}
 	res, err := session.Run(ctx, session.Options{
-		Manifest: m, ManifestPath: filepath.Join(p.Dir, ManifestFile), ManifestData: data, ID: id,
+		LeaseHolder: holder,
+		Manifest:    m, ManifestPath: filepath.Join(p.Dir, ManifestFile), ManifestData: data, ID: id,
 		Command: []string{p.EntryPath}, Env: []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, Dir: p.Dir, User: user,
 		Stdin: bytes.NewReader(stdin), Stdout: stdout, Stderr: stderr,
 		Snapshot: session.Backup(nil), Backends: r.Shared, Logger: log,
