@@ -16,13 +16,46 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/leaseapi"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/policy"
 )
 
-// Without klockd, klock leases says klockd is not running and exits 3.
+// Without klockd, klock leases reads the host's lease store as root (the
+// embedded sessions' leases are there) and revokes there; anyone else is
+// told klockd is not running (exit 3).
 func TestLeasesWithoutKlockd(t *testing.T) {
-	_, code, err := execute("leases", "--socket", filepath.Join(t.TempDir(), "api.sock"))
-	if code != exitNoDaemon || !errors.Is(err, leaseapi.ErrNoServer) || !strings.Contains(err.Error(), "klockd") {
-		t.Fatalf("exit %d: %v", code, err)
+	missing := filepath.Join(t.TempDir(), "api.sock")
+	if os.Geteuid() != 0 {
+		_, code, err := execute("leases", "--socket", missing)
+		if code != exitNoDaemon || !errors.Is(err, leaseapi.ErrNoServer) || !strings.Contains(err.Error(), "klockd") {
+			t.Fatalf("exit %d: %v", code, err)
+		}
+		return
+	}
+	st, err := session.HostLeases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := "leases-cli-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	in, _ := policy.ParseIntent("MUTATES FILE:" + t.TempDir() + "/**")
+	c, _, _ := lease.FromIntent(in)
+	h := lease.Holder{Tenant: "uid:0", Agent: "cli-test", Session: sess}
+	if d, err := st.Acquire(context.Background(), lease.Request{Holder: h, Claims: []lease.Claim{c}}); err != nil || d.Outcome != lease.Granted {
+		t.Fatalf("acquire: %+v %v", d, err)
+	}
+	defer st.Release(context.Background(), h)
+	out, code, err := execute("leases", "--json", "--socket", missing)
+	if code != 0 || err != nil || !strings.Contains(out, sess) {
+		t.Fatalf("klock leases without klockd, as root: exit %d %v\n%s", code, err, out)
+	}
+	if out, code, err := execute("leases", "revoke", sess, "--socket", missing); code != 0 || err != nil {
+		t.Fatalf("revoke: exit %d %v\n%s", code, err, out)
+	}
+	if ls, _ := st.List(context.Background(), lease.Filter{Session: sess}); len(ls) != 0 {
+		t.Fatalf("still held after revoke: %+v", ls)
+	}
+	if _, code, _ := execute("leases", "revoke", sess, "--socket", missing); code != exitInvalid {
+		t.Fatalf("revoke of nothing: exit %d, want %d", code, exitInvalid)
 	}
 }
 
