@@ -157,31 +157,24 @@ func checkRequest(req *Request) error {
 func cleanAbs(p string) bool {
 	n := len(p)
 	switch {
-	case n == 0 || p[0] != '/':
-		return false
 	case n == 1:
-		return true
-	case p[n-1] == '/':
+		return p == "/"
+	case n == 0 || p[0] != '/' || p[n-1] == '/':
 		return false
 	}
-	start := 1
-	for i := 1; i <= n; i++ {
-		if i < n && p[i] != '/' {
+	// One pass: after a slash, another slash, or a "." or ".." component.
+	for i := 1; i < n; i++ {
+		if p[i-1] != '/' {
 			continue
 		}
-		switch i - start {
-		case 0:
+		switch p[i] {
+		case '/':
 			return false
-		case 1:
-			if p[start] == '.' {
-				return false
-			}
-		case 2:
-			if p[start] == '.' && p[start+1] == '.' {
+		case '.':
+			if i+1 == n || p[i+1] == '/' || p[i+1] == '.' && (i+2 == n || p[i+2] == '/') {
 				return false
 			}
 		}
-		start = i + 1
 	}
 	return true
 }
@@ -345,7 +338,13 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 		t.byGrant[g.base] = g
 	}
 	d.Leases = leases
-	t.applyLocked(record{Op: opGrant, At: now, Leases: leases, Waiter: waiter, grants: gs})
+	r := record{Op: opGrant, At: now, Waiter: waiter, grants: gs, granted: leases}
+	if t.sink != nil { // the journal's form
+		for _, g := range gs {
+			r.Grants = append(r.Grants, g.wire())
+		}
+	}
+	t.applyLocked(r)
 	clear(gs)
 	t.grants = gs[:0]
 }
