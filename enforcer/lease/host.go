@@ -229,6 +229,21 @@ func (h *Host) Await(ctx context.Context, req Request, max time.Duration) (Decis
 	return await(ctx, h, req, max)
 }
 
+// Check answers what Acquire would answer now, granting nothing (it may
+// journal expiries that are due).
+func (h *Host) Check(ctx context.Context, req Request) (d Decision, err error) {
+	if err := checkRequest(&req); err != nil {
+		return Decision{}, err
+	}
+	err = h.op(ctx, func(t *Table, now time.Time) {
+		if req.Age.IsZero() {
+			req.Age = now
+		}
+		d = t.decideLocked(&req, now)
+	})
+	return d, err
+}
+
 // Heartbeat implements Store.
 func (h *Host) Heartbeat(ctx context.Context, who Holder) (time.Time, error) {
 	return heartbeat(ctx, h, who)
