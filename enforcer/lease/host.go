@@ -235,12 +235,19 @@ func (h *Host) Check(ctx context.Context, req Request) (d Decision, err error) {
 	if err := checkRequest(&req); err != nil {
 		return Decision{}, err
 	}
+	var cerr error
 	err = h.op(ctx, func(t *Table, now time.Time) {
 		if req.Age.IsZero() {
 			req.Age = now
 		}
 		d = t.decideLocked(&req, now)
+		if cerr = t.uncleanLocked(&req); cerr != nil {
+			d = Decision{}
+		}
 	})
+	if err == nil {
+		err = cerr
+	}
 	return d, err
 }
 
