@@ -9,8 +9,8 @@ import (
 // them as it decides; the host store also appends them to its journal, and
 // every other process applies them in the same order to its own Table, so
 // that all of them hold the same leases and queue the same waiters.
-// Records carry absolute times (ExpiresAt, At), so applying them gives the
-// same state whoever applies them, and when.
+// Records carry absolute times (a grant's ExpiresAt, every record's At),
+// so applying them gives the same state whoever applies them, and when.
 
 const (
 	opGrant  = "grant"  // Grants are granted (to Waiter, when set)
@@ -37,8 +37,8 @@ type record struct {
 	Gen   uint64 `json:"gen,omitempty"`
 	Size  int64  `json:"size,omitempty"`
 	Lines int    `json:"lines,omitempty"`
-	// grants, in a grant this process made, are its leases already
-	// grouped (a journaled grant is grouped again from its IDs).
+	// grants, in a grant this process made, are its grants already made
+	// (a journaled grant is made again from Grants).
 	grants []*grant
 	// granted, in a grant this process made, are its leases as the
 	// Decision has them.
