@@ -78,15 +78,18 @@ func await(ctx context.Context, e engine, req Request, patience time.Duration) (
 			id string
 			ch chan waitNote
 		)
+		var aerr error
 		err := e.op(ctx, func(t *Table, now time.Time) {
 			if deadline.IsZero() {
 				deadline = now.Add(patience)
 			}
-			d = t.acquireLocked(&req, now)
-			if d.Outcome == Wait && now.Before(deadline) {
+			if d, aerr = t.acquireLocked(&req, now); aerr == nil && d.Outcome == Wait && now.Before(deadline) {
 				id, ch = t.enqueueLocked(&req, now, deadline)
 			}
 		})
+		if err == nil {
+			err = aerr
+		}
 		if err != nil || id == "" {
 			return d, err
 		}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -230,5 +231,45 @@ func TestAcquireWaitUsesAwait(t *testing.T) {
 		WaitOptions{For: time.Minute, OnRetry: func(Decision, time.Duration) { retries++ }})
 	if err != nil || d.Outcome != Granted || retries != 0 {
 		t.Fatalf("%v %v after %d retries", d.Outcome, err, retries)
+	}
+}
+
+// TestExpiryIsHeard: a subscriber hears a lease expire when it does, with
+// no operation to notice it (Table and host store).
+func TestExpiryIsHeard(t *testing.T) {
+	host := openHost(t, t.TempDir()+"/leases")
+	for _, s := range []interface {
+		Store
+		Subscribe(int) (<-chan Event, func())
+	}{NewTable(), host} {
+		ev, stop := s.Subscribe(16)
+		r := Request{Holder: Holder{Agent: "a", Session: "a"}, Claims: []Claim{claim(t, "MUTATES FILE:/r/**")},
+			TTL: 30 * time.Millisecond, Grace: time.Millisecond}
+		if d, _ := s.Acquire(context.Background(), r); d.Outcome != Granted {
+			t.Fatal(d.Outcome)
+		}
+		deadline := time.After(10 * time.Second)
+	wait:
+		for {
+			select {
+			case e := <-ev:
+				if e.Type == LeaseFreed {
+					if e.Lease.State != Expired {
+						t.Fatalf("%T: freed %v", s, e.Lease.State)
+					}
+					break wait
+				}
+			case <-deadline:
+				t.Fatalf("%T: no expiry heard", s)
+			}
+		}
+		stop()
+	}
+	if _, err := host.List(context.Background(), Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	host.Close()
+	if _, err := host.List(context.Background(), Filter{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
 	}
 }

@@ -43,15 +43,58 @@
 //
 // # Stores
 //
-// Store is the interface every lease manager implements; Table is the
-// in-memory engine (klockd's and every store's core). A lease a holder
-// stops heartbeating is held until ExpiresAt + Grace, then it is Expired
-// and frees its resources.
+// Store is the interface every lease manager implements (a fleet's store
+// on etcd is the next one). Two are here:
+//
+//   - Table, in memory: klockd's store, and the engine of the other. A
+//     decision costs what the request names, not what the table holds:
+//     FILE leases are in a path trie that counts, per node, the leases
+//     below it by predicate (a subtree claim skips what holds nothing it
+//     conflicts with), NET leases by host name and address, and leases
+//     expire from a heap of deadlines, so that expiring costs what
+//     expires. Check is a dry run of Acquire. It remembers the last
+//     DefaultEndedHistory ended leases (Filter.EndedSince).
+//   - Host (OpenHost, DefaultHostDir /run/klock/leases): the host-wide
+//     store that embedded sessions and klockd share, so that they see each
+//     other. Its directory (0700, this user's) holds a lock file that is
+//     never replaced and a journal of JSON lines. Every process keeps a
+//     Table that mirrors the journal; an operation takes the lock (flock),
+//     reads what others appended, decides with its mirror, appends what it
+//     changed in one write, and lets go. Records carry absolute times, so
+//     every process agrees when a lease expires, and the next operation of
+//     anyone journals the expiry; a holder killed with SIGKILL keeps its
+//     leases until ExpiresAt + Grace, as KLIS-3 says. Nothing is heard of
+//     an operation (no event, no waiter woken) before the journal has it.
+//     A line without its newline is a write its writer did not finish:
+//     readers leave it, the next writer cuts it off. The journal is
+//     compacted (a snapshot written beside it and renamed over it, under
+//     the lock) when it outgrows its last snapshot; readers follow.
+//
+// A lease a holder stops heartbeating is held until ExpiresAt + Grace,
+// then it is Expired and frees its resources.
+//
+// # Waiting
+//
+// Table and Host are Awaiters: Await blocks a WAIT until it is granted.
+// Waiters are queued by age; when leases are freed, the store decides the
+// queue oldest first, one grant after the other, and wakes only those it
+// granted or that must now die (an older requester took what they wait
+// for: Wait-Die lets nobody wait for an older holder). On the host store
+// the queue is in the journal: whichever process frees a lease grants it
+// to the oldest waiter of any process, and the waiting process hears of it
+// through inotify. AcquireWait waits this way when the store is an
+// Awaiter; it backs off only after a DIE.
 //
 // # Errors
 //
 // Outcomes are values (Decision), not errors: a DIE or a WAIT is an answer.
 // Errors are for requests that cannot be decided (ErrInvalid: no holder, a
-// claim on nothing) and for holders that no longer hold anything
-// (ErrGone: heartbeats after expiry, release or revocation are refused).
+// claim on nothing, a FILE claim on a path that is not clean and
+// absolute), for holders that no longer hold anything (ErrGone:
+// heartbeats after expiry, release or revocation are refused), and for
+// the host store: ErrCorrupt (a CorruptError says which line of which
+// journal; the store refuses every operation until the journal is removed,
+// which forgets its leases, when no session runs), ErrClosed, and the
+// file system's errors (an operation that could not be journaled did not
+// happen).
 package lease

@@ -241,6 +241,9 @@ type cursor struct {
 	// Where the last pattern each was given is: its own node when it
 	// exists, else its directory's when that exists.
 	leaf, leafDir *pnode
+	// dirClean: the last pattern's directory is a node of the trie, so
+	// it is clean (nodes are made only for clean paths).
+	dirClean bool
 }
 
 func (tr *ptrie) locate(dir string, c *cursor) {
@@ -250,22 +253,26 @@ func (tr *ptrie) locate(dir string, c *cursor) {
 	n, full := &tr.root, true
 	if dir != "/" {
 		rest := dir[1:]
-		for rest != "" {
-			comp := rest
-			rest = ""
+		for {
 			// A manual scan: components are short, a call costs more.
-			for i := 0; i < len(comp); i++ {
-				if comp[i] == '/' {
-					comp, rest = comp[:i], comp[i+1:]
+			comp, last := rest, true
+			for i := 0; i < len(rest); i++ {
+				if rest[i] == '/' {
+					comp, rest, last = rest[:i], rest[i+1:], false
 					break
 				}
 			}
+			// An empty component ("//", a trailing slash) is no node:
+			// nodes have clean paths.
 			k := n.kid(comp)
-			if k == nil {
+			if comp == "" || k == nil {
 				full = false
 				break
 			}
 			n = k
+			if last {
+				break
+			}
 		}
 	}
 	c.dir, c.node, c.full, c.anc = dir, n, full, c.anc[:0]
@@ -279,7 +286,7 @@ func (tr *ptrie) locate(dir string, c *cursor) {
 // each appends to out every lease whose pattern overlaps pat and whose
 // bucket is in mask (see PathOverlap for the cases).
 func (tr *ptrie) each(pat policy.PathPattern, mask uint8, out []*entry, c *cursor) []*entry {
-	c.leaf, c.leafDir = nil, nil
+	c.leaf, c.leafDir, c.dirClean = nil, nil, false
 	if !tr.root.has(mask) {
 		return out
 	}
@@ -293,6 +300,7 @@ func (tr *ptrie) each(pat policy.PathPattern, mask uint8, out []*entry, c *curso
 			dir = "/"
 		}
 		tr.locate(dir, c)
+		c.dirClean = c.full
 		// Every proper ancestor's subtree covers pat's path.
 		for _, a := range c.anc {
 			out = visit(a.at[policy.MatchSubtree], mask, out)

@@ -127,8 +127,11 @@ func readHeader(f *os.File) (record, int64, error) {
 
 // readLocked applies the complete lines from h.off on.
 func (h *Host) readLocked(locked bool) error {
-	buf := make([]byte, 0, 64<<10)
-	chunk := make([]byte, 64<<10)
+	if h.chunk == nil {
+		h.chunk = make([]byte, 64<<10)
+	}
+	buf, chunk := h.rbuf[:0], h.chunk
+	defer func() { h.rbuf = buf[:0] }()
 	pos := h.off
 	for {
 		n, err := h.j.ReadAt(chunk, pos)
@@ -198,18 +201,31 @@ func (r *record) check(first bool) error {
 	}
 	switch r.Op {
 	case opSnapshot:
-	case opGrant, opEnded:
-		for i := range r.Leases {
-			l := &r.Leases[i]
-			if _, _, ok := parseID(l.ID); !ok {
-				return fmt.Errorf("lease id %q is not one a store makes", l.ID)
+	case opGrant:
+		if len(r.Grants) == 0 && r.Waiter == "" {
+			return errors.New("a grant of nothing")
+		}
+		for _, g := range r.Grants {
+			if g == nil {
+				return errors.New("a grant of nothing")
 			}
-			if l.Holder.Agent == "" || l.Holder.Session == "" {
-				return fmt.Errorf("lease %s has no holder", l.ID)
+			if _, i, ok := parseID(g.First); !ok || i != 0 || len(g.Claims) > maxGrant {
+				return fmt.Errorf("grant %q is not one a store makes", g.First)
+			}
+			if g.Holder.Agent == "" || g.Holder.Session == "" {
+				return fmt.Errorf("grant %s has no holder", g.First)
+			}
+			for _, i := range g.Gone {
+				if i < 0 || i >= len(g.Claims) {
+					return fmt.Errorf("grant %s: no lease %d", g.First, i)
+				}
 			}
 		}
-		if r.Op == opGrant && len(r.Leases) == 0 && r.Waiter == "" {
-			return errors.New("a grant of nothing")
+	case opEnded:
+		for i := range r.Leases {
+			if l := &r.Leases[i]; l.Holder.Agent == "" || l.Holder.Session == "" {
+				return fmt.Errorf("lease %s has no holder", l.ID)
+			}
 		}
 	case opBeat:
 		if r.Holder == nil {
@@ -305,8 +321,9 @@ func (h *Host) appendLocked(recs []record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := &h.wbuf
+	buf.Reset()
+	enc := json.NewEncoder(buf)
 	for i := range recs {
 		if err := enc.Encode(&recs[i]); err != nil {
 			return fmt.Errorf("lease: host store: %w", err)

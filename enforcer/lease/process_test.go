@@ -178,8 +178,10 @@ func journalHistory(t *testing.T, dir string) *history {
 				t.Fatalf("the journal was compacted (generation %d): its history is not whole", r.Gen)
 			}
 		case opGrant:
-			for _, l := range r.Leases {
-				h.grant(l)
+			for _, w := range r.Grants {
+				for _, l := range w.leases() {
+					h.grant(l)
+				}
 			}
 		case opEnd:
 			for _, id := range r.IDs {
@@ -309,4 +311,17 @@ func TestHostKilledHolder(t *testing.T) {
 	if len(ls) != 2 || ls[0].Holder.Session != "killed" || ls[0].State != Expired || ls[1].Holder.Session != "old" {
 		t.Fatalf("history %+v", ls)
 	}
+}
+
+// leases renders a journaled grant's leases.
+func (w *wireGrant) leases() []Lease {
+	base, _, _ := parseID(w.First)
+	ids := leaseIDs(base, len(w.Claims))
+	var out []Lease
+	for i, c := range w.Claims {
+		out = append(out, Lease{ID: ids[i*idLen : (i+1)*idLen], Holder: w.Holder, Predicate: c.Predicate, Resource: c.Resource,
+			Object: c.Resource.String(), Intent: c.Intent, Age: w.Age, AcquiredAt: w.Acquired, ExpiresAt: w.ExpiresAt, TTL: w.TTL,
+			Grace: w.Grace})
+	}
+	return out
 }

@@ -9,11 +9,11 @@ import (
 // them as it decides; the host store also appends them to its journal, and
 // every other process applies them in the same order to its own Table, so
 // that all of them hold the same leases and queue the same waiters.
-// Records carry absolute times (ExpiresAt, At), so applying them gives the
-// same state whoever applies them, and when.
+// Records carry absolute times (a grant's ExpiresAt, every record's At),
+// so applying them gives the same state whoever applies them, and when.
 
 const (
-	opGrant  = "grant"  // Leases are granted (to Waiter, when set)
+	opGrant  = "grant"  // Grants are granted (to Waiter, when set)
 	opBeat   = "beat"   // Holder's leases expire at At + their TTL
 	opEnd    = "end"    // IDs stop being held, in State, at At
 	opWait   = "wait"   // Queued joins the waiters
@@ -22,23 +22,27 @@ const (
 )
 
 type record struct {
-	Op     string    `json:"op"`
-	At     time.Time `json:"at"`
-	Leases []Lease   `json:"leases,omitempty"`
-	Holder *Holder   `json:"holder,omitempty"`
-	IDs    []string  `json:"ids,omitempty"`
-	State  State     `json:"state,omitempty"`
-	Queued *waiter   `json:"queued,omitempty"`
-	Waiter string    `json:"waiter,omitempty"`
-	Why    string    `json:"why,omitempty"` // unwait: "die", "timeout", "gone"
+	Op     string       `json:"op"`
+	At     time.Time    `json:"at"`
+	Grants []*wireGrant `json:"grants,omitempty"` // grant
+	Leases []Lease      `json:"leases,omitempty"` // ended
+	Holder *Holder      `json:"holder,omitempty"`
+	IDs    []string     `json:"ids,omitempty"`
+	State  State        `json:"state,omitempty"`
+	Queued *waiter      `json:"queued,omitempty"`
+	Waiter string       `json:"waiter,omitempty"`
+	Why    string       `json:"why,omitempty"` // unwait: "die", "timeout", "gone"
 	// A journal's snapshot header: its generation, and the bytes and
 	// lines of snapshot that follow it.
 	Gen   uint64 `json:"gen,omitempty"`
 	Size  int64  `json:"size,omitempty"`
 	Lines int    `json:"lines,omitempty"`
-	// grants, in a grant this process made, are its leases already
-	// grouped (a journaled grant is grouped again from its IDs).
+	// grants, in a grant this process made, are its grants already made
+	// (a journaled grant is made again from Grants).
 	grants []*grant
+	// granted, in a grant this process made, are its leases as the
+	// Decision has them.
+	granted []Lease
 	// ending, in an end this process made, are the entries of IDs.
 	ending []*entry
 }
@@ -88,21 +92,26 @@ type waitNote struct{ d *Decision }
 func (t *Table) applyLocked(r record) {
 	switch r.Op {
 	case opGrant:
-		gs := r.grants
+		gs, leases := r.grants, r.granted
 		if gs == nil {
-			gs = t.groupLocked(r.Leases)
+			for _, wg := range r.Grants {
+				if g := t.fromWireLocked(wg); g != nil {
+					gs = append(gs, g)
+					leases = liveLeases(g, leases)
+				}
+			}
 		}
 		for _, g := range gs {
 			t.addGrantLocked(g)
 		}
 		if len(t.subs) > 0 {
-			for i := range r.Leases {
-				t.publishLocked(Event{Type: LeaseGranted, Lease: r.Leases[i], Time: r.At})
+			for i := range leases {
+				t.publishLocked(Event{Type: LeaseGranted, Lease: leases[i], Time: r.At})
 			}
 		}
 		if r.Waiter != "" {
 			if w := t.dequeueLocked(r.Waiter); w != nil {
-				d := Decision{Outcome: Granted, Leases: slices.Clone(r.Leases), Age: w.Age}
+				d := Decision{Outcome: Granted, Leases: slices.Clone(leases), Age: w.Age}
 				t.noteLocked(r.Waiter, waitNote{d: &d})
 			}
 		}
@@ -157,41 +166,78 @@ func (t *Table) applyLocked(r record) {
 	}
 }
 
-// groupLocked rebuilds the grants of journaled leases: a run of leases
-// whose IDs share a base is one grant (the journal's reader checked the
-// IDs). Leases already held are skipped.
-func (t *Table) groupLocked(ls []Lease) []*grant {
-	var gs []*grant
-	for i := 0; i < len(ls); {
-		base, _, _ := parseID(ls[i].ID)
-		j, top := i, 0
-		for ; j < len(ls); j++ {
-			b, k, _ := parseID(ls[j].ID)
-			if b != base {
-				break
-			}
-			top = max(top, k+1)
+// wireGrant is a grant as the journal has it: what its leases share once,
+// then their claims (lease i has ID First+i; Gone lists the ones that
+// ended, in a snapshot).
+type wireGrant struct {
+	First     string        `json:"first"`
+	Holder    Holder        `json:"holder"`
+	Age       time.Time     `json:"age"`
+	Acquired  time.Time     `json:"acquired_at"`
+	ExpiresAt time.Time     `json:"expires_at"`
+	TTL       time.Duration `json:"ttl"`
+	Grace     time.Duration `json:"grace"`
+	Claims    []Claim       `json:"claims"`
+	Gone      []int         `json:"gone,omitempty"`
+}
+
+func (g *grant) wire() *wireGrant {
+	w := &wireGrant{First: leaseIDs(g.base, 1), Holder: g.holder, Age: g.age, Acquired: g.acquiredAt, ExpiresAt: g.expiresAt,
+		TTL: g.ttl, Grace: g.grace, Claims: make([]Claim, len(g.entries))}
+	for i := range g.entries {
+		e := &g.entries[i]
+		w.Claims[i] = Claim{Predicate: e.predicate, Resource: e.res, Intent: e.intent}
+		if !e.live {
+			w.Gone = append(w.Gone, i)
 		}
-		if t.byGrant[base] == nil {
-			l0 := &ls[i]
-			g := t.newGrantLocked(top)
-			g.base, g.holder, g.age, g.acquiredAt, g.expiresAt, g.ttl, g.grace =
-				base, l0.Holder, l0.Age, l0.AcquiredAt, l0.ExpiresAt, l0.TTL, l0.Grace
-			for _, l := range ls[i:j] {
-				_, k, _ := parseID(l.ID)
-				e := &g.entries[k]
-				*e = entry{g: g, id: l.ID, predicate: l.Predicate, bucket: bucket(l.Predicate), live: true,
-					res: l.Resource, object: l.Object, intent: l.Intent}
-				if e.res.Type == fileType {
-					e.node = t.files.node(e.res.Path.Path)
-				}
-				g.live++
-			}
-			gs = append(gs, g)
-		}
-		i = j
 	}
-	return gs
+	return w
+}
+
+// fromWireLocked makes the grant a journal line names (nil when it is
+// held already: a journal read again).
+func (t *Table) fromWireLocked(w *wireGrant) *grant {
+	base, _, _ := parseID(w.First)
+	if t.byGrant[base] != nil {
+		return nil
+	}
+	g := t.newGrantLocked(len(w.Claims))
+	g.base, g.holder, g.age, g.acquiredAt, g.expiresAt, g.ttl, g.grace =
+		base, w.Holder, w.Age, w.Acquired, w.ExpiresAt, w.TTL, w.Grace
+	ids := leaseIDs(base, len(w.Claims))
+	for i := range w.Claims {
+		c := &w.Claims[i]
+		e := &g.entries[i]
+		*e = entry{g: g, id: ids[i*idLen : (i+1)*idLen], predicate: c.Predicate, bucket: bucket(c.Predicate), live: true,
+			res: c.Resource, intent: c.Intent}
+		if e.res.Type == fileType {
+			e.node = t.files.node(e.res.Path.Path)
+			e.object = e.node.object(e.res)
+		} else {
+			e.object = e.res.String()
+		}
+	}
+	for _, i := range w.Gone {
+		g.entries[i].live = false
+	}
+	for i := range g.entries {
+		if g.entries[i].live {
+			g.live++
+		}
+	}
+	if g.live == 0 {
+		return nil
+	}
+	return g
+}
+
+func liveLeases(g *grant, out []Lease) []Lease {
+	for i := range g.entries {
+		if e := &g.entries[i]; e.live {
+			out = append(out, e.lease())
+		}
+	}
+	return out
 }
 
 // newGrantLocked returns a grant with n (zero) entries, reusing an ended

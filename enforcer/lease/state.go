@@ -99,13 +99,7 @@ func (t *Table) snapshotLocked() []record {
 	}
 	slices.SortFunc(gs, func(a, b *grant) int { return cmp.Or(a.acquiredAt.Compare(b.acquiredAt), cmp.Compare(a.base, b.base)) })
 	for _, g := range gs {
-		r := record{Op: opGrant, At: g.acquiredAt}
-		for i := range g.entries {
-			if e := &g.entries[i]; e.live {
-				r.Leases = append(r.Leases, e.lease())
-			}
-		}
-		out = append(out, r)
+		out = append(out, record{Op: opGrant, At: g.acquiredAt, Grants: []*wireGrant{g.wire()}})
 	}
 	for _, w := range t.waiters {
 		out = append(out, record{Op: opWait, At: w.Since, Queued: w})

@@ -48,6 +48,7 @@ type Table struct {
 	// grantLocked to put them there without walking the trie again.
 	places    []place
 	placesFor *Request
+	unclean   []int    // claims decideLocked found on unclean paths
 	grants    []*grant // grantLocked's
 	ending    []*entry // releaseLocked's
 	// freed is set when leases were freed: the waiters are served before
@@ -140,10 +141,8 @@ func checkRequest(req *Request) error {
 	for i, c := range req.Claims {
 		switch c.Resource.Type {
 		case policy.ObjFile:
-			// The path index walks clean absolute paths.
-			if !cleanAbs(c.Resource.Path.Path) {
-				return fmt.Errorf("%w: claim %d (%s) is not on a clean absolute path", ErrInvalid, i, c.Intent)
-			}
+			// That its path is clean and absolute is checked as it is
+			// decided (see decideLocked): the index knows most of it.
 		case policy.ObjNet:
 		default:
 			return fmt.Errorf("%w: claim %d (%s) is on nothing a lease covers", ErrInvalid, i, c.Intent)
@@ -157,31 +156,24 @@ func checkRequest(req *Request) error {
 func cleanAbs(p string) bool {
 	n := len(p)
 	switch {
-	case n == 0 || p[0] != '/':
-		return false
 	case n == 1:
-		return true
-	case p[n-1] == '/':
+		return p == "/"
+	case n == 0 || p[0] != '/' || p[n-1] == '/':
 		return false
 	}
-	start := 1
-	for i := 1; i <= n; i++ {
-		if i < n && p[i] != '/' {
+	// One pass: after a slash, another slash, or a "." or ".." component.
+	for i := 1; i < n; i++ {
+		if p[i-1] != '/' {
 			continue
 		}
-		switch i - start {
-		case 0:
+		switch p[i] {
+		case '/':
 			return false
-		case 1:
-			if p[start] == '.' {
-				return false
-			}
-		case 2:
-			if p[start] == '.' && p[start+1] == '.' {
+		case '.':
+			if i+1 == n || p[i+1] == '/' || p[i+1] == '.' && (i+2 == n || p[i+2] == '/') {
 				return false
 			}
 		}
-		start = i + 1
 	}
 	return true
 }
@@ -271,14 +263,26 @@ func (t *Table) decideLocked(req *Request, now time.Time) Decision {
 	d := Decision{Outcome: Granted, Age: req.Age}
 	cur := &t.cursor
 	cur.node = nil
-	t.places, t.placesFor = t.places[:0], req
+	t.places, t.placesFor, t.unclean = t.places[:0], req, t.unclean[:0]
 	for i := range req.Claims {
 		c := &req.Claims[i]
 		mask := conflictMask[bucket(c.Predicate)]
 		cand := t.scratch[:0]
 		if c.Resource.Type == fileType {
+			p := c.Resource.Path.Path
+			if p == "" || p[0] != '/' {
+				t.unclean = append(t.unclean, i)
+				t.places = append(t.places, place{})
+				continue
+			}
 			cand = t.files.each(c.Resource.Path, mask, cand, cur)
 			t.places = append(t.places, place{leaf: cur.leaf, dir: cur.leafDir})
+			// A path whose directory is in the trie is clean but for its
+			// last component.
+			if leaf := p[strings.LastIndexByte(p, '/')+1:]; !(p == "/" || cur.dirClean && leaf != "" && leaf != "." && leaf != "..") &&
+				!cleanAbs(p) {
+				t.unclean = append(t.unclean, i)
+			}
 		} else {
 			t.places = append(t.places, place{})
 			cand = t.nets.each(c.Resource.Net, mask, cand)
@@ -345,7 +349,13 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 		t.byGrant[g.base] = g
 	}
 	d.Leases = leases
-	t.applyLocked(record{Op: opGrant, At: now, Leases: leases, Waiter: waiter, grants: gs})
+	r := record{Op: opGrant, At: now, Waiter: waiter, grants: gs, granted: leases}
+	if t.sink != nil { // the journal's form
+		for _, g := range gs {
+			r.Grants = append(r.Grants, g.wire())
+		}
+	}
+	t.applyLocked(r)
 	clear(gs)
 	t.grants = gs[:0]
 }
@@ -370,17 +380,30 @@ func (t *Table) nodeLocked(p string, places []place, i int) *pnode {
 type place struct{ dir, leaf *pnode }
 
 // acquireLocked decides req and grants it when it can be.
-func (t *Table) acquireLocked(req *Request, now time.Time) Decision {
+func (t *Table) acquireLocked(req *Request, now time.Time) (Decision, error) {
 	if req.Age.IsZero() {
 		req.Age = now
 	}
 	d := t.decideLocked(req, now)
+	if err := t.uncleanLocked(req); err != nil {
+		return Decision{}, err
+	}
 	if d.Outcome == Granted {
 		t.grantLocked(req, now, &d, "")
 	} else if len(t.subs) > 0 {
 		t.publishLocked(Event{Type: ContentionDetected, Decision: &d, Holder: req.Holder, Time: now})
 	}
-	return d
+	return d, nil
+}
+
+// uncleanLocked refuses req when decideLocked found a FILE claim of it on
+// a path that is not clean and absolute (the path index walks only those).
+func (t *Table) uncleanLocked(req *Request) error {
+	if len(t.unclean) == 0 {
+		return nil
+	}
+	i := t.unclean[0]
+	return fmt.Errorf("%w: claim %d (%s) is not on a clean absolute path", ErrInvalid, i, req.Claims[i].Intent)
 }
 
 // Acquire implements Store.
@@ -393,18 +416,22 @@ func (t *Table) Acquire(_ context.Context, req Request) (Decision, error) {
 	now := t.now()
 	t.expireLocked(now)
 	t.serveLocked(now)
-	d := t.acquireLocked(&req, now)
+	d, err := t.acquireLocked(&req, now)
 	t.serveLocked(now)
 	t.armLocked()
-	return d, nil
+	return d, err
 }
 
 func acquire(ctx context.Context, e engine, req Request) (d Decision, err error) {
 	if err := checkRequest(&req); err != nil {
 		return Decision{}, err
 	}
-	err = e.op(ctx, func(t *Table, now time.Time) { d = t.acquireLocked(&req, now) })
-	return d, err
+	var aerr error
+	err = e.op(ctx, func(t *Table, now time.Time) { d, aerr = t.acquireLocked(&req, now) })
+	if err != nil {
+		return Decision{}, err
+	}
+	return d, aerr
 }
 
 func (t *Table) heartbeatLocked(h Holder, now time.Time) (time.Time, error) {
@@ -637,11 +664,18 @@ func (t *Table) Check(ctx context.Context, req Request) (d Decision, err error) 
 	if err := checkRequest(&req); err != nil {
 		return Decision{}, err
 	}
+	var cerr error
 	err = t.op(ctx, func(t *Table, now time.Time) {
 		if req.Age.IsZero() {
 			req.Age = now
 		}
 		d = t.decideLocked(&req, now)
+		if cerr = t.uncleanLocked(&req); cerr != nil {
+			d = Decision{}
+		}
 	})
+	if err == nil {
+		err = cerr
+	}
 	return d, err
 }
