@@ -312,3 +312,40 @@ func TestHostRefusesWhatItCannotReplay(t *testing.T) {
 		t.Fatal("an abstract socket name is leased")
 	}
 }
+
+// TestHostJournalOfAnotherFormat: a journal another klock version wrote
+// is refused while its sessions may still hold leases, and started afresh
+// once nothing wrote it for longer than any lease can live.
+func TestHostJournalOfAnotherFormat(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700)
+	j := filepath.Join(dir, "journal")
+	old := `{"op":"snapshot","at":"2026-01-01T00:00:00Z","gen":3}` + "\n" + `{"op":"grant","at":"2026-01-01T00:00:00Z","leases":[{"id":"l-1"}]}` + "\n"
+	if err := os.WriteFile(j, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Holder: Holder{Agent: "a", Session: "s"}, Claims: []Claim{claim(t, "MUTATES FILE:/repo/**")}}
+	h, err := OpenHost(dir)
+	if err == nil {
+		_, err = h.Acquire(context.Background(), req)
+		h.Close()
+	}
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "another version") {
+		t.Fatalf("a fresh journal of another format: %v, want ErrFormat", err)
+	}
+	stale := time.Now().Add(-staleAfter - time.Minute)
+	if err := os.Chtimes(j, stale, stale); err != nil {
+		t.Fatal(err)
+	}
+	h, err = OpenHost(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if d, err := h.Acquire(context.Background(), req); err != nil || d.Outcome != Granted {
+		t.Fatalf("after it went stale: %+v %v", d, err)
+	}
+	if b, _ := os.ReadFile(j); !strings.Contains(string(b), `"format":2`) || strings.Contains(string(b), `"l-1"`) {
+		t.Fatalf("not started afresh:\n%s", b)
+	}
+}

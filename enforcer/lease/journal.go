@@ -27,6 +27,20 @@ import (
 
 const opSnapshot = "snapshot"
 
+// journalFormat is the format of the records this klock writes, in every
+// header. A journal of another format (a klock of another version wrote
+// it) is started afresh once nothing can still hold a lease in it (no
+// write for staleAfter: every holder heartbeats well within MaxTTL, and a
+// grace is at most MaxTTL too); before that, the store refuses with
+// ErrFormat.
+const journalFormat = 2
+
+const staleAfter = 2 * MaxTTL
+
+// ErrFormat: the journal was written by a klock of another version whose
+// sessions may still hold leases.
+var ErrFormat = errors.New("lease: host store journal of another format")
+
 // ErrCorrupt: the host store's journal has a line that is not a record
 // (a CorruptError says where).
 var ErrCorrupt = errors.New("lease: host store journal is corrupt")
@@ -268,13 +282,30 @@ func (h *Host) loadLocked(locked bool) error {
 		f.Close()
 		return fmt.Errorf("lease: host store: %w", err)
 	}
-	if st.Size == 0 || !hasNewline(f) {
+	fresh := st.Size == 0 || !hasNewline(f)
+	if !fresh {
+		if hd, _, err := readHeader(f); err == nil && hd.Format != journalFormat {
+			age := time.Since(time.Unix(st.Mtim.Unix()))
+			if age < staleAfter || !locked {
+				f.Close()
+				if age >= staleAfter {
+					return nil // a locked operation starts it afresh
+				}
+				return fmt.Errorf("%w: %s was written by a klock of another version (format %d; this one reads %d), whose sessions may still hold leases: "+
+					"end them (their klock run, or klockd) and it is started afresh %s after its last write, or remove it when no klock session runs",
+					ErrFormat, h.journalPath(), hd.Format, journalFormat, (staleAfter - age).Round(time.Second))
+			}
+			fresh = true // nothing in it can still be held
+		}
+	}
+	if fresh {
 		if !locked {
 			f.Close()
 			return nil
 		}
-		// New, or only a torn header: begin the first generation.
-		hd, _ := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: 1})
+		// New, only a torn header, or another format's that nothing can
+		// still hold a lease in: begin the first generation.
+		hd, _ := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: 1, Format: journalFormat})
 		if err := f.Truncate(0); err != nil {
 			f.Close()
 			return fmt.Errorf("lease: host store: %w", err)
@@ -354,7 +385,7 @@ func (h *Host) compactLocked() error {
 			return err
 		}
 	}
-	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(b.Len()), Lines: len(body)})
+	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(b.Len()), Lines: len(body), Format: journalFormat})
 	if err != nil {
 		return err
 	}
