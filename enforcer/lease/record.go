@@ -34,11 +34,11 @@ type record struct {
 	Why    string       `json:"why,omitempty"` // unwait: "die", "timeout", "gone"
 	// A journal's snapshot header: its generation, and the bytes and
 	// lines of snapshot that follow it.
-	Gen   uint64 `json:"gen,omitempty"`
+	Gen uint64 `json:"gen,omitempty"`
 	// Format is the header's journal format (journalFormat).
-	Format int `json:"format,omitempty"`
-	Size  int64  `json:"size,omitempty"`
-	Lines int    `json:"lines,omitempty"`
+	Format int   `json:"format,omitempty"`
+	Size   int64 `json:"size,omitempty"`
+	Lines  int   `json:"lines,omitempty"`
 	// grants, in a grant this process made, are its grants already made
 	// (a journaled grant is made again from Grants).
 	grants []*grant

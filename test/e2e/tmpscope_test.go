@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
@@ -43,8 +44,12 @@ func TestTmpScopeBacksUpOnlyTheAgents(t *testing.T) {
 	m, err := policy.Parse("m.yaml", []byte(harness.ManifestYAML(wd, policy.ModeStrict, []string{
 		"PROVIDES PROC:/usr/bin/true", "MUTATES FILE:/tmp/**", "PROVIDES FILE:/tmp/**"})))
 	must(t, err)
+	// Its leases are in a store of its own: MUTATES FILE:/tmp/** in the
+	// host's would make every other session of the machine that changes
+	// anything under /tmp (the other test packages' workdirs) wait or die.
 	res, err := session.Run(context.Background(), session.Options{Manifest: m, Command: []string{"/usr/bin/true"},
-		Backend: harness.Backend(), User: &launch.Credential{UID: uid, GID: uid}, Snapshot: session.Backup(nil)})
+		Backend: harness.Backend(), User: &launch.Credential{UID: uid, GID: uid}, Snapshot: session.Backup(nil),
+		Leases: lease.NewTable()})
 	must(t, err)
 	if res.Killed || res.Exit.ExitCode() != 0 {
 		t.Fatalf("session: killed %v (%s), exit %v", res.Killed, res.Reason, res.Exit)
