@@ -101,6 +101,9 @@ mkdir -p "$root/var/tmp" && chmod 1777 "$root/var/tmp"
 CGO_ENABLED=0 go build -o "$root/bin/klock" ./cmd/klock
 # Its session launcher, beside it as make build puts it.
 CGO_ENABLED=0 go build -o "$root/bin/klock-stage2" ./cmd/klock-stage2
+# klockd, for the suites that run real klock and klockd processes
+# (KLOCK_BIN in init: the VM has no Go toolchain to build them).
+CGO_ENABLED=0 go build -o "$root/bin/klockd" ./cmd/klockd
 # klock doctor must find bpf-lsm available here.
 cat >"$root/t/doctor.cmd" <<'DOC'
 /bin/klock doctor

@@ -254,25 +254,7 @@ func (h *Host) Await(ctx context.Context, req Request, max time.Duration) (Decis
 
 // Check answers what Acquire would answer now, granting nothing (it may
 // journal expiries that are due).
-func (h *Host) Check(ctx context.Context, req Request) (d Decision, err error) {
-	if err := checkRequest(&req); err != nil {
-		return Decision{}, err
-	}
-	var cerr error
-	err = h.op(ctx, func(t *Table, now time.Time) {
-		if req.Age.IsZero() {
-			req.Age = now
-		}
-		d = t.decideLocked(&req, now)
-		if cerr = t.uncleanLocked(&req); cerr != nil {
-			d = Decision{}
-		}
-	})
-	if err == nil {
-		err = cerr
-	}
-	return d, err
-}
+func (h *Host) Check(ctx context.Context, req Request) (Decision, error) { return check(ctx, h, req) }
 
 // Heartbeat implements Store.
 func (h *Host) Heartbeat(ctx context.Context, who Holder) (time.Time, error) {

@@ -660,12 +660,16 @@ func (r *endedRing) each(since time.Time, f func(Lease)) {
 
 // Check answers what Acquire would answer for req now, changing nothing
 // (no lease is granted, no event published): a dry run.
-func (t *Table) Check(ctx context.Context, req Request) (d Decision, err error) {
+func (t *Table) Check(ctx context.Context, req Request) (Decision, error) { return check(ctx, t, req) }
+
+// check is Check of a Table or a Host: decide req on the engine's table,
+// up to date, granting nothing.
+func check(ctx context.Context, e engine, req Request) (d Decision, err error) {
 	if err := checkRequest(&req); err != nil {
 		return Decision{}, err
 	}
 	var cerr error
-	err = t.op(ctx, func(t *Table, now time.Time) {
+	err = e.op(ctx, func(t *Table, now time.Time) {
 		if req.Age.IsZero() {
 			req.Age = now
 		}
