@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,6 +243,11 @@ type Spec struct {
 	Timeout time.Duration
 	// Backend overrides the suite's file backend (Backend()) for this run.
 	Backend session.Backend
+	// DNSUpstreams are session.Options.DNSUpstreams: the name server the
+	// session's DNS proxy forwards to (a test's own).
+	DNSUpstreams []string
+	// Resolve is session.Options.Resolve (default: the system resolver).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Outcome is a finished session.
@@ -311,7 +317,8 @@ func (w *World) Run(s Spec) *Outcome {
 		Env:     append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", ProbeEnv + "=1"}, s.Env...),
 		User:    &launch.Credential{UID: AgentUID, GID: AgentGID},
 		Stdin:   s.Stdin, Stdout: stdout, Stderr: &errb,
-		Snapshot: session.Backup(nil),
+		Snapshot:     session.Backup(nil),
+		DNSUpstreams: s.DNSUpstreams, Resolve: s.Resolve,
 	})
 	if err != nil {
 		w.T.Fatalf("session.Run: %v\nstderr:\n%s", err, errb.String())
