@@ -19,6 +19,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/dnsproxy"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/netguard"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/miekg/dns"
 )
@@ -38,6 +39,7 @@ const maxDNSTTL = 24 * time.Hour
 type dnsScope struct {
 	proxy      *dnsproxy.Proxy
 	resolvConf string // the file stage 2 binds over the agent's /etc/resolv.conf
+	upstreams  []string
 	refused    chan event.Event
 	stop       chan struct{}
 	stopOnce   sync.Once
@@ -95,7 +97,7 @@ func proxyAddr(id string, n int) netip.Addr {
 // and writes the resolv.conf naming it into dir.
 func startDNS(id, dir string, hosts, upstreams []string) (*dnsScope, error) {
 	d := &dnsScope{refused: make(chan event.Event, 256), stop: make(chan struct{}), now: time.Now,
-		live: map[string]map[netip.Addr]time.Time{}}
+		live: map[string]map[netip.Addr]time.Time{}, upstreams: upstreams}
 	var err error
 	for n := 0; n < 16; n++ {
 		addr := netip.AddrPortFrom(proxyAddr(id, n), 53)
@@ -267,4 +269,13 @@ func (d *dnsScope) conf() string {
 		return ""
 	}
 	return d.resolvConf
+}
+
+// backend is the proxy's entry in the verification log.
+func (d *dnsScope) backend() vlog.Backend {
+	return vlog.Backend{Name: "dns-proxy", Guarantee: vlog.GuaranteeBlocks, Details: []string{
+		"the agent's /etc/resolv.conf names only " + d.addr().String() + ", the session's DNS proxy, and port 53 is open to it alone",
+		"declared host names (exact, or under a *. wildcard) are forwarded to " + strings.Join(d.upstreams, ", ") + "; each answer's addresses are allowed on the matched intent's ports for the answer's TTL + " + DNSGrace.String(),
+		"every other name, ANY and malformed queries are answered REFUSED and never forwarded: CONSUMES NET:<name>:53/udp",
+	}}
 }

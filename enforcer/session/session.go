@@ -186,6 +186,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
 	}
 	backendsUsed = append(append(backendsUsed, seccompBackend(be.metaIoctlsRefused)), be.list...)
+	if dnsp != nil {
+		backendsUsed = append(backendsUsed, dnsp.backend())
+	}
 	if restorer == nil {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})

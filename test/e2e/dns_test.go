@@ -116,6 +116,17 @@ func TestHostNameFollowsDNS(t *testing.T) {
 	if !o.Res.Killed || o.Violation(tr) == nil {
 		t.Errorf("strict session not killed for %s\n%s", tr, o.Dump())
 	}
+	// The queries went to the proxy, under the baseline's DNS intents.
+	dnsUses := false
+	for _, in := range o.Log.Baseline {
+		dnsUses = dnsUses || in.Origin == policy.OriginDNS && in.Uses > 0
+	}
+	if !dnsUses {
+		t.Errorf("the queries are not counted under a %s intent: %+v", policy.OriginDNS, o.Log.Baseline)
+	}
+	if len(d.seen()) < 2 {
+		t.Errorf("the test's DNS server saw %v, want the two lookups of svc.test", d.seen())
+	}
 }
 
 // TestUndeclaredNameIsRefusedAndKills: a query for a name no intent
