@@ -13,7 +13,8 @@
 //     for a session), bound by Start before it returns: a query sent after
 //     Start returned is served. Close stops both and waits for the queries
 //     in flight.
-//   - The decision per query, in this order: a message that is not one
+//   - The decision per query, in this order: a client Config.Client does
+//     not accept is REFUSED, neither forwarded nor reported; a message that is not one
 //     standard query (opcode QUERY, exactly one question, class IN) is
 //     REFUSED; a name longer than 253 characters, or with a label that is
 //     empty, longer than 63 characters or holds anything but letters, digits,

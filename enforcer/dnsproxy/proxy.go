@@ -29,6 +29,10 @@ type Config struct {
 	OnAnswer func(Answer) error
 	// OnRefused is told each refused query before the reply. May be nil.
 	OnRefused func(Refusal)
+	// Client, when set, says whether a query from client (over network
+	// "udp" or "tcp") is one the proxy serves; any other is answered
+	// REFUSED, neither forwarded nor reported.
+	Client func(network string, client net.Addr) bool
 }
 
 // Answer is what one forwarded answer said about a declared name.
@@ -124,6 +128,12 @@ func (p *Proxy) refuse(w dns.ResponseWriter, req *dns.Msg, name string, qtype ui
 }
 
 func (p *Proxy) serve(w dns.ResponseWriter, req *dns.Msg, network string) {
+	if p.cfg.Client != nil && !p.cfg.Client(network, w.RemoteAddr()) {
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeRefused)
+		_ = w.WriteMsg(m)
+		return
+	}
 	if req.Response || req.Opcode != dns.OpcodeQuery || len(req.Question) != 1 {
 		p.refuse(w, req, "", 0, "not one standard query")
 		return

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/dnsproxy"
 	"github.com/klocklabs/klock/enforcer/event"
@@ -44,6 +47,16 @@ type dnsScope struct {
 	stop       chan struct{}
 	stopOnce   sync.Once
 	now        func() time.Time
+
+	// ready is closed by attach: an answer waits for it, so its
+	// addresses are in the engine and the wall before the agent reads it.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// group is the session's cgroup (setGroup): only its sockets' queries
+	// are served; peerWarned logs once that the kernel could not say.
+	group      *cgroup.Group
+	peerWarned sync.Once
+	log        *slog.Logger
 
 	mu   sync.Mutex
 	eng  *decide.Engine
@@ -95,14 +108,17 @@ func proxyAddr(id string, n int) netip.Addr {
 
 // startDNS starts the session's proxy on a loopback address of its own
 // and writes the resolv.conf naming it into dir.
-func startDNS(id, dir string, hosts, upstreams []string) (*dnsScope, error) {
+func startDNS(id, dir string, hosts, upstreams []string, log *slog.Logger) (*dnsScope, error) {
 	d := &dnsScope{refused: make(chan event.Event, 256), stop: make(chan struct{}), now: time.Now,
-		live: map[string]map[netip.Addr]time.Time{}, upstreams: upstreams}
+		live: map[string]map[netip.Addr]time.Time{}, upstreams: upstreams, ready: make(chan struct{}), log: log}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
 	var err error
 	for n := 0; n < 16; n++ {
 		addr := netip.AddrPortFrom(proxyAddr(id, n), 53)
 		d.proxy, err = dnsproxy.Start(dnsproxy.Config{Addr: addr.String(), Upstreams: upstreams, Hosts: hosts,
-			OnAnswer: d.answered, OnRefused: d.refuse})
+			OnAnswer: d.answered, OnRefused: d.refuse, Client: d.fromSession})
 		if !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
@@ -129,20 +145,58 @@ func startDNS(id, dir string, hosts, upstreams []string) (*dnsScope, error) {
 // addr is the proxy's address, the only name server the agent may reach.
 func (d *dnsScope) addr() netip.Addr { return d.proxy.Addr().Addr() }
 
+// setGroup names the session's cgroup, before the agent starts in it.
+func (d *dnsScope) setGroup(g *cgroup.Group) {
+	d.mu.Lock()
+	d.group = g
+	d.mu.Unlock()
+}
+
+// fromSession says whether the client's socket was made in the session's
+// cgroup (or below it): the proxy listens on loopback, where every
+// process of the host reaches it, and another's refused name must not
+// count as the agent's. When the kernel cannot say (no sock_diag), the
+// query is served as the session's, as it was before the check, and
+// klock says so once.
+func (d *dnsScope) fromSession(network string, client net.Addr) bool {
+	d.mu.Lock()
+	g := d.group
+	d.mu.Unlock()
+	if g == nil {
+		return false // no agent yet
+	}
+	id, err := peerCgroup(network, addrPort(client), d.proxy.Addr())
+	if err != nil {
+		d.peerWarned.Do(func() {
+			d.log.Warn("the session's DNS proxy cannot tell its clients' cgroup: it serves every local client as the agent", "error", err)
+		})
+		return true
+	}
+	return inGroup(id, g.ID, g.Path)
+}
+
 // attach starts feeding answers to the engine and the wall.
 func (d *dnsScope) attach(eng *decide.Engine, wall *netWall) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.eng, d.wall = eng, wall
 	if len(d.live) > 0 {
 		_ = d.applyLocked()
 	}
+	d.mu.Unlock()
+	d.readyOnce.Do(func() { close(d.ready) })
 }
 
 // answered opens the answer's addresses (for the matched pattern's
 // intents: their ports and protocol) until TTL + DNSGrace, before the
 // proxy tells the agent.
 func (d *dnsScope) answered(a dnsproxy.Answer) error {
+	// The agent runs before the engine exists (launch, then the engine):
+	// an answer waits until its addresses can be allowed.
+	select {
+	case <-d.ready:
+	case <-d.stop:
+		return errors.New("the session is over")
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	until := d.now().Add(min(a.TTL, maxDNSTTL) + DNSGrace)

@@ -43,7 +43,7 @@ func TestAnswersOpenUntilTTLAndGrace(t *testing.T) {
 	eng := decide.New(rs, policy.ModeStrict)
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
-	d := &dnsScope{stop: make(chan struct{}), live: map[string]map[netip.Addr]time.Time{},
+	d := &dnsScope{stop: make(chan struct{}), ready: make(chan struct{}), live: map[string]map[netip.Addr]time.Time{},
 		now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
 	d.attach(eng, &netWall{eng: eng})
 	allows := func(addr string) bool {

@@ -80,7 +80,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				upstreams = append(upstreams, netip.AddrPortFrom(a, 53).String())
 			}
 		}
-		if dnsp, err = startDNS(id, dir, hosts, upstreams); err != nil {
+		if dnsp, err = startDNS(id, dir, hosts, upstreams, log); err != nil {
 			return nil, fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, err)
 		}
 		defer dnsp.close()
@@ -145,6 +145,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	deleteGroup := sync.OnceFunc(func() { _ = g.Delete() })
 	defer deleteGroup()
+	if dnsp != nil {
+		dnsp.setGroup(g)
+	}
 
 	startDir := o.Dir
 	if startDir == "" {
