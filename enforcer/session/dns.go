@@ -96,6 +96,21 @@ func declaredHosts(rs *policy.Ruleset) []string {
 	return out
 }
 
+// DNSProxyAddrs are the addresses a session's DNS proxy tries, in order,
+// port 53 (the first free one is the session's): 127.77.x.y from the
+// session id.
+func DNSProxyAddrs(id string) []netip.Addr {
+	out := make([]netip.Addr, dnsProxyTries)
+	for n := range out {
+		out[n] = proxyAddr(id, n)
+	}
+	return out
+}
+
+// dnsProxyTries is how many addresses a proxy tries before the session
+// refuses to start.
+const dnsProxyTries = 16
+
 // proxyAddr is the session's loopback address for try n: 127.77.x.y from
 // the session id.
 func proxyAddr(id string, n int) netip.Addr {
@@ -115,7 +130,7 @@ func startDNS(id, dir string, hosts, upstreams []string, log *slog.Logger) (*dns
 		d.log = slog.Default()
 	}
 	var err error
-	for n := 0; n < 16; n++ {
+	for n := 0; n < dnsProxyTries; n++ {
 		addr := netip.AddrPortFrom(proxyAddr(id, n), 53)
 		d.proxy, err = dnsproxy.Start(dnsproxy.Config{Addr: addr.String(), Upstreams: upstreams, Hosts: hosts,
 			OnAnswer: d.answered, OnRefused: d.refuse, Client: d.fromSession})

@@ -275,6 +275,17 @@ func NewID() string {
 // must be present.
 func (w *World) Run(s Spec) *Outcome {
 	w.T.Helper()
+	o, err := w.RunErr(s)
+	if err != nil {
+		w.T.Fatalf("session.Run: %v\nstderr:\n%s", err, o.Stderr)
+	}
+	return o
+}
+
+// RunErr is Run for a session that may refuse to start: session.Run's
+// error is returned (with the Outcome's Stderr), not a test failure.
+func (w *World) RunErr(s Spec) (*Outcome, error) {
+	w.T.Helper()
 	mode := s.Mode
 	if mode == "" {
 		mode = policy.ModeStrict
@@ -321,7 +332,7 @@ func (w *World) Run(s Spec) *Outcome {
 		DNSUpstreams: s.DNSUpstreams, Resolve: s.Resolve,
 	})
 	if err != nil {
-		w.T.Fatalf("session.Run: %v\nstderr:\n%s", err, errb.String())
+		return &Outcome{Stderr: errb.String()}, err
 	}
 	if ctx.Err() != nil {
 		w.T.Fatalf("session hit the test timeout (%v): reason %q\nstdout:\n%s\nstderr:\n%s", timeout, res.Reason, out.String(), errb.String())
@@ -336,7 +347,7 @@ func (w *World) Run(s Spec) *Outcome {
 		}
 	}
 	o := &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: parseProbe(out.String()), ManifestPath: mpath}
-	return o
+	return o, nil
 }
 
 func parseProbe(s string) map[string]string {
