@@ -72,13 +72,13 @@ func Start(cfg Config) (*Proxy, error) {
 	}
 	pc, err := net.ListenPacket("udp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("dnsproxy: listen udp %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("dnsproxy: %w", err)
 	}
 	ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
 	l, err := net.Listen("tcp", ap.String())
 	if err != nil {
 		pc.Close()
-		return nil, fmt.Errorf("dnsproxy: listen tcp %s: %w", ap, err)
+		return nil, fmt.Errorf("dnsproxy: %w", err)
 	}
 	p := &Proxy{cfg: cfg, addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
 	p.udp = &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(p.serveUDP)}
