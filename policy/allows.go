@@ -134,7 +134,7 @@ func (rs *Ruleset) matchNet(d *Decision, t Triple, candidates []int32) {
 		p := &r.Pattern
 		var match bool
 		if t.Host != "" {
-			match = p.Host == t.Host && p.Ports.Contains(port)
+			match = p.Matches(t.Host) && p.Ports.Contains(port)
 		} else {
 			match = p.Host == "" && p.Ports.Contains(port) && p.Prefix.Contains(addr)
 		}

@@ -48,7 +48,7 @@ func FuzzParseIntent(f *testing.F) {
 	for _, s := range []string{
 		"MUTATES FILE:/srv/repo/src/**", "CONSUMES FILE:/a/*", "PROVIDES PROC:/usr/bin/git",
 		"CONSUMES NET:api.example.com:443/tcp", "CONSUMES NET:[fd00::/8]:1-2/udp", "CONSUMES NET:10.0.0.0/8:*",
-		"CONSUMES NET:raw", "DELETES FILE:${workdir}/x", "RENAMES FILE:/",
+		"CONSUMES NET:raw", "DELETES FILE:${workdir}/x", "RENAMES FILE:/", "CONSUMES NET:*.example.com:443/tcp",
 	} {
 		f.Add(s)
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -35,7 +36,11 @@ func TestParseIntent(t *testing.T) {
 		{"MUTATES FILE:/a/./b", "", `the kernel sees "/a/b"`},
 		{"MUTATES FILE:/a//b", "", `the kernel sees "/a/b"`},
 		{"CONSUMES NET:*:443", "", "0.0.0.0/0:443"},
-		{"CONSUMES NET:*.example.com:443", "", "list each host name"},
+		{"CONSUMES NET:*.Example.com.:443", "CONSUMES NET:*.example.com:443", ""},
+		{"CONSUMES NET:a.*.example.com:443", "", "only one leading label"},
+		{"CONSUMES NET:*a.example.com:443", "", "only one leading label"},
+		{"CONSUMES NET:*.*.example.com:443", "", "only one leading label"},
+		{"CONSUMES NET:*.:443", "", "empty or over-long label"},
 		{"CONSUMES NET:::1:80", "", "must be in brackets"},
 		{"CONSUMES NET:[::ffff:1.2.3.4]:80", "", "write the IPv4 form 1.2.3.4"},
 		{"CONSUMES NET:10.0.0.1/8:80", "", "host bits set; write 10.0.0.0/8"},
@@ -103,5 +108,82 @@ func TestWorkdirExpansion(t *testing.T) {
 		if got := m.Intents[i].String(); got != w {
 			t.Errorf("intent %d = %q, want %q", i, got, w)
 		}
+	}
+}
+
+func TestNetPatternMatches(t *testing.T) {
+	for _, tc := range []struct {
+		pat, name string
+		want      bool
+	}{
+		{"api.example.com:443", "api.example.com", true},
+		{"api.example.com:443", "API.Example.COM.", true},
+		{"api.example.com:443", "x.api.example.com", false},
+		{"api.example.com:443", "example.com", false},
+		{"*.example.com:443", "a.example.com", true},
+		{"*.example.com:443", "A.B.Example.com.", true},
+		{"*.example.com:443", "example.com", false},
+		{"*.example.com:443", ".example.com", false},
+		{"*.example.com:443", "a..example.com", false},
+		{"*.example.com:443", "aexample.com", false},
+		{"*.example.com:443", "a.example.com.evil", false},
+		{"10.0.0.1:443", "10.0.0.1", false},
+	} {
+		p, err := ParseNetPattern(tc.pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Matches(tc.name); got != tc.want {
+			t.Errorf("%s matches %q = %v, want %v", tc.pat, tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestWildcardHostIsNotResolved: a wildcard has no addresses until the
+// proxy answers a name it matches (WithHostAddrs), and a triple by name is
+// allowed by a wildcard that matches it.
+func TestWildcardHostIsNotResolved(t *testing.T) {
+	m := &Manifest{Agent: Agent{ID: "a"}, Mode: ModeStrict}
+	for _, s := range []string{"CONSUMES NET:*.example.com:443/tcp", "CONSUMES NET:api.test:80/tcp"} {
+		in, err := ParseIntent(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Intents = append(m.Intents, in)
+	}
+	rs, err := Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var looked []string
+	rs, err = rs.Resolve(func(h string) ([]netip.Addr, error) {
+		looked = append(looked, h)
+		return []netip.Addr{netip.MustParseAddr("192.0.2.1")}, nil
+	})
+	if err != nil || len(looked) != 1 || looked[0] != "api.test" {
+		t.Fatalf("Resolve looked up %v (%v); want only api.test", looked, err)
+	}
+	at := func(addr string) Triple {
+		return Triple{Predicate: Consumes, Type: ObjNet, Addr: netip.MustParseAddrPort(addr), Proto: ProtoTCP}
+	}
+	if rs.Allows(at("198.51.100.7:443")).Allowed {
+		t.Fatal("an unanswered address is allowed")
+	}
+	if !rs.Allows(Triple{Predicate: Consumes, Type: ObjNet, Host: "x.example.com", Addr: netip.AddrPortFrom(netip.Addr{}, 443), Proto: ProtoTCP}).Allowed {
+		t.Error("x.example.com:443 is not allowed by *.example.com:443")
+	}
+	rs2, err := rs.WithHostAddrs(map[string][]netip.Addr{"*.example.com": {netip.MustParseAddr("198.51.100.7")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rs2.Allows(at("198.51.100.7:443")).Allowed || rs2.Allows(at("198.51.100.7:80")).Allowed || !rs2.Allows(at("192.0.2.1:80")).Allowed {
+		t.Error("answered addresses are not allowed on the intent's ports only, or Resolve's were lost")
+	}
+	rs3, err := rs2.WithHostAddrs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs3.Allows(at("198.51.100.7:443")).Allowed || !rs3.Allows(at("192.0.2.1:80")).Allowed {
+		t.Error("expired answers stay, or Resolve's went")
 	}
 }

@@ -42,11 +42,14 @@ func (r PortRange) String() string {
 func (r PortRange) Contains(port uint16) bool { return port >= r.Lo && port <= r.Hi }
 
 // NetPattern is the object of a NET intent: an address prefix or a host name
-// (resolved by the enforcer at session start), a port range and a protocol.
-// Raw and packet sockets are their own object: NET:raw.
+// (resolved by the enforcer at session start, and followed through the
+// session's DNS proxy while it runs), a port range and a protocol. A host
+// name may be a wildcard "*.example.com": one leading "*" label standing
+// for one or more labels (a.example.com, a.b.example.com, never
+// example.com itself). Raw and packet sockets are their own object: NET:raw.
 type NetPattern struct {
 	Prefix netip.Prefix // valid when the host is an IP or CIDR
-	Host   string       // DNS name when not an address
+	Host   string       // DNS name (lower case, no trailing dot) or "*." wildcard when not an address
 	Ports  PortRange
 	Proto  Proto
 	Raw    bool // NET:raw: raw and packet sockets
@@ -119,8 +122,13 @@ func ParseNetPattern(s string) (NetPattern, error) {
 		n.Prefix = p
 	case strings.Contains(host, ":"):
 		return n, fmt.Errorf("IPv6 address %q must be in brackets: [%s]:%s", host, host, port)
+	case strings.HasPrefix(host, "*.") && !strings.ContainsAny(host[2:], "*?"):
+		if err := checkHostname(host[2:]); err != nil {
+			return n, err
+		}
+		n.Host = "*." + strings.ToLower(strings.TrimSuffix(host[2:], "."))
 	case strings.ContainsAny(host, "*?"):
-		return n, fmt.Errorf("%w: wildcard host %q; the kernel sees addresses, not names: list each host name", ErrUnenforceable, host)
+		return n, fmt.Errorf("%w: wildcard host %q; only one leading label may be a wildcard (*.example.com, matched by the session's DNS proxy): list each other host name", ErrUnenforceable, host)
 	default:
 		if p, err := parsePrefix(host); err == nil {
 			n.Prefix = p
@@ -133,6 +141,30 @@ func ParseNetPattern(s string) (NetPattern, error) {
 		}
 	}
 	return n, nil
+}
+
+// IsWildcard reports whether the pattern's host is a "*." wildcard: it has
+// no addresses until the session's DNS proxy answers a name it matches.
+func (n NetPattern) IsWildcard() bool { return strings.HasPrefix(n.Host, "*.") }
+
+// Matches reports whether the DNS name matches the pattern's host: the same
+// name (case-insensitive, a trailing dot ignored), or, for "*.example.com",
+// a name of one or more labels followed by ".example.com". An address
+// pattern matches no name.
+func (n NetPattern) Matches(name string) bool {
+	if n.Host == "" || n.Raw {
+		return false
+	}
+	name = strings.TrimSuffix(name, ".")
+	if suffix, ok := strings.CutPrefix(n.Host, "*."); ok {
+		// At least one label before ".suffix"; labels are never empty.
+		if len(name) < len(suffix)+2 || name[len(name)-len(suffix)-1] != '.' {
+			return false
+		}
+		head := name[:len(name)-len(suffix)-1]
+		return strings.EqualFold(name[len(name)-len(suffix):], suffix) && !strings.HasPrefix(head, ".") && !strings.HasSuffix(head, ".") && !strings.Contains(head, "..")
+	}
+	return strings.EqualFold(name, n.Host)
 }
 
 func looksNumeric(h string) bool {

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -40,6 +41,9 @@ type Ruleset struct {
 	// hosts holds what Resolve found for each host name; build expands
 	// host rules from it, so amendments (With) keep the addresses.
 	hosts map[string][]netip.Addr
+	// answers holds what the session's DNS proxy answered for each
+	// declared host pattern (WithHostAddrs), expanded like hosts.
+	answers map[string][]netip.Addr
 	// links holds what FollowLinks found: a declared path -> the path the
 	// kernel will name it by. build compiles a pattern at both.
 	links map[string]string
@@ -144,7 +148,7 @@ func (rs *Ruleset) build(intents []Intent) error {
 			}
 			r := NetRule{Pattern: in.Object.Net, Access: AccessOf(in.Predicate), Intent: i}
 			rs.Net = append(rs.Net, r)
-			for _, a := range rs.hosts[r.Pattern.Host] {
+			for _, a := range hostAddrs(rs.hosts[r.Pattern.Host], rs.answers[r.Pattern.Host]) {
 				p := r.Pattern
 				p.Host, p.Prefix = "", netip.PrefixFrom(a, a.BitLen())
 				rs.Net = append(rs.Net, NetRule{Pattern: p, Access: r.Access, Intent: i})
@@ -211,12 +215,15 @@ func (rs *Ruleset) With(more ...Intent) (*Ruleset, error) {
 // one rule per address lookup returns (same intent, same ports); the
 // addresses stay with the ruleset, so With keeps them. A name that does not
 // resolve is an error: a declared host the enforcer cannot wall in must not
-// silently become "no rule".
+// silently become "no rule". Wildcard hosts ("*.example.com") are not
+// looked up: they get addresses from WithHostAddrs only.
 func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Ruleset, error) {
 	hosts := map[string][]netip.Addr{}
 	for _, r := range rs.Net {
 		h := r.Pattern.Host
-		if h == "" || hosts[h] != nil {
+		if h == "" || hosts[h] != nil || r.Pattern.IsWildcard() {
+			// A wildcard has no addresses to look up: only the names the
+			// session's DNS proxy answers for it have.
 			continue
 		}
 		addrs, err := lookup(h)
@@ -232,6 +239,40 @@ func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Rul
 	}
 	n := *rs
 	n.hosts = hosts
+	if err := n.build(rs.Intents); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// hostAddrs is start followed by the answers not among them.
+func hostAddrs(start, answers []netip.Addr) []netip.Addr {
+	if len(answers) == 0 {
+		return start
+	}
+	out := append([]netip.Addr(nil), start...)
+	for _, a := range answers {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// WithHostAddrs returns a copy in which each declared host pattern of
+// answers (an exact name or a "*." wildcard, as the intent wrote it) has
+// these addresses besides what Resolve found for it: the addresses the
+// session's DNS proxy answered and whose TTL has not run out. It replaces
+// the previous call's answers; a pattern absent from answers keeps only
+// what Resolve found.
+func (rs *Ruleset) WithHostAddrs(answers map[string][]netip.Addr) (*Ruleset, error) {
+	n := *rs
+	n.answers = make(map[string][]netip.Addr, len(answers))
+	for h, addrs := range answers {
+		for _, a := range addrs {
+			n.answers[h] = append(n.answers[h], a.Unmap())
+		}
+	}
 	if err := n.build(rs.Intents); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func (Intent) JSONSchema() *jsonschema.Schema {
 	str := &jsonschema.Schema{
 		Type:        "string",
 		Pattern:     `^(PROVIDES|CONSUMES|MUTATES|DELETES|DEPENDS_ON|RENAMES)\s+(FILE|NET|PROC):\S+$`,
-		Description: `e.g. "MUTATES FILE:/srv/repo/src/**", "CONSUMES NET:api.example.com:443/tcp", "PROVIDES PROC:/usr/bin/git"`,
+		Description: `e.g. "MUTATES FILE:/srv/repo/src/**", "CONSUMES NET:api.example.com:443/tcp", "CONSUMES NET:*.example.com:443/tcp" (a leading-label wildcard host), "PROVIDES PROC:/usr/bin/git"`,
 	}
 	props := jsonschema.NewProperties()
 	props.Set("predicate", &jsonschema.Schema{Type: "string", Enum: []any{"PROVIDES", "CONSUMES", "MUTATES", "DELETES", "DEPENDS_ON", "RENAMES"}})

@@ -55,6 +55,17 @@ with no_new_privs, as a non-root user, behind a Landlock wall compiled from
 the manifest and a seccomp filter. Raw syscall tracepoints observe every
 file, exec and network operation; cgroup programs wall the network.
 
+Host names follow DNS: when a NET intent names a host (api.example.com, or
+a *.example.com wildcard) and the network is walled, the session gets its
+own DNS proxy (127.77.x.y:53), the only name server the agent's
+/etc/resolv.conf names and the only one it may reach. It forwards the
+declared names to the system's resolvers and opens each answer's addresses
+to the intent's ports for the answer's TTL plus 30s, so a host whose
+addresses change (a CDN) stays reachable. Every other name is refused and
+never forwarded (no data leaves in the names asked for): a violation, as
+CONSUMES NET:<name>:53/udp. --learn writes hosts by the names the agent
+asked for, not the addresses they answered.
+
 strict      a violation kills the whole session (cgroup.kill) and prints the
             ScopeViolationError; files are restored from the pre-flight backup
 permissive  a violation is logged and the scope amended so the session goes

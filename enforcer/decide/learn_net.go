@@ -187,3 +187,19 @@ func declaresHost(m *policy.Manifest) bool {
 	}
 	return false
 }
+
+// SetHostAddrs gives the declared host patterns the addresses the
+// session's DNS proxy answered for them and whose TTL has not run out
+// (policy.Ruleset.WithHostAddrs): from now on a connection to one of them
+// is judged as the intent of the pattern; what Resolve found at start
+// stays. It replaces the previous call's answers and keeps every lease.
+func (e *Engine) SetHostAddrs(answers map[string][]netip.Addr) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs, err := e.rs.WithHostAddrs(answers)
+	if err != nil {
+		return err
+	}
+	e.setRuleset(rs)
+	return nil
+}

@@ -52,6 +52,11 @@ type Spec struct {
 	// the agent may change everything around it. Landlock cannot subtract a
 	// path from a granted hierarchy; a mount can.
 	Mask []string
+	// ResolvConf, when set, is a file bind-mounted read-only over
+	// /etc/resolv.conf in the agent's mount namespace (before Mask, so it
+	// may live in a masked directory): the session's DNS proxy as the
+	// agent's only name server.
+	ResolvConf string
 	// Stage2 is the stage-2 binary to launch with (cmd/klock-stage2);
 	// "" means klock-stage2 beside the running executable. It is used only
 	// when fit to run as root (see Spawn), otherwise the running binary is

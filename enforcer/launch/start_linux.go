@@ -137,6 +137,7 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 		UID: s.User.UID, GID: s.User.GID, Groups: s.User.Groups,
 		NewNetNS: s.NewNetNS, IOURing: s.AllowIOURing, ExtraFiles: len(s.ExtraFiles),
 		Landlock: plan.wall(), NoLandlock: s.NoLandlock, Mask: s.Mask,
+		ResolvConf:     s.ResolvConf,
 		DenyMetaIoctls: s.DenyMetaIoctls,
 	}
 	if w.Path == "" {

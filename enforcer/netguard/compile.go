@@ -12,7 +12,9 @@ import (
 // compile turns rs's NET rules into the kernel's per-session policy.
 //
 // A host-name rule must come with the address rules Resolve produced for it
-// (same intent); the host rule itself is not written, its addresses are. IPv4 prefixes are stored IPv4-mapped with family AF_INET (the BPF side
+// (same intent), unless it is a "*." wildcard or a permissive lease (their
+// addresses come from the session's DNS proxy, policy.Ruleset.WithHostAddrs);
+// the host rule itself is not written, its addresses are. IPv4 prefixes are stored IPv4-mapped with family AF_INET (the BPF side
 // checks ::ffff:a.b.c.d destinations against them). Identical address rules
 // are merged (their access bits joined) before the MaxRules check.
 func compile(rs *policy.Ruleset) (*netguardNgPolicy, error) {
@@ -33,7 +35,10 @@ func compile(rs *policy.Ruleset) (*netguardNgPolicy, error) {
 			continue
 		}
 		if p.Host != "" {
-			if !resolvedAt(rs, i) {
+			// A wildcard, and a name a permissive session learned (a lease:
+			// a name its DNS proxy refused), have addresses only once the
+			// session's DNS proxy answers them: none yet walls nothing in.
+			if !resolvedAt(rs, i) && !p.IsWildcard() && rs.Intents[r.Intent].Origin != "lease" {
 				return nil, &UnresolvedError{Host: p.Host, Intent: intentName(rs, r.Intent)}
 			}
 			continue

@@ -71,9 +71,12 @@
 //     bpf-lsm, or with a Landlock wall by enforcer/unixguard (the cgroup
 //     AF_UNIX hooks); abstract names by Landlock's scope and the network
 //     namespace. Netlink, vsock and other non-inet families.
-//   - The names behind addresses: host names are resolved once, at session
-//     start (policy.Ruleset.Resolve); a name whose addresses change later
-//     needs Session.Update with a freshly resolved ruleset.
+//   - The names behind addresses: host names are resolved at session start
+//     (policy.Ruleset.Resolve); a name whose addresses change later needs
+//     Session.Update with the new addresses (enforcer/session does it from
+//     its DNS proxy's answers, policy.Ruleset.WithHostAddrs). A "*."
+//     wildcard host, and a host name a permissive lease added, have no
+//     rule until then (walled in, never open).
 //
 // It never decides to kill, never resolves names, and never reads files.
 package netguard

@@ -9,6 +9,21 @@
 // back in strict mode, amend the network rules in permissive mode), and
 // writes the verification log.
 //
+// DNS (issue 23): when the ruleset names a host and the network is walled,
+// Run starts the session's DNS proxy (enforcer/dnsproxy) on 127.77.x.y:53
+// (DNSProxyAddrs: from the session id, the next on EADDRINUSE) before
+// anything else, writes a resolv.conf naming only it, which stage 2 binds
+// read-only over the agent's /etc/resolv.conf (launch.Spec.ResolvConf), and
+// opens port 53 to it alone (policy.Ruleset.WithResolvers). The proxy
+// serves only sockets made in the session's cgroup (sock_diag). Each
+// answer's addresses join the matched intent's rules (the engine's
+// ruleset, policy.Ruleset.WithHostAddrs, and cgroup-net's, through the same
+// Update permissive widening uses, serialized with it) before the agent
+// reads the answer, until the answer's TTL + DNSGrace (30s); the answers
+// are the names --learn writes (decide.Engine.Lookup). A refused name is
+// the event CONSUMES NET:<name>:53/udp (source dns-proxy) to the engine. A
+// proxy that cannot start is ErrSetup: never the open port 53.
+//
 // Leases (KLIS-2..4): after the ruleset is compiled and before anything is
 // backed up or started, Run takes a lease on every intent of it that
 // leases something (lease.FromIntent: FILE and NET; not PROC, not kernel

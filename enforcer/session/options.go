@@ -130,6 +130,10 @@ type Options struct {
 	LogDir string
 	// Resolve looks up NET host names (default: the system resolver).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// DNSUpstreams are the resolvers the session's DNS proxy forwards the
+	// declared names to ("10.0.0.53:53"; default: the nameserver lines of
+	// /etc/resolv.conf, port 53). Tests point it at a server they run.
+	DNSUpstreams []string
 	// Backends, when not nil, are kernel backends already loaded (klockd's):
 	// the session uses them instead of loading its own, and leaves them
 	// loaded. nil loads them for this session only (the embedded path).

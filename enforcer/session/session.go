@@ -61,8 +61,32 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (a declared host must resolve at session start)", ErrSetup, err)
 	}
-	// A declared host name is looked up by the agent too.
-	if rs, err = rs.WithResolvers(systemResolvers(resolvConf)); err != nil {
+	// A declared host name is looked up by the agent too: through the
+	// session's DNS proxy when the network is walled (the only name
+	// server it may reach, answering the declared names only), else
+	// through the system's name servers.
+	nameServers := systemResolvers(resolvConf)
+	var dnsp *dnsScope
+	if hosts := declaredHosts(rs); len(hosts) > 0 && netWalled(rs, o.Backend) {
+		dir := os.TempDir()
+		if m.Workdir != "" {
+			if dir, err = StateDir(m.Workdir); err != nil {
+				return nil, err
+			}
+		}
+		upstreams := o.DNSUpstreams
+		if len(upstreams) == 0 {
+			for _, a := range nameServers {
+				upstreams = append(upstreams, netip.AddrPortFrom(a, 53).String())
+			}
+		}
+		if dnsp, err = startDNS(id, dir, hosts, upstreams, log); err != nil {
+			return nil, fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, err)
+		}
+		defer dnsp.close()
+		nameServers = []netip.Addr{dnsp.addr()}
+	}
+	if rs, err = rs.WithResolvers(nameServers); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}
 	// The kernel names files by their resolved paths: /bin/sh runs as
@@ -121,6 +145,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	deleteGroup := sync.OnceFunc(func() { _ = g.Delete() })
 	defer deleteGroup()
+	if dnsp != nil {
+		dnsp.setGroup(g)
+	}
 
 	startDir := o.Dir
 	if startDir == "" {
@@ -141,7 +168,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	ready, err := prepare(ctx, o, rs, id, g, leases.excludeFromBackup(ctx), launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: ownNetNS(rs, o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
-		Stage2: o.Stage2,
+		Stage2: o.Stage2, ResolvConf: dnsp.conf(),
 	}, []string{startDir}, begun.wait, log)
 	if err != nil {
 		begun.discard()
@@ -162,12 +189,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
 	}
 	backendsUsed = append(append(backendsUsed, seccompBackend(be.metaIoctlsRefused)), be.list...)
+	if dnsp != nil {
+		backendsUsed = append(backendsUsed, dnsp.backend())
+	}
 	if restorer == nil {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
 	}
 	engOpts := []decide.Option{decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(be, proc.Landlock, o.Backend)),
-		decide.WithNameServers(systemResolvers(resolvConf))}
+		decide.WithNameServers(nameServers)}
 	if mode == policy.ModePermissive && leases != nil {
 		// An amendment is one more lease of this session's holder: never
 		// made over another session's lease (KLIS-6 DLA "if no conflict
@@ -175,8 +205,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		engOpts = append(engOpts, decide.WithAmendGate(amendGate(ctx, leases.store, leases.holder, leases.age(), leases.ttl(), restorer, be.lsms != nil)))
 	}
 	eng := decide.New(rs, mode, engOpts...)
-	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer}
+	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer,
+		wall: &netWall{ngs: be.ngs, eng: eng}}
+	if dnsp != nil {
+		dnsp.attach(eng, s.wall)
+		s.dnsRefused = dnsp.refused
+	}
 	s.loop(ctx)
+	if dnsp != nil {
+		// The agent is gone: no query is left to answer.
+		dnsp.close()
+		s.drainDNS()
+	}
 
 	exit, _ := proc.Wait()
 	res := &Result{ID: id, Exit: exit, Killed: s.killed, Reason: s.reason, Interrupted: s.interrupted}
@@ -351,6 +391,10 @@ type running struct {
 	first       *decide.Verdict
 	// warned counts the permissive warnings logged as they happen.
 	warned int
+	// wall serializes the cgroup-net rule updates (widen, DNS answers).
+	wall *netWall
+	// dnsRefused are the names the session's DNS proxy refused.
+	dnsRefused <-chan event.Event
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a
@@ -408,7 +452,7 @@ func (s *running) widen(v decide.Verdict) {
 		return
 	}
 	if v.Triple.Type == policy.ObjNet && s.be.ngs != nil {
-		if err := s.be.ngs.Update(s.eng.Ruleset()); err != nil {
+		if err := s.wall.sync(); err != nil {
 			s.log.Warn("cannot widen the network wall", "error", err)
 		}
 	}
@@ -522,6 +566,8 @@ func (s *running) loop(ctx context.Context) {
 			s.act(s.eng.Observe(ev))
 		case l := <-lsmLost:
 			s.act(s.eng.Lost(l))
+		case ev := <-s.dnsRefused:
+			s.act(s.eng.Observe(ev))
 		case <-ctx.Done():
 			s.interrupted = !s.killed
 			s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)
@@ -639,5 +685,17 @@ func (s *running) repeats() {
 			continue
 		}
 		s.act(s.eng.Repeated(r.Event))
+	}
+}
+
+// drainDNS decides the refusals still queued once the proxy stopped.
+func (s *running) drainDNS() {
+	for {
+		select {
+		case ev := <-s.dnsRefused:
+			s.act(s.eng.Observe(ev))
+		default:
+			return
+		}
 	}
 }

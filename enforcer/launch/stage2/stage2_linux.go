@@ -150,6 +150,13 @@ func runStage2(specFD, goFD int) (err error) {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount", fmt.Errorf("proc on /proc: %w", err))
 	}
+	if s.ResolvConf != "" {
+		// Before the masks: the file lives in klock's state directory,
+		// which a mask may hide; the bind keeps the file itself.
+		if err := bindReadOnly(s.ResolvConf, "/etc/resolv.conf"); err != nil {
+			return fail("resolv.conf", err)
+		}
+	}
 	for _, p := range s.Mask {
 		// Empty, read-only, mode 000: nothing to read, nowhere to write, and
 		// the agent (no capabilities, umount denied by seccomp) cannot lift it.
@@ -257,6 +264,19 @@ func loopbackUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("lo up: %w", err)
+	}
+	return nil
+}
+
+// bindReadOnly mounts the file src over dst, read-only: the agent (no
+// capabilities, mount and umount denied by seccomp) cannot change or lift
+// it.
+func bindReadOnly(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s over %s: %w", src, dst, err)
+	}
+	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("make %s read-only: %w", dst, err)
 	}
 	return nil
 }

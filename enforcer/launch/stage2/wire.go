@@ -22,6 +22,8 @@ type Spec struct {
 	Landlock   *Wall    `json:"landlock"`
 	NoLandlock bool     `json:"no_landlock,omitempty"`
 	Mask       []string `json:"mask,omitempty"`
+	// ResolvConf is bind-mounted read-only over /etc/resolv.conf.
+	ResolvConf string `json:"resolv_conf,omitempty"`
 	// DenyMetaIoctls: the seccomp filter refuses metaioctl.List (EPERM).
 	DenyMetaIoctls bool `json:"deny_meta_ioctls,omitempty"`
 }
@@ -55,7 +57,7 @@ type PortRule struct {
 
 // Protocol is the version of Spec, the environment variable and the
 // status report. Bump it with any change to them.
-const Protocol = 2
+const Protocol = 3
 
 // Build identifies the build (the Makefile sets it to klock's version with
 // -X, for klock, klockd and klock-stage2 alike); Spec.Build must match it.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,6 +243,11 @@ type Spec struct {
 	Timeout time.Duration
 	// Backend overrides the suite's file backend (Backend()) for this run.
 	Backend session.Backend
+	// DNSUpstreams are session.Options.DNSUpstreams: the name server the
+	// session's DNS proxy forwards to (a test's own).
+	DNSUpstreams []string
+	// Resolve is session.Options.Resolve (default: the system resolver).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Outcome is a finished session.
@@ -268,6 +274,17 @@ func NewID() string {
 // verification log back from disk. AllowDegraded is off: every backend
 // must be present.
 func (w *World) Run(s Spec) *Outcome {
+	w.T.Helper()
+	o, err := w.RunErr(s)
+	if err != nil {
+		w.T.Fatalf("session.Run: %v\nstderr:\n%s", err, o.Stderr)
+	}
+	return o
+}
+
+// RunErr is Run for a session that may refuse to start: session.Run's
+// error is returned (with the Outcome's Stderr), not a test failure.
+func (w *World) RunErr(s Spec) (*Outcome, error) {
 	w.T.Helper()
 	mode := s.Mode
 	if mode == "" {
@@ -311,10 +328,11 @@ func (w *World) Run(s Spec) *Outcome {
 		Env:     append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", ProbeEnv + "=1"}, s.Env...),
 		User:    &launch.Credential{UID: AgentUID, GID: AgentGID},
 		Stdin:   s.Stdin, Stdout: stdout, Stderr: &errb,
-		Snapshot: session.Backup(nil),
+		Snapshot:     session.Backup(nil),
+		DNSUpstreams: s.DNSUpstreams, Resolve: s.Resolve,
 	})
 	if err != nil {
-		w.T.Fatalf("session.Run: %v\nstderr:\n%s", err, errb.String())
+		return &Outcome{Stderr: errb.String()}, err
 	}
 	if ctx.Err() != nil {
 		w.T.Fatalf("session hit the test timeout (%v): reason %q\nstdout:\n%s\nstderr:\n%s", timeout, res.Reason, out.String(), errb.String())
@@ -329,7 +347,7 @@ func (w *World) Run(s Spec) *Outcome {
 		}
 	}
 	o := &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: parseProbe(out.String()), ManifestPath: mpath}
-	return o
+	return o, nil
 }
 
 func parseProbe(s string) map[string]string {

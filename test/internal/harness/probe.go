@@ -3,6 +3,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -355,6 +356,23 @@ func step(op, arg string) error {
 	case "wait-stdin":
 		_, err := io.ReadAll(os.Stdin)
 		return err
+	case "lookup": // look NAME up (IPv4) with Go's own resolver: /etc/resolv.conf's name servers
+		_, err := goResolver.LookupNetIP(context.Background(), "ip4", arg)
+		return err
+	case "resolve-dial": // NAME>PORT: look NAME up, connect to its first address on PORT (tcp)
+		name, port := two(arg)
+		addrs, err := goResolver.LookupNetIP(context.Background(), "ip4", name)
+		if err != nil {
+			return err
+		}
+		return dial("tcp", net.JoinHostPort(addrs[0].String(), port))
+	case "txtburst": // DOMAIN>N: N TXT lookups of random subdomains of DOMAIN (DNS exfiltration)
+		domain, n := two(arg)
+		count, _ := strconv.Atoi(n)
+		for i := range count {
+			_, _ = goResolver.LookupTXT(context.Background(), fmt.Sprintf("%x-%d.%s", time.Now().UnixNano(), i, domain))
+		}
+		return nil
 	}
 	if ok, err := fileStep(op, arg); ok {
 		return err
@@ -423,6 +441,10 @@ func memfdExec(flags int) error {
 	}
 	return forkExec("/proc/self/fd/"+strconv.Itoa(fd), []string{"true"}, nil)
 }
+
+// goResolver is Go's own resolver (never the C library's), which reads
+// /etc/resolv.conf and asks its name servers.
+var goResolver = &net.Resolver{PreferGo: true}
 
 func dial(network, addr string) error {
 	c, err := net.Dial(network, addr)

@@ -1,0 +1,350 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/decide"
+	"github.com/klocklabs/klock/enforcer/dnsproxy"
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/enforcer/netguard"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+	"github.com/miekg/dns"
+)
+
+// DNSGrace is how long an answered address stays in the session's allow
+// rules after its TTL ran out: resolvers and runtimes that cache an
+// answer a little longer than its TTL still reach it.
+const DNSGrace = 30 * time.Second
+
+// maxDNSTTL caps how long one answer keeps its addresses open.
+const maxDNSTTL = 24 * time.Hour
+
+// dnsScope is a session's DNS proxy and the addresses its answers opened.
+// The proxy starts before the agent, the engine and the wall later
+// (attach); answers before that (none from the agent, which does not run
+// yet) wait for attach.
+type dnsScope struct {
+	proxy      *dnsproxy.Proxy
+	resolvConf string // the file stage 2 binds over the agent's /etc/resolv.conf
+	upstreams  []string
+	refused    chan event.Event
+	stop       chan struct{}
+	stopOnce   sync.Once
+	now        func() time.Time
+
+	// ready is closed by attach: an answer waits for it, so its
+	// addresses are in the engine and the wall before the agent reads it.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// group is the session's cgroup (setGroup): only its sockets' queries
+	// are served; peerWarned logs once that the kernel could not say.
+	group      *cgroup.Group
+	peerWarned sync.Once
+	log        *slog.Logger
+
+	mu   sync.Mutex
+	eng  *decide.Engine
+	wall *netWall
+	// live: declared pattern -> answered address -> when it leaves the rules.
+	live map[string]map[netip.Addr]time.Time
+}
+
+// netWall serializes the updates of the cgroup-net rules: permissive
+// widening and DNS answers each write the engine's current ruleset, and
+// the last to write must write the latest.
+type netWall struct {
+	mu  sync.Mutex
+	ngs *netguard.Session
+	eng *decide.Engine
+}
+
+func (w *netWall) sync() error {
+	if w == nil || w.ngs == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ngs.Update(w.eng.Ruleset())
+}
+
+// declaredHosts are the host patterns of rs's CONSUMES NET rules.
+func declaredHosts(rs *policy.Ruleset) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rs.Net {
+		if h := r.Pattern.Host; h != "" && !seen[h] && r.Access.Has(policy.Consumes) {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// DNSProxyAddrs are the addresses a session's DNS proxy tries, in order,
+// port 53 (the first free one is the session's): 127.77.x.y from the
+// session id.
+func DNSProxyAddrs(id string) []netip.Addr {
+	out := make([]netip.Addr, dnsProxyTries)
+	for n := range out {
+		out[n] = proxyAddr(id, n)
+	}
+	return out
+}
+
+// dnsProxyTries is how many addresses a proxy tries before the session
+// refuses to start.
+const dnsProxyTries = 16
+
+// proxyAddr is the session's loopback address for try n: 127.77.x.y from
+// the session id.
+func proxyAddr(id string, n int) netip.Addr {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	h.Write([]byte{byte(n)})
+	v := h.Sum32()
+	return netip.AddrFrom4([4]byte{127, 77, byte(v >> 8), byte(v%254) + 1})
+}
+
+// startDNS starts the session's proxy on a loopback address of its own
+// and writes the resolv.conf naming it into dir.
+func startDNS(id, dir string, hosts, upstreams []string, log *slog.Logger) (*dnsScope, error) {
+	d := &dnsScope{refused: make(chan event.Event, 256), stop: make(chan struct{}), now: time.Now,
+		live: map[string]map[netip.Addr]time.Time{}, upstreams: upstreams, ready: make(chan struct{}), log: log}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	var err error
+	for n := 0; n < dnsProxyTries; n++ {
+		addr := netip.AddrPortFrom(proxyAddr(id, n), 53)
+		d.proxy, err = dnsproxy.Start(dnsproxy.Config{Addr: addr.String(), Upstreams: upstreams, Hosts: hosts,
+			OnAnswer: d.answered, OnRefused: d.refuse, Client: d.fromSession})
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the session's DNS proxy: %w", err)
+	}
+	d.resolvConf = filepath.Join(dir, "resolv-"+id+".conf")
+	body := "# klock session " + id + ": its DNS proxy, which answers the declared host names only\nnameserver " + d.proxy.Addr().Addr().String() + "\n"
+	if err := os.WriteFile(d.resolvConf, []byte(body), 0o644); err != nil {
+		d.close()
+		return nil, fmt.Errorf("the session's resolv.conf: %w", err)
+	}
+	// The agent's user reads it through the bind mount; the mode the
+	// umask left may be narrower.
+	if err := os.Chmod(d.resolvConf, 0o644); err != nil {
+		d.close()
+		return nil, fmt.Errorf("the session's resolv.conf: %w", err)
+	}
+	go d.expire()
+	return d, nil
+}
+
+// addr is the proxy's address, the only name server the agent may reach.
+func (d *dnsScope) addr() netip.Addr { return d.proxy.Addr().Addr() }
+
+// setGroup names the session's cgroup, before the agent starts in it.
+func (d *dnsScope) setGroup(g *cgroup.Group) {
+	d.mu.Lock()
+	d.group = g
+	d.mu.Unlock()
+}
+
+// fromSession says whether the client's socket was made in the session's
+// cgroup (or below it): the proxy listens on loopback, where every
+// process of the host reaches it, and another's refused name must not
+// count as the agent's. When the kernel cannot say (no sock_diag), the
+// query is served as the session's, as it was before the check, and
+// klock says so once.
+func (d *dnsScope) fromSession(network string, client net.Addr) bool {
+	d.mu.Lock()
+	g := d.group
+	d.mu.Unlock()
+	if g == nil {
+		return false // no agent yet
+	}
+	id, err := peerCgroup(network, addrPort(client), d.proxy.Addr())
+	if err != nil {
+		d.peerWarned.Do(func() {
+			d.log.Warn("the session's DNS proxy cannot tell its clients' cgroup: it serves every local client as the agent", "error", err)
+		})
+		return true
+	}
+	return inGroup(id, g.ID, g.Path)
+}
+
+// attach starts feeding answers to the engine and the wall.
+func (d *dnsScope) attach(eng *decide.Engine, wall *netWall) {
+	d.mu.Lock()
+	d.eng, d.wall = eng, wall
+	if len(d.live) > 0 {
+		_ = d.applyLocked()
+	}
+	d.mu.Unlock()
+	d.readyOnce.Do(func() { close(d.ready) })
+}
+
+// answered opens the answer's addresses (for the matched pattern's
+// intents: their ports and protocol) until TTL + DNSGrace, before the
+// proxy tells the agent.
+func (d *dnsScope) answered(a dnsproxy.Answer) error {
+	// The agent runs before the engine exists (launch, then the engine):
+	// an answer waits until its addresses can be allowed.
+	select {
+	case <-d.ready:
+	case <-d.stop:
+		return errors.New("the session is over")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	until := d.now().Add(min(a.TTL, maxDNSTTL) + DNSGrace)
+	m := d.live[a.Pattern]
+	if m == nil {
+		m = map[netip.Addr]time.Time{}
+		d.live[a.Pattern] = m
+	}
+	var added []netip.Addr
+	for _, ip := range a.Addrs {
+		if old, ok := m[ip]; !ok {
+			added = append(added, ip)
+		} else if old.After(until) {
+			continue
+		}
+		m[ip] = until
+	}
+	if d.eng != nil {
+		d.eng.Lookup(a.Name, a.Addrs, decide.FromDNS)
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	if err := d.applyLocked(); err != nil {
+		for _, ip := range added {
+			delete(m, ip)
+		}
+		_ = d.applyLocked()
+		return err
+	}
+	return nil
+}
+
+// applyLocked writes the live answers to the engine and the wall.
+func (d *dnsScope) applyLocked() error {
+	if d.eng == nil {
+		return nil
+	}
+	hosts := map[string][]netip.Addr{}
+	for p, m := range d.live {
+		for ip := range m {
+			hosts[p] = append(hosts[p], ip)
+		}
+	}
+	if err := d.eng.SetHostAddrs(hosts); err != nil {
+		return err
+	}
+	return d.wall.sync()
+}
+
+// expire takes addresses out of the rules once their TTL and grace ran out.
+func (d *dnsScope) expire() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		now, gone := d.now(), false
+		for p, m := range d.live {
+			for ip, until := range m {
+				if now.After(until) {
+					delete(m, ip)
+					gone = true
+				}
+			}
+			if len(m) == 0 {
+				delete(d.live, p)
+			}
+		}
+		if gone {
+			_ = d.applyLocked()
+		}
+		d.mu.Unlock()
+	}
+}
+
+// refuse reports a refused name to the session's loop as the triple
+// CONSUMES NET:<name>:53/udp, which no intent covers.
+func (d *dnsScope) refuse(r dnsproxy.Refusal) {
+	name := strings.ToLower(r.Name)
+	if !dnsproxy.ValidName(name) {
+		// Not a host name an intent could declare: named for the log,
+		// the name as asked in the record's syscall.
+		name = "malformed.invalid"
+		r.Why += " " + strconv.Quote(r.Name)
+	}
+	ev := event.Event{Time: d.now(), Source: event.SourceDNSProxy, Blocked: true,
+		Syscall: "dns query " + qtypeName(r.Qtype) + " (refused: " + r.Why + ")",
+		Triple: policy.Triple{Predicate: policy.Consumes, Type: policy.ObjNet, Host: name,
+			Addr: netip.AddrPortFrom(netip.Addr{}, 53), Proto: policy.ProtoUDP}}
+	select {
+	case d.refused <- ev:
+	case <-d.stop:
+	}
+}
+
+func qtypeName(t uint16) string {
+	if s, ok := dns.TypeToString[t]; ok {
+		return s
+	}
+	return "TYPE" + strconv.Itoa(int(t))
+}
+
+// close stops the proxy and removes its resolv.conf; the agent is gone.
+func (d *dnsScope) close() {
+	if d == nil {
+		return
+	}
+	d.stopOnce.Do(func() { close(d.stop) })
+	_ = d.proxy.Close()
+	if d.resolvConf != "" {
+		_ = os.Remove(d.resolvConf)
+	}
+}
+
+// conf is the file to bind over the agent's /etc/resolv.conf ("" without
+// a proxy).
+func (d *dnsScope) conf() string {
+	if d == nil {
+		return ""
+	}
+	return d.resolvConf
+}
+
+// backend is the proxy's entry in the verification log.
+func (d *dnsScope) backend() vlog.Backend {
+	return vlog.Backend{Name: "dns-proxy", Guarantee: vlog.GuaranteeBlocks, Details: []string{
+		"the agent's /etc/resolv.conf names only " + d.addr().String() + ", the session's DNS proxy, and port 53 is open to it alone",
+		"declared host names (exact, or under a *. wildcard) are forwarded to " + strings.Join(d.upstreams, ", ") + "; each answer's addresses are allowed on the matched intent's ports for the answer's TTL + " + DNSGrace.String(),
+		"every other name, ANY and malformed queries are answered REFUSED and never forwarded: CONSUMES NET:<name>:53/udp",
+	}}
+}
