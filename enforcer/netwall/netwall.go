@@ -589,15 +589,13 @@ func (w *Wall) Close() error {
 	return w.teardown()
 }
 
+// teardown removes the table and the link at once: each waits for the
+// kernel's RCU grace periods (about 15 ms each), not for the other.
 func (w *Wall) teardown() error {
-	var errs []error
-	if err := delTable(tablePrefix + w.Short); err != nil {
-		errs = append(errs, err)
-	}
-	if err := delLink(w.Link); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	errc := make(chan error, 1)
+	go func() { errc <- delTable(tablePrefix + w.Short) }()
+	err := delLink(w.Link)
+	return errors.Join(<-errc, err)
 }
 
 func delTable(name string) error {
