@@ -5,11 +5,16 @@ package netwall
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/klocklabs/klock/policy"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -236,6 +241,26 @@ func TestCloseAndSweep(t *testing.T) {
 	}
 }
 
+// The probe leaves nothing behind.
 func TestProbe(t *testing.T) {
-	privileged(t)
+	privileged(t) // runs Probe
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if strings.HasPrefix(tb.Name, fmt.Sprintf("klock_probe_%d_", os.Getpid())) {
+			t.Errorf("probe table %s left behind", tb.Name)
+		}
+	}
+	if _, err := netlink.LinkByName(fmt.Sprintf("klprobe%d", os.Getpid()%100000)); err == nil {
+		t.Error("probe link left behind")
+	}
+	if _, err := ForwardBlockers(); err != nil {
+		t.Error(err)
+	}
 }

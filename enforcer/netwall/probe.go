@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -99,4 +100,34 @@ func Probe() error {
 		}
 	}
 	return nil
+}
+
+// ForwardBlockers lists the base chains of other nftables tables on the
+// forward hook whose policy is drop ("family table/chain"): they may drop
+// what a session's wall accepts (Docker's iptables-nft FORWARD chain is
+// one). Rules of legacy iptables are not seen.
+func ForwardBlockers() ([]string, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, err
+	}
+	chains, err := c.ListChains()
+	if err != nil {
+		return nil, err
+	}
+	var r []string
+	for _, ch := range chains {
+		if ch.Hooknum == nil || *ch.Hooknum != *nftables.ChainHookForward || ch.Policy == nil || *ch.Policy != nftables.ChainPolicyDrop {
+			continue
+		}
+		if ch.Table == nil || strings.HasPrefix(ch.Table.Name, tablePrefix) {
+			continue
+		}
+		fam := map[nftables.TableFamily]string{nftables.TableFamilyIPv4: "ip", nftables.TableFamilyINet: "inet", nftables.TableFamilyIPv6: "ip6"}[ch.Table.Family]
+		if fam == "" {
+			continue // another family does not see IPv4 forwarding
+		}
+		r = append(r, fam+" "+ch.Table.Name+"/"+ch.Name)
+	}
+	return r, nil
 }
