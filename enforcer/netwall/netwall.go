@@ -51,6 +51,12 @@ const (
 	quotaBudget    = "budget"
 )
 
+// Keys of Counters besides the peers' names.
+const (
+	Dropped     = "(dropped)"
+	Established = "(established)"
+)
+
 // Metadata is the cloud metadata address dropped unless declared.
 var Metadata = netip.MustParseAddr("169.254.169.254")
 
@@ -105,6 +111,9 @@ type Wall struct {
 	nextSet uint32
 	budget  uint64
 	closed  bool
+	// madeLink, madeTable: what Setup made, the only things a failed
+	// Setup removes (a link of the same name may be another wall's).
+	madeLink, madeTable bool
 }
 
 type peerState struct {
@@ -149,7 +158,7 @@ func lock() (func(), error) {
 func (c *Config) validate() error {
 	seen := map[string]bool{}
 	for _, p := range c.Peers {
-		if p.Name == "" || seen[p.Name] {
+		if p.Name == "" || seen[p.Name] || p.Name == Dropped || p.Name == Established {
 			return fmt.Errorf("netwall: peer name %q empty or repeated", p.Name)
 		}
 		seen[p.Name] = true
@@ -165,7 +174,7 @@ func (c *Config) validate() error {
 
 // Setup builds the wall of session id around the network namespace t (see
 // the package doc). On error nothing is left behind.
-func Setup(ctx context.Context, id string, t Target, cfg Config) (w *Wall, err error) {
+func Setup(ctx context.Context, id string, t Target, cfg Config) (*Wall, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -178,11 +187,11 @@ func Setup(ctx context.Context, id string, t Target, cfg Config) (w *Wall, err e
 		defer f.Close()
 		fd = int(f.Fd())
 	}
-	w = &Wall{ID: id, Short: ShortID(id), Link: LinkName(id), budget: cfg.MaxEgressBytes}
+	w := &Wall{ID: id, Short: ShortID(id), Link: LinkName(id), budget: cfg.MaxEgressBytes}
+	ok := false
 	defer func() {
-		if err != nil {
-			w.teardown()
-			w = nil
+		if !ok {
+			_ = w.teardown()
 		}
 	}()
 	unlock, err := lock()
@@ -203,6 +212,7 @@ func Setup(ctx context.Context, id string, t Target, cfg Config) (w *Wall, err e
 	if err := w.buildTable(cfg); err != nil {
 		return nil, err
 	}
+	ok = true
 	return w, nil
 }
 
@@ -238,6 +248,7 @@ func (w *Wall) link(nsfd int) error {
 		}
 		return fmt.Errorf("netwall: add veth %s: %w", w.Link, err)
 	}
+	w.madeLink = true
 	l, err := netlink.LinkByName(w.Link)
 	if err != nil {
 		return fmt.Errorf("netwall: %s: %w", w.Link, err)
@@ -334,7 +345,39 @@ func (w *Wall) namespaceSide(nsfd int) error {
 	if err := h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.IP(w.HostAddr.AsSlice())}); err != nil {
 		return fmt.Errorf("netwall: default route: %w", err)
 	}
-	return nil
+	// Until the kernel's link watcher has run for a link just up, it
+	// sends through a qdisc that drops everything: the agent's first
+	// packets would be lost (a connect waiting a second for its SYN's
+	// retransmission). Wait for both ends to be operational.
+	if err := waitOperUp(h, nsLink); err != nil {
+		return err
+	}
+	return waitOperUp(nil, w.Link)
+}
+
+// waitOperUp polls name's operational state (through h, or the host's
+// netlink when nil) until it is up, for at most a second.
+func waitOperUp(h *netlink.Handle, name string) error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		var l netlink.Link
+		var err error
+		if h != nil {
+			l, err = h.LinkByName(name)
+		} else {
+			l, err = netlink.LinkByName(name)
+		}
+		if err != nil {
+			return fmt.Errorf("netwall: %s: %w", name, err)
+		}
+		if l.Attrs().OperState == netlink.OperUp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netwall: %s is not operational after a second (state %s)", name, l.Attrs().OperState)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
 }
 
 func (w *Wall) buildTable(cfg Config) error {
@@ -343,6 +386,7 @@ func (w *Wall) buildTable(cfg Config) error {
 		return fmt.Errorf("netwall: nftables: %w", err)
 	}
 	w.conn = c
+	w.madeTable = true
 	w.table = c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: tablePrefix + w.Short})
 	t := w.table
 	for _, n := range []string{counterDropped, counterDropIn, counterEstab} {
@@ -486,14 +530,22 @@ func (w *Wall) allow(ps *peerState, addr netip.Addr, ttl time.Duration) error {
 	if ttl > 0 && ttl < time.Millisecond {
 		ttl = time.Millisecond
 	}
-	el := nftables.SetElement{Key: addr.AsSlice(), Timeout: ttl}
-	// Deleting first renews an existing element's timeout (an add of an
-	// existing element keeps its old expiry).
-	_ = w.conn.SetDeleteElements(ps.set, []nftables.SetElement{{Key: addr.AsSlice()}})
-	if err := w.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("netwall: renew %s: %w", addr, err)
+	el := []nftables.SetElement{{Key: addr.AsSlice(), Timeout: ttl}}
+	// An add of an existing element keeps its old expiry: delete and add
+	// in one batch (atomic: no instant without the element), or, when the
+	// element is not there (the batch fails whole), add it alone.
+	if err := w.conn.SetDeleteElements(ps.set, []nftables.SetElement{{Key: addr.AsSlice()}}); err != nil {
+		return fmt.Errorf("netwall: allow %s: %w", addr, err)
 	}
-	if err := w.conn.SetAddElements(ps.set, []nftables.SetElement{el}); err != nil {
+	if err := w.conn.SetAddElements(ps.set, el); err != nil {
+		return fmt.Errorf("netwall: allow %s: %w", addr, err)
+	}
+	if err := w.conn.Flush(); err == nil {
+		return nil
+	} else if !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("netwall: allow %s: %w", addr, err)
+	}
+	if err := w.conn.SetAddElements(ps.set, el); err != nil {
 		return fmt.Errorf("netwall: allow %s: %w", addr, err)
 	}
 	if err := w.conn.Flush(); err != nil {
@@ -502,9 +554,10 @@ func (w *Wall) allow(ps *peerState, addr netip.Addr, ttl time.Duration) error {
 	return nil
 }
 
-// Counters reads every peer's counts, by peer name; "" holds what was
+// Counters reads every peer's counts, by peer name; Dropped holds what was
 // dropped (OutPackets/OutBytes: from the session, In*: to it) and
-// "established" what established flows no peer covers any more carried.
+// Established what flows accepted by a peer carried out once the peer's
+// Allow entry expired.
 func (w *Wall) Counters() (map[string]Counts, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -537,10 +590,10 @@ func (w *Wall) Counters() (map[string]Counts, error) {
 	var d Counts
 	d.OutPackets, d.OutBytes = get(counterDropped)
 	d.InPackets, d.InBytes = get(counterDropIn)
-	res[""] = d
+	res[Dropped] = d
 	var e Counts
 	e.OutPackets, e.OutBytes = get(counterEstab)
-	res[counterEstab] = e
+	res[Established] = e
 	return res, nil
 }
 
@@ -557,7 +610,7 @@ func (w *Wall) Exceeded() (bool, uint64, error) {
 	}
 	var sent uint64
 	for name, n := range c {
-		if name != "" {
+		if name != Dropped {
 			sent += n.OutBytes
 		}
 	}
@@ -593,8 +646,17 @@ func (w *Wall) Close() error {
 // kernel's RCU grace periods (about 15 ms each), not for the other.
 func (w *Wall) teardown() error {
 	errc := make(chan error, 1)
-	go func() { errc <- delTable(tablePrefix + w.Short) }()
-	err := delLink(w.Link)
+	go func() {
+		if !w.madeTable {
+			errc <- nil
+			return
+		}
+		errc <- delTable(tablePrefix + w.Short)
+	}()
+	var err error
+	if w.madeLink {
+		err = delLink(w.Link)
+	}
 	return errors.Join(<-errc, err)
 }
 

@@ -64,7 +64,7 @@ func TestDeclaredAndUndeclared(t *testing.T) {
 	if err := dial(t, ns, netip.AddrPortFrom(remoteAddr, lr.port), 1000, 3*time.Second); err != nil {
 		t.Fatalf("declared remote peer (forwarded): %v", err)
 	}
-	before := counters(t, w)[""].OutPackets
+	before := counters(t, w)[Dropped].OutPackets
 	reps := icmpOutEchoReps(t)
 	if err := dial(t, ns, netip.AddrPortFrom(undeclared, lu.port), 10, 500*time.Millisecond); err == nil {
 		t.Error("undeclared peer: connected")
@@ -90,7 +90,7 @@ func TestDeclaredAndUndeclared(t *testing.T) {
 	}
 	c := counters(t, w)
 	// 2 SYNs at least (retransmits add more), 2 datagrams, 3 echoes.
-	if got := c[""].OutPackets - before; got < 7 {
+	if got := c[Dropped].OutPackets - before; got < 7 {
 		t.Errorf("drop counter: %d packets, want >= 7", got)
 	}
 	if ld.conns.Load() != 1 || lr.conns.Load() != 1 {
@@ -109,9 +109,9 @@ func TestMetadataDropped(t *testing.T) {
 	privileged(t)
 	ns := newNS(t)
 	w := setup(t, ns, Config{Peers: []Peer{{Name: "all", Prefix: netip.MustParsePrefix("0.0.0.0/0"), Ports: policy.AllPorts}}})
-	before := counters(t, w)[""].OutPackets
+	before := counters(t, w)[Dropped].OutPackets
 	_ = dial(t, ns, netip.AddrPortFrom(Metadata, 80), 1, 300*time.Millisecond)
-	if got := counters(t, w)[""].OutPackets - before; got == 0 {
+	if got := counters(t, w)[Dropped].OutPackets - before; got == 0 {
 		t.Error("a SYN to 169.254.169.254 was not dropped")
 	}
 	if _, err := Setup(context.Background(), testID(t), Target{FD: int(ns)}, Config{Peers: []Peer{{Name: "v6", Prefix: netip.MustParsePrefix("2001:db8::/32"), Ports: policy.AllPorts}}}); !errors.Is(err, ErrUnsupported) {
@@ -181,10 +181,10 @@ func TestCountersAndBudget(t *testing.T) {
 	if ex, n, err := w2.Exceeded(); err != nil || ex {
 		t.Fatalf("Exceeded at start: %v %d %v", ex, n, err)
 	}
-	_ = dial(t, ns2, netip.AddrPortFrom(declared, l2.port), 1<<20, time.Second)
+	derr := dial(t, ns2, netip.AddrPortFrom(declared, l2.port), 1<<20, time.Second)
 	ex, n, err := w2.Exceeded()
 	if err != nil || !ex || n > 100000+1500 {
-		t.Errorf("Exceeded after 1 MiB: %v, %d bytes, %v", ex, n, err)
+		t.Errorf("Exceeded after 1 MiB: %v, %d bytes, %v (send: %v; counters %+v)", ex, n, err, derr, counters(t, w2))
 	}
 	if got := l2.bytes.Load(); got > 100000 {
 		t.Errorf("the peer received %d bytes past a budget of 100000", got)
@@ -262,5 +262,37 @@ func TestProbe(t *testing.T) {
 	}
 	if _, err := ForwardBlockers(); err != nil {
 		t.Error(err)
+	}
+}
+
+// Allowing an address again renews its timeout; a second Setup of the
+// same session id fails and leaves the first wall whole.
+func TestRenewAndSameID(t *testing.T) {
+	privileged(t)
+	declared, _ := hostAddrs(t)
+	l := listen(t, -1, declared)
+	ns := newNS(t)
+	ports := policy.PortRange{Lo: l.port, Hi: l.port}
+	w := setup(t, ns, Config{Peers: []Peer{{Name: "svc.test", Ports: ports, Proto: policy.ProtoTCP}}})
+	ap := netip.AddrPortFrom(declared, l.port)
+	if err := w.AllowPeer("svc.test", declared, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AllowPeer("svc.test", declared, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := dial(t, ns, ap, 1, 2*time.Second); err != nil {
+		t.Errorf("after a renewal to a minute, past the first second: %v", err)
+	}
+
+	if _, err := Setup(context.Background(), w.ID, Target{FD: int(newNS(t))}, Config{}); err == nil {
+		t.Fatal("a second Setup of the same id worked")
+	}
+	if tb, l := exists(t, w.ID); !tb || !l {
+		t.Fatalf("the failed Setup removed the first wall: table %v, link %v", tb, l)
+	}
+	if err := dial(t, ns, ap, 1, 2*time.Second); err != nil {
+		t.Errorf("the first wall after the failed Setup: %v", err)
 	}
 }
