@@ -28,7 +28,8 @@
 //     Allow (the session's DNS proxy answers) whose entries expire; the
 //     host's loopback (127.0.0.0/8) and the cloud metadata address
 //     (169.254.169.254, unless Config.AllowMetadata) are dropped before
-//     any peer; IPv6 from the session is dropped (no IPv6 is routed: an
+//     any peer, and so is a packet whose source is not the session's
+//     address (forged with a raw socket); IPv6 from the session is dropped (no IPv6 is routed: an
 //     IPv6 peer is refused by Setup with ErrUnsupported); replies reach
 //     the session only on connections it opened (conntrack established or
 //     related); with Config.MaxEgressBytes a named quota is consumed by

@@ -422,6 +422,9 @@ func (w *Wall) buildTable(cfg Config) error {
 		c.AddRule(&nftables.Rule{Table: t, Chain: egress, Exprs: cat(e, counterRef(counterDropped), verdict(expr.VerdictDrop))})
 	}
 	drop([]expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}}})
+	// A source other than the session's address (a raw socket's forgery)
+	// would leave without masquerade.
+	drop(cat(ipv4(), ipField(12, netip.PrefixFrom(w.Addr, 32))[:1], []expr.Any{&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: w.Addr.AsSlice()}}))
 	drop(cat(ipv4(), ipField(16, netip.MustParsePrefix("127.0.0.0/8"))))
 	if !cfg.AllowMetadata {
 		drop(cat(ipv4(), ipField(16, netip.PrefixFrom(Metadata, 32))))

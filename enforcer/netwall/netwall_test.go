@@ -4,6 +4,7 @@ package netwall
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"github.com/klocklabs/klock/policy"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 func tcpPeer(name string, a netip.Addr, port uint16) Peer {
@@ -294,5 +296,57 @@ func TestRenewAndSameID(t *testing.T) {
 	}
 	if err := dial(t, ns, ap, 1, 2*time.Second); err != nil {
 		t.Errorf("the first wall after the failed Setup: %v", err)
+	}
+}
+
+// rawUDP sends, from the namespace ns, one UDP datagram built by hand
+// (IP_HDRINCL) from src to dst.
+func rawUDP(t *testing.T, ns netns.NsHandle, src netip.Addr, dst netip.AddrPort) {
+	t.Helper()
+	inNS(t, ns, func() {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unix.Close(fd)
+		payload := []byte("forged")
+		p := make([]byte, 20+8+len(payload))
+		p[0], p[8], p[9] = 0x45, 64, unix.IPPROTO_UDP
+		binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+		copy(p[12:16], src.AsSlice())
+		copy(p[16:20], dst.Addr().AsSlice())
+		binary.BigEndian.PutUint16(p[20:], 40000)
+		binary.BigEndian.PutUint16(p[22:], dst.Port())
+		binary.BigEndian.PutUint16(p[24:], uint16(8+len(payload)))
+		copy(p[28:], payload) // UDP checksum 0: none (IPv4)
+		if err := unix.Sendto(fd, p, 0, &unix.SockaddrInet4{Addr: dst.Addr().As4()}); err != nil {
+			t.Errorf("raw send: %v", err)
+		}
+	})
+}
+
+// A packet whose source is not the session's address is dropped, even to
+// a declared peer; the same packet with the session's own source arrives.
+func TestForgedSource(t *testing.T) {
+	privileged(t)
+	declared, _ := hostAddrs(t)
+	l := listen(t, -1, declared)
+	ns := newNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{{Name: "udp", Prefix: netip.PrefixFrom(declared, 32), Ports: policy.PortRange{Lo: l.port, Hi: l.port}, Proto: policy.ProtoUDP}}})
+	dst := netip.AddrPortFrom(declared, l.port)
+	before := counters(t, w)[Dropped].OutPackets
+	rawUDP(t, ns, netip.MustParseAddr("192.0.2.77"), dst)
+	time.Sleep(200 * time.Millisecond)
+	if n := l.dgram.Load(); n != 0 {
+		t.Errorf("a forged datagram arrived (%d)", n)
+	}
+	if got := counters(t, w)[Dropped].OutPackets - before; got != 1 {
+		t.Errorf("drop counter: +%d, want +1", got)
+	}
+	rawUDP(t, ns, w.Addr, dst)
+	time.Sleep(200 * time.Millisecond)
+	if n := l.dgram.Load(); n != 1 {
+		t.Errorf("the genuine datagram: %d arrived, want 1", n)
 	}
 }
