@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -348,5 +349,48 @@ func TestForgedSource(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if n := l.dgram.Load(); n != 1 {
 		t.Errorf("the genuine datagram: %d arrived, want 1", n)
+	}
+}
+
+// A connection a peer's Allow entry accepted outlives the entry's expiry
+// (as in stateful firewalls), counted as established; a new one does not.
+func TestEstablishedOutlivesExpiry(t *testing.T) {
+	privileged(t)
+	declared, _ := hostAddrs(t)
+	l := listen(t, -1, declared)
+	ns := newNS(t)
+	ports := policy.PortRange{Lo: l.port, Hi: l.port}
+	w := setup(t, ns, Config{Peers: []Peer{{Name: "svc.test", Ports: ports, Proto: policy.ProtoTCP}}})
+	if err := w.AllowPeer("svc.test", declared, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ap := netip.AddrPortFrom(declared, l.port)
+	var c net.Conn
+	inNS(t, ns, func() {
+		var err error
+		if c, err = net.DialTimeout("tcp4", ap.String(), 2*time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+	if c == nil {
+		t.FailNow()
+	}
+	defer c.Close()
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := c.Write(make([]byte, 10000)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for l.bytes.Load() < 10000 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := l.bytes.Load(); got != 10000 {
+		t.Errorf("after the expiry the open connection carried %d bytes, want 10000", got)
+	}
+	if e := counters(t, w)[Established]; e.OutBytes < 10000 {
+		t.Errorf("established counter: %+v", e)
+	}
+	if err := dial(t, ns, ap, 1, 300*time.Millisecond); err == nil {
+		t.Error("a new connection after the expiry went through")
 	}
 }
