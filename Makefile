@@ -48,6 +48,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@echo "leases: acquire+release of a 10-intent manifest with 10,000 held (goal <= 2 us), conflict check of 1,000 intents against 10,000 held (goal <= 50 us), the host store's acquire+release"
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./enforcer/lease/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
+	@echo "netwall: Setup of a session's veth+nftables wall (goal <= 15 ms; Close apart, after the agent ends), TCP throughput through it vs the same path without (goal >= 0.9x)"
+	$(GO) test -run '^$$' -bench . -benchtime 4x ./enforcer/netwall/
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
 	@echo "guard: decisions/s/core on the check path alone (goal >= 20000)"
 	$(GO) test -run '^$$' -bench . -cpu 1 -benchtime $(BENCHTIME) ./guard/check/

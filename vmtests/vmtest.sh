@@ -9,6 +9,7 @@
 #            enforcement and enforcer/lsm's split of the hooks' cost
 #   KLOCK_VM_BENCH      the benchmarks' -test.bench pattern (default Ratio|HookCost)
 #   KLOCK_VM_BENCHTIME  their -test.benchtime (default 3x)
+#   KLOCK_VM_RUN    run only the tests this -test.run pattern selects, verbosely
 #   KLOCK_VM_CACHE  where the kernel package is kept (default ~/.cache/klock-vm)
 #   KLOCK_VM_SMP    vCPUs (default: the host's, at most 4)
 #   KLOCK_VM_MEM    memory in MiB (default 3072)
@@ -87,6 +88,9 @@ echo "vmtest: building static test binaries: ${pkgs[*]}" >&2
 for p in "${pkgs[@]}"; do
 	name=$(echo "${p#./}" | tr / -)
 	CGO_ENABLED=0 go test -c -o "$root/t/$name.test" "$p"
+	if [ -n "${KLOCK_VM_RUN:-}" ] && [ $bench = 0 ]; then
+		echo "-test.run=$KLOCK_VM_RUN -test.v" >"$root/t/$name.args"
+	fi
 done
 if [ $bench = 1 ]; then
 	# Benchmarks only, every figure printed (the VM's one vCPU per thread

@@ -51,7 +51,7 @@ func All() Report {
 	var u unix.Utsname
 	_ = unix.Uname(&u)
 	r := Report{Kernel: unix.ByteSliceToString(u.Release[:]), Root: os.Geteuid() == 0}
-	r.Checks = []Check{Cgroup(), Landlock(), Tracepoints(), CgroupNet(), BPFLSM(), IOURing(), Launcher()}
+	r.Checks = []Check{Cgroup(), Landlock(), Tracepoints(), CgroupNet(), NetWall(), BPFLSM(), IOURing(), Launcher()}
 	// One file wall is used: bpf-lsm where it works, else Landlock.
 	r.FileWall = "landlock"
 	for i := range r.Checks {

@@ -1,0 +1,57 @@
+// Package netwall owns a session's packet-level network wall: its own
+// network namespace joined to the host by a veth pair, with NAT and one
+// nftables table per session. It is the second wall behind cgroup-net
+// (enforcer/netguard): the cgroup programs refuse undeclared connect,
+// sendmsg and bind calls before their effect; netwall drops, in the host's
+// netfilter, every packet the session sends that no declared peer covers,
+// whatever socket call or protocol made it (ICMP, raw sockets, SCTP, a
+// socket the cgroup hooks did not see).
+//
+// What Setup builds for a session id (short id: 12 hex digits of its
+// SHA-256):
+//   - a veth pair: "kl-<short id>" on the host (its alias "klock <id>"
+//     names the session), "eth0" inside the agent's network namespace;
+//   - a /30 from 10.203.0.0/16, allocated under a lock
+//     (/run/klock/netwall.lock) without collision with the addresses of
+//     existing kl-* links: .1 on the host side, .2 in the namespace, whose
+//     default route goes through the host side; forwarding on for that
+//     link, and net.ipv4.ip_forward turned on when off (replies arrive on
+//     the host's uplink, whose forwarding the kernel checks, as Docker and
+//     Podman do);
+//   - the table "klock_<short id>" (inet family): masquerade of the
+//     session's address on the way out; the session's packets, forwarded
+//     or to the host's own addresses (input hook), go through a chain that
+//     drops by default and accepts, per declared peer (address prefix,
+//     port range, tcp/udp), the peer's packets, with one named counter per
+//     peer and direction; peers named by host only (Peer.Prefix invalid)
+//     are a set of IPv4 addresses with timeouts, filled at run time by
+//     Allow (the session's DNS proxy answers) whose entries expire; the
+//     host's loopback (127.0.0.0/8) and the cloud metadata address
+//     (169.254.169.254, unless Config.AllowMetadata) are dropped before
+//     any peer, and so is a packet whose source is not the session's
+//     address (forged with a raw socket); IPv6 from the session is dropped (no IPv6 is routed: an
+//     IPv6 peer is refused by Setup with ErrUnsupported); replies reach
+//     the session only on connections it opened (conntrack established or
+//     related); with Config.MaxEgressBytes a named quota is consumed by
+//     every accepted packet out of the session, and once spent the kernel
+//     drops the rest (Exceeded reports it, for a strict session's kill).
+//
+// Close removes the table and the link (the namespace side goes with
+// it) and frees the address. Sweep removes what a killed klock left:
+// klock_* tables whose link is gone or whose session is no longer alive,
+// and kl-* links of sessions no longer alive.
+//
+// Guarantees: a packet from the session's namespace leaves the host or
+// reaches one of its addresses only when a declared peer (or a live Allow
+// entry) covers its destination address, port and protocol, or it belongs
+// to a connection such a peer accepted (its established flow outlives an
+// expired Allow entry, as in stateful firewalls); ingress is limited to
+// replies. Another table of the host may still drop what netwall accepts
+// (a forward chain with policy drop: klock doctor says so), never the
+// reverse.
+//
+// Errors: ErrUnsupported for a configuration netwall cannot wall (IPv6
+// peers); ErrNoAddress when 10.203.0.0/16 has no free /30; ErrUnknownPeer
+// from AllowPeer; other errors wrap the failing netlink or nftables call's
+// error, and Setup leaves nothing behind when it fails.
+package netwall

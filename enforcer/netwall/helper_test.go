@@ -1,0 +1,345 @@
+//go:build linux
+
+package netwall
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+var testSeq atomic.Uint32
+
+// newNS makes an empty network namespace (lo up) and returns its handle,
+// closed at the end of the test.
+func newNS(t testing.TB) netns.NsHandle {
+	t.Helper()
+	ch := make(chan netns.NsHandle, 1)
+	errc := make(chan error, 1)
+	go func() {
+		// The thread that made the namespace is left locked: it dies with
+		// the goroutine, never serving another one.
+		runtime.LockOSThread()
+		h, err := netns.New()
+		if err != nil {
+			errc <- err
+			return
+		}
+		if lo, err := netlink.LinkByName("lo"); err == nil {
+			_ = netlink.LinkSetUp(lo)
+		}
+		ch <- h
+	}()
+	select {
+	case h := <-ch:
+		t.Cleanup(func() { h.Close() })
+		return h
+	case err := <-errc:
+		t.Fatalf("new network namespace: %v", err)
+	}
+	return 0
+}
+
+// inNS runs f on a thread in the namespace ns: sockets f makes are ns's.
+func inNS(t testing.TB, ns netns.NsHandle, f func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes away with us
+		if err := netns.Set(ns); err != nil {
+			done <- err
+			return
+		}
+		f()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hostAddrs puts two addresses on a link of the host, removed at the
+// end of the test: the declared and the undeclared peer.
+func hostAddrs(t testing.TB) (declared, undeclared netip.Addr) {
+	t.Helper()
+	n := os.Getpid()%200 + int(testSeq.Add(1))
+	name := fmt.Sprintf("klwt%d", n)
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	// A veth pair with both ends on the host (no dummy module needed).
+	d := &netlink.Veth{LinkAttrs: la, PeerName: name + "p"}
+	_ = netlink.LinkDel(d)
+	if err := netlink.LinkAdd(d); err != nil {
+		t.Fatalf("host link: %v", err)
+	}
+	if p, err := netlink.LinkByName(name + "p"); err == nil {
+		_ = netlink.LinkSetUp(p)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(d) })
+	declared = netip.AddrFrom4([4]byte{10, 204, byte(n), 1})
+	undeclared = netip.AddrFrom4([4]byte{10, 204, byte(n), 2})
+	for _, a := range []netip.Addr{declared, undeclared} {
+		if err := netlink.AddrAdd(d, &netlink.Addr{IPNet: ipnet(a, 32)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := netlink.LinkSetUp(d); err != nil {
+		t.Fatal(err)
+	}
+	return declared, undeclared
+}
+
+// remoteNS is a namespace reached by forwarding: a veth from the host
+// (10.205.n.1) to it (10.205.n.2), the "internet" seen from the session.
+func remoteNS(t testing.TB) (netns.NsHandle, netip.Addr) {
+	t.Helper()
+	ns := newNS(t)
+	n := os.Getpid()%200 + int(testSeq.Add(1))
+	name := fmt.Sprintf("klwr%d", n)
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
+	_ = netlink.LinkDel(v)
+	if err := netlink.LinkAdd(v); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(v) })
+	host := netip.AddrFrom4([4]byte{10, 205, byte(n), 1})
+	remote := netip.AddrFrom4([4]byte{10, 205, byte(n), 2})
+	if err := netlink.AddrAdd(v, &netlink.Addr{IPNet: ipnet(host, 24)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(v); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/forwarding", []byte("1"), 0)
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Delete()
+	l, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipnet(remote, 24)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	return ns, remote
+}
+
+// listener counts what reaches a TCP and a UDP port of addr (in the
+// namespace ns, or the host's when ns is -1).
+type listener struct {
+	tcp   net.Listener
+	udp   net.PacketConn
+	conns atomic.Int64
+	bytes atomic.Int64
+	dgram atomic.Int64
+	port  uint16
+}
+
+func listen(t testing.TB, ns netns.NsHandle, addr netip.Addr) *listener {
+	t.Helper()
+	l := &listener{}
+	mk := func() {
+		var err error
+		l.tcp, err = net.Listen("tcp4", netip.AddrPortFrom(addr, 0).String())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		l.port = uint16(l.tcp.Addr().(*net.TCPAddr).Port)
+		l.udp, err = net.ListenPacket("udp4", netip.AddrPortFrom(addr, l.port).String())
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if ns == -1 {
+		mk()
+	} else {
+		inNS(t, ns, mk)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() { l.tcp.Close(); l.udp.Close() })
+	go func() {
+		for {
+			c, err := l.tcp.Accept()
+			if err != nil {
+				return
+			}
+			l.conns.Add(1)
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					l.bytes.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := l.udp.ReadFrom(buf); err != nil {
+				return
+			}
+			l.dgram.Add(1)
+		}
+	}()
+	return l
+}
+
+// dial connects from the namespace ns to ap within timeout and sends
+// payload bytes.
+func dial(t testing.TB, ns netns.NsHandle, ap netip.AddrPort, payload int, timeout time.Duration) error {
+	t.Helper()
+	var err error
+	inNS(t, ns, func() {
+		var c net.Conn
+		c, err = net.DialTimeout("tcp4", ap.String(), timeout)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(timeout))
+		buf := make([]byte, 64<<10)
+		for payload > 0 {
+			n := min(payload, len(buf))
+			if _, err = c.Write(buf[:n]); err != nil {
+				return
+			}
+			payload -= n
+		}
+		// Let the peer read everything before the close.
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+			_, _ = c.Read(buf[:1])
+		}
+	})
+	return err
+}
+
+// udpSend sends one datagram from the namespace ns to ap.
+func udpSend(t testing.TB, ns netns.NsHandle, ap netip.AddrPort) {
+	t.Helper()
+	inNS(t, ns, func() {
+		c, err := net.Dial("udp4", ap.String())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("hello")); err != nil {
+			t.Errorf("udp send: %v", err)
+		}
+	})
+}
+
+// ping sends one raw ICMP echo request from the namespace ns to a.
+func ping(t testing.TB, ns netns.NsHandle, a netip.Addr) {
+	t.Helper()
+	inNS(t, ns, func() {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unix.Close(fd)
+		echo := []byte{8, 0, 0, 0, 0x12, 0x34, 0, 1, 'k', 'l'}
+		sum := uint32(0)
+		for i := 0; i < len(echo); i += 2 {
+			sum += uint32(echo[i])<<8 | uint32(echo[i+1])
+		}
+		sum = (sum >> 16) + (sum & 0xffff)
+		cs := ^uint16(sum + sum>>16)
+		echo[2], echo[3] = byte(cs>>8), byte(cs)
+		if err := unix.Sendto(fd, echo, 0, &unix.SockaddrInet4{Addr: a.As4()}); err != nil {
+			t.Errorf("icmp send: %v", err)
+		}
+	})
+}
+
+// pingReplies counts the echo replies the host sends: with the wall, the
+// session's echo requests never reach the host, so nothing answers. It
+// reads the host's Icmp OutEchoReps from /proc/net/snmp.
+func icmpOutEchoReps(t testing.TB) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, vals []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "Icmp:" {
+			if names == nil {
+				names = f
+			} else {
+				vals = f
+			}
+		}
+	}
+	for i, n := range names {
+		if n == "OutEchoReps" && i < len(vals) {
+			var v int64
+			fmt.Sscan(vals[i], &v)
+			return v
+		}
+	}
+	t.Fatal("no Icmp OutEchoReps in /proc/net/snmp")
+	return 0
+}
+
+// exists reports whether id's table and link exist.
+func exists(t testing.TB, id string) (table, link bool) {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if tb.Name == TableName(id) {
+			table = true
+		}
+	}
+	_, err = netlink.LinkByName(LinkName(id))
+	return table, err == nil
+}
+
+func privileged(t testing.TB) {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	if err := Probe(); err != nil {
+		testutil.Unavailable(t, err.Error())
+	}
+}
+
+func testID(t testing.TB) string {
+	return fmt.Sprintf("test-%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())
+}
