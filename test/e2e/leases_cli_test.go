@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -63,7 +62,7 @@ func klockBinary(t *testing.T) string {
 // klockRun is one real `klock run` process.
 type klockRun struct {
 	cmd    *exec.Cmd
-	out    *bufio.Reader
+	lines  chan string // the agent's stdout, a line each, closed at its end
 	stdin  interface{ Close() error }
 	stderr *syncBuffer
 	done   chan struct{}
@@ -82,16 +81,23 @@ func startKlockRun(t *testing.T, env []string, args ...string) *klockRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &klockRun{cmd: cmd, out: bufio.NewReader(stdout), stdin: stdin, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r := &klockRun{cmd: cmd, lines: make(chan string, 1024), stdin: stdin, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = r.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		defer close(r.done)
-		// Drain stdout first: Wait closes the pipe.
-		var rest bytes.Buffer
-		rest.ReadFrom(r.out)
+		// One reader of stdout, to its end (Wait closes the pipe): the
+		// test takes the lines from r.lines.
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case r.lines <- sc.Text():
+			default: // nobody reads that many: drop
+			}
+		}
+		close(r.lines)
 		err := cmd.Wait()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -109,6 +115,18 @@ func startKlockRun(t *testing.T, env []string, args ...string) *klockRun {
 		}
 	})
 	return r
+}
+
+// line is the agent's next line of output ("" when it ended first).
+func (r *klockRun) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case l := <-r.lines:
+		return l
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no line from the agent in 60s\n%s", r.stderr.String())
+		return ""
+	}
 }
 
 func (r *klockRun) wait(t *testing.T) int {
@@ -173,7 +191,7 @@ func twoKlockRuns(t *testing.T, env, flags []string) {
 	}
 
 	a := startKlockRun(t, env, append(args(ma, "-q"), "echo 'a v2' > a/x; echo up; read go || :")...)
-	if line, _ := a.out.ReadString('\n'); line != "up\n" {
+	if line := a.line(t); line != "up" {
 		t.Fatalf("klock run a: %q (exit %d)\n%s", line, a.wait(t), a.stderr.String())
 	}
 	sessions, err := os.ReadDir(w.W(".klock", "sessions"))
@@ -230,7 +248,7 @@ func twoKlockRuns(t *testing.T, env, flags []string) {
 	// it). Its klock run exits 130 and strict mode rolled it back.
 	before := w.Content(w.W("a", "x"))
 	d := startKlockRun(t, env, append(args(ma, "-q", "--lease-ttl", "3s"), "echo 'a v3' > a/x; echo up; read go || :")...)
-	if line, _ := d.out.ReadString('\n'); line != "up\n" {
+	if line := d.line(t); line != "up" {
 		t.Fatalf("klock run d: %q\n%s", line, d.stderr.String())
 	}
 	dID := newest(t, w.W(".klock", "sessions"))

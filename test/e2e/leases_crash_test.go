@@ -73,7 +73,7 @@ func crashAndWait(t *testing.T, env []string, crash func(*klockRun), ttl, grace 
 	mc := manifest("waiter", "MUTATES FILE:"+w.Workdir+"/**", "PROVIDES FILE:"+w.Workdir+"/**")
 	a := startKlockRun(t, env, "-m", ma, "-q", "--lease-ttl", ttl.String(), "--lease-grace", grace.String(),
 		"--", "/bin/sh", "-c", "echo 'a v2' > a/x; echo up; exec sleep 600")
-	if line, _ := a.out.ReadString('\n'); line != "up\n" {
+	if line := a.line(t); line != "up" {
 		t.Fatalf("the holder: %q (exit %d)\n%s", line, a.wait(t), a.stderr.String())
 	}
 	c := startKlockRun(t, []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "none.sock")},
