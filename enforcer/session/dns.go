@@ -334,16 +334,32 @@ func (d *dnsScope) close() {
 // conf is the file to bind over the agent's /etc/resolv.conf ("" without
 // a proxy).
 func (d *dnsScope) conf() string {
-	if d == nil {
+	if d == nil || !hostHasResolvConf() {
 		return ""
 	}
 	return d.resolvConf
 }
 
+// hostHasResolvConf: the host has an /etc/resolv.conf (or the file its
+// link names) to bind the proxy's over. A host without one has no name
+// server (the C library would ask 127.0.0.1:53, which the wall refuses):
+// the agent resolves through /etc/hosts only, as it would without klock.
+func hostHasResolvConf() bool {
+	_, err := os.Stat(resolvConf)
+	return err == nil
+}
+
+func (d *dnsScope) confDetail() string {
+	if !hostHasResolvConf() {
+		return "this host has no " + resolvConf + ": the agent has no name server (it resolves through /etc/hosts), and port 53 is open to the session's DNS proxy (" + d.addr().String() + ") alone"
+	}
+	return "the agent's /etc/resolv.conf names only " + d.addr().String() + ", the session's DNS proxy, and port 53 is open to it alone"
+}
+
 // backend is the proxy's entry in the verification log.
 func (d *dnsScope) backend() vlog.Backend {
 	return vlog.Backend{Name: "dns-proxy", Guarantee: vlog.GuaranteeBlocks, Details: []string{
-		"the agent's /etc/resolv.conf names only " + d.addr().String() + ", the session's DNS proxy, and port 53 is open to it alone",
+		d.confDetail(),
 		"declared host names (exact, or under a *. wildcard) are forwarded to " + strings.Join(d.upstreams, ", ") + "; each answer's addresses are allowed on the matched intent's ports for the answer's TTL + " + DNSGrace.String(),
 		"every other name, ANY and malformed queries are answered REFUSED and never forwarded: CONSUMES NET:<name>:53/udp",
 	}}
