@@ -232,6 +232,12 @@ session id), as klock tools rollback --run does.`,
 				restoreGC()
 			}
 			if err != nil && res == nil {
+				if ctx.Err() != nil {
+					// Ctrl-C or SIGTERM while the session was being set up
+					// (waiting for leases, taking the backup): an
+					// interruption, as after the start; nothing ran.
+					return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted before the agent started (nothing ran): %w", err)}
+				}
 				if errors.Is(err, session.ErrLeaseConflict) {
 					return &exitError{code: exitLeaseConflict, err: errors.New(termsafe.String(err.Error()))}
 				}

@@ -102,3 +102,35 @@ func crashAndWait(t *testing.T, env []string, crash func(*klockRun), ttl, grace 
 			st.ModTime().Format(time.StampMilli), st.ModTime().Sub(crashed), earliest.Sub(crashed))
 	}
 }
+
+// TestInterruptWhileWaitingForLeases: Ctrl-C of a klock run that waits
+// for another session's leases is an interruption (exit 130), and nothing
+// of it ran.
+func TestInterruptWhileWaitingForLeases(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	w := harness.NewWorld(t)
+	m := filepath.Join(filepath.Dir(w.Workdir), "m.yaml")
+	if err := os.WriteFile(m, []byte(harness.ManifestYAML(w.Workdir, policy.ModeStrict, []string{"PROVIDES PROC:" + dash(t),
+		"PROVIDES PROC:" + harness.Real(t, "/bin/sleep"), "MUTATES FILE:" + w.Workdir + "/**", "PROVIDES FILE:" + w.Workdir + "/**"})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "none.sock")}
+	a := startKlockRun(t, env, "-m", m, "-q", "--", "/bin/sh", "-c", "echo up; exec sleep 600")
+	if line := a.line(t); line != "up" {
+		t.Fatalf("the holder: %q\n%s", line, a.stderr.String())
+	}
+	defer a.cmd.Process.Signal(syscall.SIGTERM)
+	b := startKlockRun(t, env, "-m", m, "--wait", "60s", "--", "/bin/sh", "-c", "echo ran > ran.txt")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.stderr.String(), "waiting for session"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter says nothing of waiting:\n%s", b.stderr.String())
+		}
+	}
+	b.cmd.Process.Signal(syscall.SIGINT)
+	if code := b.wait(t); code != 130 || !strings.Contains(b.stderr.String(), "interrupted before the agent started") {
+		t.Fatalf("Ctrl-C while waiting: exit %d, want 130 saying nothing ran\n%s", code, b.stderr.String())
+	}
+	if w.Exists(w.W("ran.txt")) {
+		t.Fatal("the interrupted session ran")
+	}
+}
