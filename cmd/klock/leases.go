@@ -52,9 +52,11 @@ func newLeases() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "leases",
-		Short: "List the KLIS leases klockd holds (and revoke them)",
-		Long: `leases lists the leases klockd's lease manager holds: one per intent a
-session (or an orchestrator, through the lease API) acquired. A lease is a
+		Short: "List the KLIS leases held on this host (and revoke them)",
+		Long: `leases lists the leases held on this host (one store every klock
+process shares: embedded klock runs, klockd's sessions and its lease API,
+the tool gateways): one per intent a session, a tool call or an
+orchestrator acquired. A lease is a
 KLIS predicate on a resource (FILE pattern or NET endpoint; running a
 program is not leased), held by an agent's session until it is released,
 revoked, or not heartbeated for its TTL plus grace. Two leases of different
