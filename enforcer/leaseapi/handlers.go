@@ -163,14 +163,8 @@ func decisionMessage(r *ManifestResponse) string {
 
 // heartbeat is POST /v1/leases/heartbeat.
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, id Identity) {
-	body, e := readBody(w, r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	t, hs, e := decodeTargets(body, true)
-	if e != nil {
-		writeError(w, e)
+	t, hs, ok := readTargets(w, r, true)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
@@ -244,14 +238,8 @@ func (s *Server) held(ctx context.Context, id Identity) (map[string]*lease.Lease
 // named (any that is not an active lease the caller may see refuses the
 // whole request), then every lease of the sessions named.
 func (s *Server) release(w http.ResponseWriter, r *http.Request, id Identity) {
-	body, e := readBody(w, r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	t, hs, e := decodeTargets(body, true)
-	if e != nil {
-		writeError(w, e)
+	t, hs, ok := readTargets(w, r, true)
+	if !ok {
 		return
 	}
 	if (t.AgentID != "" || t.SessionID != "") && len(t.LeaseIDs) > 0 {
@@ -317,14 +305,8 @@ func notFoundField(field, format string, a ...any) *Error {
 
 // reconcile is POST /v1/leases/reconcile.
 func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, id Identity) {
-	body, e := readBody(w, r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	t, hs, e := decodeTargets(body, false)
-	if e != nil {
-		writeError(w, e)
+	t, hs, ok := readTargets(w, r, false)
+	if !ok {
 		return
 	}
 	// What a client holds is its own tenant's, the admin's too.
@@ -537,4 +519,20 @@ func (s *Server) contention(w http.ResponseWriter, r *http.Request, id Identity)
 			Deadline: wt.deadline, Conflicts: c.Conflicts})
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// readTargets reads and decodes the body of a request that names leases
+// or sessions (heartbeat, release, reconcile); a bad one is answered here
+// (ok false).
+func readTargets(w http.ResponseWriter, r *http.Request, need bool) (Targets, []lease.Holder, bool) {
+	body, e := readBody(w, r)
+	if e == nil {
+		var t Targets
+		var hs []lease.Holder
+		if t, hs, e = decodeTargets(body, need); e == nil {
+			return t, hs, true
+		}
+	}
+	writeError(w, e)
+	return Targets{}, nil, false
 }

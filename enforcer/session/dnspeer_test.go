@@ -3,6 +3,7 @@
 package session
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -44,7 +45,7 @@ func ownCgroup(t *testing.T) cgroupDir {
 			return cgroupDir{Ino: st.Ino, Path: root + rel}
 		}
 	}
-	t.Skipf("no cgroup v2 hierarchy holds this process (%q)", rel)
+	testutil.Unavailable(t, fmt.Sprintf("no cgroup v2 hierarchy holds this process (%q)", rel))
 	return cgroupDir{}
 }
 
