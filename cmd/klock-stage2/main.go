@@ -2,6 +2,8 @@
 // enforcer/launch/stage2): klock and klockd run it, when it is installed
 // beside them, to set a session up and exec the agent. It does what their
 // own re-executed binary would, and starts sooner because it is small.
+// klock-runtime also puts it first in a container's process.args, where it
+// enforces the container's Landlock wall and execs the entrypoint.
 package main
 
 import (
@@ -12,7 +14,8 @@ import (
 )
 
 func main() {
-	stage2.Init() // returns only when not started by klock
+	stage2.ContainerInit() // returns only when not first in a container's process.args
+	stage2.Init()          // returns only when not started by klock
 	fmt.Fprintln(os.Stderr, "klock-stage2 is klock's session launcher (klock and klockd run it); it is not meant to be run by hand")
 	os.Exit(2)
 }

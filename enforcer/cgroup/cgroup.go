@@ -224,3 +224,36 @@ func populated(dir string) bool {
 	}
 	return true
 }
+
+// OpenPath returns the group at an absolute directory of the cgroup2 mount
+// that klock did not create (a container's, made by its runtime). Close
+// nothing and Delete nothing on it: the runtime owns it.
+func OpenPath(dir string) (*Group, error) {
+	mp, err := Mountpoint()
+	if err != nil {
+		return nil, err
+	}
+	if rel, err := filepath.Rel(mp, dir); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return nil, fmt.Errorf("cgroup: %s is not a group below the cgroup2 mount %s", dir, mp)
+	}
+	return open(mp, dir)
+}
+
+// OfPid returns the absolute directory of the cgroup2 group pid is in,
+// read from /proc/<pid>/cgroup (the "0::" line).
+func OfPid(pid int) (string, error) {
+	mp, err := Mountpoint()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", fmt.Errorf("cgroup: of pid %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join(mp, rest), nil
+		}
+	}
+	return "", fmt.Errorf("cgroup: pid %d is in no cgroup2 group (/proc/%d/cgroup has no 0:: line)", pid, pid)
+}

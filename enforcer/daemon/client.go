@@ -75,12 +75,17 @@ func (cl *Client) Close() error {
 
 // roundTrip sends one request and reads its single reply.
 func (cl *Client) roundTrip(m *message) (*message, error) {
+	return cl.roundTripWithin(m, requestTimeout)
+}
+
+// roundTripWithin is roundTrip waiting up to d for the reply.
+func (cl *Client) roundTripWithin(m *message, d time.Duration) (*message, error) {
 	c, err := cl.conn()
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(requestTimeout))
+	_ = c.SetDeadline(time.Now().Add(d))
 	m.V = ProtocolVersion
 	if err := writeFrame(c, m); err != nil {
 		return nil, refusal(c, fmt.Errorf("klockd: send: %w", err))

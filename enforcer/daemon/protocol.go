@@ -40,6 +40,8 @@ const (
 	typePS     = "ps"
 	typeKill   = "kill"
 	typeCancel = "cancel"
+	typeAdopt  = "adopt"
+	typeEnd    = "end"
 	// server -> client
 	typeStarted  = "started"
 	typeLog      = "log"
@@ -61,6 +63,8 @@ type message struct {
 	Log      *LogEvent     `json:"log,omitempty"`
 	Result   *WireResult   `json:"result,omitempty"`
 	Error    *Error        `json:"error,omitempty"`
+	Adopt    *AdoptRequest `json:"adopt,omitempty"`
+	End      *EndRequest   `json:"end,omitempty"`
 }
 
 // RunRequest is what a client asks klockd to run: everything
@@ -113,6 +117,8 @@ type SessionInfo struct {
 	State   string      `json:"state"` // StateStarting, StateRunning or StateKilling
 	UID     uint32      `json:"uid"`   // the client that created it
 	Command []string    `json:"command"`
+	// Container is the container id of a container's session (adopt).
+	Container string `json:"container,omitempty"`
 }
 
 // Session states.

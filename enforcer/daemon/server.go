@@ -109,10 +109,12 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*live
-	conns    map[*net.UnixConn]bool // true: serving a run
-	closing  bool
-	wg       sync.WaitGroup
-	serveErr chan error
+	// containers are the container sessions by container id (adopt).
+	containers map[string]*adopted
+	conns      map[*net.UnixConn]bool // true: serving a run
+	closing    bool
+	wg         sync.WaitGroup
+	serveErr   chan error
 }
 
 // live is one session klockd runs.
@@ -142,7 +144,7 @@ func Listen(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, socket: cfg.Socket, sessions: map[string]*live{},
+	s := &Server{cfg: cfg, log: log, socket: cfg.Socket, sessions: map[string]*live{}, containers: map[string]*adopted{},
 		conns: map[*net.UnixConn]bool{}, serveErr: make(chan error, 1)}
 	owner := usock.LookupGroup(cfg.Group)
 	s.gid, s.hasGroup = owner.GID, owner.HasGroup
@@ -340,6 +342,10 @@ func (s *Server) handle(c *net.UnixConn) {
 			list = slices.DeleteFunc(list, func(i SessionInfo) bool { return i.UID != peer.UID })
 		}
 		_ = w.send(&message{Type: typeSessions, Sessions: list})
+	case typeAdopt:
+		s.adopt(c, w, peer, m.Adopt)
+	case typeEnd:
+		s.end(w, peer, m.End)
 	case typeKill:
 		if err := s.kill(peer, m.ID); err != nil {
 			_ = w.send(&message{Type: typeError, Error: wireError(err)})

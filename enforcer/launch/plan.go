@@ -40,6 +40,9 @@ type WallRule = stage2.WallRule
 // PortRule is one Landlock TCP port rule.
 type PortRule = stage2.PortRule
 
+// Wall is what stage 2 enforces of the plan (the residuals stay here).
+func (p *LandlockPlan) Wall() *stage2.Wall { return p.wall() }
+
 // wall is what stage 2 enforces of the plan (the residuals stay here).
 func (p *LandlockPlan) wall() *stage2.Wall {
 	if p == nil {
@@ -59,6 +62,28 @@ const maxPortRange = 1024
 // ErrUnexpressible when the nearest expressible scope for a write right
 // would be the whole file system.
 func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
+	return PlanLandlockOn(rs, abi, hostFS{})
+}
+
+// PlanFS is the file system a plan looks at: the host's, or a container's
+// as its mounts will show it (the rules are then the container's paths,
+// which stage 2 opens inside it).
+type PlanFS interface {
+	Stat(path string) (fs.FileInfo, error)
+	Lstat(path string) (fs.FileInfo, error)
+	EvalSymlinks(path string) (string, error)
+}
+
+type hostFS struct{}
+
+func (hostFS) Stat(p string) (fs.FileInfo, error)  { return os.Stat(p) }
+func (hostFS) Lstat(p string) (fs.FileInfo, error) { return os.Lstat(p) }
+func (hostFS) EvalSymlinks(p string) (string, error) {
+	return filepath.EvalSymlinks(p)
+}
+
+// PlanLandlockOn is PlanLandlock looking at fsys.
+func PlanLandlockOn(rs *policy.Ruleset, abi int, fsys PlanFS) (*LandlockPlan, error) {
 	if abi < 1 {
 		return nil, fmt.Errorf("%w: ABI %d", ErrNoLandlock, abi)
 	}
@@ -68,6 +93,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 		kinds: map[string]fs.FileMode{},
 		plan:  &LandlockPlan{ABI: abi, HandledFS: handledFS(abi), Scoped: scopedAt(abi)},
 		rules: map[string]*WallRule{},
+		fs:    fsys,
 	}
 	for _, r := range rs.Files {
 		if err := p.place(r, rightsFor(r.Grants), "FILE"); err != nil {
@@ -96,6 +122,7 @@ func PlanLandlock(rs *policy.Ruleset, abi int) (*LandlockPlan, error) {
 }
 
 type planner struct {
+	fs    PlanFS
 	rs    *policy.Ruleset
 	links map[string]string      // rs.Links()
 	kinds map[string]fs.FileMode // linkOnPath's memory: the type of each path looked at (^0: absent)
@@ -161,7 +188,7 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 			res(Widened, "", rRemoveFile|rRemoveDir, "Landlock checks the source of a rename as a removal: RENAMES needs REMOVE_FILE and REMOVE_DIR, so unlink and rmdir (DELETES) are allowed there too")
 		}()
 	}
-	info, err := os.Stat(pat.Path)
+	info, err := p.fs.Stat(pat.Path)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("landlock: %s: %w", obj, err)
@@ -180,7 +207,7 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 		if pat.Match == policy.MatchExact {
 			target = filepath.Dir(pat.Path)
 		}
-		anc, err := nearestDir(target)
+		anc, err := nearestDir(p.fs, target)
 		if err != nil {
 			return fmt.Errorf("landlock: %s: %w", obj, err)
 		}
@@ -238,7 +265,7 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 // parent grants rights that act on path itself (create, remove, rename)
 // on its parent directory, which Landlock applies to every entry there.
 func (p *planner) parent(obj, path string, r FSRights, res func(ResidualKind, string, FSRights, string, ...any)) error {
-	dir, err := nearestDir(filepath.Dir(path))
+	dir, err := nearestDir(p.fs, filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("landlock: %s: %w", obj, err)
 	}
@@ -258,9 +285,9 @@ func refuseRoot(obj, dir string, r FSRights, fix string) error {
 }
 
 // nearestDir returns dir or its nearest existing ancestor.
-func nearestDir(dir string) (string, error) {
+func nearestDir(fsys PlanFS, dir string) (string, error) {
 	for d := dir; ; d = filepath.Dir(d) {
-		info, err := os.Stat(d)
+		info, err := fsys.Stat(d)
 		if err == nil {
 			if !info.IsDir() {
 				return "", fmt.Errorf("%s is not a directory", d)
@@ -288,14 +315,14 @@ func isProcSelf(p string) bool {
 func (p *planner) interpreters(paths []string) {
 	var granted []string
 	for _, ip := range paths {
-		info, err := os.Stat(ip)
+		info, err := p.fs.Stat(ip)
 		if err != nil || info.IsDir() {
 			continue // another architecture's or another layout's loader
 		}
 		// The loaders' paths go through links (/lib64 -> usr/lib64 on a
 		// merged /usr): the rule goes on the file they name, as no rule
 		// path may hold a link.
-		real, err := filepath.EvalSymlinks(ip)
+		real, err := p.fs.EvalSymlinks(ip)
 		if err != nil {
 			continue
 		}
@@ -392,7 +419,7 @@ func (p *planner) linkOnPath(path string) string {
 		kind, ok := p.kinds[prefix]
 		if !ok {
 			kind = ^fs.FileMode(0)
-			if info, err := os.Lstat(prefix); err == nil {
+			if info, err := p.fs.Lstat(prefix); err == nil {
 				kind = info.Mode().Type()
 			}
 			p.kinds[prefix] = kind

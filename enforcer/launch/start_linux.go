@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
@@ -30,11 +31,13 @@ type Process struct {
 	// klock-stage2's path, or "/proc/self/exe" (the running binary).
 	Launcher string
 
-	cmd   *exec.Cmd
+	cmd   *exec.Cmd // nil for an adopted process (Adopt)
 	group *cgroup.Group
 	done  chan struct{}
 	exit  Exit
 	err   error
+	// killed: Kill was called (an adopted process's exit is then SIGKILL).
+	killed atomic.Bool
 }
 
 // Exit is how the agent ended.
@@ -350,7 +353,10 @@ func (p *Process) Wait() (Exit, error) {
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Kill kills every process of the session at once (cgroup.kill).
-func (p *Process) Kill() error { return p.group.Kill() }
+func (p *Process) Kill() error {
+	p.killed.Store(true)
+	return p.group.Kill()
+}
 
 // Signal sends sig to the agent. The agent is pid 1 of its pid namespace:
 // the kernel delivers a signal from outside only when the agent handles it,
@@ -360,6 +366,13 @@ func (p *Process) Signal(sig os.Signal) error {
 	case <-p.done:
 		return os.ErrProcessDone
 	default:
+	}
+	if p.cmd == nil {
+		s, ok := sig.(syscall.Signal)
+		if !ok {
+			return fmt.Errorf("launch: signal %v: not a syscall.Signal", sig)
+		}
+		return syscall.Kill(p.Pid, s)
 	}
 	return p.cmd.Process.Signal(sig)
 }

@@ -192,9 +192,24 @@ func (s *Session) Repeats() ([]event.Event, error) {
 	return out, nil
 }
 
+// AttachOption tunes Attach.
+type AttachOption func(*attachOpts)
+
+type attachOpts struct{ armAtFirstExec bool }
+
+// ArmAtFirstExec arms the session at the first exec in its cgroup instead
+// of the second: no klock stage 2 runs there first (a container adopted
+// through OCI hooks alone, whose init execs the entrypoint itself).
+func ArmAtFirstExec() AttachOption { return func(o *attachOpts) { o.armAtFirstExec = true } }
+
 // Attach gives cgroup cgid the ruleset's rules. The session is armed at
-// its first process's second exec (see the package documentation).
-func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset) (*Session, error) {
+// its first process's second exec (see the package documentation), or its
+// first with ArmAtFirstExec.
+func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset, opts ...AttachOption) (*Session, error) {
+	var ao attachOpts
+	for _, o := range opts {
+		o(&ao)
+	}
 	entries, err := compile(rs)
 	if err != nil {
 		return nil, err
@@ -219,6 +234,9 @@ func (l *LSM) Attach(cgid uint64, rs *policy.Ruleset) (*Session, error) {
 	}
 	s.entries = entries
 	val := lsmKlsmSession{Sess: s.sess, Flags: sessionFlags(rs)}
+	if ao.armAtFirstExec {
+		val.Execs = 1 // the program skips the first exec while Execs < 1
+	}
 	if err := l.objs.LsmSessions.Update(cgid, val, ebpf.UpdateNoExist); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("%w: cgroup %d: %w", ErrAttach, cgid, err)

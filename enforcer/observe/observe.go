@@ -179,6 +179,7 @@ type Watch struct {
 	ch          chan Record
 	closed      bool
 	full        bool   // records syscalls (not ProcessEvents only)
+	inRoot      bool   // InOwnRoot
 	pendingLost uint64 // reader goroutine only (under o.mu)
 	kernelLost  uint64 // last per-session kernel counter seen
 	// seeds are KnownDirs by inode; seeded is the resolver generation they
@@ -499,7 +500,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 		o.releaseSyscalls()
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	w := &Watch{o: o, id: cgroupID, full: full, inRoot: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d, &st) == nil {

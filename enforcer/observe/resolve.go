@@ -355,6 +355,8 @@ type pathReq struct {
 	// after its chmod is not a mismatch); only another inode found at the
 	// name is.
 	goneOK bool
+	// inRoot: resolve inside /proc/<pid>/root (Watch InOwnRoot).
+	inRoot bool
 }
 
 // resolve returns the absolute, symlink-resolved path the kernel acted on,
@@ -410,7 +412,14 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 			return v.path, PathVerified
 		}
 	}
-	p, id, isDir, found := rv.kresolve(full, q.follow)
+	var p string
+	var id ident
+	var isDir, found bool
+	if q.inRoot {
+		p, id, isDir, found = kresolveIn(q.pid, full, q.follow)
+	} else {
+		p, id, isDir, found = rv.kresolve(full, q.follow)
+	}
 	switch {
 	case q.hasObj && found && id == q.obj:
 		rv.cacheObj(key, objVal{p, id})
@@ -439,3 +448,54 @@ func fdPath(pid uint32, fd int32, want ident) (string, bool) {
 
 // sessionProc is event.SessionProc.
 func sessionProc(p string) string { return event.SessionProc(p) }
+
+// kresolveIn is kresolve inside pid's root (its /proc/<pid>/root, as the
+// root of an openat2 RESOLVE_IN_ROOT): what a container's path names. The
+// path read back from the descriptor is the container's own (the
+// kernel's walk of a mount the observer cannot reach stops at the
+// container's root). Nothing is cached: another root holds other files.
+func kresolveIn(pid uint32, full string, follow bool) (path string, id ident, isDir, found bool) {
+	root, err := unix.Open(procPath(pid, "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return cleanAbs(full), ident{}, false, false
+	}
+	defer unix.Close(root)
+	flags := uint64(unix.O_PATH | unix.O_CLOEXEC)
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	open := func(p string, flags uint64) (string, ident, uint32, bool) {
+		rel := strings.TrimLeft(p, "/")
+		if rel == "" {
+			rel = "."
+		}
+		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_IN_ROOT})
+		if err != nil {
+			return "", ident{}, 0, false
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return "", ident{}, 0, false
+		}
+		r, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+		if err != nil {
+			return "", ident{}, 0, false
+		}
+		return r, statIdent(&st), st.Mode, true
+	}
+	if p, id, mode, ok := open(full, flags); ok {
+		return p, id, mode&unix.S_IFMT == unix.S_IFDIR, true
+	}
+	dir, file := splitLast(full)
+	if file == "" || file == "." || file == ".." {
+		return cleanAbs(full), ident{}, false, false
+	}
+	if p, _, _, ok := open(dir, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY); ok {
+		if p == "/" {
+			return "/" + file, ident{}, false, false
+		}
+		return p + "/" + file, ident{}, false, false
+	}
+	return cleanAbs(full), ident{}, false, false
+}

@@ -46,13 +46,17 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 	rec := Record{Kind: KindEvent, CgroupID: r.cgid, Event: base}
 	rv := o.res
 
+	inRoot := false
+	if w := o.watches[r.cgid]; w != nil {
+		inRoot = w.inRoot
+	}
 	req := func(p []byte, dirfd int32, follow bool) pathReq {
 		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
-			base: kident(r.baseDev, r.baseIno), hasBase: r.kflags&fBase != 0, kbase: r.kbase}
+			base: kident(r.baseDev, r.baseIno), hasBase: r.kflags&fBase != 0, kbase: r.kbase, inRoot: inRoot}
 	}
 	req2 := func(p []byte, dirfd int32, follow bool) pathReq {
 		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
-			base: kident(r.b2Dev, r.base2), hasBase: r.kflags&fBase2 != 0}
+			base: kident(r.b2Dev, r.base2), hasBase: r.kflags&fBase2 != 0, inRoot: inRoot}
 	}
 	obj := kident(r.dev, r.ino)
 	hasObj := r.kflags&fIno != 0
@@ -331,7 +335,9 @@ func (o *Observer) translateExec(r *raw, rec *Record, obj ident, hasObj bool, re
 	if exeOK {
 		emit(exe, PathKernel, string(r.path1))
 	} else if script {
-		p, src := o.res.resolve(pathReq{pid: r.pid, dirfd: atFDCWD, path: string(r.path1), follow: true, obj: obj, hasObj: hasObj})
+		q := req(r.path1, atFDCWD, true)
+		q.obj, q.hasObj, q.base, q.hasBase, q.kbase = obj, hasObj, ident{}, false, ""
+		p, src := o.res.resolve(q)
 		emit(p, src, string(r.path1))
 	}
 }

@@ -4,8 +4,19 @@ package observe
 type WatchOption func(*watchOpts)
 
 type watchOpts struct {
-	ops  uint64
-	dirs []string
+	ops    uint64
+	dirs   []string
+	inRoot bool
+}
+
+// InOwnRoot says the cgroup's processes have a root of their own (a
+// container's, after its pivot_root): the path strings they pass are
+// resolved inside /proc/<pid>/root, absolute links included
+// (RESOLVE_IN_ROOT), never in the observer's root, where the same name is
+// another file. The names reported are the container's, as the kernel's
+// own walk (which stops at the task's root) gives them.
+func InOwnRoot() WatchOption {
+	return func(o *watchOpts) { o.inRoot = true }
 }
 
 // KnownDirs names directories the session's processes start in (its

@@ -45,7 +45,7 @@ type backends struct {
 // attachLSM puts the BPF-LSM wall on g when the choice allows and it
 // works; otherwise the session uses Landlock (BackendAuto, the reason kept
 // for the log) or refuses (BackendLSM).
-func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend) error {
+func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, opts ...lsm.AttachOption) error {
 	if choice == BackendLandlock || choice == BackendObserve {
 		return nil
 	}
@@ -54,7 +54,7 @@ func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared
 		// Permissive mode keeps the wall (as with Landlock): a refused
 		// operation is reported, the scope amended (Session.Update), and
 		// the agent's retry goes through.
-		b.lsms, err = l.Attach(g.ID, rs)
+		b.lsms, err = l.Attach(g.ID, rs, opts...)
 		if err != nil && own {
 			l.Close()
 		}
@@ -90,8 +90,8 @@ func (b *backends) degrade(what, lost, fix string, err error) error {
 // attachObserver watches g with the observer r (loaded, or taken from
 // Shared), or degrades. Call it before the session's first process exists:
 // the event loop counts that process's execs from the first.
-func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []string) error {
-	watchOpts := []observe.WatchOption{observe.KnownDirs(dirs...)}
+func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []string, extra ...observe.WatchOption) error {
+	watchOpts := append([]observe.WatchOption{observe.KnownDirs(dirs...)}, extra...)
 	if b.lsms != nil {
 		// bpf-lsm decides and reports file, exec and raw-socket
 		// operations, cgroup-net (ReportAllowed) the network ones: the
@@ -143,6 +143,13 @@ func (b *backends) attachNet(g *cgroup.Group, rs *policy.Ruleset, l *loading, ch
 			Details: []string{"no NET intent declared: the agent has its own network namespace with only loopback"}})
 		return nil
 	}
+	return b.attachNetAlways(g, rs, l)
+}
+
+// attachNetAlways puts cgroup-net on g whatever the ruleset declares (a
+// container's network namespace is its runtime's: no NET intent means
+// nothing reachable, loopback included), or degrades.
+func (b *backends) attachNetAlways(g *cgroup.Group, rs *policy.Ruleset, l *loading) error {
 	r := l.guard()
 	err := r.err
 	if err == nil {

@@ -174,6 +174,11 @@ type Options struct {
 	// call (lease.ContextWithHolder). The owner of that holder releases
 	// the leases; the session does not.
 	LeaseHolder *lease.Holder
+
+	// Container, when set, adopts a container its runtime created
+	// instead of launching Command (see Container): Command, Env, Dir,
+	// User, the stdio and Stage2 are then unused.
+	Container *Container
 }
 
 // Result is how a session ended.

@@ -57,6 +57,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// host is the manifest as the host sees it: the same, but for a
+	// container's session, whose paths the container names.
+	host, hostRS := m, rs
+	if c := o.Container; c != nil {
+		if host, err = c.hostManifest(m); err != nil {
+			return nil, err
+		}
+		if hostRS, err = policy.Compile(host); err != nil {
+			return nil, fmt.Errorf("%w: the manifest at the container's host paths: %v", ErrSetup, err)
+		}
+	}
 	rs, err = rs.Resolve(func(h string) ([]netip.Addr, error) { return resolve(ctx, h) })
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (a declared host must resolve at session start)", ErrSetup, err)
@@ -66,8 +77,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// server it may reach, answering the declared names only), else
 	// through the system's name servers.
 	nameServers := systemResolvers(resolvConf)
+	if c := o.Container; c != nil {
+		// The container resolves through its own resolv.conf (its
+		// network namespace cannot reach a proxy on the host's loopback).
+		nameServers = nil
+		if conf, ok := c.ToHost(resolvConf); ok {
+			nameServers = systemResolvers(conf)
+		}
+	}
 	var dnsp *dnsScope
-	if hosts := declaredHosts(rs); len(hosts) > 0 && netWalled(rs, o.Backend) {
+	if hosts := declaredHosts(rs); len(hosts) > 0 && netWalled(rs, o.Backend) && o.Container == nil {
 		dir := os.TempDir()
 		if m.Workdir != "" {
 			if dir, err = StateDir(m.Workdir); err != nil {
@@ -91,8 +110,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// The kernel names files by their resolved paths: /bin/sh runs as
 	// /usr/bin/dash. Declarations through links root made follow them.
-	if rs, err = rs.FollowLinks(launch.TrustedLinks(rs.Workdir)); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	if o.Container == nil {
+		// (A container's links are its root file system's, which the
+		// host's resolver does not see: its declarations stay at their
+		// own paths.)
+		if rs, err = rs.FollowLinks(launch.TrustedLinks(rs.Workdir)); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+		}
 	}
 	if mode == policy.ModeStrict && o.Snapshot == nil && !o.AllowDegraded {
 		return nil, fmt.Errorf("%w: strict mode promises to roll back what a detected violation changed, but this session has no pre-flight backup. Fix: run with a backup, or pass --allow-degraded to accept that detected-only violations are killed but not undone", ErrDegraded)
@@ -101,7 +125,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// klock's own state under the workdir is hidden from the agent; it is checked
 	// before anything (the backup first) writes there.
 	var mask []string
-	if m.Workdir != "" {
+	if m.Workdir != "" && o.Container != nil {
+		// The runtime hides <workdir>/.klock inside the container
+		// (klock-runtime's read-only tmpfs over it); klock's state is made
+		// at its host path.
+		if _, err := StateDir(host.Workdir); err != nil {
+			return nil, err
+		}
+	} else if m.Workdir != "" {
 		// Paths below the workdir are the agent's, links included, and
 		// none is followed: a workdir that is itself a link would wall
 		// nothing the agent then touches through its target.
@@ -118,7 +149,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// two sessions share a workdir when what they change does not
 	// conflict, and a strict kill rolls back only what no other session's
 	// lease covers. Released after the rollback and the log.
-	leases, err := acquireLeases(ctx, o, rs, id, log)
+	leases, err := acquireLeases(ctx, o, hostRS, id, log)
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +170,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else if err != nil {
 		log.Debug("sweep stale session cgroups", "error", err)
 	}
-	g, err := cgroup.Create(id)
+	g, deleteGroup, err := sessionGroup(id, o.Container)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+		return nil, err
 	}
-	deleteGroup := sync.OnceFunc(func() { _ = g.Delete() })
 	defer deleteGroup()
 	if dnsp != nil {
 		dnsp.setGroup(g)
@@ -155,7 +185,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	logDir := o.LogDir
 	if logDir == "" {
-		logDir = DefaultLogDir(m.Workdir)
+		logDir = DefaultLogDir(host.Workdir)
 	}
 	sessionDir := filepath.Join(logDir, id)
 	// The session's log exists from its start, INCOMPLETE until the real
@@ -163,9 +193,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// is still on record, with how to undo it. It is written while the
 	// session is prepared, and the agent starts only once it is on disk.
 	heldLeases, leaseWait := leases.vlog()
+	var ctr *vlog.Container
+	if o.Container != nil {
+		ctr = o.Container.vlog()
+	}
 	begun := beginLog(sessionDir, vlog.Session{ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData, Mode: mode, Start: time.Now(),
-		Leases: heldLeases, LeaseWait: leaseWait})
-	ready, err := prepare(ctx, o, rs, id, g, leases.excludeFromBackup(ctx), launch.Spec{
+		Leases: heldLeases, LeaseWait: leaseWait, Container: ctr})
+	prep := prepare
+	if o.Container != nil {
+		prep = prepareContainer(hostRS)
+	}
+	ready, err := prep(ctx, o, rs, id, g, leases.excludeFromBackup(ctx), launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: ownNetNS(rs, o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2, ResolvConf: dnsp.conf(),
@@ -183,12 +221,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	var backendsUsed []vlog.Backend
 	switch {
+	case o.Container != nil:
+		backendsUsed = o.Container.backends(proc.Landlock, be.lsmSkipped)
 	case o.Backend == BackendObserve:
 		backendsUsed = append(backendsUsed, observeOnlyBackend())
 	case be.lsms == nil:
 		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
 	}
-	backendsUsed = append(append(backendsUsed, seccompBackend(be.metaIoctlsRefused)), be.list...)
+	if o.Container == nil {
+		backendsUsed = append(backendsUsed, seccompBackend(be.metaIoctlsRefused))
+	}
+	backendsUsed = append(backendsUsed, be.list...)
 	if dnsp != nil {
 		backendsUsed = append(backendsUsed, dnsp.backend())
 	}
@@ -206,7 +249,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	eng := decide.New(rs, mode, engOpts...)
 	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer,
-		wall: &netWall{ngs: be.ngs, eng: eng}}
+		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: o.Container.stageExecs(), ctr: o.Container}
 	if dnsp != nil {
 		dnsp.attach(eng, s.wall)
 		s.dnsRefused = dnsp.refused
@@ -227,7 +270,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var rollback []vlog.RollbackOp
 	if s.killed && restorer != nil && rollsBack(mode, s.interrupted, o.RollbackOnInterrupt) {
 		rec := eng.Records()
-		rollback = rollBack(context.WithoutCancel(ctx), restorer, rollbackRoots(rs.Workdir, rec), changedPaths(rec), leases, log)
+		roots, changed := rollbackRoots(rs.Workdir, rec), changedPaths(rec)
+		if c := o.Container; c != nil {
+			roots, changed = c.hostScopes(roots), c.hostPaths(changed)
+		}
+		rollback = rollBack(context.WithoutCancel(ctx), restorer, roots, changed, leases, log)
+		if c := o.Container; c != nil {
+			c.nameInContainer(rollback)
+		}
 	}
 
 	// Every event was read before loop returned and the agent is gone: the
@@ -242,7 +292,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	heldLeases, leaseWait = leases.vlog() // with any that ended since
 	vl := vlog.New(vlog.Session{
 		ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData,
-		Mode: mode, Start: start, Backends: backendsUsed, Leases: heldLeases, LeaseWait: leaseWait,
+		Mode: mode, Start: start, Backends: backendsUsed, Leases: heldLeases, LeaseWait: leaseWait, Container: ctr,
 	})
 	vl.AddRecords(eng.Records())
 	x := vlogExit(exit, s.killed, s.reason)
@@ -253,8 +303,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, fmt.Errorf("write verification log: %w", err)
 	}
 	res.LogPath, res.Log = path, vl
-	if mode == policy.ModePermissive {
+	if mode == policy.ModePermissive && o.Container == nil {
 		learnHostsFile(eng, hostsFile)
+	}
+	if mode == policy.ModePermissive {
 		if learned, err := eng.Learned(m, o.ManifestData); err == nil {
 			res.Learned = learned
 		} else {
@@ -395,6 +447,11 @@ type running struct {
 	wall *netWall
 	// dnsRefused are the names the session's DNS proxy refused.
 	dnsRefused <-chan event.Event
+	// stageExecs: the execs of the first process before the agent's
+	// history starts (Container.stageExecs).
+	stageExecs int
+	// ctr is the adopted container (nil: klock launched the agent).
+	ctr *Container
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a
@@ -418,7 +475,12 @@ func (s *running) kill(reason string, v *decide.Verdict) {
 	s.once.Do(func() {
 		s.killed, s.reason, s.first = true, reason, v
 		s.killedAt = time.Now()
-		if err := s.proc.Kill(); err != nil {
+		if err := s.proc.Kill(); errors.Is(err, os.ErrNotExist) && s.ctr != nil {
+			// The container ended before the kill (its runtime removed
+			// its cgroup): there is nothing left to kill, the rollback
+			// follows as for any kill.
+			s.log.Info("the container had ended before the kill", "container", s.ctr.ID)
+		} else if err != nil {
 			s.log.Error("cgroup.kill failed", "error", err)
 		}
 	})
@@ -471,13 +533,13 @@ func (s *running) widen(v decide.Verdict) {
 // agentStarted reports whether ev belongs to the agent's history, counting
 // the session process's execs to find where stage 2 ends.
 func (s *running) agentStarted(ev event.Event) bool {
-	if s.execs >= 2 {
+	if s.execs >= s.stageExecs {
 		return true
 	}
 	if ev.PID == uint32(s.proc.Pid) && ev.Triple.Type == policy.ObjProc && ev.Errno == 0 && !ev.Blocked {
 		s.execs++
 	}
-	return s.execs >= 2
+	return s.execs >= s.stageExecs
 }
 
 func (s *running) record(r observe.Record) {
@@ -521,6 +583,13 @@ func (s *running) record(r observe.Record) {
 func (s *running) renamedOntoNothing(dst string) bool {
 	if s.before == nil || dst == "" || s.eng.Created(dst) {
 		return false
+	}
+	if s.ctr != nil {
+		h, ok := s.ctr.ToHost(dst)
+		if !ok {
+			return false
+		}
+		dst = h
 	}
 	known, existed := s.before.Existed(dst)
 	return known && !existed

@@ -24,6 +24,7 @@ type Session struct {
 	// Leases and LeaseWait are Log's.
 	Leases    []HeldLease
 	LeaseWait *LeaseWait
+	Container *Container
 }
 
 // HashManifest is the hex sha256 of the manifest bytes.
@@ -44,6 +45,7 @@ func New(s Session) *Log {
 		Mode:     s.Mode, Start: s.Start,
 		Backends: append([]Backend(nil), s.Backends...),
 		Leases:   append([]HeldLease(nil), s.Leases...), LeaseWait: s.LeaseWait,
+		Container: s.Container,
 	}
 }
 

@@ -65,6 +65,10 @@ type Log struct {
 	// klock that took no leases); LeaseWait, when it had to wait for them.
 	Leases    []HeldLease `json:"leases,omitempty"`
 	LeaseWait *LeaseWait  `json:"lease_wait,omitempty"`
+	// Container is set for a container's session (klock-runtime, klock
+	// oci-hook): its paths in Intents and Observed are as the container saw
+	// them; the rollback's are the host's, mapped through Mounts.
+	Container *Container `json:"container,omitempty"`
 	// Intents are the manifest's declared intents then the leases, with use
 	// counts; Baseline holds the baseline's intents, grouped apart.
 	Intents  []IntentUse `json:"intents"`
@@ -210,10 +214,12 @@ const RollbackLeft = "left"
 
 // RollbackOp is one action of the pre-flight rollback.
 type RollbackOp struct {
-	Path   string `json:"path"`
-	Action string `json:"action"` // restored | removed | recreated | spared | left
-	OK     bool   `json:"ok"`
-	Error  string `json:"error,omitempty"`
+	Path string `json:"path"`
+	// ContainerPath is Path as the container saw it (container sessions).
+	ContainerPath string `json:"container_path,omitempty"`
+	Action        string `json:"action"` // restored | removed | recreated | spared | left
+	OK            bool   `json:"ok"`
+	Error         string `json:"error,omitempty"`
 	// Why, for left: whose lease covers the path.
 	Why string `json:"why,omitempty"`
 }
@@ -257,4 +263,22 @@ func ErrnoName(e int32) string {
 		return n
 	}
 	return fmt.Sprintf("errno %d", e)
+}
+
+// Container names the container a session walled.
+type Container struct {
+	ID string `json:"id"`
+	// Mode is "runtime" (klock-runtime: Landlock inside, hooks) or
+	// "hook" (OCI hooks only: no wall inside the container).
+	Mode   string `json:"mode"`
+	Bundle string `json:"bundle,omitempty"`
+	// Mounts map the container's paths to the host's: each Container path
+	// (and what is below it) is the Host path.
+	Mounts []Mount `json:"mounts,omitempty"`
+}
+
+// Mount is one container path and the host path it shows.
+type Mount struct {
+	Container string `json:"container"`
+	Host      string `json:"host"`
 }

@@ -89,3 +89,22 @@ type failure struct {
 }
 
 func (f *failure) Error() string { return f.Step + ": " + f.Msg }
+
+// ContainerWall is what klock-stage2 reads inside a container, from the
+// file its --klock-wall flag names (klock-runtime puts klock-stage2 first
+// in the container's process.args; the session writes this file while
+// the container's init waits in the OCI createRuntime hook). Stage 2 then
+// enforces Landlock, if any, and execs the rest of its arguments: the
+// container's entrypoint.
+type ContainerWall struct {
+	Protocol int `json:"protocol"`
+	// Landlock is the wall; nil when bpf-lsm walls the container's files
+	// from outside.
+	Landlock *Wall `json:"landlock,omitempty"`
+	// By says what walls the files (for the error of a wall that is
+	// missing: "landlock" or "bpf-lsm").
+	By string `json:"by"`
+}
+
+// WallFlag is stage 2's flag in a container's process.args.
+const WallFlag = "--klock-wall="

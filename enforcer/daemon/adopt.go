@@ -1,0 +1,271 @@
+//go:build linux
+
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+)
+
+// AdoptRequest asks klockd to wall a container its runtime created: the
+// OCI createRuntime hook (klock oci-hook) sends it while the container's
+// init waits. klockd replies "started" once the session holds its leases,
+// the backup is taken and the kernel backends are on the container's
+// cgroup; the session then outlives the connection and ends when the
+// container's init exits. Root only: it names any process.
+type AdoptRequest struct {
+	Manifest     []byte      `json:"manifest"`
+	ManifestPath string      `json:"manifest_path,omitempty"`
+	Mode         policy.Mode `json:"mode,omitempty"`
+	ContainerID  string      `json:"container_id"`
+	Pid          int         `json:"pid"`
+	// Cgroup is the init's cgroup2 directory ("" reads it from /proc).
+	Cgroup string       `json:"cgroup,omitempty"`
+	Bundle string       `json:"bundle,omitempty"`
+	Mounts []vlog.Mount `json:"mounts"`
+	// WallFile is the host path of the wall klock-stage2 reads inside the
+	// container (klock-runtime's mode); "" for hook-only mode.
+	WallFile      string   `json:"wall_file,omitempty"`
+	UID           uint32   `json:"uid"`
+	GID           uint32   `json:"gid"`
+	Groups        []uint32 `json:"groups,omitempty"`
+	AllowDegraded bool     `json:"allow_degraded,omitempty"`
+	Backend       string   `json:"backend,omitempty"`
+}
+
+// EndRequest waits for a container's session to end (the OCI poststop
+// hook) and returns its result.
+type EndRequest struct {
+	ContainerID string        `json:"container_id"`
+	Wait        time.Duration `json:"wait"`
+}
+
+// adopted is a container session, kept for a while after it ends so that
+// the poststop hook that comes after the end still gets its result.
+type adopted struct {
+	id     string // the session's
+	done   chan struct{}
+	result *WireResult
+	err    error
+	ended  time.Time
+}
+
+// keepEnded bounds how long an ended container session's result waits for
+// its poststop hook.
+const keepEnded = 10 * time.Minute
+
+// adoptTimeout bounds an adopt request (leases, backup, backends).
+const adoptTimeout = 30 * time.Minute
+
+// maxEndWait bounds an end request's wait.
+const maxEndWait = 10 * time.Minute
+
+func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequest) {
+	fail := func(err error) {
+		s.log.Warn("adopt refused", "peer", peer.String(), "error", err)
+		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+	}
+	switch {
+	case peer.UID != 0:
+		fail(fmt.Errorf("%w: only root may hand klockd a container (uid %d asked)", ErrForbidden, peer.UID))
+		return
+	case req == nil || req.ContainerID == "" || req.Pid <= 0:
+		fail(fmt.Errorf("%w: an adopt request needs the container id and its init's pid", ErrBadRequest))
+		return
+	case strings.ContainsAny(req.ContainerID, "/\x00"):
+		fail(fmt.Errorf("%w: container id %q", ErrBadRequest, req.ContainerID))
+		return
+	}
+	backend, err := session.ParseBackend(req.Backend)
+	if err != nil {
+		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
+		return
+	}
+	m, err := policy.Parse(req.ManifestPath, req.Manifest)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(m); err != nil {
+			fail(err)
+			return
+		}
+	}
+	mode := m.Mode
+	if req.Mode != "" {
+		mode = req.Mode
+	}
+	id := session.NewID(time.Now())
+	ad := &adopted{id: id, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		fail(ErrShutdown)
+		return
+	}
+	if old, ok := s.containers[req.ContainerID]; ok {
+		select {
+		case <-old.done:
+		default:
+			s.mu.Unlock()
+			fail(fmt.Errorf("%w: container %s already has session %s", ErrBadRequest, req.ContainerID, old.id))
+			return
+		}
+	}
+	s.pruneEnded()
+	s.containers[req.ContainerID] = ad
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	info := SessionInfo{ID: id, Agent: m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID,
+		Command: []string{"container " + req.ContainerID}, Container: req.ContainerID}
+	s.sessions[id] = &live{info: info, owner: peer.UID, cancel: cancel}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	slg := s.log.With("session", id, "agent", m.Agent.ID, "container", req.ContainerID)
+	slg.Info("container session starting", "pid", req.Pid, "mode", mode)
+	started := make(chan struct{})
+	var once sync.Once
+	opts := session.Options{
+		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
+		AllowDegraded: req.AllowDegraded, Backend: backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
+		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg,
+		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
+			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups},
+		Started: func(pid int) {
+			s.mu.Lock()
+			if l := s.sessions[id]; l != nil {
+				l.info.PID, l.info.State = pid, StateRunning
+			}
+			s.mu.Unlock()
+			once.Do(func() { close(started) })
+		},
+	}
+	if opts.Snapshot == nil && !s.cfg.NoBackup {
+		opts.Snapshot = session.Backup(nil)
+	}
+	if s.cfg.NoBackup {
+		opts.Snapshot = nil
+	}
+	go func() {
+		defer s.wg.Done()
+		defer cancel(nil)
+		res, err := session.Run(ctx, opts)
+		s.mu.Lock()
+		delete(s.sessions, id)
+		if res != nil {
+			ad.result = toWire(res, false)
+			if err != nil {
+				ad.result.Error = err.Error()
+			}
+		}
+		ad.err, ad.ended = err, time.Now()
+		s.mu.Unlock()
+		close(ad.done)
+		if res != nil {
+			slg.Info("container session ended", "killed", res.Killed, "reason", res.Reason, "log", res.LogPath)
+		} else {
+			slg.Warn("container session did not start", "error", err)
+		}
+	}()
+	select {
+	case <-started:
+		_ = w.send(&message{Type: typeStarted, Session: &info})
+	case <-ad.done:
+		err := ad.err
+		if err == nil {
+			err = errors.New("the session ended before the container started")
+		}
+		fail(err)
+	}
+}
+
+// pruneEnded forgets ended container sessions whose poststop never came
+// (s.mu held).
+func (s *Server) pruneEnded() {
+	for id, ad := range s.containers {
+		select {
+		case <-ad.done:
+			if time.Since(ad.ended) > keepEnded {
+				delete(s.containers, id)
+			}
+		default:
+		}
+	}
+}
+
+// end waits for a container's session to end and replies its result.
+func (s *Server) end(w *connWriter, peer Peer, req *EndRequest) {
+	if peer.UID != 0 {
+		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: only root may end a container's session", ErrForbidden))})
+		return
+	}
+	if req == nil || req.ContainerID == "" {
+		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: an end request needs the container id", ErrBadRequest))})
+		return
+	}
+	s.mu.Lock()
+	ad, ok := s.containers[req.ContainerID]
+	s.mu.Unlock()
+	if !ok {
+		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: no session for container %q", ErrNoSession, req.ContainerID))})
+		return
+	}
+	wait := req.Wait
+	if wait <= 0 || wait > maxEndWait {
+		wait = maxEndWait
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ad.done:
+	case <-t.C:
+		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: container %s's session %s has not ended after %s", ErrBadRequest, req.ContainerID, ad.id, wait))})
+		return
+	}
+	s.mu.Lock()
+	delete(s.containers, req.ContainerID)
+	s.mu.Unlock()
+	if ad.result == nil {
+		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("container %s's session did not start: %v", req.ContainerID, ad.err))})
+		return
+	}
+	_ = w.send(&message{Type: typeResult, Result: ad.result})
+}
+
+// Adopt hands klockd a container (AdoptRequest) and returns once its
+// session runs.
+func (cl *Client) Adopt(req *AdoptRequest) (*SessionInfo, error) {
+	// The backup of a large workdir takes its time: the runtime's own
+	// hook timeout (if any) bounds it, not this one.
+	r, err := cl.roundTripWithin(&message{Type: typeAdopt, Adopt: req}, adoptTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if r.Type != typeStarted || r.Session == nil {
+		return nil, fmt.Errorf("%w: reply %q to adopt", ErrProtocol, r.Type)
+	}
+	return r.Session, nil
+}
+
+// End waits up to wait for a container's session to end and returns its
+// result.
+func (cl *Client) End(containerID string, wait time.Duration) (*WireResult, error) {
+	r, err := cl.roundTripWithin(&message{Type: typeEnd, End: &EndRequest{ContainerID: containerID, Wait: wait}}, wait+requestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if r.Type != typeResult || r.Result == nil {
+		return nil, fmt.Errorf("%w: reply %q to end", ErrProtocol, r.Type)
+	}
+	return r.Result, nil
+}

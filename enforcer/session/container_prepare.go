@@ -1,0 +1,91 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/lsm"
+	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+)
+
+// prepareContainer is prepare for an adopted container (Options.Container):
+// the kernel backends go on the runtime's cgroup while the container's
+// init waits (the OCI createRuntime hook), the wall stage 2 enforces
+// inside the container is written (runtime mode), the backup is taken of
+// the host paths (hostRS), and the init is adopted: nothing is launched.
+// The runtime execs the entrypoint once klock's hook returns.
+func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, exclude []string, spec launch.Spec, dirs []string, logged func() error, log *slog.Logger) (*prepared, error) {
+	return func(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, exclude []string, _ launch.Spec, _ []string, logged func() error, log *slog.Logger) (_ *prepared, err error) {
+		c := o.Container
+		choice := o.Backend
+		if choice == "" {
+			choice = BackendAuto
+		}
+		if choice == BackendObserve {
+			return nil, fmt.Errorf("%w: --backend observe is for klock run's learning runs, not containers", ErrSetup)
+		}
+		// A container's network namespace is its runtime's (a bridge, the
+		// host's): cgroup-net walls it whatever the manifest declares.
+		l := startLoading(o.Backends, true, unixWalled(choice))
+		be := &backends{allowDegraded: o.AllowDegraded, log: log}
+		defer func() {
+			if err != nil {
+				l.discard()
+				be.close()
+			}
+		}()
+		var lopts []lsm.AttachOption
+		if c.WallFile == "" {
+			lopts = append(lopts, lsm.ArmAtFirstExec())
+		}
+		if err := be.attachLSM(g, rs, o.Backends, choice, lopts...); err != nil {
+			return nil, err
+		}
+		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot()); err != nil {
+			return nil, err
+		}
+		plan, err := writeWall(c, rs, be.lsms != nil)
+		if err != nil {
+			return nil, err
+		}
+		if be.lsms == nil && plan == nil && !o.AllowDegraded && be.watch == nil {
+			return nil, fmt.Errorf("%w: container %s has no file wall (no bpf-lsm, no Landlock inside: hook-only mode) and no tracepoints to detect what it does. Fix: klock doctor says what the kernel lacks", ErrDegraded, c.ID)
+		}
+		if be.lsms == nil && plan == nil {
+			be.list = append(be.list, vlog.Backend{Name: "no file wall", Guarantee: vlog.GuaranteeDetects, Details: []string{
+				"hook-only mode on a kernel without bpf-lsm: no wall inside the container; the tracepoints detect an undeclared operation after it happened, and strict mode kills the container and rolls its files back",
+			}})
+		}
+		if err := be.attachNetAlways(g, rs, l); err != nil {
+			return nil, err
+		}
+		if err := be.attachUnix(g, rs, l); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		var restorer Restorer
+		if o.Snapshot != nil {
+			r, err := o.Snapshot(ctx, Preflight{Ruleset: hostRS, ID: id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Exclude: exclude})
+			if err != nil {
+				return nil, fmt.Errorf("%w: pre-flight backup: %v (the container was not started)", ErrSetup, err)
+			}
+			restorer = r
+		}
+		if err := logged(); err != nil {
+			return nil, err
+		}
+		proc, err := launch.Adopt(c.Pid, g, plan)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+		}
+		return &prepared{be: be, proc: proc, restorer: restorer, start: start}, nil
+	}
+}

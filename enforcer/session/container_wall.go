@@ -1,0 +1,119 @@
+//go:build linux
+
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
+	"github.com/klocklabs/klock/policy"
+	"golang.org/x/sys/unix"
+)
+
+// writeWall writes what klock-stage2 enforces inside the container
+// (runtime mode): the Landlock wall planned on the container's file system
+// as its mounts will show it, or none when bpf-lsm walls its files from
+// outside. Hook-only mode (no WallFile) has no stage 2: nil, nil.
+func writeWall(c *Container, rs *policy.Ruleset, lsm bool) (*launch.LandlockPlan, error) {
+	if c.WallFile == "" {
+		return nil, nil
+	}
+	w := stage2.ContainerWall{Protocol: stage2.Protocol, By: "bpf-lsm"}
+	var plan *launch.LandlockPlan
+	if !lsm {
+		abi, err := launch.ProbeABI()
+		if err != nil {
+			return nil, fmt.Errorf("%w: container %s: neither bpf-lsm nor Landlock can wall its files: %v. Fix: klock doctor says what the kernel lacks", ErrDegraded, c.ID, err)
+		}
+		if plan, err = launch.PlanLandlockOn(rs, abi, containerFS{c}); err != nil {
+			return nil, fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
+		}
+		w.By, w.Landlock = "landlock", plan.Wall()
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return nil, err
+	}
+	tmp := c.WallFile + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o444); err != nil {
+		return nil, fmt.Errorf("%w: container %s: write its wall: %v", ErrSetup, c.ID, err)
+	}
+	if err := os.Rename(tmp, c.WallFile); err != nil {
+		return nil, fmt.Errorf("%w: container %s: write its wall: %v", ErrSetup, c.ID, err)
+	}
+	return plan, nil
+}
+
+// containerFS looks at a container's files as its mounts will show them:
+// a path is resolved inside the host directory of the mount that maps it,
+// links included (RESOLVE_IN_ROOT: an absolute link stays in that
+// directory). An approximation where a link crosses mounts; stage 2 drops
+// inside the container any rule whose path is not what the plan saw,
+// which only narrows the wall.
+type containerFS struct{ c *Container }
+
+func (f containerFS) open(p string, follow bool) (*os.File, error) {
+	best := -1
+	for i, m := range f.c.Mounts {
+		if under(p, m.Container) && (best < 0 || len(m.Container) > len(f.c.Mounts[best].Container)) {
+			best = i
+		}
+	}
+	if best < 0 || f.c.Mounts[best].Host == "" {
+		return nil, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
+	}
+	m := f.c.Mounts[best]
+	root, err := unix.Open(m.Host, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	defer unix.Close(root)
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, m.Container), "/")
+	if rel == "" {
+		rel = "."
+	}
+	flags := uint64(unix.O_PATH | unix.O_CLOEXEC)
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_IN_ROOT})
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			err = fs.ErrNotExist
+		}
+		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(m.Host, rel)), nil
+}
+
+func (f containerFS) stat(p string, follow bool) (fs.FileInfo, error) {
+	fh, err := f.open(p, follow)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return fh.Stat()
+}
+
+func (f containerFS) Stat(p string) (fs.FileInfo, error)  { return f.stat(p, true) }
+func (f containerFS) Lstat(p string) (fs.FileInfo, error) { return f.stat(p, false) }
+
+// EvalSymlinks keeps a path that is no link and gives up on one that is:
+// the container's links are resolved by its kernel view, not here.
+func (f containerFS) EvalSymlinks(p string) (string, error) {
+	info, err := f.Lstat(p)
+	if err != nil {
+		return "", err
+	}
+	if info.Mode()&fs.ModeSymlink != 0 {
+		return "", fmt.Errorf("%s is a link in the container", p)
+	}
+	return p, nil
+}
