@@ -197,3 +197,14 @@ func loadSeccomp(prog []unix.SockFilter) error {
 	}
 	return nil
 }
+
+// DeniedSyscalls returns the names of the syscalls the agent's filter fails
+// with EPERM unconditionally (deniedSyscalls and the io_uring calls), a fresh
+// slice each time. enforcer/oci merges them into a container's seccomp
+// profile, so a container under klock-runtime denies what klock run denies.
+// The argument-checked denials (namespace flags of clone and unshare,
+// ioctl(TIOCSTI), the metadata ioctls) and clone3's and file_setattr's
+// ENOSYS are not in it: they are not a whole syscall.
+func DeniedSyscalls() []string {
+	return append(append([]string(nil), deniedSyscalls...), ioURingSyscalls...)
+}

@@ -1,0 +1,141 @@
+package oci
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
+)
+
+// In-container paths of klock's state under Landlock (Plan.Landlock).
+const (
+	// StageDir is where Plan.StateDir is bind-mounted, read-only.
+	StageDir = "/dev/.klock"
+	// Stage2Path runs first in the container and raises the wall.
+	Stage2Path = StageDir + "/klock-stage2"
+	// WallPath is the wall stage 2 raises (written by klock-runtime).
+	WallPath = StageDir + "/wall.json"
+	// NobodyID is the uid and gid a root container runs as unless root
+	// is allowed.
+	NobodyID = 65534
+)
+
+// Plan says how Rewrite edits a spec.
+type Plan struct {
+	// KlockPath is the host path of the klock binary the hooks run.
+	KlockPath string
+	// StateDir is the host directory bound at /dev/.klock (klock-stage2,
+	// wall.json); required with Landlock.
+	StateDir string
+	// Landlock prefixes process.args with stage 2, which raises the
+	// Landlock wall (and its own seccomp filter) before the entrypoint.
+	Landlock bool
+	// AllowRoot keeps uid/gid 0 (see AllowRoot).
+	AllowRoot bool
+	// Workdir is the manifest's workdir, a container path; its .klock is
+	// covered by a read-only tmpfs. Empty: none.
+	Workdir string
+	// ManifestAnnotation is the io.klock.manifest value the hooks read
+	// (Found.Annotation).
+	ManifestAnnotation string
+}
+
+// Rewrite edits spec in place so that the container runs under klock:
+//
+//   - hooks: createRuntime "klock oci-hook createRuntime" and poststop
+//     "klock oci-hook poststop", after the container's own;
+//   - annotations: io.klock.manifest = p.ManifestAnnotation and
+//     io.klock.runtime = klock-runtime;
+//   - process.noNewPrivileges; all five capability sets empty (a nil
+//     capabilities object would leave the runtime's defaults);
+//   - uid/gid 0 become 65534 (and gid 0 leaves additionalGids) unless
+//     p.AllowRoot;
+//   - seccomp: stage 2's deny list merged in, never widening (MergeSeccomp);
+//   - a read-only, empty tmpfs over <workdir>/.klock: the backups and the
+//     session's state are klock's, not the agent's;
+//   - with p.Landlock, p.StateDir bound read-only at /dev/.klock (after
+//     the /dev mount, which would hide it) and process.args prefixed with
+//     /dev/.klock/klock-stage2 --klock-wall=/dev/.klock/wall.json --.
+//
+// It validates spec and p first and changes nothing when either is
+// unusable (ErrBadSpec).
+func Rewrite(spec *specs.Spec, p Plan) error {
+	if err := check(spec, p); err != nil {
+		return err
+	}
+	if spec.Hooks == nil {
+		spec.Hooks = &specs.Hooks{}
+	}
+	spec.Hooks.CreateRuntime = append(spec.Hooks.CreateRuntime, specs.Hook{Path: p.KlockPath, Args: []string{"klock", "oci-hook", "createRuntime"}})
+	spec.Hooks.Poststop = append(spec.Hooks.Poststop, specs.Hook{Path: p.KlockPath, Args: []string{"klock", "oci-hook", "poststop"}})
+
+	if spec.Annotations == nil {
+		spec.Annotations = map[string]string{}
+	}
+	spec.Annotations[AnnotationManifest] = p.ManifestAnnotation
+	spec.Annotations[AnnotationRuntime] = RuntimeFull
+
+	proc := spec.Process
+	proc.NoNewPrivileges = true
+	proc.Capabilities = &specs.LinuxCapabilities{
+		Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{},
+	}
+	if !p.AllowRoot {
+		if proc.User.UID == 0 {
+			proc.User.UID = NobodyID
+		}
+		if proc.User.GID == 0 {
+			proc.User.GID = NobodyID
+		}
+		proc.User.AdditionalGids = slices.DeleteFunc(proc.User.AdditionalGids, func(g uint32) bool { return g == 0 })
+	}
+
+	if spec.Linux == nil {
+		spec.Linux = &specs.Linux{}
+	}
+	spec.Linux.Seccomp = MergeSeccomp(spec.Linux.Seccomp, stage2.DeniedSyscalls())
+
+	if p.Workdir != "" {
+		spec.Mounts = append(spec.Mounts, specs.Mount{
+			Destination: path.Join(p.Workdir, ".klock"), Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=0555", "size=4k"},
+		})
+	}
+	if p.Landlock {
+		bind := specs.Mount{Destination: StageDir, Type: "bind", Source: p.StateDir,
+			Options: []string{"bind", "ro", "nosuid", "nodev"}}
+		at := len(spec.Mounts)
+		for i, m := range spec.Mounts {
+			if path.Clean("/"+m.Destination) == "/dev" {
+				at = i + 1
+			}
+		}
+		spec.Mounts = slices.Insert(spec.Mounts, at, bind)
+		proc.Args = append([]string{Stage2Path, "--klock-wall=" + WallPath, "--"}, proc.Args...)
+	}
+	return nil
+}
+
+func check(spec *specs.Spec, p Plan) error {
+	switch {
+	case spec == nil:
+		return fmt.Errorf("%w: no spec", ErrBadSpec)
+	case spec.Process == nil:
+		return fmt.Errorf("%w: no process: klock-runtime rewrites containers that run a process", ErrBadSpec)
+	case p.Landlock && len(spec.Process.Args) == 0:
+		return fmt.Errorf("%w: process.args is empty (process.commandLine is Windows-only): stage 2 has nothing to exec", ErrBadSpec)
+	case !filepath.IsAbs(p.KlockPath):
+		return fmt.Errorf("%w: plan: klock's path %q is not absolute", ErrBadSpec, p.KlockPath)
+	case p.Landlock && !filepath.IsAbs(p.StateDir):
+		return fmt.Errorf("%w: plan: state directory %q is not absolute", ErrBadSpec, p.StateDir)
+	case p.Workdir != "" && !path.IsAbs(p.Workdir):
+		return fmt.Errorf("%w: plan: workdir %q is not absolute", ErrBadSpec, p.Workdir)
+	case p.ManifestAnnotation == "":
+		return fmt.Errorf("%w: plan: no manifest annotation", ErrBadSpec)
+	}
+	return nil
+}
