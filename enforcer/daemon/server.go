@@ -365,6 +365,9 @@ func (s *Server) kill(peer Peer, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, ok := s.sessions[id]
+	if ad, isCtr := s.containers[id]; !ok && isCtr {
+		l, ok = s.sessions[ad.id] // a container's id names its session
+	}
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoSession, id)
 	}

@@ -151,7 +151,17 @@ func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
 			// U+FFFD for its bytes, and no longer names the file.
 			return nil
 		}
-		seen = append(seen, policy.FileTriple(p, strings.TrimPrefix(obj, "FILE:")))
+		path := strings.TrimPrefix(obj, "FILE:")
+		if lg.Container != nil {
+			// A container's log names its paths; its backup holds the
+			// host's.
+			h, ok := (&Container{Mounts: lg.Container.Mounts}).ToHost(path)
+			if !ok {
+				continue // the container's own (a tmpfs): gone with it
+			}
+			path = h
+		}
+		seen = append(seen, policy.FileTriple(p, path))
 	}
 	return RollbackRoots(workdir, lg.Lost.Total, seen)
 }

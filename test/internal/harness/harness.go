@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -72,6 +73,7 @@ func Refusal() string {
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
 // session re-executes this binary), then the probe mode, then the tests.
 func Main(m *testing.M) {
+	stage2.ContainerInit() // World.Adopt's stage 2 inside the "container"
 	launch.Init()
 	if _, ok := os.LookupEnv(ProbeEnv); ok {
 		os.Exit(RunProbe(os.Args[1:]))
