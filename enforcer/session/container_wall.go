@@ -13,6 +13,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/launch/stage2"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"golang.org/x/sys/unix"
 )
@@ -66,10 +67,17 @@ func (f containerFS) open(p string, follow bool) (*os.File, error) {
 			best = i
 		}
 	}
-	if best < 0 || f.c.Mounts[best].Host == "" {
+	if best < 0 {
 		return nil, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
 	}
 	m := f.c.Mounts[best]
+	if m.Host == "" {
+		// The runtime's own mounts (/dev's tmpfs with the standard device
+		// nodes, /proc, /sys) show what the host's do: the plan looks
+		// there, and stage 2 drops inside the container a rule whose path
+		// is not what the plan saw.
+		m = vlog.Mount{Container: "/", Host: "/"}
+	}
 	root, err := unix.Open(m.Host, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
