@@ -41,7 +41,7 @@ func Containerd(t testing.TB) *ContainerdEnv {
 		testutil.Unavailable(t, "no ctr on PATH (scripts/deps.sh containers)")
 	}
 	// A short path: the socket's must fit sun_path (108 bytes).
-	dir, err := os.MkdirTemp("", "ctd")
+	dir, err := os.MkdirTemp(shortTmp(), "ctd")
 	must(t, err)
 	c := &ContainerdEnv{t: t, Ctr: ctr, Dir: dir, Address: filepath.Join(dir, "c.sock"),
 		// Unique: the shim keeps runc's state in /run/containerd/runc/<ns>,

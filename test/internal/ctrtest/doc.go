@@ -23,7 +23,8 @@
 // hybrid hierarchy ("cgroups in hybrid mode not supported"), so every
 // podman command here passes --runtime (runc by default; a test sets
 // klock-runtime), and --cgroup-manager cgroupfs, --events-backend file,
-// --storage-driver overlay. Podman's default RLIMIT_NOFILE (1048576) is
+// --storage-driver overlay, all under a short directory (podman refuses a
+// --runroot over 50 characters). Podman's default RLIMIT_NOFILE (1048576) is
 // above the hard limit root may set here, so plain `podman run` fails in
 // runc ("error setting rlimit type 7"); Run always passes
 // --ulimit nofile=1024:1024 --ulimit nproc=1024:1024. Podman's network
@@ -66,8 +67,9 @@
 // `when.annotations` matched against the container's), createRuntime is
 // put in the spec and run by runc as above (its env adds conmon's
 // _OCI_SYNCPIPE and friends only when the hook has no env), but poststop is
-// run by podman itself after the runtime's delete: cwd podman's, env the
-// hook's alone, annotations podman's subset. One hooks.d file gives the
+// run by podman itself after the runtime's delete, when the container
+// exits (with or without --rm, killed too): cwd podman's, env the hook's
+// alone, annotations podman's subset. One hooks.d file gives the
 // same argv at every stage it lists, so a hook must tell the stage from
 // state.status (creating / stopped) or use one file per stage.
 package ctrtest

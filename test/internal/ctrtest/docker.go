@@ -57,7 +57,7 @@ func Docker(t testing.TB, runtimes map[string]DockerRuntime) *DockerEnv {
 	if err != nil {
 		testutil.Unavailable(t, "no docker CLI (scripts/deps.sh containers: docker.io)")
 	}
-	dir, err := os.MkdirTemp("", "dkd")
+	dir, err := os.MkdirTemp(shortTmp(), "dkd")
 	must(t, err)
 	e := &DockerEnv{t: t, Docker: cli, Dir: dir, Host: "unix://" + filepath.Join(dir, "d.sock")}
 	t.Cleanup(func() { unmountUnder(dir); _ = os.RemoveAll(dir) })

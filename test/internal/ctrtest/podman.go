@@ -46,14 +46,27 @@ func Podman(t testing.TB) *PodmanEnv {
 	if err != nil {
 		testutil.Unavailable(t, "no podman on PATH (scripts/deps.sh containers)")
 	}
-	dir := t.TempDir()
+	// A short directory: podman refuses a --runroot longer than 50
+	// characters ("the specified runroot is longer than 50 characters"),
+	// which a TempDir named after the test soon is.
+	dir, err := os.MkdirTemp(shortTmp(), "pm")
+	must(t, err)
 	must(t, os.Chmod(dir, 0o755))
 	p := &PodmanEnv{t: t, Bin: bin, Dir: dir, HooksDir: filepath.Join(dir, "hooks.d"), Runtime: runc}
 	for _, d := range []string{p.HooksDir, filepath.Join(dir, "tmp"), filepath.Join(dir, "cni")} {
 		must(t, os.MkdirAll(d, 0o755))
 	}
-	t.Cleanup(p.cleanup)
+	t.Cleanup(func() { p.cleanup(); _ = os.RemoveAll(dir) })
 	return p
+}
+
+// shortTmp is $TMPDIR when short enough for podman's runroot and a unix
+// socket path, else /tmp.
+func shortTmp() string {
+	if d := os.TempDir(); len(d) <= 20 {
+		return d
+	}
+	return "/tmp"
 }
 
 // Global are the flags before every podman command: private storage
