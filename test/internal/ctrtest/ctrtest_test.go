@@ -354,3 +354,17 @@ func TestRuncFailingCreateRuntimeHook(t *testing.T) {
 	}
 	t.Logf("runc create with a failing createRuntime hook: %+v", c)
 }
+
+// A container killed through the runtime: Wait reports 128+SIGKILL.
+func TestRuncKill(t *testing.T) {
+	runc := Runc(t)
+	c := Create(t, runc, NewBundle(t, BundleOptions{Args: sh("echo up; exec sleep 100")}), "kill")
+	c.Start()
+	if r := c.Cmd("kill", c.ID, "KILL"); r.Exit != 0 {
+		t.Fatalf("kill: %+v", r)
+	}
+	if r := c.Wait(); r.Exit != 137 {
+		t.Fatalf("wait: %+v", r)
+	}
+	c.Delete()
+}
