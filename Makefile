@@ -23,6 +23,7 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh build
 	@scripts/deps.sh npm
 	@scripts/deps.sh realworld
+	@scripts/deps.sh containers
 
 build: ## Build bin/klock, bin/klockd and bin/klock-stage2 (their small session launcher)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock

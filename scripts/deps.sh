@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|realworld|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|realworld|containers|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
@@ -10,6 +10,11 @@
 #   realworld  the real toolchains test/realworld runs under klock: git, gcc,
 #          make, Debian's python3 with venv, pip and pytest (node, npm and Go
 #          come with the machine)
+#   containers  the real container runtimes test/container drives, as root:
+#          runc, podman (conmon and the CNI plugins come with it; as root it
+#          needs no uidmap, fuse-overlayfs, slirp4netns, netavark or
+#          catatonit), containerd (and ctr), dockerd (docker.io), and
+#          busybox-static, the tests' root filesystem
 set -euo pipefail
 want=()
 need() { # need CMD PACKAGE
@@ -40,8 +45,13 @@ realworld)
 	/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || want+=(python3-venv)
 	/usr/bin/python3 -m pip --version >/dev/null 2>&1 || want+=(python3-pip)
 	/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || want+=(python3-pytest) ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" realworld; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|npm|realworld|all]" >&2; exit 2 ;;
+containers)
+	need runc runc; need podman podman; need conmon conmon
+	[ -x /usr/lib/cni/bridge ] || want+=(containernetworking-plugins)
+	need containerd containerd; need ctr containerd; need dockerd docker.io
+	[ -e /bin/busybox ] || want+=(busybox-static) ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" realworld; "$0" containers; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|realworld|containers|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
