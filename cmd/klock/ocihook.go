@@ -22,7 +22,7 @@ import (
 func newOCIHook() *cobra.Command {
 	var socket, config string
 	c := &cobra.Command{
-		Use:   "oci-hook createRuntime|poststop",
+		Use:   "oci-hook [createRuntime|poststop]",
 		Short: "The OCI hook that hands a container to klockd (klock-runtime and hooks.d)",
 		Long: `oci-hook is run by a container runtime, not by hand. It reads the OCI state
 of the container on stdin and its bundle's config.json.
@@ -44,27 +44,45 @@ Landlock wall up inside it; hook-only mode (a hooks.d file) has no klock
 code inside the container: bpf-lsm where the kernel has it, else the
 tracepoints detect, kill and roll back.
 
-A hooks.d file for Podman or CRI-O (/usr/share/containers/oci/hooks.d/klock.json):
+Without a stage argument the state's status says which stage it is
+(creating: createRuntime; stopped: poststop), so one hooks.d file serves
+Podman or CRI-O (/usr/share/containers/oci/hooks.d/klock.json):
   {"version": "1.0.0",
-   "hook": {"path": "/usr/local/bin/klock", "args": ["klock", "oci-hook", "createRuntime"]},
+   "hook": {"path": "/usr/local/bin/klock", "args": ["klock", "oci-hook"]},
    "when": {"annotations": {"^io\\.klock\\.manifest$": ".*"}},
-   "stages": ["createRuntime"]}
-and the same with "poststop" in args and stages.`,
+   "stages": ["createRuntime", "poststop"]}`,
 		Hidden:    true,
-		Args:      cobra.ExactArgs(1),
+		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{"createRuntime", "poststop"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, spec, err := readHookInput(cmd.InOrStdin())
+			st, err := readHookState(cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
-			switch args[0] {
+			stage := ""
+			if len(args) == 1 {
+				stage = args[0]
+			} else {
+				// One hooks.d file listing both stages runs the same argv
+				// at each: the state says which it is.
+				switch st.Status {
+				case specs.StateCreating, specs.StateCreated:
+					stage = "createRuntime"
+				case specs.StateStopped:
+					stage = "poststop"
+				}
+			}
+			switch stage {
 			case "createRuntime":
+				spec, err := readBundleSpec(st)
+				if err != nil {
+					return err
+				}
 				return hookCreate(cmd.ErrOrStderr(), socket, config, st, spec)
 			case "poststop":
 				return hookPoststop(cmd.ErrOrStderr(), socket, st)
 			}
-			return fmt.Errorf("oci-hook: unknown stage %q: want createRuntime or poststop", args[0])
+			return fmt.Errorf("oci-hook: stage %q (container status %q): want createRuntime or poststop", stage, st.Status)
 		},
 	}
 	c.Flags().StringVar(&socket, "socket", "", "klockd's socket (default "+daemon.SocketPath()+")")
@@ -72,28 +90,33 @@ and the same with "poststop" in args and stages.`,
 	return c
 }
 
-// readHookInput reads the OCI state on stdin and the bundle's config.json.
-func readHookInput(r io.Reader) (*specs.State, *specs.Spec, error) {
+// readHookState reads the OCI state on stdin.
+func readHookState(r io.Reader) (*specs.State, error) {
 	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
 	if err != nil {
-		return nil, nil, fmt.Errorf("oci-hook: read the state on stdin: %w", err)
+		return nil, fmt.Errorf("oci-hook: read the state on stdin: %w", err)
 	}
 	var st specs.State
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, nil, fmt.Errorf("oci-hook: the state on stdin is not OCI state JSON: %w (run by a container runtime, not by hand)", err)
+		return nil, fmt.Errorf("oci-hook: the state on stdin is not OCI state JSON: %w (run by a container runtime, not by hand)", err)
 	}
 	if st.ID == "" || st.Bundle == "" {
-		return nil, nil, fmt.Errorf("oci-hook: the state on stdin names no container id or bundle")
+		return nil, fmt.Errorf("oci-hook: the state on stdin names no container id or bundle")
 	}
+	return &st, nil
+}
+
+// readBundleSpec reads the container's config.json from its bundle.
+func readBundleSpec(st *specs.State) (*specs.Spec, error) {
 	data, err := os.ReadFile(filepath.Join(st.Bundle, "config.json"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("oci-hook: container %s: %w", st.ID, err)
+		return nil, fmt.Errorf("oci-hook: container %s: %w", st.ID, err)
 	}
 	spec, err := oci.DecodeSpec(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("oci-hook: container %s: %w", st.ID, err)
+		return nil, fmt.Errorf("oci-hook: container %s: %w", st.ID, err)
 	}
-	return &st, spec, nil
+	return spec, nil
 }
 
 func hookCreate(stderr io.Writer, socket, config string, st *specs.State, spec *specs.Spec) error {
