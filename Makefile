@@ -25,10 +25,11 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh realworld
 	@scripts/deps.sh containers
 
-build: ## Build bin/klock, bin/klockd and bin/klock-stage2 (their small session launcher)
+build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klockd ./cmd/klockd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-stage2 ./cmd/klock-stage2
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-runtime ./cmd/klock-runtime
 
 demo: deps build ## Run the demo: validate and explain the example agents
 	@scripts/demo.sh $(BIN)
@@ -82,6 +83,9 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/budget/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./enforcer/leaseapi/
+	@set -e; for t in FuzzParseConfig FuzzManifestAnnotation; do \
+	  echo "fuzz: $$t ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./enforcer/oci/; done
 
 generate: ## Regenerate BPF objects and bindings (needs clang; commit the result)
 	@scripts/gen-vmlinux.sh

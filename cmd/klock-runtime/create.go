@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/klocklabs/klock/enforcer/oci"
+	"github.com/klocklabs/klock/policy"
+)
+
+// validID is runc's container id syntax; the id names a state directory,
+// so nothing else (no "/", no "..") is accepted.
+var validID = regexp.MustCompile(`^[\w+\-.]+$`)
+
+// prepare is create's and run's part: find the manifest; without one leave
+// the bundle exactly as it is (not even re-marshalled); with one validate
+// it, check its paths reach the host, set up the state directory, and
+// rewrite config.json in place.
+func prepare(inv *invocation, cfg *oci.Config) error {
+	bundle, id, err := bundleAndID(inv.args)
+	if err != nil {
+		return fmt.Errorf("%s: %w", inv.command, err)
+	}
+	if bundle, err = filepath.Abs(bundle); err != nil {
+		return err
+	}
+	cfgFile := filepath.Join(bundle, "config.json")
+	data, err := os.ReadFile(cfgFile)
+	if err != nil {
+		return fmt.Errorf("read the bundle's spec: %w", err)
+	}
+	// A lenient read finds the annotations; the strict one (which refuses
+	// fields a rewrite would drop) is for the containers klock rewrites.
+	var loose specs.Spec
+	if err := json.Unmarshal(data, &loose); err != nil {
+		return fmt.Errorf("%s: %w: %w", cfgFile, oci.ErrBadSpec, err)
+	}
+	found, err := oci.Discover(&loose, id, cfg)
+	if err != nil || found == nil {
+		return err
+	}
+	spec, err := oci.DecodeSpec(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfgFile, err)
+	}
+	if !validID.MatchString(id) || id == "." || id == ".." {
+		return fmt.Errorf("container id %q: klock-runtime takes ids of letters, digits and + - . _ (runc's syntax)", id)
+	}
+	pm, err := oci.NewPathMap(spec, bundle)
+	if err != nil {
+		return err
+	}
+	m := found.Manifest
+	if err := oci.CheckReach(m, pm); err != nil {
+		return fmt.Errorf("container %s, manifest from %s: %w", id, found.Source, err)
+	}
+	klock, stage2, err := findBinaries()
+	if err != nil {
+		return err
+	}
+	stateDir, err := makeStateDir(id, stage2)
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = os.RemoveAll(stateDir)
+		}
+	}()
+	plan := oci.Plan{
+		KlockPath: klock, StateDir: stateDir, Landlock: true,
+		AllowRoot: oci.AllowRoot(spec, cfg), Workdir: m.Workdir, ManifestAnnotation: found.Annotation(),
+	}
+	if err := oci.Rewrite(spec, plan); err != nil {
+		return err
+	}
+	if err := writeWall(stateDir, m, spec); err != nil {
+		return fmt.Errorf("write the container's wall: %w", err)
+	}
+	out, err := oci.EncodeSpec(spec)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(cfgFile, out); err != nil {
+		return fmt.Errorf("rewrite %s: %w", cfgFile, err)
+	}
+	ok = true
+	return nil
+}
+
+// writeWall writes <stateDir>/wall.json, the Landlock wall stage 2 raises
+// inside the container (/dev/.klock/wall.json), from the manifest and the
+// rewritten spec. The lead fills it in with the stage-2 side.
+func writeWall(stateDir string, m *policy.Manifest, spec *specs.Spec) error {
+	return nil
+}
+
+// writeAtomic replaces file with data: a temporary file in the same
+// directory, synced, renamed over it, with the old file's mode, so the
+// runtime never reads half a config.json.
+func writeAtomic(file string, data []byte) error {
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(file); err == nil {
+		mode = st.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".config.json.klock-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
+}

@@ -1,0 +1,96 @@
+package main
+
+// helpText is klock-runtime --help: what it is, how a container names its
+// manifest, runtime.yaml, and how to install it in each engine.
+const helpText = `klock-runtime: an OCI runtime that runs containers under klock.
+
+It stands in for runc. Every command passes through to the real runtime
+unchanged. On create and run it reads the bundle's config.json and looks for
+the container's klock manifest; a container with none runs untouched (its
+config.json is not rewritten, byte for byte), unless runtime.yaml says
+require: true, then it is refused. With a manifest it validates it, checks
+that every path the manifest lets the agent change is on a bind mount (or the
+root filesystem) so klock can back it up and roll it back, and rewrites
+config.json in place:
+  - klock's createRuntime and poststop hooks (klock oci-hook; klockd must run:
+    it takes the leases and the backup, loads the kernel wall on the
+    container's cgroup, and ends the session with its verification log);
+  - no capabilities, no_new_privs, uid/gid 0 become 65534 (unless allowed);
+  - klock's seccomp deny list merged into the container's profile (never
+    widening it);
+  - a read-only tmpfs over <workdir>/.klock (klock's state, not the agent's);
+  - klock-stage2, bound read-only at /dev/.klock, runs first and raises the
+    Landlock wall before the entrypoint's first instruction.
+Then it execs the real runtime with the same arguments.
+
+Manifests name paths as the agent sees them inside the container
+(workdir: /workspace, MUTATES FILE:/workspace/src/**).
+
+Usage:
+  klock-runtime [runc's global flags] [--runtime-path=PATH] COMMAND [args...]
+
+  --runtime-path=PATH   the real OCI runtime (default: runtime_path in
+                        runtime.yaml, else runc on PATH); removed from the
+                        arguments the runtime sees
+  runc's global flags (--root, --log, --log-format, --systemd-cgroup, --debug,
+  --criu, --rootless) pass through; errors also go to the --log file, in JSON
+  with --log-format=json, where containerd and podman read them.
+
+Annotations:
+  io.klock.manifest=/etc/klock/agents/coder.yaml   a host path (one line
+                        starting with /), or the manifest itself (inline YAML)
+  io.klock.allow-root=true   keep uid/gid 0 (the agent still has no
+                        capabilities)
+  klock-runtime sets io.klock.runtime=klock-runtime on the containers it
+  rewrote (the hooks alone, from hooks.d, run without it: no Landlock inside).
+
+/etc/klock/runtime.yaml (optional; unknown fields are errors):
+  runtime_path: /usr/bin/runc     # the real runtime (default: runc on PATH)
+  require: false                  # true: refuse containers with no manifest
+  allow_root: false               # true: keep uid/gid 0 in every container
+  manifests:                      # first match wins; both conditions must hold
+    - match: {id: "agent-*"}                              # container id glob
+      manifest: /etc/klock/agents/coder.yaml
+    - match: {annotation: "io.kubernetes.cri.container-name=agent"}
+      manifest: /etc/klock/agents/agent.yaml
+
+klock-runtime runs as root (it prepares /run/klock/containers/<id>) and finds
+klock and klock-stage2 beside itself, else beside klock on PATH.
+
+Install:
+  Docker, /etc/docker/daemon.json (then: systemctl restart docker):
+    {"runtimes": {"klock": {"path": "/usr/local/bin/klock-runtime",
+                            "runtimeArgs": ["--runtime-path=/usr/bin/runc"]}}}
+    docker run --runtime klock \
+      --annotation io.klock.manifest=/etc/klock/agents/coder.yaml \
+      -v /srv/repo:/workspace IMAGE
+
+  Podman:
+    podman run --runtime /usr/local/bin/klock-runtime \
+      --annotation io.klock.manifest=/etc/klock/agents/coder.yaml \
+      -v /srv/repo:/workspace IMAGE
+
+  containerd, /etc/containerd/config.toml (the runc shim runs BinaryName):
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.klock]
+      runtime_type = "io.containerd.runc.v2"
+      pod_annotations = ["io.klock.*"]
+      container_annotations = ["io.klock.*"]
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.klock.options]
+        BinaryName = "/usr/local/bin/klock-runtime"
+    ctr run --runtime io.containerd.runc.v2 \
+      --runc-binary /usr/local/bin/klock-runtime ...
+
+  CRI-O, /etc/crio/crio.conf.d/50-klock.conf:
+    [crio.runtime.runtimes.klock]
+    runtime_path = "/usr/local/bin/klock-runtime"
+    allowed_annotations = ["io.klock.manifest", "io.klock.allow-root"]
+
+  Kubernetes (containerd or CRI-O configured as above on every node):
+    apiVersion: node.k8s.io/v1
+    kind: RuntimeClass
+    metadata: {name: klock}
+    handler: klock
+    ---
+    # in the pod: spec.runtimeClassName: klock and
+    # metadata.annotations: {io.klock.manifest: /etc/klock/agents/coder.yaml}
+`

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// findBinaries finds klock (the hooks run it) and klock-stage2 (copied
+// into the container's state directory): beside klock-runtime first,
+// else beside klock on PATH. A missing one refuses the container: without
+// it there would be no hook (no session) or no wall.
+func findBinaries() (klock, stage2 string, err error) {
+	dirs := []string{}
+	if d := exeDir(); d != "" {
+		dirs = append(dirs, d)
+	}
+	if p, err := exec.LookPath("klock"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			dirs = append(dirs, filepath.Dir(abs))
+		}
+	}
+	find := func(name string) string {
+		for _, d := range dirs {
+			p := filepath.Join(d, name)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+				return p
+			}
+		}
+		return ""
+	}
+	if klock = find("klock"); klock == "" {
+		return "", "", fmt.Errorf("klock is neither beside klock-runtime (%s) nor on PATH: the container's hooks run it; install klock beside klock-runtime (make build puts both in bin/)", exeDir())
+	}
+	if stage2 = find("klock-stage2"); stage2 == "" {
+		return "", "", fmt.Errorf("klock-stage2 is neither beside klock-runtime (%s) nor beside klock (%s): it raises the wall inside the container; install it beside them (make build puts bin/klock-stage2 there)", exeDir(), filepath.Dir(klock))
+	}
+	return klock, stage2, nil
+}
+
+// makeStateDir makes <stateRoot>/<id> and copies klock-stage2 into it.
+// stateRoot is 0700 root: only root reaches the containers' state from
+// the host. <id> itself is 0711 because it is bound at /dev/.klock inside
+// the container, where the agent (65534, no capabilities) must exec
+// klock-stage2 and stage 2 read wall.json, without listing anything.
+func makeStateDir(id, stage2 string) (string, error) {
+	if err := os.MkdirAll(stateRoot, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.Chmod(stateRoot, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	dir := filepath.Join(stateRoot, id)
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	if err := copyExecutable(stage2, filepath.Join(dir, "klock-stage2")); err != nil {
+		return "", fmt.Errorf("copy klock-stage2 into %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// copyExecutable copies src to dst through a temporary file and a rename:
+// a container of the same id still running keeps the binary it exec'd.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".klock-stage2-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
+}
