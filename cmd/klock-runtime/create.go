@@ -10,7 +10,6 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/klocklabs/klock/enforcer/oci"
-	"github.com/klocklabs/klock/policy"
 )
 
 // validID is runc's container id syntax; the id names a state directory,
@@ -80,9 +79,10 @@ func prepare(inv *invocation, cfg *oci.Config) error {
 	if err := oci.Rewrite(spec, plan); err != nil {
 		return err
 	}
-	if err := writeWall(stateDir, m, spec); err != nil {
-		return fmt.Errorf("write the container's wall: %w", err)
-	}
+	// The wall itself (wall.json) is written by the container's session
+	// in klockd, at createRuntime, once it knows what walls the files:
+	// Landlock planned on the container's mounts, or bpf-lsm from outside.
+	// Until then klock-stage2 refuses to start the entrypoint.
 	out, err := oci.EncodeSpec(spec)
 	if err != nil {
 		return err
@@ -91,13 +91,6 @@ func prepare(inv *invocation, cfg *oci.Config) error {
 		return fmt.Errorf("rewrite %s: %w", cfgFile, err)
 	}
 	ok = true
-	return nil
-}
-
-// writeWall writes <stateDir>/wall.json, the Landlock wall stage 2 raises
-// inside the container (/dev/.klock/wall.json), from the manifest and the
-// rewritten spec. The lead fills it in with the stage-2 side.
-func writeWall(stateDir string, m *policy.Manifest, spec *specs.Spec) error {
 	return nil
 }
 

@@ -26,7 +26,7 @@ var (
 	configPath = oci.DefaultConfigPath
 	// stateRoot holds one directory per container (klock-stage2 and
 	// wall.json, bound read-only at /dev/.klock).
-	stateRoot = "/run/klock/containers"
+	stateRoot = oci.StateRoot
 	// exeDir is the directory klock-runtime was installed in, where it
 	// looks for klock and klock-stage2 first.
 	exeDir = func() string {
