@@ -13,6 +13,9 @@ type invocation struct {
 	argv []string
 	// runtimePath is --runtime-path, "" when not given.
 	runtimePath string
+	// config is --klock-config (runtime.yaml elsewhere: Docker's
+	// daemon.json runtimeArgs, tests), "" when not given.
+	config string
 	// log and logFormat are runc's --log and --log-format: containerd and
 	// podman read errors from that file.
 	log, logFormat string
@@ -23,6 +26,10 @@ type invocation struct {
 	help    bool // --help/-h/help with no command
 	version bool // --version/-v
 }
+
+// ownFlags are klock-runtime's global flags (with an example value), taken
+// out of the argv the real runtime gets.
+var ownFlags = map[string]string{"runtime-path": "/usr/bin/runc", "klock-config": "/etc/klock/runtime.yaml"}
 
 // Global flags of runc (urfave/cli: -x and --x, "--x=v" and "--x v").
 var (
@@ -46,18 +53,22 @@ func parseArgs(args []string) (*invocation, error) {
 			break
 		}
 		name, value, hasValue := flagName(a)
-		if name == "runtime-path" {
+		if example, ours := ownFlags[name]; ours {
 			if !hasValue {
 				if i+1 >= len(args) {
-					return nil, fmt.Errorf("--runtime-path needs a value: the real OCI runtime, e.g. --runtime-path=/usr/bin/runc")
+					return nil, fmt.Errorf("--%s needs a value, e.g. --%s=%s", name, name, example)
 				}
 				i++
 				value = args[i]
 			}
 			if value == "" {
-				return nil, fmt.Errorf("--runtime-path is empty")
+				return nil, fmt.Errorf("--%s is empty", name)
 			}
-			inv.runtimePath = value
+			if name == "runtime-path" {
+				inv.runtimePath = value
+			} else {
+				inv.config = value
+			}
 			continue // ours: not passed on
 		}
 		inv.argv = append(inv.argv, a)

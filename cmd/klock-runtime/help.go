@@ -27,11 +27,13 @@ Manifests name paths as the agent sees them inside the container
 (workdir: /workspace, MUTATES FILE:/workspace/src/**).
 
 Usage:
-  klock-runtime [runc's global flags] [--runtime-path=PATH] COMMAND [args...]
+  klock-runtime [runc's global flags] [--runtime-path=PATH] [--klock-config=FILE] COMMAND [args...]
 
   --runtime-path=PATH   the real OCI runtime (default: runtime_path in
                         runtime.yaml, else runc on PATH); removed from the
                         arguments the runtime sees
+  --klock-config=FILE   runtime.yaml elsewhere than /etc/klock/runtime.yaml;
+                        removed from the arguments the runtime sees
   runc's global flags (--root, --log, --log-format, --systemd-cgroup, --debug,
   --criu, --rootless) pass through; errors also go to the --log file, in JSON
   with --log-format=json, where containerd and podman read them.
@@ -64,6 +66,10 @@ Install:
     docker run --runtime klock \
       --annotation io.klock.manifest=/etc/klock/agents/coder.yaml \
       -v /srv/repo:/workspace IMAGE
+    (--annotation needs Docker 24 / API 1.43; with an older engine, whose
+    annotations never reach the spec, name the manifest in runtime.yaml:
+    manifests: [{match: {id: "*"}, manifest: ...}], or a runtime per agent
+    with "--klock-config=FILE" in its runtimeArgs)
 
   Podman:
     podman run --runtime /usr/local/bin/klock-runtime \

@@ -60,7 +60,11 @@ func run(args []string) int {
 	var cfg *oci.Config
 	needConfig := inv.command == "create" || inv.command == "run" || inv.runtimePath == ""
 	if needConfig {
-		if cfg, err = oci.LoadConfig(configPath); err != nil {
+		path := configPath
+		if inv.config != "" {
+			path = inv.config
+		}
+		if cfg, err = oci.LoadConfig(path); err != nil {
 			report(inv, err)
 			return 1
 		}
