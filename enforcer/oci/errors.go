@@ -62,7 +62,7 @@ type ReachError struct {
 
 func (e *ReachError) Error() string {
 	var b strings.Builder
-	b.WriteString("klock: the container's mounts do not reach these manifest paths on the host, so klock could not back them up or roll them back:")
+	b.WriteString("the container's mounts do not reach these manifest paths on the host, so klock could not back them up or roll them back:")
 	for _, u := range e.Items {
 		b.WriteString("\n  ")
 		if u.Pos != "" {

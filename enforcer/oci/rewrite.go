@@ -56,13 +56,16 @@ type Plan struct {
 //     p.AllowRoot;
 //   - seccomp: stage 2's deny list merged in, never widening (MergeSeccomp);
 //   - a read-only, empty tmpfs over <workdir>/.klock: the backups and the
-//     session's state are klock's, not the agent's;
+//     session's state are klock's, not the agent's (mounts the spec had
+//     there or below are removed, and so are those at /dev/.klock);
 //   - with p.Landlock, p.StateDir bound read-only at /dev/.klock (after
 //     the /dev mount, which would hide it) and process.args prefixed with
 //     /dev/.klock/klock-stage2 --klock-wall=/dev/.klock/wall.json --.
 //
 // It validates spec and p first and changes nothing when either is
-// unusable (ErrBadSpec).
+// unusable (ErrBadSpec). It is idempotent: rewriting a rewritten spec
+// with the same Plan changes nothing (an annotation saying the spec was
+// rewritten is never trusted: every step is applied again).
 func Rewrite(spec *specs.Spec, p Plan) error {
 	if err := check(spec, p); err != nil {
 		return err
@@ -70,8 +73,8 @@ func Rewrite(spec *specs.Spec, p Plan) error {
 	if spec.Hooks == nil {
 		spec.Hooks = &specs.Hooks{}
 	}
-	spec.Hooks.CreateRuntime = append(spec.Hooks.CreateRuntime, specs.Hook{Path: p.KlockPath, Args: []string{"klock", "oci-hook", "createRuntime"}})
-	spec.Hooks.Poststop = append(spec.Hooks.Poststop, specs.Hook{Path: p.KlockPath, Args: []string{"klock", "oci-hook", "poststop"}})
+	spec.Hooks.CreateRuntime = appendHook(spec.Hooks.CreateRuntime, specs.Hook{Path: p.KlockPath, Args: []string{"klock", "oci-hook", "createRuntime"}})
+	spec.Hooks.Poststop = appendHook(spec.Hooks.Poststop, specs.Hook{Path: p.KlockPath, Args: []string{"klock", "oci-hook", "poststop"}})
 
 	if spec.Annotations == nil {
 		spec.Annotations = map[string]string{}
@@ -99,13 +102,19 @@ func Rewrite(spec *specs.Spec, p Plan) error {
 	}
 	spec.Linux.Seccomp = MergeSeccomp(spec.Linux.Seccomp, stage2.DeniedSyscalls())
 
+	// klock's mount points are klock's alone: any mount the spec already
+	// has there or below (a bind of another "klock-stage2", a rewrite
+	// before this one) goes, so nothing can stand in for them.
 	if p.Workdir != "" {
+		dot := path.Join(p.Workdir, ".klock")
+		dropMountsAt(spec, dot)
 		spec.Mounts = append(spec.Mounts, specs.Mount{
-			Destination: path.Join(p.Workdir, ".klock"), Type: "tmpfs", Source: "tmpfs",
+			Destination: dot, Type: "tmpfs", Source: "tmpfs",
 			Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=0555", "size=4k"},
 		})
 	}
 	if p.Landlock {
+		dropMountsAt(spec, StageDir)
 		bind := specs.Mount{Destination: StageDir, Type: "bind", Source: p.StateDir,
 			Options: []string{"bind", "ro", "nosuid", "nodev"}}
 		at := len(spec.Mounts)
@@ -115,9 +124,32 @@ func Rewrite(spec *specs.Spec, p Plan) error {
 			}
 		}
 		spec.Mounts = slices.Insert(spec.Mounts, at, bind)
-		proc.Args = append([]string{Stage2Path, "--klock-wall=" + WallPath, "--"}, proc.Args...)
+		prefix := []string{Stage2Path, "--klock-wall=" + WallPath, "--"}
+		// Idempotent: a spec rewritten before (the same bundle created
+		// twice) keeps one prefix; the stage 2 that runs is ours either way.
+		if !slices.Equal(proc.Args[:min(len(prefix), len(proc.Args))], prefix) {
+			proc.Args = append(prefix, proc.Args...)
+		}
 	}
 	return nil
+}
+
+// appendHook appends h unless the same hook is already there (a bundle
+// rewritten twice runs klock's hooks once).
+func appendHook(hooks []specs.Hook, h specs.Hook) []specs.Hook {
+	for _, o := range hooks {
+		if o.Path == h.Path && slices.Equal(o.Args, h.Args) && len(o.Env) == 0 && o.Timeout == nil {
+			return hooks
+		}
+	}
+	return append(hooks, h)
+}
+
+// dropMountsAt removes the mounts at dir or below it.
+func dropMountsAt(spec *specs.Spec, dir string) {
+	spec.Mounts = slices.DeleteFunc(spec.Mounts, func(m specs.Mount) bool {
+		return within(path.Clean("/"+m.Destination), dir)
+	})
 }
 
 func check(spec *specs.Spec, p Plan) error {

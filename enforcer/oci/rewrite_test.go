@@ -215,3 +215,59 @@ func TestRewriteRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestRewriteIdempotent: a bundle created twice (a retry, a test harness)
+// gets the same spec as once: one prefix, one pair of hooks, one of each
+// klock mount; and an annotation claiming a rewrite skips nothing.
+func TestRewriteIdempotent(t *testing.T) {
+	p := basePlan()
+	p.Landlock = true
+	once := runcSpec(t)
+	if err := Rewrite(once, p); err != nil {
+		t.Fatal(err)
+	}
+	twice := runcSpec(t)
+	_ = Rewrite(twice, p)
+	if err := Rewrite(twice, p); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := js(once), js(twice); a != b {
+		t.Fatalf("rewriting twice differs:\n%s\n%s", a, b)
+	}
+	claimed := runcSpec(t)
+	claimed.Annotations = map[string]string{AnnotationRuntime: RuntimeFull}
+	if err := Rewrite(claimed, p); err != nil {
+		t.Fatal(err)
+	}
+	if claimed.Process.Args[0] != Stage2Path || len(claimed.Hooks.CreateRuntime) != 1 {
+		t.Fatal("the io.klock.runtime annotation skipped the rewrite")
+	}
+}
+
+// TestRewriteOwnsItsMountPoints: a spec's own mounts at /dev/.klock (a
+// stand-in klock-stage2) or at <workdir>/.klock, or below them, are
+// removed, wherever they were in the list.
+func TestRewriteOwnsItsMountPoints(t *testing.T) {
+	s := runcSpec(t)
+	s.Mounts = append(s.Mounts,
+		specs.Mount{Destination: "/dev/.klock", Type: "bind", Source: "/home/eve/fake", Options: []string{"bind"}},
+		specs.Mount{Destination: "/dev/.klock/klock-stage2", Type: "bind", Source: "/home/eve/fake/stage2", Options: []string{"bind"}},
+		specs.Mount{Destination: "/workspace/.klock/backup", Type: "bind", Source: "/home/eve/b", Options: []string{"bind"}},
+		specs.Mount{Destination: "/workspace/.klockx", Type: "tmpfs", Source: "tmpfs"},
+	)
+	p := basePlan()
+	p.Landlock = true
+	if err := Rewrite(s, p); err != nil {
+		t.Fatal(err)
+	}
+	var at []string
+	for _, m := range s.Mounts {
+		if m.Source == "/home/eve/fake" || m.Source == "/home/eve/fake/stage2" || m.Source == "/home/eve/b" {
+			t.Errorf("mount %+v kept", m)
+		}
+		at = append(at, m.Destination)
+	}
+	if !slices.Contains(at, "/workspace/.klockx") || !slices.Contains(at, StageDir) || !slices.Contains(at, "/workspace/.klock") {
+		t.Errorf("mounts %v", at)
+	}
+}

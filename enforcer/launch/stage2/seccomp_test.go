@@ -130,3 +130,39 @@ func TestSeccompMetaIoctls(t *testing.T) {
 		}
 	}
 }
+
+// TestDeniedSyscallsMatchFilter: every name DeniedSyscalls exports (what
+// enforcer/oci merges into a container's profile) is one the filter fails
+// with EPERM, and it lists all of them: the two cannot drift apart.
+func TestDeniedSyscallsMatchFilter(t *testing.T) {
+	info := arch.X86_64
+	prog, err := seccompProgramFor(info, filterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A holds the syscall number after "ld nr" and an argument after any
+	// other load: only the comparisons against the number count.
+	denied := map[uint32]bool{}
+	aIsNr := false
+	for i := 0; i+1 < len(prog); i++ {
+		if prog[i].Code == bpfLdAbsW {
+			aIsNr = prog[i].K == offNr
+		}
+		if aIsNr && prog[i].Code == bpfJeq && prog[i].Jf == 1 && prog[i+1] == (unix.SockFilter{Code: bpfRet, K: retErrno | uint32(unix.EPERM)}) {
+			denied[prog[i].K] = true
+		}
+	}
+	names := DeniedSyscalls()
+	for _, n := range names {
+		if !denied[uint32(info.SyscallNames[n])] {
+			t.Errorf("%s is exported but not denied", n)
+		}
+	}
+	if len(names) != len(denied) {
+		t.Errorf("%d names exported, %d syscalls denied whole", len(names), len(denied))
+	}
+	names[0] = "changed"
+	if DeniedSyscalls()[0] == "changed" {
+		t.Error("DeniedSyscalls shares its slice")
+	}
+}
