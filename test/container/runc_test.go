@@ -1,0 +1,97 @@
+//go:build linux
+
+package container
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/test/internal/ctrtest"
+)
+
+// TestRuncDeclaredWrite: runc through klock-runtime; the container writes
+// what its manifest declares: exit 0, the file on the host, a CLEAN log in
+// the workdir's host path naming the container and runtime mode.
+func TestRuncDeclaredWrite(t *testing.T) {
+	w := newWorld(t)
+	b := w.bundle([]string{"sh", "-c", "id -u; echo declared > /workspace/out.txt"}, map[string]string{"io.klock.manifest": w.manifest()})
+	r := ctrtest.RunC(t, w.runtime, b, "kc-clean")
+	if r.Exit != 0 || strings.TrimSpace(r.Stdout) != "65534" {
+		t.Fatalf("klock-runtime run: %+v (want exit 0, uid 65534: the rewritten spec's user)", r)
+	}
+	if got := w.content("out.txt"); got != "declared\n" {
+		t.Fatalf("out.txt = %q", got)
+	}
+	lg := w.log()
+	if lg.Verdict != "CLEAN" || lg.Container == nil || lg.Container.ID != "kc-clean" || lg.Container.Mode != "runtime" {
+		t.Fatalf("log: verdict %s, container %+v, violations %+v", lg.Verdict, lg.Container, lg.Violations)
+	}
+}
+
+// TestRuncStrictKill: a container that writes outside its declared scope
+// is killed (runc reports SIGKILL), its bind-mounted workdir is restored
+// byte for byte (the undeclared write undone, the declared one too: a
+// strict kill rolls the whole session back), and the log names the
+// container's path and the host's.
+func TestRuncStrictKill(t *testing.T) {
+	w := newWorld(t)
+	b := w.bundle([]string{"sh", "-c", "echo declared > /workspace/out.txt; echo changed > /workspace/keep.txt; sleep 30"},
+		map[string]string{"io.klock.manifest": w.manifest()})
+	r := ctrtest.RunC(t, w.runtime, b, "kc-kill")
+	if r.Exit != 137 {
+		t.Fatalf("klock-runtime run: %+v, want exit 137 (killed)", r)
+	}
+	if got := w.content("keep.txt"); got != "original\n" {
+		t.Fatalf("keep.txt = %q after the kill, want it restored", got)
+	}
+	if got := w.content("out.txt"); got != "<absent>" {
+		t.Fatalf("out.txt = %q after the kill, want it removed (the session made it)", got)
+	}
+	lg := w.log()
+	if lg.Verdict == "CLEAN" || !lg.Exit.KilledByKlock {
+		t.Fatalf("log: verdict %s, exit %+v", lg.Verdict, lg.Exit)
+	}
+	assertLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
+}
+
+// TestRuncNoManifestUntouched: a container without a manifest runs as the
+// runtime would run it: klock-runtime leaves its config.json byte for
+// byte as it was, and nothing is logged.
+func TestRuncNoManifestUntouched(t *testing.T) {
+	w := newWorld(t)
+	b := ctrtest.NewBundle(t, ctrtest.BundleOptions{Args: []string{"sh", "-c", "echo free > /workspace/keep.txt"}, UID: 65534, GID: 65534,
+		Binds: []ctrtest.Bind{{Host: w.work, Container: "/workspace"}}})
+	before := b.Read(t)
+	c := ctrtest.Create(t, w.runtime, b, "kc-untouched")
+	if after := b.Read(t); !bytes.Equal(before, after) {
+		t.Fatalf("config.json changed:\n%s\n---\n%s", before, after)
+	}
+	c.Start()
+	if r := c.Wait(); r.Exit != 0 {
+		t.Fatalf("container: %+v", r)
+	}
+	if got := w.content("keep.txt"); got != "free\n" {
+		t.Fatalf("keep.txt = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(w.work, ".klock")); err == nil {
+		t.Fatalf("klock state in the workdir of a container without a manifest")
+	}
+}
+
+// TestRuncRequireManifest: with require: true in runtime.yaml a container
+// without a manifest is refused at create, saying why.
+func TestRuncRequireManifest(t *testing.T) {
+	w := newWorld(t)
+	cfg := filepath.Join(filepath.Dir(w.work), "runtime.yaml")
+	if err := os.WriteFile(cfg, []byte("require: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := w.bundle([]string{"true"}, nil)
+	r := ctrtest.RunC(t, w.runtime, b, "kc-require", "--klock-config="+cfg)
+	if r.Exit == 0 || !strings.Contains(r.Stderr, "manifest") {
+		t.Fatalf("create without a manifest under require: %+v", r)
+	}
+}
