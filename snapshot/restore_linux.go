@@ -263,7 +263,10 @@ func (r *restorer) fail(p string, a Action, err error) {
 // are restored as usual.
 func (r *restorer) notTheAgents(e *Entry, st *unix.Stat_t) bool {
 	uid := r.m.AgentUID
-	return r.lim.spare && uid != nil && st != nil && e.Type != TypeDir && e.Nlink <= 1 &&
+	// Root writes any file whoever owns it (a root container's agent in
+	// hook-only mode, klock run --user 0): nothing tells its change from
+	// another process's, so nothing is spared.
+	return r.lim.spare && uid != nil && *uid != 0 && st != nil && e.Type != TypeDir && e.Nlink <= 1 &&
 		st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) != e.Ctime &&
 		st.Uid != *uid && st.Mode&0o022 == 0
 }

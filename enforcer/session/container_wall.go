@@ -78,12 +78,20 @@ func (f containerFS) open(p string, follow bool) (*os.File, error) {
 		// is not what the plan saw.
 		m = vlog.Mount{Container: "/", Host: "/"}
 	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, m.Container), "/")
 	root, err := unix.Open(m.Host, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOTDIR) {
+		// A file bind-mounted (a runtime's /etc/hosts, /etc/resolv.conf):
+		// the path is that file, and nothing is below it.
+		if rel != "" {
+			return nil, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
+		}
+		return os.Open(m.Host)
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	defer unix.Close(root)
-	rel := strings.TrimPrefix(strings.TrimPrefix(p, m.Container), "/")
 	if rel == "" {
 		rel = "."
 	}
