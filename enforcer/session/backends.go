@@ -5,6 +5,7 @@ package session
 import (
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
@@ -40,6 +41,10 @@ type backends struct {
 
 	allowDegraded bool
 	log           *slog.Logger
+
+	// mntns is an adopted container's mount namespace, held while the
+	// observer may resolve its paths (observe.InOwnRoot).
+	mntns *os.File
 }
 
 // attachLSM puts the BPF-LSM wall on g when the choice allows and it
@@ -197,6 +202,9 @@ func (b *backends) close() {
 	}
 	if b.ug != nil && b.ownUG {
 		b.ug.Close()
+	}
+	if b.mntns != nil {
+		b.mntns.Close()
 	}
 }
 
