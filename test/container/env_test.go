@@ -31,7 +31,7 @@ var (
 // bins builds klock, klock-stage2 and klock-runtime from this tree once,
 // side by side in a directory the runtimes can run them from ($KLOCK_BIN's
 // directory when set: binaries already built).
-func bins(t *testing.T) string {
+func bins(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("KLOCK_BIN"); p != "" {
 		return filepath.Dir(p)
@@ -55,7 +55,7 @@ func bins(t *testing.T) string {
 
 // world is one test's klockd, runtime wrapper and workdir.
 type world struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string // the directory of klock, klock-stage2, klock-runtime
 	sock string
 	// runtime is klock-runtime as the engines call it: a script that sets
@@ -65,7 +65,7 @@ type world struct {
 	work    string // the host workdir, bound at /workspace
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	w := &world{t: t, bin: bins(t)}
@@ -76,7 +76,7 @@ func newWorld(t *testing.T) *world {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	w.sock = filepath.Join(dir, "klockd.sock")
-	srv, err := daemon.Listen(daemon.Config{Socket: w.sock, Backends: harness.Shared(), Logger: slog.New(slog.DiscardHandler)})
+	srv, err := daemon.Listen(daemon.Config{Socket: w.sock, Backends: harness.Shared(), Logger: klockdLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +95,24 @@ func newWorld(t *testing.T) *world {
 	os.Chown(w.work, harness.AgentUID, harness.AgentGID)
 	w.file("keep.txt", "original\n")
 	return w
+}
+
+// KlockdLogEnv names a file the test's klockd logs to, at debug level with
+// timestamps (where a container's time goes: make bench's profile);
+// unset, klockd logs nothing.
+const KlockdLogEnv = "KLOCK_CTR_KLOCKD_LOG"
+
+func klockdLogger(t testing.TB) *slog.Logger {
+	p := os.Getenv(KlockdLogEnv)
+	if p == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func (w *world) file(rel, content string) {
