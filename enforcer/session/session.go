@@ -306,6 +306,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, fmt.Errorf("write verification log: %w", err)
 	}
 	res.LogPath, res.Log = path, vl
+	if o.Finished != nil && o.Container != nil {
+		// The poststop hook waits for this, not for the backends'
+		// teardown: what the container held is free once the log is on
+		// disk (released again, harmlessly, when Run returns).
+		if leases != nil {
+			leases.release()
+		}
+		o.Finished(res)
+	}
 	if mode == policy.ModePermissive && o.Container == nil {
 		learnHostsFile(eng, hostsFile)
 	}

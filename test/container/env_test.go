@@ -20,7 +20,15 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
+func TestMain(m *testing.M) {
+	harness.Main(m, func() {
+		for _, d := range []string{binDir, tarDir} { // what the suite built
+			if d != "" {
+				os.RemoveAll(d)
+			}
+		}
+	})
+}
 
 var (
 	binOnce sync.Once

@@ -72,7 +72,7 @@ func Refusal() string {
 
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
 // session re-executes this binary), then the probe mode, then the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M, after ...func()) {
 	stage2.ContainerInit() // World.Adopt's stage 2 inside the "container"
 	launch.Init()
 	if _, ok := os.LookupEnv(ProbeEnv); ok {
@@ -90,6 +90,9 @@ func Main(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	for _, f := range after {
+		f() // the suite's own clean-up (binaries and images it built)
+	}
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
