@@ -90,16 +90,10 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
 		return
 	}
-	m, err := policy.Parse(req.ManifestPath, req.Manifest)
+	m, err := s.admit(req.ManifestPath, req.Manifest)
 	if err != nil {
 		fail(err)
 		return
-	}
-	if s.cfg.Admit != nil {
-		if err := s.cfg.Admit(m); err != nil {
-			fail(err)
-			return
-		}
 	}
 	mode := m.Mode
 	if req.Mode != "" {

@@ -3,17 +3,13 @@
 package container
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/test/internal/ctrtest"
@@ -22,43 +18,10 @@ import (
 
 func TestMain(m *testing.M) {
 	harness.Main(m, func() {
-		for _, d := range []string{binDir, tarDir} { // what the suite built
-			if d != "" {
-				os.RemoveAll(d)
-			}
+		if tarDir != "" {
+			os.RemoveAll(tarDir) // busyboxTar's
 		}
 	})
-}
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// bins builds klock, klock-stage2 and klock-runtime from this tree once,
-// side by side in a directory the runtimes can run them from ($KLOCK_BIN's
-// directory when set: binaries already built).
-func bins(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("KLOCK_BIN"); p != "" {
-		return filepath.Dir(p)
-	}
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "klock-ctr-bin-"); binErr != nil {
-			return
-		}
-		os.Chmod(binDir, 0o755)
-		for _, n := range []string{"klock", "klock-stage2", "klock-runtime"} {
-			if _, binErr = testutil.Build(binDir, n); binErr != nil {
-				return
-			}
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
 }
 
 // world is one test's klockd, runtime wrapper and workdir.
@@ -76,25 +39,15 @@ type world struct {
 func newWorld(t testing.TB) *world {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	w := &world{t: t, bin: bins(t)}
+	w := &world{t: t, bin: harness.KlockBins(t)}
 	dir, err := os.MkdirTemp("/tmp", "kc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	w.sock = filepath.Join(dir, "klockd.sock")
-	srv, err := daemon.Listen(daemon.Config{Socket: w.sock, Backends: harness.Shared(), Logger: klockdLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	w.runtime = filepath.Join(dir, "klock-runtime")
-	script := fmt.Sprintf("#!/bin/sh\nexport %s=%s\nexec %s \"$@\"\n", daemon.SocketEnv, w.sock, filepath.Join(w.bin, "klock-runtime"))
-	if err := os.WriteFile(w.runtime, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	w.sock = harness.Klockd(t, dir, klockdLogger(t))
+	w.runtime = harness.RuntimeWrapper(t, dir, w.bin, w.sock)
 	w.work = filepath.Join(dir, "work")
 	if err := os.Mkdir(w.work, 0o755); err != nil {
 		t.Fatal(err)
