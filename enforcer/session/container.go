@@ -199,6 +199,13 @@ func (c *Container) scratch() []string {
 		if h, ok := c.ToHost(p); ok {
 			out = append(out, h)
 		}
+		// A host directory mounted below one (the agent may own files
+		// there as well).
+		for _, m := range c.Mounts {
+			if m.Host != "" && m.Container != p && under(m.Container, p) {
+				out = append(out, m.Host)
+			}
+		}
 	}
 	return out
 }
