@@ -5,6 +5,7 @@ package container
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/test/internal/ctrtest"
@@ -18,6 +19,13 @@ func TestKillByContainerID(t *testing.T) {
 	b := w.bundle([]string{"sh", "-c", "echo declared > /workspace/out.txt; sleep 30"}, map[string]string{"io.klock.manifest": w.manifest()})
 	c := ctrtest.Create(t, w.runtime, b, "kc-ops")
 	c.Start()
+	// The agent's write lands before the kill (the rollback has something
+	// to undo): wait for it, bounded.
+	for deadline := time.Now().Add(20 * time.Second); w.content("out.txt") != "declared\n"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the container never wrote out.txt")
+		}
+	}
 	cl, err := daemon.Dial(w.sock)
 	if err != nil {
 		t.Fatal(err)
