@@ -141,6 +141,8 @@ type sessionNet struct {
 	mu sync.Mutex
 	// notRelayed: loopback peers (or answers) the relay could not serve.
 	notRelayed []string
+	// amended: loopback peers a permissive amendment relayed.
+	amended []netPeer
 }
 
 // setupNet builds the wall around pid's network namespace and the relays
@@ -204,6 +206,33 @@ func (n *sessionNet) answered(pattern string, addrs []netip.Addr, ttl time.Durat
 	return errors.Join(errs...)
 }
 
+// widen opens a permissive amendment's peer (the refused triple's
+// address, port and protocol) on the packet wall, or through a relay for
+// the host's loopback, as cgroup-net's rules are widened: the agent's
+// retry goes through both walls. It is counted under "dns:<ports>/<proto>"
+// (netwall.Allow's peers) or its triple.
+func (n *sessionNet) widen(t policy.Triple) error {
+	if n == nil || t.Raw || !t.Addr.Addr().IsValid() || t.Predicate != policy.Consumes || t.Addr.Port() == 0 {
+		return nil // a name (the DNS proxy widens it), a bind, a raw socket: nothing to open
+	}
+	a := t.Addr.Addr().Unmap()
+	ports := policy.PortRange{Lo: t.Addr.Port(), Hi: t.Addr.Port()}
+	switch {
+	case a.IsLoopback():
+		name := "NET:" + policy.NetPattern{Prefix: netip.PrefixFrom(a, a.BitLen()), Ports: ports, Proto: t.Proto}.String()
+		if err := n.relay.Add(name, a, ports, t.Proto); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.amended = append(n.amended, netPeer{name, viaRelay})
+		n.mu.Unlock()
+		return nil
+	case a.Is4():
+		return n.wall.Allow(a, ports, t.Proto, 0)
+	}
+	return nil
+}
+
 // relayed says whether a client of the DNS proxy is the relay's host end
 // of a flow from the session's namespace (the agent's).
 func (n *sessionNet) relayed(a netip.AddrPort) bool {
@@ -225,7 +254,15 @@ func (n *sessionNet) counters() (*vlog.Network, error) {
 			out.InBytes += c.InBytes
 		}
 	}
-	for _, p := range n.plan.peers {
+	n.mu.Lock()
+	peers := append(append([]netPeer(nil), n.plan.peers...), n.amended...)
+	n.mu.Unlock()
+	seen := map[string]bool{}
+	for _, p := range peers {
+		if seen[p.name] {
+			continue
+		}
+		seen[p.name] = true
 		c := wc[p.name]
 		via := p.via
 		if r, ok := rc[p.name]; ok {

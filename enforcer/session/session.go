@@ -549,6 +549,11 @@ func (s *running) widen(v decide.Verdict) {
 			s.log.Warn("cannot widen the network wall", "error", err)
 		}
 	}
+	if v.Triple.Type == policy.ObjNet {
+		if err := s.be.net.widen(v.Triple); err != nil {
+			s.log.Warn("cannot widen the packet wall", "error", err)
+		}
+	}
 	if v.Triple.Type == policy.ObjFile && s.be.ugs != nil {
 		if err := s.be.ugs.Update(s.eng.Ruleset()); err != nil {
 			s.log.Warn("cannot widen the AF_UNIX wall", "error", err)
