@@ -60,7 +60,13 @@ type Relay struct {
 // New opens the network namespace of pid (the agent's, or its stage 2's
 // before the exec).
 func New(pid int) (*Relay, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	return Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+}
+
+// Open opens the network namespace at path (a /proc/<pid>/ns/net, a
+// /proc/self/fd/<fd> of a namespace handle).
+func Open(path string) (*Relay, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
 	}
