@@ -69,6 +69,7 @@ func All() Report {
 		}
 	}
 	r.Checks = append(r.Checks, fileClasses(r.FileWall)...)
+	r.Checks = append(r.Checks, Containers(r.FileWall)...)
 	var missing []string
 	for _, c := range r.Checks {
 		if c.Used && !c.OK {

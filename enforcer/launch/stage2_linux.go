@@ -2,7 +2,10 @@
 
 package launch
 
-import "github.com/klocklabs/klock/enforcer/launch/stage2"
+import (
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
+	"github.com/klocklabs/klock/enforcer/nsroot"
+)
 
 // Init must be the first call in main() of every binary that calls Start
 // (and in TestMain of its tests): without klock-stage2 installed beside the
@@ -10,4 +13,7 @@ import "github.com/klocklabs/klock/enforcer/launch/stage2"
 // where stage 2 runs (stage2.Init). In any other process Init returns at
 // once. In stage 2 it never returns: it execs the agent, or reports why it
 // could not and exits.
-func Init() { stage2.Init() }
+func Init() {
+	nsroot.Init() // the observer's helper for a container's root (enforcer/nsroot)
+	stage2.Init()
+}

@@ -178,10 +178,10 @@ type Watch struct {
 	id          uint64
 	ch          chan Record
 	closed      bool
-	full        bool   // records syscalls (not ProcessEvents only)
-	inRoot      bool   // InOwnRoot
-	pendingLost uint64 // reader goroutine only (under o.mu)
-	kernelLost  uint64 // last per-session kernel counter seen
+	full        bool     // records syscalls (not ProcessEvents only)
+	root        *ownRoot // InOwnRoot; nil: the observer's root
+	pendingLost uint64   // reader goroutine only (under o.mu)
+	kernelLost  uint64   // last per-session kernel counter seen
 	// seeds are KnownDirs by inode; seeded is the resolver generation they
 	// were last put in (the reader re-seeds after a forget).
 	seeds  map[ident]string
@@ -500,7 +500,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 		o.releaseSyscalls()
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, inRoot: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d, &st) == nil {
@@ -542,6 +542,10 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	w.closed = true
 	close(w.ch)
 	delete(o.watches, cgroupID)
+	if w.root != nil && w.root.file != nil {
+		w.root.file.Close()
+		w.root.fd, w.root.file = -1, nil
+	}
 	o.releaseSyscalls()
 	return err
 }

@@ -4,9 +4,11 @@ package observe
 
 import (
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/enforcer/nsroot"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -355,8 +357,9 @@ type pathReq struct {
 	// after its chmod is not a mismatch); only another inode found at the
 	// name is.
 	goneOK bool
-	// inRoot: resolve inside /proc/<pid>/root (Watch InOwnRoot).
-	inRoot bool
+	// inRoot: resolve inside /proc/<pid>/root (Watch InOwnRoot); nil:
+	// in the observer's root.
+	inRoot *ownRoot
 }
 
 // resolve returns the absolute, symlink-resolved path the kernel acted on,
@@ -415,8 +418,8 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	var p string
 	var id ident
 	var isDir, found bool
-	if q.inRoot {
-		p, id, isDir, found = kresolveIn(q.pid, full, q.follow)
+	if q.inRoot != nil {
+		p, id, isDir, found = q.inRoot.kresolve(q.pid, full, q.follow)
 	} else {
 		p, id, isDir, found = rv.kresolve(full, q.follow)
 	}
@@ -449,15 +452,19 @@ func fdPath(pid uint32, fd int32, want ident) (string, bool) {
 // sessionProc is event.SessionProc.
 func sessionProc(p string) string { return event.SessionProc(p) }
 
-// kresolveIn is kresolve inside pid's root (its /proc/<pid>/root, as the
-// root of an openat2 RESOLVE_IN_ROOT): what a container's path names. The
-// path read back from the descriptor is the container's own (the
-// kernel's walk of a mount the observer cannot reach stops at the
-// container's root). Nothing is cached: another root holds other files.
-func kresolveIn(pid uint32, full string, follow bool) (path string, id ident, isDir, found bool) {
+// kresolve is the resolver's kresolve inside pid's root (its
+// /proc/<pid>/root, as the root of an openat2 RESOLVE_IN_ROOT), or, once
+// pid is gone, inside its mount namespace's root: what a container's path
+// names. The path read back from the descriptor is the container's own
+// (the kernel's walk of a mount the observer cannot reach stops at the
+// container's root). Nothing is cached by name: another root holds other
+// files.
+func (r *ownRoot) kresolve(pid uint32, full string, follow bool) (path string, id ident, isDir, found bool) {
 	root, err := unix.Open(procPath(pid, "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return cleanAbs(full), ident{}, false, false
+		if root, err = r.nsRoot(); err != nil {
+			return cleanAbs(full), ident{}, false, false
+		}
 	}
 	defer unix.Close(root)
 	flags := uint64(unix.O_PATH | unix.O_CLOEXEC)
@@ -498,4 +505,33 @@ func kresolveIn(pid uint32, full string, follow bool) (path string, id ident, is
 		return p + "/" + file, ident{}, false, false
 	}
 	return cleanAbs(full), ident{}, false, false
+}
+
+// ownRoot is a Watch's root of its own (InOwnRoot).
+type ownRoot struct {
+	ns   *os.File // the mount namespace
+	once sync.Once
+	fd   int // its root, opened once (-1 until then, or when it failed)
+	file *os.File
+}
+
+// nsRoot returns a new descriptor of the mount namespace's root: the
+// container's root after its pivot_root, for a path of a process that has
+// exited. It is opened the first time it is needed, after the agent ran
+// (not before the runtime's pivot_root, when it was the host's root), by
+// nsroot's helper process.
+func (r *ownRoot) nsRoot() (int, error) {
+	r.once.Do(func() {
+		if r.ns == nil {
+			return
+		}
+		if f, err := nsroot.Open(r.ns); err == nil {
+			r.fd = int(f.Fd())
+			r.file = f
+		}
+	})
+	if r.fd < 0 {
+		return -1, unix.ENOENT
+	}
+	return unix.Dup(r.fd)
 }

@@ -46,9 +46,9 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 	rec := Record{Kind: KindEvent, CgroupID: r.cgid, Event: base}
 	rv := o.res
 
-	inRoot := false
+	var inRoot *ownRoot
 	if w := o.watches[r.cgid]; w != nil {
-		inRoot = w.inRoot
+		inRoot = w.root
 	}
 	req := func(p []byte, dirfd int32, follow bool) pathReq {
 		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,

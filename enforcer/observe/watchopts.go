@@ -1,22 +1,27 @@
 package observe
 
+import "os"
+
 // WatchOption configures Observer.Watch.
 type WatchOption func(*watchOpts)
 
 type watchOpts struct {
 	ops    uint64
 	dirs   []string
-	inRoot bool
+	inRoot *ownRoot
 }
 
 // InOwnRoot says the cgroup's processes have a root of their own (a
-// container's, after its pivot_root): the path strings they pass are
-// resolved inside /proc/<pid>/root, absolute links included
-// (RESOLVE_IN_ROOT), never in the observer's root, where the same name is
-// another file. The names reported are the container's, as the kernel's
-// own walk (which stops at the task's root) gives them.
-func InOwnRoot() WatchOption {
-	return func(o *watchOpts) { o.inRoot = true }
+// container's, after its pivot_root), in the mount namespace mntns (an
+// open /proc/<pid>/ns/mnt of one of them; the caller keeps it open for
+// the Watch's life, which keeps that namespace and its mounts alive): the
+// path strings they pass are resolved inside /proc/<pid>/root, absolute
+// links included (RESOLVE_IN_ROOT), never in the observer's root, where
+// the same name is another file; once the process is gone, inside the
+// namespace's root. The names reported are the container's, as the
+// kernel's own walk (which stops at the task's root) gives them.
+func InOwnRoot(mntns *os.File) WatchOption {
+	return func(o *watchOpts) { o.inRoot = &ownRoot{ns: mntns, fd: -1} }
 }
 
 // KnownDirs names directories the session's processes start in (its

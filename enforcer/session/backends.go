@@ -5,6 +5,7 @@ package session
 import (
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
@@ -44,6 +45,10 @@ type backends struct {
 	// net is the session's own network namespace's wall and relays (nil
 	// without NET intents, observe-only, or a container).
 	net *sessionNet
+
+	// mntns is an adopted container's mount namespace, held while the
+	// observer may resolve its paths (observe.InOwnRoot).
+	mntns *os.File
 }
 
 // attachLSM puts the BPF-LSM wall on g when the choice allows and it
@@ -215,6 +220,9 @@ func (b *backends) close() {
 	}
 	if b.ug != nil && b.ownUG {
 		b.ug.Close()
+	}
+	if b.mntns != nil {
+		b.mntns.Close()
 	}
 }
 

@@ -180,7 +180,8 @@ func (c *Container) backends(plan *launch.LandlockPlan, lsmSkipped string) []vlo
 	}
 	out := []vlog.Backend{{Name: "oci-runtime", Guarantee: vlog.GuaranteeBlocks, Details: []string{
 		"klock-runtime rewrote the spec: noNewPrivileges, no capabilities, a non-root user unless allowed, klock's seccomp deny list merged into the container's profile (never widening it), <workdir>/.klock hidden under a read-only tmpfs",
-		"klock-stage2 ran first in the container and put the wall up before the entrypoint's first instruction",
+		"klock-stage2 ran first in the container and put the wall up before the entrypoint's first instruction, with klock run's seccomp filter stacked on the container's own",
+		"exec'd processes (runc exec, podman exec) are in the container's cgroup: the backends below see them",
 	}}}
 	if plan != nil {
 		out = append(out, landlockBackend(plan, lsmSkipped))

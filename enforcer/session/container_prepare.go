@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
@@ -49,10 +50,18 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if err := be.attachLSM(g, rs, o.Backends, choice, lopts...); err != nil {
 			return nil, err
 		}
-		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot()); err != nil {
+		// The container's mount namespace, held open for the session: the
+		// observer resolves a path of a process that has exited inside it.
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", c.Pid))
+		if err != nil {
+			return nil, fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
+		}
+		be.mntns = ns
+		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot(ns)); err != nil {
 			return nil, err
 		}
-		plan, err := writeWall(c, rs, be.lsms != nil)
+		plan, err := writeWall(c, rs, be.lsms != nil, be.watch != nil)
+		be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
 		if err != nil {
 			return nil, err
 		}

@@ -22,11 +22,11 @@ import (
 // (runtime mode): the Landlock wall planned on the container's file system
 // as its mounts will show it, or none when bpf-lsm walls its files from
 // outside. Hook-only mode (no WallFile) has no stage 2: nil, nil.
-func writeWall(c *Container, rs *policy.Ruleset, lsm bool) (*launch.LandlockPlan, error) {
+func writeWall(c *Container, rs *policy.Ruleset, lsm, observed bool) (*launch.LandlockPlan, error) {
 	if c.WallFile == "" {
 		return nil, nil
 	}
-	w := stage2.ContainerWall{Protocol: stage2.Protocol, By: "bpf-lsm"}
+	w := stage2.ContainerWall{Protocol: stage2.Protocol, By: "bpf-lsm", DenyMetaIoctls: launch.MetaIoctlsRefused(rs, lsm, observed)}
 	var plan *launch.LandlockPlan
 	if !lsm {
 		abi, err := launch.ProbeABI()

@@ -78,6 +78,24 @@
 // others held, nothing is rolled back and the log says so (klock rollback
 // can finish it). The log lists the leases held and the wait.
 //
+// Containers (issue 22): with Options.Container the session adopts a
+// container its runtime created instead of launching an agent: the
+// runtime's cgroup and its init (waiting in the OCI createRuntime hook),
+// never deleted by klock. The manifest names paths as the container sees
+// them, and so does the kernel (bpf-lsm and the observer's walks stop at
+// the task's root; the observer resolves a container's path strings in
+// its root, observe.InOwnRoot): the engine, the kernel rules and the
+// Landlock wall judge container paths, while the leases, the backup, the
+// rollback and the log's place are the host paths the spec's mounts show
+// (Container.Mounts; a path only the container has, a tmpfs, is neither
+// backed up nor leased). In the runtime mode (klock-runtime) the session
+// writes the wall klock-stage2 raises inside the container before the
+// entrypoint (Container.WallFile: Landlock planned on the container's
+// mounts, or none under bpf-lsm, plus klock run's seccomp filter); in
+// hook-only mode nothing of klock runs inside and bpf-lsm arms at the
+// first exec. cgroup-net always walls a container (its network namespace
+// is its runtime's). The session ends when the container's init exits.
+//
 // Never fail open: when a backend that the mode relies on cannot be loaded,
 // Run refuses to start (ErrDegraded, naming the lost guarantee and the fix)
 // unless Options.AllowDegraded says the operator accepts that loss; the

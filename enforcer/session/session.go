@@ -325,6 +325,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	})
 	vl.AddRecords(eng.Records())
 	x := vlogExit(exit, s.killed, s.reason)
+	if o.Container != nil && exit.Signal == 0 {
+		x.Code = nil // a container's exit status is its runtime's, which reaps it
+	}
 	x.KilledAt = s.killedAt
 	vl.Finish(time.Now(), x, rollback)
 	path, err := vl.Write(sessionDir)

@@ -53,6 +53,16 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		fmt.Fprintf(tw, "exit\t%s%s\n", exitText(l.Exit), killLatency(l))
 	}
 	fmt.Fprintf(tw, "events\t%d kernel events, %d distinct triples, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
+	if c := l.Container; c != nil {
+		// Its paths above and below are the container's; the rollback's
+		// the host's.
+		fmt.Fprintf(tw, "container\t%s (%s mode), bundle %s\n", c.ID, c.Mode, c.Bundle)
+		for _, m := range c.Mounts {
+			if m.Host != "" {
+				fmt.Fprintf(tw, "  mount\t%s → host %s\n", m.Container, m.Host)
+			}
+		}
+	}
 	tw.Flush()
 	r.err = firstErr(r.err, tw.Flush())
 
@@ -126,9 +136,9 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 			case op.Action == RollbackLeft:
 				r.line("  %-9s %s  (%s)  FAILED: %s", op.Action, op.Path, op.Why, op.Error)
 			case op.OK:
-				r.line("  %-9s %s", op.Action, op.Path)
+				r.line("  %-9s %s%s", op.Action, op.Path, inContainer(op))
 			default:
-				r.line("  %-9s %s  FAILED: %s", op.Action, op.Path, op.Error)
+				r.line("  %-9s %s%s  FAILED: %s", op.Action, op.Path, inContainer(op), op.Error)
 			}
 		}
 	}
@@ -361,4 +371,12 @@ func exitText(e Exit) string {
 		s = "killed by klock (" + s + ")"
 	}
 	return s
+}
+
+// inContainer names a rolled-back host path as the container saw it.
+func inContainer(op RollbackOp) string {
+	if op.ContainerPath == "" {
+		return ""
+	}
+	return "  (" + op.ContainerPath + " in the container)"
 }

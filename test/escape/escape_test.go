@@ -844,7 +844,7 @@ func TestEscapes(t *testing.T) {
 			}
 			t.Logf("expect %s: %s", r.want, r.why)
 			for _, m := range []policy.Mode{policy.ModePermissive, policy.ModeStrict} {
-				t.Run(string(m), func(t *testing.T) { attempt(t, r, m) })
+				t.Run(string(m), func(t *testing.T) { attempt(t, r, m, (*env).Run) })
 			}
 		})
 	}
@@ -854,7 +854,7 @@ func TestEscapes(t *testing.T) {
 // list (the walls are the same, nothing is killed), so it pins the exact
 // errno; strict mode pins the kill (the probe's own report may be cut short
 // by it: it is checked only when it made it out).
-func attempt(t *testing.T, r row, m policy.Mode) {
+func attempt(t *testing.T, r row, m policy.Mode, run func(*env, harness.Spec) *harness.Outcome) {
 	e := newEnv(t)
 	if harness.LSM() {
 		r = lsmRow(r)
@@ -878,7 +878,7 @@ func attempt(t *testing.T, r row, m policy.Mode) {
 		cmd = append([]string{harness.Probe}, st...)
 		attackKey = st[len(st)-1]
 	}
-	o := e.Run(harness.Spec{Mode: m, ID: e.ID, Intents: intents, Command: cmd,
+	o := run(e, harness.Spec{Mode: m, ID: e.ID, Intents: intents, Command: cmd,
 		Env: []string{"W=" + e.Workdir, "O=" + e.Outside}})
 
 	wantResult := r.errno

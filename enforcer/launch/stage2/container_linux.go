@@ -16,7 +16,8 @@ import (
 // ContainerInit is klock-stage2 inside a container (klock-runtime made it
 // the first of the container's process.args): with --klock-wall=FILE and
 // "--" as its first arguments it reads the wall klock wrote for this
-// container, enforces it, and execs the rest: the entrypoint. It returns
+// container, enforces it (Landlock, and klock run's seccomp filter stacked
+// on the container's own), and execs the rest: the entrypoint. It returns
 // at once in any other process. A missing or unreadable wall is fatal
 // (exit 125): the container would otherwise run with no wall at all.
 func ContainerInit() {
@@ -48,6 +49,17 @@ func containerMain(wallFile string, args []string) error {
 	if w.Landlock == nil && w.By != "bpf-lsm" {
 		return fmt.Errorf("wall %s names no wall (by %q)", wallFile, w.By)
 	}
+	// klock run's seccomp filter, stacked on the container's own (a
+	// stacked filter can only narrow): namespace creation, io_uring,
+	// ptrace, bpf, TIOCSTI, and the metadata ioctls when the manifest
+	// lets the agent change no file.
+	prog, err := seccompProgram(filterOptions{denyMetaIoctls: w.DenyMetaIoctls})
+	if err != nil {
+		return fmt.Errorf("seccomp: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %v", err)
+	}
 	if w.Landlock != nil {
 		// Rules whose path is missing, or a link or of another type now,
 		// are dropped: the container's files as klock planned them were
@@ -57,13 +69,13 @@ func containerMain(wallFile string, args []string) error {
 		if err != nil {
 			return fmt.Errorf("landlock: %v", err)
 		}
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("no_new_privs: %v", err)
-		}
 		if err := restrictSelf(fd); err != nil {
 			return fmt.Errorf("landlock: %v", err)
 		}
 		unix.Close(fd)
+	}
+	if err := loadSeccomp(prog); err != nil {
+		return fmt.Errorf("seccomp: %v", err)
 	}
 	path := args[0]
 	if !strings.Contains(path, "/") {

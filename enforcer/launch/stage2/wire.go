@@ -104,6 +104,10 @@ type ContainerWall struct {
 	// By says what walls the files (for the error of a wall that is
 	// missing: "landlock" or "bpf-lsm").
 	By string `json:"by"`
+	// DenyMetaIoctls: the seccomp filter stage 2 stacks on the container's
+	// own (klock run's, which can only narrow it) also refuses the
+	// metadata ioctls (Spec.DenyMetaIoctls).
+	DenyMetaIoctls bool `json:"deny_meta_ioctls,omitempty"`
 }
 
 // WallFlag is stage 2's flag in a container's process.args.

@@ -118,5 +118,5 @@ func (w *World) Adopt(s Spec, a Adopted) *Outcome {
 	if err != nil {
 		w.T.Fatalf("read verification log: %v", err)
 	}
-	return &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: parseProbe(out.String()), ManifestPath: mpath}
+	return &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: ParseProbe(out.String()), ManifestPath: mpath}
 }

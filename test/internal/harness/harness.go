@@ -348,11 +348,11 @@ func (w *World) RunErr(s Spec) (*Outcome, error) {
 			w.T.Fatalf("backend %s unavailable: %v", b.Name, b.Details)
 		}
 	}
-	o := &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: parseProbe(out.String()), ManifestPath: mpath}
+	o := &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: ParseProbe(out.String()), ManifestPath: mpath}
 	return o, nil
 }
 
-func parseProbe(s string) map[string]string {
+func ParseProbe(s string) map[string]string {
 	m := map[string]string{}
 	for _, l := range strings.Split(s, "\n") {
 		if k, v, ok := strings.Cut(l, "="); ok {
