@@ -221,9 +221,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	be, proc, restorer, start := ready.be, ready.proc, ready.restorer, ready.start
 	closeBackends := sync.OnceFunc(be.close)
 	defer closeBackends()
-	if o.Started != nil {
-		o.Started(proc.Pid)
-	}
+	// Traffic before Started: whoever shows the session running can show
+	// its traffic.
 	if be.net != nil && o.Traffic != nil {
 		n := be.net
 		o.Traffic(func() (uint64, uint64) {
@@ -233,6 +232,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			return c.OutBytes, c.InBytes
 		})
+	}
+	if o.Started != nil {
+		o.Started(proc.Pid)
 	}
 
 	var backendsUsed []vlog.Backend
