@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -339,11 +340,40 @@ func TestEgressCountedAndBudgeted(t *testing.T) {
 	}
 }
 
-// TestWallOfAKilledKlockIsSwept: kill -9 of klock run while its agent
-// runs; its namespace goes with the agent (and the veth with it), its
-// nftables table stays until the next session's start removes it.
+// TestWallOfAKilledKlockIsSwept: kill -9 of klock run (embedded), and of
+// klockd running the session, while the agent runs; its namespace goes
+// with the agent (and the veth with it), its nftables table stays until
+// the next session's start removes it.
 func TestWallOfAKilledKlockIsSwept(t *testing.T) {
 	testutil.RequirePrivileged(t)
+	t.Run("embedded klock run", func(t *testing.T) {
+		env := []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "none.sock")}
+		killAndSweep(t, env, func(r *klockRun) { r.cmd.Process.Signal(syscall.SIGKILL) })
+	})
+	t.Run("klockd", func(t *testing.T) {
+		klockd := filepath.Join(filepath.Dir(klockBinary(t)), "klockd")
+		dir := t.TempDir()
+		os.Chmod(dir, 0o755)
+		sock := filepath.Join(dir, "klockd.sock")
+		d := exec.Command(klockd, "--socket", sock, "--no-api")
+		d.Stderr = &syncBuffer{}
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer d.Process.Kill()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("klockd did not listen on %s\n%s", sock, d.Stderr.(*syncBuffer).String())
+			}
+		}
+		killAndSweep(t, []string{daemon.SocketEnv + "=" + sock}, func(*klockRun) { d.Process.Signal(syscall.SIGKILL); d.Wait() })
+	})
+}
+
+func killAndSweep(t *testing.T, env []string, crash func(*klockRun)) {
 	w := harness.NewWorld(t)
 	before := klockTables(t)
 	m := filepath.Join(filepath.Dir(w.Workdir), "net.yaml")
@@ -351,7 +381,6 @@ func TestWallOfAKilledKlockIsSwept(t *testing.T) {
 		"PROVIDES PROC:" + harness.Real(t, "/bin/sleep"), "CONSUMES NET:192.0.2.1:443/tcp"})), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "none.sock")}
 	a := startKlockRun(t, env, "-m", m, "-q", "--", "/bin/sh", "-c", "echo up; exec sleep 600")
 	if line := a.line(t); line != "up" {
 		t.Fatalf("the session: %q\n%s", line, a.stderr.String())
@@ -369,11 +398,9 @@ func TestWallOfAKilledKlockIsSwept(t *testing.T) {
 	if !linkExists(link) {
 		t.Fatalf("no link %s while the session runs", link)
 	}
-	a.cmd.Process.Signal(syscall.SIGKILL)
+	crash(a)
 	a.wait(t)
-	if !tableExists(t, table) {
-		t.Logf("table %s gone already", table)
-	}
+	t.Logf("after the kill: table %s there %v, link %s there %v", table, tableExists(t, table), link, linkExists(link))
 	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:192.0.2.1:443/tcp"), Command: []string{harness.Probe, "print:x"}})
 	if o.Res.Killed {
 		t.Fatalf("the next session: %s", o.Res.Reason)
@@ -381,7 +408,8 @@ func TestWallOfAKilledKlockIsSwept(t *testing.T) {
 	if tableExists(t, table) {
 		t.Errorf("table %s of the killed klock's session is still there after the next session", table)
 	}
-	// The namespace's teardown (the kernel's, asynchronous) takes the veth.
+	// The namespace's teardown (the kernel's, asynchronous) takes the veth;
+	// the sweep removes it when it is still there.
 	for deadline := time.Now().Add(30 * time.Second); linkExists(link); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("link %s outlived its session by 30s", link)
