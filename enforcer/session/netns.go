@@ -168,10 +168,13 @@ func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.L
 		return nil, err
 	}
 	for _, r := range plan.relays {
-		if err := n.relay.Add(r.name, r.addr, r.ports, r.proto); errors.Is(err, looprelay.ErrTooWide) {
-			n.notRelayed = append(n.notRelayed, r.name+": "+err.Error())
-		} else if err != nil {
-			return nil, err
+		// A relay that cannot listen (too wide, no IPv6 in the namespace)
+		// leaves that peer unreachable: closed, and the log says so.
+		if err := n.relay.Add(r.name, r.addr, r.ports, r.proto); err != nil {
+			n.notRelayed = append(n.notRelayed, r.name+" ("+r.addr.String()+"): "+err.Error())
+			if !errors.Is(err, looprelay.ErrTooWide) {
+				log.Warn("a declared loopback peer is unreachable from the agent's network namespace", "peer", r.name, "error", err)
+			}
 		}
 	}
 	return n, nil
