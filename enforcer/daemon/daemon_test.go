@@ -427,7 +427,9 @@ func TestPSShowsTraffic(t *testing.T) {
 			return
 		}
 		defer cl.Close()
-		_, err = cl.Run(ctx, &Run{RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID, AllowDegraded: true,
+		// Not degraded: a session with NET intents without its wall is
+		// refused, and says why.
+		_, err = cl.Run(ctx, &Run{RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID,
 			Argv: []string{"/bin/sleep", "60"}, Env: []string{"PATH=/usr/bin:/bin"}}})
 		done <- err
 	}()
