@@ -49,6 +49,14 @@ func MetaScopes(rs *policy.Ruleset, uid uint32) []Scope {
 	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil && u.HomeDir != "" {
 		cands = append(cands, u.HomeDir)
 	}
+	return MetaScopesAt(rs, uid, cands)
+}
+
+// MetaScopesAt is MetaScopes with the agent's own scratch places given
+// (host paths): a container's are its /tmp and the like where its mounts
+// show a host directory, not the host's own /tmp, which it cannot reach.
+func MetaScopesAt(rs *policy.Ruleset, uid uint32, scratch []string) []Scope {
+	cands := append([]string(nil), scratch...)
 	if rs != nil {
 		if rs.Workdir != "" {
 			if top := topOwned(rs.Workdir, uid); top != "" {

@@ -93,6 +93,11 @@ for p in "${pkgs[@]}"; do
 	CGO_ENABLED=0 go test -c -o "$root/t/$name.test" "$p"
 	if [ -n "${KLOCK_VM_RUN:-}" ] && [ $bench = 0 ]; then
 		echo "-test.run=$KLOCK_VM_RUN -test.v" >"$root/t/$name.args"
+	elif [ $bench = 0 ]; then
+		# The guest has no container runtime (runc): the rows that need
+		# one run on the host (TestAdoptedContainer covers the adopted
+		# container path here).
+		echo "-test.skip=^TestEscapesInContainer\$" >"$root/t/$name.args"
 	fi
 done
 if [ $bench = 1 ]; then

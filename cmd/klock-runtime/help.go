@@ -23,6 +23,15 @@ config.json in place:
     Landlock wall before the entrypoint's first instruction.
 Then it execs the real runtime with the same arguments.
 
+On exec into a container it prepared (its state directory under
+/run/klock/containers), the new process goes through klock-stage2 too,
+with no_new_privs, no capabilities and (unless root is allowed) uid/gid 0
+made 65534: exec --process FILE (podman,
+containerd, Docker) has FILE rewritten in place; runc exec ID CMD... gets
+--no-new-privs and the stage-2 prefix before CMD. --cap is refused there,
+and so is a flag runc 1.1's exec does not have (the container id would be
+a guess). Any other container's exec passes through untouched.
+
 Manifests name paths as the agent sees them inside the container
 (workdir: /workspace, MUTATES FILE:/workspace/src/**).
 

@@ -2,10 +2,11 @@
 // klock: on create and run it finds the container's manifest
 // (enforcer/oci.Discover), rewrites the bundle's config.json
 // (enforcer/oci.Rewrite) and execs the real runtime (runc by default)
-// with the same argv; every other command, and a container with no
-// manifest, passes straight through with the bundle untouched. It stays
-// thin: the logic is enforcer/oci's; klock's oci-hook and klockd run the
-// session.
+// with the same argv; on exec into a container it prepared it puts the
+// exec'd process behind klock-stage2 too (exec.go); every other command,
+// and a container with no manifest, passes straight through with the
+// bundle untouched. It stays thin: the logic is enforcer/oci's; klock's
+// oci-hook and klockd run the session.
 package main
 
 import (
@@ -80,7 +81,14 @@ func run(args []string) int {
 			return 1
 		}
 	}
-	err = execve(runtime, append([]string{runtime}, inv.argv...), os.Environ())
+	argv := inv.argv
+	if inv.command == "exec" {
+		if argv, err = execArgv(inv); err != nil {
+			report(inv, err)
+			return 1
+		}
+	}
+	err = execve(runtime, append([]string{runtime}, argv...), os.Environ())
 	report(inv, fmt.Errorf("exec %s: %w", runtime, err))
 	return 1
 }

@@ -90,16 +90,10 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
 		return
 	}
-	m, err := policy.Parse(req.ManifestPath, req.Manifest)
+	m, err := s.admit(req.ManifestPath, req.Manifest)
 	if err != nil {
 		fail(err)
 		return
-	}
-	if s.cfg.Admit != nil {
-		if err := s.cfg.Admit(m); err != nil {
-			fail(err)
-			return
-		}
 	}
 	mode := m.Mode
 	if req.Mode != "" {
@@ -156,21 +150,29 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	if s.cfg.NoBackup {
 		opts.Snapshot = nil
 	}
+	var ended sync.Once
+	finish := func(res *session.Result, err error) {
+		ended.Do(func() {
+			s.mu.Lock()
+			delete(s.sessions, id)
+			if res != nil {
+				ad.result = toWire(res, false)
+				if err != nil {
+					ad.result.Error = err.Error()
+				}
+			}
+			ad.err, ad.ended = err, time.Now()
+			s.mu.Unlock()
+			close(ad.done)
+		})
+	}
+	// The poststop hook gets the result as soon as the log is written.
+	opts.Finished = func(res *session.Result) { finish(res, nil) }
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)
 		res, err := session.Run(ctx, opts)
-		s.mu.Lock()
-		delete(s.sessions, id)
-		if res != nil {
-			ad.result = toWire(res, false)
-			if err != nil {
-				ad.result.Error = err.Error()
-			}
-		}
-		ad.err, ad.ended = err, time.Now()
-		s.mu.Unlock()
-		close(ad.done)
+		finish(res, err)
 		if res != nil {
 			slg.Info("container session ended", "killed", res.Killed, "reason", res.Reason, "log", res.LogPath)
 		} else {

@@ -449,16 +449,10 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		}
 		stdio[n] = files[i]
 	}
-	m, err := policy.Parse(req.ManifestPath, req.Manifest)
+	m, err := s.admit(req.ManifestPath, req.Manifest)
 	if err != nil {
 		fail(err)
 		return
-	}
-	if s.cfg.Admit != nil {
-		if err := s.cfg.Admit(m); err != nil {
-			fail(err)
-			return
-		}
 	}
 	cred, err := s.credential(peer, req, m)
 	if err != nil {
@@ -591,4 +585,19 @@ func (w *connWriter) send(m *message) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return writeFrame(w.c, m)
+}
+
+// admit parses a request's manifest and asks Config.Admit whether it may
+// run at all (klockd --require-signed).
+func (s *Server) admit(path string, data []byte) (*policy.Manifest, error) {
+	m, err := policy.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }

@@ -82,6 +82,10 @@ type Record struct {
 	Ino, Dev uint64
 	// PPID: KindFork.
 	PPID uint32
+	// seen is the key the kernel counts this open's repeats under, when
+	// counted (Watch.Forget).
+	seen    seenKey
+	counted bool
 	// ExitStatus: KindExit, the kernel's exit_code (wait status).
 	ExitStatus uint32
 }
@@ -581,6 +585,32 @@ func (w *Watch) Repeats() ([]Record, error) {
 	return out, nil
 }
 
+// Forget stops counting repeats under rec, an open the caller did not
+// take as the agent's (the runtime's or stage 2's, before the agent's
+// history starts): the next open of the same object is reported again
+// instead of counted as a repeat of rec, which Repeats would hand over
+// as the agent's at the end. It returns how many repeats the kernel had
+// counted since rec (taken away atomically with the key): a caller that
+// cannot tell whose they were judges rec for them. A record not counted
+// returns 0.
+func (w *Watch) Forget(rec Record) (uint64, error) {
+	if !rec.counted {
+		return 0, nil
+	}
+	w.o.mu.Lock()
+	delete(w.counted, rec.seen)
+	w.o.mu.Unlock()
+	var n uint64
+	k := rec.seen
+	if err := w.o.objs.Seen.LookupAndDelete(&k, &n); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("observe: forget a counted open: %w", err)
+	}
+	return n - 1, nil // the count includes rec itself
+}
+
 // CgroupID is the watched cgroup.
 func (w *Watch) CgroupID() uint64 { return w.id }
 
@@ -710,6 +740,7 @@ func (o *Observer) dispatch(r *raw) {
 			return
 		}
 		if r.kflags&fCounted != 0 {
+			rec.seen, rec.counted = r.seen, true
 			w.counted[r.seen] = rec
 		}
 		w.send(rec)

@@ -241,18 +241,25 @@ func (rv *resolver) remember(id ident, p string) {
 // When the object does not exist, the parent is resolved and the last
 // component appended. found reports whether the object itself was opened.
 func (rv *resolver) kresolve(full string, follow bool) (path string, id ident, isDir, found bool) {
+	return kresolveWith(full, follow, openResolveMode, rv.parentDir)
+}
+
+// kresolveWith is kresolve with its open (the object itself, as the
+// kernel resolves it) and its parent lookup (for a name that does not
+// exist) given: the observer's root, or a container's (ownRoot).
+func kresolveWith(full string, follow bool, open func(p string, flags int) (string, ident, uint32, bool), parentDir func(dir string) (string, bool)) (path string, id ident, isDir, found bool) {
 	flags := unix.O_PATH | unix.O_CLOEXEC
 	if !follow {
 		flags |= unix.O_NOFOLLOW
 	}
-	if p, id, mode, ok := openResolveMode(full, flags); ok {
+	if p, id, mode, ok := open(full, flags); ok {
 		return p, id, mode&unix.S_IFMT == unix.S_IFDIR, true
 	}
 	dir, file := splitLast(full)
 	if file == "" || file == "." || file == ".." {
 		return cleanAbs(full), ident{}, false, false
 	}
-	if p, ok := rv.parentDir(dir); ok {
+	if p, ok := parentDir(dir); ok {
 		if p == "/" {
 			return "/" + file, ident{}, false, false
 		}
@@ -261,8 +268,6 @@ func (rv *resolver) kresolve(full string, follow bool) (path string, id ident, i
 	return cleanAbs(full), ident{}, false, false
 }
 
-// parentDir resolves a directory string, from the cache when a stat shows
-// the string still leads to the same directory.
 func (rv *resolver) parentDir(dir string) (string, bool) {
 	if v, ok := rv.parents[dir]; ok {
 		var st unix.Stat_t
@@ -291,6 +296,12 @@ func openResolveMode(p string, flags int) (string, ident, uint32, bool) {
 	if err != nil {
 		return "", ident{}, 0, false
 	}
+	return nameFD(fd)
+}
+
+// nameFD reads back (and closes) an O_PATH descriptor: the kernel's path
+// of what it opened, its inode and mode.
+func nameFD(fd int) (string, ident, uint32, bool) {
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -467,44 +478,21 @@ func (r *ownRoot) kresolve(pid uint32, full string, follow bool) (path string, i
 		}
 	}
 	defer unix.Close(root)
-	flags := uint64(unix.O_PATH | unix.O_CLOEXEC)
-	if !follow {
-		flags |= unix.O_NOFOLLOW
-	}
-	open := func(p string, flags uint64) (string, ident, uint32, bool) {
+	open := func(p string, flags int) (string, ident, uint32, bool) {
 		rel := strings.TrimLeft(p, "/")
 		if rel == "" {
 			rel = "."
 		}
-		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_IN_ROOT})
+		fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_IN_ROOT})
 		if err != nil {
 			return "", ident{}, 0, false
 		}
-		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return "", ident{}, 0, false
-		}
-		r, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-		if err != nil {
-			return "", ident{}, 0, false
-		}
-		return r, statIdent(&st), st.Mode, true
+		return nameFD(fd)
 	}
-	if p, id, mode, ok := open(full, flags); ok {
-		return p, id, mode&unix.S_IFMT == unix.S_IFDIR, true
-	}
-	dir, file := splitLast(full)
-	if file == "" || file == "." || file == ".." {
-		return cleanAbs(full), ident{}, false, false
-	}
-	if p, _, _, ok := open(dir, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY); ok {
-		if p == "/" {
-			return "/" + file, ident{}, false, false
-		}
-		return p + "/" + file, ident{}, false, false
-	}
-	return cleanAbs(full), ident{}, false, false
+	return kresolveWith(full, follow, open, func(dir string) (string, bool) {
+		p, _, _, ok := open(dir, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY)
+		return p, ok
+	})
 }
 
 // ownRoot is a Watch's root of its own (InOwnRoot).

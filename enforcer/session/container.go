@@ -188,3 +188,24 @@ func (c *Container) backends(plan *launch.LandlockPlan, lsmSkipped string) []vlo
 	}
 	return out
 }
+
+// scratch are the container's temporary places at their host paths, where
+// its mounts show one (a tmpfs is the container's own, gone with it): the
+// backup records the metadata of what the agent owns there
+// (Preflight.Scratch), not of the host's /tmp, which it cannot reach.
+func (c *Container) scratch() []string {
+	out := []string{}
+	for _, p := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock"} {
+		if h, ok := c.ToHost(p); ok {
+			out = append(out, h)
+		}
+		// A host directory mounted below one (the agent may own files
+		// there as well).
+		for _, m := range c.Mounts {
+			if m.Host != "" && m.Container != p && under(m.Container, p) {
+				out = append(out, m.Host)
+			}
+		}
+	}
+	return out
+}

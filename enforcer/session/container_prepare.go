@@ -37,8 +37,24 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		// host's): cgroup-net walls it whatever the manifest declares.
 		l := startLoading(o.Backends, true, unixWalled(choice))
 		be := &backends{allowDegraded: o.AllowDegraded, log: log}
+		// The backup (of host paths) and the backends (on the cgroup) do
+		// not depend on each other: both only have to be done before the
+		// hook returns and the runtime starts the entrypoint.
+		start := time.Now()
+		var backup chan backupResult
+		if o.Snapshot != nil {
+			backup = make(chan backupResult, 1)
+			go func() {
+				r, err := o.Snapshot(ctx, Preflight{Ruleset: hostRS, ID: id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Exclude: exclude,
+					Scratch: c.scratch()})
+				backup <- backupResult{r, err}
+			}()
+		}
 		defer func() {
 			if err != nil {
+				if backup != nil {
+					<-backup // never left writing behind the caller's back
+				}
 				l.discard()
 				be.close()
 			}
@@ -79,14 +95,14 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if err := be.attachUnix(g, rs, l); err != nil {
 			return nil, err
 		}
-		start := time.Now()
 		var restorer Restorer
-		if o.Snapshot != nil {
-			r, err := o.Snapshot(ctx, Preflight{Ruleset: hostRS, ID: id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Exclude: exclude})
-			if err != nil {
-				return nil, fmt.Errorf("%w: pre-flight backup: %v (the container was not started)", ErrSetup, err)
+		if backup != nil {
+			r := <-backup
+			backup = nil
+			if r.err != nil {
+				return nil, fmt.Errorf("%w: pre-flight backup: %v (the container was not started)", ErrSetup, r.err)
 			}
-			restorer = r
+			restorer = r.r
 		}
 		if err := logged(); err != nil {
 			return nil, err

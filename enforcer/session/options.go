@@ -58,6 +58,10 @@ type Preflight struct {
 	// Exclude are trees other sessions' leases let them change while this
 	// one runs: not backed up (a rollback leaves them).
 	Exclude []string
+	// Scratch, when not nil, are the agent's own temporary places (host
+	// paths) whose metadata the backup records, instead of the host's
+	// (snapshot.MetaScopesAt): a container's.
+	Scratch []string
 }
 
 // Backend names the mechanism that walls the agent's file operations.
@@ -174,6 +178,12 @@ type Options struct {
 	// call (lease.ContextWithHolder). The owner of that holder releases
 	// the leases; the session does not.
 	LeaseHolder *lease.Holder
+
+	// Finished, when set for a container's session, is called with the
+	// result once its log is written and its leases released, before the
+	// kernel backends are taken down (klockd answers the poststop hook
+	// then).
+	Finished func(*Result)
 
 	// Container, when set, adopts a container its runtime created
 	// instead of launching Command (see Container): Command, Env, Dir,

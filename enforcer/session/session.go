@@ -20,6 +20,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/observe"
+	"github.com/klocklabs/klock/enforcer/oci"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/snapshot"
@@ -267,7 +268,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	eng := decide.New(rs, mode, engOpts...)
 	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer,
-		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: o.Container.stageExecs(), ctr: o.Container}
+		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: o.Container.stageExecs(), ctr: o.Container,
+		forked: map[uint32]bool{}, entrants: map[uint32]int{}}
 	if dnsp != nil {
 		dnsp.attach(eng, s.wall)
 		s.dnsRefused = dnsp.refused
@@ -337,6 +339,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, fmt.Errorf("write verification log: %w", err)
 	}
 	res.LogPath, res.Log = path, vl
+	if o.Finished != nil && o.Container != nil {
+		// The poststop hook waits for this, not for the backends'
+		// teardown: what the container held is free once the log is on
+		// disk (released again, harmlessly, when Run returns).
+		if leases != nil {
+			leases.release()
+		}
+		o.Finished(res)
+	}
 	if mode == policy.ModePermissive && o.Container == nil {
 		learnHostsFile(eng, hostsFile)
 	}
@@ -488,6 +499,17 @@ type running struct {
 	ctr *Container
 	// overBudget says once that the agent spent its egress budget.
 	overBudget chan string
+	// forked are the processes of the container whose fork the observer
+	// reported (a child of a process already in it), and entrants those
+	// that joined it from outside (runc exec and the engines' exec: the
+	// runtime moves its own process in), pid → execs seen: their events
+	// are the runtime's and stage 2's until stage 2 execs their command,
+	// as the first process's are (agentStarted). Both only for an
+	// adopted container; lostAny: after records were lost, a fork may
+	// have been, so no process is taken for an entrant any more.
+	forked   map[uint32]bool
+	entrants map[uint32]int
+	lostAny  bool
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a
@@ -583,10 +605,67 @@ func (s *running) agentStarted(ev event.Event) bool {
 	return s.execs >= s.stageExecs
 }
 
+// forget takes an open that is not the agent's out of the kernel's count
+// of repeats (observe.Watch.Forget): a later open of the same file, by
+// the agent or by another process's stage 2, is reported on its own
+// instead of being handed over at the end under this one. Repeats counted
+// before the session got here cannot be told apart: they are judged, as
+// at the end.
+func (s *running) forget(r observe.Record) {
+	if s.be.watch == nil {
+		return
+	}
+	n, err := s.be.watch.Forget(r)
+	if err != nil {
+		s.log.Warn("observer: forget a counted open", "error", err)
+		return
+	}
+	if n > 0 {
+		ev := r.Event
+		ev.Repeat = n - 1
+		s.act(s.eng.Repeated(ev))
+	}
+}
+
+// entering reports whether ev is a process's that joined the container
+// from outside (no fork of it was seen: the runtime's exec) and is still
+// in the runtime's and stage 2's hands: before its first exec, and in
+// runtime mode until stage 2 (which must be that first exec, else its
+// history starts there) execs the command. The command's exec and all
+// that follows are judged as the agent's.
+func (s *running) entering(ev event.Event) bool {
+	if s.ctr == nil || ev.PID == uint32(s.proc.Pid) || s.forked[ev.PID] {
+		return false
+	}
+	n, ok := s.entrants[ev.PID]
+	if !ok && s.lostAny {
+		s.forked[ev.PID] = true // its fork may be among the lost records
+		return false
+	}
+	if ev.Triple.Type == policy.ObjProc && ev.Errno == 0 && !ev.Blocked {
+		n++
+		if n >= s.stageExecs || s.ctr.WallFile != "" && ev.Triple.Path != oci.Stage2Path {
+			delete(s.entrants, ev.PID)
+			s.forked[ev.PID] = true // from here on, the agent's
+			return false
+		}
+	}
+	s.entrants[ev.PID] = n
+	return true
+}
+
 func (s *running) record(r observe.Record) {
 	switch r.Kind {
+	case observe.KindFork:
+		if s.ctr != nil {
+			s.forked[r.Event.PID] = true
+		}
+	case observe.KindExit:
+		delete(s.forked, r.Event.PID)
+		delete(s.entrants, r.Event.PID)
 	case observe.KindEvent:
-		if !s.agentStarted(r.Event) {
+		if !s.agentStarted(r.Event) || s.entering(r.Event) {
+			s.forget(r)
 			return
 		}
 		if s.be.lsms != nil && r.Event.Triple.Type == policy.ObjProc {
@@ -606,6 +685,7 @@ func (s *running) record(r observe.Record) {
 				r.Event.Syscall, r.Arg, r.Event.Triple.Path), nil)
 		}
 	case observe.KindLost:
+		s.lostAny = true
 		s.act(s.eng.Lost(r.Lost))
 	case observe.KindUnobserved:
 		if r.Event.Errno == 0 && s.mode == policy.ModeStrict {

@@ -44,7 +44,11 @@ func Backup(progress io.Writer) Snapshotter {
 		// write): their metadata, not their content, is recorded where
 		// such files live, so that the rollback of a detected chmod there
 		// puts it back (a change elsewhere is reported as not undone).
-		opts.MetaScopes = snapshot.MetaScopes(rs, agent)
+		if p.Scratch != nil {
+			opts.MetaScopes = snapshot.MetaScopesAt(rs, agent, p.Scratch)
+		} else {
+			opts.MetaScopes = snapshot.MetaScopes(rs, agent)
+		}
 		if progress != nil {
 			opts.Progress = snapshot.TerminalProgress(progress)
 		}

@@ -3,59 +3,30 @@
 package container
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/test/internal/ctrtest"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// bins builds klock, klock-stage2 and klock-runtime from this tree once,
-// side by side in a directory the runtimes can run them from ($KLOCK_BIN's
-// directory when set: binaries already built).
-func bins(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("KLOCK_BIN"); p != "" {
-		return filepath.Dir(p)
-	}
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "klock-ctr-bin-"); binErr != nil {
-			return
-		}
-		os.Chmod(binDir, 0o755)
-		for _, n := range []string{"klock", "klock-stage2", "klock-runtime"} {
-			if _, binErr = testutil.Build(binDir, n); binErr != nil {
-				return
-			}
+func TestMain(m *testing.M) {
+	harness.Main(m, func() {
+		if tarDir != "" {
+			os.RemoveAll(tarDir) // busyboxTar's
 		}
 	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
 }
 
 // world is one test's klockd, runtime wrapper and workdir.
 type world struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string // the directory of klock, klock-stage2, klock-runtime
 	sock string
 	// runtime is klock-runtime as the engines call it: a script that sets
@@ -65,28 +36,18 @@ type world struct {
 	work    string // the host workdir, bound at /workspace
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	w := &world{t: t, bin: bins(t)}
+	w := &world{t: t, bin: harness.KlockBins(t)}
 	dir, err := os.MkdirTemp("/tmp", "kc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	w.sock = filepath.Join(dir, "klockd.sock")
-	srv, err := daemon.Listen(daemon.Config{Socket: w.sock, Backends: harness.Shared(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	w.runtime = filepath.Join(dir, "klock-runtime")
-	script := fmt.Sprintf("#!/bin/sh\nexport %s=%s\nexec %s \"$@\"\n", daemon.SocketEnv, w.sock, filepath.Join(w.bin, "klock-runtime"))
-	if err := os.WriteFile(w.runtime, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	w.sock = harness.Klockd(t, dir, klockdLogger(t))
+	w.runtime = harness.RuntimeWrapper(t, dir, w.bin, w.sock)
 	w.work = filepath.Join(dir, "work")
 	if err := os.Mkdir(w.work, 0o755); err != nil {
 		t.Fatal(err)
@@ -95,6 +56,24 @@ func newWorld(t *testing.T) *world {
 	os.Chown(w.work, harness.AgentUID, harness.AgentGID)
 	w.file("keep.txt", "original\n")
 	return w
+}
+
+// KlockdLogEnv names a file the test's klockd logs to, at debug level with
+// timestamps (where a container's time goes: make bench's profile);
+// unset, klockd logs nothing.
+const KlockdLogEnv = "KLOCK_CTR_KLOCKD_LOG"
+
+func klockdLogger(t testing.TB) *slog.Logger {
+	p := os.Getenv(KlockdLogEnv)
+	if p == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func (w *world) file(rel, content string) {

@@ -17,6 +17,7 @@ import (
 var (
 	tarOnce sync.Once
 	tarPath string
+	tarDir  string // removed by TestMain
 )
 
 // busyboxTar is the busybox root filesystem as a tarball, for podman
@@ -27,6 +28,7 @@ func busyboxTar(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		tarDir = d
 		rootfs := ctrtest.BusyboxRootfs(t, filepath.Join(d, "rootfs"))
 		tarPath = ctrtest.RootfsTar(t, rootfs, filepath.Join(d, "rootfs.tar"))
 	})

@@ -3,10 +3,8 @@
 package escape
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -113,23 +110,8 @@ func newContainerRunner(t *testing.T) *containerRunner {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
-	for _, n := range []string{"klock", "klock-stage2", "klock-runtime"} {
-		if _, err := testutil.Build(dir, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sock := filepath.Join(dir, "klockd.sock")
-	srv, err := daemon.Listen(daemon.Config{Socket: sock, Backends: harness.Shared(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	c := &containerRunner{t: t, runtime: filepath.Join(dir, "runtime"), rootfs: hostLikeRootfs(t, filepath.Join(dir, "rootfs"))}
-	script := fmt.Sprintf("#!/bin/sh\nexport %s=%s\nexec %s \"$@\"\n", daemon.SocketEnv, sock, filepath.Join(dir, "klock-runtime"))
-	if err := os.WriteFile(c.runtime, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	sock := harness.Klockd(t, dir, nil)
+	c := &containerRunner{t: t, runtime: harness.RuntimeWrapper(t, dir, harness.KlockBins(t), sock), rootfs: hostLikeRootfs(t, filepath.Join(dir, "rootfs"))}
 	return c
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
-	"github.com/klocklabs/klock/policy"
 )
 
 // Adopted is how World.Adopt runs its "container": a process klock did
@@ -33,22 +32,7 @@ type Adopted struct {
 // identity mounts: the process sees the host's paths) as AgentUID.
 func (w *World) Adopt(s Spec, a Adopted) *Outcome {
 	w.T.Helper()
-	mode := s.Mode
-	if mode == "" {
-		mode = policy.ModeStrict
-	}
-	data := s.Manifest
-	if data == nil {
-		data = []byte(ManifestYAML(w.Workdir, mode, s.Intents))
-	}
-	mpath := filepath.Join(filepath.Dir(w.Workdir), fmt.Sprintf("manifest-%d.yaml", seq.Add(1)))
-	if err := os.WriteFile(mpath, data, 0o644); err != nil {
-		w.T.Fatal(err)
-	}
-	m, err := policy.Parse(mpath, data)
-	if err != nil {
-		w.T.Fatalf("parse manifest: %v\n%s", err, data)
-	}
+	mode, m, data, mpath := w.manifest(s)
 	id := NewID()
 	g, err := cgroup.Create("adopt-" + id)
 	if err != nil {

@@ -72,7 +72,7 @@ func Refusal() string {
 
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
 // session re-executes this binary), then the probe mode, then the tests.
-func Main(m *testing.M) {
+func Main(m *testing.M, after ...func()) {
 	stage2.ContainerInit() // World.Adopt's stage 2 inside the "container"
 	launch.Init()
 	if _, ok := os.LookupEnv(ProbeEnv); ok {
@@ -90,6 +90,12 @@ func Main(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	for _, f := range after {
+		f() // the suite's own clean-up (images it built)
+	}
+	if binDir != "" {
+		os.RemoveAll(binDir) // KlockBins'
+	}
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
@@ -288,22 +294,7 @@ func (w *World) Run(s Spec) *Outcome {
 // error is returned (with the Outcome's Stderr), not a test failure.
 func (w *World) RunErr(s Spec) (*Outcome, error) {
 	w.T.Helper()
-	mode := s.Mode
-	if mode == "" {
-		mode = policy.ModeStrict
-	}
-	data := s.Manifest
-	if data == nil {
-		data = []byte(ManifestYAML(w.Workdir, mode, s.Intents))
-	}
-	mpath := filepath.Join(filepath.Dir(w.Workdir), fmt.Sprintf("manifest-%d.yaml", seq.Add(1)))
-	if err := os.WriteFile(mpath, data, 0o644); err != nil {
-		w.T.Fatal(err)
-	}
-	m, err := policy.Parse(mpath, data)
-	if err != nil {
-		w.T.Fatalf("parse manifest: %v\n%s", err, data)
-	}
+	mode, m, data, mpath := w.manifest(s)
 	timeout := s.Timeout
 	if timeout == 0 {
 		timeout = 60 * time.Second
@@ -522,4 +513,26 @@ func (o *Outcome) Declared(t testing.TB, tr policy.Triple) string {
 		return ""
 	}
 	return d.Declared.String()
+}
+
+// manifest writes s's manifest beside the workdir and parses it.
+func (w *World) manifest(s Spec) (mode policy.Mode, m *policy.Manifest, data []byte, path string) {
+	w.T.Helper()
+	mode = s.Mode
+	if mode == "" {
+		mode = policy.ModeStrict
+	}
+	data = s.Manifest
+	if data == nil {
+		data = []byte(ManifestYAML(w.Workdir, mode, s.Intents))
+	}
+	path = filepath.Join(filepath.Dir(w.Workdir), fmt.Sprintf("manifest-%d.yaml", seq.Add(1)))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		w.T.Fatal(err)
+	}
+	m, err := policy.Parse(path, data)
+	if err != nil {
+		w.T.Fatalf("parse manifest: %v\n%s", err, data)
+	}
+	return mode, m, data, path
 }
