@@ -52,6 +52,7 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
 	@echo "netwall: Setup of a session's veth+nftables wall (goal <= 15 ms; Close apart, after the agent ends), TCP throughput through it vs the same path without (goal >= 0.9x)"
 	$(GO) test -run '^$$' -bench . -benchtime 4x ./enforcer/netwall/
+	@echo "test/perf (among its benchmarks): netwall in sessions, BenchmarkNetSessionStart: start with NET intents (own netns, veth, nft table, loopback relay) vs without, one run (goal <= +15 ms); BenchmarkNetThroughput: TCP throughput to a declared peer under the walls vs direct: a host address (veth+nft) and a host loopback service (relayed) (goal >= 0.9x)"
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
 	@echo "guard: decisions/s/core on the check path alone (goal >= 20000)"
 	$(GO) test -run '^$$' -bench . -cpu 1 -benchtime $(BENCHTIME) ./guard/check/

@@ -20,8 +20,10 @@ type Manifest struct {
 	// Rates names the rates file (seed 003's rate source) the grants'
 	// cross-currency charges convert with, relative to the manifest's
 	// directory; klock's --rates overrides it.
-	Rates     string     `yaml:"rates" json:"rates,omitempty" jsonschema:"description=rates file for cross-currency charges (each rate with its source and time), relative to the manifest"`
-	HITL      HITL       `yaml:"hitl" json:"hitl,omitempty"`
+	Rates string `yaml:"rates" json:"rates,omitempty" jsonschema:"description=rates file for cross-currency charges (each rate with its source and time), relative to the manifest"`
+	HITL  HITL   `yaml:"hitl" json:"hitl,omitempty"`
+	// Network limits what the session's traffic may amount to.
+	Network   *Network   `yaml:"network" json:"network,omitempty"`
 	Signature *Signature `yaml:"signature" json:"signature,omitempty"`
 
 	// Warnings found while loading; never fatal.
@@ -79,6 +81,23 @@ const (
 	HITLModeHITL HITLMode = "HITL"
 	HITLModeHOTL HITLMode = "HOTL"
 )
+
+// Network holds the limits of the session's network traffic, enforced
+// by its packet wall (enforcer/netwall).
+type Network struct {
+	// MaxEgressBytes is the session's budget of bytes sent out (every
+	// declared peer's, the loopback relays' included): past it the packet
+	// wall drops what the agent sends, and a strict session is killed.
+	MaxEgressBytes int64 `yaml:"max_egress_bytes" json:"max_egress_bytes,omitempty" jsonschema:"minimum=1,description=the session's budget of bytes sent out: past it the packet wall drops the agent's packets and a strict session is killed (an exfiltration budget)"`
+}
+
+// EgressBudget is m's network.max_egress_bytes, 0 when none.
+func (m *Manifest) EgressBudget() uint64 {
+	if m == nil || m.Network == nil || m.Network.MaxEgressBytes <= 0 {
+		return 0
+	}
+	return uint64(m.Network.MaxEgressBytes)
+}
 
 // HITL is KCC surface 6: human in or on the loop.
 type HITL struct {

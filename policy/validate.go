@@ -29,6 +29,7 @@ func validate(m *Manifest, r *report) {
 	validateIntents(m, r)
 	validateTools(m, r)
 	validateHITL(m, r)
+	validateNetwork(m, r)
 	validateCost(m, r)
 	validateGrants(m, r)
 	validateEnforceable(m, r)
@@ -227,6 +228,26 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func validateNetwork(m *Manifest, r *report) {
+	if m.Network == nil {
+		return
+	}
+	if m.Network.MaxEgressBytes == 0 && !m.has("network.max_egress_bytes") {
+		r.errorf("required", "network.max_egress_bytes", "add max_egress_bytes: N (bytes the session may send), or remove network", "missing")
+		return
+	}
+	if m.Network.MaxEgressBytes <= 0 {
+		r.errorf("range", "network.max_egress_bytes", "use a positive number of bytes", "%d is not a budget", m.Network.MaxEgressBytes)
+	}
+	hasNet := false
+	for _, in := range m.Intents {
+		hasNet = hasNet || in.Object.Type == ObjNet
+	}
+	if !hasNet {
+		r.warnf("unused", "network.max_egress_bytes", "declare the NET intents it budgets, or remove it", "no NET intent: the agent has no network to budget")
+	}
 }
 
 func validateHITL(m *Manifest, r *report) {

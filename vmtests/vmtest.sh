@@ -70,6 +70,9 @@ want_mod() { # want_mod NAME: NAME and what it depends on, dependencies first
 want_mod brd
 want_mod crc32c_generic
 want_mod ext4
+# The packet wall of sessions with NET intents (enforcer/netwall): veth,
+# nf_tables (inet), conntrack state, masquerade, named quota and objects.
+for m in veth nf_tables nft_ct nft_chain_nat nft_masq nft_quota nft_objref; do want_mod $m; done
 printf '%s\n' "${mods[@]}" >"$root/mod/order"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"

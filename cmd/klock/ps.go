@@ -24,6 +24,19 @@ func daemonError(err error) error {
 	return &exitError{code: code, err: err}
 }
 
+// byteSize is n in B, KiB, MiB or GiB, one decimal.
+func byteSize(n uint64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%dB", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+}
+
 func newPS() *cobra.Command {
 	var (
 		asJSON bool
@@ -34,7 +47,8 @@ func newPS() *cobra.Command {
 		Short: "List the sessions klockd is running",
 		Long: `ps lists the sessions the klockd daemon runs: id, agent, the agent's pid,
 mode, start time, state (starting, running, killing), the uid that created
-it and the command. Sessions run embedded in klock run (no klockd) are not
+it, the bytes its agent sent and received through its network wall ("-"
+without NET intents) and the command. Sessions run embedded in klock run (no klockd) are not
 listed. A caller that is not root sees its own sessions.
 
 Exit status: 0; 3 when klockd is not running or refused the request.`,
@@ -59,15 +73,19 @@ Exit status: 0; 3 when klockd is not running or refused the request.`,
 				return enc.Encode(list)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SESSION\tAGENT\tPID\tMODE\tSTARTED\tSTATE\tBY UID\tCOMMAND")
+			fmt.Fprintln(tw, "SESSION\tAGENT\tPID\tMODE\tSTARTED\tSTATE\tBY UID\tNET OUT/IN\tCOMMAND")
 			for _, s := range list {
 				pid := "-"
 				if s.PID != 0 {
 					pid = fmt.Sprint(s.PID)
 				}
+				traffic := "-"
+				if n := s.Network; n != nil {
+					traffic = byteSize(n.OutBytes) + "/" + byteSize(n.InBytes)
+				}
 				// Another klock-group user's agent name and command: printable.
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, termsafe.String(s.Agent), pid, s.Mode,
-					s.Start.Local().Format(time.DateTime), s.State, s.UID, termsafe.String(strings.Join(s.Command, " ")))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, termsafe.String(s.Agent), pid, s.Mode,
+					s.Start.Local().Format(time.DateTime), s.State, s.UID, traffic, termsafe.String(strings.Join(s.Command, " ")))
 			}
 			return tw.Flush()
 		},

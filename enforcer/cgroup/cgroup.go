@@ -210,6 +210,21 @@ func SweepStale(age time.Duration) ([]string, error) {
 	return removed, nil
 }
 
+// Alive reports whether the session group <mount>/klock/<name> exists and
+// holds a process: whether the session is running (another klock's
+// included). What cannot be read counts as alive.
+func Alive(name string) bool {
+	mp, err := Mountpoint()
+	if err != nil {
+		return true
+	}
+	dir := filepath.Join(mp, Parent, name)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	return populated(dir)
+}
+
 // populated reads cgroup.events; a group whose state cannot be read counts
 // as populated (it is left alone).
 func populated(dir string) bool {

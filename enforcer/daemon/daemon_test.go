@@ -188,6 +188,9 @@ func TestPSAndKill(t *testing.T) {
 		strings.Join(info.Command, " ") != "/bin/sleep 60" {
 		t.Fatalf("ps: %+v", info)
 	}
+	if info.Network != nil {
+		t.Errorf("ps shows network traffic of a session without NET intents: %+v", info.Network)
+	}
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", info.PID)); strings.TrimSpace(string(comm)) != "sleep" {
 		t.Errorf("pid %d is %q, want the agent (sleep)", info.PID, comm)
 	}
@@ -406,5 +409,59 @@ func TestShutdownKillsSessions(t *testing.T) {
 	}
 	if _, err := Dial(s.Addr()); !errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("dial after shutdown: %v, want ErrNoDaemon", err)
+	}
+}
+
+// TestPSShowsTraffic: a session with a NET intent runs behind its packet
+// wall, and ps shows the bytes its agent sent and received (none here).
+func TestPSShowsTraffic(t *testing.T) {
+	s := startServer(t, Config{})
+	_, mpath, data := manifest(t, policy.ModeStrict, "CONSUMES NET:192.0.2.1:443/tcp")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		cl, err := Dial(s.Addr())
+		if err != nil {
+			done <- err
+			return
+		}
+		defer cl.Close()
+		// Not degraded: a session with NET intents without its wall is
+		// refused, and says why.
+		_, err = cl.Run(ctx, &Run{RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID,
+			Argv: []string{"/bin/sleep", "60"}, Env: []string{"PATH=/usr/bin:/bin"}}})
+		done <- err
+	}()
+	cl, err := Dial(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		list, err := cl.PS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 1 && list[0].State == StateRunning {
+			if list[0].Network == nil {
+				t.Errorf("ps: no network traffic for a session with a NET intent: %+v", list[0])
+			}
+			if err := cl.Kill(list[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ps never showed the session running: %+v", list)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the killed session did not end")
 	}
 }

@@ -119,6 +119,16 @@ type SessionInfo struct {
 	Command []string    `json:"command"`
 	// Container is the container id of a container's session (adopt).
 	Container string `json:"container,omitempty"`
+	// Network is what the agent sent and received so far through its
+	// packet wall and loopback relays (a session with NET intents in a
+	// network namespace of its own; nil otherwise).
+	Network *Traffic `json:"network,omitempty"`
+}
+
+// Traffic is a running session's bytes out and in.
+type Traffic struct {
+	OutBytes uint64 `json:"out_bytes"`
+	InBytes  uint64 `json:"in_bytes"`
 }
 
 // Session states.

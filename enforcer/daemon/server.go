@@ -122,6 +122,8 @@ type live struct {
 	info   SessionInfo
 	owner  uint32
 	cancel context.CancelCauseFunc
+	// traffic reads the session's bytes out and in (session.Options.Traffic).
+	traffic func() (out, in uint64)
 }
 
 // Listen creates the socket (and its directory, when missing), loads the
@@ -279,10 +281,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Sessions lists the running sessions.
 func (s *Server) Sessions() []SessionInfo {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make([]SessionInfo, 0, len(s.sessions))
+	var reads []func() (uint64, uint64)
 	for _, l := range s.sessions {
 		out = append(out, l.info)
+		reads = append(reads, l.traffic)
+	}
+	s.mu.Unlock()
+	// The wall's counters are read outside the lock (a netlink dump each).
+	for i, read := range reads {
+		if read != nil {
+			o, in := read()
+			out[i].Network = &Traffic{OutBytes: o, InBytes: in}
+		}
 	}
 	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out
@@ -523,6 +534,13 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 			s.mu.Lock()
 			if l := s.sessions[id]; l != nil {
 				l.info.PID, l.info.State = pid, StateRunning
+			}
+			s.mu.Unlock()
+		},
+		Traffic: func(read func() (uint64, uint64)) {
+			s.mu.Lock()
+			if l := s.sessions[id]; l != nil {
+				l.traffic = read
 			}
 			s.mu.Unlock()
 		},

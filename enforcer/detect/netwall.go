@@ -12,10 +12,11 @@ import (
 
 // NetWall creates and removes, for real, a veth pair and an nftables table
 // with what a session's packet wall uses (enforcer/netwall), and says what
-// is missing. Not yet used by klock run: sessions with NET intents are
-// walled by cgroup-net alone until the session starts the packet wall.
+// is missing. klock run builds it for every session with NET intents
+// (not observe-only, not a container's); without it such a session is
+// refused (ErrDegraded) unless --allow-degraded.
 func NetWall() Check {
-	c := Check{Name: "netwall", Guarantee: Blocks}
+	c := Check{Name: "netwall", Guarantee: Blocks, Used: true}
 	if !needRoot(&c) {
 		return c
 	}
@@ -30,7 +31,7 @@ func NetWall() Check {
 		return c
 	}
 	c.OK = true
-	c.Detail = "a network namespace per session joined by a veth pair with NAT; an nftables table per session drops packets to undeclared peers (any protocol), counts bytes per peer, enforces max_egress_bytes"
+	c.Detail = "a network namespace per session joined by a veth pair with NAT; an nftables table per session drops packets to undeclared peers (any protocol), counts bytes per peer, enforces network.max_egress_bytes; declared host loopback services relayed into the namespace"
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil && strings.TrimSpace(string(b)) != "1" {
 		c.Detail += "; net.ipv4.ip_forward is off: the first walled session turns it on (as Docker and Podman do)"
 	}

@@ -24,8 +24,9 @@ type Spec struct {
 	User *Credential // who the agent runs as (required)
 
 	// NewNetNS gives the agent a network namespace of its own with only a
-	// loopback interface. Callers set it when the ruleset declares no NET
-	// intent (see NeedsNetNS).
+	// loopback interface up. Without a NET intent (see NeedsNetNS) that is
+	// its whole network; with some, the caller joins it to the host
+	// (enforcer/netwall) through Pending.Pid's namespace before Release.
 	NewNetNS bool
 	// AllowIOURing lets the agent use io_uring. io_uring operations bypass
 	// syscall-tracepoint observation, so only set it when declared.

@@ -97,6 +97,8 @@ type Pending struct {
 	// this is not possible.
 	retry func() (*Pending, error)
 	uid   uint32 // the agent's, for ExecHint
+	// relaunched: see OnRelaunch.
+	relaunched func(pid int) error
 }
 
 // Spawn starts stage 2 of the session described by s (see Start) and
@@ -264,6 +266,17 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 	return p, nil
 }
 
+// Pid is stage 2's pid, which the agent keeps across its exec: its
+// namespaces (/proc/<pid>/ns/net with Spec.NewNetNS) exist from Spawn on,
+// so the caller can join or configure them before Release.
+func (p *Pending) Pid() int { return p.proc.Pid }
+
+// OnRelaunch sets what Release calls, with the new stage 2's pid, when it
+// starts stage 2 over (a klock-stage2 of another build): namespaces are the
+// new process's, and what the caller set up in Pid's must be set up again
+// before the agent runs. An error aborts the session.
+func (p *Pending) OnRelaunch(f func(pid int) error) { p.relaunched = f }
+
 // Abort kills stage 2 (the whole session cgroup) and waits for it to end.
 func (p *Pending) Abort() { _, _ = p.abort(nil) }
 
@@ -313,6 +326,11 @@ func (p *Pending) relaunch() (*Process, error) {
 	q, err := p.retry()
 	if err != nil {
 		return nil, err
+	}
+	if p.relaunched != nil {
+		if err := p.relaunched(q.Pid()); err != nil {
+			return q.abort(err)
+		}
 	}
 	return q.Release()
 }

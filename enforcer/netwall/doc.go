@@ -36,6 +36,11 @@
 //     every accepted packet out of the session, and once spent the kernel
 //     drops the rest (Exceeded reports it, for a strict session's kill).
 //
+// The host's loopback stays dropped even for a declared loopback peer:
+// enforcer/session relays those into the namespace (enforcer/looprelay)
+// instead of routing the session's packets to 127.0.0.0/8. Sessions with
+// NET intents use the wall (enforcer/session: netns.go).
+//
 // Close removes the table and the link (the namespace side goes with
 // it) and frees the address. Sweep removes what a killed klock left:
 // klock_* tables whose link is gone or whose session is no longer alive,

@@ -324,7 +324,9 @@ func usedSlots() (map[uint32]bool, error) {
 // namespaceSide configures eth0 and lo in the namespace, and the default
 // route through the host side.
 func (w *Wall) namespaceSide(nsfd int) error {
-	h, err := netlink.NewHandleAt(netns.NsHandle(nsfd))
+	// NETLINK_ROUTE only: a handle for every family fails where one is
+	// missing (no xfrm_user module: EPROTONOSUPPORT).
+	h, err := netlink.NewHandleAt(netns.NsHandle(nsfd), unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netwall: netlink in the session's namespace: %w", err)
 	}

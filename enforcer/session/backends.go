@@ -42,6 +42,10 @@ type backends struct {
 	allowDegraded bool
 	log           *slog.Logger
 
+	// net is the session's own network namespace's wall and relays (nil
+	// without NET intents, observe-only, or a container).
+	net *sessionNet
+
 	// mntns is an adopted container's mount namespace, held while the
 	// observer may resolve its paths (observe.InOwnRoot).
 	mntns *os.File
@@ -178,7 +182,21 @@ func (b *backends) attachNetAlways(g *cgroup.Group, rs *policy.Ruleset, l *loadi
 	return nil
 }
 
+// joinedNet takes the packet wall setupNet built around the agent's
+// namespace, or degrades when it failed (err): without the wall the
+// namespace has no way out, so its declared peers are unreachable (closed,
+// never open).
+func (b *backends) joinedNet(n *sessionNet, err error) error {
+	if err != nil {
+		return b.degrade("netwall", "the agent's network namespace has no way out: its declared peers are unreachable, and no packet wall counts or budgets its traffic",
+			"run as root on a kernel with veth and nftables (klock doctor says what is missing)", err)
+	}
+	b.net = n
+	return nil
+}
+
 func (b *backends) close() {
+	b.net.close()
 	if b.lsms != nil {
 		b.lsms.Close()
 	}
@@ -234,11 +252,18 @@ func observeOnlyBackend() vlog.Backend {
 	}}
 }
 
-// ownNetNS says whether the agent gets a network namespace of its own (only
-// loopback): when the manifest declares no NET intent, except in an
-// observe-only session, whose network is recorded, not walled.
-func ownNetNS(rs *policy.Ruleset, choice Backend) bool {
-	return launch.NeedsNetNS(rs) && choice != BackendObserve
+// ownNetNS says whether the agent gets a network namespace of its own:
+// always, except in an observe-only session, whose network is recorded,
+// not walled. Without NET intents it has only loopback; with them, the
+// packet wall joins it to the host (walledNetNS).
+func ownNetNS(choice Backend) bool {
+	return choice != BackendObserve
+}
+
+// walledNetNS says whether the agent's own namespace is joined to the
+// host through netwall: NET intents declared, and a namespace of its own.
+func walledNetNS(rs *policy.Ruleset, choice Backend) bool {
+	return ownNetNS(choice) && !launch.NeedsNetNS(rs)
 }
 
 // netWalled says whether the session needs cgroup-net: NET intents to

@@ -61,6 +61,10 @@ type dnsScope struct {
 	mu   sync.Mutex
 	eng  *decide.Engine
 	wall *netWall
+	// net is the session's own namespace's wall and relays (setNet): the
+	// answers open the packet wall too, and the relay's flows are the
+	// agent's queries.
+	net *sessionNet
 	// live: declared pattern -> answered address -> when it leaves the rules.
 	live map[string]map[netip.Addr]time.Time
 }
@@ -167,6 +171,16 @@ func (d *dnsScope) setGroup(g *cgroup.Group) {
 	d.mu.Unlock()
 }
 
+// setNet names the session's namespace plumbing, before the agent runs.
+func (d *dnsScope) setNet(n *sessionNet) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.net = n
+	d.mu.Unlock()
+}
+
 // fromSession says whether the client's socket was made in the session's
 // cgroup (or below it): the proxy listens on loopback, where every
 // process of the host reaches it, and another's refused name must not
@@ -175,10 +189,14 @@ func (d *dnsScope) setGroup(g *cgroup.Group) {
 // klock says so once.
 func (d *dnsScope) fromSession(network string, client net.Addr) bool {
 	d.mu.Lock()
-	g := d.group
+	g, n := d.group, d.net
 	d.mu.Unlock()
 	if g == nil {
 		return false // no agent yet
+	}
+	if n.relayed(addrPort(client)) {
+		// Relayed from the agent's own network namespace: the agent's.
+		return true
 	}
 	id, err := peerCgroup(network, addrPort(client), d.proxy.Addr())
 	if err != nil {
@@ -231,6 +249,14 @@ func (d *dnsScope) answered(a dnsproxy.Answer) error {
 	}
 	if d.eng != nil {
 		d.eng.Lookup(a.Name, a.Addrs, decide.FromDNS)
+	}
+	// The packet wall's entries expire on their own: renewed with every
+	// answer.
+	if err := d.net.answered(a.Pattern, a.Addrs, until.Sub(d.now())); err != nil {
+		for _, ip := range added {
+			delete(m, ip)
+		}
+		return err
 	}
 	if len(added) == 0 {
 		return nil

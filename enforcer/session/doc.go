@@ -9,13 +9,44 @@
 // back in strict mode, amend the network rules in permissive mode), and
 // writes the verification log.
 //
+// Network namespace (issue 23): every session but an observe-only one or a
+// container's (which keeps its runtime's network) runs in a network
+// namespace of its own, made by stage 2 (launch.Spec.NewNetNS). Without a
+// NET intent it has only loopback. With NET intents, prepare builds,
+// between launch.Spawn and Release (the namespace is
+// /proc/<Pending.Pid>/ns/net), the packet wall (enforcer/netwall: veth,
+// nftables table, peers from the ruleset's CONSUMES NET rules, host names
+// as sets the DNS proxy's answers fill for their TTL + DNSGrace, the
+// manifest's network.max_egress_bytes as its quota) and the loopback
+// relays (enforcer/looprelay) for declared host loopback peers (one
+// address, at most looprelay.MaxPorts ports; wider ones are unreachable
+// and the log says so) and the DNS proxy's address; it runs beside cgroup-net,
+// which still decides every connect and send first. A wall that cannot be
+// built refuses the session (ErrDegraded) unless AllowDegraded: then the
+// namespace has no way out (declared peers unreachable, never open) and the
+// log says so. Permissive amendments widen it as they widen cgroup-net.
+// The walls of a killed klock's sessions are removed at the next session's
+// start (netwall.Sweep with cgroup.Alive). A strict session whose egress
+// passes its budget is killed (polled every budgetPoll, the reason naming
+// the budget); permissive: the kernel drops the rest and the log says so.
+// The counters (per declared peer, and what was dropped) go into the
+// verification log (vlog.Network) and, live, to Options.Traffic (klockd's
+// ps). Residuals: a server the agent starts is reachable from inside its
+// namespace only; IPv6 peers but ::1 are unreachable.
+//
 // DNS (issue 23): when the ruleset names a host and the network is walled,
 // Run starts the session's DNS proxy (enforcer/dnsproxy) on 127.77.x.y:53
 // (DNSProxyAddrs: from the session id, the next on EADDRINUSE) before
 // anything else, writes a resolv.conf naming only it, which stage 2 binds
 // read-only over the agent's /etc/resolv.conf (launch.Spec.ResolvConf), and
-// opens port 53 to it alone (policy.Ruleset.WithResolvers). The proxy
-// serves only sockets made in the session's cgroup (sock_diag). Each
+// opens port 53 to it alone (policy.Ruleset.WithResolvers). The agent, in
+// its own namespace, reaches it through a loopback relay on the same
+// address inside the namespace (not on the veth's host side: the address
+// is in the resolv.conf and the rules before stage 2 exists, while the
+// veth's is allocated after; and so no host address answers the agent on
+// port 53 at all). The proxy serves only sockets made in the session's
+// cgroup (sock_diag), and the relay's flows (Relay.Owns: the namespace is
+// the agent's alone). Each
 // answer's addresses join the matched intent's rules (the engine's
 // ruleset, policy.Ruleset.WithHostAddrs, and cgroup-net's, through the same
 // Update permissive widening uses, serialized with it) before the agent

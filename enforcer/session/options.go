@@ -189,6 +189,16 @@ type Options struct {
 	// instead of launching Command (see Container): Command, Env, Dir,
 	// User, the stdio and Stage2 are then unused.
 	Container *Container
+
+	// Traffic, when set, is called once the session's network wall is up
+	// (a session with NET intents in a namespace of its own), with a
+	// function that reads the bytes the agent sent and received so far
+	// (klockd's ps).
+	Traffic func(read func() (out, in uint64))
+
+	// dns is the session's DNS proxy (Run sets it for prepare): told
+	// which of its clients are the agent's relayed queries.
+	dns *dnsScope
 }
 
 // Result is how a session ended.

@@ -4,8 +4,12 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"log/slog"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
@@ -19,6 +23,11 @@ type prepared struct {
 	proc     *launch.Process
 	restorer Restorer
 	start    time.Time
+}
+
+type netResult struct {
+	n   *sessionNet
+	err error
 }
 
 type backupResult struct {
@@ -91,6 +100,56 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	if pending, err = launch.Spawn(ctx, spec); err != nil {
 		return nil, err
 	}
+	// The agent's own namespace exists with stage 2: the packet wall
+	// and the relays are built around it while stage 2 and the cgroup
+	// programs get ready, before the agent runs.
+	var joined chan netResult
+	// netLater: stage 2 was gone before its namespace could be walled
+	// (a klock-stage2 of another build exits at once): Release starts it
+	// over, and the wall is built for the new one (OnRelaunch), or
+	// Release says why stage 2 failed.
+	netLater, relaunched := false, false
+	if spec.NewNetNS && !launch.NeedsNetNS(rs) {
+		plan := planNet(rs, o.Manifest.EgressBudget())
+		joined = make(chan netResult, 1)
+		pid := pending.Pid()
+		go func() {
+			n, err := setupNet(ctx, id, pid, plan, log)
+			joined <- netResult{n, err}
+		}()
+		pending.OnRelaunch(func(pid int) error {
+			// A new stage 2, a new namespace: the wall is built again.
+			relaunched = true
+			be.net.close()
+			be.net = nil
+			be.list = slices.DeleteFunc(be.list, func(b vlog.Backend) bool { return b.Name == "netwall" })
+			if err := be.joinedNet(setupNet(ctx, id, pid, plan, log)); err != nil {
+				return err
+			}
+			o.dns.setNet(be.net)
+			return nil
+		})
+	}
+	joinedNet := func() error {
+		if joined == nil {
+			return nil
+		}
+		r := <-joined
+		joined = nil
+		if r.err != nil && errors.Is(r.err, os.ErrNotExist) {
+			// Stage 2 is our unreaped child: its pid is not reused, and a
+			// namespace gone means stage 2 is.
+			log.Debug("stage 2 ended before its namespace was walled", "error", r.err)
+			netLater = true
+			return nil
+		}
+		if err := be.joinedNet(r.n, r.err); err != nil {
+			return err
+		}
+		o.dns.setNet(be.net)
+		return nil
+	}
+	defer func() { _ = joinedNet() }() // never leave it building behind the caller's back
 	if o.AllowDegraded {
 		// Nothing after this point refuses the session.
 		takeBackup()
@@ -99,6 +158,9 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		return nil, err
 	}
 	if err := be.attachUnix(g, rs, l); err != nil {
+		return nil, err
+	}
+	if err := joinedNet(); err != nil {
 		return nil, err
 	}
 	if !o.AllowDegraded {
@@ -120,6 +182,13 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	pending = nil // Release cleans up after itself
 	if err != nil {
 		return nil, err
+	}
+	if netLater && !relaunched {
+		// Not reached: a stage 2 gone before Release fails or starts
+		// over. Never run an agent whose namespace was not walled.
+		_ = proc.Kill()
+		_, _ = proc.Wait()
+		return nil, fmt.Errorf("%w: stage 2 ended before its network namespace was walled, yet the agent ran", ErrSetup)
 	}
 	return &prepared{be: be, proc: proc, restorer: restorer, start: start}, nil
 }

@@ -171,6 +171,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else if err != nil {
 		log.Debug("sweep stale session cgroups", "error", err)
 	}
+	if o.Container == nil && walledNetNS(rs, o.Backend) {
+		// The tables of a killed klock's sessions (their links went with
+		// their namespaces).
+		sweepWalls(log)
+	}
 	g, deleteGroup, err := sessionGroup(id, o.Container)
 	if err != nil {
 		return nil, err
@@ -200,13 +205,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	begun := beginLog(sessionDir, vlog.Session{ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData, Mode: mode, Start: time.Now(),
 		Leases: heldLeases, LeaseWait: leaseWait, Container: ctr})
+	o.dns = dnsp
 	prep := prepare
 	if o.Container != nil {
 		prep = prepareContainer(hostRS)
 	}
 	ready, err := prep(ctx, o, rs, id, g, leases.excludeFromBackup(ctx), launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
-		NewNetNS: ownNetNS(rs, o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+		NewNetNS: ownNetNS(o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2, ResolvConf: dnsp.conf(),
 	}, []string{startDir}, begun.wait, log)
 	if err != nil {
@@ -216,6 +222,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	be, proc, restorer, start := ready.be, ready.proc, ready.restorer, ready.start
 	closeBackends := sync.OnceFunc(be.close)
 	defer closeBackends()
+	// Traffic before Started: whoever shows the session running can show
+	// its traffic.
+	if be.net != nil && o.Traffic != nil {
+		n := be.net
+		o.Traffic(func() (uint64, uint64) {
+			c, err := n.counters()
+			if err != nil {
+				return 0, 0
+			}
+			return c.OutBytes, c.InBytes
+		})
+	}
 	if o.Started != nil {
 		o.Started(proc.Pid)
 	}
@@ -256,7 +274,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		dnsp.attach(eng, s.wall)
 		s.dnsRefused = dnsp.refused
 	}
+	stopBudget := s.watchBudget(be.net)
 	s.loop(ctx)
+	stopBudget()
 	if dnsp != nil {
 		// The agent is gone: no query is left to answer.
 		dnsp.close()
@@ -282,6 +302,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
+	// The wall's counters, read before it comes down with the backends.
+	var network *vlog.Network
+	if be.net != nil {
+		backendsUsed = append(backendsUsed, be.net.backend())
+		if network, err = be.net.counters(); err != nil {
+			log.Warn("the network wall's counters", "error", err)
+		} else {
+			network.Exceeded, _, _ = be.net.exceeded()
+		}
+	}
 	// Every event was read before loop returned and the agent is gone: the
 	// kernel side comes down while the log is built and written.
 	torn := make(chan struct{})
@@ -295,6 +325,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	vl := vlog.New(vlog.Session{
 		ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData,
 		Mode: mode, Start: start, Backends: backendsUsed, Leases: heldLeases, LeaseWait: leaseWait, Container: ctr,
+		Network: network,
 	})
 	vl.AddRecords(eng.Records())
 	x := vlogExit(exit, s.killed, s.reason)
@@ -466,6 +497,8 @@ type running struct {
 	stageExecs int
 	// ctr is the adopted container (nil: klock launched the agent).
 	ctr *Container
+	// overBudget says once that the agent spent its egress budget.
+	overBudget chan string
 	// forked are the processes of the container whose fork the observer
 	// reported (a child of a process already in it), and entrants those
 	// that joined it from outside (runc exec and the engines' exec: the
@@ -541,6 +574,11 @@ func (s *running) widen(v decide.Verdict) {
 	if v.Triple.Type == policy.ObjNet && s.be.ngs != nil {
 		if err := s.wall.sync(); err != nil {
 			s.log.Warn("cannot widen the network wall", "error", err)
+		}
+	}
+	if v.Triple.Type == policy.ObjNet {
+		if err := s.be.net.widen(v.Triple); err != nil {
+			s.log.Warn("cannot widen the packet wall", "error", err)
 		}
 	}
 	if v.Triple.Type == policy.ObjFile && s.be.ugs != nil {
@@ -720,6 +758,13 @@ func (s *running) loop(ctx context.Context) {
 			s.act(s.eng.Lost(l))
 		case ev := <-s.dnsRefused:
 			s.act(s.eng.Observe(ev))
+		case why := <-s.overBudget:
+			if s.mode == policy.ModeStrict {
+				s.log.Error("killing the session", "reason", why)
+				s.kill(why, nil)
+			} else {
+				s.warn("egress budget spent (permissive): the packet wall drops the agent's packets from now on", "reason", why)
+			}
 		case <-ctx.Done():
 			s.interrupted = !s.killed
 			s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)

@@ -25,6 +25,8 @@ type Session struct {
 	Leases    []HeldLease
 	LeaseWait *LeaseWait
 	Container *Container
+	// Network is Log's.
+	Network *Network
 }
 
 // HashManifest is the hex sha256 of the manifest bytes.
@@ -45,7 +47,7 @@ func New(s Session) *Log {
 		Mode:     s.Mode, Start: s.Start,
 		Backends: append([]Backend(nil), s.Backends...),
 		Leases:   append([]HeldLease(nil), s.Leases...), LeaseWait: s.LeaseWait,
-		Container: s.Container,
+		Container: s.Container, Network: s.Network,
 	}
 }
 

@@ -44,6 +44,35 @@ const (
 	VerdictIncomplete = "INCOMPLETE"
 )
 
+// Network is what a session's network wall counted.
+type Network struct {
+	// Peers: one entry per declared peer (its intent's pattern), then
+	// "(dropped)" (what the wall dropped: out is from the session, in is
+	// to it) and "(established)" (flows a peer accepted that went on
+	// after the peer's DNS answer expired).
+	Peers []PeerCounters `json:"peers"`
+	// OutBytes and InBytes are the totals the session sent and received
+	// through the wall and the relays (dropped packets not included).
+	OutBytes uint64 `json:"out_bytes"`
+	InBytes  uint64 `json:"in_bytes"`
+	// MaxEgressBytes is the manifest's budget (0: none); Exceeded, whether
+	// the session spent it.
+	MaxEgressBytes uint64 `json:"max_egress_bytes,omitempty"`
+	Exceeded       bool   `json:"exceeded,omitempty"`
+}
+
+// PeerCounters are one declared peer's packets and bytes.
+type PeerCounters struct {
+	Peer string `json:"peer"`
+	// Via is "packet wall" (nftables counters) or "loopback relay" (a
+	// host loopback service, relayed into the session's namespace).
+	Via        string `json:"via"`
+	OutPackets uint64 `json:"out_packets"`
+	OutBytes   uint64 `json:"out_bytes"`
+	InPackets  uint64 `json:"in_packets"`
+	InBytes    uint64 `json:"in_bytes"`
+}
+
 // Log is one session's verification log.
 type Log struct {
 	Schema   string      `json:"schema"`
@@ -69,6 +98,10 @@ type Log struct {
 	// oci-hook): its paths in Intents and Observed are as the container saw
 	// them; the rollback's are the host's, mapped through Mounts.
 	Container *Container `json:"container,omitempty"`
+	// Network is the session's traffic through its packet wall and
+	// loopback relays (a session with NET intents in a network namespace
+	// of its own); nil otherwise.
+	Network *Network `json:"network,omitempty"`
 	// Intents are the manifest's declared intents then the leases, with use
 	// counts; Baseline holds the baseline's intents, grouped apart.
 	Intents  []IntentUse `json:"intents"`

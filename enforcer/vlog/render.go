@@ -96,6 +96,7 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	}
 
 	r.leases(l, opts.Verbose)
+	r.network(l.Network)
 	if len(l.Violations) > 0 {
 		r.section("Violations", len(l.Violations))
 		for _, v := range l.Violations {
@@ -200,6 +201,28 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		}
 	}
 	return r.err
+}
+
+// network prints the packet wall's and the relays' counters.
+func (r *renderer) network(n *Network) {
+	if n == nil {
+		return
+	}
+	r.section("Network (bytes and packets out / in)", len(n.Peers))
+	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', 0)
+	for _, p := range n.Peers {
+		fmt.Fprintf(tw, "  %s\t%d B / %d B\t%d / %d packets\t%s\n", p.Peer, p.OutBytes, p.InBytes, p.OutPackets, p.InPackets, p.Via)
+	}
+	r.err = firstErr(r.err, tw.Flush())
+	budget := ""
+	if n.MaxEgressBytes > 0 {
+		budget = fmt.Sprintf(" (budget %d B", n.MaxEgressBytes)
+		if n.Exceeded {
+			budget += ": EXCEEDED"
+		}
+		budget += ")"
+	}
+	r.line("  total %d B out%s, %d B in", n.OutBytes, budget, n.InBytes)
 }
 
 func (r *renderer) observed(l *Log, max int) {

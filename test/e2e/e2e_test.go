@@ -538,7 +538,7 @@ func TestPermissiveLearnRoundTrip(t *testing.T) {
 	w.File(w.W("data.txt"), "data\n")
 	w.File(w.O("secret.txt"), "secret\n")
 	tcp := listenTCP(t)
-	decl := listenTCP(t) // a declared NET intent puts the agent on the host network
+	decl := listenTCP(t) // a declared NET intent: the agent's namespace is joined to the host (netwall)
 	udp := listenUDP(t)
 	steps := []string{
 		"read:" + w.O("secret.txt"),

@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("KLOCK_PERF_HELPER") == "openclose" {
 		os.Exit(openClose())
 	}
+	if os.Getenv("KLOCK_PERF_HELPER") == "send" {
+		os.Exit(sendHelper())
+	}
 	os.Exit(m.Run())
 }
 

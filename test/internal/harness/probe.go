@@ -359,6 +359,12 @@ func step(op, arg string) error {
 	case "lookup": // look NAME up (IPv4) with Go's own resolver: /etc/resolv.conf's name servers
 		_, err := goResolver.LookupNetIP(context.Background(), "ip4", arg)
 		return err
+	case "sendn": // ADDR:PORT>N: connect (tcp), send N bytes, then read to the peer's close
+		addr, n := two(arg)
+		count, _ := strconv.Atoi(n)
+		return sendN(addr, count)
+	case "pingsend": // ADDR: one ICMP echo from an ICMP datagram socket; "ok" when a reply came within a second
+		return pingSend(arg)
 	case "resolve-dial": // NAME>PORT: look NAME up, connect to its first address on PORT (tcp)
 		name, port := two(arg)
 		addrs, err := goResolver.LookupNetIP(context.Background(), "ip4", name)
@@ -553,4 +559,59 @@ func mapExec(p string, later bool) error {
 		}
 		return nil
 	})
+}
+
+// sendN sends n bytes over TCP to addr and waits for the peer to close.
+func sendN(addr string, n int) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			return oe.Err
+		}
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for n > 0 {
+		w, err := c.Write(buf[:min(n, len(buf))])
+		if err != nil {
+			return err
+		}
+		n -= w
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	_, err = io.Copy(io.Discard, c)
+	return err
+}
+
+// pingSend sends one ICMP echo request to addr from an ICMP datagram
+// socket (no capability needed where net.ipv4.ping_group_range allows the
+// agent's group) and waits a second for the reply.
+func pingSend(addr string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		return fmt.Errorf("not an IPv4 address: %q", addr)
+	}
+	sa := &unix.SockaddrInet4{}
+	copy(sa.Addr[:], ip)
+	echo := []byte{8, 0, 0, 0, 0, 0, 0, 1, 'k', 'l', 'o', 'c', 'k'}
+	if err := unix.Sendto(fd, echo, 0, sa); err != nil {
+		return err
+	}
+	tv := unix.NsecToTimeval(int64(time.Second))
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	buf := make([]byte, 1500)
+	if _, _, err := unix.Recvfrom(fd, buf, 0); err != nil {
+		if errors.Is(err, unix.EAGAIN) {
+			return errors.New("no reply")
+		}
+		return err
+	}
+	return nil
 }

@@ -1,0 +1,33 @@
+// Package looprelay lets an agent in a network namespace of its own reach
+// the host's loopback services it declared. Inside the namespace,
+// 127.0.0.0/8 and ::1 are the namespace's own loopback: a connect to
+// 127.0.0.1:8080 never leaves it, and netwall drops the session's packets
+// to the host's loopback whatever the peers. For each declared loopback
+// address and port, a Relay listens inside the namespace on that address
+// and port (its socket made there through setns, on a thread of its own)
+// and forwards every connection (TCP) or datagram flow (UDP) to the same
+// address and port on the host, from klock's own process.
+//
+// Why a relay and not DNAT: a DNAT to the host's loopback needs
+// route_localnet on the veth and a rewrite in the session's namespace and
+// in the host's, and must get past netwall's loopback drop; a relay
+// changes nothing in the host's network configuration, needs no rule in
+// the agent's namespace, works for IPv4 and IPv6 alike, and counts what it
+// carries. What it costs: the service sees klock's process as its client
+// (from the host's loopback, not the session's address), and a declared
+// loopback peer is relayed only on the ports it names (a range of at most
+// MaxPorts ports; a wider one is not relayed, and Add says so).
+//
+// The session's DNS proxy is reached the same way: it listens on the
+// host's 127.77.x.y:53, and a relay on that address in the namespace
+// carries the agent's queries to it. Owns tells the proxy that a client is
+// one of the relay's flows: the namespace is the session's alone, so what
+// comes through the relay is the agent's.
+//
+// The cgroup-net wall still decides every connect and send before the
+// relay sees it: the relay only listens where a declared peer is.
+//
+// Errors: ErrTooWide from Add for a port range wider than MaxPorts;
+// ErrClosed after Close; other errors wrap the failing setns or socket
+// call. Add is idempotent: a listener already there is kept.
+package looprelay

@@ -1,0 +1,372 @@
+//go:build linux
+
+package looprelay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klocklabs/klock/policy"
+	"golang.org/x/sys/unix"
+)
+
+// Errors.
+var (
+	ErrTooWide = errors.New("looprelay: port range too wide to relay")
+	ErrClosed  = errors.New("looprelay: closed")
+)
+
+// MaxPorts is the widest port range Add relays (one listener per port).
+const MaxPorts = 16
+
+// udpIdle is how long a UDP flow with no datagram either way is kept.
+const udpIdle = 2 * time.Minute
+
+// Counts are what the relay carried for one peer: out of the session
+// (to the host's service) and into it. Packets are datagrams for UDP and
+// reads (of at most 256 KiB) for TCP.
+type Counts struct {
+	OutPackets, OutBytes, InPackets, InBytes uint64
+}
+
+type counts struct {
+	outP, outB, inP, inB atomic.Uint64
+}
+
+// Relay is one session's set of loopback relays.
+type Relay struct {
+	ns *os.File // the agent's network namespace
+
+	mu      sync.Mutex
+	closed  bool
+	keys    map[string]bool // "tcp 127.0.0.1:8080"
+	closers []io.Closer
+	byName  map[string]*counts
+	wg      sync.WaitGroup
+	flows   map[net.Conn]bool // open TCP connections, both ends
+	// owned are the host-side ends of the relay's flows.
+	owned sync.Map // netip.AddrPort -> struct{}
+}
+
+// New opens the network namespace of pid (the agent's, or its stage 2's
+// before the exec).
+func New(pid int) (*Relay, error) {
+	return Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+}
+
+// Open opens the network namespace at path (a /proc/<pid>/ns/net, a
+// /proc/self/fd/<fd> of a namespace handle).
+func Open(path string) (*Relay, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
+	}
+	return &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}}, nil
+}
+
+// inNS runs f on a thread moved into the namespace, then moved back.
+// Sockets f makes stay in the namespace.
+func (r *Relay) inNS(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("looprelay: %w", err)
+			return
+		}
+		defer self.Close()
+		if err := unix.Setns(int(r.ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("looprelay: setns: %w", err)
+			return
+		}
+		ferr := f()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			// The thread stays locked and ends with this goroutine: never
+			// reused in the wrong namespace.
+			errc <- errors.Join(ferr, fmt.Errorf("looprelay: setns back: %w", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// Add relays addr:port..., for each port of ports and each protocol of
+// proto (ProtoAny: tcp and udp), from the namespace to the host, counted
+// under name.
+func (r *Relay) Add(name string, addr netip.Addr, ports policy.PortRange, proto policy.Proto) error {
+	if n := int(ports.Hi) - int(ports.Lo) + 1; n > MaxPorts || ports.Lo == 0 {
+		return fmt.Errorf("%w: %s ports %s (at most %d, not 0)", ErrTooWide, addr, ports, MaxPorts)
+	}
+	nets := []string{"tcp", "udp"}
+	switch proto {
+	case policy.ProtoTCP:
+		nets = nets[:1]
+	case policy.ProtoUDP:
+		nets = nets[1:]
+	}
+	for p := int(ports.Lo); p <= int(ports.Hi); p++ {
+		for _, n := range nets {
+			if err := r.add(name, n, netip.AddrPortFrom(addr.Unmap(), uint16(p))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Relay) add(name, network string, ap netip.AddrPort) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	key := network + " " + ap.String()
+	if r.keys[key] {
+		return nil
+	}
+	c := r.byName[name]
+	if c == nil {
+		c = &counts{}
+		r.byName[name] = c
+	}
+	var ln net.Listener
+	var pc net.PacketConn
+	err := r.inNS(func() error {
+		var err error
+		if network == "tcp" {
+			ln, err = net.Listen("tcp", ap.String())
+		} else {
+			pc, err = net.ListenPacket("udp", ap.String())
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("looprelay: listen on %s/%s in the session's namespace: %w", ap, network, err)
+	}
+	r.keys[key] = true
+	r.wg.Add(1)
+	if ln != nil {
+		r.closers = append(r.closers, ln)
+		go r.serveTCP(ln, ap, c)
+	} else {
+		r.closers = append(r.closers, pc)
+		go r.serveUDP(pc, ap, c)
+	}
+	return nil
+}
+
+// Owns reports whether a is the host-side end of one of the relay's flows.
+func (r *Relay) Owns(a netip.AddrPort) bool {
+	_, ok := r.owned.Load(netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+	return ok
+}
+
+func (r *Relay) own(c net.Conn) netip.AddrPort {
+	var a netip.AddrPort
+	switch l := c.LocalAddr().(type) {
+	case *net.TCPAddr:
+		a = l.AddrPort()
+	case *net.UDPAddr:
+		a = l.AddrPort()
+	}
+	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	r.owned.Store(a, struct{}{})
+	return a
+}
+
+func (r *Relay) serveTCP(ln net.Listener, to netip.AddrPort, c *counts) {
+	defer r.wg.Done()
+	for {
+		in, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer in.Close()
+			d := net.Dialer{Timeout: 10 * time.Second}
+			out, err := d.DialContext(context.Background(), "tcp", to.String())
+			if err != nil {
+				return // the agent sees its connection closed, as a refused one
+			}
+			defer out.Close()
+			if !r.track(in, out) {
+				return
+			}
+			defer r.untrack(in, out)
+			a := r.own(out)
+			defer r.owned.Delete(a)
+			done := make(chan struct{})
+			go func() {
+				pipe(out, in, &c.outP, &c.outB)
+				close(done)
+			}()
+			pipe(in, out, &c.inP, &c.inB)
+			<-done
+		}()
+	}
+}
+
+// track registers a connection's two ends, closed by Close; false once
+// closed.
+func (r *Relay) track(cs ...net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	for _, c := range cs {
+		r.flows[c] = true
+	}
+	return true
+}
+
+func (r *Relay) untrack(cs ...net.Conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range cs {
+		delete(r.flows, c)
+	}
+}
+
+// pipe copies from src to dst, counting every read, then half-closes dst.
+// (A kernel splice between the two connections measured no faster here,
+// and would count in chunks: the egress budget wants every byte counted
+// as it goes.)
+func pipe(dst, src net.Conn, packets, bytes *atomic.Uint64) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			packets.Add(1)
+			bytes.Add(uint64(n))
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	} else {
+		_ = dst.Close()
+	}
+}
+
+func (r *Relay) serveUDP(pc net.PacketConn, to netip.AddrPort, c *counts) {
+	defer r.wg.Done()
+	var mu sync.Mutex
+	flows := map[string]net.Conn{}
+	defer func() {
+		mu.Lock()
+		for _, f := range flows {
+			f.Close()
+		}
+		mu.Unlock()
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		c.outP.Add(1)
+		c.outB.Add(uint64(n))
+		mu.Lock()
+		up := flows[from.String()]
+		if up == nil {
+			if up, err = net.Dial("udp", to.String()); err != nil {
+				mu.Unlock()
+				continue
+			}
+			flows[from.String()] = up
+			a := r.own(up)
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				defer r.owned.Delete(a)
+				b := make([]byte, 64<<10)
+				for {
+					_ = up.SetReadDeadline(time.Now().Add(udpIdle))
+					m, err := up.Read(b)
+					if errors.Is(err, unix.ECONNREFUSED) {
+						continue // an earlier datagram found no listener: keep the flow
+					}
+					if err != nil {
+						break
+					}
+					c.inP.Add(1)
+					c.inB.Add(uint64(m))
+					_, _ = pc.WriteTo(b[:m], from)
+				}
+				mu.Lock()
+				delete(flows, from.String())
+				mu.Unlock()
+				up.Close()
+			}()
+		}
+		mu.Unlock()
+		_, _ = up.Write(buf[:n])
+	}
+}
+
+// Counters are the counts by the names given to Add.
+func (r *Relay) Counters() map[string]Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]Counts, len(r.byName))
+	for n, c := range r.byName {
+		out[n] = Counts{OutPackets: c.outP.Load(), OutBytes: c.outB.Load(), InPackets: c.inP.Load(), InBytes: c.inB.Load()}
+	}
+	return out
+}
+
+// Listening lists what the relay listens on ("tcp 127.0.0.1:8080").
+func (r *Relay) Listening() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k := range r.keys {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Close stops every listener and flow and waits for them. It may be
+// called again.
+func (r *Relay) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	for _, c := range r.closers {
+		c.Close()
+	}
+	for c := range r.flows {
+		c.Close()
+	}
+	r.mu.Unlock()
+	// Flows end when either side closes: the agent is gone by now, and the
+	// namespace's sockets with it; the host side gets EOF or its deadline.
+	r.wg.Wait()
+	return r.ns.Close()
+}

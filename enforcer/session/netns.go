@@ -1,0 +1,407 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/looprelay"
+	"github.com/klocklabs/klock/enforcer/netwall"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+)
+
+// A session with NET intents (not observe-only, not a container's) runs
+// in a network namespace of its own (stage 2's, launch.Spec.NewNetNS),
+// joined to the host by netwall's veth pair and nftables table: the packet
+// wall behind cgroup-net. Declared peers on the host's loopback (and the
+// session's DNS proxy on 127.77.x.y:53) are relayed into the namespace
+// (looprelay). netPlan says, from the ruleset, what goes where.
+
+// via names the path of a peer's traffic in the log.
+const (
+	viaWall  = "packet wall"
+	viaRelay = "loopback relay"
+)
+
+// netPeer is one declared peer of the session.
+type netPeer struct {
+	name string // "NET:<pattern>"
+	via  string
+}
+
+// netPlan is what a session's namespace needs from its ruleset.
+type netPlan struct {
+	cfg netwall.Config
+	// relays: loopback peers relayed from the start.
+	relays []relayPeer
+	// start: the addresses Resolve found for a host peer (its name ->
+	// them), allowed until the end.
+	start map[string][]netip.Addr
+	// hosts: a declared host pattern -> its peers (one per rule), for the
+	// DNS proxy's answers.
+	hosts map[string][]hostPeer
+	peers []netPeer
+	// unreachable says, per peer the namespace cannot reach, why.
+	unreachable []string
+}
+
+type relayPeer struct {
+	name  string
+	addr  netip.Addr
+	ports policy.PortRange
+	proto policy.Proto
+}
+
+type hostPeer struct {
+	name  string
+	ports policy.PortRange
+	proto policy.Proto
+}
+
+// planNet sorts the CONSUMES NET rules of rs into wall peers, loopback
+// relays and host peers.
+func planNet(rs *policy.Ruleset, budget uint64) netPlan {
+	p := netPlan{start: map[string][]netip.Addr{}, hosts: map[string][]hostPeer{}}
+	p.cfg.MaxEgressBytes = budget
+	seen := map[string]bool{}
+	peer := func(name, via string) {
+		if !seen[name] {
+			seen[name] = true
+			p.peers = append(p.peers, netPeer{name, via})
+		}
+	}
+	for _, r := range rs.Net {
+		pat := r.Pattern
+		if !r.Access.Has(policy.Consumes) || pat.Raw {
+			continue
+		}
+		if pat.Host != "" {
+			name := "NET:" + pat.String()
+			p.hosts[pat.Host] = append(p.hosts[pat.Host], hostPeer{name, pat.Ports, pat.Proto})
+			if !seen[name] {
+				p.cfg.Peers = append(p.cfg.Peers, netwall.Peer{Name: name, Ports: pat.Ports, Proto: pat.Proto})
+			}
+			peer(name, viaWall)
+			continue
+		}
+		// An address rule Resolve expanded from a host rule belongs to
+		// that host's peer.
+		if r.Intent < len(rs.Intents) {
+			if h := rs.Intents[r.Intent].Object.Net.Host; h != "" {
+				hp := pat
+				hp.Host, hp.Prefix = h, netip.Prefix{}
+				name := "NET:" + hp.String()
+				a := pat.Prefix.Addr()
+				if a.IsLoopback() {
+					p.relays = append(p.relays, relayPeer{name, a, pat.Ports, pat.Proto})
+				} else {
+					p.start[name] = append(p.start[name], a)
+				}
+				continue
+			}
+		}
+		name := "NET:" + pat.String()
+		a := pat.Prefix.Addr()
+		switch {
+		case a.IsLoopback() && pat.Prefix.IsSingleIP():
+			p.relays = append(p.relays, relayPeer{name, a, pat.Ports, pat.Proto})
+			peer(name, viaRelay)
+		case a.IsLoopback():
+			p.unreachable = append(p.unreachable, name+": a loopback range is not relayed (name one address): unreachable from the session's namespace")
+		case !a.Unmap().Is4():
+			p.unreachable = append(p.unreachable, name+": no IPv6 is routed to the session's namespace")
+		default:
+			if !seen[name] {
+				p.cfg.Peers = append(p.cfg.Peers, netwall.Peer{Name: name, Prefix: pat.Prefix, Ports: pat.Ports, Proto: pat.Proto})
+			}
+			peer(name, viaWall)
+		}
+	}
+	return p
+}
+
+// sessionNet is a running session's namespace plumbing.
+type sessionNet struct {
+	id    string
+	plan  netPlan
+	log   *slog.Logger
+	wall  *netwall.Wall
+	relay *looprelay.Relay
+
+	mu sync.Mutex
+	// notRelayed: loopback peers (or answers) the relay could not serve.
+	notRelayed []string
+	// amended: loopback peers a permissive amendment relayed.
+	amended []netPeer
+}
+
+// setupNet builds the wall around pid's network namespace and the relays
+// into it. On error nothing is left behind.
+func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.Logger) (_ *sessionNet, err error) {
+	n := &sessionNet{id: id, plan: plan, log: log}
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+	if n.wall, err = netwall.Setup(ctx, id, netwall.Target{Pid: pid}, plan.cfg); err != nil {
+		return nil, err
+	}
+	for name, addrs := range plan.start {
+		for _, a := range addrs {
+			if err := n.wall.AllowPeer(name, a, 0); err != nil && !errors.Is(err, netwall.ErrUnsupported) {
+				return nil, err
+			}
+		}
+	}
+	if n.relay, err = looprelay.New(pid); err != nil {
+		return nil, err
+	}
+	for _, r := range plan.relays {
+		// A relay that cannot listen (too wide, no IPv6 in the namespace)
+		// leaves that peer unreachable: closed, and the log says so.
+		if err := n.relay.Add(r.name, r.addr, r.ports, r.proto); err != nil {
+			n.notRelayed = append(n.notRelayed, r.name+" ("+r.addr.String()+"): "+err.Error())
+			if !errors.Is(err, looprelay.ErrTooWide) {
+				log.Warn("a declared loopback peer is unreachable from the agent's network namespace", "peer", r.name, "error", err)
+			}
+		}
+	}
+	return n, nil
+}
+
+// answered opens what the DNS proxy answered for a declared host pattern:
+// on the wall (IPv4) until ttl, or through a relay (a loopback answer).
+func (n *sessionNet) answered(pattern string, addrs []netip.Addr, ttl time.Duration) error {
+	if n == nil {
+		return nil
+	}
+	var errs []error
+	for _, hp := range n.plan.hosts[pattern] {
+		for _, a := range addrs {
+			a = a.Unmap()
+			switch {
+			case a.IsLoopback():
+				if err := n.relay.Add(hp.name, a, hp.ports, hp.proto); errors.Is(err, looprelay.ErrTooWide) {
+					n.mu.Lock()
+					n.notRelayed = append(n.notRelayed, hp.name+" ("+a.String()+"): "+err.Error())
+					n.mu.Unlock()
+				} else if err != nil {
+					errs = append(errs, err)
+				}
+			case a.Is4():
+				if err := n.wall.AllowPeer(hp.name, a, ttl); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// widen opens a permissive amendment's peer (the refused triple's
+// address, port and protocol) on the packet wall, or through a relay for
+// the host's loopback, as cgroup-net's rules are widened: the agent's
+// retry goes through both walls. It is counted under "dns:<ports>/<proto>"
+// (netwall.Allow's peers) or its triple.
+func (n *sessionNet) widen(t policy.Triple) error {
+	if n == nil || t.Raw || !t.Addr.Addr().IsValid() || t.Predicate != policy.Consumes || t.Addr.Port() == 0 {
+		return nil // a name (the DNS proxy widens it), a bind, a raw socket: nothing to open
+	}
+	a := t.Addr.Addr().Unmap()
+	ports := policy.PortRange{Lo: t.Addr.Port(), Hi: t.Addr.Port()}
+	switch {
+	case a.IsLoopback():
+		name := "NET:" + policy.NetPattern{Prefix: netip.PrefixFrom(a, a.BitLen()), Ports: ports, Proto: t.Proto}.String()
+		if err := n.relay.Add(name, a, ports, t.Proto); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.amended = append(n.amended, netPeer{name, viaRelay})
+		n.mu.Unlock()
+		return nil
+	case a.Is4():
+		return n.wall.Allow(a, ports, t.Proto, 0)
+	}
+	return nil
+}
+
+// relayed says whether a client of the DNS proxy is the relay's host end
+// of a flow from the session's namespace (the agent's).
+func (n *sessionNet) relayed(a netip.AddrPort) bool {
+	return n != nil && n.relay != nil && n.relay.Owns(a)
+}
+
+// counters are the wall's and the relays' counts for the log.
+func (n *sessionNet) counters() (*vlog.Network, error) {
+	out := &vlog.Network{MaxEgressBytes: n.plan.cfg.MaxEgressBytes}
+	wc, err := n.wall.Counters()
+	if err != nil {
+		return nil, err
+	}
+	rc := n.relay.Counters()
+	add := func(name, via string, c netwall.Counts) {
+		out.Peers = append(out.Peers, vlog.PeerCounters{Peer: name, Via: via, OutPackets: c.OutPackets, OutBytes: c.OutBytes, InPackets: c.InPackets, InBytes: c.InBytes})
+		if name != netwall.Dropped {
+			out.OutBytes += c.OutBytes
+			out.InBytes += c.InBytes
+		}
+	}
+	n.mu.Lock()
+	peers := append(append([]netPeer(nil), n.plan.peers...), n.amended...)
+	n.mu.Unlock()
+	seen := map[string]bool{}
+	for _, p := range peers {
+		if seen[p.name] {
+			continue
+		}
+		seen[p.name] = true
+		c := wc[p.name]
+		via := p.via
+		if r, ok := rc[p.name]; ok {
+			// A host peer may be answered with a loopback address too.
+			c.OutPackets += r.OutPackets
+			c.OutBytes += r.OutBytes
+			c.InPackets += r.InPackets
+			c.InBytes += r.InBytes
+			if via == viaWall && (r.OutBytes > 0 || r.InBytes > 0) {
+				via = viaWall + " and " + viaRelay
+			}
+		}
+		add(p.name, via, c)
+	}
+	// Peers the wall made for answers no declared peer took.
+	var extra []string
+	for name := range wc {
+		if strings.HasPrefix(name, "dns:") {
+			extra = append(extra, name)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		add(name, viaWall, wc[name])
+	}
+	add(netwall.Established, viaWall, wc[netwall.Established])
+	add(netwall.Dropped, viaWall, wc[netwall.Dropped])
+	return out, nil
+}
+
+// exceeded reports whether the session spent its egress budget: the
+// wall's quota, or what it and the relays carried out.
+func (n *sessionNet) exceeded() (bool, uint64, error) {
+	if n == nil || n.plan.cfg.MaxEgressBytes == 0 {
+		return false, 0, nil
+	}
+	budget := n.plan.cfg.MaxEgressBytes
+	over, sent, err := n.wall.Exceeded()
+	if err != nil {
+		return false, 0, err
+	}
+	for _, c := range n.relay.Counters() {
+		sent += c.OutBytes
+	}
+	return over || sent >= budget, sent, nil
+}
+
+// backend is the wall's entry in the verification log.
+func (n *sessionNet) backend() vlog.Backend {
+	d := []string{
+		fmt.Sprintf("own network namespace, joined to the host by veth %s (session address %s, gateway %s) and the nftables table %s: a packet to a peer no intent declares is dropped whatever socket call or protocol made it (ICMP, raw sockets)", n.wall.Link, n.wall.Addr, n.wall.HostAddr, netwall.TableName(n.id)),
+		"the host's loopback and the cloud metadata address are unreachable unless declared; host names reach the addresses the session's DNS proxy answered, for their TTL",
+	}
+	if ls := n.relay.Listening(); len(ls) > 0 {
+		sort.Strings(ls)
+		d = append(d, "declared host loopback services relayed into the namespace: "+strings.Join(ls, ", "))
+	}
+	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
+		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))
+	}
+	d = append(d, "a service the agent listens on (PROVIDES NET) is reachable from inside its namespace only")
+	for _, u := range n.plan.unreachable {
+		d = append(d, "unreachable: "+u)
+	}
+	n.mu.Lock()
+	for _, u := range n.notRelayed {
+		d = append(d, "not relayed: "+u)
+	}
+	n.mu.Unlock()
+	return vlog.Backend{Name: "netwall", Guarantee: vlog.GuaranteeBlocks, Details: d}
+}
+
+// close removes the wall and stops the relays; it may be called again.
+func (n *sessionNet) close() {
+	if n == nil {
+		return
+	}
+	if n.relay != nil {
+		_ = n.relay.Close()
+	}
+	if n.wall != nil {
+		if err := n.wall.Close(); err != nil {
+			n.log.Warn("remove the session's network wall", "error", err)
+		}
+	}
+}
+
+// sweepWalls removes the walls of sessions no longer running (a klock
+// killed before it removed its own), as cgroup.SweepStale does groups.
+func sweepWalls(log *slog.Logger) {
+	gone, err := netwall.Sweep(cgroup.Alive)
+	if len(gone) > 0 {
+		log.Info("removed the network walls of sessions that ended without klock", "removed", gone)
+	}
+	if err != nil {
+		log.Debug("sweep stale network walls", "error", err)
+	}
+}
+
+// budgetPoll is how often a session with an egress budget reads its wall's
+// quota: the kernel drops what is over it from the first byte, the kill
+// of a strict session follows within this.
+const budgetPoll = 50 * time.Millisecond
+
+// watchBudget reports on s.overBudget, once, when the agent spent its
+// egress budget (network.max_egress_bytes); the returned func stops it.
+func (s *running) watchBudget(n *sessionNet) func() {
+	s.overBudget = make(chan string, 1)
+	if n == nil || n.plan.cfg.MaxEgressBytes == 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(budgetPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			over, sent, err := n.exceeded()
+			if err != nil {
+				s.log.Warn("read the egress budget", "error", err)
+				continue
+			}
+			if over {
+				s.overBudget <- fmt.Sprintf("the agent exceeded its egress budget: %d bytes out of the %d network.max_egress_bytes allows; the packet wall drops the rest", sent, n.plan.cfg.MaxEgressBytes)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
+}

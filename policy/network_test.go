@@ -1,0 +1,42 @@
+package policy
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestNetworkBudget: network.max_egress_bytes is a positive byte count;
+// anything else is a located error naming the field; without a NET intent
+// it warns (nothing to budget).
+func TestNetworkBudget(t *testing.T) {
+	withNet := manifest([]string{"CONSUMES NET:192.0.2.1:443/tcp"}, "")
+	m := mustParse(t, withNet+"network:\n  max_egress_bytes: 100000\n")
+	if m.EgressBudget() != 100000 || len(m.Warnings) != 0 {
+		t.Errorf("budget %d, warnings %v", m.EgressBudget(), m.Warnings)
+	}
+	if m := mustParse(t, withNet); m.EgressBudget() != 0 {
+		t.Errorf("no network section: budget %d", m.EgressBudget())
+	}
+	for _, tc := range []struct{ name, network, code string }{
+		{"negative", "network:\n  max_egress_bytes: -5\n", "range"},
+		{"zero", "network:\n  max_egress_bytes: 0\n", "range"},
+		{"missing", "network: {}\n", "required"},
+		{"a string", "network:\n  max_egress_bytes: lots\n", "type"},
+		{"unknown field", "network:\n  max_egress: 5\n", "unknown-field"},
+	} {
+		_, err := Parse("t.yaml", []byte(withNet+tc.network))
+		if !errors.Is(err, ErrInvalidManifest) || !slices.Contains(codes(err), tc.code) {
+			t.Errorf("%s: %v (codes %v), want %s", tc.name, err, codes(err), tc.code)
+			continue
+		}
+		if !strings.Contains(err.Error(), "t.yaml:") || !strings.Contains(err.Error(), "network.max_egress") {
+			t.Errorf("%s: %q does not say where", tc.name, err)
+		}
+	}
+	m = mustParse(t, manifest([]string{"CONSUMES FILE:/w/**"}, "")+"network:\n  max_egress_bytes: 10\n")
+	if !slices.Contains(warningCodes(m), "unused") {
+		t.Errorf("a budget without a NET intent: warnings %v", m.Warnings)
+	}
+}
