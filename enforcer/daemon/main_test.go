@@ -55,6 +55,8 @@ func helperClient(req string) int {
 			_, err = cl.Run(context.Background(), &Run{RunRequest: RunRequest{
 				Manifest:     []byte("apiVersion: klock/v1\nagent: {id: x}\nmode: permissive\nbaseline: system-ro\nintents: [PROVIDES PROC:/usr/bin/**]\n" + costEnvelope),
 				ManifestPath: "x.yaml", Argv: []string{"/bin/true"}, UID: 0, GID: 0, AllowRoot: true, AllowDegraded: true}})
+		case "adopt":
+			_, err = cl.Adopt(&AdoptRequest{Manifest: []byte("x"), ContainerID: "c1", Pid: os.Getpid()})
 		default:
 			err = fmt.Errorf("unknown helper request %q", req)
 		}
