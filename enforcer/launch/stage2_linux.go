@@ -4,7 +4,7 @@ package launch
 
 import (
 	"github.com/klocklabs/klock/enforcer/launch/stage2"
-	"github.com/klocklabs/klock/enforcer/nsroot"
+	"github.com/klocklabs/klock/enforcer/nshelper"
 )
 
 // Init must be the first call in main() of every binary that calls Start
@@ -14,6 +14,6 @@ import (
 // once. In stage 2 it never returns: it execs the agent, or reports why it
 // could not and exits.
 func Init() {
-	nsroot.Init() // the observer's helper for a container's root (enforcer/nsroot)
+	nshelper.Init() // the observer's helper for a container's root (enforcer/nshelper)
 	stage2.Init()
 }

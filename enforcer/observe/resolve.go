@@ -4,7 +4,7 @@ package observe
 
 import (
 	"github.com/klocklabs/klock/enforcer/event"
-	"github.com/klocklabs/klock/enforcer/nsroot"
+	"github.com/klocklabs/klock/enforcer/nshelper"
 	"os"
 	"strconv"
 	"strings"
@@ -507,13 +507,13 @@ type ownRoot struct {
 // container's root after its pivot_root, for a path of a process that has
 // exited. It is opened the first time it is needed, after the agent ran
 // (not before the runtime's pivot_root, when it was the host's root), by
-// nsroot's helper process.
+// nshelper's helper process.
 func (r *ownRoot) nsRoot() (int, error) {
 	r.once.Do(func() {
 		if r.ns == nil {
 			return
 		}
-		if f, err := nsroot.Open(r.ns); err == nil {
+		if f, err := nshelper.OpenRoot(r.ns); err == nil {
 			r.fd = int(f.Fd())
 			r.file = f
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lsm"
+	"github.com/klocklabs/klock/enforcer/nshelper"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
@@ -77,6 +78,11 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 			return nil, err
 		}
 		plan, err := writeWall(c, rs, be.lsms != nil, be.watch != nil)
+		if err == nil && plan != nil && plan.MemfdNoexec {
+			// As klock run's stage 2 does in its own pid namespace (the
+			// agent has no capability to, inside the container).
+			err = memfdNoexec(c)
+		}
 		be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
 		if err != nil {
 			return nil, err
@@ -113,4 +119,18 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		}
 		return &prepared{be: be, proc: proc, restorer: restorer, start: start}, nil
 	}
+}
+
+// memfdNoexec sets vm.memfd_noexec = 2 in the container's pid namespace:
+// no memfd made there can be executed (the Landlock plan counts on it).
+func memfdNoexec(c *Container) error {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", c.Pid))
+	if err != nil {
+		return fmt.Errorf("%w: container %s: its pid namespace: %v", ErrSetup, c.ID, err)
+	}
+	defer ns.Close()
+	if err := nshelper.SetMemfdNoexec(ns); err != nil {
+		return fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
+	}
+	return nil
 }

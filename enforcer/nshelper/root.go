@@ -1,20 +1,6 @@
 //go:build linux
 
-// Package nsroot opens the root directory of a mount namespace: a
-// container's root after its pivot_root, for the observer to resolve the
-// path strings of a container process that has exited (its
-// /proc/<pid>/root is gone). setns into a mount namespace needs a thread
-// that shares no file-system state with the others, which a Go process
-// cannot spare safely (the main thread could be the one locked), so a
-// helper process does it: the running binary re-executed with NsRootEnv,
-// which Init (called first in main, through launch.Init) recognizes; it
-// joins the namespace, opens "/" and hands the descriptor back over a
-// socket.
-//
-// Errors: Open wraps the helper's failure (ErrHelper) or the descriptor
-// passing's; a binary whose main does not call Init makes the helper run
-// as the binary itself, which Open detects (no descriptor comes back).
-package nsroot
+package nshelper
 
 import (
 	"errors"
@@ -31,12 +17,13 @@ import (
 // NsRootEnv marks the helper process: "NSFD,SOCKFD".
 const NsRootEnv = "_KLOCK_NSROOT"
 
-// ErrHelper: the helper process could not open the namespace's root.
-var ErrHelper = errors.New("nsroot: the helper could not open the namespace's root")
+// ErrHelper: the helper process failed.
+var ErrHelper = errors.New("nshelper: the helper process failed")
 
-// Init is the helper's entry point: in a process started by Open it never
-// returns; in any other it returns at once.
+// Init is the helpers' entry point: in a process started by OpenRoot or
+// SetMemfdNoexec it never returns; in any other it returns at once.
 func Init() {
+	sysctlInit()
 	v, ok := os.LookupEnv(NsRootEnv)
 	if !ok {
 		return
@@ -64,15 +51,15 @@ func Init() {
 	os.Exit(0)
 }
 
-// Open returns the root directory of the mount namespace ns (an open
+// OpenRoot returns the root directory of the mount namespace ns (an open
 // /proc/<pid>/ns/mnt), as an O_PATH descriptor.
-func Open(ns *os.File) (*os.File, error) {
+func OpenRoot(ns *os.File) (*os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("nsroot: socketpair: %w", err)
+		return nil, fmt.Errorf("nshelper: socketpair: %w", err)
 	}
-	mine := os.NewFile(uintptr(pair[0]), "nsroot")
-	theirs := os.NewFile(uintptr(pair[1]), "nsroot-helper")
+	mine := os.NewFile(uintptr(pair[0]), "nshelper")
+	theirs := os.NewFile(uintptr(pair[1]), "nshelper-helper")
 	defer mine.Close()
 	cmd := exec.Command("/proc/self/exe")
 	cmd.ExtraFiles = []*os.File{ns, theirs} // fds 3 and 4
@@ -80,7 +67,7 @@ func Open(ns *os.File) (*os.File, error) {
 	err = cmd.Start()
 	theirs.Close()
 	if err != nil {
-		return nil, fmt.Errorf("nsroot: start the helper: %w", err)
+		return nil, fmt.Errorf("nshelper: start the helper: %w", err)
 	}
 	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
 	_, oobn, _, _, rerr := unix.Recvmsg(int(mine.Fd()), buf, oob, 0)
