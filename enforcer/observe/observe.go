@@ -733,7 +733,7 @@ func (o *Observer) dispatch(r *raw) {
 		}
 		w.seeded = o.res.gen + 1
 	}
-	o.translate(r, func(rec Record) {
+	o.translate(r, w.root, func(rec Record) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if w.closed {

@@ -22,7 +22,8 @@ const (
 
 // translate turns one kernel record into the Records it means (an exec of a
 // script means two). clock converts the record's boot-time stamp.
-func (o *Observer) translate(r *raw, emit func(Record)) {
+// inRoot is the Watch's own root (InOwnRoot), nil for the observer's.
+func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 	// Paths in a session's procfs (resolved from an fd they read as
 	// /proc/<host or namespace pid>) are the session's own processes:
 	// report them as /proc/self so intents can name them.
@@ -46,10 +47,6 @@ func (o *Observer) translate(r *raw, emit func(Record)) {
 	rec := Record{Kind: KindEvent, CgroupID: r.cgid, Event: base}
 	rv := o.res
 
-	var inRoot *ownRoot
-	if w := o.watches[r.cgid]; w != nil {
-		inRoot = w.root
-	}
 	req := func(p []byte, dirfd int32, follow bool) pathReq {
 		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
 			base: kident(r.baseDev, r.baseIno), hasBase: r.kflags&fBase != 0, kbase: r.kbase, inRoot: inRoot}
