@@ -8,58 +8,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"testing"
 
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
-
-// newNS makes a network namespace with loopback up.
-func newNS(t *testing.T) netns.NsHandle {
-	t.Helper()
-	testutil.RequirePrivileged(t)
-	ch := make(chan netns.NsHandle, 1)
-	errc := make(chan error, 1)
-	go func() {
-		// Left locked: the thread dies with the goroutine.
-		runtime.LockOSThread()
-		h, err := netns.New()
-		if err != nil {
-			errc <- err
-			return
-		}
-		if lo, err := netlink.LinkByName("lo"); err == nil {
-			_ = netlink.LinkSetUp(lo)
-		}
-		ch <- h
-	}()
-	select {
-	case h := <-ch:
-		t.Cleanup(func() { h.Close() })
-		return h
-	case err := <-errc:
-		testutil.Unavailable(t, "new network namespace: "+err.Error())
-	}
-	return 0
-}
-
-// inside runs f on a thread in ns (left locked: it dies after).
-func inside(t *testing.T, ns netns.NsHandle, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := unix.Setns(int(ns), unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
 
 func relayFor(t *testing.T, ns netns.NsHandle) *Relay {
 	t.Helper()
@@ -76,7 +31,7 @@ func relayFor(t *testing.T, ns netns.NsHandle) *Relay {
 // counted both ways; the proxy-facing end is Owned; an undeclared port is
 // not relayed (refused in the namespace).
 func TestTCPAndUDPRelayed(t *testing.T) {
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +81,7 @@ func TestTCPAndUDPRelayed(t *testing.T) {
 		t.Fatalf("a second Add of the same peer: %v", err)
 	}
 	msg := []byte("through the relay")
-	err = inside(t, ns, func() error {
+	err = testutil.InNetNS(ns, func() error {
 		c, err := net.Dial("tcp4", netip.AddrPortFrom(lo, port).String())
 		if err != nil {
 			return err
@@ -174,7 +129,7 @@ func TestTCPAndUDPRelayed(t *testing.T) {
 // relayed; Close ends an open flow (the host's service never closes it)
 // and Add after it fails.
 func TestTooWideAndClosed(t *testing.T) {
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	r := relayFor(t, ns)
 	lo := netip.MustParseAddr("127.0.0.1")
 	if err := r.Add("wide", lo, policy.PortRange{Lo: 1000, Hi: 1000 + MaxPorts}, policy.ProtoTCP); !errors.Is(err, ErrTooWide) {
@@ -200,7 +155,7 @@ func TestTooWideAndClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var agent net.Conn
-	if err := inside(t, ns, func() error {
+	if err := testutil.InNetNS(ns, func() error {
 		var err error
 		agent, err = net.Dial("tcp4", netip.AddrPortFrom(lo, port).String())
 		return err

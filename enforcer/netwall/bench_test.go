@@ -5,6 +5,7 @@ package netwall
 import (
 	"context"
 	"fmt"
+	"github.com/klocklabs/klock/internal/testutil"
 	"net/netip"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func BenchmarkSetupClose(b *testing.B) {
 	var setup, cl time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		ns := newNS(b)
+		ns := testutil.NewNetNS(b)
 		b.StartTimer()
 		t0 := time.Now()
 		w, err := Setup(context.Background(), fmt.Sprintf("bench-%d-%d", i, time.Now().UnixNano()), Target{FD: int(ns)}, Config{Peers: peers, MaxEgressBytes: 1 << 30})
@@ -59,7 +60,7 @@ func BenchmarkThroughput(b *testing.B) {
 	privileged(b)
 	declared, _ := hostAddrs(b)
 	l := listen(b, -1, declared)
-	walledNS, plainNS := newNS(b), newNS(b)
+	walledNS, plainNS := testutil.NewNetNS(b), testutil.NewNetNS(b)
 	cfg := Config{Peers: []Peer{tcpPeer("peer", declared, l.port)}, MaxEgressBytes: 1 << 40}
 	walled, err := Setup(context.Background(), fmt.Sprintf("bench-walled-%d", time.Now().UnixNano()), Target{FD: int(walledNS)}, cfg)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,50 +21,10 @@ import (
 
 var testSeq atomic.Uint32
 
-// newNS makes an empty network namespace (lo up) and returns its handle,
-// closed at the end of the test.
-func newNS(t testing.TB) netns.NsHandle {
-	t.Helper()
-	ch := make(chan netns.NsHandle, 1)
-	errc := make(chan error, 1)
-	go func() {
-		// The thread that made the namespace is left locked: it dies with
-		// the goroutine, never serving another one.
-		runtime.LockOSThread()
-		h, err := netns.New()
-		if err != nil {
-			errc <- err
-			return
-		}
-		if lo, err := netlink.LinkByName("lo"); err == nil {
-			_ = netlink.LinkSetUp(lo)
-		}
-		ch <- h
-	}()
-	select {
-	case h := <-ch:
-		t.Cleanup(func() { h.Close() })
-		return h
-	case err := <-errc:
-		t.Fatalf("new network namespace: %v", err)
-	}
-	return 0
-}
-
-// inNS runs f on a thread in the namespace ns: sockets f makes are ns's.
+// inNS runs f on a thread in ns; a failed setns fails the test.
 func inNS(t testing.TB, ns netns.NsHandle, f func()) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread goes away with us
-		if err := netns.Set(ns); err != nil {
-			done <- err
-			return
-		}
-		f()
-		done <- nil
-	}()
-	if err := <-done; err != nil {
+	if err := testutil.InNetNS(ns, func() error { f(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -105,7 +64,7 @@ func hostAddrs(t testing.TB) (declared, undeclared netip.Addr) {
 // (10.205.n.1) to it (10.205.n.2), the "internet" seen from the session.
 func remoteNS(t testing.TB) (netns.NsHandle, netip.Addr) {
 	t.Helper()
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	n := os.Getpid()%200 + int(testSeq.Add(1))
 	name := fmt.Sprintf("klwr%d", n)
 	la := netlink.NewLinkAttrs()

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/klocklabs/klock/internal/testutil"
 	"net"
 	"net/netip"
 	"os"
@@ -55,7 +56,7 @@ func TestDeclaredAndUndeclared(t *testing.T) {
 	ld := listen(t, -1, declared)
 	lu := listen(t, -1, undeclared)
 	lr := listen(t, remote, remoteAddr)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	w := setup(t, ns, Config{Peers: []Peer{
 		tcpPeer("host", declared, ld.port),
 		tcpPeer("remote", remoteAddr, lr.port),
@@ -110,7 +111,7 @@ func TestDeclaredAndUndeclared(t *testing.T) {
 // everything.
 func TestMetadataDropped(t *testing.T) {
 	privileged(t)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	w := setup(t, ns, Config{Peers: []Peer{{Name: "all", Prefix: netip.MustParsePrefix("0.0.0.0/0"), Ports: policy.AllPorts}}})
 	before := counters(t, w)[Dropped].OutPackets
 	_ = dial(t, ns, netip.AddrPortFrom(Metadata, 80), 1, 300*time.Millisecond)
@@ -127,7 +128,7 @@ func TestAllowTimeout(t *testing.T) {
 	privileged(t)
 	declared, _ := hostAddrs(t)
 	l := listen(t, -1, declared)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	ports := policy.PortRange{Lo: l.port, Hi: l.port}
 	w := setup(t, ns, Config{Peers: []Peer{{Name: "svc.test", Ports: ports, Proto: policy.ProtoTCP}}})
 	ap := netip.AddrPortFrom(declared, l.port)
@@ -166,7 +167,7 @@ func TestCountersAndBudget(t *testing.T) {
 	privileged(t)
 	declared, _ := hostAddrs(t)
 	l := listen(t, -1, declared)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	w := setup(t, ns, Config{Peers: []Peer{tcpPeer("peer", declared, l.port)}})
 	if err := dial(t, ns, netip.AddrPortFrom(declared, l.port), 1<<20, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestCountersAndBudget(t *testing.T) {
 	}
 
 	l2 := listen(t, -1, declared)
-	ns2 := newNS(t)
+	ns2 := testutil.NewNetNS(t)
 	w2 := setup(t, ns2, Config{Peers: []Peer{tcpPeer("peer", declared, l2.port)}, MaxEgressBytes: 100000})
 	if ex, n, err := w2.Exceeded(); err != nil || ex {
 		t.Fatalf("Exceeded at start: %v %d %v", ex, n, err)
@@ -198,7 +199,7 @@ func TestCountersAndBudget(t *testing.T) {
 // whose handle was dropped (a killed klock) and spares live ones.
 func TestCloseAndSweep(t *testing.T) {
 	privileged(t)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	w, err := Setup(context.Background(), testID(t), Target{FD: int(ns)}, Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -213,11 +214,11 @@ func TestCloseAndSweep(t *testing.T) {
 		t.Fatalf("after Close: table %v, link %v", tb, l)
 	}
 
-	crashed, err := Setup(context.Background(), testID(t)+"-crashed", Target{FD: int(newNS(t))}, Config{})
+	crashed, err := Setup(context.Background(), testID(t)+"-crashed", Target{FD: int(testutil.NewNetNS(t))}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := setup(t, newNS(t), Config{})
+	live := setup(t, testutil.NewNetNS(t), Config{})
 	removed, err := Sweep(func(id string) bool { return id != crashed.ID })
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +230,7 @@ func TestCloseAndSweep(t *testing.T) {
 		t.Errorf("after Sweep: live session's table %v, link %v", tb, l)
 	}
 	// A table whose link is gone (the namespace died) is swept too.
-	orphan, err := Setup(context.Background(), testID(t)+"-orphan", Target{FD: int(newNS(t))}, Config{})
+	orphan, err := Setup(context.Background(), testID(t)+"-orphan", Target{FD: int(testutil.NewNetNS(t))}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestRenewAndSameID(t *testing.T) {
 	privileged(t)
 	declared, _ := hostAddrs(t)
 	l := listen(t, -1, declared)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	ports := policy.PortRange{Lo: l.port, Hi: l.port}
 	w := setup(t, ns, Config{Peers: []Peer{{Name: "svc.test", Ports: ports, Proto: policy.ProtoTCP}}})
 	ap := netip.AddrPortFrom(declared, l.port)
@@ -289,7 +290,7 @@ func TestRenewAndSameID(t *testing.T) {
 		t.Errorf("after a renewal to a minute, past the first second: %v", err)
 	}
 
-	if _, err := Setup(context.Background(), w.ID, Target{FD: int(newNS(t))}, Config{}); err == nil {
+	if _, err := Setup(context.Background(), w.ID, Target{FD: int(testutil.NewNetNS(t))}, Config{}); err == nil {
 		t.Fatal("a second Setup of the same id worked")
 	}
 	if tb, l := exists(t, w.ID); !tb || !l {
@@ -333,7 +334,7 @@ func TestForgedSource(t *testing.T) {
 	privileged(t)
 	declared, _ := hostAddrs(t)
 	l := listen(t, -1, declared)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	w := setup(t, ns, Config{Peers: []Peer{{Name: "udp", Prefix: netip.PrefixFrom(declared, 32), Ports: policy.PortRange{Lo: l.port, Hi: l.port}, Proto: policy.ProtoUDP}}})
 	dst := netip.AddrPortFrom(declared, l.port)
 	before := counters(t, w)[Dropped].OutPackets
@@ -358,7 +359,7 @@ func TestEstablishedOutlivesExpiry(t *testing.T) {
 	privileged(t)
 	declared, _ := hostAddrs(t)
 	l := listen(t, -1, declared)
-	ns := newNS(t)
+	ns := testutil.NewNetNS(t)
 	ports := policy.PortRange{Lo: l.port, Hi: l.port}
 	w := setup(t, ns, Config{Peers: []Peer{{Name: "svc.test", Ports: ports, Proto: policy.ProtoTCP}}})
 	if err := w.AllowPeer("svc.test", declared, time.Second); err != nil {
