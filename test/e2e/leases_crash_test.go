@@ -30,24 +30,7 @@ func TestLeasesOfAKilledKlockExpire(t *testing.T) {
 		crashAndWait(t, env, func(r *klockRun) { r.cmd.Process.Signal(syscall.SIGKILL) }, ttl, grace)
 	})
 	t.Run("klockd", func(t *testing.T) {
-		klockd := filepath.Join(filepath.Dir(klockBinary(t)), "klockd")
-		dir := t.TempDir()
-		os.Chmod(dir, 0o755)
-		sock := filepath.Join(dir, "klockd.sock")
-		d := exec.Command(klockd, "--socket", sock, "--no-api")
-		d.Stderr = &syncBuffer{}
-		if err := d.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer d.Process.Kill()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(sock); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("klockd did not listen on %s\n%s", sock, d.Stderr.(*syncBuffer).String())
-			}
-		}
+		d, sock := startKlockdProcess(t)
 		env := []string{daemon.SocketEnv + "=" + sock}
 		crashAndWait(t, env, func(*klockRun) { d.Process.Signal(syscall.SIGKILL); d.Wait() }, ttl, grace)
 	})
@@ -132,5 +115,31 @@ func TestInterruptWhileWaitingForLeases(t *testing.T) {
 	}
 	if w.Exists(w.W("ran.txt")) {
 		t.Fatal("the interrupted session ran")
+	}
+}
+
+// startKlockdProcess runs a real klockd (beside klockBinary) on a socket
+// of the test's, waits until it listens, and kills it at the end; the
+// caller may kill it sooner (a crash).
+func startKlockdProcess(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	klockd := filepath.Join(filepath.Dir(klockBinary(t)), "klockd")
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	sock := filepath.Join(dir, "klockd.sock")
+	d := exec.Command(klockd, "--socket", sock, "--no-api")
+	stderr := &syncBuffer{}
+	d.Stderr = stderr
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return d, sock
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("klockd did not listen on %s\n%s", sock, stderr.String())
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -351,24 +350,7 @@ func TestWallOfAKilledKlockIsSwept(t *testing.T) {
 		killAndSweep(t, env, func(r *klockRun) { r.cmd.Process.Signal(syscall.SIGKILL) })
 	})
 	t.Run("klockd", func(t *testing.T) {
-		klockd := filepath.Join(filepath.Dir(klockBinary(t)), "klockd")
-		dir := t.TempDir()
-		os.Chmod(dir, 0o755)
-		sock := filepath.Join(dir, "klockd.sock")
-		d := exec.Command(klockd, "--socket", sock, "--no-api")
-		d.Stderr = &syncBuffer{}
-		if err := d.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer d.Process.Kill()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(sock); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("klockd did not listen on %s\n%s", sock, d.Stderr.(*syncBuffer).String())
-			}
-		}
+		d, sock := startKlockdProcess(t)
 		killAndSweep(t, []string{daemon.SocketEnv + "=" + sock}, func(*klockRun) { d.Process.Signal(syscall.SIGKILL); d.Wait() })
 	})
 }
