@@ -73,10 +73,10 @@ func TestSBPath(t *testing.T) {
 		testutil.Unavailable(t, "no mount found for "+f)
 	}
 	rv := newResolver()
-	if p, ok := rv.sbPath(uint32(os.Getpid()), id, rel); !ok || p != f {
+	if p, ok := rv.sbPath(uint32(os.Getpid()), nil, id, rel); !ok || p != f {
 		t.Errorf("sbPath(%q) = %q, %v; want %q", rel, p, ok, f)
 	}
-	if p, ok := rv.sbPath(uint32(os.Getpid()), ident{dev: id.dev, ino: id.ino + 1}, rel); ok {
+	if p, ok := rv.sbPath(uint32(os.Getpid()), nil, ident{dev: id.dev, ino: id.ino + 1}, rel); ok {
 		t.Errorf("sbPath with another inode = %q, want no match", p)
 	}
 }

@@ -498,6 +498,7 @@ func (r *ownRoot) kresolve(pid uint32, full string, follow bool) (path string, i
 // ownRoot is a Watch's root of its own (InOwnRoot).
 type ownRoot struct {
 	ns   *os.File // the mount namespace
+	init uint32   // the container's first process (InOwnRoot)
 	once sync.Once
 	fd   int // its root, opened once (-1 until then, or when it failed)
 	file *os.File

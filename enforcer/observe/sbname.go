@@ -22,7 +22,10 @@ type mountEnt struct{ dev, root, mp string }
 // cached by its mount namespace: an agent without capabilities cannot
 // mount in it, and a namespace of its own (a user namespace) is another
 // key.
-func (rv *resolver) mountsOf(pid uint32) []mountEnt {
+func (rv *resolver) mountsOf(pid uint32, root *ownRoot) []mountEnt {
+	if root != nil {
+		return root.mounts(pid)
+	}
 	ns, _ := os.Readlink(procPath(pid, "ns/mnt"))
 	if ns != "" {
 		if ms, ok := rv.mounts[ns]; ok {
@@ -97,8 +100,8 @@ func sbCandidates(ms []mountEnt, dev uint64, rel string) []string {
 // once, and a name read back after the rename blamed the chmod on the
 // target (a strict session killed in 4 of 7 runs). ok is false when the
 // mount is ambiguous (bind mounts of one filesystem): sbPath decides then.
-func (rv *resolver) sbName(pid uint32, obj ident, rel string) (string, bool) {
-	c := sbCandidates(rv.mountsOf(pid), obj.dev, rel)
+func (rv *resolver) sbName(pid uint32, root *ownRoot, obj ident, rel string) (string, bool) {
+	c := sbCandidates(rv.mountsOf(pid, root), obj.dev, rel)
 	if len(c) != 1 {
 		return "", false
 	}
@@ -108,14 +111,35 @@ func (rv *resolver) sbName(pid uint32, obj ident, rel string) (string, bool) {
 // sbPath names an object the kernel gave as a path from its filesystem's
 // root (fKPathSB) among several candidate mounts: the one whose lstat now
 // finds the kernel's inode. ok is false when none does.
-func (rv *resolver) sbPath(pid uint32, obj ident, rel string) (string, bool) {
-	for _, cand := range sbCandidates(rv.mountsOf(pid), obj.dev, rel) {
+func (rv *resolver) sbPath(pid uint32, root *ownRoot, obj ident, rel string) (string, bool) {
+	for _, cand := range sbCandidates(rv.mountsOf(pid, root), obj.dev, rel) {
+		if root != nil {
+			// The candidate is the container's name: looked up in its root.
+			if _, id, _, found := root.kresolve(pid, cand, false); found && id == obj {
+				return cand, true
+			}
+			continue
+		}
 		var st unix.Stat_t
 		if unix.Lstat(cand, &st) == nil && statIdent(&st) == obj {
 			return cand, true
 		}
 	}
 	return "", false
+}
+
+// mounts is the mount table as the container's processes see it: pid's,
+// else its init's (once the process is gone). Never the observer's own
+// (its names are the host's), and never cached by namespace: before the
+// runtime's pivot_root the same namespace's table reads from the host's
+// root. Nil when neither process is left: the caller resolves otherwise.
+func (r *ownRoot) mounts(pid uint32) []mountEnt {
+	for _, p := range []uint32{pid, r.init} {
+		if b, err := os.ReadFile(procPath(p, "mountinfo")); err == nil {
+			return parseMountinfo(string(b))
+		}
+	}
+	return nil
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).

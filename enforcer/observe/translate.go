@@ -93,7 +93,7 @@ func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 		// the kernel's path of it at the syscall's exit is the name the
 		// call used, whatever has been renamed since (sbName).
 		if hasObj && r.kflags&fKPathSB != 0 {
-			if kp, ok := rv.sbName(r.pid, obj, r.kpath); ok {
+			if kp, ok := rv.sbName(r.pid, inRoot, obj, r.kpath); ok {
 				rv.name(obj, kp)
 				return kp, PathKernel
 			}
@@ -107,7 +107,7 @@ func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 			// the dirfd's directory since): the kernel's own path of
 			// that inode, placed on the mount that holds it and checked
 			// there with an lstat that must find the same inode.
-			if kp, ok := rv.sbPath(r.pid, obj, r.kpath); ok {
+			if kp, ok := rv.sbPath(r.pid, inRoot, obj, r.kpath); ok {
 				rv.name(obj, kp)
 				return kp, PathKernel
 			}

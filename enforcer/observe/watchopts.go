@@ -20,8 +20,11 @@ type watchOpts struct {
 // the same name is another file; once the process is gone, inside the
 // namespace's root. The names reported are the container's, as the
 // kernel's own walk (which stops at the task's root) gives them.
-func InOwnRoot(mntns *os.File) WatchOption {
-	return func(o *watchOpts) { o.inRoot = &ownRoot{ns: mntns, fd: -1} }
+//
+// init is the container's first process: its view (mounts, root) is the
+// container's once a process that did something has exited.
+func InOwnRoot(mntns *os.File, init int) WatchOption {
+	return func(o *watchOpts) { o.inRoot = &ownRoot{ns: mntns, init: uint32(init), fd: -1} }
 }
 
 // KnownDirs names directories the session's processes start in (its

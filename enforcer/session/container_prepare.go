@@ -74,7 +74,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 			return nil, fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
 		}
 		be.mntns = ns
-		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot(ns)); err != nil {
+		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot(ns, c.Pid)); err != nil {
 			return nil, err
 		}
 		plan, err := writeWall(c, rs, be.lsms != nil, be.watch != nil)

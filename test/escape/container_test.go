@@ -103,7 +103,7 @@ func newContainerRunner(t *testing.T) *containerRunner {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	sock := harness.Klockd(t, dir, nil)
-	c := &containerRunner{t: t, runtime: harness.RuntimeWrapper(t, dir, harness.KlockBins(t), sock), rootfs: hostLikeRootfs(t, filepath.Join(dir, "rootfs"))}
+	c := &containerRunner{t: t, runtime: harness.RuntimeWrapper(t, dir, harness.KlockBins(t), sock), rootfs: ctrtest.HostLikeRootfs(t, filepath.Join(dir, "rootfs"))}
 	return c
 }
 
@@ -121,11 +121,7 @@ func (c *containerRunner) run(e *env, s harness.Spec) *harness.Outcome {
 	id := fmt.Sprintf("ke-%d-%d", os.Getpid(), c.seq)
 	c.mu.Unlock()
 	binds := []ctrtest.Bind{{Host: base, Container: base}, {Host: filepath.Dir(harness.Probe), Container: filepath.Dir(harness.Probe), ReadOnly: true}}
-	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"} {
-		if st, err := os.Lstat(d); err == nil && st.IsDir() {
-			binds = append(binds, ctrtest.Bind{Host: d, Container: d, ReadOnly: true})
-		}
-	}
+	binds = append(binds, ctrtest.HostSystemBinds()...)
 	b := ctrtest.NewBundle(t, ctrtest.BundleOptions{Rootfs: c.rootfs, Args: s.Command,
 		Env: append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", harness.ProbeEnv + "=1"}, s.Env...),
 		UID: harness.AgentUID, GID: harness.AgentGID, Cwd: e.Workdir, Binds: binds, HostNetwork: true,
@@ -160,25 +156,3 @@ func (c *containerRunner) run(e *env, s harness.Spec) *harness.Outcome {
 	return &harness.Outcome{Res: res, Log: lg, Stdout: r.Stdout, Stderr: r.Stderr, Probe: harness.ParseProbe(r.Stdout), ManifestPath: mpath}
 }
 
-// hostLikeRootfs is busybox's root file system shaped as the host's: where
-// the host's /bin, /sbin, /lib or /lib64 is a link (a merged /usr), the
-// rootfs has the same link, and the host's /usr is bound over it (run):
-// every program and library a row names has the same path inside.
-func hostLikeRootfs(t *testing.T, dir string) string {
-	rootfs := ctrtest.BusyboxRootfs(t, dir)
-	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
-		target, err := os.Readlink(d)
-		if err != nil {
-			continue
-		}
-		p := filepath.Join(rootfs, d)
-		if err := os.RemoveAll(p); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.MkdirAll(filepath.Join(rootfs, "usr"), 0o755)
-	return rootfs
-}

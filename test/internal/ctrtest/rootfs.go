@@ -191,3 +191,40 @@ func mustJSON(t testing.TB, v any) []byte {
 	}
 	return b
 }
+
+// HostLikeRootfs is busybox's root file system shaped as the host's: where
+// the host's /bin, /sbin, /lib or /lib64 is a link (a merged /usr), the
+// rootfs has the same link; with HostSystemBinds over it, every program and
+// library of the host has the same path inside (git, make, the test
+// binary), and busybox fills the rest.
+func HostLikeRootfs(t testing.TB, dir string) string {
+	t.Helper()
+	rootfs := BusyboxRootfs(t, dir)
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
+		target, err := os.Readlink(d)
+		if err != nil {
+			continue
+		}
+		p := filepath.Join(rootfs, d)
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, os.MkdirAll(filepath.Join(rootfs, "usr"), 0o755))
+	return rootfs
+}
+
+// HostSystemBinds bind the host's /usr (and /bin, /sbin, /lib, /lib64 where
+// they are directories, not links) read-only at their own paths.
+func HostSystemBinds() []Bind {
+	var binds []Bind
+	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64"} {
+		if st, err := os.Lstat(d); err == nil && st.IsDir() {
+			binds = append(binds, Bind{Host: d, Container: d, ReadOnly: true})
+		}
+	}
+	return binds
+}
