@@ -9,9 +9,11 @@
 // do to itself safely (the thread it would lock could be the main one).
 //
 // What it does for klock's container sessions:
-//   - OpenRoot: the root directory of a mount namespace (a container's root
-//     after its pivot_root), for the observer to resolve the path strings of
-//     a container process that has exited;
+//   - OpenView: the root directory and the mount table of a mount
+//     namespace (a container's, after its pivot_root), for the observer to
+//     resolve the path strings and kernel paths of a container process
+//     that has exited, when no process of the container is left to show
+//     them in /proc;
 //   - SetMemfdNoexec: vm.memfd_noexec = 2 in a pid namespace (a
 //     container's), so memfds made there can never be executed, as klock
 //     run's stage 2 does in its own.

@@ -20,7 +20,7 @@ const NsRootEnv = "_KLOCK_NSROOT"
 // ErrHelper: the helper process failed.
 var ErrHelper = errors.New("nshelper: the helper process failed")
 
-// Init is the helpers' entry point: in a process started by OpenRoot or
+// Init is the helpers' entry point: in a process started by OpenView or
 // SetMemfdNoexec it never returns; in any other it returns at once.
 func Init() {
 	sysctlInit()
@@ -35,6 +35,12 @@ func Init() {
 		os.Exit(2)
 	}
 	runtime.LockOSThread()
+	// The host's procfs, held before the join: the namespace's own /proc
+	// (if it has one) belongs to a pid namespace this process is not in.
+	proc, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Exit(3)
+	}
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		os.Exit(3)
 	}
@@ -45,15 +51,37 @@ func Init() {
 	if err != nil {
 		os.Exit(5)
 	}
-	if err := unix.Sendmsg(sockfd, []byte{1}, unix.UnixRights(fd), nil, 0); err != nil {
+	// This thread's mountinfo, opened now, shows the namespace's mounts
+	// relative to its root for as long as the descriptor lives (the open
+	// file holds both), whoever reads it.
+	mi, err := unix.Openat(proc, "thread-self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Exit(5)
+	}
+	if err := unix.Sendmsg(sockfd, []byte{1}, unix.UnixRights(fd, mi), nil, 0); err != nil {
 		os.Exit(6)
 	}
 	os.Exit(0)
 }
 
-// OpenRoot returns the root directory of the mount namespace ns (an open
-// /proc/<pid>/ns/mnt), as an O_PATH descriptor.
-func OpenRoot(ns *os.File) (*os.File, error) {
+// View is a mount namespace as a process inside it sees it.
+type View struct {
+	// Root is the namespace's root directory (O_PATH).
+	Root *os.File
+	// Mountinfo is a mountinfo of the namespace, mount points relative to
+	// Root: read from offset 0, it gives the table as it is at that time.
+	Mountinfo *os.File
+}
+
+// Close closes both descriptors.
+func (v *View) Close() error {
+	return errors.Join(v.Root.Close(), v.Mountinfo.Close())
+}
+
+// OpenView returns the root directory and the mount table of the mount
+// namespace ns (an open /proc/<pid>/ns/mnt). Both stay valid after every
+// process of the namespace has exited, as long as ns is held.
+func OpenView(ns *os.File) (*View, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("nshelper: socketpair: %w", err)
@@ -69,7 +97,7 @@ func OpenRoot(ns *os.File) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nshelper: start the helper: %w", err)
 	}
-	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(2*4))
 	_, oobn, _, _, rerr := unix.Recvmsg(int(mine.Fd()), buf, oob, 0)
 	werr := cmd.Wait()
 	if rerr != nil {
@@ -80,8 +108,11 @@ func OpenRoot(ns *os.File) (*os.File, error) {
 		return nil, fmt.Errorf("%w: no descriptor came back (%v; does the binary's main call launch.Init?)", ErrHelper, werr)
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return nil, fmt.Errorf("%w: %v", ErrHelper, err)
+	if err != nil || len(fds) != 2 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("%w: %d descriptors came back, want 2 (%v)", ErrHelper, len(fds), err)
 	}
-	return os.NewFile(uintptr(fds[0]), "/"), nil
+	return &View{Root: os.NewFile(uintptr(fds[0]), "/"), Mountinfo: os.NewFile(uintptr(fds[1]), "mountinfo")}, nil
 }

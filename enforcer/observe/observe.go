@@ -546,9 +546,8 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	w.closed = true
 	close(w.ch)
 	delete(o.watches, cgroupID)
-	if w.root != nil && w.root.file != nil {
-		w.root.file.Close()
-		w.root.fd, w.root.file = -1, nil
+	if w.root != nil {
+		w.root.close()
 	}
 	o.releaseSyscalls()
 	return err

@@ -5,6 +5,7 @@ package observe
 import (
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/nshelper"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -501,26 +502,62 @@ type ownRoot struct {
 	init uint32   // the container's first process (InOwnRoot)
 	once sync.Once
 	fd   int // its root, opened once (-1 until then, or when it failed)
-	file *os.File
+	view *nshelper.View
+	mu   sync.Mutex // view.Mountinfo's offset
 }
 
-// nsRoot returns a new descriptor of the mount namespace's root: the
-// container's root after its pivot_root, for a path of a process that has
-// exited. It is opened the first time it is needed, after the agent ran
-// (not before the runtime's pivot_root, when it was the host's root), by
-// nshelper's helper process.
-func (r *ownRoot) nsRoot() (int, error) {
+// openView opens the namespace's root and mount table the first time
+// either is needed, after the agent ran (not before the runtime's
+// pivot_root, when its root was the host's), through nshelper's helper
+// process. Nil when that failed.
+func (r *ownRoot) openView() *nshelper.View {
 	r.once.Do(func() {
 		if r.ns == nil {
 			return
 		}
-		if f, err := nshelper.OpenRoot(r.ns); err == nil {
-			r.fd = int(f.Fd())
-			r.file = f
+		if v, err := nshelper.OpenView(r.ns); err == nil {
+			r.view = v
+			r.fd = int(v.Root.Fd())
 		}
 	})
-	if r.fd < 0 {
+	return r.view
+}
+
+// nsRoot returns a new descriptor of the mount namespace's root: the
+// container's root after its pivot_root, for a path of a process that has
+// exited.
+func (r *ownRoot) nsRoot() (int, error) {
+	if r.openView() == nil || r.fd < 0 {
 		return -1, unix.ENOENT
 	}
 	return unix.Dup(r.fd)
+}
+
+// nsMountinfo is the namespace's mount table now, as its processes see
+// it: for a record of a process that has exited after the container's
+// last process did (a short-lived container is gone before the reader
+// catches up). Nil when it cannot be read.
+func (r *ownRoot) nsMountinfo() []byte {
+	v := r.openView()
+	if v == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := v.Mountinfo.Seek(0, io.SeekStart); err != nil {
+		return nil
+	}
+	b, err := io.ReadAll(v.Mountinfo)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// close releases the namespace's root and mount table.
+func (r *ownRoot) close() {
+	if r.view != nil {
+		r.view.Close()
+		r.fd, r.view = -1, nil
+	}
 }

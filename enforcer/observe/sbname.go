@@ -129,15 +129,19 @@ func (rv *resolver) sbPath(pid uint32, root *ownRoot, obj ident, rel string) (st
 }
 
 // mounts is the mount table as the container's processes see it: pid's,
-// else its init's (once the process is gone). Never the observer's own
+// else its init's (once the process is gone), else the namespace's own
+// through nshelper (once every process is gone). Never the observer's own
 // (its names are the host's), and never cached by namespace: before the
 // runtime's pivot_root the same namespace's table reads from the host's
-// root. Nil when neither process is left: the caller resolves otherwise.
+// root. Nil when none can be read: the caller resolves otherwise.
 func (r *ownRoot) mounts(pid uint32) []mountEnt {
 	for _, p := range []uint32{pid, r.init} {
 		if b, err := os.ReadFile(procPath(p, "mountinfo")); err == nil {
 			return parseMountinfo(string(b))
 		}
+	}
+	if b := r.nsMountinfo(); b != nil {
+		return parseMountinfo(string(b))
 	}
 	return nil
 }

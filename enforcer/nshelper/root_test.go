@@ -1,0 +1,104 @@
+//go:build linux
+
+package nshelper
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	Init()
+	os.Exit(m.Run())
+}
+
+// TestOpenViewAfterEveryProcessExited: a mount namespace whose root was
+// pivoted (as a container runtime does) and whose only process has exited,
+// held by an open ns/mnt: OpenView still gives its root and its mount
+// table, mount points relative to that root. The observer needs both to
+// name what a short-lived container did after the container is gone.
+func TestOpenViewAfterEveryProcessExited(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	dir := t.TempDir()
+	// Debian's root is merged-/usr: /usr bound in keeps umount and sleep,
+	// and umount needs a /proc.
+	script := `set -e
+mount -t tmpfs rootfs "$1"
+mkdir "$1/old" "$1/inner" "$1/usr" "$1/proc"
+mount -t tmpfs inner "$1/inner"
+mount --bind /usr "$1/usr"
+for d in bin sbin lib lib64; do ln -s "usr/$d" "$1/$d"; done
+echo hi > "$1/inner/marker"
+cd "$1"
+pivot_root . old
+mount -t proc proc /proc
+umount -l /old
+exec sleep 60`
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	mi := "/proc/" + strconv.Itoa(pid) + "/mountinfo"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(mi)
+		if strings.Contains(string(b), " /inner ") && !strings.Contains(string(b), " /old") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the namespace was not set up in 10 s; its mountinfo:\n%s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	v, err := OpenView(ns)
+	if err != nil {
+		t.Fatalf("OpenView: %v", err)
+	}
+	defer v.Close()
+	for i := 0; i < 2; i++ { // read twice: the table is read again from offset 0
+		if _, err := v.Mountinfo.Seek(0, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(v.Mountinfo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mps []string
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if f := strings.Fields(line); len(f) > 4 {
+				mps = append(mps, f[4])
+			}
+		}
+		if strings.Join(mps, ",") != "/,/inner,/usr,/proc" {
+			t.Fatalf("read %d: mount points %q, want /, /inner, /usr and /proc (relative to the pivoted root):\n%s", i, mps, b)
+		}
+	}
+	fd, err := unix.Openat(int(v.Root.Fd()), "inner/marker", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("inner/marker in the namespace's root: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "marker")
+	defer f.Close()
+	if b, _ := io.ReadAll(f); string(b) != "hi\n" {
+		t.Fatalf("marker = %q", b)
+	}
+}
