@@ -48,6 +48,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 			go func() {
 				r, err := o.Snapshot(ctx, Preflight{Ruleset: hostRS, ID: id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Exclude: exclude,
 					Scratch: c.scratch()})
+				o.tl.mark("backup")
 				backup <- backupResult{r, err}
 			}()
 		}
@@ -67,6 +68,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if err := be.attachLSM(g, rs, o.Backends, choice, lopts...); err != nil {
 			return nil, err
 		}
+		o.tl.mark("bpf-lsm")
 		// The container's mount namespace, held open for the session: the
 		// observer resolves a path of a process that has exited inside it.
 		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", c.Pid))
@@ -77,11 +79,14 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot(ns, c.Pid)); err != nil {
 			return nil, err
 		}
+		o.tl.mark("observer")
 		plan, err := writeWall(c, rs, be.lsms != nil, be.watch != nil)
+		o.tl.mark("wall written")
 		if err == nil && plan != nil && plan.MemfdNoexec {
 			// As klock run's stage 2 does in its own pid namespace (the
 			// agent has no capability to, inside the container).
 			err = memfdNoexec(c)
+			o.tl.mark("memfd_noexec")
 		}
 		be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
 		if err != nil {
@@ -98,9 +103,11 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if err := be.attachNetAlways(g, rs, l); err != nil {
 			return nil, err
 		}
+		o.tl.mark("cgroup-net")
 		if err := be.attachUnix(g, rs, l); err != nil {
 			return nil, err
 		}
+		o.tl.mark("cgroup-unix")
 		var restorer Restorer
 		if backup != nil {
 			r := <-backup
@@ -110,9 +117,11 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 			}
 			restorer = r.r
 		}
+		o.tl.mark("backup taken")
 		if err := logged(); err != nil {
 			return nil, err
 		}
+		o.tl.mark("begun log")
 		proc, err := launch.Adopt(c.Pid, g, plan)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)

@@ -199,6 +199,8 @@ type Options struct {
 	// dns is the session's DNS proxy (Run sets it for prepare): told
 	// which of its clients are the agent's relayed queries.
 	dns *dnsScope
+	// tl is the session's timeline (Run sets it for prepare).
+	tl *timeline
 }
 
 // Result is how a session ended.

@@ -78,6 +78,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		backup = make(chan backupResult, 1)
 		go func() {
 			r, err := o.Snapshot(ctx, Preflight{Ruleset: rs, ID: id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...), Exclude: exclude})
+			o.tl.mark("backup")
 			backup <- backupResult{r, err}
 		}()
 	}
@@ -85,9 +86,11 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	if err := be.attachLSM(g, rs, o.Backends, choice); err != nil {
 		return nil, err
 	}
+	o.tl.mark("bpf-lsm")
 	if err := be.attachObserver(g, l.observer(), dirs); err != nil {
 		return nil, err
 	}
+	o.tl.mark("observer")
 	spec.NoLandlock = be.lsms != nil || choice == BackendObserve
 	// An observe-only run refuses nothing it can record (the observer
 	// reports the ioctls it lets through).
@@ -100,6 +103,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	if pending, err = launch.Spawn(ctx, spec); err != nil {
 		return nil, err
 	}
+	o.tl.mark("stage 2 spawned")
 	// The agent's own namespace exists with stage 2: the packet wall
 	// and the relays are built around it while stage 2 and the cgroup
 	// programs get ready, before the agent runs.
@@ -157,12 +161,15 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	if err := be.attachNet(g, rs, l, choice); err != nil {
 		return nil, err
 	}
+	o.tl.mark("cgroup-net")
 	if err := be.attachUnix(g, rs, l); err != nil {
 		return nil, err
 	}
+	o.tl.mark("cgroup-unix")
 	if err := joinedNet(); err != nil {
 		return nil, err
 	}
+	o.tl.mark("netwall")
 	if !o.AllowDegraded {
 		takeBackup()
 	}
@@ -175,9 +182,11 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		}
 		restorer = r.r
 	}
+	o.tl.mark("backup taken")
 	if err := logged(); err != nil {
 		return nil, err
 	}
+	o.tl.mark("begun log")
 	proc, err := pending.Release()
 	pending = nil // Release cleans up after itself
 	if err != nil {

@@ -37,6 +37,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	tl := newTimeline()
+	o.tl = tl
 	m := o.Manifest
 	mode := m.Mode
 	if o.Mode != "" {
@@ -150,10 +152,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// two sessions share a workdir when what they change does not
 	// conflict, and a strict kill rolls back only what no other session's
 	// lease covers. Released after the rollback and the log.
+	tl.mark("compiled")
 	leases, err := acquireLeases(ctx, o, hostRS, id, log)
 	if err != nil {
 		return nil, err
 	}
+	tl.mark("leases")
 	if leases != nil {
 		defer leases.release()
 		// Revoked or expired leases end the session as an interruption
@@ -181,6 +185,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer deleteGroup()
+	tl.mark("cgroup")
 	if dnsp != nil {
 		dnsp.setGroup(g)
 	}
@@ -220,6 +225,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	be, proc, restorer, start := ready.be, ready.proc, ready.restorer, ready.start
+	tl.mark("started")
+	tl.log(log, "session start")
 	closeBackends := sync.OnceFunc(be.close)
 	defer closeBackends()
 	// Traffic before Started: whoever shows the session running can show
@@ -284,6 +291,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	exit, _ := proc.Wait()
+	tl.mark("agent ended")
 	res := &Result{ID: id, Exit: exit, Killed: s.killed, Reason: s.reason, Interrupted: s.interrupted}
 	if s.first != nil && s.first.Err != nil {
 		res.Violation = s.first.Err
@@ -334,10 +342,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	x.KilledAt = s.killedAt
 	vl.Finish(time.Now(), x, rollback)
+	tl.mark("log built")
 	path, err := vl.Write(sessionDir)
 	if err != nil {
 		return res, fmt.Errorf("write verification log: %w", err)
 	}
+	tl.mark("log written")
 	res.LogPath, res.Log = path, vl
 	if o.Finished != nil && o.Container != nil {
 		// The poststop hook waits for this, not for the backends'
@@ -346,8 +356,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if leases != nil {
 			leases.release()
 		}
+		tl.mark("leases released")
 		o.Finished(res)
 	}
+	tl.log(log, "session end")
 	if mode == policy.ModePermissive && o.Container == nil {
 		learnHostsFile(eng, hostsFile)
 	}

@@ -380,9 +380,27 @@ func killAndSweep(t *testing.T, env []string, crash func(*klockRun)) {
 	if !linkExists(link) {
 		t.Fatalf("no link %s while the session runs", link)
 	}
+	// The session's id, from its link's alias: its cgroup says when its
+	// agent is gone.
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, ok := strings.CutPrefix(l.Attrs().Alias, "klock ")
+	if !ok {
+		t.Fatalf("link %s has no klock alias: %q", link, l.Attrs().Alias)
+	}
 	crash(a)
 	a.wait(t)
 	t.Logf("after the kill: table %s there %v, link %s there %v", table, tableExists(t, table), link, linkExists(link))
+	// The agent outlives its klock for a moment (the kernel kills it on
+	// its parent's death, asynchronously): the session has ended only when
+	// its cgroup is empty, and a sweep before that rightly leaves its wall.
+	for deadline := time.Now().Add(30 * time.Second); cgroup.Alive(id); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed klock's agent (session %s) still runs 30 s later", id)
+		}
+	}
 	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:192.0.2.1:443/tcp"), Command: []string{harness.Probe, "print:x"}})
 	if o.Res.Killed {
 		t.Fatalf("the next session: %s", o.Res.Reason)
