@@ -92,6 +92,17 @@ func checkLauncher(path string) (*os.File, fileID, error) {
 	return os.NewFile(uintptr(fd), path), id, nil
 }
 
+// OpenHelper opens the small binary nshelper's helper processes run
+// (klock-stage2, whose main calls nshelper.Init): path, or klock-stage2
+// beside the executable when path is "", with the checks stage 2 gets.
+// Nil when there is none or it is unfit: the caller re-executes its own
+// binary then, which does the same and only starts later. The caller
+// closes the file.
+func OpenHelper(path string) *os.File {
+	f, _ := openLauncher(path)
+	return f
+}
+
 // LauncherFor says which binary Spawn would run as stage 2 for Spec.Stage2
 // path ("" for the default): klock-stage2's path, or "/proc/self/exe"
 // with the reason the small launcher is not used (klock doctor shows it).

@@ -217,7 +217,7 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 			Pdeathsig:   syscall.SIGKILL,
 		},
 	}
-	err = cmd.Start()
+	err = onSpawnerThread(cmd.Start) // the parent-death signal follows that thread
 	specR.Close()
 	statusW.Close()
 	goR.Close()

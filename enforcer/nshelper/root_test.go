@@ -102,3 +102,75 @@ exec sleep 60`
 		t.Fatalf("marker = %q", b)
 	}
 }
+
+// TestSetMemfdNoexec: the switch is set in the other pid namespace, not
+// in ours, by a helper started from the given binary or by re-execution,
+// and no later child of this process lands in the other namespace (the
+// thread that joined it for its children is put back).
+func TestSetMemfdNoexec(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	if _, err := os.Stat(MemfdNoexecSysctl); err != nil {
+		t.Skip("no vm.memfd_noexec on this kernel (6.3+)")
+	}
+	ours, err := os.ReadFile(MemfdNoexecSysctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	for name, opts := range map[string][]Option{"re-executed": nil, "binary": {Binary(self)}} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("unshare", "-p", "-f", "sleep", "60")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			inner := waitChild(t, cmd.Process.Pid)
+			ns, err := os.Open("/proc/" + strconv.Itoa(inner) + "/ns/pid")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ns.Close()
+			if err := SetMemfdNoexec(ns, opts...); err != nil {
+				t.Fatalf("SetMemfdNoexec: %v", err)
+			}
+			out, err := exec.Command("nsenter", "-t", strconv.Itoa(inner), "-p", "--", "cat", MemfdNoexecSysctl).CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != "2" {
+				t.Fatalf("vm.memfd_noexec in the namespace: %q %v, want 2", out, err)
+			}
+			if now, _ := os.ReadFile(MemfdNoexecSysctl); string(now) != string(ours) {
+				t.Fatalf("ours changed: %q, was %q", now, ours)
+			}
+			want, _ := os.Readlink("/proc/self/ns/pid")
+			for i := 0; i < 20; i++ {
+				c := exec.Command("true")
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				got, _ := os.Readlink("/proc/" + strconv.Itoa(c.Process.Pid) + "/ns/pid")
+				c.Wait()
+				if got != want {
+					t.Fatalf("a later child is in pid namespace %s, want ours %s", got, want)
+				}
+			}
+		})
+	}
+}
+
+// waitChild returns the pid of pid's first child (unshare -f's).
+func waitChild(t *testing.T, pid int) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("process %d started no child in 10 s", pid)
+	return 0
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
+	"golang.org/x/sys/unix"
 )
 
 // prepareContainer is prepare for an adopted container (Options.Container):
@@ -85,7 +86,12 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if err == nil && plan != nil && plan.MemfdNoexec {
 			// As klock run's stage 2 does in its own pid namespace (the
 			// agent has no capability to, inside the container).
-			err = memfdNoexec(c)
+			var shared bool
+			if shared, err = memfdNoexec(c, o.Stage2); shared {
+				be.list = append(be.list, vlog.Backend{Name: "memfd exec", Guarantee: vlog.GuaranteeDetects, Details: []string{
+					"the container shares klockd's pid namespace (the host's), whose vm.memfd_noexec klock leaves as it is: an exec of a memfd is not walled by Landlock there; the tracepoints (or bpf-lsm) see it",
+				}})
+			}
 			o.tl.mark("memfd_noexec")
 		}
 		be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
@@ -131,15 +137,34 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 }
 
 // memfdNoexec sets vm.memfd_noexec = 2 in the container's pid namespace:
-// no memfd made there can be executed (the Landlock plan counts on it).
-func memfdNoexec(c *Container) error {
+// no memfd made there can be executed (the Landlock plan counts on it). A
+// container that shares klockd's pid namespace (the host's: --pid=host)
+// is left alone, and shared says so: the switch would be the whole
+// host's. The helper process is klock-stage2 (stage2, or beside the
+// running binary) when there is one: it starts sooner than klockd.
+func memfdNoexec(c *Container, stage2 string) (shared bool, err error) {
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", c.Pid))
 	if err != nil {
-		return fmt.Errorf("%w: container %s: its pid namespace: %v", ErrSetup, c.ID, err)
+		return false, fmt.Errorf("%w: container %s: its pid namespace: %v", ErrSetup, c.ID, err)
 	}
 	defer ns.Close()
-	if err := nshelper.SetMemfdNoexec(ns); err != nil {
-		return fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
+	var theirs, ours unix.Stat_t
+	if err := unix.Fstat(int(ns.Fd()), &theirs); err != nil {
+		return false, fmt.Errorf("%w: container %s: its pid namespace: %v", ErrSetup, c.ID, err)
 	}
-	return nil
+	if err := unix.Stat("/proc/self/ns/pid", &ours); err != nil {
+		return false, fmt.Errorf("%w: klockd's own pid namespace: %v", ErrSetup, err)
+	}
+	if theirs.Dev == ours.Dev && theirs.Ino == ours.Ino {
+		return true, nil
+	}
+	var opts []nshelper.Option
+	if bin := launch.OpenHelper(stage2); bin != nil {
+		defer bin.Close()
+		opts = append(opts, nshelper.Binary(bin))
+	}
+	if err := nshelper.SetMemfdNoexec(ns, opts...); err != nil {
+		return false, fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
+	}
+	return false, nil
 }

@@ -3,9 +3,11 @@
 package session
 
 import (
+	"os"
 	"slices"
 	"testing"
 
+	"github.com/klocklabs/klock/enforcer/nshelper"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 )
@@ -82,5 +84,22 @@ func TestHostManifest(t *testing.T) {
 	}
 	if _, err := c.hostManifest(&policy.Manifest{Workdir: "/tmp/work"}); err == nil {
 		t.Fatalf("a workdir on a tmpfs was accepted")
+	}
+}
+
+// TestMemfdNoexecLeavesTheHostsPidNamespace: a container in klockd's own
+// pid namespace (--pid=host) would have the whole host's vm.memfd_noexec
+// changed: it is left as it is, and the caller is told.
+func TestMemfdNoexecLeavesTheHostsPidNamespace(t *testing.T) {
+	before, err := os.ReadFile(nshelper.MemfdNoexecSysctl)
+	if err != nil {
+		t.Skip("no vm.memfd_noexec on this kernel")
+	}
+	shared, err := memfdNoexec(&Container{ID: "host-pid", Pid: os.Getpid()}, "")
+	if err != nil || !shared {
+		t.Fatalf("memfdNoexec of a container in our pid namespace = shared %v, %v; want shared, no error", shared, err)
+	}
+	if after, _ := os.ReadFile(nshelper.MemfdNoexecSysctl); string(after) != string(before) {
+		t.Fatalf("the host's vm.memfd_noexec changed: %q -> %q", before, after)
 	}
 }
