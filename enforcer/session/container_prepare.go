@@ -83,21 +83,40 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		o.tl.mark("observer")
 		plan, err := writeWall(c, rs, be.lsms != nil, be.watch != nil)
 		o.tl.mark("wall written")
-		if err == nil && plan != nil && plan.MemfdNoexec {
-			// As klock run's stage 2 does in its own pid namespace (the
-			// agent has no capability to, inside the container).
-			var shared bool
-			if shared, err = memfdNoexec(c, o.Stage2); shared {
+		if err != nil {
+			return nil, err
+		}
+		// As klock run's stage 2 does in its own pid namespace (the agent
+		// has no capability to, inside the container): a helper process,
+		// the longest step here, run beside the network backends' attach.
+		var memfd chan memfdResult
+		if plan != nil && plan.MemfdNoexec {
+			memfd = make(chan memfdResult, 1)
+			go func() {
+				shared, err := memfdNoexec(c, o.Stage2)
+				o.tl.mark("memfd_noexec")
+				memfd <- memfdResult{shared, err}
+			}()
+			defer func() {
+				if memfd != nil {
+					<-memfd // never left running behind the caller's back
+				}
+			}()
+		}
+		joinMemfd := func() error {
+			if memfd == nil {
+				return nil
+			}
+			r := <-memfd
+			memfd = nil
+			if r.shared {
 				be.list = append(be.list, vlog.Backend{Name: "memfd exec", Guarantee: vlog.GuaranteeDetects, Details: []string{
 					"the container shares klockd's pid namespace (the host's), whose vm.memfd_noexec klock leaves as it is: an exec of a memfd is not walled by Landlock there; the tracepoints (or bpf-lsm) see it",
 				}})
 			}
-			o.tl.mark("memfd_noexec")
+			return r.err
 		}
 		be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
-		if err != nil {
-			return nil, err
-		}
 		if be.lsms == nil && plan == nil && !o.AllowDegraded && be.watch == nil {
 			return nil, fmt.Errorf("%w: container %s has no file wall (no bpf-lsm, no Landlock inside: hook-only mode) and no tracepoints to detect what it does. Fix: klock doctor says what the kernel lacks", ErrDegraded, c.ID)
 		}
@@ -114,6 +133,9 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 			return nil, err
 		}
 		o.tl.mark("cgroup-unix")
+		if err := joinMemfd(); err != nil {
+			return nil, err
+		}
 		var restorer Restorer
 		if backup != nil {
 			r := <-backup
@@ -134,6 +156,11 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		}
 		return &prepared{be: be, proc: proc, restorer: restorer, start: start}, nil
 	}
+}
+
+type memfdResult struct {
+	shared bool
+	err    error
 }
 
 // memfdNoexec sets vm.memfd_noexec = 2 in the container's pid namespace:
