@@ -66,13 +66,23 @@ func ownArea(dir, workdir string) bool {
 	return false
 }
 
+// homeDir: dir is a home directory itself (/root, /home/<user>).
+func homeDir(dir string) bool {
+	if dir == "/root" {
+		return true
+	}
+	user, ok := strings.CutPrefix(dir, "/home/")
+	return ok && user != "" && !strings.Contains(user, "/")
+}
+
 // ownPattern is where a learned intent on the run's own file p is declared:
 // the directory the run found in place (the parent of the outermost
 // directory it made above p: everything in a directory the run made is
 // the run's), its children (dir/*) when the run made p directly in it and
 // nothing inside p, its subtree (dir/**) when the run made a directory
 // there and filled it. top is that outermost thing the run made. ok is
-// false when that directory is not an ownArea.
+// false when that directory is not an ownArea; when it is a home directory
+// and top a directory the run made there, the pattern is top's own subtree.
 func ownPattern(p string, own map[string]bool, workdir string) (pat policy.PathPattern, top string, ok bool) {
 	top = p
 	for d := parentDir(p); d != "/" && d != workdir; d = parentDir(d) {
@@ -82,6 +92,15 @@ func ownPattern(p string, own map[string]bool, workdir string) (pat policy.PathP
 	}
 	dir := parentDir(top)
 	if !ownArea(dir, workdir) {
+		// A directory the run made directly in a home directory (go's
+		// ~/.cache, ~/.config and ~/go, pip's ~/.cache/pip on a fresh
+		// account): its name is the tool's, not the run's, and the next
+		// run finds it there; what the run put inside it is the run's.
+		// Declared on that directory's subtree, never on the home
+		// directory's (~/.ssh is there too).
+		if homeDir(dir) && (top != p || own[p+"/"]) {
+			return policy.PathPattern{Path: top, Match: policy.MatchSubtree}, top, true
+		}
 		return policy.PathPattern{}, "", false
 	}
 	if top == p && !own[p+"/"] {
@@ -199,7 +218,7 @@ func ownPatterns(own map[string]bool, workdir string) ownSet {
 		pat, top, ok := ownPattern(p, own, workdir)
 		switch {
 		case !ok:
-		case top == p:
+		case top == p && pat.Path != top:
 			s.children[pat.Path] = true
 			addKid(pat.Path)
 		default:
