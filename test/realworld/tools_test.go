@@ -361,7 +361,9 @@ var goHomeInput = []struct{ op, want string }{{"a + b", "5"}, {"a * b", "6"}}
 // home is the agent's home for the go-home workload: /home/<name>, outside
 // the workdir, kept from step to step as a user's is (the learning run
 // finds it empty; the strict runs find the caches it made).
-func (w *world) home() string { return filepath.Join("/home", "klock-rw-"+filepath.Base(filepath.Dir(w.dir))) }
+func (w *world) home() string {
+	return filepath.Join("/home", "klock-rw-"+filepath.Base(filepath.Dir(w.dir)))
+}
 
 func goHomeWorkload() workload {
 	return workload{
