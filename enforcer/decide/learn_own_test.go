@@ -275,3 +275,33 @@ func TestLearnToolStateInAHomeOutsideTheWorkdir(t *testing.T) {
 		t.Errorf("learned exact cache entries:\n%s", out)
 	}
 }
+
+// GOCACHE where an operator put it, outside the workdir, the temporary
+// directories and the homes (/srv/cache/go-build, there and empty before
+// the first run): the run fills a hash fan-out there. Its entries were
+// declared one by one (4,000 exact paths) and the next run, whose hashes
+// differ, was killed at its first new entry.
+func TestLearnHashFanOutOutsideTheScratchAreas(t *testing.T) {
+	g := "/srv/cache/go-build"
+	m := manifestAt(t, "/srv/repo")
+	out := learnThenStrict(t, m, func(e *Engine, input int) []Verdict {
+		evs := []event.Event{fileEv(policy.Provides, g+"/README", "openat")}
+		if input == 2 {
+			evs[0].Errno = 17 // there from the first run
+		}
+		for i := 0; i < 5; i++ {
+			hash := fmt.Sprintf("%02x%062x", i*50+input, input)
+			dir := g + "/" + hash[:2]
+			evs = append(evs, fileEv(policy.Provides, dir, "mkdirat"),
+				fileEv(policy.Provides, dir+"/"+hash+"-d", "openat"), fileEv(policy.Mutates, dir+"/"+hash+"-d", "write"),
+				fileEv(policy.Consumes, dir+"/"+hash+"-d", "openat"))
+		}
+		return observeAll(e, evs...)
+	})
+	if !strings.Contains(out, "PROVIDES FILE:"+g+"/** ") || strings.Contains(out, g+"/0") {
+		t.Errorf("the fan-out is not declared on its subtree:\n%s", out)
+	}
+	if strings.Contains(out, "FILE:/srv/cache/** ") || strings.Contains(out, "FILE:/srv/** ") {
+		t.Errorf("declared above the fan-out:\n%s", out)
+	}
+}
