@@ -216,6 +216,13 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 		// each PATH directory, a probe for an optional config file). The
 		// attempt stays in the log as a failed observation.
 		return v
+	case existed(ev, t):
+		// Something was already there: mkdir -p and install -d making
+		// each directory of a path (/srv, /srv/prefix), an O_EXCL lock
+		// file another process holds, a link whose name is taken. The
+		// kernel answers EEXIST from its lookup, before any wall's hook,
+		// and made or changed nothing.
+		return v
 	}
 	v.Err = d.Violation(t)
 	o.Violation = true
@@ -391,6 +398,21 @@ func netPatternFor(t policy.Triple) (policy.NetPattern, bool) {
 		return n, false
 	}
 	return n, true
+}
+
+// existed reports whether a file operation failed because the name it
+// would have made already exists (EEXIST: mkdir, mknod, symlink, link,
+// open with O_CREAT|O_EXCL, a rename with RENAME_NOREPLACE). The kernel
+// returns it from the path lookup, before any LSM hook (Landlock's or
+// bpf-lsm's) is asked, so no wall could have refused it either: the
+// operation had no effect, on any object. Like absent, the attempt stays
+// in the log as a failed observation and tells the agent no more than a
+// stat of the path would.
+func existed(ev event.Event, t policy.Triple) bool {
+	if t.Type != policy.ObjFile || !strings.HasPrefix(t.Path, "/") {
+		return false
+	}
+	return ev.Errno == int32(syscall.EEXIST) && !ev.Blocked
 }
 
 // absent reports whether a file or exec operation failed because its

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 
@@ -50,5 +51,46 @@ cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1,
 	}
 	if failed != 1 {
 		t.Fatalf("the absent exec must stay in the log as a failed attempt (failed=%d)", failed)
+	}
+}
+
+// mkdir -p and install -d make every directory of a path in turn and get
+// EEXIST for those that are there (/srv, /srv/kt): no effect, and no wall
+// could have refused it (the kernel's lookup answers before the LSM hooks).
+// Strict mode must not kill for it, and --learn must not declare
+// PROVIDES FILE:/srv (a Landlock rule that would have to go on /, which
+// klock run then refuses to start with).
+func TestExistingNamesAreNotViolations(t *testing.T) {
+	m := manifest(t, "strict", "none", "PROVIDES FILE:/srv/prefix/**")
+	e := New(compile(t, m), policy.ModeStrict)
+	eexist := func(ev event.Event) event.Event { ev.Errno = int32(syscall.EEXIST); return ev }
+	for _, ev := range []event.Event{
+		eexist(fileEv(policy.Provides, "/srv", "mkdir")),
+		eexist(fileEv(policy.Mutates, "/etc/passwd", "openat")), // O_CREAT|O_EXCL of an existing file
+		eexist(renameEv("/srv/prefix/a", "/etc/hosts", false)),
+	} {
+		if v := e.Observe(ev); v.Action != ActionAllow {
+			t.Fatalf("%s %s failed with EEXIST: %v, want allow (no effect)", ev.Syscall, ev.Triple, v.Action)
+		}
+	}
+	if v := e.Observe(fileEv(policy.Provides, "/srv/other", "mkdir")); v.Action != ActionKill {
+		t.Fatalf("a mkdir that made an undeclared directory must kill: %v", v.Action)
+	}
+	if v := e.Observe(blocked(fileEv(policy.Provides, "/etc/x", "mkdir"))); v.Action != ActionKill {
+		t.Fatalf("a refused mkdir must kill: %v", v.Action)
+	}
+
+	// Permissive learning: the EEXIST mkdirs of install -d are not learned.
+	lm := manifest(t, "permissive", "none")
+	le := New(compile(t, lm), policy.ModePermissive)
+	le.Observe(eexist(fileEv(policy.Provides, "/srv", "mkdir")))
+	le.Observe(eexist(fileEv(policy.Provides, "/srv/prefix", "mkdir")))
+	le.Observe(fileEv(policy.Provides, "/srv/prefix/bin", "mkdir"))
+	out, err := le.Learned(lm, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(out); strings.Contains(s, "PROVIDES FILE:/srv #") || strings.Contains(s, "PROVIDES FILE:/srv/prefix #") || !strings.Contains(s, "PROVIDES FILE:/srv/prefix/bin") {
+		t.Fatalf("learned:\n%s", s)
 	}
 }

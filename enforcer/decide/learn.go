@@ -87,12 +87,18 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall, scope: e.madeIn(o.Triple.Path)})
 		}
 	}
-	need = append(need, e.leftBehind()...)
+	need = append(need, e.leftBehind(m.Workdir)...)
 	gone, own := e.madeAndGone(), e.ownFiles()
+	need = append(need, e.builtCopies(need, own)...)
 	names := e.learnNames()
 	threshold := e.learnMin
 	e.mu.Unlock()
 	ownScopes(need, own, gone, m.Workdir)
+	for i := range need {
+		if c := need[i].copyOf; c != "" && need[i].scope.Path != "" {
+			need[i].note = fmt.Sprintf("learned: a copy the tool kept of %s, a program the run built and ran (go run's build cache: the next run runs the copy); ", path.Base(c))
+		}
+	}
 	workdirReads(need, m.Workdir)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
@@ -130,6 +136,39 @@ type learnObs struct {
 	// t's exact path; note, when set, says why (for the review).
 	scope policy.PathPattern
 	note  string
+	// copyOf, for an exec implied by builtCopies, is the program the run
+	// ran of which this is the kept copy.
+	copyOf string
+}
+
+// builtCopies are the execs a run implies on the copies a tool kept of the
+// programs the run built and ran: go run (Go 1.24+) links the program in
+// its work directory, runs it from there, and stores it in the build cache
+// ($GOCACHE/<hh>/<hash>-d/<name>); the next run, its cache warm, runs the
+// cached copy instead. A copy is a file the run made and left in place,
+// with the base name of a program it built and ran, in another directory.
+// Call with e.mu held.
+func (e *Engine) builtCopies(need []learnObs, own map[string]bool) []learnObs {
+	ran := map[string]string{} // base name -> a program the run built and ran
+	for _, o := range need {
+		if o.t.Type == policy.ObjProc && o.t.Predicate == policy.Provides && own[o.t.Path] {
+			ran[path.Base(o.t.Path)] = o.t.Path
+		}
+	}
+	if len(ran) == 0 {
+		return nil
+	}
+	var out []learnObs
+	for p := range own {
+		prog, ok := ran[path.Base(p)]
+		if !ok || strings.HasSuffix(p, "/") || parentDir(p) == parentDir(prog) || !e.create.has(p) {
+			continue
+		}
+		if x := policy.ExecTriple(p); e.obs[x] == nil {
+			out = append(out, learnObs{t: x, syscall: "execve", copyOf: prog})
+		}
+	}
+	return out
 }
 
 // madeAndGone are the files the run made and then renamed away or

@@ -66,13 +66,23 @@ func ownArea(dir, workdir string) bool {
 	return false
 }
 
+// homeDir: dir is a home directory itself (/root, /home/<user>).
+func homeDir(dir string) bool {
+	if dir == "/root" {
+		return true
+	}
+	user, ok := strings.CutPrefix(dir, "/home/")
+	return ok && user != "" && !strings.Contains(user, "/")
+}
+
 // ownPattern is where a learned intent on the run's own file p is declared:
 // the directory the run found in place (the parent of the outermost
 // directory it made above p: everything in a directory the run made is
 // the run's), its children (dir/*) when the run made p directly in it and
 // nothing inside p, its subtree (dir/**) when the run made a directory
 // there and filled it. top is that outermost thing the run made. ok is
-// false when that directory is not an ownArea.
+// false when that directory is not an ownArea (top is still set); when it is a home directory
+// and top a directory the run made there, the pattern is top's own subtree.
 func ownPattern(p string, own map[string]bool, workdir string) (pat policy.PathPattern, top string, ok bool) {
 	top = p
 	for d := parentDir(p); d != "/" && d != workdir; d = parentDir(d) {
@@ -82,7 +92,16 @@ func ownPattern(p string, own map[string]bool, workdir string) (pat policy.PathP
 	}
 	dir := parentDir(top)
 	if !ownArea(dir, workdir) {
-		return policy.PathPattern{}, "", false
+		// A directory the run made directly in a home directory (go's
+		// ~/.cache, ~/.config and ~/go, pip's ~/.cache/pip on a fresh
+		// account): its name is the tool's, not the run's, and the next
+		// run finds it there; what the run put inside it is the run's.
+		// Declared on that directory's subtree, never on the home
+		// directory's (~/.ssh is there too).
+		if homeDir(dir) && (top != p || own[p+"/"]) {
+			return policy.PathPattern{Path: top, Match: policy.MatchSubtree}, top, true
+		}
+		return policy.PathPattern{}, top, false
 	}
 	if top == p && !own[p+"/"] {
 		return policy.PathPattern{Path: dir, Match: policy.MatchChildren}, top, true
@@ -120,6 +139,10 @@ func ownScopes(need []learnObs, own, gone map[string]bool, workdir string) {
 		if own[p] {
 			pat, top, ok := ownPattern(p, own, workdir)
 			if !ok {
+				if g := set.fanOf(p); g != "" {
+					o.scope = policy.PathPattern{Path: g, Match: policy.MatchSubtree}
+					o.note = ownNote(o.t, top, o.scope, gone[p], true)
+				}
 				continue
 			}
 			fan := pat.Match == policy.MatchChildren && set.fan[parentDir(pat.Path)]
@@ -198,8 +221,11 @@ func ownPatterns(own map[string]bool, workdir string) ownSet {
 		}
 		pat, top, ok := ownPattern(p, own, workdir)
 		switch {
+		case !ok && top == p:
+			addKid(parentDir(p))
 		case !ok:
-		case top == p:
+			addKid(top)
+		case top == p && pat.Path != top:
 			s.children[pat.Path] = true
 			addKid(pat.Path)
 		default:
@@ -208,11 +234,38 @@ func ownPatterns(own map[string]bool, workdir string) ownSet {
 	}
 	for g, names := range kids {
 		// Never above the workdir: its own rules stay on it.
-		if len(names) >= 2 && hashNames(names) && ownArea(g, workdir) && (workdir == "" || !strings.HasPrefix(workdir, g+"/")) {
+		if len(names) >= 2 && hashNames(names) && (ownArea(g, workdir) || storeArea(g)) && (workdir == "" || !strings.HasPrefix(workdir, g+"/")) {
 			s.fan[g] = true
 		}
 	}
 	return s
+}
+
+// storeArea: a content-addressed store found outside the workdir, the
+// temporary directories and the homes may be declared on its subtree when
+// the run filled its fan-out (GOCACHE=/srv/cache/go-build, a ccache
+// directory): the next run's hashes pick other directories. Never in the
+// system's own trees, nor at depth < 2.
+func storeArea(dir string) bool {
+	if strings.Count(dir, "/") < 2 {
+		return false
+	}
+	for _, n := range append([]string{"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot"}, neverCollapse...) {
+		if dir == n || strings.HasPrefix(dir, n+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+// fanOf is the hash fan-out p is in, or "".
+func (s ownSet) fanOf(p string) string {
+	for d := parentDir(p); d != "/"; d = parentDir(d) {
+		if s.fan[d] {
+			return d
+		}
+	}
+	return ""
 }
 
 // hashNames: every name is a hash prefix (lower-case hex), all of one

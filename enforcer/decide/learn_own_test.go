@@ -205,3 +205,103 @@ func TestLearnedOwnFilesTheNextRunFinds(t *testing.T) {
 		t.Errorf("the next run writes the file the first left: %v (%v)\n%s", v.Action, v.Err, out)
 	}
 }
+
+// go on a fresh account whose home is outside the workdir: the first run
+// makes ~/.cache/go-build (a hash fan-out), ~/.config/go/telemetry (files
+// named by the date) and ~/go/pkg/mod/cache/lock (opened O_RDWR|O_CREAT,
+// never written). The next run finds them: its mkdirs get EEXIST, its open
+// of the lock is a MUTATES of an existing file, its cache entries and
+// telemetry files have other names. The learned manifest declared
+// thousands of exact cache paths and no MUTATES of the lock, and the next
+// strict run was killed at its first go command; then, its cache warm, at
+// go run's exec of the program go kept in the cache.
+func TestLearnToolStateInAHomeOutsideTheWorkdir(t *testing.T) {
+	h := "/home/someone"
+	m := manifestAt(t, h+"/proj")
+	eexist := func(ev event.Event) event.Event { ev.Errno = 17; return ev }
+	out := learnThenStrict(t, m, func(e *Engine, input int) []Verdict {
+		var evs []event.Event
+		mk := func(p string) event.Event {
+			if input == 1 {
+				return fileEv(policy.Provides, p, "mkdirat")
+			}
+			return eexist(fileEv(policy.Provides, p, "mkdirat"))
+		}
+		for _, d := range []string{h + "/.cache", h + "/.cache/go-build", h + "/.config", h + "/.config/go", h + "/go", h + "/go/pkg", h + "/go/pkg/mod", h + "/go/pkg/mod/cache"} {
+			evs = append(evs, mk(d))
+		}
+		lock := h + "/go/pkg/mod/cache/lock"
+		if input == 1 {
+			evs = append(evs, fileEv(policy.Provides, lock, "openat"))
+		} else {
+			evs = append(evs, fileEv(policy.Mutates, lock, "openat"))
+		}
+		for i := 0; i < 6; i++ {
+			hash := fmt.Sprintf("%02x%062x", i*40+input, input)
+			dir := h + "/.cache/go-build/" + hash[:2]
+			evs = append(evs, fileEv(policy.Provides, dir, "mkdirat"),
+				fileEv(policy.Provides, dir+"/"+hash+"-d", "openat"),
+				fileEv(policy.Mutates, dir+"/"+hash+"-d", "write"),
+				fileEv(policy.Consumes, dir+"/"+hash+"-d", "openat"))
+		}
+		// go run: linked in its work directory and run from there on a
+		// cold cache, and kept in the cache; run from the cache when warm.
+		cached := fmt.Sprintf("%s/.cache/go-build/ae/ae%062x-d", h, 7)
+		if input == 1 {
+			exe := "/tmp/go-build123/b001/exe/app"
+			run := execEv(exe)
+			evs = append(evs, fileEv(policy.Provides, "/tmp/go-build123", "mkdirat"), fileEv(policy.Provides, "/tmp/go-build123/b001", "mkdirat"),
+				fileEv(policy.Provides, "/tmp/go-build123/b001/exe", "mkdirat"), fileEv(policy.Provides, exe, "openat"), run,
+				fileEv(policy.Provides, h+"/.cache/go-build/ae", "mkdirat"), fileEv(policy.Provides, cached, "mkdirat"),
+				fileEv(policy.Provides, cached+"/app", "openat"), fileEv(policy.Mutates, cached+"/app", "write"))
+		} else {
+			evs = append(evs, execEv(cached+"/app"))
+		}
+		count := fmt.Sprintf("%s/.config/go/telemetry/local/go@go1.26-2026-11-%02d.v1.count", h, 20+input)
+		evs = append(evs, fileEv(policy.Provides, h+"/.config/go/telemetry", "mkdirat"),
+			fileEv(policy.Provides, h+"/.config/go/telemetry/local", "mkdirat"),
+			fileEv(policy.Provides, count, "openat"), fileEv(policy.Mutates, count, "openat"))
+		return observeAll(e, evs...)
+	})
+	for _, want := range []string{"PROVIDES FILE:" + h + "/.cache/**", "PROVIDES FILE:" + h + "/.config/**", "MUTATES FILE:" + h + "/go/**", "PROVIDES PROC:" + h + "/.cache/**"} {
+		if !strings.Contains(out, want+" ") {
+			t.Errorf("learned manifest lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "FILE:"+h+"/** ") || strings.Contains(out, "FILE:"+h+"/* ") {
+		t.Errorf("learned a scope on the whole home directory:\n%s", out)
+	}
+	if strings.Contains(out, "go-build/") {
+		t.Errorf("learned exact cache entries:\n%s", out)
+	}
+}
+
+// GOCACHE where an operator put it, outside the workdir, the temporary
+// directories and the homes (/srv/cache/go-build, there and empty before
+// the first run): the run fills a hash fan-out there. Its entries were
+// declared one by one (4,000 exact paths) and the next run, whose hashes
+// differ, was killed at its first new entry.
+func TestLearnHashFanOutOutsideTheScratchAreas(t *testing.T) {
+	g := "/srv/cache/go-build"
+	m := manifestAt(t, "/srv/repo")
+	out := learnThenStrict(t, m, func(e *Engine, input int) []Verdict {
+		evs := []event.Event{fileEv(policy.Provides, g+"/README", "openat")}
+		if input == 2 {
+			evs[0].Errno = 17 // there from the first run
+		}
+		for i := 0; i < 5; i++ {
+			hash := fmt.Sprintf("%02x%062x", i*50+input, input)
+			dir := g + "/" + hash[:2]
+			evs = append(evs, fileEv(policy.Provides, dir, "mkdirat"),
+				fileEv(policy.Provides, dir+"/"+hash+"-d", "openat"), fileEv(policy.Mutates, dir+"/"+hash+"-d", "write"),
+				fileEv(policy.Consumes, dir+"/"+hash+"-d", "openat"))
+		}
+		return observeAll(e, evs...)
+	})
+	if !strings.Contains(out, "PROVIDES FILE:"+g+"/** ") || strings.Contains(out, g+"/0") {
+		t.Errorf("the fan-out is not declared on its subtree:\n%s", out)
+	}
+	if strings.Contains(out, "FILE:/srv/cache/** ") || strings.Contains(out, "FILE:/srv/** ") {
+		t.Errorf("declared above the fan-out:\n%s", out)
+	}
+}

@@ -1,6 +1,9 @@
 // Package realworld runs real toolchains under klock the way a new user
 // would (issue 18's "Done when"): for each workload (git, Python, Node, C,
-// shell, Go) a learning run (`klock run --mode permissive --backend observe
+// shell, Go in workloads_test.go; pip building a local project, npm with
+// local dependencies and npm ci, make -j2 with an install into a prefix,
+// the shell's file tools, git from clone to am, go with its caches in a
+// home outside the workdir in tools_test.go) a learning run (`klock run --mode permissive --backend observe
 // --learn`) from a base manifest that names only the agent and its workdir,
 // then a strict run with the learned manifest unchanged, then a strict run
 // with different input. Every run gets a fresh workdir at the same path,

@@ -17,7 +17,7 @@ import (
 )
 
 func workloads() []workload {
-	return []workload{gitWorkload(), pythonWorkload(), pytestWorkload(), nodeWorkload(), cWorkload(), shellWorkload(), goWorkload()}
+	return append([]workload{gitWorkload(), pythonWorkload(), pytestWorkload(), nodeWorkload(), cWorkload(), shellWorkload(), goWorkload()}, toolWorkloads()...)
 }
 
 func noEnv(*world) []string { return nil }
