@@ -155,4 +155,3 @@ func (c *containerRunner) run(e *env, s harness.Spec) *harness.Outcome {
 	}
 	return &harness.Outcome{Res: res, Log: lg, Stdout: r.Stdout, Stderr: r.Stderr, Probe: harness.ParseProbe(r.Stdout), ManifestPath: mpath}
 }
-
