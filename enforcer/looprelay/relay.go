@@ -52,16 +52,7 @@ type Relay struct {
 	closers []io.Closer
 	byName  map[string]*counts
 	wg      sync.WaitGroup
-	flows   map[net.Conn]bool // open TCP connections copied, both ends
-	// spliced are the open TCP flows the kernel moves (sockmap).
-	spliced map[*flow]bool
-	spl     *splicer // nil: every TCP flow is copied
-	splErr  error    // why spl is nil
-	watch   *watcher // the spliced flows' ends, made with the first
-	// splitErrs flows could not be spliced (copied instead).
-	splitErrs atomic.Uint64
-	noSplice  bool         // every TCP flow copied (tests)
-	lastErr   atomic.Value // error: the last flow a splice failed for
+	flows   map[net.Conn]bool // open TCP connections, both ends
 	// owned are the host-side ends of the relay's flows.
 	owned sync.Map // netip.AddrPort -> struct{}
 }
@@ -79,9 +70,7 @@ func Open(path string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
 	}
-	r := &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, spliced: map[*flow]bool{}}
-	r.spl, r.splErr = loadSplicer()
-	return r, nil
+	return &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}}, nil
 }
 
 // inNS runs f on a thread moved into the namespace, then moved back.
@@ -219,12 +208,8 @@ func (r *Relay) serveTCP(ln net.Listener, to netip.AddrPort, c *counts) {
 			if !r.track(in, out) {
 				return
 			}
-			a := r.own(out)
-			if r.splice(in, out, c, a) {
-				r.untrack(in, out)
-				return // the kernel moves it; the watcher ends it
-			}
 			defer r.untrack(in, out)
+			a := r.own(out)
 			defer r.owned.Delete(a)
 			done := make(chan struct{})
 			go func() {
@@ -256,6 +241,31 @@ func (r *Relay) untrack(cs ...net.Conn) {
 	defer r.mu.Unlock()
 	for _, c := range cs {
 		delete(r.flows, c)
+	}
+}
+
+// pipe copies from src to dst, counting every read, then half-closes dst.
+// (A kernel splice between the two connections, or a sockmap redirect,
+// measured slower here; see the package doc.)
+func pipe(dst, src net.Conn, packets, bytes *atomic.Uint64) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			packets.Add(1)
+			bytes.Add(uint64(n))
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	} else {
+		_ = dst.Close()
 	}
 }
 
@@ -324,21 +334,6 @@ func (r *Relay) Counters() map[string]Counts {
 	for n, c := range r.byName {
 		out[n] = Counts{OutPackets: c.outP.Load(), OutBytes: c.outB.Load(), InPackets: c.inP.Load(), InBytes: c.inB.Load()}
 	}
-	// The open spliced flows' counts are in the kernel's map until they
-	// end (endFlow moves them under r.mu: none is counted twice).
-	names := make(map[*counts]string, len(r.byName))
-	for n, c := range r.byName {
-		names[c] = n
-	}
-	for f := range r.spliced {
-		n := names[f.c]
-		t := out[n]
-		p, b := r.spl.received(f.in)
-		t.OutPackets, t.OutBytes = t.OutPackets+p, t.OutBytes+b
-		p, b = r.spl.received(f.out)
-		t.InPackets, t.InBytes = t.InPackets+p, t.InBytes+b
-		out[n] = t
-	}
 	return out
 }
 
@@ -368,23 +363,9 @@ func (r *Relay) Close() error {
 	for c := range r.flows {
 		c.Close()
 	}
-	open := make([]*flow, 0, len(r.spliced))
-	for f := range r.spliced {
-		open = append(open, f)
-	}
-	w := r.watch
 	r.mu.Unlock()
-	for _, f := range open {
-		r.endFlow(f)
-	}
-	if w != nil {
-		w.stop()
-	}
 	// Flows end when either side closes: the agent is gone by now, and the
 	// namespace's sockets with it; the host side gets EOF or its deadline.
 	r.wg.Wait()
-	if w != nil {
-		w.close()
-	}
 	return r.ns.Close()
 }
