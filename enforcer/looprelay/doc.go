@@ -35,6 +35,12 @@
 // one of the relay's flows: the namespace is the session's alone, so what
 // comes through the relay is the agent's.
 //
+// The egress budget: the relay's flows never cross the packet wall and
+// its quota, so the relay holds its share itself (SetBudget, budget.go):
+// past it nothing more goes out, the flow that reached it is held (the
+// agent's send stalls, as under the wall's drop) and the session is told
+// at once, to kill a strict session.
+//
 // The cgroup-net wall still decides every connect and send before the
 // relay sees it: the relay only listens where a declared peer is.
 //

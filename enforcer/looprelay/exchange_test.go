@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +201,107 @@ func TestSlowServiceHoldsTheAgent(t *testing.T) {
 		t.Errorf("the agent sent %d MiB to a service that reads nothing", sent>>20)
 	}
 	t.Logf("held after %d MiB; counted out %d", sent>>20, r.Counters()["peer"].OutBytes)
+}
+
+// TestBudgetHoldsTheFlow: past SetBudget's limit the relay forwards
+// nothing more out (the service reads exactly the limit), calls over
+// once, and holds the flow (the agent's send does not complete) until
+// Close; a datagram past it is not forwarded.
+func TestBudgetHoldsTheFlow(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	ns := testutil.NewNetNS(t)
+	r := relayFor(t, ns)
+	const limit = 100000
+	var overs atomic.Int32
+	r.SetBudget(limit, func() { overs.Add(1) })
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	read := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		n, _ := io.Copy(io.Discard, c)
+		read <- n
+	}()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	got := make(chan int, 10)
+	go func() {
+		b := make([]byte, 1500)
+		for {
+			n, _, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			got <- n
+		}
+	}()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	uport := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+	lo := netip.MustParseAddr("127.0.0.1")
+	if err := r.Add("tcp", lo, policy.PortRange{Lo: port, Hi: port}, policy.ProtoTCP); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Add("udp", lo, policy.PortRange{Lo: uport, Hi: uport}, policy.ProtoUDP); err != nil {
+		t.Fatal(err)
+	}
+	var agent net.Conn
+	sent := make(chan error, 1)
+	err = testutil.InNetNS(ns, func() error {
+		if agent, err = net.Dial("tcp4", netip.AddrPortFrom(lo, port).String()); err != nil {
+			return err
+		}
+		go func() {
+			_, err := agent.Write(make([]byte, 1<<20))
+			if err == nil {
+				agent.(*net.TCPConn).CloseWrite()
+				_, err = agent.Read(make([]byte, 1))
+			}
+			sent <- err
+		}()
+		u, err := net.Dial("udp4", netip.AddrPortFrom(lo, uport).String())
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		time.Sleep(200 * time.Millisecond) // the TCP flow spent the budget
+		_, err = u.Write([]byte("past the budget"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	select {
+	case err := <-sent:
+		t.Fatalf("the agent's send completed (%v): not held", err)
+	case n := <-got:
+		t.Errorf("a datagram of %d bytes past the budget was forwarded", n)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if n := overs.Load(); n != 1 {
+		t.Errorf("over called %d times, want 1", n)
+	}
+	if c := r.Counters(); c["tcp"].OutBytes < limit || c["udp"].OutPackets != 1 {
+		t.Errorf("counters %+v: the agent's bytes are counted, forwarded or not", c)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-read; n != limit {
+		t.Errorf("the service read %d bytes, want the limit, %d", n, limit)
+	}
+	select {
+	case <-sent: // let go by Close
+	case <-time.After(5 * time.Second):
+		t.Error("the agent still held after Close")
+	}
 }
