@@ -336,7 +336,7 @@ func (n *sessionNet) backend() vlog.Backend {
 	}
 	if ls := n.relay.Listening(); len(ls) > 0 {
 		sort.Strings(ls)
-		d = append(d, "declared host loopback services relayed into the namespace: "+strings.Join(ls, ", "))
+		d = append(d, "declared host loopback services relayed into the namespace (copied by klock's process, within the egress budget): "+strings.Join(ls, ", "))
 	}
 	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
 		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))
