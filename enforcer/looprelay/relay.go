@@ -55,6 +55,13 @@ type Relay struct {
 	flows   map[net.Conn]bool // open TCP connections, both ends
 	// owned are the host-side ends of the relay's flows.
 	owned sync.Map // netip.AddrPort -> struct{}
+
+	// The egress budget (budget.go): out bytes of every flow, the limit
+	// on them, whether it was reached, and whom to tell.
+	sent, limit atomic.Uint64
+	spent       atomic.Bool
+	over        func()
+	done        chan struct{} // closed by Close: a held flow lets go
 }
 
 // New opens the network namespace of pid (the agent's, or its stage 2's
@@ -70,7 +77,9 @@ func Open(path string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
 	}
-	return &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}}, nil
+	r := &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, done: make(chan struct{})}
+	r.limit.Store(noLimit)
+	return r, nil
 }
 
 // inNS runs f on a thread moved into the namespace, then moved back.
@@ -213,10 +222,10 @@ func (r *Relay) serveTCP(ln net.Listener, to netip.AddrPort, c *counts) {
 			defer r.owned.Delete(a)
 			done := make(chan struct{})
 			go func() {
-				pipe(out, in, &c.outP, &c.outB)
+				r.pipe(out, in, &c.outP, &c.outB, true)
 				close(done)
 			}()
-			pipe(in, out, &c.inP, &c.inB)
+			r.pipe(in, out, &c.inP, &c.inB, false)
 			<-done
 		}()
 	}
@@ -245,18 +254,27 @@ func (r *Relay) untrack(cs ...net.Conn) {
 }
 
 // pipe copies from src to dst, counting every read, then half-closes dst.
-// (A kernel splice between the two connections measured no faster here,
-// and would count in chunks: the egress budget wants every byte counted
-// as it goes.)
-func pipe(dst, src net.Conn, packets, bytes *atomic.Uint64) {
+// Out of the session (egress), what the budget refuses is not written and
+// the flow is held until Close.
+// (A kernel splice between the two connections, or a sockmap redirect,
+// measured slower here; see the package doc.)
+func (r *Relay) pipe(dst, src net.Conn, packets, bytes *atomic.Uint64, egress bool) {
 	buf := make([]byte, 256<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			packets.Add(1)
 			bytes.Add(uint64(n))
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			m := n
+			if egress {
+				m = r.spend(n)
+			}
+			if _, werr := dst.Write(buf[:m]); werr != nil {
 				break
+			}
+			if m < n {
+				<-r.done
+				return
 			}
 		}
 		if err != nil {
@@ -289,6 +307,9 @@ func (r *Relay) serveUDP(pc net.PacketConn, to netip.AddrPort, c *counts) {
 		}
 		c.outP.Add(1)
 		c.outB.Add(uint64(n))
+		if r.spend(n) < n {
+			continue // past the budget: a datagram goes whole or not at all
+		}
 		mu.Lock()
 		up := flows[from.String()]
 		if up == nil {
@@ -358,6 +379,7 @@ func (r *Relay) Close() error {
 		return nil
 	}
 	r.closed = true
+	close(r.done)
 	for _, c := range r.closers {
 		c.Close()
 	}

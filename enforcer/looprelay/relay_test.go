@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func relayFor(t *testing.T, ns netns.NsHandle) *Relay {
+func relayFor(t testing.TB, ns netns.NsHandle) *Relay {
 	t.Helper()
 	r, err := Open(fmt.Sprintf("/proc/self/fd/%d", int(ns)))
 	if err != nil {

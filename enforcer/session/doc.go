@@ -27,8 +27,10 @@
 // log says so. Permissive amendments widen it as they widen cgroup-net.
 // The walls of a killed klock's sessions are removed at the next session's
 // start (netwall.Sweep with cgroup.Alive). A strict session whose egress
-// passes its budget is killed (polled every budgetPoll, the reason naming
-// the budget); permissive: the kernel drops the rest and the log says so.
+// passes its budget is killed (polled every budgetPoll, at once when the
+// loopback relay reaches its share; the reason naming the budget);
+// permissive: the kernel drops the rest, the relay holds it, and the log
+// says so.
 // The counters (per declared peer, and what was dropped) go into the
 // verification log (vlog.Network) and, live, to Options.Traffic (klockd's
 // ps). Residuals: a server the agent starts is reachable from inside its

@@ -138,6 +138,10 @@ type sessionNet struct {
 	wall  *netwall.Wall
 	relay *looprelay.Relay
 
+	// relayOver is told when the relay reached its share of the egress
+	// budget (it holds the flow; the budget's watcher checks at once).
+	relayOver chan struct{}
+
 	mu sync.Mutex
 	// notRelayed: loopback peers (or answers) the relay could not serve.
 	notRelayed []string
@@ -148,7 +152,7 @@ type sessionNet struct {
 // setupNet builds the wall around pid's network namespace and the relays
 // into it. On error nothing is left behind.
 func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.Logger) (_ *sessionNet, err error) {
-	n := &sessionNet{id: id, plan: plan, log: log}
+	n := &sessionNet{id: id, plan: plan, log: log, relayOver: make(chan struct{}, 1)}
 	defer func() {
 		if err != nil {
 			n.close()
@@ -166,6 +170,14 @@ func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.L
 	}
 	if n.relay, err = looprelay.New(pid); err != nil {
 		return nil, err
+	}
+	if b := plan.cfg.MaxEgressBytes; b > 0 {
+		n.relay.SetBudget(b, func() {
+			select {
+			case n.relayOver <- struct{}{}:
+			default:
+			}
+		})
 	}
 	for _, r := range plan.relays {
 		// A relay that cannot listen (too wide, no IPv6 in the namespace)
@@ -307,6 +319,9 @@ func (n *sessionNet) exceeded() (bool, uint64, error) {
 	if err != nil {
 		return false, 0, err
 	}
+	// The relay's share is what the wall left: the two together stay
+	// within the budget.
+	n.relay.SetBudget(budget-min(sent, budget), nil)
 	for _, c := range n.relay.Counters() {
 		sent += c.OutBytes
 	}
@@ -321,7 +336,7 @@ func (n *sessionNet) backend() vlog.Backend {
 	}
 	if ls := n.relay.Listening(); len(ls) > 0 {
 		sort.Strings(ls)
-		d = append(d, "declared host loopback services relayed into the namespace: "+strings.Join(ls, ", "))
+		d = append(d, "declared host loopback services relayed into the namespace (copied by klock's process, within the egress budget): "+strings.Join(ls, ", "))
 	}
 	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
 		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))
@@ -367,7 +382,8 @@ func sweepWalls(log *slog.Logger) {
 
 // budgetPoll is how often a session with an egress budget reads its wall's
 // quota: the kernel drops what is over it from the first byte, the kill
-// of a strict session follows within this.
+// of a strict session follows within this. The loopback relay holds what
+// is over its share itself and says so at once.
 const budgetPoll = 50 * time.Millisecond
 
 // watchBudget reports on s.overBudget, once, when the agent spent its
@@ -388,6 +404,7 @@ func (s *running) watchBudget(n *sessionNet) func() {
 			case <-stop:
 				return
 			case <-t.C:
+			case <-n.relayOver:
 			}
 			over, sent, err := n.exceeded()
 			if err != nil {
@@ -395,7 +412,7 @@ func (s *running) watchBudget(n *sessionNet) func() {
 				continue
 			}
 			if over {
-				s.overBudget <- fmt.Sprintf("the agent exceeded its egress budget: %d bytes out of the %d network.max_egress_bytes allows; the packet wall drops the rest", sent, n.plan.cfg.MaxEgressBytes)
+				s.overBudget <- fmt.Sprintf("the agent exceeded its egress budget: %d bytes out of the %d network.max_egress_bytes allows; the packet wall and the loopback relay carry no more", sent, n.plan.cfg.MaxEgressBytes)
 				return
 			}
 		}

@@ -339,6 +339,50 @@ func TestEgressCountedAndBudgeted(t *testing.T) {
 	}
 }
 
+// TestRelayedEgressCountedAndBudgeted: the same for a host loopback
+// service, reached through the loopback relay: 1 MB sent is counted
+// exactly under its peer, via the relay; with network.max_egress_bytes:
+// 100000 the send kills a strict session, and the reason says so, and
+// the service gets no more than the budget. (Before the relay held its
+// share of the budget, the agent's 1 MB went through and it exited
+// within the budget's 50 ms poll, never killed.)
+func TestRelayedEgressCountedAndBudgeted(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	w := harness.NewWorld(t)
+	const mb = 1 << 20
+	lo := netip.MustParseAddr("127.0.0.1")
+
+	peer := startSink(t, lo)
+	ap := netip.AddrPortFrom(lo, uint16(peer.port)).String()
+	name := "NET:" + ap + "/tcp"
+	step := "sendn:" + ap + ">" + strconv.Itoa(mb)
+	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES "+name), Command: []string{harness.Probe, step}})
+	if o.Probe[step] != "ok" || peer.bytes.Load() != mb {
+		t.Fatalf("send: %q, the peer read %d bytes\n%s", o.Probe[step], peer.bytes.Load(), o.Dump())
+	}
+	c, ok := peerCounts(o.Log, name)
+	if !ok || c.OutBytes != mb || c.InBytes != 0 || c.OutPackets == 0 || c.Via != "loopback relay" {
+		t.Errorf("the log's counters for %s: %+v (want exactly %d bytes out, none in, via the relay)\n%+v", name, c, mb, o.Log.Network)
+	}
+	t.Logf("%s: %+v", name, c)
+
+	peer = startSink(t, lo)
+	ap = netip.AddrPortFrom(lo, uint16(peer.port)).String()
+	name = "NET:" + ap + "/tcp"
+	step = "sendn:" + ap + ">" + strconv.Itoa(mb)
+	m := harness.ManifestYAML(w.Workdir, policy.ModeStrict, append(harness.ProbeIntents(), "CONSUMES "+name)) + "network:\n  max_egress_bytes: 100000\n"
+	o = w.Run(harness.Spec{Manifest: []byte(m), Command: []string{harness.Probe, step}})
+	if !o.Res.Killed || !strings.Contains(o.Res.Reason, "egress budget") || !strings.Contains(o.Res.Reason, "100000") {
+		t.Errorf("not killed for its egress budget: killed %v, reason %q\n%s", o.Res.Killed, o.Res.Reason, o.Dump())
+	}
+	if !o.Log.Network.Exceeded || !strings.Contains(o.Log.Exit.Reason, "egress budget") {
+		t.Errorf("the log: %+v, exit %+v", o.Log.Network, o.Log.Exit)
+	}
+	if got := peer.bytes.Load(); got > 100000 {
+		t.Errorf("the service read %d bytes past a budget of 100000", got)
+	}
+}
+
 // TestWallOfAKilledKlockIsSwept: kill -9 of klock run (embedded), and of
 // klockd running the session, while the agent runs; its namespace goes
 // with the agent (and the veth with it), its nftables table stays until
