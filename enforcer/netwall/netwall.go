@@ -29,6 +29,8 @@ var (
 	ErrUnsupported = errors.New("netwall: unsupported")
 	ErrNoAddress   = errors.New("netwall: no free session address in " + Range.String())
 	ErrUnknownPeer = errors.New("netwall: unknown peer")
+	// ErrInUse: a live wall already has the session's short id.
+	ErrInUse = errors.New("netwall: in use")
 )
 
 // Range is where session addresses come from: one /30 per session.
@@ -114,6 +116,9 @@ type Wall struct {
 	// madeLink, madeTable: what Setup made, the only things a failed
 	// Setup removes (a link of the same name may be another wall's).
 	madeLink, madeTable bool
+	// owner is the wall's locked owner file (owner.go), held from Setup
+	// to Close: Sweep leaves a wall whose owner lives.
+	owner *os.File
 }
 
 type peerState struct {
@@ -198,7 +203,11 @@ func Setup(ctx context.Context, id string, t Target, cfg Config) (*Wall, error) 
 	if err != nil {
 		return nil, err
 	}
-	err = w.link(fd)
+	// The owner file is made and locked under the lock Sweep holds: Sweep
+	// never sees it made and not yet locked.
+	if w.owner, err = holdOwner(w.Short); err == nil {
+		err = w.link(fd)
+	}
 	unlock()
 	if err != nil {
 		return nil, err
@@ -662,7 +671,10 @@ func (w *Wall) teardown() error {
 	if w.madeLink {
 		err = delLink(w.Link)
 	}
-	return errors.Join(<-errc, err)
+	err = errors.Join(<-errc, err)
+	releaseOwner(w.owner) // the wall is gone: nothing left to sweep or to keep
+	w.owner = nil
+	return err
 }
 
 func delTable(name string) error {
@@ -693,8 +705,9 @@ func delLink(name string) error {
 }
 
 // Sweep removes the walls of sessions no longer alive: kl-* links whose
-// alias names a session alive reports dead (a link without a klock alias
-// is left alone), and klock_* tables whose link is gone or removed. It
+// owner process is gone (owner.go) and whose alias names a session alive
+// reports dead (a link without a klock alias is left alone), and klock_*
+// tables whose link is gone or removed and whose owner is gone. It
 // returns what it removed. Call it before a session's Setup, as
 // cgroup.SweepStale.
 func Sweep(alive func(id string) bool) ([]string, error) {
@@ -717,7 +730,7 @@ func Sweep(alive func(id string) bool) ([]string, error) {
 			continue
 		}
 		id, ok := strings.CutPrefix(l.Attrs().Alias, aliasPrefix)
-		if !ok || ShortID(id) != short || alive(id) {
+		if !ok || ShortID(id) != short || ownerHeld(short) || alive(id) {
 			live[short] = true
 			continue
 		}
@@ -738,7 +751,7 @@ func Sweep(alive func(id string) bool) ([]string, error) {
 	}
 	for _, t := range tables {
 		short, ok := strings.CutPrefix(t.Name, tablePrefix)
-		if !ok || live[short] || len(short) != 12 {
+		if !ok || live[short] || len(short) != 12 || ownerHeld(short) {
 			continue
 		}
 		if err := delTable(t.Name); err != nil {
@@ -747,6 +760,7 @@ func Sweep(alive func(id string) bool) ([]string, error) {
 		}
 		removed = append(removed, t.Name)
 	}
+	sweepOwners()
 	return removed, errors.Join(errs...)
 }
 

@@ -218,8 +218,15 @@ func TestCloseAndSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its klock is gone: the kernel dropped the owner's lock.
+	releaseOwner(crashed.owner)
+	crashed.owner = nil
 	live := setup(t, testutil.NewNetNS(t), Config{})
-	removed, err := Sweep(func(id string) bool { return id != crashed.ID })
+	// A wall whose owner lives is kept even when the session's cgroup says
+	// otherwise (a session reading its counters after its agent ended, a
+	// wall with no session cgroup at all).
+	owned := setup(t, testutil.NewNetNS(t), Config{})
+	removed, err := Sweep(func(id string) bool { return id != crashed.ID && id != owned.ID })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +236,12 @@ func TestCloseAndSweep(t *testing.T) {
 	if tb, l := exists(t, live.ID); !tb || !l {
 		t.Errorf("after Sweep: live session's table %v, link %v", tb, l)
 	}
+	if tb, l := exists(t, owned.ID); !tb || !l {
+		t.Errorf("after Sweep: a wall whose owner lives lost its table (%v) or link (%v)", tb, l)
+	}
+	if _, err := os.Stat(ownerPath(crashed.Short)); !os.IsNotExist(err) {
+		t.Errorf("the crashed wall's owner file is still there: %v", err)
+	}
 	// A table whose link is gone (the namespace died) is swept too.
 	orphan, err := Setup(context.Background(), testID(t)+"-orphan", Target{FD: int(testutil.NewNetNS(t))}, Config{})
 	if err != nil {
@@ -237,6 +250,8 @@ func TestCloseAndSweep(t *testing.T) {
 	if err := delLink(orphan.Link); err != nil {
 		t.Fatal(err)
 	}
+	releaseOwner(orphan.owner)
+	orphan.owner = nil
 	if _, err := Sweep(func(string) bool { return true }); err != nil {
 		t.Fatal(err)
 	}
