@@ -322,12 +322,19 @@ func TestEgressCountedAndBudgeted(t *testing.T) {
 	}
 	t.Logf("%s: %+v", name, c)
 
-	peer = startSink(t, addr)
-	ap = netip.AddrPortFrom(addr, uint16(peer.port)).String()
-	name = "NET:" + ap + "/tcp"
-	step = "sendn:" + ap + ">" + strconv.Itoa(mb)
-	m := harness.ManifestYAML(w.Workdir, policy.ModeStrict, append(harness.ProbeIntents(), "CONSUMES "+name)) + "network:\n  max_egress_bytes: 100000\n"
-	o = w.Run(harness.Spec{Manifest: []byte(m), Command: []string{harness.Probe, step}})
+	budgetKills(t, w, addr, mb)
+}
+
+// budgetKills: an agent sending mb bytes to a peer at addr under
+// network.max_egress_bytes: 100000 is killed in strict mode, the reason
+// and the log say why, and the peer gets no more than the budget.
+func budgetKills(t *testing.T, w *harness.World, addr netip.Addr, mb int) {
+	t.Helper()
+	peer := startSink(t, addr)
+	ap := netip.AddrPortFrom(addr, uint16(peer.port)).String()
+	step := "sendn:" + ap + ">" + strconv.Itoa(mb)
+	m := harness.ManifestYAML(w.Workdir, policy.ModeStrict, append(harness.ProbeIntents(), "CONSUMES NET:"+ap+"/tcp")) + "network:\n  max_egress_bytes: 100000\n"
+	o := w.Run(harness.Spec{Manifest: []byte(m), Command: []string{harness.Probe, step}})
 	if !o.Res.Killed || !strings.Contains(o.Res.Reason, "egress budget") || !strings.Contains(o.Res.Reason, "100000") {
 		t.Errorf("not killed for its egress budget: killed %v, reason %q\n%s", o.Res.Killed, o.Res.Reason, o.Dump())
 	}
@@ -365,22 +372,7 @@ func TestRelayedEgressCountedAndBudgeted(t *testing.T) {
 		t.Errorf("the log's counters for %s: %+v (want exactly %d bytes out, none in, via the relay)\n%+v", name, c, mb, o.Log.Network)
 	}
 	t.Logf("%s: %+v", name, c)
-
-	peer = startSink(t, lo)
-	ap = netip.AddrPortFrom(lo, uint16(peer.port)).String()
-	name = "NET:" + ap + "/tcp"
-	step = "sendn:" + ap + ">" + strconv.Itoa(mb)
-	m := harness.ManifestYAML(w.Workdir, policy.ModeStrict, append(harness.ProbeIntents(), "CONSUMES "+name)) + "network:\n  max_egress_bytes: 100000\n"
-	o = w.Run(harness.Spec{Manifest: []byte(m), Command: []string{harness.Probe, step}})
-	if !o.Res.Killed || !strings.Contains(o.Res.Reason, "egress budget") || !strings.Contains(o.Res.Reason, "100000") {
-		t.Errorf("not killed for its egress budget: killed %v, reason %q\n%s", o.Res.Killed, o.Res.Reason, o.Dump())
-	}
-	if !o.Log.Network.Exceeded || !strings.Contains(o.Log.Exit.Reason, "egress budget") {
-		t.Errorf("the log: %+v, exit %+v", o.Log.Network, o.Log.Exit)
-	}
-	if got := peer.bytes.Load(); got > 100000 {
-		t.Errorf("the service read %d bytes past a budget of 100000", got)
-	}
+	budgetKills(t, w, lo, mb)
 }
 
 // TestWallOfAKilledKlockIsSwept: kill -9 of klock run (embedded), and of
