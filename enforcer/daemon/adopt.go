@@ -132,7 +132,7 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	opts := session.Options{
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
 		AllowDegraded: req.AllowDegraded, Backend: backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
-		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg,
+		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg, Stage2: s.cfg.Stage2,
 		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
 			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups},
 		Started: func(pid int) {

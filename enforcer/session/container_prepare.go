@@ -185,12 +185,16 @@ func memfdNoexec(c *Container, stage2 string) (shared bool, err error) {
 	if theirs.Dev == ours.Dev && theirs.Ino == ours.Ino {
 		return true, nil
 	}
-	var opts []nshelper.Option
 	if bin := launch.OpenHelper(stage2); bin != nil {
-		defer bin.Close()
-		opts = append(opts, nshelper.Binary(bin))
+		err := nshelper.SetMemfdNoexec(ns, nshelper.Binary(bin))
+		bin.Close()
+		if err == nil {
+			return false, nil
+		}
+		// A klock-stage2 of another build may not know the helper's part:
+		// klockd's own binary does the same, only later.
 	}
-	if err := nshelper.SetMemfdNoexec(ns, opts...); err != nil {
+	if err := nshelper.SetMemfdNoexec(ns); err != nil {
 		return false, fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
 	}
 	return false, nil
