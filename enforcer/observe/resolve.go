@@ -501,9 +501,8 @@ type ownRoot struct {
 	ns   *os.File // the mount namespace
 	init uint32   // the container's first process (InOwnRoot)
 	once sync.Once
-	fd   int // its root, opened once (-1 until then, or when it failed)
-	view *nshelper.View
-	mu   sync.Mutex // view.Mountinfo's offset
+	view *nshelper.View // its root and mount table, opened once (nil until then, or when it failed)
+	mu   sync.Mutex     // view.Mountinfo's offset
 }
 
 // openView opens the namespace's root and mount table the first time
@@ -517,7 +516,6 @@ func (r *ownRoot) openView() *nshelper.View {
 		}
 		if v, err := nshelper.OpenView(r.ns); err == nil {
 			r.view = v
-			r.fd = int(v.Root.Fd())
 		}
 	})
 	return r.view
@@ -527,10 +525,11 @@ func (r *ownRoot) openView() *nshelper.View {
 // container's root after its pivot_root, for a path of a process that has
 // exited.
 func (r *ownRoot) nsRoot() (int, error) {
-	if r.openView() == nil || r.fd < 0 {
+	v := r.openView()
+	if v == nil {
 		return -1, unix.ENOENT
 	}
-	return unix.Dup(r.fd)
+	return unix.Dup(int(v.Root.Fd()))
 }
 
 // nsMountinfo is the namespace's mount table now, as its processes see
@@ -558,6 +557,6 @@ func (r *ownRoot) nsMountinfo() []byte {
 func (r *ownRoot) close() {
 	if r.view != nil {
 		r.view.Close()
-		r.fd, r.view = -1, nil
+		r.view = nil
 	}
 }

@@ -24,7 +24,7 @@ type watchOpts struct {
 // init is the container's first process: its view (mounts, root) is the
 // container's once a process that did something has exited.
 func InOwnRoot(mntns *os.File, init int) WatchOption {
-	return func(o *watchOpts) { o.inRoot = &ownRoot{ns: mntns, init: uint32(init), fd: -1} }
+	return func(o *watchOpts) { o.inRoot = &ownRoot{ns: mntns, init: uint32(init)} }
 }
 
 // KnownDirs names directories the session's processes start in (its
