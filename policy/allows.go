@@ -153,12 +153,19 @@ func (rs *Ruleset) matchNet(d *Decision, t Triple, candidates []int32) {
 type ScopeViolationError struct {
 	Triple   Triple
 	Declared Access
+	// Via is the other name the operation reached the object through (a
+	// hard link or rename that would give the file's inode rights none of
+	// its names had): "through the hard link /w/out/s". Empty otherwise.
+	Via string
 }
 
 func (e *ScopeViolationError) Error() string {
 	obj := e.Triple.Path
 	if e.Triple.Type == ObjNet {
 		obj = e.Triple.ObjectString()
+	}
+	if e.Via != "" {
+		obj += " (" + e.Via + ")"
 	}
 	if e.Declared == 0 {
 		return fmt.Sprintf("ScopeViolationError: Agent attempted %s on %s but declared nothing there", e.Triple.Predicate, obj)

@@ -175,6 +175,7 @@ type WireViolation struct {
 	Proto     uint8  `json:"proto,omitempty"`
 	Raw       bool   `json:"raw,omitempty"`
 	Declared  uint8  `json:"declared"`
+	Via       string `json:"via,omitempty"`
 }
 
 func toWire(r *session.Result, learn bool) *WireResult {
@@ -185,7 +186,7 @@ func toWire(r *session.Result, learn bool) *WireResult {
 		if errors.As(r.Violation, &sv) {
 			t := sv.Triple
 			w.Violation = &WireViolation{Predicate: uint8(t.Predicate), Type: uint8(t.Type), Path: t.Path, Host: t.Host,
-				Proto: uint8(t.Proto), Raw: t.Raw, Declared: uint8(sv.Declared)}
+				Proto: uint8(t.Proto), Raw: t.Raw, Declared: uint8(sv.Declared), Via: sv.Via}
 			if t.Addr.IsValid() {
 				w.Violation.Addr = t.Addr.String()
 			}
@@ -208,7 +209,7 @@ func (w *WireResult) result() (*session.Result, error) {
 	switch {
 	case w.Violation != nil:
 		v := w.Violation
-		sv := &policy.ScopeViolationError{Declared: policy.Access(v.Declared), Triple: policy.Triple{
+		sv := &policy.ScopeViolationError{Declared: policy.Access(v.Declared), Via: v.Via, Triple: policy.Triple{
 			Predicate: policy.Predicate(v.Predicate), Type: policy.ObjectType(v.Type), Path: v.Path,
 			Host: v.Host, Proto: policy.Proto(v.Proto), Raw: v.Raw}}
 		if v.Addr != "" {

@@ -137,6 +137,11 @@ func (e *Engine) Observe(ev event.Event) Verdict {
 		if x := e.decide(ev, ev.Extra); x.Violation() && !v.Violation() {
 			v = x
 		}
+		// A link or rename must not give the inode rights none of its
+		// names had (refer.go).
+		if x := e.refer(ev); x.Violation() && !v.Violation() {
+			v = x
+		}
 	}
 	// The operation took effect (allowed, or allowed by a fresh lease):
 	// track what it created, moved or removed.
@@ -189,7 +194,11 @@ func (e *Engine) Repeated(ev event.Event) Verdict {
 }
 
 // decide judges one triple of an event and records it.
-func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
+func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict { return e.decideAs(ev, t, "") }
+
+// decideAs is decide for a triple the event reached through another name
+// of its object (via, for the log: refer.go), or directly (via "").
+func (e *Engine) decideAs(ev event.Event, t policy.Triple, via string) Verdict {
 	o := e.observation(ev, t)
 	v := Verdict{Triple: t, Blocked: ev.Blocked}
 	d := e.rs.Allows(t)
@@ -225,9 +234,10 @@ func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict {
 		return v
 	}
 	v.Err = d.Violation(t)
+	v.Err.Via = via
 	o.Violation = true
 	rec := Violation{
-		Time: ev.Time, Triple: t, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall,
+		Time: ev.Time, Triple: t, Via: via, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall,
 		Source: ev.Source, Errno: ev.Errno, Blocked: ev.Blocked,
 		Declared: d.Declared, Error: v.Err.Error(), Needed: v.Err.Needed(),
 	}

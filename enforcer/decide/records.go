@@ -41,8 +41,11 @@ type Observation struct {
 
 // Violation is one triple observed outside the scope.
 type Violation struct {
-	Time     time.Time
-	Triple   policy.Triple
+	Time   time.Time
+	Triple policy.Triple
+	// Via is the other name the operation reached the file through (a
+	// hard link or rename giving its inode new rights), "" when direct.
+	Via      string
 	PID      uint32
 	Comm     string
 	Syscall  string

@@ -103,7 +103,7 @@ func (l *Log) AddRecords(r decide.Records) {
 			path = v.Triple.ObjectString()
 		}
 		x := Violation{
-			Time: v.Time, Triple: v.Triple.String(), Path: path, Error: v.Error, Needed: v.Needed,
+			Time: v.Time, Triple: v.Triple.String(), Path: path, Via: v.Via, Error: v.Error, Needed: v.Needed,
 			Declared: v.Declared.String(), Blocked: v.Blocked, Errno: v.Errno, Action: v.Action.String(), Lease: v.Lease,
 			LeaseError: v.LeaseError, PID: v.PID, Comm: v.Comm, Syscall: v.Syscall, Source: string(v.Source),
 		}

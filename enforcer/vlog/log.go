@@ -167,7 +167,10 @@ type Violation struct {
 	Time   time.Time `json:"time"`
 	Triple string    `json:"triple"`
 	// Path is the kernel-resolved path (FILE, PROC) or the address (NET).
-	Path     string `json:"path"`
+	Path string `json:"path"`
+	// Via is the other name the file was reached through: a hard link or
+	// rename that would give its inode rights none of its names had.
+	Via      string `json:"via,omitempty"`
 	Error    string `json:"error"`    // the ScopeViolationError text
 	Needed   string `json:"needed"`   // the intent that would have allowed it
 	Declared string `json:"declared"` // what the scope declares on the object

@@ -1,0 +1,85 @@
+package decide
+
+import (
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+// A file is its inode, not its name. A hard link or a rename gives an
+// existing inode a new name, and every right the new name carries then
+// reaches the inode's content, whichever name the agent writes through
+// afterwards (the observer names an open by the dentry it went through:
+// the new one). Landlock's REFER rule refuses a link or rename whose
+// destination would grant the file more than its source did; a wall
+// widened past the declaration (a rule moved up to a directory the agent
+// cannot replace, enforcer/launch's settle) lets such a link through, so
+// the engine applies the same rule to the manifest: every content right
+// the new name has must already be the inode's by its existing name.
+//
+// contentRights are the predicates that act on an inode whatever name it
+// is reached by. DELETES and RENAMES of the new name act on that name
+// only (the inode keeps its other names), and PROVIDES is the new name's
+// own creation, judged as the operation's main triple.
+var contentRights = []policy.Predicate{policy.Consumes, policy.Mutates, policy.DependsOn}
+
+// referSyscalls are the operations that give an existing inode another
+// name: the tracepoints report the syscall, bpf-lsm its hook.
+var referSyscalls = map[string]bool{
+	"link": true, "linkat": true, "path_link": true,
+	"rename": true, "renameat": true, "renameat2": true, "path_rename": true,
+}
+
+// refer judges the rights a link or rename would give the inode it moves
+// or names again, each as a triple on the inode's existing name with Via
+// naming the new one. It returns the first violation, or a zero Verdict.
+//
+// It judges only a link or rename that took effect or that a wall refused
+// (the attempt to widen is the violation, KLIS-6 §3.2). Any other failure
+// did nothing and was no wall's refusal: EXDEV across mounts, the answer
+// Landlock gives for its own REFER refusal (git's local clone then copies
+// instead of linking), ENOENT, EEXIST.
+func (e *Engine) refer(ev event.Event) Verdict {
+	if !referSyscalls[ev.Syscall] || ev.Triple.Type != policy.ObjFile || ev.Extra.Type != policy.ObjFile {
+		return Verdict{}
+	}
+	if ev.Errno != 0 && !ev.Blocked {
+		return Verdict{}
+	}
+	src, dst, via := ev.Extra.Path, ev.Triple.Path, "through the hard link "+ev.Triple.Path
+	if ev.Triple.Predicate == policy.Renames {
+		src, dst, via = ev.Triple.Path, ev.Extra.Path, "renamed to "+ev.Extra.Path
+	}
+	if src == "" || dst == "" || src == dst || e.create.has(src) {
+		// A file the session made has no pre-session state to protect:
+		// it may go anywhere the agent may create (created.go).
+		return Verdict{}
+	}
+	var first Verdict
+	for _, p := range contentRights {
+		if !e.rs.Allows(policy.FileTriple(p, dst)).Allowed {
+			continue
+		}
+		x := e.decideVia(ev, policy.FileTriple(p, src), via)
+		if x.Violation() && !first.Violation() {
+			first = x
+		}
+	}
+	// Running a file is a right of its name too (PROC intents). A file
+	// the session wrote could have been written at the new name anyway.
+	if e.rs.Allows(policy.ExecTriple(dst)).Allowed {
+		if x := e.decideVia(ev, policy.ExecTriple(src), via); x.Violation() && !first.Violation() {
+			first = x
+		}
+	}
+	return first
+}
+
+// decideVia judges t only when the ruleset (or a permissive amendment
+// made now) refuses it: a right the inode already had by its existing name
+// is no new operation and is not recorded as one.
+func (e *Engine) decideVia(ev event.Event, t policy.Triple, via string) Verdict {
+	if e.rs.Allows(t).Allowed || e.create.allows(t) {
+		return Verdict{}
+	}
+	return e.decideAs(ev, t, via)
+}

@@ -1,0 +1,108 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+func linkEv(src, dst string) event.Event {
+	return event.Event{Source: event.SourceTracepoint, Triple: policy.FileTriple(policy.Provides, dst),
+		Extra: policy.FileTriple(policy.Consumes, src), PID: 42, Comm: "ln", Syscall: "linkat"}
+}
+
+// widenedManifest is the layout Landlock walls at the workdir (out/ may be
+// removed and made again): the wall lets any name under /srv/repo be
+// linked anywhere under it, so only the engine sees the aliasing.
+func widenedEngine(t *testing.T, mode string) *Engine {
+	m := manifest(t, mode, "none",
+		"CONSUMES FILE:/srv/repo/**",
+		"PROVIDES FILE:/srv/repo/out/**", "MUTATES FILE:/srv/repo/out/**", "DELETES FILE:/srv/repo/out/**",
+		"RENAMES FILE:/srv/repo/out/**", "RENAMES FILE:/srv/repo/mv/**",
+		"PROVIDES PROC:/srv/repo/bin/**", "PROVIDES FILE:/srv/repo/bin/**", "PROVIDES FILE:/srv/repo/drop/**")
+	return New(compile(t, m), m.Mode, WithClock(fakeClock()))
+}
+
+// TestHardLinkCannotWidenAnInode: a hard link whose new name carries a
+// content right (MUTATES, running it) that the file's existing name lacks
+// is a violation on that existing name, saying which link; one that gives
+// nothing new, or of a file the session made, is not.
+func TestHardLinkCannotWidenAnInode(t *testing.T) {
+	cases := []struct {
+		name      string
+		ev        func(e *Engine) event.Event
+		violation string // the violating triple, "" for none
+		via       string
+	}{
+		{name: "CONSUMES-only file linked into a MUTATES scope",
+			ev:        func(*Engine) event.Event { return linkEv("/srv/repo/secret", "/srv/repo/out/s") },
+			violation: "MUTATES FILE:/srv/repo/secret", via: "through the hard link /srv/repo/out/s"},
+		{name: "a file linked within its own scope",
+			ev: func(*Engine) event.Event { return linkEv("/srv/repo/out/a", "/srv/repo/out/b") }},
+		{name: "a writable file linked where it may only be made",
+			ev: func(*Engine) event.Event { return linkEv("/srv/repo/out/a", "/srv/repo/drop/a") }},
+		{name: "a file the session made, linked into an exec scope",
+			ev: func(e *Engine) event.Event {
+				e.Observe(fileEv(policy.Provides, "/srv/repo/out/tool", "openat"))
+				return linkEv("/srv/repo/out/tool", "/srv/repo/bin/tool")
+			}},
+		{name: "a pre-session file linked into an exec scope",
+			ev:        func(*Engine) event.Event { return linkEv("/srv/repo/secret", "/srv/repo/bin/tool") },
+			violation: "PROVIDES PROC:/srv/repo/secret", via: "through the hard link /srv/repo/bin/tool"},
+		{name: "a CONSUMES-only file renamed into a MUTATES scope",
+			ev:        func(*Engine) event.Event { return renameEv("/srv/repo/mv/f", "/srv/repo/out/f", false) },
+			violation: "MUTATES FILE:/srv/repo/mv/f", via: "renamed to /srv/repo/out/f"},
+		{name: "a writable file renamed within its scope",
+			ev: func(*Engine) event.Event { return renameEv("/srv/repo/out/a", "/srv/repo/out/b", true) }},
+		{name: "a link the kernel refused with EXDEV (Landlock's REFER answer) did nothing",
+			ev: func(*Engine) event.Event {
+				ev := linkEv("/srv/repo/secret", "/srv/repo/out/s")
+				ev.Errno = 18
+				return ev
+			}},
+		{name: "a link a wall refused is still the attempt",
+			ev:        func(*Engine) event.Event { return blocked(linkEv("/srv/repo/secret", "/srv/repo/out/s")) },
+			violation: "MUTATES FILE:/srv/repo/secret", via: "through the hard link /srv/repo/out/s"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := widenedEngine(t, "strict")
+			v := e.Observe(c.ev(e))
+			if c.violation == "" {
+				if v.Violation() {
+					t.Fatalf("violation %v, want none", v.Err)
+				}
+				if r := e.Records(); len(r.Violations) != 0 {
+					t.Fatalf("recorded %+v", r.Violations)
+				}
+				return
+			}
+			if !v.Violation() || v.Action != ActionKill || v.Triple.String() != c.violation {
+				t.Fatalf("verdict %+v, want a kill for %s", v, c.violation)
+			}
+			if !strings.Contains(v.Err.Error(), "("+c.via+")") {
+				t.Fatalf("error %q does not say %q", v.Err, c.via)
+			}
+			r := e.Records()
+			if len(r.Violations) != 1 || r.Violations[0].Via != c.via {
+				t.Fatalf("violations %+v", r.Violations)
+			}
+		})
+	}
+}
+
+// TestHardLinkAmendsTheInodeInPermissive: permissive mode amends the
+// existing name with the right the link would give, so --learn writes
+// what the run needed and the write through the link goes on.
+func TestHardLinkAmendsTheInodeInPermissive(t *testing.T) {
+	e := widenedEngine(t, "permissive")
+	v := e.Observe(linkEv("/srv/repo/secret", "/srv/repo/out/s"))
+	if v.Action != ActionAmended || v.Lease == nil || v.Lease.String() != "MUTATES FILE:/srv/repo/secret" {
+		t.Fatalf("verdict %+v", v)
+	}
+	if v := e.Observe(linkEv("/srv/repo/secret", "/srv/repo/out/s2")); v.Violation() {
+		t.Fatalf("second link after the amendment: %v", v.Err)
+	}
+}
