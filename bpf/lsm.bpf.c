@@ -30,6 +30,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
+#define EXDEV 18
 #define FMODE_WRITE 0x2
 #define FMODE_CREATED 0x100000
 #define O_TMPFILE_DIR 020000000 /* __O_TMPFILE */
@@ -395,10 +396,15 @@ static __always_inline int check1(struct klsm_session *s, __u32 op, __u8 need, s
 	return finish(s, e, deny);
 }
 
-/* check2: two objects (link, rename). content: the first name must not
- * carry more content rights than the second (a hard link). */
+/* How check2 applies the REFER rule: a link (d1 is the new name, d2 the
+ * existing one) or a rename (d1 is the old name, d2 the new one) must not
+ * give the inode content rights its existing name lacks, unless the
+ * session made the file (it has no pre-session state to protect). */
+enum { REFER_NONE, REFER_LINK, REFER_RENAME };
+
+/* check2: two objects (link, rename). */
 static __always_inline int check2(struct klsm_session *s, __u32 op, __u32 flags, __u8 need1, struct dentry *d1, __u8 need2,
-				  struct dentry *d2, struct vfsmount *vm, int content)
+				  struct dentry *d2, struct vfsmount *vm, int refer)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	__u8 have1 = 0, have2 = 0;
@@ -406,17 +412,28 @@ static __always_inline int check2(struct klsm_session *s, __u32 op, __u32 flags,
 	e = begin(op, flags);
 	__u32 n1 = name(t, s, e, 0, d1, vm, 0, &have1);
 	__u32 n2 = name(t, s, e, n1, d2, vm, 0, &have2);
-	if (n1 && (need1 & ~have1) && !content && owned(d1)) {
+	/* A link's new name is never the session's own file (decide's
+	 * created.go): only a rename's source or destination may be. */
+	if (n1 && (need1 & ~have1) && refer != REFER_LINK && owned(d1)) {
 		have1 |= LSM_CREATED_GRANTS;
 		flags |= LSM_E_OWNED;
 	}
-	if (n2 && (need2 & ~have2) && !content && owned(d2))
+	if (n2 && (need2 & ~have2) && refer != REFER_LINK && owned(d2))
 		have2 |= LSM_CREATED_GRANTS;
 	int deny = !n1 || !n2 || (need1 & ~have1) || (need2 & ~have2);
-	if (content && (have1 & ~have2 & LSM_CONTENT))
-		deny = 1;
-	if (!e)
-		return finish(s, NULL, deny);
+	int widens = 0;
+	if (refer == REFER_LINK)
+		widens = (have1 & ~have2 & LSM_CONTENT) && !owned(d2);
+	else if (refer == REFER_RENAME && !deny)
+		widens = (have2 & ~have1 & LSM_CONTENT) && !owned(d1);
+	if (!deny && widens)
+		flags |= LSM_E_REFER;
+	deny = deny || widens;
+	int r;
+	if (!e) {
+		r = finish(s, NULL, deny);
+		return r && (flags & LSM_E_REFER) ? -EXDEV : r;
+	}
 	e->flags = flags;
 	e->need1 = need1;
 	e->have1 = have1;
@@ -428,7 +445,8 @@ static __always_inline int check2(struct klsm_session *s, __u32 op, __u32 flags,
 		e->flags |= LSM_E_NOPATH1;
 	if (!n2)
 		e->flags |= LSM_E_NOPATH2;
-	return finish(s, e, deny);
+	r = finish(s, e, deny);
+	return r && (flags & LSM_E_REFER) ? -EXDEV : r;
 }
 
 /* file_ioctl, mmap_file, file_mprotect: in their own file. */
@@ -613,7 +631,7 @@ int BPF_PROG(klock_path_link, struct dentry *old_dentry, const struct path *new_
 		return ret;
 	/* The new name must be creatable and must not give more than the
 	 * existing file already grants (no widening through a link). */
-	return check2(s, LSM_OP_LINK, 0, LSM_PROVIDES, new_dentry, LSM_CONSUMES, old_dentry, BPF_CORE_READ(new_dir, mnt), 1);
+	return check2(s, LSM_OP_LINK, 0, LSM_PROVIDES, new_dentry, LSM_CONSUMES, old_dentry, BPF_CORE_READ(new_dir, mnt), REFER_LINK);
 }
 
 SEC("lsm/path_rename")
@@ -639,7 +657,7 @@ int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_d
 		ef = LSM_E_REPLACES;
 		need2 = LSM_MUTATES;
 	}
-	int r = check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), 0);
+	int r = check2(s, LSM_OP_RENAME, ef, LSM_RENAMES, old_dentry, need2, new_dentry, BPF_CORE_READ(old_dir, mnt), REFER_RENAME);
 	if (r == 0)
 		/* Paths below a renamed directory changed: cached decisions go,
 		 * this session's and every other's. */

@@ -114,6 +114,11 @@ enum lsm_event_flags {
 	/* An allowed open reported once: its repeats are counted in lsm_seen
 	 * under (cgid, dent, ino, gen, op, need) and collected at the end. */
 	LSM_E_COUNTED = 1 << 9,
+	/* A link or rename refused only because its new name would give the
+	 * inode content rights its existing name lacks (Landlock's REFER
+	 * rule): answered EXDEV, as Landlock answers it, so tools fall back
+	 * to copying; nothing happened, and it is reported as failed. */
+	LSM_E_REFER = 1 << 10,
 };
 
 #define LSM_PATH_MAX 4096

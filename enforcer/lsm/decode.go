@@ -46,6 +46,7 @@ const (
 	fExchange = 1 << 5
 	fCreated  = 1 << 6
 	fCounted  = 1 << 9
+	fRefer    = 1 << 10
 )
 
 // sessRaw mirrors LSM_S_RAW (klsm_session.flags): NET:raw is declared.
@@ -117,7 +118,13 @@ func decode(b []byte) (event.Event, *seenKey, bool) {
 		Syscall: hooks[op],
 		Blocked: flags&fDenied != 0,
 	}
-	if ev.Blocked {
+	switch {
+	case flags&fRefer != 0:
+		// A link or rename that would give the inode content rights its
+		// name lacks, answered EXDEV as Landlock answers its REFER
+		// refusal: the tool copies instead, and nothing happened.
+		ev.Blocked, ev.Errno = false, int32(unix.EXDEV)
+	case ev.Blocked:
 		ev.Errno = int32(unix.EPERM)
 	}
 	file := func(p policy.Predicate, path string) policy.Triple { return policy.FileTriple(p, path) }

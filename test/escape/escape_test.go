@@ -123,6 +123,10 @@ type row struct {
 	// manifest declares on its object, as the error prints it.
 	triple   func(e *env) string
 	declared string
+	// via is the other name the violation reached its file through (a
+	// hard link or rename), as the error says it: "through the hard link
+	// <path>"; nil when direct.
+	via func(e *env) string
 	// check inspects the world after the session.
 	check  func(t *testing.T, e *env, o *harness.Outcome) // prefix: triple is a prefix of the logged triple (an fd number).
 	prefix bool
@@ -772,6 +776,7 @@ func rows(t *testing.T, n *nets) []row {
 	rs = append(rs, unixRows(t)...)
 	rs = append(rs, metaIoctlRows(t)...)
 	rs = append(rs, execMapRows(t)...)
+	rs = append(rs, aliasRows()...)
 	if python != "" {
 		rs = append(rs, row{
 			name:  "python -c writing outside",
@@ -925,7 +930,11 @@ func attempt(t *testing.T, r row, m policy.Mode, run func(*env, harness.Spec) *h
 			if decl == "?" {
 				decl = o.Declared(t, fileTriple(triple))
 			}
-			o.AssertKilledFor(t, triple, violationPath(triple), message(triple, decl), logBlocked)
+			msg := message(triple, decl)
+			if r.via != nil {
+				msg = messageVia(triple, decl, r.via(e))
+			}
+			o.AssertKilledFor(t, triple, violationPath(triple), msg, logBlocked)
 		}
 	case r.want == refusedInScope || r.want == refusedUnlogged || r.want == allowed:
 		o.AssertClean(t, 0)
@@ -954,6 +963,16 @@ func message(triple, declared string) string {
 		return fmt.Sprintf("ScopeViolationError: Agent attempted %s on %s but declared nothing there", pred, violationPath(triple))
 	}
 	return fmt.Sprintf("ScopeViolationError: Agent attempted %s on %s but only declared %s", pred, violationPath(triple), declared)
+}
+
+// messageVia is message for a file reached through another name.
+func messageVia(triple, declared, via string) string {
+	pred, _, _ := strings.Cut(triple, " ")
+	obj := violationPath(triple) + " (" + via + ")"
+	if declared == "" {
+		return fmt.Sprintf("ScopeViolationError: Agent attempted %s on %s but declared nothing there", pred, obj)
+	}
+	return fmt.Sprintf("ScopeViolationError: Agent attempted %s on %s but only declared %s", pred, obj, declared)
 }
 
 // findPrefix returns the first logged violation triple starting with

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,6 +233,25 @@ func step(op, arg string) error {
 			return err
 		}
 		return unix.Rename(l+".swap", l)
+	case "by-handle-write": // name_to_handle_at(FILE), then open_by_handle_at for writing (needs CAP_DAC_READ_SEARCH)
+		h, mnt, err := unix.NameToHandleAt(unix.AT_FDCWD, arg, 0)
+		if err != nil {
+			return err
+		}
+		mfd, err := unix.Open(filepath.Dir(arg), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(mfd)
+		_ = mnt // the directory's fd stands for the mount: the handle is resolved on its filesystem
+		fd, err := unix.OpenByHandleAt(mfd, h, unix.O_WRONLY|unix.O_CLOEXEC)
+		if err != nil {
+			return err
+		}
+		return writeFD(fd)
+	case "bind-mount": // SRC>DST: bind-mount SRC over DST (needs CAP_SYS_ADMIN in the mount namespace's owner)
+		src, dst := two(arg)
+		return unix.Mount(src, dst, "", unix.MS_BIND, "")
 	case "hide-write": // L>A: symlink L->A, write through L, close, unlink L
 		l, a := two(arg)
 		if err := unix.Symlink(a, l); err != nil {
