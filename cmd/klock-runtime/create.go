@@ -19,52 +19,53 @@ var validID = regexp.MustCompile(`^[\w+\-.]+$`)
 // prepare is create's and run's part: find the manifest; without one leave
 // the bundle exactly as it is (not even re-marshalled); with one validate
 // it, check its paths reach the host, set up the state directory, and
-// rewrite config.json in place.
-func prepare(inv *invocation, cfg *oci.Config) error {
+// rewrite config.json in place. It returns the container's state
+// directory, "" when the container is not klock's.
+func prepare(inv *invocation, cfg *oci.Config) (string, error) {
 	bundle, id, err := bundleAndID(inv.args)
 	if err != nil {
-		return fmt.Errorf("%s: %w", inv.command, err)
+		return "", fmt.Errorf("%s: %w", inv.command, err)
 	}
 	if bundle, err = filepath.Abs(bundle); err != nil {
-		return err
+		return "", err
 	}
 	cfgFile := filepath.Join(bundle, "config.json")
 	data, err := os.ReadFile(cfgFile)
 	if err != nil {
-		return fmt.Errorf("read the bundle's spec: %w", err)
+		return "", fmt.Errorf("read the bundle's spec: %w", err)
 	}
 	// A lenient read finds the annotations; the strict one (which refuses
 	// fields a rewrite would drop) is for the containers klock rewrites.
 	var loose specs.Spec
 	if err := json.Unmarshal(data, &loose); err != nil {
-		return fmt.Errorf("%s: %w: %w", cfgFile, oci.ErrBadSpec, err)
+		return "", fmt.Errorf("%s: %w: %w", cfgFile, oci.ErrBadSpec, err)
 	}
 	found, err := oci.Discover(&loose, id, cfg)
 	if err != nil || found == nil {
-		return err
+		return "", err
 	}
 	spec, err := oci.DecodeSpec(data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", cfgFile, err)
+		return "", fmt.Errorf("%s: %w", cfgFile, err)
 	}
 	if !validID.MatchString(id) || id == "." || id == ".." {
-		return fmt.Errorf("container id %q: klock-runtime takes ids of letters, digits and + - . _ (runc's syntax)", id)
+		return "", fmt.Errorf("container id %q: klock-runtime takes ids of letters, digits and + - . _ (runc's syntax)", id)
 	}
 	pm, err := oci.NewPathMap(spec, bundle)
 	if err != nil {
-		return err
+		return "", err
 	}
 	m := found.Manifest
 	if err := oci.CheckReach(m, pm); err != nil {
-		return fmt.Errorf("container %s, manifest from %s: %w", id, found.Source, err)
+		return "", fmt.Errorf("container %s, manifest from %s: %w", id, found.Source, err)
 	}
 	klock, stage2, err := findBinaries()
 	if err != nil {
-		return err
+		return "", err
 	}
 	stateDir, err := makeStateDir(id, stage2)
 	if err != nil {
-		return err
+		return "", err
 	}
 	ok := false
 	defer func() {
@@ -77,12 +78,12 @@ func prepare(inv *invocation, cfg *oci.Config) error {
 		AllowRoot: oci.AllowRoot(spec, cfg), Workdir: m.Workdir, ManifestAnnotation: found.Annotation(),
 	}
 	if err := oci.Rewrite(spec, plan); err != nil {
-		return err
+		return "", err
 	}
 	// What exec needs to treat the container's later processes as Rewrite
 	// treated its first (exec.go).
 	if err := writeExecPolicy(stateDir, execPolicy{AllowRoot: plan.AllowRoot}); err != nil {
-		return err
+		return "", err
 	}
 	// The wall itself (wall.json) is written by the container's session
 	// in klockd, at createRuntime, once it knows what walls the files:
@@ -90,13 +91,13 @@ func prepare(inv *invocation, cfg *oci.Config) error {
 	// Until then klock-stage2 refuses to start the entrypoint.
 	out, err := oci.EncodeSpec(spec)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := writeAtomic(cfgFile, out); err != nil {
-		return fmt.Errorf("rewrite %s: %w", cfgFile, err)
+		return "", fmt.Errorf("rewrite %s: %w", cfgFile, err)
 	}
 	ok = true
-	return nil
+	return stateDir, nil
 }
 
 // writeAtomic replaces file with data: a temporary file in the same

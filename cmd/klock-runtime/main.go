@@ -75,8 +75,9 @@ func run(args []string) int {
 		report(inv, err)
 		return 1
 	}
+	var stateDir string
 	if (inv.command == "create" || inv.command == "run") && !asksHelp(inv.args) {
-		if err := prepare(inv, cfg); err != nil {
+		if stateDir, err = prepare(inv, cfg); err != nil {
 			report(inv, err)
 			return 1
 		}
@@ -86,6 +87,14 @@ func run(args []string) int {
 		if argv, err = execArgv(inv); err != nil {
 			report(inv, err)
 			return 1
+		}
+	}
+	if inv.command == "run" && stateDir != "" && !detached(inv.args) {
+		// run's status is the container's: klock-runtime waits for the
+		// real runtime to report a strict kill that landed too late for
+		// the container's own status to show it (wait.go).
+		if code, ok := runAndReport(inv, runtime, argv, stateDir); ok {
+			return code
 		}
 	}
 	err = execve(runtime, append([]string{runtime}, argv...), os.Environ())

@@ -463,3 +463,78 @@ func TestRuntimeIsNotSelf(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
+
+// hookRuntime is a runtime whose poststop hook ends the session as
+// T_OUTCOME says (written into the outcome file klock-runtime made, then
+// the state directory removed, as klock oci-hook does) and whose
+// container exits T_CODE: the order runc run keeps (the hooks run before
+// it returns).
+const hookRuntime = `#!/bin/sh
+printf '%s\0' "$@" > "$T_OUT/argv"
+d="$T_STATE/$T_ID"
+[ -f "$d/outcome.json" ] && touch "$T_OUT/outcome-made"
+[ -n "$T_OUTCOME" ] && [ -f "$d/outcome.json" ] && printf '%s' "$T_OUTCOME" > "$d/outcome.json"
+rm -rf "$d"
+exit $T_CODE
+`
+
+// TestRunReportsKill: run of a klock container exits 137 when the
+// session was killed, also when the container had exited 0 by itself
+// before the kill landed; any other end is the runtime's own status, and
+// run -d (which returns at start) execs the runtime as before.
+func TestRunReportsKill(t *testing.T) {
+	killed := `{"session":"s1","killed":true,"reason":"ScopeViolationError: x","log":"/w/.klock/sessions/s1/verification.json"}`
+	for _, tc := range []struct {
+		name, outcome, code string
+		detach              bool
+		want                int
+		made                bool
+	}{
+		{name: "killed after its own exit 0", outcome: killed, code: "0", want: 137, made: true},
+		{name: "killed after its own exit 1", outcome: killed, code: "1", want: 137, made: true},
+		{name: "killed while running", outcome: killed, code: "137", want: 137, made: true},
+		{name: "clean", outcome: `{"session":"s1"}`, code: "3", want: 3, made: true},
+		{name: "interrupted from outside", outcome: `{"session":"s1","killed":true,"interrupted":true}`, code: "0", want: 0, made: true},
+		{name: "no session", code: "1", want: 1, made: true},
+		{name: "detached", outcome: killed, code: "0", detach: true, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			write(t, e.runtime, hookRuntime, 0o755)
+			mpath := filepath.Join(e.dir, "m.yaml")
+			write(t, mpath, manifest(), 0o644)
+			write(t, filepath.Join(e.bundle, "config.json"), specJSON(map[string]string{oci.AnnotationManifest: mpath}), 0o644)
+			t.Setenv("T_ID", "c1")
+			t.Setenv("T_OUTCOME", tc.outcome)
+			t.Setenv("T_CODE", tc.code)
+			args := []string{"--runtime-path", e.runtime, "run", "--bundle", e.bundle, "c1"}
+			if tc.detach {
+				args = []string{"--runtime-path", e.runtime, "run", "--bundle", e.bundle, "--detach", "c1"}
+			}
+			code, stderr := e.run(args...)
+			if code != tc.want {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.want, stderr)
+			}
+			if got := e.argv(); !reflect.DeepEqual(got, args[2:]) {
+				t.Fatalf("argv %q; want %q", got, args[2:])
+			}
+			if _, err := os.Stat(filepath.Join(e.out, "outcome-made")); (err == nil) != tc.made {
+				t.Fatalf("outcome file made: %v, want %v", err == nil, tc.made)
+			}
+			if tc.want == 137 && !strings.Contains(stderr, "killed by klock (session s1)") {
+				t.Fatalf("stderr does not say klock killed it: %q", stderr)
+			}
+		})
+	}
+}
+
+func TestDetached(t *testing.T) {
+	for args, want := range map[string]bool{
+		"c1": false, "-d c1": true, "--detach c1": true, "--detach=true c1": true, "--detach=false c1": false,
+		"--bundle -d c1": false, "--bundle b -d c1": true, "--pid-file=/p --keep c1": false, "-- -d": false,
+	} {
+		if got := detached(strings.Fields(args)); got != want {
+			t.Errorf("detached(%q) = %v, want %v", args, got, want)
+		}
+	}
+}

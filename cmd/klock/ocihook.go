@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
@@ -185,10 +186,26 @@ func hookPoststop(stderr io.Writer, socket string, st *specs.State) error {
 	if err != nil {
 		return fmt.Errorf("oci-hook: container %s: %w", st.ID, err)
 	}
+	writeOutcome(st.ID, oci.Outcome{Session: res.ID, Killed: res.Killed, Interrupted: res.Interrupted, Reason: res.Reason, Log: res.LogPath})
 	verdict := "ended"
 	if res.Killed {
 		verdict = "killed: " + res.Reason
 	}
 	fmt.Fprintf(stderr, "klock: container %s session %s %s; log: %s\n", st.ID, res.ID, verdict, res.LogPath)
 	return nil
+}
+
+// writeOutcome tells klock-runtime's run how the session ended, when it
+// waits for it: it made the outcome file (nothing is created here: a
+// container started by another runtime, or by create and start, has
+// nobody to read it) and holds it open past the state directory's
+// removal.
+func writeOutcome(id string, o oci.Outcome) {
+	f, err := os.OpenFile(filepath.Join(oci.StateDir(id), oci.OutcomeFileName), os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	b, _ := json.Marshal(o)
+	_, _ = f.Write(b)
 }

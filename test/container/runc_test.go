@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/test/internal/ctrtest"
 )
 
@@ -55,6 +57,51 @@ func TestRuncStrictKill(t *testing.T) {
 		t.Fatalf("log: verdict %s, exit %+v", lg.Verdict, lg.Exit)
 	}
 	assertLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
+}
+
+// TestRuncStrictKillAfterExit: a container whose undeclared operation
+// (a hard link of a file outside its scope, which the kernel refuses
+// across mounts with EXDEV) is its last: it exits 1 by itself before
+// klockd reads the violation, and the kill lands on nothing. run through
+// klock-runtime still reports the strict kill (137), and the log holds
+// the refused link's violation as klock run logs it: the second name's
+// CONSUMES of the outside file, not blocked (EXDEV is no wall's EACCES),
+// errno EXDEV, killed.
+func TestRuncStrictKillAfterExit(t *testing.T) {
+	w := newWorld(t)
+	secret := filepath.Join(filepath.Dir(w.work), "secret")
+	if err := os.Mkdir(secret, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "s.txt"), []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := ctrtest.NewBundle(t, ctrtest.BundleOptions{Args: []string{"ln", "/secret/s.txt", "/workspace/out.txt"},
+		Annotations: map[string]string{"io.klock.manifest": w.manifest()},
+		Binds:       []ctrtest.Bind{{Host: w.work, Container: "/workspace"}, {Host: secret, Container: "/secret"}}})
+	r := ctrtest.RunC(t, w.runtime, b, "kc-kill-late")
+	if r.Exit != 137 || !strings.Contains(r.Stderr, "Invalid cross-device link") {
+		t.Fatalf("klock-runtime run: %+v, want exit 137 (killed by klock) after ln's EXDEV", r)
+	}
+	if !strings.Contains(r.Stderr, "killed by klock") {
+		t.Fatalf("klock-runtime does not say klock killed the container: %q", r.Stderr)
+	}
+	lg := w.log()
+	if lg.Verdict != vlog.VerdictViolation || !lg.Exit.KilledByKlock || len(lg.Violations) != 1 {
+		t.Fatalf("log: verdict %s, exit %+v, violations %+v", lg.Verdict, lg.Exit, lg.Violations)
+	}
+	v := lg.Violations[0]
+	want := "ScopeViolationError: Agent attempted CONSUMES on /secret/s.txt but declared nothing there"
+	if v.Triple != "CONSUMES FILE:/secret/s.txt" || v.Path != "/secret/s.txt" || v.Error != want || v.Needed != v.Triple ||
+		v.Blocked || v.Errno != int32(syscall.EXDEV) || v.Action != "violation-kill" || v.Syscall != "link" || v.Source != "tracepoint" {
+		t.Fatalf("violation %+v, want the refused link's CONSUMES of /secret/s.txt (EXDEV, not blocked, killed)", v)
+	}
+	if lg.Exit.Reason != want {
+		t.Fatalf("kill reason %q, want %q", lg.Exit.Reason, want)
+	}
+	if got := w.content("out.txt"); got != "<absent>" {
+		t.Fatalf("out.txt = %q", got)
+	}
 }
 
 // TestRuncNoManifestUntouched: a container without a manifest runs as the

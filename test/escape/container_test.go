@@ -139,6 +139,11 @@ func (c *containerRunner) run(e *env, s harness.Spec) *harness.Outcome {
 	if lg == nil {
 		t.Fatalf("container %s: no verification log of its session among %v; runtime: %+v", id, logs, r)
 	}
+	// A strict kill is the runtime's failure too, whether the kill beat
+	// the container's own exit or not (klock-runtime's run reports it).
+	if lg.Exit.KilledByKlock && r.Exit != 137 {
+		t.Errorf("container %s: klock-runtime run exited %d after klock killed its session, want 137", id, r.Exit)
+	}
 	res := &session.Result{ID: lg.Session, Killed: lg.Exit.KilledByKlock, Reason: lg.Exit.Reason, LogPath: logPath, Log: lg,
 		Exit: launch.Exit{Code: r.Exit}}
 	if r.Exit > 128 {

@@ -442,6 +442,16 @@ func rows(t *testing.T, n *nets) []row {
 			lsm: &row{want: refusedInScope, errno: "EPERM"},
 		},
 		{
+			name:  "hard link of an outside file into a writable scope",
+			why:   "Landlock's REFER rule refuses a link that would give the outside inode out/'s rights (EXDEV, no wall's EACCES: logged as not blocked); the second name is CONSUMES of the outside file, undeclared: a violation, killed in strict mode, in a container as in klock run",
+			steps: steps(op("link", secret, at("out", "x"))),
+			want:  blocked, errno: "EXDEV", triple: file("CONSUMES", secret),
+			check: func(t *testing.T, e *env, o *harness.Outcome) {
+				unchanged(secret, secretContent)(t, e, o)
+				absent(at("out", "x"))(t, e, o)
+			},
+		},
+		{
 			name:  "hard link of a protected file in the same PROVIDES directory, then write through it",
 			why:   "no REFER check inside one directory and PROVIDES carries WRITE_FILE, so Landlock lets both through; a link is never a creation (decide/created.go), so the write through the new name is MUTATES on an undeclared path and strict mode kills",
 			steps: steps(op("link", precious, at("out", "alias")), op("write", at("out", "alias"))),
