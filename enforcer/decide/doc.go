@@ -52,6 +52,13 @@
 //     status to its destination and clears whatever it replaced, and PROC
 //     objects never benefit (executing a file the agent wrote needs a
 //     declared PROC intent). See created.go.
+//   - A file is its inode, not its name: a hard link or rename whose new
+//     name carries a content right (CONSUMES, MUTATES, DEPENDS_ON, running
+//     it) that the file's existing name lacks is a violation on the
+//     existing name, its Via naming the new one (Landlock's REFER rule
+//     applied to the manifest, for walls widened past the declaration).
+//     Judged when the operation took effect or a wall refused it; a file
+//     the session made is exempt. See refer.go.
 //
 // Error semantics: Observe and Lost never fail; a triple the ruleset cannot
 // judge (zero type, relative path) is a violation (fail closed). Learned

@@ -70,8 +70,18 @@ func SessionProc(p string) string {
 		return p
 	}
 	first, tail, _ := strings.Cut(rest, "/")
-	if first != "thread-self" && (first == "" || strings.Trim(first, "0123456789") != "") {
+	self := first == "self" || first == "thread-self"
+	if !self && (first == "" || strings.Trim(first, "0123456789") != "") {
 		return p
+	}
+	// /proc/<n>/root is the process's root directory, which is the
+	// session's: a name through it is the name below it (no baseline
+	// rule on /proc/self/** may cover another file by this door).
+	if tail == "root" {
+		return "/"
+	}
+	if below, ok := strings.CutPrefix(tail, "root/"); ok {
+		return "/" + below
 	}
 	if tail == "" {
 		return "/proc/self"

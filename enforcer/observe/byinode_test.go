@@ -47,15 +47,18 @@ func TestByInodeFallback(t *testing.T) {
 
 func TestSessionProc(t *testing.T) {
 	for in, want := range map[string]string{
-		"/proc/42/maps":          "/proc/self/maps",
-		"/proc/42":               "/proc/self",
-		"/proc/thread-self/attr": "/proc/self/attr",
-		"/proc/self/fd/3":        "/proc/self/fd/3",
-		"/proc/cpuinfo":          "/proc/cpuinfo",
-		"/proc/sys/kernel/x":     "/proc/sys/kernel/x",
-		"/proc":                  "/proc",
-		"/etc/42":                "/etc/42",
-		"":                       "",
+		"/proc/42/maps":           "/proc/self/maps",
+		"/proc/42":                "/proc/self",
+		"/proc/thread-self/attr":  "/proc/self/attr",
+		"/proc/self/fd/3":         "/proc/self/fd/3",
+		"/proc/1/root/etc/shadow": "/etc/shadow",
+		"/proc/self/root":         "/",
+		"/proc/7/rootfs":          "/proc/self/rootfs",
+		"/proc/cpuinfo":           "/proc/cpuinfo",
+		"/proc/sys/kernel/x":      "/proc/sys/kernel/x",
+		"/proc":                   "/proc",
+		"/etc/42":                 "/etc/42",
+		"":                        "",
 	} {
 		if got := sessionProc(in); got != want {
 			t.Errorf("sessionProc(%q) = %q, want %q", in, got, want)

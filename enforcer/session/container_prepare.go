@@ -47,7 +47,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if o.Snapshot != nil {
 			backup = make(chan backupResult, 1)
 			go func() {
-				r, err := o.Snapshot(ctx, Preflight{Ruleset: hostRS, ID: id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Exclude: exclude,
+				r, err := o.Snapshot(ctx, Preflight{Ruleset: hostRS, ID: id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Others: exclude,
 					Scratch: c.scratch()})
 				o.tl.mark("backup")
 				backup <- backupResult{r, err}

@@ -429,8 +429,10 @@ func LeaseRegions(ls []lease.Lease) []snapshot.Region {
 }
 
 // excludeFromBackup are the trees other holders' changing leases cover
-// when this session's were granted: the backup leaves them out (their
-// files change while it is taken, and a rollback leaves them anyway).
+// when this session's were granted: the backup records them apart, best
+// effort (snapshot.Options.Others: their files change while it is taken,
+// and a rollback leaves them unless this session's agent changed a file
+// there, which it then puts back).
 func (l *leasing) excludeFromBackup(ctx context.Context) []string {
 	if l == nil {
 		return nil

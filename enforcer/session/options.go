@@ -35,7 +35,10 @@ var (
 // What leave covers is left as it is (snapshot.Leave): other sessions'
 // leases.
 type Restorer interface {
-	Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region) ([]vlog.RollbackOp, error)
+	// Restore puts back what only covers (nil: everything), leaving what
+	// leave covers except the paths of reclaim (another session's files
+	// the agent changed: put back all the same, snapshot.Reclaim).
+	Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region, reclaim []string) ([]vlog.RollbackOp, error)
 	// Existed says whether path existed before the agent started: known
 	// when the backup covers it.
 	Existed(path string) (known, existed bool)
@@ -55,9 +58,10 @@ type Preflight struct {
 	// AgentGIDs are its groups (primary first): with AgentUID, what decides
 	// which files it could change, and so what the backup holds.
 	AgentGIDs []uint32
-	// Exclude are trees other sessions' leases let them change while this
-	// one runs: not backed up (a rollback leaves them).
-	Exclude []string
+	// Others are trees other sessions' leases let them change while this
+	// one starts: recorded best effort (snapshot.Options.Others), left by
+	// the rollback unless this session's agent changed a file there.
+	Others []string
 	// Scratch, when not nil, are the agent's own temporary places (host
 	// paths) whose metadata the backup records, instead of the host's
 	// (snapshot.MetaScopesAt): a container's.
@@ -129,6 +133,9 @@ type Options struct {
 	// wanted to see (klock rollback undoes it later). A strict session is
 	// always rolled back: its promise is that nothing undeclared stays.
 	RollbackOnInterrupt bool
+	// NoticeDir is where sessions tell each other that one's agent changed
+	// a file the other held a lease on (default DefaultNoticeDir).
+	NoticeDir string
 	// LogDir is where <id>/verification.json goes (default
 	// <workdir>/.klock/sessions, or /var/lib/klock/sessions without workdir).
 	LogDir string
@@ -222,4 +229,12 @@ type Result struct {
 	Log         *vlog.Log
 	// Learned is the manifest that would have allowed the run.
 	Learned []byte
+}
+
+// noticeDir is NoticeDir or its default.
+func (o Options) noticeDir() string {
+	if o.NoticeDir != "" {
+		return o.NoticeDir
+	}
+	return DefaultNoticeDir
 }

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/klocklabs/klock/enforcer/oci"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
-	"github.com/klocklabs/klock/snapshot"
 	"golang.org/x/sys/unix"
 )
 
@@ -304,7 +302,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if c := o.Container; c != nil {
 			roots, changed = c.hostScopes(roots), c.hostPaths(changed)
 		}
-		rollback = rollBack(context.WithoutCancel(ctx), restorer, roots, changed, leases, log)
+		rollback = rollBack(context.WithoutCancel(ctx), restorer, rollbackPlan{
+			only: roots, changed: changed, leases: leases, log: log,
+			self: intruder{session: id, agent: m.Agent.ID, violations: violationsByPath(rec, o.Container), notices: o.noticeDir()},
+		})
 		if c := o.Container; c != nil {
 			c.nameInContainer(rollback)
 		}
@@ -336,6 +337,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Network: network,
 	})
 	vl.AddRecords(eng.Records())
+	// Another session's agent may have changed a file this one held: its
+	// rollback said what it put back (notice.go).
+	vl.Intrusions = takeNotices(o.noticeDir(), id)
 	x := vlogExit(exit, s.killed, s.reason)
 	if o.Container != nil && exit.Signal == 0 {
 		x.Code = nil // a container's exit status is its runtime's, which reaps it
@@ -371,70 +375,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// rollBack restores what only covers, leaving what other sessions' leases
-// let them change while this one ran (Restorer's leave), and says in the
-// log which paths it left and why. When the lease store cannot say what
-// others held, nothing is restored: putting back a path another session
-// changed would destroy its work, and klock rollback can still be run
-// once the store answers.
-//
-// A path left that the agent was seen to change (changed) is one it
-// changed outside its own leases, where the wall let it (Landlock's is
-// wider than the declaration): that change is not undone, since the other
-// session's work is there too, and the log says so as a rollback failure.
-func rollBack(ctx context.Context, r Restorer, only []snapshot.Scope, changed []string, leases *leasing, log *slog.Logger) []vlog.RollbackOp {
-	leave, err := leases.leaveRegions(ctx)
-	if err != nil {
-		log.Error("rollback not done: cannot tell which paths other sessions' leases cover", "error", err)
-		return []vlog.RollbackOp{{Path: "*", Action: vlog.RollbackRestored, OK: false,
-			Error: fmt.Sprintf("not rolled back: the lease store could not say which paths other sessions hold (%v), and restoring one of theirs would destroy their work; run klock rollback once it answers", err)}}
-	}
-	ops, err := r.Restore(ctx, only, leave)
-	if err != nil {
-		log.Error("rollback incomplete", "error", err)
-		ops = append(ops, vlog.RollbackOp{Path: "*", Action: vlog.RollbackRestored, OK: false, Error: err.Error()})
-	}
-	left := 0
-	for i := range ops {
-		if ops[i].Action != vlog.RollbackLeft {
-			continue
-		}
-		left++
-		if touchedBy(ops[i].Path, changed) {
-			ops[i].OK = false
-			ops[i].Error = "this session's agent changed it too, outside its own leases: that change is not undone, since the other session's work is there as well; inspect it"
-			log.Error("rollback left a path this session's agent changed inside another session's lease", "path", ops[i].Path, "lease", ops[i].Why)
-		}
-	}
-	if left > 0 {
-		log.Warn(fmt.Sprintf("rollback left %d path(s) other sessions' leases cover (their work; klock log lists them)", left))
-	}
-	return ops
-}
-
-// changedPaths are the FILE paths the agent was seen to change (not
-// every attempt failed).
-func changedPaths(rec decide.Records) []string {
-	var out []string
-	for _, o := range rec.Observed {
-		if o.Triple.Type == policy.ObjFile && policy.Changing.Has(o.Triple.Predicate) && o.Failed < o.Count {
-			out = append(out, o.Triple.Path)
-		}
-	}
-	return out
-}
-
-// touchedBy reports whether p is one of paths, lies below one, or holds
-// one below it (a new directory is left whole).
-func touchedBy(p string, paths []string) bool {
-	for _, c := range paths {
-		if c == p || strings.HasPrefix(c, p+"/") || strings.HasPrefix(p, c+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // rollsBack says whether a killed session is rolled back: always in strict

@@ -31,7 +31,7 @@ func Backup(progress io.Writer) Snapshotter {
 		rs, agent := p.Ruleset, p.AgentUID
 		// Only what the agent's uid could change is backed up (a /tmp/**
 		// scope holds every user's files): snapshot.Options.AgentUID.
-		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, AgentGIDs: p.AgentGIDs, Exclude: p.Exclude}
+		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, AgentGIDs: p.AgentGIDs, Others: p.Others}
 		if rs.Workdir != "" {
 			// chmod, chown, utimes and xattrs are not Landlock rights: the
 			// agent can change the metadata of any file it owns, CONSUMES-only
@@ -67,9 +67,9 @@ func (r restorer) Existed(path string) (known, existed bool) { return r.s.Existe
 
 // Restore puts back what only covers (nil: everything the backup holds),
 // leaving the new paths the agent's uid does not own (another process's)
-// and what leave covers (another session's lease).
-func (r restorer) Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region) ([]vlog.RollbackOp, error) {
-	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew(), snapshot.Leave(leave...)}
+// and what leave covers (another session's lease) but reclaim.
+func (r restorer) Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region, reclaim []string) ([]vlog.RollbackOp, error) {
+	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew(), snapshot.Leave(leave...), snapshot.Reclaim(reclaim...)}
 	if only != nil {
 		// A path the agent changed that the backup holds nothing of is a
 		// failure of the rollback, and the log says so.
@@ -178,7 +178,12 @@ func RollbackOps(rep snapshot.Report) []vlog.RollbackOp {
 		if e.Action == snapshot.Unchanged {
 			continue
 		}
-		ops = append(ops, vlog.RollbackOp{Path: e.Path, Action: string(e.Action), OK: e.Error == "", Error: e.Error, Why: e.Why})
+		op := vlog.RollbackOp{Path: e.Path, Action: string(e.Action), OK: e.Error == "", Error: e.Error, Why: e.Why}
+		if e.Holder != "" {
+			// Another session's file, put back all the same (Reclaim).
+			op.Reclaimed, op.Why = true, e.Holder
+		}
+		ops = append(ops, op)
 	}
 	return ops
 }

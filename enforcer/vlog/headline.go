@@ -99,6 +99,10 @@ func (l *Log) Headline() (verdict, summary string) {
 	if l.Lost.Total > 0 && verdict != VerdictKilled {
 		q = append(q, plural(int(l.Lost.Total), "kernel event")+" lost: log incomplete")
 	}
+	if n := len(l.Intrusions); n > 0 {
+		// Not this agent's doing, so not its verdict; but never silent.
+		q = append(q, fmt.Sprintf("another session changed %s this one held (put back by its rollback: see below)", plural(n, "file")))
+	}
 	if len(q) == 0 {
 		return verdict, verdict
 	}

@@ -116,9 +116,30 @@ type Log struct {
 	Refused  []Refused    `json:"refused,omitempty"`
 	Created  []string     `json:"created,omitempty"`
 	Rollback []RollbackOp `json:"rollback"`
-	Lost     Lost         `json:"lost"`
-	Events   uint64       `json:"events"`
-	Exit     Exit         `json:"exit"`
+	// Intrusions are other sessions' changes to files this session held
+	// a lease on, each with what the other session's rollback put back.
+	Intrusions []Intrusion `json:"intrusions,omitempty"`
+	Lost       Lost        `json:"lost"`
+	Events     uint64      `json:"events"`
+	Exit       Exit        `json:"exit"`
+}
+
+// Intrusion is another session's change to a file this session held a
+// lease on (KLIS leases hold inodes: a hard link, rename or write that
+// reached the file by another name is one), as that session's rollback
+// reported it.
+type Intrusion struct {
+	Time    time.Time `json:"time"`
+	Session string    `json:"session"` // the session whose agent changed it
+	Agent   string    `json:"agent"`
+	Path    string    `json:"path"`
+	// What is that session's violation on the file.
+	What string `json:"what,omitempty"`
+	// PutBack is what its rollback did to the file ("restored", "moved
+	// back", ...); OK false when that failed (Error says why).
+	PutBack string `json:"put_back"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
 }
 
 // ManifestRef names the manifest the session ran under.
@@ -258,6 +279,10 @@ type RollbackOp struct {
 	Error         string `json:"error,omitempty"`
 	// Why, for left: whose lease covers the path.
 	Why string `json:"why,omitempty"`
+	// Reclaimed: another session's file (Why says whose) that this
+	// session's agent changed, put back all the same, and that session
+	// told (its log's Intrusions).
+	Reclaimed bool `json:"reclaimed,omitempty"`
 }
 
 // Lost summarizes events the kernel could not deliver.

@@ -142,6 +142,20 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 			}
 		}
 	}
+	if len(l.Intrusions) > 0 {
+		r.section("Touched by other sessions (files this session held a lease on)", len(l.Intrusions))
+		for _, x := range l.Intrusions {
+			r.line("  %s  %s  by session %s (agent %s)", clock(x.Time), x.Path, x.Session, x.Agent)
+			if x.What != "" {
+				r.line("      %s", x.What)
+			}
+			if x.OK {
+				r.line("      its rollback: %s (to its state when that session began: check this session's later work on it)", x.PutBack)
+			} else {
+				r.line("      its rollback: %s FAILED: %s", x.PutBack, x.Error)
+			}
+		}
+	}
 	if len(l.Amendments) > 0 {
 		r.section("Amendments (Dynamic Lease Acquisition)", len(l.Amendments))
 		for _, a := range l.Amendments {

@@ -38,6 +38,13 @@ func aliasRows() []row {
 	}
 	return []row{
 		{
+			name:  "read an outside file through /proc/self/root",
+			why:   "the session's root seen through procfs is the session's root: the name below it is the file's (a baseline rule on /proc/self/** must not cover it); Landlock refuses the read on the inode",
+			steps: steps(op("read", func(e *env) string { return "/proc/self/root" + e.O("secret.txt") })),
+			want:  blocked, errno: "EACCES", triple: file("CONSUMES", secret),
+			check: unchanged(secret, secretContent),
+		},
+		{
 			name:    "widened wall: hard link of a CONSUMES-only file into the writable scope, write through it",
 			why:     "Landlock lets the link through (one rule on the workdir covers both names); the engine applies REFER to the manifest: the new name carries MUTATES, which ro.txt lacks, so the link is MUTATES ro.txt through it: killed at the link, rolled back",
 			intents: widened,

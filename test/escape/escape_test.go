@@ -437,9 +437,9 @@ func rows(t *testing.T, n *nets) []row {
 				absent(at("rw", "ro-link"))(t, e, o)
 			},
 			// bpf-lsm: path_link refuses a name that would carry more
-			// content rights than the file has (EPERM); both triples are
-			// declared, so it is refused in scope, as with Landlock.
-			lsm: &row{want: refusedInScope, errno: "EPERM"},
+			// content rights than the file has with EXDEV, as Landlock
+			// does: refused in scope, nothing happened.
+			lsm: &row{want: refusedInScope, errno: "EXDEV"},
 		},
 		{
 			name:  "hard link of an outside file into a writable scope",

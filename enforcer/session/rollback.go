@@ -1,0 +1,192 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/decide"
+	"github.com/klocklabs/klock/enforcer/lease"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
+)
+
+// rollbackPlan is what a killed session's rollback works from.
+type rollbackPlan struct {
+	// only are the roots to restore (nil: everything the backup holds).
+	only []snapshot.Scope
+	// changed are the FILE paths the agent was seen to change (host
+	// paths), its violations included.
+	changed []string
+	leases  *leasing
+	log     *slog.Logger
+	self    intruder
+}
+
+// intruder is the session rolling back, as it names itself to a session
+// whose file its agent changed.
+type intruder struct {
+	session, agent string
+	// violations are the agent's violations by (host) path, for the notice.
+	violations map[string]string
+	// notices is the directory notices go to (Options.NoticeDir).
+	notices string
+}
+
+// rollBack restores what p.only covers, leaving what other sessions'
+// leases let them change while this one ran (Restorer's leave), and says
+// in the log which paths it left and why. When the lease store cannot say
+// what others held, nothing is restored: putting back a path another
+// session changed would destroy its work, and klock rollback can still be
+// run once the store answers.
+//
+// A file in another session's lease that this session's agent was seen
+// to change (the wall let it: Landlock's is wider than the declaration,
+// and a hard link or rename reaches an inode by another name) is put back
+// all the same, to its state when this session began, its inode moved
+// back to its name if the agent moved it (snapshot.Reclaim): restoring a
+// file another session holds is never worse than leaving the intruder's
+// change in it, or deleting it. That session is told (notice.go) and its
+// log says what was put back.
+func rollBack(ctx context.Context, r Restorer, p rollbackPlan) []vlog.RollbackOp {
+	var others []lease.Lease
+	var err error
+	if p.leases != nil {
+		others, err = p.leases.othersChanging(ctx)
+	}
+	if err != nil {
+		p.log.Error("rollback not done: cannot tell which paths other sessions' leases cover", "error", err)
+		return []vlog.RollbackOp{{Path: "*", Action: vlog.RollbackRestored, OK: false,
+			Error: fmt.Sprintf("not rolled back: the lease store could not say which paths other sessions hold (%v), and restoring one of theirs would destroy their work; run klock rollback once it answers", err)}}
+	}
+	reclaim := inLeases(p.changed, others)
+	ops, err := r.Restore(ctx, p.only, LeaseRegions(others), reclaim)
+	if err != nil {
+		p.log.Error("rollback incomplete", "error", err)
+		ops = append(ops, vlog.RollbackOp{Path: "*", Action: vlog.RollbackRestored, OK: false, Error: err.Error()})
+	}
+	notices := map[string][]vlog.Intrusion{}
+	left := 0
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.Reclaimed:
+			x, ok := leaseCovering(op.Path, others)
+			if !ok {
+				continue
+			}
+			op.Why = fmt.Sprintf("session %s's (agent %s, lease %s on %s): this session's agent changed it; put back to its state when this session began, and session %s is told",
+				x.Holder.Session, x.Holder.Agent, x.ID, x.Object, x.Holder.Session)
+			notices[x.Holder.Session] = append(notices[x.Holder.Session], vlog.Intrusion{
+				Time: time.Now(), Session: p.self.session, Agent: p.self.agent, Path: op.Path,
+				What: p.self.violations[op.Path], PutBack: op.Action, OK: op.OK, Error: op.Error})
+			p.log.Warn("rollback put back a file of another session's lease that this session's agent changed", "path", op.Path, "holder", x.Holder.Session)
+		case op.Action == vlog.RollbackLeft:
+			left++
+			if touchedBy(op.Path, notIn(p.changed, reclaim)) {
+				op.OK = false
+				op.Error = "this session's agent changed it too, outside its own leases: that change is not undone, since the other session's work is there as well; inspect it"
+				p.log.Error("rollback left a path this session's agent changed inside another session's lease", "path", op.Path, "lease", op.Why)
+			}
+		}
+	}
+	for holder, ns := range notices {
+		if err := postNotices(p.self.notices, holder, p.self.session, ns); err != nil {
+			p.log.Error("cannot tell the session whose file was put back", "session", holder, "error", err)
+		}
+	}
+	if left > 0 {
+		p.log.Warn(fmt.Sprintf("rollback left %d path(s) other sessions' leases cover (their work; klock log lists them)", left))
+	}
+	return ops
+}
+
+// inLeases are the paths some lease of ls covers.
+func inLeases(paths []string, ls []lease.Lease) []string {
+	var out []string
+	for _, p := range paths {
+		if _, ok := leaseCovering(p, ls); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// leaseCovering is the first FILE lease of ls whose pattern covers p.
+func leaseCovering(p string, ls []lease.Lease) (lease.Lease, bool) {
+	for _, x := range ls {
+		if x.Resource.Type == policy.ObjFile && x.Resource.Path.Covers(p) {
+			return x, true
+		}
+	}
+	return lease.Lease{}, false
+}
+
+// notIn is paths less those in drop.
+func notIn(paths, drop []string) []string {
+	if len(drop) == 0 {
+		return paths
+	}
+	skip := make(map[string]bool, len(drop))
+	for _, d := range drop {
+		skip[d] = true
+	}
+	var out []string
+	for _, p := range paths {
+		if !skip[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// changedPaths are the FILE paths the agent was seen to change (not
+// every attempt failed).
+func changedPaths(rec decide.Records) []string {
+	var out []string
+	for _, o := range rec.Observed {
+		if o.Triple.Type == policy.ObjFile && policy.Changing.Has(o.Triple.Predicate) && o.Failed < o.Count {
+			out = append(out, o.Triple.Path)
+		}
+	}
+	return out
+}
+
+// violationsByPath are the agent's FILE violations' texts by host path
+// (a container's are mapped through its mounts), the first for each.
+func violationsByPath(rec decide.Records, c *Container) map[string]string {
+	out := map[string]string{}
+	for _, v := range rec.Violations {
+		if v.Triple.Type != policy.ObjFile {
+			continue
+		}
+		p := v.Triple.Path
+		if c != nil {
+			h, ok := c.ToHost(p)
+			if !ok {
+				continue
+			}
+			p = h
+		}
+		if _, ok := out[p]; !ok {
+			out[p] = v.Error
+		}
+	}
+	return out
+}
+
+// touchedBy reports whether p is one of paths, lies below one, or holds
+// one below it (a new directory is left whole).
+func touchedBy(p string, paths []string) bool {
+	for _, c := range paths {
+		if c == p || strings.HasPrefix(c, p+"/") || strings.HasPrefix(p, c+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,205 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/klocklabs/klock/enforcer/lease"
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/test/internal/harness"
+)
+
+// aliasScopes: A holds a/ (it may change its files), B holds b/ and may
+// remove and rename there, so the Landlock wall of B is widened to the
+// workdir (enforcer/launch's settle.go): only the observer and the engine
+// stand between B and a/'s files.
+func aliasScopes(t *testing.T, w *harness.World) (a, b []string) {
+	a = []string{"MUTATES FILE:" + w.W("a") + "/**", "PROVIDES FILE:" + w.W("a") + "/**"}
+	bs := w.W("b") + "/**"
+	b = []string{"MUTATES FILE:" + bs, "PROVIDES FILE:" + bs, "DELETES FILE:" + bs, "RENAMES FILE:" + bs}
+	for _, tool := range []string{"ln", "mv", "rm", "mkdir"} {
+		b = append(b, "PROVIDES PROC:"+harness.Real(t, "/usr/bin/"+tool))
+	}
+	return a, b
+}
+
+// TestAliasingANeighboursFile: B reaches A's file by another name (a
+// hard link, a symlink, a rename into its own scope) while both run.
+// Every attempt is refused or killed and rolled back; A's file and the
+// work A does on it afterwards survive byte for byte, its inode is never
+// removed, and both logs name the other session.
+func TestAliasingANeighboursFile(t *testing.T) {
+	attacks := []struct{ name, script string }{
+		{"hard link, write through it", "ln a/file b/l && echo pwned > b/l"},
+		{"symlink, write through it", "ln -s ../a/file b/sl && echo pwned > b/sl"},
+		{"rename into its own scope", "mv a/file b/stolen && echo pwned > b/stolen"},
+	}
+	for _, at := range attacks {
+		t.Run(at.name, func(t *testing.T) {
+			w := harness.NewWorld(t)
+			w.File(w.W("a", "file"), "a v1\n")
+			w.File(w.W("b", "mine"), "b v1\n")
+			ino := inode(t, w.W("a", "file"))
+			tbl := lease.NewTable()
+			as, bs := aliasScopes(t, w)
+			a := startLeased(t, w, leasedSpec{leases: tbl, intents: as,
+				script: "echo 'a v2' > a/file; echo up; read go || :; echo 'a v3' >> a/file"})
+			a.line("up")
+			b := startLeased(t, w, leasedSpec{leases: tbl, intents: bs,
+				script: "echo 'b v2' > b/mine; " + at.script + "; echo done"})
+			res, err := b.end()
+			if err != nil || !res.Killed || res.Violation == nil {
+				t.Fatalf("b: %v %+v, want it killed for reaching a/file", err, res)
+			}
+			if got := w.Content(w.W("a", "file")); got != "a v2\n" {
+				t.Errorf("a/file = %q after b's rollback, want a's work %q", got, "a v2\n")
+			}
+			if got := inode(t, w.W("a", "file")); got != ino {
+				t.Errorf("a/file is inode %d, want its own %d back (never removed)", got, ino)
+			}
+			if got := w.Content(w.W("b", "mine")); got != "b v1\n" {
+				t.Errorf("b/mine = %q, want b's own change rolled back", got)
+			}
+			for _, n := range []string{"l", "sl", "stolen"} {
+				if w.Exists(w.W("b", n)) {
+					t.Errorf("b/%s is left after b's rollback", n)
+				}
+			}
+			reclaimed := rollbackOf(b.log(), w.W("a", "file"))
+			if reclaimed != nil && (!reclaimed.Reclaimed || !strings.Contains(reclaimed.Why, "session "+a.id)) {
+				t.Errorf("b's rollback of a/file %+v does not name session %s", reclaimed, a.id)
+			}
+			if res, err := a.end(); err != nil || res.Killed || res.Exit.ExitCode() != 0 {
+				t.Fatalf("a: %v %+v", err, res)
+			}
+			if got := w.Content(w.W("a", "file")); got != "a v2\na v3\n" {
+				t.Errorf("a/file = %q after a's later work, want it whole", got)
+			}
+			if reclaimed != nil {
+				assertToldOf(t, a.log(), b.id, w.W("a", "file"))
+			} else if !harness.LSM() {
+				t.Errorf("Landlock: b's rollback says nothing of a/file\n%+v", b.log().Rollback)
+			}
+		})
+	}
+}
+
+// TestAliasingSequencesNeverLoseAnInode runs random sequences of link,
+// rename, unlink, symlink and write by B over A's files and its own, each
+// in a strict session beside an idle A. After every rollback no inode
+// that existed before B began is lost: each of A's files is at its name,
+// same inode, same bytes and mode, and b/ is as it was.
+func TestAliasingSequencesNeverLoseAnInode(t *testing.T) {
+	seed := uint64(os.Getpid())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 28))
+	rounds := 12
+	if testing.Short() {
+		rounds = 4
+	}
+	for round := range rounds {
+		script := randomAliasing(r)
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			w := harness.NewWorld(t)
+			for _, f := range []string{"f1", "f2", "d/f3"} {
+				w.File(w.W("a", f), "a "+f+"\n")
+			}
+			w.File(w.W("b", "own"), "own\n")
+			beforeA := filesOf(t, w.W("a"))
+			beforeB := testutil.TreeOf(t, w.W("b"))
+			inodes := map[string]uint64{}
+			for _, f := range []string{"f1", "f2", "d/f3"} {
+				inodes[f] = inode(t, w.W("a", f))
+			}
+			tbl := lease.NewTable()
+			as, bs := aliasScopes(t, w)
+			a := startLeased(t, w, leasedSpec{leases: tbl, intents: as, script: "echo up; read go || :"})
+			a.line("up")
+			b := startLeased(t, w, leasedSpec{leases: tbl, intents: bs, script: script})
+			res, err := b.end()
+			if err != nil {
+				t.Fatalf("b: %v\nscript: %s", err, script)
+			}
+			if diff := beforeA.Diff(filesOf(t, w.W("a"))); len(diff) > 0 {
+				t.Errorf("a/ changed (b killed=%v):\n%s\nscript: %s\nb's rollback: %+v", res.Killed, strings.Join(diff, "\n"), script, b.log().Rollback)
+			}
+			for f, ino := range inodes {
+				// An inode the agent unlinked itself (moved into b/, then
+				// rm) is gone whatever a rollback does: the file is made
+				// again, same bytes and mode (checked above).
+				if strings.Contains(script, "rm -f") {
+					break
+				}
+				if got := inode(t, w.W("a", f)); got != ino {
+					t.Errorf("a/%s is inode %d, want %d\nscript: %s", f, got, ino, script)
+				}
+			}
+			if res.Killed {
+				if diff := beforeB.Diff(testutil.TreeOf(t, w.W("b"))); len(diff) > 0 {
+					t.Errorf("b/ not rolled back:\n%s\nscript: %s", strings.Join(diff, "\n"), script)
+				}
+			}
+			if res, err := a.end(); err != nil || res.Killed {
+				t.Fatalf("a: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+// randomAliasing is a shell script of 3 to 6 operations of B's, each
+// allowed to fail (the strict kill may come at any of them).
+func randomAliasing(r *rand.Rand) string {
+	aFile := func() string { return []string{"a/f1", "a/f2", "a/d/f3"}[r.IntN(3)] }
+	bName := func() string { return []string{"b/x", "b/y", "b/own", "b/sub/z"}[r.IntN(4)] }
+	ops := []func() string{
+		func() string { return "ln " + aFile() + " " + bName() },
+		func() string { return "mv " + aFile() + " " + bName() },
+		func() string { return "ln -s \"$PWD/" + aFile() + "\" " + bName() },
+		func() string { return "echo pwned > " + bName() },
+		func() string { return "echo more >> " + bName() },
+		func() string { return "rm -f " + bName() },
+		func() string { return "mv " + bName() + " " + bName() },
+		func() string { return "mkdir -p b/sub" },
+	}
+	n := 3 + r.IntN(4)
+	parts := []string{"mkdir -p b/sub"}
+	for range n {
+		parts = append(parts, ops[r.IntN(len(ops))]()+" 2>/dev/null")
+	}
+	return strings.Join(parts, "; ") + "; true"
+}
+
+// filesOf is testutil.TreeOf without directories' times: another
+// session's directories are left to it by a rollback (a name moved out
+// and back changes them), their entries are not.
+func filesOf(t *testing.T, root string) testutil.Tree {
+	tr := testutil.TreeOf(t, root)
+	for p, line := range tr {
+		if strings.HasPrefix(line, "type=40000 ") {
+			if i := strings.Index(line, " mtime="); i >= 0 {
+				rest := line[i+len(" mtime="):]
+				if j := strings.IndexByte(rest, ' '); j >= 0 {
+					tr[p] = line[:i] + rest[j:]
+				} else {
+					tr[p] = line[:i]
+				}
+			}
+		}
+	}
+	return tr
+}
+
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
+}
