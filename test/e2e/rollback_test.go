@@ -160,16 +160,18 @@ printf 'through the other name\n' >> "$W/work/hard-a"
 		wk("sub/deep"):          "recreated",
 		wk("sub/deep/file.txt"): "recreated",
 		wk("delete.txt"):        "recreated",
-		wk("rename-src.txt"):    "recreated",
-		wk("rename-dst.txt"):    "removed",
-		wk("trunc.txt"):         "restored",
-		wk("run.sh"):            "restored",
-		wk("tagged.txt"):        "restored",
-		wk("plain.txt"):         "restored",
-		wk("link"):              "restored",
-		wk("new.txt"):           "removed",
-		wk("newdir"):            "removed", // with what the session put in it
-		target:                  "restored",
+		// The renamed file is its own inode again, at its own name: a
+		// rollback never removes a file that existed before the session.
+		wk("rename-src.txt"): "moved back",
+		wk("rename-dst.txt"): "",
+		wk("trunc.txt"):      "restored",
+		wk("run.sh"):         "restored",
+		wk("tagged.txt"):     "restored",
+		wk("plain.txt"):      "restored",
+		wk("link"):           "restored",
+		wk("new.txt"):        "removed",
+		wk("newdir"):         "removed", // with what the session put in it
+		target:               "restored",
 	}
 	if mmap != "" {
 		want[wk("mmap.bin")] = "restored"
