@@ -55,7 +55,7 @@ func (s *Snapshot) Add(ctx context.Context, scopes ...Scope) ([]Scope, error) {
 		return nil, err
 	}
 	name := m.Session + ".add-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	part, err := Take(ctx, nil, Options{Dir: s.root, Session: name, Scopes: add, Exclude: m.Exclude,
+	part, err := Take(ctx, nil, Options{Dir: s.root, Session: name, Scopes: add, Exclude: m.Exclude, Others: m.Others,
 		AgentUID: m.AgentUID, AgentGIDs: m.AgentGIDs, Workers: 1})
 	if err != nil {
 		return nil, err

@@ -284,6 +284,9 @@ func (t *taker) fillAttrs(lists ...[]Entry) error {
 					return
 				}
 				a, err := readAttrs(e.Path, e.Type)
+				if err != nil && e.Other {
+					continue // another session's: best effort, never a refusal
+				}
 				if err != nil {
 					mu.Lock()
 					if first == nil {

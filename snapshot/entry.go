@@ -63,6 +63,14 @@ type Entry struct {
 	// only that back, on the same inode; nothing is created or removed
 	// there.
 	Meta bool `json:"meta,omitempty"`
+	// Other marks a path in a tree another session held a changing lease
+	// on when the backup was taken (Options.Others): recorded so that a
+	// file of that session the agent reached (renamed, linked, wrote
+	// through another name) can be put back (Reclaim), and so that its
+	// inode is known, but left alone by Restore otherwise. Its content is
+	// best effort: a file that changed while it was read, or could not be
+	// read, has no Hash.
+	Other bool `json:"other,omitempty"`
 }
 
 // Manifest is the recorded state of one session, stored as
@@ -71,9 +79,19 @@ type Manifest struct {
 	Version int       `json:"version"`
 	Session string    `json:"session"`
 	Created time.Time `json:"created"`
+	// Started is when Take began (before it looked at any path): every
+	// file made by the session has a birth time after it, every file
+	// that existed before it one before it. Zero in manifests from before
+	// it was recorded (Created, taken just before the walk, stands in).
+	Started time.Time `json:"started,omitempty"`
 	Workdir string    `json:"workdir,omitempty"`
 	Scopes  []Scope   `json:"scopes"`
 	Exclude []string  `json:"exclude,omitempty"`
+	// Others are the trees other sessions held a changing lease on when
+	// the backup was taken (Options.Others): their paths inside the
+	// scopes are recorded as Other entries, and Restore leaves them as
+	// it finds them unless told to reclaim one (Reclaim).
+	Others []string `json:"others,omitempty"`
 	// AgentUID is the uid the session's agent ran as (Options.AgentUID),
 	// when recorded.
 	AgentUID *uint32 `json:"agent_uid,omitempty"`
@@ -93,18 +111,32 @@ type Manifest struct {
 	Entries []Entry `json:"entries"`
 }
 
-// manifestVersion 2 added Meta entries and inode flags. Open reads 1 too
-// (no Meta entries; flags left as they are); a klock that knows only 1
-// refuses a 2 rather than restore a Meta entry's content it never had.
+// manifestVersion 2 added Meta entries and inode flags, 3 Other entries
+// and Started. Open reads 1 and 2 too (no Meta or Other entries; flags
+// left as they are); a klock that knows only 1 or 2 refuses a 3 rather
+// than restore a Meta entry's content it never had, or another session's
+// files it would not know to leave.
 const (
-	manifestVersion    = 2
+	manifestVersion    = 3
 	oldManifestVersion = 1
+	v2ManifestVersion  = 2
 )
+
+// takeStart is when Take began: Started, or for an older manifest
+// Created (taken before the walk).
+func (m *Manifest) takeStart() time.Time {
+	if !m.Started.IsZero() {
+		return m.Started
+	}
+	return m.Created
+}
 
 // Info summarises one session snapshot (List).
 type Info struct {
 	Session string    `json:"session"`
 	Created time.Time `json:"created"`
+	// Started is when Take began (Manifest.Started).
+	Started time.Time `json:"started,omitempty"`
 	Workdir string    `json:"workdir,omitempty"`
 	Entries int       `json:"entries"`
 	Files   int       `json:"files"`
@@ -128,5 +160,7 @@ type Stats struct {
 	MetaEntries int           // Meta entries recorded (metadata only, outside the scopes)
 	MetaVisited int           // paths the walk of Options.MetaScopes looked at
 	MetaTime    time.Duration // how long that walk took (their inode flags are read after it, with the scopes')
+	Others      int           // Other entries recorded (Options.Others)
+	OthersBare  int           // of their regular files, how many without content (changing, vanished or unreadable while read)
 	Duration    time.Duration // wall time of Take
 }

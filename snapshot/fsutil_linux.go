@@ -197,11 +197,25 @@ type visitFunc func(p string, st *unix.Stat_t) (bool, error)
 // walkScopes visits every existing path of every scope in pre-order
 // (names sorted), never following symlinks, skipping excluded paths.
 func walkScopes(scopes []Scope, ex []string, visit visitFunc) error {
+	return walkRoots(scopes, ex, visit, false)
+}
+
+// walkTolerant is walkScopes that skips what it cannot list or stat
+// (another session's tree, best effort) instead of failing; visit's
+// errors still stop it.
+func walkTolerant(scopes []Scope, ex []string, visit visitFunc) error {
+	return walkRoots(scopes, ex, visit, true)
+}
+
+func walkRoots(scopes []Scope, ex []string, visit visitFunc, tolerant bool) error {
 	for _, s := range scopes {
 		if excluded(s.Path, ex) {
 			continue
 		}
 		st, err := lstat(s.Path)
+		if err != nil && tolerant {
+			continue
+		}
 		if err != nil {
 			return pathErr("stat", s.Path, err, s.Path)
 		}
@@ -213,7 +227,7 @@ func walkScopes(scopes []Scope, ex []string, visit visitFunc) error {
 			return err
 		}
 		if s.Tree && down && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			if err := walkDir(s.Path, ex, visit); err != nil {
+			if err := walkDir(s.Path, ex, visit, tolerant); err != nil {
 				return err
 			}
 		}
@@ -221,17 +235,17 @@ func walkScopes(scopes []Scope, ex []string, visit visitFunc) error {
 	return nil
 }
 
-func walkDir(dir string, ex []string, visit visitFunc) error {
+func walkDir(dir string, ex []string, visit visitFunc, tolerant bool) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if err == unix.ENOENT {
+		if err == unix.ENOENT || tolerant {
 			return nil
 		}
 		return pathErr("open directory", dir, err, dir)
 	}
 	f := os.NewFile(uintptr(fd), dir)
 	names, err := f.Readdirnames(-1)
-	if err != nil {
+	if err != nil && !tolerant {
 		f.Close()
 		return pathErr("read directory", dir, err, dir)
 	}
@@ -243,7 +257,7 @@ func walkDir(dir string, ex []string, visit visitFunc) error {
 		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if err == unix.ENOENT {
+			if err == unix.ENOENT || tolerant {
 				continue
 			}
 			f.Close()
@@ -256,7 +270,7 @@ func walkDir(dir string, ex []string, visit visitFunc) error {
 		}
 		if down && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			// Pre-order: descend right away so children follow their parent.
-			if err := walkDir(p, ex, visit); err != nil {
+			if err := walkDir(p, ex, visit, tolerant); err != nil {
 				f.Close()
 				return err
 			}

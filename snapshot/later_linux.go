@@ -29,6 +29,7 @@ func (s *Snapshot) ChangedSince(t time.Time, opts ...RestoreOption) ([]string, e
 	for _, o := range opts {
 		o(&lim)
 	}
+	lim.leave = append(lim.leave, othersRegions(s.m)...)
 	put, err := puts(s.root)
 	if err != nil {
 		return nil, err

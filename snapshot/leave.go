@@ -99,3 +99,17 @@ func (l *limit) holdsLeft(p string) (Region, bool) {
 	}
 	return Region{}, false
 }
+
+// othersWhy is the reason Restore gives for leaving a path of m.Others
+// that no Leave region covers.
+const othersWhy = "another session's tree when this session began"
+
+// othersRegions are m.Others as regions Restore leaves: another session's
+// trees, whatever regions the caller passes (Reclaim names the exceptions).
+func othersRegions(m *Manifest) []Region {
+	var out []Region
+	for _, o := range m.Others {
+		out = append(out, Region{Pattern: policy.PathPattern{Path: cleanPattern(o), Match: policy.MatchSubtree}, Why: othersWhy})
+	}
+	return out
+}

@@ -55,6 +55,34 @@ func SpareOthersNew() RestoreOption { return func(l *limit) { l.spare = true } }
 // kept. Without Only it changes nothing.
 func ReportUnrecorded() RestoreOption { return func(l *limit) { l.unrecorded = true } }
 
+// Reclaim names recorded paths, in a region Restore otherwise leaves
+// (Leave's, or Options.Others), that this session's agent was seen to
+// change or to reach through another name (a rename, a hard link): they
+// are its doing, in another holder's region, and Restore brings each back
+// anyway: the pre-session inode moved back to its name, its content put
+// back when the backup has it, its metadata put back. A reclaimed path
+// the backup holds no content of (it was changing while the backup was
+// taken) is a failed entry that says so and what was done. Each is
+// reported with the region it lay in (ReportEntry.Holder: the region's
+// Why, naming the holder). A reclaimed path that is not recorded (a new
+// name the agent gave something in the region) is judged as an
+// unrecorded path outside any region: a pre-session file found there is
+// moved back, a file the session made is removed. With Only, the paths
+// are added as exact roots. A resumed restore keeps them.
+func Reclaim(paths ...string) RestoreOption {
+	return func(l *limit) {
+		if l.reclaim == nil {
+			l.reclaim = map[string]bool{}
+		}
+		for _, p := range paths {
+			if p = filepath.Clean(p); filepath.IsAbs(p) && !l.reclaim[p] {
+				l.reclaim[p] = true
+				l.reclaimed = append(l.reclaimed, p)
+			}
+		}
+	}
+}
+
 // limit is the set of roots Restore is limited to (on), or none. It is
 // indexed so that a check costs the depth of the path, not the number of
 // roots: a session can touch tens of thousands of paths, and every path
@@ -67,6 +95,9 @@ type limit struct {
 	unrecorded bool
 	// leave: Leave's regions.
 	leave []Region
+	// reclaim: Reclaim's paths (reclaimed: in order, for the journal).
+	reclaim   map[string]bool
+	reclaimed []string
 	roots []Scope
 	tree  map[string]bool // tree roots
 	exact map[string]bool // exact roots

@@ -32,7 +32,7 @@ func Open(root, session string) (*Snapshot, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, &Error{Op: "read", Path: p, Kind: ErrCorrupt, Err: err}
 	}
-	if m.Version != manifestVersion && m.Version != oldManifestVersion || m.Session != session {
+	if m.Version != manifestVersion && m.Version != v2ManifestVersion && m.Version != oldManifestVersion || m.Session != session {
 		return nil, &Error{Op: "read", Path: p, Kind: ErrCorrupt, Hint: fmt.Sprintf("manifest version %d for session %q", m.Version, m.Session)}
 	}
 	if err := checkScopes(m.Scopes); err != nil {

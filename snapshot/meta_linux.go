@@ -221,7 +221,7 @@ func (r *restorer) restoreMeta() {
 			continue
 		}
 		st, err := lstat(e.Path)
-		if g, isLeft := r.lim.left(e.Path); isLeft {
+		if g, isLeft := r.leftAt(e.Path); isLeft {
 			if err == nil && st != nil && st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) != e.Ctime {
 				r.leave(e.Path, g)
 			}
@@ -267,7 +267,7 @@ func (r *restorer) reportUnrecorded() {
 		if !root.Tree || r.recorded(root.Path) {
 			continue
 		}
-		if g, isLeft := r.lim.left(root.Path); isLeft {
+		if g, isLeft := r.leftAt(root.Path); isLeft {
 			r.leave(root.Path, g) // another holder's: left, whatever the backup holds
 			continue
 		}

@@ -331,13 +331,13 @@ func TestOpenReadsVersion1(t *testing.T) {
 	root := filepath.Join(base, "backups")
 	s, err := Take(context.Background(), nil, Options{Dir: root, Session: "v1", Scopes: []Scope{{Path: work, Tree: true}}})
 	must(t, err)
-	if s.Manifest().Version != 2 {
-		t.Fatalf("Take wrote version %d, want 2", s.Manifest().Version)
+	if s.Manifest().Version != manifestVersion {
+		t.Fatalf("Take wrote version %d, want %d", s.Manifest().Version, manifestVersion)
 	}
 	p := filepath.Join(root, "v1", manifestFile)
 	data, err := os.ReadFile(p)
 	must(t, err)
-	must(t, os.WriteFile(p, []byte(strings.Replace(string(data), `"version":2`, `"version":1`, 1)), 0o600))
+	must(t, os.WriteFile(p, []byte(strings.Replace(string(data), `"version":3`, `"version":1`, 1)), 0o600))
 	o, err := Open(root, "v1")
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(work, "a.txt"), []byte("changed\n"), 0o644))

@@ -35,6 +35,11 @@ const (
 	// and it differs from the backup: left as it is (ReportEntry.Why says
 	// whose it is).
 	Left Action = "left"
+	// MovedBack: a file that existed before the session was found under
+	// another name (ReportEntry.Why says which) and renamed back to its
+	// recorded name, whatever region that lies in; then put back like
+	// any other recorded path (its content, in place, if it differs).
+	MovedBack Action = "moved back"
 )
 
 // ReportEntry is one path of a Report.
@@ -42,8 +47,15 @@ type ReportEntry struct {
 	Path   string `json:"path"`
 	Action Action `json:"action"`
 	Error  string `json:"error,omitempty"`
-	// Why, for Left: the region's (whose lease covers the path).
+	// Why, for Left: the region's (whose lease covers the path); for
+	// MovedBack: "found at <the name it had>"; for a reclaimed path (see
+	// Reclaim): what was done to another session's file; for a file kept
+	// because it existed before the session: that.
 	Why string `json:"why,omitempty"`
+	// Holder, for a reclaimed path or one moved back into a region
+	// Restore otherwise leaves: that region's Why (it names the session
+	// holding it), so the caller can tell that session.
+	Holder string `json:"holder,omitempty"`
 }
 
 // Report lists every recorded path (and every removed one) with what
@@ -102,6 +114,10 @@ type jrec struct {
 	Spare bool `json:"spare,omitempty"`
 	// Leave, on begin: Leave's regions, kept by a resumed run.
 	Leave []Region `json:"leave,omitempty"`
+	// Reclaim, on begin: Reclaim's paths, kept by a resumed run.
+	Reclaim []string `json:"reclaim,omitempty"`
+	// From, on a MovedBack "do" (and "park"): the name the file had.
+	From string `json:"from,omitempty"`
 }
 
 type journal struct {
@@ -194,7 +210,7 @@ func (s *Snapshot) Restore(ctx context.Context, opts ...RestoreOption) (Report, 
 	defer unlock()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}, madeDir: map[string]bool{}}
+	r := &restorer{ctx: ctx, s: s, m: s.m, act: map[string]*ReportEntry{}, madeDir: map[string]bool{}, noPlace: map[fileID]bool{}, vacated: map[int]bool{}, start: s.m.takeStart().UnixNano()}
 	for _, o := range opts {
 		o(&r.lim)
 	}
@@ -214,16 +230,28 @@ type restorer struct {
 	act   map[string]*ReportEntry
 	order []string
 	first error
+	// jmu: the journal, from makeTemp's workers.
+	jmu sync.Mutex
 	// madeDir: directories this run made again (their metadata is put
 	// back whoever owned them).
 	madeDir map[string]bool
+	// ids: every recorded inode's entries (indexInodes); noPlace: those
+	// whose move back failed (not tried again in this run).
+	ids     map[fileID][]int
+	noPlace map[fileID]bool
+	// vacated: recorded paths whose occupant (another recorded file)
+	// was moved back to its own name: put back, they were replaced.
+	vacated map[int]bool
+	// start: when Take began (ns): an unrecorded file born before it
+	// existed before the session.
+	start int64
 }
 
 func (r *restorer) set(p string, a Action) {
 	if e, ok := r.act[p]; ok {
-		// Recreated and Removed say more than Restored, which says more
-		// than Unchanged.
-		if a != Unchanged && e.Action != Recreated && e.Action != Removed {
+		// Recreated, Removed and MovedBack say more than Restored, which
+		// says more than Unchanged.
+		if a != Unchanged && e.Action != Recreated && e.Action != Removed && e.Action != MovedBack {
 			e.Action = a
 		}
 		return
@@ -287,6 +315,9 @@ type job struct {
 	action Action
 	ino    uint64
 	ok     bool
+	// inPlace: the recorded inode gets its content back itself (tmp is
+	// unused unless that fails, see makeTemp).
+	inPlace bool
 }
 
 func (r *restorer) run(rep *Report) error {
@@ -299,6 +330,7 @@ func (r *restorer) run(rep *Report) error {
 	defer j.f.Close()
 	rep.Resumed = len(prev) > 0
 	prevAct := map[string]Action{}
+	prevFrom := map[string]string{}
 	for _, rec := range prev {
 		switch rec.Op {
 		case "tmp": // a killed run's temp file: never a recorded path
@@ -310,6 +342,9 @@ func (r *restorer) run(rep *Report) error {
 			}
 		case "do":
 			prevAct[rec.Path] = rec.Action
+			if rec.From != "" {
+				prevFrom[rec.Path] = rec.From
+			}
 		case "begin":
 			// Finishing an interrupted limited restore without a limit
 			// of its own keeps the interrupted run's (klock rollback
@@ -323,6 +358,15 @@ func (r *restorer) run(rep *Report) error {
 			if !r.lim.all {
 				Leave(rec.Leave...)(&r.lim)
 			}
+			Reclaim(rec.Reclaim...)(&r.lim)
+		}
+	}
+	if r.lim.on {
+		// A reclaimed path is put back, wherever the limit's roots are.
+		for _, p := range r.lim.reclaimed {
+			if !r.lim.covers(p) {
+				r.lim.add(Scope{Path: p})
+			}
 		}
 	}
 	r.lim.withLinkGroups(m.Entries)
@@ -332,134 +376,62 @@ func (r *restorer) run(rep *Report) error {
 	if r.lim.all || !r.lim.on {
 		r.lim.unrecorded = false // no roots: nothing named to check
 	}
-	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare, Leave: r.lim.leave})
+	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare, Leave: r.lim.leave, Reclaim: r.lim.reclaimed})
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
 	}
+	// Other sessions' trees are left whatever the options (All too: they
+	// were never this session's), except what Reclaim names.
+	r.lim.leave = append(r.lim.leave, othersRegions(m)...)
 
-	// Scan: what exists now, what must go.
+	// Scan: what exists now, what must go. A recorded inode found under
+	// a name not its own is put back first (moveback_linux.go), and the
+	// scopes walked again, until nothing more moves.
 	n := len(m.Entries)
 	r.byIdx = make(map[string]int, n)
 	for i := range m.Entries {
 		r.byIdx[m.Entries[i].Path] = i
 	}
+	r.indexInodes()
 	if r.lim.unrecorded {
 		r.reportUnrecorded()
 	}
-	r.cur = make([]*unix.Stat_t, n)
-	type removal struct {
-		p   string
-		idx int // -1: not recorded
-	}
-	var removals []removal
-	// A Fixed path found under another name was moved there whole (a
-	// directory the agent could not enter, renamed in one of its own):
-	// it is moved back, not removed, and nothing in it is lost.
-	fixedAt := map[[2]uint64]int{}
-	for i := range m.Entries {
-		if e := &m.Entries[i]; e.Fixed {
-			fixedAt[[2]uint64{e.Dev, e.Ino}] = i
+	var sr *scanResult
+	for round := 0; ; round++ {
+		if sr, err = r.scan(); err != nil {
+			return err
 		}
-	}
-	type move struct{ from, to string }
-	var moves []move
-	err = walkScopes(m.Scopes, m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
-		i, ok := r.byIdx[p]
-		if ok && m.Entries[i].Fixed {
-			// The agent could not change it: whatever changed it since
-			// was another process, and stays (below a directory the
-			// agent could not enter, everything does).
-			return !m.Entries[i].Closed, nil
+		if err := r.ctx.Err(); err != nil {
+			return err
 		}
-		if !r.lim.covers(p) {
-			// Outside the limit nothing is removed; a directory on the
-			// way to one of its roots is walked through.
-			if !r.lim.above(p) {
-				return false, nil
-			}
-			if ok && !m.Entries[i].Anchor && typeOf(st.Mode) == m.Entries[i].Type {
-				c := *st
-				r.cur[i] = &c
-			}
-			return true, nil
+		if round >= maxRounds || !r.placeHome(sr) {
+			break
 		}
-		if g, isLeft := r.lim.left(p); isLeft {
-			// Another holder's: not put back, not removed. A recorded
-			// directory is walked (what changed in it is reported), a
-			// new one is reported whole.
-			if !ok || m.Entries[i].Anchor || typeOf(st.Mode) != m.Entries[i].Type {
-				r.leave(p, g)
-				return false, nil
-			}
-			c := *st
-			r.cur[i] = &c
-			return true, nil
-		}
-		if fi, moved := fixedAt[[2]uint64{st.Dev, st.Ino}]; !ok && moved {
-			if cur, _ := lstat(m.Entries[fi].Path); cur == nil {
-				moves = append(moves, move{p, m.Entries[fi].Path})
-				return false, nil
-			}
-		}
-		if pi, pok := r.byIdx[parent(p)]; !ok && pok && m.Entries[pi].Fixed {
-			// New in a directory the agent could not change: not its
-			// doing, --all or not. What the agent made inside goes.
-			r.set(p, Spared)
-			return true, nil
-		}
-		if !ok || m.Entries[i].Anchor {
-			if r.lim.spare && m.AgentUID != nil && st.Uid != *m.AgentUID {
-				r.set(p, Spared)
-				return true, nil // what the agent made inside goes
-			}
-			if g, holds := r.lim.holdsLeft(p); holds && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				// Removing it would remove what a region below leaves:
-				// it stays, and what else is new in it is judged alone.
-				r.leave(p, g)
-				return true, nil
-			}
-			removals = append(removals, removal{p, -1})
-			return false, nil
-		}
-		if typeOf(st.Mode) != m.Entries[i].Type {
-			if g, holds := r.lim.holdsLeft(p); holds {
-				r.leave(p, g)
-				return false, nil
-			}
-			removals = append(removals, removal{p, i})
-			return false, nil
-		}
-		c := *st
-		r.cur[i] = &c
-		return true, nil
-	})
-	if err != nil {
-		return err
 	}
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	for _, rm := range removals {
-		if rm.idx < 0 {
+	for _, f := range sr.reports {
+		f()
+	}
+	r.settle(sr)
+	r.cur = sr.cur
+	for _, rm := range sr.removals {
+		if rm.idx < 0 && sr.protect[rm.p] == "" {
 			j.add(jrec{Op: "do", Path: rm.p, Action: Removed})
 		}
 	}
 	if err := j.flush(); err != nil {
 		return pathErr("write journal", j.path, err, r.s.root)
 	}
-	for _, mv := range moves {
-		hook("rename", mv.to)
-		if err := os.Rename(mv.from, mv.to); err != nil {
-			r.fail(mv.to, Restored, err)
-			continue
-		}
-		r.set(mv.to, Restored)
-	}
 	replaced := make([]bool, n)
-	for _, rm := range removals {
-		if err := removeAll(rm.p); err != nil {
+	for _, rm := range sr.removals {
+		if err := r.removeTree(rm.p, sr); err != nil {
 			r.fail(rm.p, Removed, err)
 			continue
+		}
+		if sr.protect[rm.p] != "" || sr.holds[rm.p] {
+			continue // kept, or what it holds is: reported
 		}
 		if rm.idx < 0 {
 			r.set(rm.p, Removed)
@@ -474,7 +446,7 @@ func (r *restorer) run(rep *Report) error {
 	var members, metaFix []int
 	leaderIno := make([]uint64, n)
 	missing := func(i int) Action {
-		if replaced[i] {
+		if replaced[i] || r.vacated[i] {
 			return Restored
 		}
 		return Recreated
@@ -484,7 +456,7 @@ func (r *restorer) run(rep *Report) error {
 		if e.Anchor || e.Fixed || e.Meta || !r.lim.covers(e.Path) {
 			continue // anchors and directories above the limit: times only, below; Fixed: never; Meta: restoreMeta
 		}
-		if g, isLeft := r.lim.left(e.Path); isLeft {
+		if g, isLeft := r.leftAt(e.Path); isLeft {
 			if changedSince(e, r.cur[i]) {
 				r.leave(e.Path, g)
 			}
@@ -496,6 +468,12 @@ func (r *restorer) run(rep *Report) error {
 			}
 		}
 		st := r.cur[i]
+		if why := sr.protect[e.Path]; why != "" {
+			// What is there now existed before the session: it is not
+			// replaced (the recorded file is not lost: it is in the backup).
+			r.failWhy(e.Path, Restored, fmt.Errorf("%w holds its name", errPreSession), why)
+			continue
+		}
 		if e.Link != "" {
 			members = append(members, i)
 			continue
@@ -522,6 +500,13 @@ func (r *restorer) run(rep *Report) error {
 				j.add(jrec{Op: "do", Path: e.Path, Action: missing(i)})
 			}
 		case TypeFile:
+			same := st != nil && st.Dev == e.Dev && st.Ino == e.Ino
+			if !validHash(e.Hash) {
+				// Another session's file whose content the backup could
+				// not take (it was changing): its metadata at most.
+				r.bare(i, st, same)
+				continue
+			}
 			if st != nil && st.Size == e.Size {
 				h, hst, err := hashPath(e.Path)
 				if err == nil && h == e.Hash && hst.Ino == st.Ino {
@@ -534,7 +519,10 @@ func (r *restorer) run(rep *Report) error {
 			if st == nil {
 				a = missing(i)
 			}
-			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
+			// The file that was there before the session, written
+			// since: its content goes back into it, in place, rather than
+			// into a new inode renamed over it (which would end it).
+			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a, inPlace: same}
 			jobs, jobOf[i] = append(jobs, jb), jb
 		case TypeSymlink:
 			if st != nil {
@@ -571,6 +559,14 @@ func (r *restorer) run(rep *Report) error {
 			r.fail(e.Path, Restored, fmt.Errorf("%w: hard-link leader %s not recorded", ErrCorrupt, e.Link))
 			continue
 		}
+		if why := sr.protect[e.Path]; why != "" {
+			r.failWhy(e.Path, Restored, fmt.Errorf("%w holds its name", errPreSession), why)
+			continue
+		}
+		if lj := jobOf[l]; lj != nil && lj.inPlace && r.cur[i] != nil && r.cur[i].Dev == m.Entries[l].Dev && r.cur[i].Ino == m.Entries[l].Ino {
+			r.set(e.Path, Unchanged) // the leader's inode, put back in place
+			continue
+		}
 		if jobOf[l] == nil && r.cur[i] != nil && leaderIno[l] != 0 && r.cur[i].Ino == leaderIno[l] {
 			r.set(e.Path, Unchanged)
 			continue
@@ -586,7 +582,9 @@ func (r *restorer) run(rep *Report) error {
 
 	// Journal the temp names and intents before making anything.
 	for _, jb := range jobs {
-		j.add(jrec{Op: "tmp", Path: jb.tmp})
+		if !jb.inPlace {
+			j.add(jrec{Op: "tmp", Path: jb.tmp})
+		}
 		j.add(jrec{Op: "do", Path: m.Entries[jb.i].Path, Action: jb.action})
 	}
 	if err := j.flush(); err != nil {
@@ -629,7 +627,9 @@ func (r *restorer) run(rep *Report) error {
 	for k, jb := range jobs {
 		e := &m.Entries[jb.i]
 		if errs[k] != nil {
-			os.Remove(jb.tmp)
+			if !jb.inPlace {
+				os.Remove(jb.tmp)
+			}
 			r.fail(e.Path, jb.action, errs[k])
 			continue
 		}
@@ -642,6 +642,10 @@ func (r *restorer) run(rep *Report) error {
 			continue
 		}
 		e := &m.Entries[jb.i]
+		if jb.inPlace {
+			r.set(e.Path, jb.action)
+			continue
+		}
 		hook("rename", e.Path)
 		err := os.Rename(jb.tmp, e.Path)
 		if errors.Is(err, unix.EPERM) && liftBlocking(e.Path) {
@@ -690,7 +694,7 @@ func (r *restorer) run(rep *Report) error {
 		if e.Type != TypeDir || e.Fixed || e.Meta || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
 			continue
 		}
-		if _, isLeft := r.lim.left(e.Path); isLeft {
+		if _, isLeft := r.leftAt(e.Path); isLeft {
 			continue // its times too: another holder's entries changed them
 		}
 		if !r.ownsMeta(e) && !r.madeDir[e.Path] {
@@ -740,13 +744,22 @@ func (r *restorer) run(rep *Report) error {
 	// This run, with what an interrupted run already did (the report,
 	// and what it left).
 	for p, a := range prevAct {
-		if e, ok := r.act[p]; !ok {
-			r.act[p] = &ReportEntry{Path: p, Action: a}
+		e, ok := r.act[p]
+		if !ok {
+			e = &ReportEntry{Path: p, Action: a}
+			r.act[p] = e
 			r.order = append(r.order, p)
-		} else if e.Action == Unchanged {
+		} else if e.Action == Unchanged || a == MovedBack && e.Error == "" {
 			e.Action = a
 		}
+		if f := prevFrom[p]; f != "" && a == MovedBack && e.Action == MovedBack && e.Why == "" {
+			e.Why = "found at " + f
+			if g, isLeft := r.lim.left(p); isLeft {
+				e.Holder = g.Why
+			}
+		}
 	}
+	r.reportReclaimed()
 	// What this restore left, before "end": a later rollback's check for
 	// changes since its session counts these as klock's, not as news.
 	if err := r.recordPuts(); err != nil {
@@ -775,6 +788,22 @@ func (r *restorer) run(rep *Report) error {
 // makeTemp creates jb.tmp in its recorded state.
 func (r *restorer) makeTemp(jb *job, jobOf []*job, leaderIno []uint64) error {
 	e := &r.m.Entries[jb.i]
+	if jb.inPlace {
+		done, err := r.writeInPlace(jb, e)
+		if done || err != nil {
+			return err
+		}
+		// Busy (a running program's file): a new inode after all. The
+		// temp is journalled before it is made.
+		jb.inPlace = false
+		r.jmu.Lock()
+		r.j.add(jrec{Op: "tmp", Path: jb.tmp})
+		err = r.j.flush()
+		r.jmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	hook("tmp", jb.tmp)
 	os.Remove(jb.tmp)
 	switch {
@@ -785,7 +814,9 @@ func (r *restorer) makeTemp(jb *job, jobOf []*job, leaderIno []uint64) error {
 			if !lj.ok {
 				return fmt.Errorf("hard-link leader %s could not be restored", e.Link)
 			}
-			src = lj.tmp
+			if !lj.inPlace {
+				src = lj.tmp
+			}
 		}
 		return os.Link(src, jb.tmp)
 	case e.Type == TypeFile:

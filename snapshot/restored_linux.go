@@ -59,7 +59,7 @@ func (r *restorer) recordPuts() error {
 			continue
 		}
 		switch a.Action {
-		case Restored, Recreated:
+		case Restored, Recreated, MovedBack:
 			touched[p] = true
 			if i, ok := r.byIdx[p]; ok && r.m.Entries[i].Meta {
 				break // its metadata, in place: its directory is as it was

@@ -136,9 +136,9 @@ func mutations() []mutation {
 		{name: "truncate", do: func(t testing.TB, W string) { must(t, os.Truncate(W+"/src/big.bin", 10)) }, want: map[string]Action{"src/big.bin": Restored}},
 		{name: "delete file", do: func(t testing.TB, W string) { must(t, os.Remove(W+"/src/sub/c.txt")) }, want: map[string]Action{"src/sub/c.txt": Recreated}},
 		{name: "delete tree", do: func(t testing.TB, W string) { must(t, os.RemoveAll(W+"/src/sub")) }, want: map[string]Action{"src/sub": Recreated, "src/sub/deep/d.txt": Recreated, "src/sub/hl3": Recreated}},
-		{name: "rename file", do: func(t testing.TB, W string) { must(t, os.Rename(W+"/src/a.txt", W+"/src/a2.txt")) }, want: map[string]Action{"src/a.txt": Recreated, "src/a2.txt": Removed}},
-		{name: "rename dir", do: func(t testing.TB, W string) { must(t, os.Rename(W+"/src/sub", W+"/src/sub2")) }, want: map[string]Action{"src/sub": Recreated, "src/sub2": Removed}},
-		{name: "rename over", do: func(t testing.TB, W string) { must(t, os.Rename(W+"/src/a.txt", W+"/src/b.txt")) }, want: map[string]Action{"src/a.txt": Recreated, "src/b.txt": Restored}},
+		{name: "rename file", do: func(t testing.TB, W string) { must(t, os.Rename(W+"/src/a.txt", W+"/src/a2.txt")) }, want: map[string]Action{"src/a.txt": MovedBack}},
+		{name: "rename dir", do: func(t testing.TB, W string) { must(t, os.Rename(W+"/src/sub", W+"/src/sub2")) }, want: map[string]Action{"src/sub": MovedBack}},
+		{name: "rename over", do: func(t testing.TB, W string) { must(t, os.Rename(W+"/src/a.txt", W+"/src/b.txt")) }, want: map[string]Action{"src/a.txt": MovedBack, "src/b.txt": Restored}},
 		{name: "create files and dirs", do: func(t testing.TB, W string) {
 			write(t, W+"/src/new.txt", []byte("new"), 0o644)
 			write(t, W+"/src/newdir/x/y", []byte("y"), 0o644)

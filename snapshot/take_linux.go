@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -63,6 +64,19 @@ type Options struct {
 	// Manifest.MetaCut, and the backup is taken all the same.
 	MetaScopes []Scope
 	MetaLimit  int
+	// Others are trees another session holds a changing lease on when
+	// the backup is taken (a session used to pass them as Exclude). The
+	// part of them inside the scopes is recorded too, as Other entries:
+	// metadata, dev/ino and, where the file holds still while it is
+	// read, content (the object store and the stat-cache index are
+	// shared, so a file another session's backup just hashed costs a
+	// stat). Best effort: a file there that changes while it is read, or
+	// cannot be read, is recorded without content, one that vanishes or
+	// cannot be listed is left out, and Take never fails nor retries
+	// because of them. Restore leaves them as it finds them unless it is
+	// told to reclaim one (Reclaim), and moves a file of theirs the agent
+	// renamed into its own scope back to its name.
+	Others []string
 }
 
 func checkSession(s string) error {
@@ -108,7 +122,7 @@ func (s *Snapshot) manifest() *Manifest {
 }
 
 func infoOf(m *Manifest, newBytes int64) Info {
-	in := Info{Session: m.Session, Created: m.Created, Workdir: m.Workdir, Entries: len(m.Entries), NewBytes: newBytes}
+	in := Info{Session: m.Session, Created: m.Created, Started: m.Started, Workdir: m.Workdir, Entries: len(m.Entries), NewBytes: newBytes}
 	for _, e := range m.Entries {
 		if e.Type == TypeFile && e.Link == "" && !e.Fixed && !e.Meta {
 			in.Files++
@@ -162,11 +176,17 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 	for _, x := range opts.Exclude {
 		ex = append(ex, filepath.Clean(x))
 	}
+	var others []string
+	for _, o := range opts.Others {
+		if o = filepath.Clean(o); filepath.IsAbs(o) && !slices.Contains(others, o) {
+			others = append(others, o)
+		}
+	}
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = max(4, runtime.NumCPU())
 	}
-	t := &taker{ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, reach: map[string]reach{}}
+	t := &taker{start: start, others: others, ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, reach: map[string]reach{}}
 	if opts.AgentUID != nil {
 		t.agent = &agent{uid: *opts.AgentUID, gids: opts.AgentGIDs}
 	}
@@ -188,6 +208,8 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 }
 
 type taker struct {
+	start     time.Time
+	others    []string // Options.Others, clean
 	agentUID  *uint32
 	agent     *agent // nil: everything in the scopes is recorded
 	ctx       context.Context
@@ -266,7 +288,7 @@ func (t *taker) run() (*Snapshot, error) {
 		return nil, pathErr("create", t.tmpDir, err, root)
 	}
 
-	m := &Manifest{Version: manifestVersion, Session: t.session, Created: time.Now().UTC(), Workdir: t.workdir, Scopes: t.scopes, Exclude: t.exclude, AgentUID: t.agentUID}
+	m := &Manifest{Version: manifestVersion, Session: t.session, Created: time.Now().UTC(), Started: t.start.UTC(), Workdir: t.workdir, Scopes: t.scopes, Exclude: t.exclude, Others: t.others, AgentUID: t.agentUID}
 	if t.agent != nil {
 		m.AgentGIDs = t.agent.gids
 	}
@@ -382,15 +404,32 @@ func (t *taker) run() (*Snapshot, error) {
 							report(false)
 							continue
 						}
+					case e.Other && !errors.Is(err, unix.ENOENT):
+						// Unreadable: recorded without content.
+						done.Add(e.Size)
+						continue
 					case !errors.Is(err, unix.ENOENT):
 						fail(pathErr("read", e.Path, err, e.Path))
 						return
 					}
 				}
-				res, vanished, err := copyEntry(e, t.objTmp(j.i), rootSt.Dev, root)
+				var (
+					res      copyResult
+					vanished bool
+					err      error
+				)
+				if e.Other {
+					res, vanished, err = copyOther(e, t.objTmp(j.i), rootSt.Dev, root)
+				} else {
+					res, vanished, err = copyEntry(e, t.objTmp(j.i), rootSt.Dev, root)
+				}
 				if err != nil {
 					fail(err)
 					return
+				}
+				if e.Other && res.hash == "" && !vanished {
+					done.Add(e.Size) // changing or unreadable: no content
+					continue
 				}
 				if vanished {
 					gone[j.i] = true
@@ -423,6 +462,14 @@ func (t *taker) run() (*Snapshot, error) {
 	t.stats.Copied = int(counter.copied.Load())
 	t.stats.CopiedBytes = counter.copiedBytes.Load()
 	t.stats.Reflinked = int(counter.reflinked.Load())
+	for i := range kept {
+		if e := &kept[i]; e.Other {
+			t.stats.Others++
+			if e.Type == TypeFile && e.Link == "" && e.Hash == "" {
+				t.stats.OthersBare++
+			}
+		}
+	}
 
 	// The copies are durable before they get their final names.
 	if t.stats.Copied > 0 {
@@ -520,6 +567,7 @@ func (t *taker) run() (*Snapshot, error) {
 		os.RemoveAll(final)
 		return nil, pathErr("sync", root, err, root)
 	}
+	pastStart(t.start)
 	t.unlock()
 	t.unlock = nil
 	t.stats.Entries = len(m.Entries)
@@ -571,15 +619,50 @@ func copyEntry(e *Entry, tmp string, dstDev uint64, root string) (res copyResult
 	}
 }
 
+// copyOther is copyEntry for a file of another session's tree
+// (Options.Others): one attempt, never a refusal. A file that vanished is
+// reported so; one that changed while it was read, was replaced, or could
+// not be read comes back without a hash (recorded without content).
+func copyOther(e *Entry, tmp string, dstDev uint64, root string) (res copyResult, vanished bool, err error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	res, changed, err := copyInOnce(e.Path, tmp, dstDev, *bp, root)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		os.Remove(tmp)
+		return copyResult{}, true, nil
+	case err != nil || changed || res.st.Ino != e.Ino:
+		os.Remove(tmp)
+		return copyResult{}, false, nil
+	}
+	return res, false, nil
+}
+
+// pastStart returns once the kernel's coarse clock, which stamps the
+// birth time of new files, has passed start: every file made after Take
+// returns is then born after Manifest.Started, and Restore can tell them
+// from files that existed before by their birth time alone. (It is at
+// most one tick, and Take is seldom that fast.)
+func pastStart(start time.Time) {
+	for i := 0; i < 100; i++ {
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) != nil || ts.Nano() > start.UnixNano() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // dropGone returns entries without the files marked gone (a new slice; the
 // objects' temp names follow entries' indexes). A removed file with another
 // name in the scope (a hard-link group's leader, whose content its members
 // share) cannot be dropped that way: the snapshot refuses, to be taken again.
 func dropGone(entries []Entry, gone []bool) ([]Entry, error) {
-	removed := map[string]bool{}
+	removed, otherLeader := map[string]bool{}, map[string]bool{}
 	for i := range entries {
 		if gone[i] {
 			removed[entries[i].Path] = true
+			otherLeader[entries[i].Path] = entries[i].Other
 		}
 	}
 	if len(removed) == 0 {
@@ -587,6 +670,12 @@ func dropGone(entries []Entry, gone []bool) ([]Entry, error) {
 	}
 	for i := range entries {
 		if l := entries[i].Link; l != "" && removed[l] {
+			if otherLeader[l] {
+				// Another session's file, best effort: its other names
+				// are recorded without content.
+				entries[i].Link, entries[i].Hash = "", ""
+				continue
+			}
 			return nil, &Error{Op: "copy", Path: l, Kind: ErrChanged, Hint: "it was removed while the snapshot was taken, and another name of the same file is in the scope; start the session again"}
 		}
 	}
@@ -624,65 +713,116 @@ func refresh(e *Entry, st *unix.Stat_t) {
 	e.UID, e.GID = st.Uid, st.Gid
 }
 
-// walk records every path of every scope, anchors first.
+// walk records every path of every scope, anchors first; the parts of
+// Options.Others inside the scopes after the rest, as Other entries.
 func (t *taker) walk() ([]Entry, error) {
-	var entries []Entry
-	leaders := map[[2]uint64]string{}
-	n := 0
-	err := walkScopes(t.scopes, t.exclude, func(p string, st *unix.Stat_t) (bool, error) {
-		if n++; n&1023 == 0 {
-			if err := t.ctx.Err(); err != nil {
-				return false, err
+	w := &walkState{leaders: map[[2]uint64]string{}}
+	other := false // walking an Others tree: best effort
+	otherRoots, otherEx := t.otherRoots()
+	visit := func(p string, st *unix.Stat_t) (bool, error) {
+		down, err := t.visit(w, p, st, other)
+		if err != nil && other && t.ctx.Err() == nil {
+			return false, nil // another session's: left out, never a refusal
+		}
+		return down, err
+	}
+	if err := walkScopes(t.scopes, append(slices.Clone(t.exclude), otherEx...), visit); err != nil {
+		return nil, err
+	}
+	other = true
+	if err := walkTolerant(otherRoots, t.exclude, visit); err != nil {
+		return nil, err
+	}
+	return t.withAnchors(w.entries)
+}
+
+// walkState is what the walk has recorded so far: the entries, the first
+// path of each hard-link group, the paths visited.
+type walkState struct {
+	entries []Entry
+	leaders map[[2]uint64]string
+	n       int
+}
+
+// otherRoots are the trees of Options.Others to walk as Other entries:
+// each one that lies in a scope, and each scope that lies in one; ex is
+// what the scopes' own walk leaves to them.
+func (t *taker) otherRoots() (roots []Scope, ex []string) {
+	for _, o := range t.others {
+		if excluded(o, t.exclude) {
+			continue
+		}
+		if in, _ := inScope(t.scopes, o); in {
+			roots = append(roots, Scope{Path: o, Tree: true})
+			ex = append(ex, o)
+			continue
+		}
+		for _, sc := range t.scopes {
+			if excluded(sc.Path, []string{o}) {
+				roots = append(roots, sc)
 			}
 		}
-		if t.agent != nil {
-			pr, err := t.reachAt(parent(p))
-			if err != nil {
-				return false, err
-			}
-			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-			closed := isDir && !t.agent.canEnter(p, st)
-			if closed || !t.agent.canChange(p, st, pr) {
-				// The agent cannot change it: no content, no xattrs,
-				// and Restore leaves it. Below a directory it cannot
-				// enter there is nothing it can reach or change; at
-				// most it could rename the whole directory (its own
-				// directory around another user's), which Restore
-				// moves back by inode, no content needed.
-				e := entryOf(p, st)
-				e.Fixed = true
-				e.Closed = closed
-				entries = append(entries, e)
-				if isDir && !e.Closed {
-					t.reach[p] = t.agent.reachOf(p, st, pr)
-				}
-				return isDir && !e.Closed, nil
-			}
-			if isDir {
-				t.reach[p] = t.agent.reachOf(p, st, pr)
-			}
+	}
+	return roots, ex
+}
+
+// visit records one path of the walk (other: in an Others tree).
+func (t *taker) visit(w *walkState, p string, st *unix.Stat_t, other bool) (bool, error) {
+	if w.n++; w.n&1023 == 0 {
+		if err := t.ctx.Err(); err != nil {
+			return false, err
 		}
-		e, err := recordEntry(p, st)
+	}
+	if t.agent != nil {
+		pr, err := t.reachAt(parent(p))
 		if err != nil {
 			return false, err
 		}
-		if e.Type == "" {
-			return false, nil
-		}
-		if e.Type == TypeFile && e.Nlink > 1 {
-			k := [2]uint64{e.Dev, e.Ino}
-			if l, ok := leaders[k]; ok {
-				e.Link = l
-			} else {
-				leaders[k] = p
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		closed := isDir && !t.agent.canEnter(p, st)
+		if closed || !t.agent.canChange(p, st, pr) {
+			// The agent cannot change it: no content, no xattrs,
+			// and Restore leaves it. Below a directory it cannot
+			// enter there is nothing it can reach or change; at
+			// most it could rename the whole directory (its own
+			// directory around another user's), which Restore
+			// moves back by inode, no content needed.
+			e := entryOf(p, st)
+			e.Fixed = true
+			e.Closed = closed
+			e.Other = other
+			w.entries = append(w.entries, e)
+			if isDir && !e.Closed {
+				t.reach[p] = t.agent.reachOf(p, st, pr)
 			}
+			return isDir && !e.Closed, nil
 		}
-		entries = append(entries, e)
-		return true, nil
-	})
-	if err != nil {
-		return nil, err
+		if isDir {
+			t.reach[p] = t.agent.reachOf(p, st, pr)
+		}
 	}
+	e, err := recordEntry(p, st)
+	if err != nil {
+		return false, err
+	}
+	if e.Type == "" {
+		return false, nil
+	}
+	if e.Type == TypeFile && e.Nlink > 1 {
+		k := [2]uint64{e.Dev, e.Ino}
+		if l, ok := w.leaders[k]; ok {
+			e.Link = l
+		} else {
+			w.leaders[k] = p
+		}
+	}
+	e.Other = other
+	w.entries = append(w.entries, e)
+	return true, nil
+}
+
+// withAnchors puts the anchors before entries.
+func (t *taker) withAnchors(entries []Entry) ([]Entry, error) {
 	recorded := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		recorded[e.Path] = true
