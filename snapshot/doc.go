@@ -8,7 +8,7 @@
 //
 //	Take(ctx, rs *policy.Ruleset, Options) (*Snapshot, error)
 //	Open(root, session string) (*Snapshot, error)
-//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it; ReportUnrecorded; Leave(regions...): another holder's, left as found
+//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it; ReportUnrecorded; Leave(regions...): another holder's, left as found; Reclaim(paths...): put back there anyway
 //	(*Snapshot).Add(ctx, scopes...) ([]Scope, error)  // record more while the session runs (a permissive amendment)
 //	List(root string) ([]Info, error)
 //	GC(root string, keep int) (GCReport, error)
@@ -39,7 +39,21 @@
 // files there are writable. The parent of each scope root inside the
 // workdir is an "anchor": only its times are restored (creating or
 // removing a scope root changes them). <workdir>/.klock and the backup
-// root are never recorded nor removed.
+// root are never recorded nor removed. Manifest.Started is when Take
+// began (before it looked at any path; Take returns only once the
+// kernel's coarse clock, which stamps new files' birth times, is past it).
+//
+// Options.Others are the trees other sessions hold a changing lease on
+// when the backup is taken (a session used to pass them as Exclude).
+// Their part inside the scopes is recorded too, as Other entries
+// (metadata, dev/ino, and content where the file holds still while it is
+// read: the object store and the stat-cache index are shared, so a file
+// another session's backup just hashed costs a stat), best effort: a file
+// there that changes while it is read, is replaced or cannot be read has
+// no content, one that vanishes or cannot be listed is left out, and
+// Take never fails nor retries because of them (Stats.Others,
+// Stats.OthersBare). Restore leaves them as it finds them (All too),
+// unless Reclaim names them.
 //
 // With Options.AgentUID, only what that uid (with its groups, without
 // capabilities) could change is recorded in full: a path it owns, may
@@ -130,8 +144,41 @@
 // recorded again and copied (up to three times). Only a removed hard-link
 // leader whose other names stay in the scope refuses the backup (ErrChanged).
 //
-// Restore is idempotent and resumable. It journals its intent (temp names
-// and per-path actions, fsynced) before acting; it removes paths that are
+// A file is its inode, not its name: no restore removes an inode that
+// existed before its session. Before it removes anything, Restore looks
+// for recorded inodes (dev, ino, and a birth time before the backup saw
+// them: a freed number given to a new file is not the recorded file) at
+// names not their own, in what it would remove or replace: each is
+// renamed back to its recorded name (MovedBack, ReportEntry.Why "found at
+// <name>") when that name is free or holds something Restore would
+// replace anyway (moved aside first to a .klock-mv-<session>-<n> name,
+// judged like any other path on the next walk), whatever region the name
+// lies in, and the scopes are walked again until nothing more moves; a
+// renamed directory comes back with its subtree. An extra hard-link name
+// of an inode that still has its recorded name is removed; a hard-link
+// group whose leader name lost the inode gets it back by a link from
+// another of its names. A recorded inode of this session's regions found
+// in a region Restore leaves is moved out to its name when it has none,
+// and never removed there. What cannot be put back stays where it is,
+// reported failed. An unrecorded file or directory Restore would remove
+// (or replace) that was born (statx btime, where the filesystem keeps it)
+// before Take began and has one link is kept, reported failed with its
+// inode: it existed before the session and its old name is unknown. A
+// recorded file that is still its recorded inode but was written to gets
+// its content back in place (truncate, write, fsync), so the inode, and
+// every other name of it, survives; only a running program's file
+// (ETXTBSY) or a replaced inode gets a new one (temp + rename).
+//
+// Reclaim(paths) names recorded paths in a left region (Leave's, or
+// Others) that the session's agent changed or reached through another
+// name: they are put back anyway (moved back, content when the backup
+// has it, metadata), reported with ReportEntry.Holder (the region's Why,
+// naming the holder session) and a Why that says it was another
+// session's file put back to its state when this session began; one
+// without recorded content fails, saying so and what was done.
+//
+// Restore is idempotent and resumable. It journals its intent (temp names,
+// moves back and per-path actions, fsynced) before acting; it removes paths that are
 // in a scope but not recorded (and recorded paths whose type changed),
 // creates missing directories top-down, writes each file's content into a
 // temp next to it (content verified against its hash, owner, xattrs, mode
@@ -164,7 +211,18 @@
 //     pass its wall as Options.Scopes.
 //   - atime is restored only on paths Restore writes and on Meta entries
 //     (elsewhere reads move it, Restore's own included); ctime cannot be
-//     restored; inode numbers change for rewritten files.
+//     restored; inode numbers change for files replaced by the agent
+//     (a new inode at the name), recreated, or busy (ETXTBSY) when
+//     written back. A content write in place is not atomic: killed
+//     midway, the file holds part of it until Restore runs again.
+//   - Birth times: on a filesystem without them (statx reports no
+//     STATX_BTIME) an unrecorded file is judged by its name alone, as
+//     before (and a recorded inode by its number). A file made during
+//     Take by another process after the walk passed is born after Take
+//     began and is removed like the session's own.
+//   - A recorded inode moved into a new directory of a left region that
+//     Reclaim does not name is not looked for there (its recorded name is
+//     made again from the backup; the inode is not removed).
 //   - Metadata of an agent-owned file outside the scopes and outside
 //     MetaScopes (or past MetaLimit) is not recorded: a change there is
 //     reported (ReportUnrecorded), not undone. Restoring with no limit
@@ -172,10 +230,14 @@
 //     changed it (another process of the same uid included). A casefold
 //     flag is set on a directory after its contents, which the kernel
 //     refuses on a non-empty directory.
-//   - A hard link that reaches outside the scopes is not followed: writing
-//     through it changes the outside path too, and Restore (temp + rename)
-//     restores the scoped path but leaves the outside link with the new
-//     content.
+//   - A hard link that reaches outside the scopes is not followed; its
+//     outside name gets the restored content only when the scoped file
+//     is written back in place (it is the same inode).
+//   - Other entries are best effort: a file that was changing while the
+//     backup was taken has no content to reclaim, and one that vanished
+//     or could not be listed has no record (a hard-link member of a
+//     content-less Other leader, even in this session's scope, has none
+//     either).
 //   - Sockets, FIFOs and device nodes are recreated as nodes (mknod), not
 //     as live objects; file holes are not preserved (restored files are
 //     dense); mounts are not recorded; the walk crosses mount points

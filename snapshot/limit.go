@@ -98,10 +98,10 @@ type limit struct {
 	// reclaim: Reclaim's paths (reclaimed: in order, for the journal).
 	reclaim   map[string]bool
 	reclaimed []string
-	roots []Scope
-	tree  map[string]bool // tree roots
-	exact map[string]bool // exact roots
-	anc   map[string]bool // every proper ancestor of a root
+	roots     []Scope
+	tree      map[string]bool // tree roots
+	exact     map[string]bool // exact roots
+	anc       map[string]bool // every proper ancestor of a root
 }
 
 func (l *limit) add(r Scope) {

@@ -44,6 +44,9 @@ type stray struct {
 	st  unix.Stat_t
 	id  fileID
 	idx int // the entry recorded at p (another file's), or -1
+	// left: in a region Restore leaves: moved out to its name when it
+	// has none, and otherwise left where it is.
+	left bool
 }
 
 type removal struct {
@@ -252,6 +255,13 @@ func (r *restorer) scan() (*scanResult, error) {
 			// Another holder's: not put back, not removed. A recorded
 			// directory is walked (what changed in it is reported), a
 			// new one is reported whole.
+			if id, grp, hit := r.recordedID(p, st); hit && !(ok && r.inGroup(i, grp)) && r.restorable(grp[0]) {
+				// A file of this session's own regions, there by the
+				// agent's doing (the holder could not reach it; nor can
+				// it have a link there to it): moved back to its name if
+				// it has none, never removed.
+				sr.strays = append(sr.strays, stray{p: p, st: *st, id: id, idx: -1, left: true})
+			}
 			if !ok || m.Entries[i].Anchor || typeOf(st.Mode) != m.Entries[i].Type {
 				sr.report(func() { r.leave(p, g) })
 				return false, nil
@@ -527,6 +537,9 @@ func renameNoReplace(from, to string) error {
 func (r *restorer) settle(sr *scanResult) {
 	m := r.m
 	for _, s := range sr.strays {
+		if s.left {
+			continue // left as found
+		}
 		if _, alive := r.homeAlive(s.id); alive {
 			if s.idx >= 0 {
 				if typeOf(s.st.Mode) != m.Entries[s.idx].Type {

@@ -341,7 +341,9 @@ func (r *restorer) run(rep *Report) error {
 				}
 			}
 		case "do":
-			prevAct[rec.Path] = rec.Action
+			if prevAct[rec.Path] != MovedBack { // says more than what followed
+				prevAct[rec.Path] = rec.Action
+			}
 			if rec.From != "" {
 				prevFrom[rec.Path] = rec.From
 			}
