@@ -88,7 +88,7 @@ func (s *Snapshot) Add(ctx context.Context, scopes ...Scope) ([]Scope, error) {
 		_ = dirsync.Sync(s.root)
 	}
 	s.m = merged
-	s.byPath, s.closed, s.byPathOnce = nil, false, sync.Once{}
+	s.byPath, s.closed, s.links, s.byPathOnce = nil, false, nil, sync.Once{}
 	return add, nil
 }
 

@@ -127,6 +127,31 @@ func (s *Snapshot) Existed(p string) (known, existed bool) {
 	return true, e != nil && !e.Anchor
 }
 
+// OtherNames are the other recorded names of the inode p named at Take (a
+// hard-link group of the backup), nil when p was recorded with one name
+// or not at all. A write through p changes every one of them: a session
+// judges it against each (a file is its inode, not its name). Names the
+// backup's scopes do not cover are not known. Safe for concurrent use.
+func (s *Snapshot) OtherNames(p string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.index()
+	if len(s.links) == 0 {
+		return nil
+	}
+	leader := p
+	if e := s.byPath[p]; e != nil && e.Link != "" {
+		leader = e.Link
+	}
+	var out []string
+	for _, q := range s.links[leader] {
+		if q != p {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
 // index makes byPath (and closed) on first use; the caller holds mu.
 func (s *Snapshot) index() {
 	s.byPathOnce.Do(func() {
@@ -135,6 +160,15 @@ func (s *Snapshot) index() {
 			e := &s.m.Entries[i]
 			s.byPath[e.Path] = e
 			s.closed = s.closed || e.Closed
+			if e.Link != "" {
+				if s.links == nil {
+					s.links = map[string][]string{}
+				}
+				if len(s.links[e.Link]) == 0 {
+					s.links[e.Link] = []string{e.Link}
+				}
+				s.links[e.Link] = append(s.links[e.Link], e.Path)
+			}
 		}
 	})
 }

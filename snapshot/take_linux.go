@@ -98,6 +98,9 @@ type Snapshot struct {
 	byPathOnce sync.Once
 	byPath     map[string]*Entry
 	closed     bool
+	// links: each hard-link group's first path -> every recorded name of
+	// its inode (OtherNames), made with byPath.
+	links map[string][]string
 	// Stats is what Take did (zero for an opened snapshot).
 	Stats Stats
 }

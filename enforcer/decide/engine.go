@@ -44,6 +44,9 @@ type Engine struct {
 	nameServers []netip.Addr
 	// gate grants or refuses permissive amendments (WithAmendGate).
 	gate AmendGate
+	// otherNames are the pre-session names sharing a file's inode
+	// (WithOtherNames); nil when unknown.
+	otherNames func(path string) []string
 }
 
 // Option configures an Engine.
@@ -64,6 +67,14 @@ func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 // Without it no refusal is recorded.
 func WithWall(refuses func(ev event.Event, t policy.Triple) bool) Option {
 	return func(e *Engine) { e.refuses = refuses }
+}
+
+// WithOtherNames tells the engine the other names each file's inode had
+// before the session (a hard-link group of the pre-flight backup): a
+// write through one name changes the file by all of them, so it is
+// judged against each (refer.go).
+func WithOtherNames(f func(path string) []string) Option {
+	return func(e *Engine) { e.otherNames = f }
 }
 
 // New returns an engine for the compiled (and, for host names, resolved)
@@ -142,6 +153,9 @@ func (e *Engine) Observe(ev event.Event) Verdict {
 		if x := e.refer(ev); x.Violation() && !v.Violation() {
 			v = x
 		}
+	}
+	if x := e.throughLinks(ev); x.Violation() && !v.Violation() {
+		v = x
 	}
 	// The operation took effect (allowed, or allowed by a fresh lease):
 	// track what it created, moved or removed.

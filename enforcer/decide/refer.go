@@ -83,3 +83,26 @@ func (e *Engine) decideVia(ev event.Event, t policy.Triple, via string) Verdict 
 	}
 	return e.decideAs(ev, t, via)
 }
+
+// throughLinks judges a change of a file's content or metadata against
+// every other name its inode had before the session (WithOtherNames): a
+// hard link planted before the session between a writable name and one
+// the agent may only read makes a write through the first a write of the
+// second. A file the session made anew at that name is another inode.
+func (e *Engine) throughLinks(ev event.Event) Verdict {
+	t := ev.Triple
+	if e.otherNames == nil || t.Type != policy.ObjFile || t.Predicate != policy.Mutates || ev.Unnamed {
+		return Verdict{}
+	}
+	if ev.Errno != 0 && !ev.Blocked || e.create.has(t.Path) {
+		return Verdict{}
+	}
+	var first Verdict
+	for _, q := range e.otherNames(t.Path) {
+		x := e.decideVia(ev, policy.FileTriple(policy.Mutates, q), "through the hard link "+t.Path)
+		if x.Violation() && !first.Violation() {
+			first = x
+		}
+	}
+	return first
+}

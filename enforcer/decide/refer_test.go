@@ -106,3 +106,31 @@ func TestHardLinkAmendsTheInodeInPermissive(t *testing.T) {
 		t.Fatalf("second link after the amendment: %v", v.Err)
 	}
 }
+
+// TestWriteThroughAPreSessionHardLink: out/s and secret were one inode
+// before the session (a link planted earlier): writing out/s, which the
+// manifest allows, writes secret, which it does not. A file the session
+// made anew at out/s is another inode; a name with no other is judged
+// alone.
+func TestWriteThroughAPreSessionHardLink(t *testing.T) {
+	names := map[string][]string{"/srv/repo/out/s": {"/srv/repo/secret"}, "/srv/repo/out/both": {"/srv/repo/out/other"}}
+	m := manifest(t, "strict", "none", "CONSUMES FILE:/srv/repo/**", "PROVIDES FILE:/srv/repo/out/**", "MUTATES FILE:/srv/repo/out/**", "DELETES FILE:/srv/repo/out/**")
+	newEngine := func() *Engine {
+		return New(compile(t, m), m.Mode, WithClock(fakeClock()), WithOtherNames(func(p string) []string { return names[p] }))
+	}
+	e := newEngine()
+	v := e.Observe(fileEv(policy.Mutates, "/srv/repo/out/s", "openat"))
+	if !v.Violation() || v.Triple.String() != "MUTATES FILE:/srv/repo/secret" || !strings.Contains(v.Err.Error(), "(through the hard link /srv/repo/out/s)") {
+		t.Fatalf("write through the planted link: %+v", v)
+	}
+	e = newEngine()
+	if v := e.Observe(fileEv(policy.Mutates, "/srv/repo/out/both", "openat")); v.Violation() {
+		t.Fatalf("both names writable: %v", v.Err)
+	}
+	e = newEngine()
+	e.Observe(fileEv(policy.Deletes, "/srv/repo/out/s", "unlinkat"))
+	e.Observe(fileEv(policy.Provides, "/srv/repo/out/s", "openat"))
+	if v := e.Observe(fileEv(policy.Mutates, "/srv/repo/out/s", "openat")); v.Violation() {
+		t.Fatalf("a file made anew at the name: %v", v.Err)
+	}
+}

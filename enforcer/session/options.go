@@ -42,6 +42,9 @@ type Restorer interface {
 	// Existed says whether path existed before the agent started: known
 	// when the backup covers it.
 	Existed(path string) (known, existed bool)
+	// OtherNames are the other names path's inode had when the backup
+	// was taken (hard links), nil when none are known.
+	OtherNames(path string) []string
 }
 
 // Snapshotter takes the pre-flight backup of what the ruleset lets the

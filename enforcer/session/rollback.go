@@ -190,3 +190,26 @@ func touchedBy(p string, paths []string) bool {
 	}
 	return false
 }
+
+// otherNames is r.OtherNames for the engine, whose paths are a
+// container's own when c is set (the backup's are the host's).
+func otherNames(r Restorer, c *Container) func(string) []string {
+	if c == nil {
+		return r.OtherNames
+	}
+	return func(p string) []string {
+		h, ok := c.ToHost(p)
+		if !ok {
+			return nil
+		}
+		var out []string
+		for _, q := range r.OtherNames(h) {
+			if cp, ok := c.ToContainer(q); ok {
+				out = append(out, cp)
+			} else {
+				out = append(out, q) // a host name the container cannot see: still the same file
+			}
+		}
+		return out
+	}
+}

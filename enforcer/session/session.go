@@ -271,6 +271,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// exists").
 		engOpts = append(engOpts, decide.WithAmendGate(amendGate(ctx, leases.store, leases.holder, leases.age(), leases.ttl(), restorer, be.lsms != nil)))
 	}
+	if restorer != nil {
+		// A write through one name of a hard-linked file writes it by
+		// every other name it had before the session.
+		engOpts = append(engOpts, decide.WithOtherNames(otherNames(restorer, o.Container)))
+	}
 	eng := decide.New(rs, mode, engOpts...)
 	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer,
 		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: o.Container.stageExecs(), ctr: o.Container,

@@ -65,6 +65,9 @@ type restorer struct{ s *snapshot.Snapshot }
 // Existed is snapshot.Snapshot.Existed.
 func (r restorer) Existed(path string) (known, existed bool) { return r.s.Existed(path) }
 
+// OtherNames is snapshot.Snapshot.OtherNames.
+func (r restorer) OtherNames(path string) []string { return r.s.OtherNames(path) }
+
 // Restore puts back what only covers (nil: everything the backup holds),
 // leaving the new paths the agent's uid does not own (another process's)
 // and what leave covers (another session's lease) but reclaim.

@@ -3,6 +3,7 @@
 package escape
 
 import (
+	"os"
 	"testing"
 
 	"github.com/klocklabs/klock/test/internal/harness"
@@ -43,6 +44,28 @@ func aliasRows() []row {
 			steps: steps(op("read", func(e *env) string { return "/proc/self/root" + e.O("secret.txt") })),
 			want:  blocked, errno: "EACCES", triple: file("CONSUMES", secret),
 			check: unchanged(secret, secretContent),
+		},
+		{
+			name: "a hard link planted before the session from a writable name to a CONSUMES-only file, write through it",
+			why:  "rw/planted and ro.txt were one inode when the session began: the manifest lets the agent write rw/planted, and that writes ro.txt. The backup knows the inode's names; the engine judges the write against each: detected, killed, rolled back (on both walls: each names the file by the name it was opened through)",
+			setup: func(t *testing.T, e *env) {
+				if err := os.Link(e.W("ro.txt"), e.W("rw", "planted")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			steps: steps(op("write", at("rw", "planted"))),
+			want:  detected, triple: file("MUTATES", ro), declared: "CONSUMES",
+			via:   func(e *env) string { return "through the hard link " + e.W("rw", "planted") },
+			check: changedTo(ro, harness.Payload, roContent),
+			lsm: &row{want: detected, triple: file("MUTATES", ro), declared: "CONSUMES",
+				via: func(e *env) string { return "through the hard link " + e.W("rw", "planted") },
+				check: func(t *testing.T, e *env, o *harness.Outcome) {
+					t.Helper()
+					if o.Log.Mode == "permissive" {
+						return
+					}
+					e.AssertRestored(o, map[string]string{e.W("ro.txt"): roContent})
+				}},
 		},
 		{
 			name:    "widened wall: hard link of a CONSUMES-only file into the writable scope, write through it",
