@@ -65,3 +65,20 @@ func TestSessionProc(t *testing.T) {
 		}
 	}
 }
+
+func TestSelfFD(t *testing.T) {
+	for in, want := range map[string]string{
+		"/dev/fd/63":     "/proc/self/fd/63",
+		"/dev/fd/3/x":    "/proc/self/fd/3/x",
+		"/dev/fd":        "/proc/self/fd",
+		"/dev/stdin":     "/proc/self/fd/0",
+		"/dev/stderr":    "/proc/self/fd/2",
+		"/dev/fdx":       "/dev/fdx",
+		"/dev/null":      "/dev/null",
+		"/srv/dev/fd/63": "/srv/dev/fd/63",
+	} {
+		if got := selfFD(in); got != want {
+			t.Errorf("selfFD(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -379,6 +379,7 @@ type pathReq struct {
 func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	var full string
 	baseOK := true // a relative path's base directory was verified
+	q.path = selfFD(q.path)
 	switch {
 	case q.path == "/proc" || strings.HasPrefix(q.path, "/proc/"):
 		// The agent's /proc is its own procfs (its pid namespace): resolving
@@ -435,6 +436,12 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	} else {
 		p, id, isDir, found = rv.kresolve(full, q.follow)
 	}
+	if found && !strings.HasPrefix(p, "/") {
+		// The walk went through a magic link of the observer's own
+		// process (a link the agent made to /proc/self/fd/N): what it
+		// names (anon_inode:bpf-prog) is klock's, never the agent's.
+		return cleanAbs(full), PathBestEffort
+	}
 	switch {
 	case q.hasObj && found && id == q.obj:
 		rv.cacheObj(key, objVal{p, id})
@@ -459,6 +466,27 @@ func fdPath(pid uint32, fd int32, want ident) (string, bool) {
 		return "", false
 	}
 	return p, true
+}
+
+// selfFD names the agent's own descriptors by their procfs name: /dev/fd
+// and /dev/std{in,out,err} are links to /proc/self/fd, which the observer
+// would follow into its own descriptors (bash's process substitution
+// <(...) hands the agent /dev/fd/63: klock's 63 is a BPF program).
+func selfFD(p string) string {
+	switch p {
+	case "/dev/stdin":
+		return "/proc/self/fd/0"
+	case "/dev/stdout":
+		return "/proc/self/fd/1"
+	case "/dev/stderr":
+		return "/proc/self/fd/2"
+	case "/dev/fd":
+		return "/proc/self/fd"
+	}
+	if rest, ok := strings.CutPrefix(p, "/dev/fd/"); ok {
+		return "/proc/self/fd/" + rest
+	}
+	return p
 }
 
 // sessionProc is event.SessionProc.
