@@ -249,6 +249,28 @@ func step(op, arg string) error {
 			return err
 		}
 		return writeFD(fd)
+	case "procsub": // what bash's <(...) does: a pipe, read back by opening /dev/fd/N (ARG: "dev" or "proc" for /proc/self/fd/N)
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			return err
+		}
+		defer unix.Close(p[0])
+		unix.Write(p[1], []byte("from-a-pipe\n"))
+		unix.Close(p[1])
+		name := "/dev/fd/" + strconv.Itoa(p[0])
+		if arg == "proc" {
+			name = "/proc/self/fd/" + strconv.Itoa(p[0])
+		}
+		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		buf := make([]byte, 64)
+		if n, err := unix.Read(fd, buf); err != nil || string(buf[:n]) != "from-a-pipe\n" {
+			return fmt.Errorf("read %q: %v", buf[:n], err)
+		}
+		return nil
 	case "bind-mount": // SRC>DST: bind-mount SRC over DST (needs CAP_SYS_ADMIN in the mount namespace's owner)
 		src, dst := two(arg)
 		return unix.Mount(src, dst, "", unix.MS_BIND, "")
