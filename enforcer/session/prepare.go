@@ -43,7 +43,13 @@ func walledNS(ctx context.Context, o Options, id string, pid int, plan netPlan, 
 	if err != nil && errors.Is(err, os.ErrNotExist) {
 		return netResult{n, err, nil}
 	}
-	return netResult{n, err, o.dns.listenIn(netNSPath(pid))}
+	dnsErr := o.dns.listenIn(netNSPath(pid))
+	if dnsErr != nil && errors.Is(dnsErr, os.ErrNotExist) {
+		// Gone since the wall was built: the same as above.
+		n.close()
+		return netResult{nil, dnsErr, nil}
+	}
+	return netResult{n, err, dnsErr}
 }
 
 type backupResult struct {
