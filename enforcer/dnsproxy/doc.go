@@ -11,8 +11,9 @@
 //
 //   - One UDP and one TCP listener on the same address (Config.Addr, port 53
 //     for a session), bound by Start before it returns: a query sent after
-//     Start returned is served. Close stops both and waits for the queries
-//     in flight.
+//     Start returned is served. Or the caller's own pair (Config.PacketConn
+//     and Config.Listener: a session's, made in its network namespace).
+//     Close stops both and waits for the queries in flight.
 //   - The decision per query, in this order: a client Config.Client does
 //     not accept is REFUSED, neither forwarded nor reported; a message that is not one
 //     standard query (opcode QUERY, exactly one question, class IN) is

@@ -17,6 +17,11 @@ import (
 type Config struct {
 	// Addr is the address to listen on, UDP and TCP ("127.77.1.2:53").
 	Addr string
+	// PacketConn and Listener, when both set, are served instead of
+	// binding Addr: sockets the caller made where it wants the proxy
+	// (another network namespace). Close closes them.
+	PacketConn net.PacketConn
+	Listener   net.Listener
 	// Upstreams are the resolvers to forward to ("10.0.0.53:53"), asked in
 	// order.
 	Upstreams []string
@@ -62,7 +67,8 @@ type Proxy struct {
 	closeErr error
 }
 
-// Start binds cfg.Addr (UDP and TCP) and serves until Close.
+// Start binds cfg.Addr (UDP and TCP), or takes cfg.PacketConn and
+// cfg.Listener, and serves until Close.
 func Start(cfg Config) (*Proxy, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 3 * time.Second
@@ -70,16 +76,18 @@ func Start(cfg Config) (*Proxy, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, errors.New("dnsproxy: no upstream resolvers")
 	}
-	pc, err := net.ListenPacket("udp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("dnsproxy: %w", err)
+	pc, l := cfg.PacketConn, cfg.Listener
+	if pc == nil || l == nil {
+		var err error
+		if pc, err = net.ListenPacket("udp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("dnsproxy: %w", err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
+			pc.Close()
+			return nil, fmt.Errorf("dnsproxy: %w", err)
+		}
 	}
 	ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	l, err := net.Listen("tcp", ap.String())
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("dnsproxy: %w", err)
-	}
 	p := &Proxy{cfg: cfg, addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
 	p.udp = &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(p.serveUDP)}
 	p.tcp = &dns.Server{Listener: l, Handler: dns.HandlerFunc(p.serveTCP)}

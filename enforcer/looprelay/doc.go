@@ -29,17 +29,19 @@
 // 14 MiB of socket buffers); splice(2) through a kernel pipe was slower
 // too. TestSlowServiceHoldsTheAgent keeps the bound.
 //
-// The session's DNS proxy is reached the same way: it listens on the
-// host's 127.77.x.y:53, and a relay on that address in the namespace
-// carries the agent's queries to it. Owns tells the proxy that a client is
-// one of the relay's flows: the namespace is the session's alone, so what
-// comes through the relay is the agent's.
+// Owns tells a host service that a client is one of the relay's flows
+// (the namespace is the session's alone, so what comes through the relay
+// is the agent's). The session's DNS proxy needs no relay: it listens in
+// the namespace itself (enforcer/session).
 //
 // The egress budget: the relay's flows never cross the packet wall and
 // its quota, so the relay holds its share itself (SetBudget, budget.go):
 // past it nothing more goes out, the flow that reached it is held (the
 // agent's send stalls, as under the wall's drop) and the session is told
-// at once, to kill a strict session.
+// at once, to kill a strict session. Counters say what reached the
+// service (Out*) apart from what the agent sent past the budget and the
+// relay held (Over*); Settle waits until the relay has read what the
+// agent queued before it exited, so they count all of it.
 //
 // The cgroup-net wall still decides every connect and send before the
 // relay sees it: the relay only listens where a declared peer is.

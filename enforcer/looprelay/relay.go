@@ -13,7 +13,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/klocklabs/klock/policy"
 	"golang.org/x/sys/unix"
@@ -33,13 +35,16 @@ const udpIdle = 2 * time.Minute
 
 // Counts are what the relay carried for one peer: out of the session
 // (to the host's service) and into it. Packets are datagrams for UDP and
-// reads (of at most 256 KiB) for TCP.
+// reads (of at most 256 KiB) for TCP. Out* is what reached the service;
+// Over* what the agent sent past the egress budget, which the relay held
+// (never forwarded): the agent sent Out + Over.
 type Counts struct {
 	OutPackets, OutBytes, InPackets, InBytes uint64
+	OverPackets, OverBytes                   uint64
 }
 
 type counts struct {
-	outP, outB, inP, inB atomic.Uint64
+	outP, outB, inP, inB, overP, overB atomic.Uint64
 }
 
 // Relay is one session's set of loopback relays.
@@ -53,6 +58,9 @@ type Relay struct {
 	byName  map[string]*counts
 	wg      sync.WaitGroup
 	flows   map[net.Conn]bool // open TCP connections, both ends
+	// sources: the sockets the agent's bytes arrive on (UDP listeners,
+	// accepted TCP connections), for Settle.
+	sources map[syscall.Conn]bool
 	// owned are the host-side ends of the relay's flows.
 	owned sync.Map // netip.AddrPort -> struct{}
 
@@ -77,7 +85,7 @@ func Open(path string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
 	}
-	r := &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, done: make(chan struct{})}
+	r := &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, sources: map[syscall.Conn]bool{}, done: make(chan struct{})}
 	r.limit.Store(noLimit)
 	return r, nil
 }
@@ -173,6 +181,9 @@ func (r *Relay) add(name, network string, ap netip.AddrPort) error {
 		go r.serveTCP(ln, ap, c)
 	} else {
 		r.closers = append(r.closers, pc)
+		if sc, ok := pc.(syscall.Conn); ok {
+			r.sources[sc] = true
+		}
 		go r.serveUDP(pc, ap, c)
 	}
 	return nil
@@ -218,14 +229,24 @@ func (r *Relay) serveTCP(ln net.Listener, to netip.AddrPort, c *counts) {
 				return
 			}
 			defer r.untrack(in, out)
+			if sc, ok := in.(syscall.Conn); ok {
+				r.mu.Lock()
+				r.sources[sc] = true
+				r.mu.Unlock()
+				defer func() {
+					r.mu.Lock()
+					delete(r.sources, sc)
+					r.mu.Unlock()
+				}()
+			}
 			a := r.own(out)
 			defer r.owned.Delete(a)
 			done := make(chan struct{})
 			go func() {
-				r.pipe(out, in, &c.outP, &c.outB, true)
+				r.pipe(out, in, &c.outP, &c.outB, c)
 				close(done)
 			}()
-			r.pipe(in, out, &c.inP, &c.inB, false)
+			r.pipe(in, out, &c.inP, &c.inB, nil)
 			<-done
 		}()
 	}
@@ -254,20 +275,28 @@ func (r *Relay) untrack(cs ...net.Conn) {
 }
 
 // pipe copies from src to dst, counting every read, then half-closes dst.
-// Out of the session (egress), what the budget refuses is not written and
-// the flow is held until Close.
+// Out of the session (egress: the peer's counts), what the budget refuses
+// is not written, counted as over, and the flow is held until Close.
 // (A kernel splice between the two connections, or a sockmap redirect,
 // measured slower here; see the package doc.)
-func (r *Relay) pipe(dst, src net.Conn, packets, bytes *atomic.Uint64, egress bool) {
+func (r *Relay) pipe(dst, src net.Conn, packets, bytes *atomic.Uint64, egress *counts) {
 	buf := make([]byte, 256<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			packets.Add(1)
-			bytes.Add(uint64(n))
 			m := n
-			if egress {
+			if egress != nil {
 				m = r.spend(n)
+			}
+			// Delivered and held are counted apart: the log says what
+			// reached the service, never what the agent only tried.
+			if m > 0 {
+				packets.Add(1)
+				bytes.Add(uint64(m))
+			}
+			if m < n {
+				egress.overP.Add(1)
+				egress.overB.Add(uint64(n - m))
 			}
 			if _, werr := dst.Write(buf[:m]); werr != nil {
 				break
@@ -305,11 +334,15 @@ func (r *Relay) serveUDP(pc net.PacketConn, to netip.AddrPort, c *counts) {
 		if err != nil {
 			return
 		}
+		if r.spend(n) < n {
+			// Past the budget: a datagram goes whole or not at all, and
+			// one that does not go is counted as sent, not delivered.
+			c.overP.Add(1)
+			c.overB.Add(uint64(n))
+			continue
+		}
 		c.outP.Add(1)
 		c.outB.Add(uint64(n))
-		if r.spend(n) < n {
-			continue // past the budget: a datagram goes whole or not at all
-		}
 		mu.Lock()
 		up := flows[from.String()]
 		if up == nil {
@@ -354,9 +387,58 @@ func (r *Relay) Counters() map[string]Counts {
 	defer r.mu.Unlock()
 	out := make(map[string]Counts, len(r.byName))
 	for n, c := range r.byName {
-		out[n] = Counts{OutPackets: c.outP.Load(), OutBytes: c.outB.Load(), InPackets: c.inP.Load(), InBytes: c.inB.Load()}
+		out[n] = Counts{OutPackets: c.outP.Load(), OutBytes: c.outB.Load(), InPackets: c.inP.Load(), InBytes: c.inB.Load(),
+			OverPackets: c.overP.Load(), OverBytes: c.overB.Load()}
 	}
 	return out
+}
+
+// Settle waits, for at most max, until the relay has read everything the
+// agent sent that is still queued on its sockets (a UDP listener's
+// datagrams, an accepted connection's bytes), or the budget is spent (a
+// held flow is read no further): once the agent has exited, Counters then
+// count all it sent. The session reads them so before its verdict.
+func (r *Relay) Settle(max time.Duration) {
+	deadline := time.Now().Add(max)
+	quiet := 0
+	for time.Now().Before(deadline) && !r.spent.Load() {
+		r.mu.Lock()
+		queued := false
+		for sc := range r.sources {
+			queued = queued || pending(sc)
+		}
+		r.mu.Unlock()
+		// Twice empty a millisecond apart: a read that emptied the
+		// queue has been counted.
+		if quiet++; queued {
+			quiet = 0
+		}
+		if quiet >= 2 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// pending says whether a socket's receive queue holds anything
+// (SO_MEMINFO's receive allocation).
+func pending(sc syscall.Conn) bool {
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var mem [unix.SK_MEMINFO_VARS]uint32
+	var gerr error
+	if err := raw.Control(func(fd uintptr) {
+		l := uint32(unsafe.Sizeof(mem))
+		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO, uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&l)), 0)
+		if e != 0 {
+			gerr = e
+		}
+	}); err != nil || gerr != nil {
+		return false
+	}
+	return mem[unix.SK_MEMINFO_RMEM_ALLOC] > 0
 }
 
 // Listening lists what the relay listens on ("tcp 127.0.0.1:8080").

@@ -34,7 +34,15 @@
 //     the session only on connections it opened (conntrack established or
 //     related); with Config.MaxEgressBytes a named quota is consumed by
 //     every accepted packet out of the session, and once spent the kernel
-//     drops the rest (Exceeded reports it, for a strict session's kill).
+//     drops the rest (Exceeded reports it, for a strict session's kill):
+//     a peer's packet past it is counted apart (Counts.Over*, and in
+//     Dropped), so the counters say what was delivered (Out*) and what
+//     was sent (Out* + Over*: Spent) however fast the session ended;
+//   - with Config.PingPeer (NET:raw declared) the session's ICMP echo
+//     requests to any peer's address (a host-only peer's live Allow
+//     entries) are accepted whatever the peer's ports and protocol,
+//     within the budget, and their replies let in, all counted under
+//     that name; no other ICMP type or protocol goes out.
 //
 // The host's loopback stays dropped even for a declared loopback peer:
 // enforcer/session relays those into the namespace (enforcer/looprelay)
@@ -48,7 +56,8 @@
 //
 // Guarantees: a packet from the session's namespace leaves the host or
 // reaches one of its addresses only when a declared peer (or a live Allow
-// entry) covers its destination address, port and protocol, or it belongs
+// entry) covers its destination address, port and protocol (an ICMP echo
+// request with PingPeer: its address), or it belongs
 // to a connection such a peer accepted (its established flow outlives an
 // expired Allow entry, as in stateful firewalls); ingress is limited to
 // replies. Another table of the host may still drop what netwall accepts

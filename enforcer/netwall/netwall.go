@@ -50,6 +50,9 @@ const (
 	counterDropped = "dropped" // packets from the session dropped
 	counterDropIn  = "dropped_in"
 	counterEstab   = "established" // accepted as an established flow no peer covers now
+	counterPingOut = "ping_out"    // ICMP echo requests to a peer's address (Config.PingPeer)
+	counterPingIn  = "ping_in"     // their replies
+	counterPingOv  = "ping_over"   // ICMP echo requests past the budget, dropped
 	quotaBudget    = "budget"
 )
 
@@ -83,6 +86,12 @@ type Config struct {
 	// MaxEgressBytes, when not 0, is the session's budget of bytes out:
 	// past it the kernel drops its packets and Exceeded says so.
 	MaxEgressBytes uint64
+	// PingPeer, when set (NET:raw declared), lets the session's ICMP echo
+	// requests reach every peer's address (a host-only peer's: its live
+	// Allow entries), whatever the peer's ports and protocol, within the
+	// budget; their replies come back as for any flow. Counted under this
+	// name. No other ICMP type, and no other protocol, goes out.
+	PingPeer string
 }
 
 // Target names the agent's network namespace: FD when > 0 (an open
@@ -92,9 +101,14 @@ type Target struct {
 	FD  int
 }
 
-// Counts are a peer's packets and bytes out of and into the session.
+// Counts are a peer's packets and bytes out of and into the session:
+// what the wall let through (IP packets, headers included). Over* are the
+// session's packets to the peer past the egress budget, which the wall
+// dropped (also in Dropped): what was sent is Out + Over, what was
+// delivered Out.
 type Counts struct {
 	OutPackets, OutBytes, InPackets, InBytes uint64
+	OverPackets, OverBytes                   uint64
 }
 
 // Wall is one session's network wall.
@@ -112,6 +126,7 @@ type Wall struct {
 	peers   []*peerState
 	nextSet uint32
 	budget  uint64
+	ping    string // Config.PingPeer
 	closed  bool
 	// madeLink, madeTable: what Setup made, the only things a failed
 	// Setup removes (a link of the same name may be another wall's).
@@ -163,7 +178,7 @@ func lock() (func(), error) {
 func (c *Config) validate() error {
 	seen := map[string]bool{}
 	for _, p := range c.Peers {
-		if p.Name == "" || seen[p.Name] || p.Name == Dropped || p.Name == Established {
+		if p.Name == "" || seen[p.Name] || p.Name == Dropped || p.Name == Established || p.Name == c.PingPeer {
 			return fmt.Errorf("netwall: peer name %q empty or repeated", p.Name)
 		}
 		seen[p.Name] = true
@@ -192,7 +207,7 @@ func Setup(ctx context.Context, id string, t Target, cfg Config) (*Wall, error) 
 		defer f.Close()
 		fd = int(f.Fd())
 	}
-	w := &Wall{ID: id, Short: ShortID(id), Link: LinkName(id), budget: cfg.MaxEgressBytes}
+	w := &Wall{ID: id, Short: ShortID(id), Link: LinkName(id), budget: cfg.MaxEgressBytes, ping: cfg.PingPeer}
 	ok := false
 	defer func() {
 		if !ok {
@@ -400,7 +415,7 @@ func (w *Wall) buildTable(cfg Config) error {
 	w.madeTable = true
 	w.table = c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: tablePrefix + w.Short})
 	t := w.table
-	for _, n := range []string{counterDropped, counterDropIn, counterEstab} {
+	for _, n := range []string{counterDropped, counterDropIn, counterEstab, counterPingOut, counterPingIn, counterPingOv} {
 		c.AddObj(&nftables.CounterObj{Table: t, Name: n})
 	}
 	if w.budget > 0 {
@@ -444,6 +459,12 @@ func (w *Wall) buildTable(cfg Config) error {
 	c.AddRule(&nftables.Rule{Table: t, Chain: egress, Exprs: cat(ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), w.quota(), counterRef(counterEstab), verdict(expr.VerdictAccept))})
 	drop(nil)
 
+	if w.ping != "" {
+		// Echo replies (the requests' flows are the session's), counted
+		// apart: NET:raw's traffic.
+		c.AddRule(&nftables.Rule{Table: t, Chain: &nftables.Chain{Table: t, Name: chainPeersIn}, Exprs: cat(ipv4(), l4(unix.IPPROTO_ICMP), icmpType(0),
+			ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), counterRef(counterPingIn), verdict(expr.VerdictAccept))})
+	}
 	c.AddRule(&nftables.Rule{Table: t, Chain: ingress, Exprs: jump(chainPeersIn)})
 	c.AddRule(&nftables.Rule{Table: t, Chain: ingress, Exprs: cat(ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept))})
 	c.AddRule(&nftables.Rule{Table: t, Chain: ingress, Exprs: cat(counterRef(counterDropIn), verdict(expr.VerdictDrop))})
@@ -466,6 +487,9 @@ func (w *Wall) addPeer(p Peer) error {
 	o, i := ps.counters()
 	c.AddObj(&nftables.CounterObj{Table: t, Name: o})
 	c.AddObj(&nftables.CounterObj{Table: t, Name: i})
+	if w.budget > 0 {
+		c.AddObj(&nftables.CounterObj{Table: t, Name: ps.over()})
+	}
 	var dst, src []expr.Any
 	if p.Prefix.IsValid() {
 		pf := netip.PrefixFrom(p.Prefix.Addr().Unmap(), p.Prefix.Bits()-(p.Prefix.Addr().BitLen()-32)*boolInt(p.Prefix.Addr().Is4In6())).Masked()
@@ -485,7 +509,22 @@ func (w *Wall) addPeer(p Peer) error {
 	in := &nftables.Chain{Table: t, Name: chainPeersIn}
 	for _, proto := range protos(p.Proto) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(ipv4(), dst, l4(proto), ports(2, p.Ports), w.quota(), counterRef(o), verdict(expr.VerdictAccept))})
+		if w.budget > 0 {
+			// Past the budget the quota no longer matches: the packet
+			// is the peer's all the same, counted as sent and not
+			// delivered, and dropped.
+			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(ipv4(), dst, l4(proto), ports(2, p.Ports), counterRef(ps.over()), counterRef(counterDropped), verdict(expr.VerdictDrop))})
+		}
 		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: cat(ipv4(), src, l4(proto), ports(0, p.Ports), ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), counterRef(i), verdict(expr.VerdictAccept))})
+	}
+	if w.ping != "" {
+		// NET:raw: an ICMP echo request to the peer's address, whatever
+		// its ports (the only ICMP a ping socket sends).
+		echo := cat(ipv4(), dst, l4(unix.IPPROTO_ICMP), icmpType(8))
+		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(echo, w.quota(), counterRef(counterPingOut), verdict(expr.VerdictAccept))})
+		if w.budget > 0 {
+			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(echo, counterRef(counterPingOv), counterRef(counterDropped), verdict(expr.VerdictDrop))})
+		}
 	}
 	w.peers = append(w.peers, ps)
 	return nil
@@ -494,6 +533,9 @@ func (w *Wall) addPeer(p Peer) error {
 func (ps *peerState) counters() (out, in string) {
 	return fmt.Sprintf("out%d", ps.idx), fmt.Sprintf("in%d", ps.idx)
 }
+
+// over names the counter of the peer's packets past the budget.
+func (ps *peerState) over() string { return fmt.Sprintf("over%d", ps.idx) }
 
 // AllowPeer lets the session reach addr on the ports of the host-only peer
 // named peer for ttl (0: until Close): the DNS proxy's answer for a
@@ -599,7 +641,15 @@ func (w *Wall) Counters() (map[string]Counts, error) {
 		var c Counts
 		c.OutPackets, c.OutBytes = get(o)
 		c.InPackets, c.InBytes = get(i)
+		c.OverPackets, c.OverBytes = get(ps.over())
 		res[ps.Name] = c
+	}
+	if w.ping != "" {
+		var p Counts
+		p.OutPackets, p.OutBytes = get(counterPingOut)
+		p.InPackets, p.InBytes = get(counterPingIn)
+		p.OverPackets, p.OverBytes = get(counterPingOv)
+		res[w.ping] = p
 	}
 	var d Counts
 	d.OutPackets, d.OutBytes = get(counterDropped)
@@ -618,31 +668,52 @@ func (w *Wall) Counters() (map[string]Counts, error) {
 // capped at the budget, so a session that sent exactly MaxEgressBytes
 // counts as exceeded.
 func (w *Wall) Exceeded() (bool, uint64, error) {
+	sp, err := w.Spent()
+	return sp.Over, sp.Delivered, err
+}
+
+// Spending is what the session sent through the wall.
+type Spending struct {
+	// Delivered: the bytes the wall let out (every peer's, the pings' and
+	// established flows' out bytes).
+	Delivered uint64
+	// Attempted: the bytes the session sent to its peers, delivered or
+	// dropped past the budget (the peers' Over counters: the kernel
+	// reports the budget's use capped at the budget).
+	Attempted uint64
+	// Over: the session spent its budget (Attempted reached it).
+	Over bool
+}
+
+// Spent reads the wall's counters and its budget's use.
+func (w *Wall) Spent() (Spending, error) {
+	var sp Spending
 	c, err := w.Counters()
 	if err != nil {
-		return false, 0, err
+		return sp, err
 	}
-	var sent uint64
 	for name, n := range c {
 		if name != Dropped {
-			sent += n.OutBytes
+			sp.Delivered += n.OutBytes
+			sp.Attempted += n.OutBytes + n.OverBytes
 		}
 	}
 	if w.budget == 0 {
-		return false, sent, nil
+		return sp, nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o, err := w.conn.GetObject(&nftables.NamedObj{Table: w.table, Name: quotaBudget, Type: nftables.ObjTypeQuota})
 	if err != nil {
-		return false, sent, fmt.Errorf("netwall: read budget: %w", err)
+		return sp, fmt.Errorf("netwall: read budget: %w", err)
 	}
 	no, ok := o.(*nftables.NamedObj)
 	q, ok2 := no.Obj.(*expr.Quota)
 	if !ok || !ok2 {
-		return false, sent, fmt.Errorf("netwall: budget is a %T", o)
+		return sp, fmt.Errorf("netwall: budget is a %T", o)
 	}
-	return q.Consumed >= w.budget, sent, nil
+	sp.Over = q.Consumed >= w.budget
+	return sp, nil
 }
 
 // Close removes the table and the veth pair. It may be called again.
@@ -798,6 +869,12 @@ func ipField(offset uint32, p netip.Prefix) []expr.Any {
 }
 
 func l4(proto byte) []expr.Any { return metaEq(expr.MetaKeyL4PROTO, []byte{proto}) }
+
+// icmpType matches the ICMP message type (8: echo request, 0: echo reply).
+func icmpType(t byte) []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}}}
+}
 
 func ports(offset uint32, r policy.PortRange) []expr.Any {
 	if r == policy.AllPorts {

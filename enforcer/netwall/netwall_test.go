@@ -412,3 +412,74 @@ func TestEstablishedOutlivesExpiry(t *testing.T) {
 		t.Error("a new connection after the expiry went through")
 	}
 }
+
+// Past the budget, the peer's packets are counted as sent, not delivered
+// (Over*, also in Dropped), and Spent says both: a burst of datagrams
+// that ends at once is still seen whole.
+func TestOverBudgetCountedApart(t *testing.T) {
+	privileged(t)
+	declared, _ := hostAddrs(t)
+	l := listen(t, -1, declared)
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{{Name: "peer", Prefix: netip.PrefixFrom(declared, 32), Ports: policy.PortRange{Lo: l.port, Hi: l.port}, Proto: policy.ProtoUDP}},
+		MaxEgressBytes: 20000})
+	inNS(t, ns, func() {
+		c, err := net.Dial("udp4", netip.AddrPortFrom(declared, l.port).String())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		for range 200 {
+			_, _ = c.Write(make([]byte, 1000))
+		}
+	})
+	time.Sleep(200 * time.Millisecond)
+	c := counters(t, w)["peer"]
+	sp, err := w.Spent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("peer %+v, spent %+v, the listener read %d datagrams", c, sp, l.dgram.Load())
+	if !sp.Over || c.OutBytes >= 20000 || c.OutPackets+c.OverPackets != 200 || c.OverBytes == 0 {
+		t.Errorf("peer %+v, spent %+v: want 200 datagrams, under 20000 bytes delivered, the rest over", c, sp)
+	}
+	if sp.Delivered != c.OutBytes || sp.Attempted != c.OutBytes+c.OverBytes {
+		t.Errorf("spent %+v, peer %+v", sp, c)
+	}
+	if got := l.dgram.Load(); uint64(got) != c.OutPackets {
+		t.Errorf("the listener read %d datagrams, the wall delivered %d", got, c.OutPackets)
+	}
+	if d := counters(t, w)[Dropped]; d.OutPackets < c.OverPackets {
+		t.Errorf("dropped %+v holds fewer than the %d over the budget", d, c.OverPackets)
+	}
+}
+
+// With PingPeer (NET:raw), an ICMP echo request reaches a peer's address
+// whatever the peer's ports, and its reply comes back, counted under the
+// ping peer; one to an address no peer covers is dropped.
+func TestPingPeer(t *testing.T) {
+	privileged(t)
+	declared, undeclared := hostAddrs(t)
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{tcpPeer("host", declared, 443)}, PingPeer: "raw"})
+	before := counters(t, w)[Dropped].OutPackets
+	ping(t, ns, declared)
+	time.Sleep(200 * time.Millisecond)
+	// Out: the request went; in: the host's reply came back through the
+	// wall.
+	if c := counters(t, w); c["raw"].OutPackets != 1 || c["raw"].InPackets != 1 || c["host"].OutPackets != 0 {
+		t.Errorf("ping counters %+v, want 1 out, 1 in, under the ping peer", c)
+	}
+	ping(t, ns, undeclared)
+	time.Sleep(200 * time.Millisecond)
+	if c := counters(t, w)["raw"]; c.OutPackets != 1 {
+		t.Errorf("an echo to an undeclared address went out: %+v", c)
+	}
+	if got := counters(t, w)[Dropped].OutPackets - before; got != 1 {
+		t.Errorf("dropped %d packets, want the one echo", got)
+	}
+	if _, err := Setup(context.Background(), testID(t), Target{FD: int(ns)}, Config{Peers: []Peer{tcpPeer("raw", declared, 443)}, PingPeer: "raw"}); err == nil {
+		t.Error("a peer named as the ping peer was accepted")
+	}
+}

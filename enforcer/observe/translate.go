@@ -205,6 +205,14 @@ func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 		} else {
 			a = netip.AddrFrom16(r.addr)
 		}
+		if r.kflags&fSock != 0 && pred == policy.Consumes && (r.sotype == unix.SOCK_RAW || r.proto == unix.IPPROTO_ICMP || r.proto == unix.IPPROTO_ICMPV6) {
+			// A ping (ICMP datagram) or raw socket's send is no TCP or
+			// UDP flow to a port: it is the NET:raw object, as
+			// cgroup-net and bpf-lsm judge its socket.
+			rec.Event.Triple = policy.RawSocketTriple()
+			out(rec)
+			return
+		}
 		proto := policy.ProtoAny
 		if r.kflags&fSock != 0 {
 			switch r.sotype {

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
@@ -36,11 +35,15 @@ const DNSGrace = 30 * time.Second
 const maxDNSTTL = 24 * time.Hour
 
 // dnsScope is a session's DNS proxy and the addresses its answers opened.
-// The proxy starts before the agent, the engine and the wall later
-// (attach); answers before that (none from the agent, which does not run
-// yet) wait for attach.
+// Its address is chosen, and the resolv.conf naming it written, before
+// anything else; the proxy itself listens in the session's network
+// namespace (listenIn), made before the agent runs; the engine and the
+// wall come later (attach): answers before that (none from the agent,
+// which does not run yet) wait for attach.
 type dnsScope struct {
-	proxy      *dnsproxy.Proxy
+	// address is the proxy's, port 53, in the session's namespace.
+	address    netip.Addr
+	hosts      []string
 	resolvConf string // the file stage 2 binds over the agent's /etc/resolv.conf
 	upstreams  []string
 	refused    chan event.Event
@@ -58,12 +61,14 @@ type dnsScope struct {
 	peerWarned sync.Once
 	log        *slog.Logger
 
-	mu   sync.Mutex
-	eng  *decide.Engine
-	wall *netWall
+	mu sync.Mutex
+	// proxy listens in the session's namespace (nil until listenIn).
+	proxy *dnsproxy.Proxy
+	eng   *decide.Engine
+	wall  *netWall
 	// net is the session's own namespace's wall and relays (setNet): the
-	// answers open the packet wall too, and the relay's flows are the
-	// agent's queries.
+	// answers open the packet wall too (and a relay for a loopback
+	// answer).
 	net *sessionNet
 	// live: declared pattern -> answered address -> when it leaves the rules.
 	live map[string]map[netip.Addr]time.Time
@@ -100,53 +105,33 @@ func declaredHosts(rs *policy.Ruleset) []string {
 	return out
 }
 
-// DNSProxyAddrs are the addresses a session's DNS proxy tries, in order,
-// port 53 (the first free one is the session's): 127.77.x.y from the
-// session id.
-func DNSProxyAddrs(id string) []netip.Addr {
-	out := make([]netip.Addr, dnsProxyTries)
-	for n := range out {
-		out[n] = proxyAddr(id, n)
-	}
-	return out
-}
-
-// dnsProxyTries is how many addresses a proxy tries before the session
-// refuses to start.
-const dnsProxyTries = 16
-
-// proxyAddr is the session's loopback address for try n: 127.77.x.y from
-// the session id.
-func proxyAddr(id string, n int) netip.Addr {
+// proxyAddr is the session's DNS proxy's address, 127.77.x.y from the
+// session id: on the loopback of the session's own network namespace,
+// where nothing else listens, so any address there would do; one that
+// names the session reads better in a resolv.conf.
+func proxyAddr(id string) netip.Addr {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	h.Write([]byte{byte(n)})
 	v := h.Sum32()
 	return netip.AddrFrom4([4]byte{127, 77, byte(v >> 8), byte(v%254) + 1})
 }
 
-// startDNS starts the session's proxy on a loopback address of its own
-// and writes the resolv.conf naming it into dir.
+// startDNS chooses the session's proxy address and writes the resolv.conf
+// naming it into dir; the proxy listens once the session's namespace
+// exists (listenIn). Nothing listens on the host: a resolver the host
+// runs on port 53 (0.0.0.0:53 included) is no conflict.
 func startDNS(id, dir string, hosts, upstreams []string, log *slog.Logger) (*dnsScope, error) {
 	d := &dnsScope{refused: make(chan event.Event, 256), stop: make(chan struct{}), now: time.Now,
-		live: map[string]map[netip.Addr]time.Time{}, upstreams: upstreams, ready: make(chan struct{}), log: log}
+		live: map[string]map[netip.Addr]time.Time{}, upstreams: upstreams, ready: make(chan struct{}), log: log,
+		address: proxyAddr(id), hosts: hosts}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
-	var err error
-	for n := 0; n < dnsProxyTries; n++ {
-		addr := netip.AddrPortFrom(proxyAddr(id, n), 53)
-		d.proxy, err = dnsproxy.Start(dnsproxy.Config{Addr: addr.String(), Upstreams: upstreams, Hosts: hosts,
-			OnAnswer: d.answered, OnRefused: d.refuse, Client: d.fromSession})
-		if !errors.Is(err, syscall.EADDRINUSE) {
-			break
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the session's DNS proxy: %w", err)
+	if len(upstreams) == 0 {
+		return nil, errors.New("the session's DNS proxy: no upstream resolvers (the host's resolv.conf names none)")
 	}
 	d.resolvConf = filepath.Join(dir, "resolv-"+id+".conf")
-	body := "# klock session " + id + ": its DNS proxy, which answers the declared host names only\nnameserver " + d.proxy.Addr().Addr().String() + "\n"
+	body := "# klock session " + id + ": its DNS proxy, which answers the declared host names only\nnameserver " + d.address.String() + "\n"
 	if err := os.WriteFile(d.resolvConf, []byte(body), 0o644); err != nil {
 		d.close()
 		return nil, fmt.Errorf("the session's resolv.conf: %w", err)
@@ -161,8 +146,54 @@ func startDNS(id, dir string, hosts, upstreams []string, log *slog.Logger) (*dns
 	return d, nil
 }
 
+// listenIn starts the proxy on its address, port 53 (UDP and TCP), in
+// the network namespace at path (the agent's, made by stage 2: netNSPath),
+// replacing one listening in an earlier stage 2's. Its sockets are made there, by a
+// thread moved into the namespace; it serves them from klock's own
+// threads, which forward to the upstreams from the host's namespace.
+func (d *dnsScope) listenIn(path string) error {
+	if d == nil {
+		return nil
+	}
+	addr := netip.AddrPortFrom(d.address, 53).String()
+	var pc net.PacketConn
+	var ln net.Listener
+	err := inNetNS(path, func() error {
+		if err := loopbackUp(); err != nil {
+			return err
+		}
+		var err error
+		if pc, err = net.ListenPacket("udp4", addr); err != nil {
+			return err
+		}
+		if ln, err = net.Listen("tcp4", addr); err != nil {
+			pc.Close()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("the session's DNS proxy on %s in the session's network namespace: %w", addr, err)
+	}
+	p, err := dnsproxy.Start(dnsproxy.Config{PacketConn: pc, Listener: ln, Upstreams: d.upstreams, Hosts: d.hosts,
+		OnAnswer: d.answered, OnRefused: d.refuse, Client: d.fromSession})
+	if err != nil {
+		pc.Close()
+		ln.Close()
+		return fmt.Errorf("the session's DNS proxy: %w", err)
+	}
+	d.mu.Lock()
+	old := d.proxy
+	d.proxy = p
+	d.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	return nil
+}
+
 // addr is the proxy's address, the only name server the agent may reach.
-func (d *dnsScope) addr() netip.Addr { return d.proxy.Addr().Addr() }
+func (d *dnsScope) addr() netip.Addr { return d.address }
 
 // setGroup names the session's cgroup, before the agent starts in it.
 func (d *dnsScope) setGroup(g *cgroup.Group) {
@@ -181,31 +212,14 @@ func (d *dnsScope) setNet(n *sessionNet) {
 	d.mu.Unlock()
 }
 
-// fromSession says whether the client's socket was made in the session's
-// cgroup (or below it): the proxy listens on loopback, where every
-// process of the host reaches it, and another's refused name must not
-// count as the agent's. When the kernel cannot say (no sock_diag), the
-// query is served as the session's, as it was before the check, and
-// klock says so once.
-func (d *dnsScope) fromSession(network string, client net.Addr) bool {
+// fromSession says whether a query is the session's: the proxy listens
+// on the loopback of the session's own network namespace, which only the
+// session's processes share (stage 2 and the agent's), so every client
+// is, once the agent can run (its cgroup named).
+func (d *dnsScope) fromSession(string, net.Addr) bool {
 	d.mu.Lock()
-	g, n := d.group, d.net
-	d.mu.Unlock()
-	if g == nil {
-		return false // no agent yet
-	}
-	if n.relayed(addrPort(client)) {
-		// Relayed from the agent's own network namespace: the agent's.
-		return true
-	}
-	id, err := peerCgroup(network, addrPort(client), d.proxy.Addr())
-	if err != nil {
-		d.peerWarned.Do(func() {
-			d.log.Warn("the session's DNS proxy cannot tell its clients' cgroup: it serves every local client as the agent", "error", err)
-		})
-		return true
-	}
-	return inGroup(id, g.ID, g.Path)
+	defer d.mu.Unlock()
+	return d.group != nil
 }
 
 // attach starts feeding answers to the engine and the wall.
@@ -351,7 +365,14 @@ func (d *dnsScope) close() {
 		return
 	}
 	d.stopOnce.Do(func() { close(d.stop) })
-	_ = d.proxy.Close()
+	d.mu.Lock()
+	p := d.proxy
+	d.mu.Unlock()
+	if p != nil {
+		// Not under mu: Close waits for the queries in flight, whose
+		// answers take it.
+		_ = p.Close()
+	}
 	if d.resolvConf != "" {
 		_ = os.Remove(d.resolvConf)
 	}
@@ -377,9 +398,9 @@ func hostHasResolvConf() bool {
 
 func (d *dnsScope) confDetail() string {
 	if !hostHasResolvConf() {
-		return "this host has no " + resolvConf + ": the agent has no name server (it resolves through /etc/hosts), and port 53 is open to the session's DNS proxy (" + d.addr().String() + ") alone"
+		return "this host has no " + resolvConf + ": the agent has no name server (it resolves through /etc/hosts), and port 53 is open to the session's DNS proxy (" + d.addr().String() + " in the session's network namespace) alone"
 	}
-	return "the agent's /etc/resolv.conf names only " + d.addr().String() + ", the session's DNS proxy, and port 53 is open to it alone"
+	return "the agent's /etc/resolv.conf names only " + d.addr().String() + ", the session's DNS proxy, listening in the session's own network namespace (nothing of it on the host's addresses), and port 53 is open to it alone"
 }
 
 // backend is the proxy's entry in the verification log.

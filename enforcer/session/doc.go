@@ -20,42 +20,54 @@
 // manifest's network.max_egress_bytes as its quota) and the loopback
 // relays (enforcer/looprelay) for declared host loopback peers (one
 // address, at most looprelay.MaxPorts ports; wider ones are unreachable
-// and the log says so) and the DNS proxy's address; it runs beside cgroup-net,
-// which still decides every connect and send first. A wall that cannot be
+// and the log says so), and starts the session's DNS proxy in the
+// namespace; it runs beside cgroup-net, which still decides every connect
+// and send first. With NET:raw the agent's group may open ping sockets
+// there (net.ipv4.ping_group_range, per namespace) and the wall lets
+// their echo requests reach the declared peers' addresses (counted under
+// NET:raw); a SOCK_RAW or packet socket still fails with EPERM (the agent
+// has no CAP_NET_RAW), and the log says so. A wall that cannot be
 // built refuses the session (ErrDegraded) unless AllowDegraded: then the
 // namespace has no way out (declared peers unreachable, never open) and the
 // log says so. Permissive amendments widen it as they widen cgroup-net.
 // The walls of a killed klock's sessions are removed at the next session's
 // start (netwall.Sweep with cgroup.Alive). A strict session whose egress
 // passes its budget is killed (polled every budgetPoll, at once when the
-// loopback relay reaches its share; the reason naming the budget);
+// loopback relay reaches its share; the reason naming the budget), and
+// once more judged when its agent has exited, before the verdict (the
+// relay's queue read: looprelay.Settle): an agent that sent past its
+// budget and exited at once is killed all the same (budgetAtEnd);
 // permissive: the kernel drops the rest, the relay holds it, and the log
 // says so.
-// The counters (per declared peer, and what was dropped) go into the
-// verification log (vlog.Network) and, live, to Options.Traffic (klockd's
-// ps). Residuals: a server the agent starts is reachable from inside its
+// The counters (per declared peer: delivered, and sent past the budget;
+// what was dropped) go into the verification log (vlog.Network) and,
+// live, to Options.Traffic (klockd's ps). Residuals: a server the agent starts is reachable from inside its
 // namespace only; IPv6 peers but ::1 are unreachable.
 //
-// DNS (issue 23): when the ruleset names a host and the network is walled,
-// Run starts the session's DNS proxy (enforcer/dnsproxy) on 127.77.x.y:53
-// (DNSProxyAddrs: from the session id, the next on EADDRINUSE) before
-// anything else, writes a resolv.conf naming only it, which stage 2 binds
-// read-only over the agent's /etc/resolv.conf (launch.Spec.ResolvConf), and
-// opens port 53 to it alone (policy.Ruleset.WithResolvers). The agent, in
-// its own namespace, reaches it through a loopback relay on the same
-// address inside the namespace (not on the veth's host side: the address
-// is in the resolv.conf and the rules before stage 2 exists, while the
-// veth's is allocated after; and so no host address answers the agent on
-// port 53 at all). The proxy serves only sockets made in the session's
-// cgroup (sock_diag), and the relay's flows (Relay.Owns: the namespace is
-// the agent's alone). Each
+// DNS (issue 23): when the ruleset names a host and the network is walled
+// (always in a namespace of the session's own), Run chooses the session's
+// DNS proxy address (127.77.x.y, from the session id) before anything
+// else, writes a resolv.conf naming only it, which stage 2 binds read-only
+// over the agent's /etc/resolv.conf (launch.Spec.ResolvConf), and opens
+// port 53 to it alone (policy.Ruleset.WithResolvers). The proxy
+// (enforcer/dnsproxy) listens on that address, port 53, inside the
+// session's network namespace: its sockets are made there (a thread
+// moved in by setns) as soon as stage 2 made the namespace, before the
+// agent runs (again in a relaunched stage 2's), and it forwards from
+// klock's own threads, in the host's namespace. Nothing of it is bound on
+// the host: a host resolver on port 53 (0.0.0.0:53 included) is no
+// conflict, and only the session's processes reach it (the namespace is
+// theirs alone), so every query it serves is the agent's. Each
 // answer's addresses join the matched intent's rules (the engine's
 // ruleset, policy.Ruleset.WithHostAddrs, and cgroup-net's, through the same
 // Update permissive widening uses, serialized with it) before the agent
 // reads the answer, until the answer's TTL + DNSGrace (30s); the answers
 // are the names --learn writes (decide.Engine.Lookup). A refused name is
 // the event CONSUMES NET:<name>:53/udp (source dns-proxy) to the engine. A
-// proxy that cannot start is ErrSetup: never the open port 53.
+// proxy that cannot start is ErrSetup: never the open port 53. No session
+// runs a proxy on a host address: one without a namespace of its own
+// (observe-only, a container's) gets none (the agent asks the system's,
+// or its container's, name servers).
 //
 // Leases (KLIS-2..4): after the ruleset is compiled and before anything is
 // backed up or started, Run takes a lease on every intent of it that

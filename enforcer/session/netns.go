@@ -23,9 +23,10 @@ import (
 // A session with NET intents (not observe-only, not a container's) runs
 // in a network namespace of its own (stage 2's, launch.Spec.NewNetNS),
 // joined to the host by netwall's veth pair and nftables table: the packet
-// wall behind cgroup-net. Declared peers on the host's loopback (and the
-// session's DNS proxy on 127.77.x.y:53) are relayed into the namespace
-// (looprelay). netPlan says, from the ruleset, what goes where.
+// wall behind cgroup-net. Declared peers on the host's loopback are
+// relayed into the namespace (looprelay); the session's DNS proxy listens
+// in the namespace itself (dns.go). netPlan says, from the ruleset, what
+// goes where.
 
 // via names the path of a peer's traffic in the log.
 const (
@@ -53,7 +54,15 @@ type netPlan struct {
 	peers []netPeer
 	// unreachable says, per peer the namespace cannot reach, why.
 	unreachable []string
+	// raw: NET:raw is declared: the agent's group may open ping sockets
+	// in the namespace (pingGID, set by prepare), and the wall lets their
+	// echo requests reach the peers' addresses (cfg.PingPeer).
+	raw     bool
+	pingGID uint32
 }
+
+// rawPeer is NET:raw's name in the log: the pings' counters.
+const rawPeer = "NET:raw"
 
 type relayPeer struct {
 	name  string
@@ -69,8 +78,9 @@ type hostPeer struct {
 }
 
 // planNet sorts the CONSUMES NET rules of rs into wall peers, loopback
-// relays and host peers.
-func planNet(rs *policy.Ruleset, budget uint64) netPlan {
+// relays and host peers. dnsProxy is the session's DNS proxy's address
+// (invalid: none): it listens in the namespace, nothing relays it.
+func planNet(rs *policy.Ruleset, budget uint64, dnsProxy netip.Addr) netPlan {
 	p := netPlan{start: map[string][]netip.Addr{}, hosts: map[string][]hostPeer{}}
 	p.cfg.MaxEgressBytes = budget
 	seen := map[string]bool{}
@@ -113,6 +123,8 @@ func planNet(rs *policy.Ruleset, budget uint64) netPlan {
 		name := "NET:" + pat.String()
 		a := pat.Prefix.Addr()
 		switch {
+		case dnsProxy.IsValid() && a.Unmap() == dnsProxy && pat.Prefix.IsSingleIP() && pat.Ports == (policy.PortRange{Lo: 53, Hi: 53}):
+			// The session's DNS proxy, there already.
 		case a.IsLoopback() && pat.Prefix.IsSingleIP():
 			p.relays = append(p.relays, relayPeer{name, a, pat.Ports, pat.Proto})
 			peer(name, viaRelay)
@@ -126,6 +138,11 @@ func planNet(rs *policy.Ruleset, budget uint64) netPlan {
 			}
 			peer(name, viaWall)
 		}
+	}
+	if rs.RawSockets {
+		p.raw = true
+		p.cfg.PingPeer = rawPeer
+		peer(rawPeer, viaWall)
 	}
 	return p
 }
@@ -141,6 +158,9 @@ type sessionNet struct {
 	// relayOver is told when the relay reached its share of the egress
 	// budget (it holds the flow; the budget's watcher checks at once).
 	relayOver chan struct{}
+	// pingErr: why the agent's group could not be let open ping sockets
+	// (NET:raw declared), for the log.
+	pingErr error
 
 	mu sync.Mutex
 	// notRelayed: loopback peers (or answers) the relay could not serve.
@@ -170,6 +190,15 @@ func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.L
 	}
 	if n.relay, err = looprelay.New(pid); err != nil {
 		return nil, err
+	}
+	if plan.raw {
+		// The agent has no CAP_NET_RAW: a ping socket is how it sends
+		// an ICMP echo, and only the groups of the namespace's
+		// ping_group_range may open one. A failure costs the agent its
+		// pings, not a wall: logged, and the session goes on.
+		if n.pingErr = allowPing(netNSPath(pid), plan.pingGID); n.pingErr != nil {
+			log.Warn("NET:raw: the agent's group cannot open ping sockets", "error", n.pingErr)
+		}
 	}
 	if b := plan.cfg.MaxEgressBytes; b > 0 {
 		n.relay.SetBudget(b, func() {
@@ -248,12 +277,6 @@ func (n *sessionNet) widen(t policy.Triple) error {
 	return nil
 }
 
-// relayed says whether a client of the DNS proxy is the relay's host end
-// of a flow from the session's namespace (the agent's).
-func (n *sessionNet) relayed(a netip.AddrPort) bool {
-	return n != nil && n.relay != nil && n.relay.Owns(a)
-}
-
 // counters are the wall's and the relays' counts for the log.
 func (n *sessionNet) counters() (*vlog.Network, error) {
 	out := &vlog.Network{MaxEgressBytes: n.plan.cfg.MaxEgressBytes}
@@ -263,10 +286,12 @@ func (n *sessionNet) counters() (*vlog.Network, error) {
 	}
 	rc := n.relay.Counters()
 	add := func(name, via string, c netwall.Counts) {
-		out.Peers = append(out.Peers, vlog.PeerCounters{Peer: name, Via: via, OutPackets: c.OutPackets, OutBytes: c.OutBytes, InPackets: c.InPackets, InBytes: c.InBytes})
+		out.Peers = append(out.Peers, vlog.PeerCounters{Peer: name, Via: via, OutPackets: c.OutPackets, OutBytes: c.OutBytes, InPackets: c.InPackets, InBytes: c.InBytes,
+			OverBudgetPackets: c.OverPackets, OverBudgetBytes: c.OverBytes})
 		if name != netwall.Dropped {
 			out.OutBytes += c.OutBytes
 			out.InBytes += c.InBytes
+			out.AttemptedOutBytes += c.OutBytes + c.OverBytes
 		}
 	}
 	n.mu.Lock()
@@ -286,6 +311,8 @@ func (n *sessionNet) counters() (*vlog.Network, error) {
 			c.OutBytes += r.OutBytes
 			c.InPackets += r.InPackets
 			c.InBytes += r.InBytes
+			c.OverPackets += r.OverPackets
+			c.OverBytes += r.OverBytes
 			if via == viaWall && (r.OutBytes > 0 || r.InBytes > 0) {
 				via = viaWall + " and " + viaRelay
 			}
@@ -308,24 +335,39 @@ func (n *sessionNet) counters() (*vlog.Network, error) {
 	return out, nil
 }
 
+// spending is what the session sent out through the wall and the relays.
+type spending struct {
+	// delivered reached the peers; attempted is what the agent sent,
+	// delivered or held past the budget.
+	delivered, attempted uint64
+}
+
 // exceeded reports whether the session spent its egress budget: the
-// wall's quota, or what it and the relays carried out.
-func (n *sessionNet) exceeded() (bool, uint64, error) {
+// wall's quota, or what it and the relays were sent.
+func (n *sessionNet) exceeded() (bool, spending, error) {
 	if n == nil || n.plan.cfg.MaxEgressBytes == 0 {
-		return false, 0, nil
+		return false, spending{}, nil
 	}
 	budget := n.plan.cfg.MaxEgressBytes
-	over, sent, err := n.wall.Exceeded()
+	ws, err := n.wall.Spent()
 	if err != nil {
-		return false, 0, err
+		return false, spending{}, err
 	}
+	sp := spending{delivered: ws.Delivered, attempted: ws.Attempted}
 	// The relay's share is what the wall left: the two together stay
 	// within the budget.
-	n.relay.SetBudget(budget-min(sent, budget), nil)
+	n.relay.SetBudget(budget-min(ws.Delivered, budget), nil)
 	for _, c := range n.relay.Counters() {
-		sent += c.OutBytes
+		sp.delivered += c.OutBytes
+		sp.attempted += c.OutBytes + c.OverBytes
 	}
-	return over || sent >= budget, sent, nil
+	return ws.Over || sp.attempted >= budget, sp, nil
+}
+
+// budgetReason is a strict kill's reason for a spent budget.
+func (n *sessionNet) budgetReason(sp spending) string {
+	return fmt.Sprintf("the agent exceeded its egress budget: it sent %d bytes (%d delivered) where network.max_egress_bytes allows %d; the packet wall and the loopback relay carry no more",
+		sp.attempted, sp.delivered, n.plan.cfg.MaxEgressBytes)
 }
 
 // backend is the wall's entry in the verification log.
@@ -340,6 +382,14 @@ func (n *sessionNet) backend() vlog.Backend {
 	}
 	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
 		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))
+	}
+	if n.plan.raw {
+		if n.pingErr != nil {
+			d = append(d, "NET:raw: the agent's group could not be let open ping sockets ("+n.pingErr.Error()+"): its pings fail")
+		} else {
+			d = append(d, fmt.Sprintf("NET:raw: the agent's group (%d) may open ICMP ping sockets in the namespace (net.ipv4.ping_group_range); their echo requests reach the declared peers' addresses (counted under NET:raw), no other ICMP leaves", n.plan.pingGID))
+		}
+		d = append(d, "NET:raw: a raw (SOCK_RAW) or packet socket still fails with EPERM: the agent runs without CAP_NET_RAW, which no declaration gives it")
 	}
 	d = append(d, "a service the agent listens on (PROVIDES NET) is reachable from inside its namespace only")
 	for _, u := range n.plan.unreachable {
@@ -406,13 +456,13 @@ func (s *running) watchBudget(n *sessionNet) func() {
 			case <-t.C:
 			case <-n.relayOver:
 			}
-			over, sent, err := n.exceeded()
+			over, sp, err := n.exceeded()
 			if err != nil {
 				s.log.Warn("read the egress budget", "error", err)
 				continue
 			}
 			if over {
-				s.overBudget <- fmt.Sprintf("the agent exceeded its egress budget: %d bytes out of the %d network.max_egress_bytes allows; the packet wall and the loopback relay carry no more", sent, n.plan.cfg.MaxEgressBytes)
+				s.overBudget <- n.budgetReason(sp)
 				return
 			}
 		}
@@ -420,5 +470,37 @@ func (s *running) watchBudget(n *sessionNet) func() {
 	return func() {
 		close(stop)
 		<-done
+	}
+}
+
+// budgetAtEnd judges the egress budget once more when the agent has
+// exited, before the verdict: an agent that sent past its budget and
+// exited before the watcher's next poll (or before the relay read what it
+// had queued) is killed all the same in strict mode (the kill of a
+// session whose agent is gone: the rollback and the log's reason follow),
+// and warned about in permissive mode.
+func (s *running) budgetAtEnd(n *sessionNet) {
+	if n == nil || n.plan.cfg.MaxEgressBytes == 0 || s.budgetSpent {
+		return
+	}
+	n.relay.Settle(time.Second)
+	over, sp, err := n.exceeded()
+	if err != nil {
+		s.log.Warn("read the egress budget", "error", err)
+		return
+	}
+	if over {
+		s.overBudgetAt(n.budgetReason(sp))
+	}
+}
+
+// overBudgetAt acts on a spent budget: a strict session is killed.
+func (s *running) overBudgetAt(why string) {
+	s.budgetSpent = true
+	if s.mode == policy.ModeStrict {
+		s.log.Error("killing the session", "reason", why)
+		s.kill(why, nil)
+	} else {
+		s.warn("egress budget spent (permissive): the packet wall drops the agent's packets from now on", "reason", why)
 	}
 }

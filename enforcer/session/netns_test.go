@@ -16,7 +16,8 @@ import (
 // (IPv4 addresses and host names), loopback relays (one loopback address),
 // and what the session's namespace cannot reach (a loopback range, IPv6);
 // a host's addresses resolved at the start join its peer (loopback ones
-// through a relay); binds and raw sockets are no peer.
+// through a relay); binds are no peer, nor the session's DNS proxy
+// (it listens in the namespace: no relay); NET:raw is the pings' peer.
 func TestPlanNet(t *testing.T) {
 	m, err := policy.Parse("m.yaml", []byte(testutil.ManifestYAML("coder", "strict", t.TempDir(),
 		"CONSUMES NET:192.0.2.1:443/tcp", "CONSUMES NET:127.0.0.1:8080/tcp", "CONSUMES NET:127.0.0.0/8:80/tcp",
@@ -35,7 +36,12 @@ func TestPlanNet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := planNet(rs, 1000)
+	proxy := netip.MustParseAddr("127.77.1.2")
+	rs, err = rs.WithResolvers([]netip.Addr{proxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := planNet(rs, 1000, proxy)
 	var wall []string
 	for _, pe := range p.cfg.Peers {
 		wall = append(wall, pe.Name)
@@ -64,8 +70,15 @@ func TestPlanNet(t *testing.T) {
 		t.Errorf("unreachable:\n%s", un)
 	}
 	for _, pe := range p.peers {
-		if strings.Contains(pe.name, "9000") || strings.Contains(pe.name, "raw") {
-			t.Errorf("%s is no peer (a bind, raw sockets)", pe.name)
+		if strings.Contains(pe.name, "9000") || strings.Contains(pe.name, "127.77.1.2") {
+			t.Errorf("%s is no peer (a bind, the DNS proxy in the namespace)", pe.name)
 		}
+	}
+	// NET:raw: the pings' peer on the wall, and ping sockets.
+	if !p.raw || p.cfg.PingPeer != rawPeer || !slices.Contains(p.peers, netPeer{rawPeer, viaWall}) {
+		t.Errorf("NET:raw: raw %v, ping peer %q, peers %v", p.raw, p.cfg.PingPeer, p.peers)
+	}
+	if p.pingGID != 0 {
+		t.Errorf("the plan names no group; prepare does")
 	}
 }

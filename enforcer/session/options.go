@@ -206,8 +206,8 @@ type Options struct {
 	// (klockd's ps).
 	Traffic func(read func() (out, in uint64))
 
-	// dns is the session's DNS proxy (Run sets it for prepare): told
-	// which of its clients are the agent's relayed queries.
+	// dns is the session's DNS proxy (Run sets it for prepare), started
+	// in the session's network namespace once stage 2 made it.
 	dns *dnsScope
 	// tl is the session's timeline (Run sets it for prepare).
 	tl *timeline

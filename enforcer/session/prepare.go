@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -28,6 +29,27 @@ type prepared struct {
 type netResult struct {
 	n   *sessionNet
 	err error
+	// dnsErr: the session's DNS proxy could not listen in the namespace
+	// (never degraded: the session refuses to start).
+	dnsErr error
+}
+
+// walledNS builds the packet wall and the relays around pid's network
+// namespace and starts the session's DNS proxy in it. A namespace
+// already gone (stage 2 exited: it is started over) is left for the new
+// one.
+func walledNS(ctx context.Context, o Options, id string, pid int, plan netPlan, log *slog.Logger) netResult {
+	n, err := setupNet(ctx, id, pid, plan, log)
+	if err != nil && errors.Is(err, os.ErrNotExist) {
+		return netResult{n, err, nil}
+	}
+	dnsErr := o.dns.listenIn(netNSPath(pid))
+	if dnsErr != nil && errors.Is(dnsErr, os.ErrNotExist) {
+		// Gone since the wall was built: the same as above.
+		n.close()
+		return netResult{nil, dnsErr, nil}
+	}
+	return netResult{n, err, dnsErr}
 }
 
 type backupResult struct {
@@ -113,21 +135,35 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 	// over, and the wall is built for the new one (OnRelaunch), or
 	// Release says why stage 2 failed.
 	netLater, relaunched := false, false
-	if spec.NewNetNS && !launch.NeedsNetNS(rs) {
-		plan := planNet(rs, o.Manifest.EgressBudget())
+	walled := spec.NewNetNS && !launch.NeedsNetNS(rs)
+	if o.dns != nil && !walled {
+		// Not reached: a session gets a DNS proxy only with a namespace
+		// of its own (netWalled), where the proxy listens.
+		return nil, fmt.Errorf("%w: the session's DNS proxy needs the session's own network namespace", ErrSetup)
+	}
+	if walled {
+		var dnsAddr netip.Addr
+		if o.dns != nil {
+			dnsAddr = o.dns.addr()
+		}
+		plan := planNet(rs, o.Manifest.EgressBudget(), dnsAddr)
+		plan.pingGID = spec.User.GID
 		joined = make(chan netResult, 1)
 		pid := pending.Pid()
-		go func() {
-			n, err := setupNet(ctx, id, pid, plan, log)
-			joined <- netResult{n, err}
-		}()
+		go func() { joined <- walledNS(ctx, o, id, pid, plan, log) }()
 		pending.OnRelaunch(func(pid int) error {
-			// A new stage 2, a new namespace: the wall is built again.
+			// A new stage 2, a new namespace: the wall is built again,
+			// and the DNS proxy listens in the new one.
 			relaunched = true
 			be.net.close()
 			be.net = nil
 			be.list = slices.DeleteFunc(be.list, func(b vlog.Backend) bool { return b.Name == "netwall" })
-			if err := be.joinedNet(setupNet(ctx, id, pid, plan, log)); err != nil {
+			r := walledNS(ctx, o, id, pid, plan, log)
+			if r.dnsErr != nil {
+				r.n.close()
+				return fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, r.dnsErr)
+			}
+			if err := be.joinedNet(r.n, r.err); err != nil {
 				return err
 			}
 			o.dns.setNet(be.net)
@@ -146,6 +182,10 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 			log.Debug("stage 2 ended before its namespace was walled", "error", r.err)
 			netLater = true
 			return nil
+		}
+		if r.dnsErr != nil {
+			r.n.close()
+			return fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, r.dnsErr)
 		}
 		if err := be.joinedNet(r.n, r.err); err != nil {
 			return err

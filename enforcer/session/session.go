@@ -287,6 +287,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	stopBudget := s.watchBudget(be.net)
 	s.loop(ctx)
 	stopBudget()
+	// What the agent sent just before it exited is judged too, before
+	// the verdict.
+	s.budgetAtEnd(be.net)
 	if dnsp != nil {
 		// The agent is gone: no query is left to answer.
 		dnsp.close()
@@ -454,8 +457,10 @@ type running struct {
 	stageExecs int
 	// ctr is the adopted container (nil: klock launched the agent).
 	ctr *Container
-	// overBudget says once that the agent spent its egress budget.
-	overBudget chan string
+	// overBudget says once that the agent spent its egress budget;
+	// budgetSpent, that it was acted on.
+	overBudget  chan string
+	budgetSpent bool
 	// forked are the processes of the container whose fork the observer
 	// reported (a child of a process already in it), and entrants those
 	// that joined it from outside (runc exec and the engines' exec: the
@@ -716,12 +721,7 @@ func (s *running) loop(ctx context.Context) {
 		case ev := <-s.dnsRefused:
 			s.act(s.eng.Observe(ev))
 		case why := <-s.overBudget:
-			if s.mode == policy.ModeStrict {
-				s.log.Error("killing the session", "reason", why)
-				s.kill(why, nil)
-			} else {
-				s.warn("egress budget spent (permissive): the packet wall drops the agent's packets from now on", "reason", why)
-			}
+			s.overBudgetAt(why)
 		case <-ctx.Done():
 			s.interrupted = !s.killed
 			s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)

@@ -87,6 +87,9 @@ func (l *Log) Headline() (verdict, summary string) {
 			q = append(q, "killed")
 		}
 	}
+	if l.Network != nil && l.Network.Exceeded {
+		q = append(q, "egress budget exceeded")
+	}
 	if verdict != VerdictRefused && len(l.Refused) > 0 {
 		q = append(q, fmt.Sprintf("and klock's wall refused %s the manifest declares", plural(len(l.Refused), "operation")))
 	}

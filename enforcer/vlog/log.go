@@ -52,11 +52,16 @@ type Network struct {
 	// after the peer's DNS answer expired).
 	Peers []PeerCounters `json:"peers"`
 	// OutBytes and InBytes are the totals the session sent and received
-	// through the wall and the relays (dropped packets not included).
+	// through the wall and the relays: what was delivered (dropped
+	// packets, and what the budget held, not included).
 	OutBytes uint64 `json:"out_bytes"`
 	InBytes  uint64 `json:"in_bytes"`
+	// AttemptedOutBytes is what the agent sent to its peers, delivered or
+	// held past the budget (OutBytes plus the peers' OverBudgetBytes).
+	AttemptedOutBytes uint64 `json:"attempted_out_bytes,omitempty"`
 	// MaxEgressBytes is the manifest's budget (0: none); Exceeded, whether
-	// the session spent it.
+	// the session spent it (the attempted bytes reached it: a strict
+	// session is killed, however soon it exited).
 	MaxEgressBytes uint64 `json:"max_egress_bytes,omitempty"`
 	Exceeded       bool   `json:"exceeded,omitempty"`
 }
@@ -66,11 +71,18 @@ type PeerCounters struct {
 	Peer string `json:"peer"`
 	// Via is "packet wall" (nftables counters) or "loopback relay" (a
 	// host loopback service, relayed into the session's namespace).
-	Via        string `json:"via"`
+	Via string `json:"via"`
+	// Out* is what reached the peer: through the wall, IP packets
+	// (headers included); through the relay, the bytes it forwarded.
 	OutPackets uint64 `json:"out_packets"`
 	OutBytes   uint64 `json:"out_bytes"`
 	InPackets  uint64 `json:"in_packets"`
 	InBytes    uint64 `json:"in_bytes"`
+	// OverBudget* is what the agent sent to the peer past the egress
+	// budget, which the wall dropped or the relay held: attempted, never
+	// delivered.
+	OverBudgetPackets uint64 `json:"over_budget_packets,omitempty"`
+	OverBudgetBytes   uint64 `json:"over_budget_bytes,omitempty"`
 }
 
 // Log is one session's verification log.

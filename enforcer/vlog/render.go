@@ -225,7 +225,11 @@ func (r *renderer) network(n *Network) {
 	r.section("Network (bytes and packets out / in)", len(n.Peers))
 	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', 0)
 	for _, p := range n.Peers {
-		fmt.Fprintf(tw, "  %s\t%d B / %d B\t%d / %d packets\t%s\n", p.Peer, p.OutBytes, p.InBytes, p.OutPackets, p.InPackets, p.Via)
+		over := ""
+		if p.OverBudgetBytes > 0 {
+			over = fmt.Sprintf("\t(%d B in %d packets past the budget, not delivered)", p.OverBudgetBytes, p.OverBudgetPackets)
+		}
+		fmt.Fprintf(tw, "  %s\t%d B / %d B\t%d / %d packets\t%s%s\n", p.Peer, p.OutBytes, p.InBytes, p.OutPackets, p.InPackets, p.Via, over)
 	}
 	r.err = firstErr(r.err, tw.Flush())
 	budget := ""
@@ -236,7 +240,11 @@ func (r *renderer) network(n *Network) {
 		}
 		budget += ")"
 	}
-	r.line("  total %d B out%s, %d B in", n.OutBytes, budget, n.InBytes)
+	attempted := ""
+	if n.AttemptedOutBytes > n.OutBytes {
+		attempted = fmt.Sprintf(" delivered of %d B sent", n.AttemptedOutBytes)
+	}
+	r.line("  total %d B out%s%s, %d B in", n.OutBytes, attempted, budget, n.InBytes)
 }
 
 func (r *renderer) observed(l *Log, max int) {

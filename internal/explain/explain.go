@@ -26,7 +26,10 @@ type Report struct {
 	Cost       *policy.CostEnvelope `json:"cost_envelope"`
 	Grants     []policy.Grant       `json:"grants,omitempty"`
 	Warnings   []policy.Diagnostic  `json:"warnings,omitempty"`
-	Signed     bool                 `json:"signed"`
+	// Network says what declared network objects give the agent where
+	// that is less than their name suggests (NET:raw).
+	Network []string `json:"network_notes,omitempty"`
+	Signed  bool     `json:"signed"`
 	// Wall is how the Landlock wall of this host would enforce the file
 	// rules, when the caller planned it (nil otherwise).
 	Wall *Wall `json:"landlock_wall,omitempty"`
@@ -61,6 +64,13 @@ func Build(m *policy.Manifest, rs *policy.Ruleset) Report {
 		Grants: m.Grants, Warnings: m.Warnings, Signed: m.Signature != nil,
 	}
 	r.HITL, r.HITLReason = m.EffectiveHITL()
+	if rs.RawSockets {
+		// The agent runs without capabilities: what NET:raw can give it
+		// is the ping sockets klock opens to its group, not SOCK_RAW.
+		r.Network = append(r.Network,
+			"NET:raw: ping works (ICMP echo through ping sockets, which klock lets the agent's group open in the session's network namespace), to the declared peers' addresses only",
+			"NET:raw: a raw (SOCK_RAW) or packet socket still fails with EPERM: the agent runs without CAP_NET_RAW, which no intent gives it")
+	}
 	for _, in := range rs.Intents {
 		if in.Origin == "manifest" {
 			r.Intents = append(r.Intents, in.String())
@@ -157,6 +167,12 @@ func Text(w io.Writer, r Report) error {
 		}
 		for _, n := range r.Wall.Refused {
 			p("  refused by the wall            %s  %s\n", n.Object, n.Reason)
+		}
+	}
+	if len(r.Network) > 0 {
+		p("\nNetwork\n")
+		for _, n := range r.Network {
+			p("  %s\n", n)
 		}
 	}
 	if len(r.Warnings) > 0 {

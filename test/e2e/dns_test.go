@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/netip"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -190,28 +188,6 @@ func TestNoDNSExfiltration(t *testing.T) {
 	learned := string(o.Res.Learned)
 	if !strings.Contains(learned, "CONSUMES NET:svc.test:"+port+"/tcp") || strings.Contains(learned, "- CONSUMES NET:127.0.0.31") {
 		t.Errorf("learned manifest does not name svc.test:%s by its name:\n%s", port, learned)
-	}
-}
-
-// TestNoProxyNoSession: when the session's DNS proxy cannot start (every
-// address it tries is taken), the session refuses to start with ErrSetup
-// saying why; it never falls back to the system's name servers.
-func TestNoProxyNoSession(t *testing.T) {
-	w := harness.NewWorld(t)
-	id := harness.NewID()
-	for _, a := range session.DNSProxyAddrs(id) {
-		c, err := net.ListenPacket("udp4", netip.AddrPortFrom(a, 53).String())
-		if err != nil {
-			continue // taken already: as good
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	d := startTestDNS(t, "127.0.0.31", "127.0.0.31")
-	o, err := w.RunErr(harness.Spec{ID: id, Intents: append(harness.ProbeIntents(), "CONSUMES NET:svc.test:80/tcp"),
-		Command: []string{harness.Probe, "lookup:svc.test"}, DNSUpstreams: []string{d.addr}, Resolve: startResolve})
-	t.Logf("%v", err)
-	if !errors.Is(err, session.ErrSetup) || !strings.Contains(err.Error(), "DNS proxy") || !strings.Contains(err.Error(), "address already in use") {
-		t.Fatalf("session.Run = %v, want ErrSetup naming the DNS proxy and the taken address\n%s", err, o.Stderr)
 	}
 }
 

@@ -405,6 +405,21 @@ func step(op, arg string) error {
 		addr, n := two(arg)
 		count, _ := strconv.Atoi(n)
 		return sendN(addr, count)
+	case "udpburst": // ADDR:PORT>N>SIZE: N datagrams of SIZE bytes, back to back, errors ignored (a full queue, a wall's drop)
+		addr, rest := two(arg)
+		n, size := two(rest)
+		count, _ := strconv.Atoi(n)
+		sz, _ := strconv.Atoi(size)
+		c, err := net.Dial("udp4", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, sz)
+		for range count {
+			_, _ = c.Write(buf)
+		}
+		return nil
 	case "pingsend": // ADDR: one ICMP echo from an ICMP datagram socket; "ok" when a reply came within a second
 		return pingSend(arg)
 	case "resolve-dial": // NAME>PORT: look NAME up, connect to its first address on PORT (tcp)
