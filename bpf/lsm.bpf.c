@@ -31,6 +31,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
 #define EXDEV 18
+#define PIPEFS_MAGIC 0x50495045
+#define SOCKFS_MAGIC 0x534F434B
 #define FMODE_WRITE 0x2
 #define FMODE_CREATED 0x100000
 #define O_TMPFILE_DIR 020000000 /* __O_TMPFILE */
@@ -509,6 +511,14 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 			return 0;
 		}
 	}
+	/* An anonymous pipe or socket reopened through /proc/self/fd/N
+	 * (bash's <(...) hands the agent /dev/fd/63): only a process that
+	 * holds it can name it there, and it is no file of any file system,
+	 * so no rule is about it (Landlock leaves it alone too). A named FIFO
+	 * lives on a real file system and is decided as a file. */
+	__u64 magic = BPF_CORE_READ(file, f_inode, i_sb, s_magic);
+	if (magic == PIPEFS_MAGIC || magic == SOCKFS_MAGIC)
+		return 0;
 	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
 	int r = check1(s, LSM_OP_OPEN, need, d, vm, 1, flags);
 	if (r == 0 && (flags & LSM_E_CREATED)) {

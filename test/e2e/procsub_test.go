@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -21,6 +22,9 @@ import (
 func TestProcessSubstitutionIsClean(t *testing.T) {
 	for _, via := range []string{"dev", "proc"} {
 		t.Run(via, func(t *testing.T) {
+			if _, err := os.Stat("/dev/fd"); err != nil && via == "dev" {
+				t.Skipf("no /dev/fd on this system (%v): /proc/self/fd is the same door", err)
+			}
 			w := harness.NewWorld(t)
 			o := w.Run(harness.Spec{
 				Intents: append(harness.ProbeIntents(), "CONSUMES NET:127.0.0.1:9/tcp"),
