@@ -358,3 +358,20 @@ func TestUpstreamFailures(t *testing.T) {
 		t.Errorf("no good upstream: %s", dns.RcodeToString[r.Rcode])
 	}
 }
+
+func TestNonPublic(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		want   bool
+	}{
+		{"10.0.0.0/8", true}, {"10.1.2.3/32", true}, {"127.0.0.31/32", true}, {"0.0.0.0/0", true},
+		{"96.0.0.0/3", true}, // holds 100.64.0.0/10
+		{"93.184.216.0/24", false}, {"8.8.8.8/32", false}, {"169.254.169.254/32", true},
+		{"fd00::/8", true}, {"2001:db8::/32", false}, {"::/0", true}, {"::ffff:10.0.0.0/104", true},
+		{"::ffff:93.184.216.34/128", false},
+	} {
+		if got := NonPublic(netip.MustParsePrefix(tc.prefix)); got != tc.want {
+			t.Errorf("NonPublic(%s) = %v, want %v", tc.prefix, got, tc.want)
+		}
+	}
+}

@@ -106,3 +106,31 @@ func hostAddrs() []netip.Addr {
 	}
 	return out
 }
+
+// rangeStarts are the first addresses of the ranges Classify refuses.
+var rangeStarts = []string{"0.0.0.0", "10.0.0.0", "100.64.0.0", "127.0.0.0", "169.254.0.0", "172.16.0.0", "192.168.0.0",
+	"198.18.0.0", "224.0.0.0", "240.0.0.0", "::", "::1", "64:ff9b::", "fc00::", "fe80::", "fec0::", "ff00::"}
+
+// NonPublic reports whether a declared prefix holds addresses Classify
+// refuses without a declaration: its answers for a declared name are given
+// to the agent only because the manifest declares the prefix.
+func NonPublic(p netip.Prefix) bool {
+	p = p.Masked()
+	if p.Addr().Is4In6() {
+		p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+	}
+	if Classify(p.Addr(), nil, nil) != "" {
+		return true
+	}
+	for _, s := range rangeStarts {
+		if p.Contains(netip.MustParseAddr(s)) {
+			return true
+		}
+	}
+	for _, m := range metadataAddrs {
+		if p.Contains(m) {
+			return true
+		}
+	}
+	return false
+}

@@ -104,12 +104,13 @@ func TestProxyServesTheSessionOnly(t *testing.T) {
 		mu.Unlock()
 		m := new(dns.Msg)
 		m.SetReply(r)
-		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("127.0.0.41")})
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("198.51.100.41")})
 		_ = w.WriteMsg(m)
 	})}
 	go func() { _ = up.ActivateAndServe() }()
 	defer up.Shutdown()
-	d, err := startDNS(NewID(time.Now()), t.TempDir(), []string{"svc.test"}, []string{pc.LocalAddr().String()}, nil)
+	_, rs := compileFor(t, t.TempDir(), "CONSUMES NET:svc.test:443/tcp")
+	d, err := startDNS(NewID(time.Now()), t.TempDir(), rs, []string{pc.LocalAddr().String()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
