@@ -40,3 +40,15 @@ func TestNetworkBudget(t *testing.T) {
 		t.Errorf("a budget without a NET intent: warnings %v", m.Warnings)
 	}
 }
+
+func TestDeclaredPrefixes(t *testing.T) {
+	rs := mustCompile(t, "CONSUMES NET:10.1.2.3:443/tcp", "CONSUMES NET:192.168.0.0/16:*",
+		"CONSUMES NET:[fd00::/8]:53/udp", "CONSUMES NET:svc.example.com:443/tcp", "PROVIDES NET:172.16.0.1:8080/tcp", "CONSUMES NET:10.1.2.3:80/tcp")
+	var got []string
+	for _, p := range rs.DeclaredPrefixes() {
+		got = append(got, p.String())
+	}
+	if want := "10.1.2.3/32 192.168.0.0/16 fd00::/8"; strings.Join(got, " ") != want {
+		t.Errorf("DeclaredPrefixes = %v, want %s", got, want)
+	}
+}

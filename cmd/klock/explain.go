@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/klocklabs/klock/enforcer/dnsproxy"
 	"github.com/klocklabs/klock/internal/explain"
 	"github.com/klocklabs/klock/policy"
 	"github.com/spf13/cobra"
@@ -34,6 +35,7 @@ back) instead of being refused before the effect.`,
 			}
 			r := explain.Build(m, rs)
 			r.Wall = explainWall(rs)
+			r.DNSPrivate = explainDNS(rs)
 			if asJSON {
 				return explain.JSON(cmd.OutOrStdout(), r)
 			}
@@ -42,4 +44,31 @@ back) instead of being refused before the effect.`,
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return c
+}
+
+// explainDNS says which declared names may resolve to non-public
+// addresses: only to those the manifest declares (nil when none).
+func explainDNS(rs *policy.Ruleset) *explain.DNSPrivate {
+	d := &explain.DNSPrivate{}
+	for _, p := range rs.DeclaredPrefixes() {
+		if !dnsproxy.NonPublic(p) {
+			continue
+		}
+		if p.IsSingleIP() {
+			d.Prefixes = append(d.Prefixes, p.Addr().String())
+		} else {
+			d.Prefixes = append(d.Prefixes, p.String())
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range rs.Net {
+		if h := r.Pattern.Host; h != "" && !seen[h] && r.Access.Has(policy.Consumes) && rs.Intents[r.Intent].Origin == "manifest" {
+			seen[h] = true
+			d.Names = append(d.Names, h)
+		}
+	}
+	if len(d.Prefixes) == 0 || len(d.Names) == 0 {
+		return nil
+	}
+	return d
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klocklabs/klock/internal/testutil"
 )
 
 // Issue 20 item 4: klock explain shows the CEL a seed 002 condition runs as.
@@ -35,5 +37,33 @@ func TestExplainShowsConditionTranslation(t *testing.T) {
 	js, code := run(t, "explain", "--json", f)
 	if code != exitOK || !strings.Contains(js, `"unsupervised_cel": "amount_usd \u003c= 50 \u0026\u0026 context.account.tier != \"enterprise\""`) {
 		t.Fatalf("explain --json: %d\n%s", code, js)
+	}
+}
+
+// TestExplainSaysWhichNamesMayResolvePrivate: a manifest declaring a
+// private prefix and a loopback address besides its host names says that
+// those names may resolve there; one declaring only names says nothing.
+func TestExplainSaysWhichNamesMayResolvePrivate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, intents ...string) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(testutil.ManifestYAML("dns-bot", "strict", dir, intents...)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := write("private.yaml", "CONSUMES NET:*.example.test:443/tcp", "CONSUMES NET:svc.test:80/tcp",
+		"CONSUMES NET:10.203.0.0/16:443/tcp", "CONSUMES NET:127.0.0.31:8080/tcp", "CONSUMES NET:93.184.216.34:443/tcp")
+	out, code := run(t, "explain", f)
+	want := "DNS: *.example.test, svc.test may resolve to the declared 10.203.0.0/16, 127.0.0.31; any other loopback, private, link-local or metadata answer is withheld"
+	if code != exitOK || !strings.Contains(out, want) {
+		t.Fatalf("explain: %d, want %q\n%s", code, want, out)
+	}
+	if js, _ := run(t, "explain", "--json", f); !strings.Contains(js, `"dns_private"`) {
+		t.Errorf("explain --json lacks dns_private:\n%s", js)
+	}
+	out, code = run(t, "explain", write("public.yaml", "CONSUMES NET:svc.test:80/tcp", "CONSUMES NET:93.184.216.34:443/tcp"))
+	if code != exitOK || strings.Contains(out, "DNS:") {
+		t.Errorf("explain without a private declaration: %d\n%s", code, out)
 	}
 }

@@ -63,8 +63,12 @@ declared names to the system's resolvers and opens each answer's addresses
 to the intent's ports for the answer's TTL plus 30s, so a host whose
 addresses change (a CDN) stays reachable. Every other name is refused and
 never forwarded (no data leaves in the names asked for): a violation, as
-CONSUMES NET:<name>:53/udp. --learn writes hosts by the names the agent
-asked for, not the addresses they answered.
+CONSUMES NET:<name>:53/udp (or /tcp). The proxy asks upstream in a query
+of its own (nothing of the agent's but the name leaves) and withholds an
+answer's loopback, private, link-local and metadata addresses unless the
+manifest declares them (a violation, as CONSUMES NET:<address>:<port>).
+--learn writes hosts by the names the agent asked for, not the addresses
+they answered.
 
 strict      a violation kills the whole session (cgroup.kill) and prints the
             ScopeViolationError; files are restored from the pre-flight backup

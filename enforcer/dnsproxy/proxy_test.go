@@ -14,18 +14,29 @@ import (
 )
 
 // upstream is a name server the test runs: it answers svc.test (and
-// alias.test, a CNAME to svc.test) with addr, and records every query.
+// alias.test, a CNAME to svc.test) with addr, the names of zone with
+// theirs, and records every query and every message it received.
 type upstream struct {
-	mu      sync.Mutex
-	addr    string // what svc.test answers
-	queries []string
-	srv     []*dns.Server
-	at      string
+	mu       sync.Mutex
+	addr     string // what svc.test answers
+	zone     map[string][]string
+	ttl      uint32 // of the zone's records (60 unless set)
+	noisy    bool   // add records of other names, authority and additional data
+	queries  []string
+	received []received
+	srv      []*dns.Server
+	at       string
+}
+
+// received is one message as the upstream read it.
+type received struct {
+	network string
+	msg     *dns.Msg
 }
 
 func startUpstream(t *testing.T, answer string) *upstream {
 	t.Helper()
-	u := &upstream{addr: answer}
+	u := &upstream{addr: answer, zone: map[string][]string{}}
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -35,8 +46,10 @@ func startUpstream(t *testing.T, answer string) *upstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := dns.HandlerFunc(u.serve)
-	u.srv = []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: l, Handler: h}}
+	u.srv = []*dns.Server{
+		{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { u.serve(w, r, "udp") }), UDPSize: dns.MaxMsgSize},
+		{Listener: l, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { u.serve(w, r, "tcp") })},
+	}
 	for _, s := range u.srv {
 		go func() { _ = s.ActivateAndServe() }()
 	}
@@ -50,18 +63,37 @@ func startUpstream(t *testing.T, answer string) *upstream {
 
 func (u *upstream) set(addr string) { u.mu.Lock(); u.addr = addr; u.mu.Unlock() }
 
+// answer makes name (lower case, no trailing dot) answer addrs.
+func (u *upstream) answer(name string, addrs ...string) {
+	u.mu.Lock()
+	u.zone[name+"."] = addrs
+	u.mu.Unlock()
+}
+
 func (u *upstream) seen() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.queries...)
 }
 
-func (u *upstream) serve(w dns.ResponseWriter, req *dns.Msg) {
+func (u *upstream) messages() []received {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]received(nil), u.received...)
+}
+
+func (u *upstream) serve(w dns.ResponseWriter, req *dns.Msg, network string) {
 	u.mu.Lock()
 	q := req.Question[0]
 	u.queries = append(u.queries, q.Name)
+	u.received = append(u.received, received{network, req.Copy()})
 	addr := u.addr
+	zone := u.zone[strings.ToLower(q.Name)]
+	ttl, noisy := u.ttl, u.noisy
 	u.mu.Unlock()
+	if ttl == 0 {
+		ttl = 60
+	}
 	m := new(dns.Msg)
 	m.SetReply(req)
 	name := strings.ToLower(q.Name)
@@ -70,7 +102,35 @@ func (u *upstream) serve(w dns.ResponseWriter, req *dns.Msg) {
 		name = "svc.test."
 	}
 	if (name == "svc.test." || strings.HasSuffix(name, ".wild.test.")) && q.Qtype == dns.TypeA {
-		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(addr)})
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.ParseIP(addr)})
+	}
+	for _, a := range zone {
+		ip := netip.MustParseAddr(a)
+		switch {
+		case ip.Is4() && q.Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: ip.AsSlice()})
+		case ip.Is6() && q.Qtype == dns.TypeAAAA:
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: ip.AsSlice()})
+		}
+	}
+	if noisy {
+		// What a resolver (or the zone of whoever answers) may add: an
+		// address for another name, a TXT of the name asked, a
+		// delegation and its glue.
+		m.Answer = append(m.Answer,
+			&dns.A{Hdr: dns.RR_Header{Name: "other.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("203.0.113.9")},
+			&dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60}, Txt: []string{"inbound"}})
+		m.Ns = append(m.Ns, &dns.NS{Hdr: dns.RR_Header{Name: "test.", Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: 60}, Ns: "ns.other.test."})
+		m.Extra = append(m.Extra, &dns.A{Hdr: dns.RR_Header{Name: "ns.other.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("203.0.113.10")})
+	}
+	if network == "udp" {
+		// As a name server does: within the client's size, TC when cut.
+		size := dns.MinMsgSize
+		if o := req.IsEdns0(); o != nil {
+			size = int(o.UDPSize())
+			m.SetEdns0(o.UDPSize(), false)
+		}
+		m.Truncate(size)
 	}
 	_ = w.WriteMsg(m)
 }
@@ -79,22 +139,36 @@ type recorder struct {
 	mu       sync.Mutex
 	answers  []Answer
 	refusals []Refusal
+	rebinds  []Rebinding
 }
 
 func startProxy(t *testing.T, u *upstream, rec *recorder, hosts ...string) *Proxy {
 	t.Helper()
-	p, err := Start(Config{Addr: "127.0.0.1:0", Upstreams: []string{u.at}, Hosts: hosts, Timeout: time.Second,
-		OnAnswer: func(a Answer) error {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			rec.answers = append(rec.answers, a)
-			return nil
-		},
-		OnRefused: func(r Refusal) {
-			rec.mu.Lock()
-			defer rec.mu.Unlock()
-			rec.refusals = append(rec.refusals, r)
-		}})
+	return startProxyWith(t, u, rec, Config{Hosts: hosts})
+}
+
+// startProxyWith starts a proxy of cfg (its address, upstream, timeout
+// and callbacks filled in) reporting to rec.
+func startProxyWith(t *testing.T, u *upstream, rec *recorder, cfg Config) *Proxy {
+	t.Helper()
+	cfg.Addr, cfg.Upstreams, cfg.Timeout = "127.0.0.1:0", []string{u.at}, time.Second
+	cfg.OnAnswer = func(a Answer) error {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.answers = append(rec.answers, a)
+		return nil
+	}
+	cfg.OnRefused = func(r Refusal) {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.refusals = append(rec.refusals, r)
+	}
+	cfg.OnRebinding = func(r Rebinding) {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.rebinds = append(rec.rebinds, r)
+	}
+	p, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,15 +203,15 @@ func firstA(t *testing.T, r *dns.Msg) string {
 // what the upstream says now, and each answer's addresses are reported
 // with the pattern and TTL, over UDP and TCP; a CNAME to it is followed.
 func TestDeclaredNameFollowsTheUpstream(t *testing.T) {
-	u := startUpstream(t, "127.0.0.21")
+	u := startUpstream(t, "198.51.100.21")
 	rec := &recorder{}
 	p := startProxy(t, u, rec, "svc.test", "alias.test", "*.wild.test")
-	if got := firstA(t, ask(t, p, "udp", "SVC.test", dns.TypeA)); got != "127.0.0.21" {
-		t.Fatalf("first answer %s, want 127.0.0.21", got)
+	if got := firstA(t, ask(t, p, "udp", "SVC.test", dns.TypeA)); got != "198.51.100.21" {
+		t.Fatalf("first answer %s, want 198.51.100.21", got)
 	}
-	u.set("127.0.0.22")
-	if got := firstA(t, ask(t, p, "tcp", "svc.test", dns.TypeA)); got != "127.0.0.22" {
-		t.Fatalf("answer after the change %s, want 127.0.0.22", got)
+	u.set("198.51.100.22")
+	if got := firstA(t, ask(t, p, "tcp", "svc.test", dns.TypeA)); got != "198.51.100.22" {
+		t.Fatalf("answer after the change %s, want 198.51.100.22", got)
 	}
 	ask(t, p, "udp", "alias.test", dns.TypeA)
 	ask(t, p, "udp", "a.b.wild.test", dns.TypeA)
@@ -147,10 +221,10 @@ func TestDeclaredNameFollowsTheUpstream(t *testing.T) {
 		name, pattern, addr string
 		ttl                 time.Duration
 	}{
-		{"svc.test", "svc.test", "127.0.0.21", 60 * time.Second},
-		{"svc.test", "svc.test", "127.0.0.22", 60 * time.Second},
-		{"alias.test", "alias.test", "127.0.0.22", 30 * time.Second},
-		{"a.b.wild.test", "*.wild.test", "127.0.0.22", 60 * time.Second},
+		{"svc.test", "svc.test", "198.51.100.21", 60 * time.Second},
+		{"svc.test", "svc.test", "198.51.100.22", 60 * time.Second},
+		{"alias.test", "alias.test", "198.51.100.22", 30 * time.Second},
+		{"a.b.wild.test", "*.wild.test", "198.51.100.22", 60 * time.Second},
 	}
 	if len(rec.answers) != len(want) {
 		t.Fatalf("answers reported: %+v", rec.answers)
@@ -169,7 +243,7 @@ func TestDeclaredNameFollowsTheUpstream(t *testing.T) {
 // TestUndeclaredNameIsRefusedAndNotForwarded: REFUSED, reported, and the
 // upstream hears nothing; so for ANY, malformed and over-long names.
 func TestUndeclaredNameIsRefusedAndNotForwarded(t *testing.T) {
-	u := startUpstream(t, "127.0.0.21")
+	u := startUpstream(t, "198.51.100.21")
 	rec := &recorder{}
 	p := startProxy(t, u, rec, "svc.test", "*.wild.test")
 	for _, tc := range []struct {
@@ -201,7 +275,7 @@ func TestUndeclaredNameIsRefusedAndNotForwarded(t *testing.T) {
 // subdomains of an undeclared domain (DNS exfiltration): none reaches
 // the upstream.
 func TestTXTBurstForAnUndeclaredDomain(t *testing.T) {
-	u := startUpstream(t, "127.0.0.21")
+	u := startUpstream(t, "198.51.100.21")
 	rec := &recorder{}
 	p := startProxy(t, u, rec, "svc.test")
 	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
@@ -226,7 +300,7 @@ func TestTXTBurstForAnUndeclaredDomain(t *testing.T) {
 // TestAnswerErrorIsServfail: an address the caller could not open its
 // wall to is never told to the client.
 func TestAnswerErrorIsServfail(t *testing.T) {
-	u := startUpstream(t, "127.0.0.21")
+	u := startUpstream(t, "198.51.100.21")
 	p, err := Start(Config{Addr: "127.0.0.1:0", Upstreams: []string{u.at}, Hosts: []string{"svc.test"},
 		OnAnswer: func(Answer) error { return fmt.Errorf("wall full") }})
 	if err != nil {
@@ -240,7 +314,7 @@ func TestAnswerErrorIsServfail(t *testing.T) {
 
 // TestAddressInUse: a taken address is an error, nothing left bound.
 func TestAddressInUse(t *testing.T) {
-	u := startUpstream(t, "127.0.0.21")
+	u := startUpstream(t, "198.51.100.21")
 	p := startProxy(t, u, &recorder{}, "svc.test")
 	_, err := Start(Config{Addr: p.Addr().String(), Upstreams: []string{u.at}})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {

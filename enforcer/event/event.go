@@ -16,7 +16,7 @@ const (
 	SourceCgroupNet  Source = "cgroup-net"  // cgroup connect/sendmsg/sock_create programs (blocks)
 	SourceCgroupUnix Source = "cgroup-unix" // cgroup connect_unix/sendmsg_unix programs (blocks)
 	SourceLSM        Source = "bpf-lsm"     // BPF LSM hooks (blocks)
-	SourceDNSProxy   Source = "dns-proxy"   // the session's DNS proxy refused a name (blocks)
+	SourceDNSProxy   Source = "dns-proxy"   // the session's DNS proxy refused a name or withheld an answer's address (blocks)
 )
 
 // Event is one observed operation.

@@ -50,6 +50,12 @@ type dnsScope struct {
 	stop       chan struct{}
 	stopOnce   sync.Once
 	now        func() time.Time
+	// peer: a declared host pattern -> its first CONSUMES rule, whose
+	// ports and protocol a withheld answer's refusal names.
+	peer map[string]policy.NetPattern
+	// declared: the manifest's address prefixes, which an answer may
+	// point into whatever their range.
+	declared []netip.Prefix
 
 	// ready is closed by attach: an answer waits for it, so its
 	// addresses are in the engine and the wall before the agent reads it.
@@ -116,16 +122,25 @@ func proxyAddr(id string) netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 77, byte(v >> 8), byte(v%254) + 1})
 }
 
-// startDNS chooses the session's proxy address and writes the resolv.conf
-// naming it into dir; the proxy listens once the session's namespace
-// exists (listenIn). Nothing listens on the host: a resolver the host
-// runs on port 53 (0.0.0.0:53 included) is no conflict.
-func startDNS(id, dir string, hosts, upstreams []string, log *slog.Logger) (*dnsScope, error) {
+// startDNS chooses the session's proxy address for rs's declared host
+// names and writes the resolv.conf naming it into dir; the proxy listens
+// once the session's namespace exists (listenIn). Nothing listens on the
+// host: a resolver the host runs on port 53 (0.0.0.0:53 included) is no
+// conflict.
+func startDNS(id, dir string, rs *policy.Ruleset, upstreams []string, log *slog.Logger) (*dnsScope, error) {
 	d := &dnsScope{refused: make(chan event.Event, 256), stop: make(chan struct{}), now: time.Now,
 		live: map[string]map[netip.Addr]time.Time{}, upstreams: upstreams, ready: make(chan struct{}), log: log,
-		address: proxyAddr(id), hosts: hosts}
+		address: proxyAddr(id), hosts: declaredHosts(rs),
+		peer: map[string]policy.NetPattern{}, declared: rs.DeclaredPrefixes()}
 	if d.log == nil {
 		d.log = slog.Default()
+	}
+	for _, r := range rs.Net {
+		if h := r.Pattern.Host; h != "" && r.Access.Has(policy.Consumes) {
+			if _, ok := d.peer[h]; !ok {
+				d.peer[h] = r.Pattern
+			}
+		}
 	}
 	if len(upstreams) == 0 {
 		return nil, errors.New("the session's DNS proxy: no upstream resolvers (the host's resolv.conf names none)")
@@ -176,7 +191,8 @@ func (d *dnsScope) listenIn(path string) error {
 		return fmt.Errorf("the session's DNS proxy on %s in the session's network namespace: %w", addr, err)
 	}
 	p, err := dnsproxy.Start(dnsproxy.Config{PacketConn: pc, Listener: ln, Upstreams: d.upstreams, Hosts: d.hosts,
-		OnAnswer: d.answered, OnRefused: d.refuse, Client: d.fromSession})
+		Declared: d.declared, Local: d.link, OnAnswer: d.answered, OnRefused: d.refuse, OnRebinding: d.rebinding,
+		Client: d.fromSession})
 	if err != nil {
 		pc.Close()
 		ln.Close()
@@ -333,7 +349,8 @@ func (d *dnsScope) expire() {
 }
 
 // refuse reports a refused name to the session's loop as the triple
-// CONSUMES NET:<name>:53/udp, which no intent covers.
+// CONSUMES NET:<name>:53/<the transport the query came on>, which no
+// intent covers.
 func (d *dnsScope) refuse(r dnsproxy.Refusal) {
 	name := strings.ToLower(r.Name)
 	if !dnsproxy.ValidName(name) {
@@ -345,11 +362,52 @@ func (d *dnsScope) refuse(r dnsproxy.Refusal) {
 	ev := event.Event{Time: d.now(), Source: event.SourceDNSProxy, Blocked: true,
 		Syscall: "dns query " + qtypeName(r.Qtype) + " (refused: " + r.Why + ")",
 		Triple: policy.Triple{Predicate: policy.Consumes, Type: policy.ObjNet, Host: name,
-			Addr: netip.AddrPortFrom(netip.Addr{}, 53), Proto: policy.ProtoUDP}}
+			Addr: netip.AddrPortFrom(netip.Addr{}, 53), Proto: dnsProto(r.Network)}}
+	d.report(ev)
+}
+
+// rebinding reports an answered address the proxy withheld (the name
+// pointed into the host, its link or a private range) as the connection
+// it would have opened: CONSUMES NET:<address>:<the name's port>/<proto>,
+// which no intent covers (a declared address is not withheld), the name
+// and why in the record's syscall.
+func (d *dnsScope) rebinding(r dnsproxy.Rebinding) {
+	pat := d.peer[r.Pattern]
+	port := pat.Ports.Lo // one port, the first of a range; 0 for "*"
+	if pat.Ports == policy.AllPorts {
+		port = 0
+	}
+	ev := event.Event{Time: d.now(), Source: event.SourceDNSProxy, Blocked: true,
+		Syscall: "dns answer " + qtypeName(r.Qtype) + " " + r.Name + " over " + r.Network + ": " + r.Addr.String() +
+			" withheld (rebinding: " + r.Why + "; declare the address in a NET intent to allow it)",
+		Triple: policy.NetTriple(policy.Consumes, netip.AddrPortFrom(r.Addr, port), pat.Proto)}
+	d.report(ev)
+}
+
+func (d *dnsScope) report(ev event.Event) {
 	select {
 	case d.refused <- ev:
 	case <-d.stop:
 	}
+}
+
+// link are the addresses of the session's veth pair (none before the
+// namespace is up): answers must not point at them, whatever their range.
+func (d *dnsScope) link() []netip.Addr {
+	d.mu.Lock()
+	n := d.net
+	d.mu.Unlock()
+	if n == nil || n.wall == nil {
+		return nil
+	}
+	return []netip.Addr{n.wall.Addr, n.wall.HostAddr}
+}
+
+func dnsProto(network string) policy.Proto {
+	if network == "tcp" {
+		return policy.ProtoTCP
+	}
+	return policy.ProtoUDP
 }
 
 func qtypeName(t uint16) string {
@@ -407,7 +465,23 @@ func (d *dnsScope) confDetail() string {
 func (d *dnsScope) backend() vlog.Backend {
 	return vlog.Backend{Name: "dns-proxy", Guarantee: vlog.GuaranteeBlocks, Details: []string{
 		d.confDetail(),
-		"declared host names (exact, or under a *. wildcard) are forwarded to " + strings.Join(d.upstreams, ", ") + "; each answer's addresses are allowed on the matched intent's ports for the answer's TTL + " + DNSGrace.String(),
-		"every other name, ANY and malformed queries are answered REFUSED and never forwarded: CONSUMES NET:<name>:53/udp",
+		"declared host names (exact, or under a *. wildcard) are asked of " + strings.Join(d.upstreams, ", ") + " in a query of the proxy's own (the name in lower case, nothing else of the agent's message), and answered with the question's records only; each answer's addresses are allowed on the matched intent's ports for the answer's TTL (at most " + dnsproxy.MaxTTL.String() + ") + " + DNSGrace.String(),
+		"every other name, ANY and malformed queries are answered REFUSED and never forwarded: CONSUMES NET:<name>:53/<udp or tcp>",
+		"an answer's loopback, link-local, private, metadata and this host's (or the session link's) addresses are withheld from the agent unless the manifest declares them: CONSUMES NET:<address>:<port>/<proto>" + declaredNote(d.declared),
 	}}
+}
+
+func declaredNote(declared []netip.Prefix) string {
+	if len(declared) == 0 {
+		return ""
+	}
+	var ps []string
+	for _, p := range declared {
+		if p.IsSingleIP() {
+			ps = append(ps, p.Addr().String())
+		} else {
+			ps = append(ps, p.String())
+		}
+	}
+	return " (declared: " + strings.Join(ps, ", ") + ")"
 }

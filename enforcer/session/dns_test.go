@@ -5,13 +5,16 @@ package session
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/dnsproxy"
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/policy"
+	"github.com/miekg/dns"
 )
 
 func TestProxyAddrIsTheSessionsOwnLoopback(t *testing.T) {
@@ -74,5 +77,38 @@ func TestAnswersOpenUntilTTLAndGrace(t *testing.T) {
 	expireAt(60*time.Second + DNSGrace + time.Second)
 	if allows("198.51.100.1:443") || !allows("192.0.2.1:443") {
 		t.Error("after svc.test's TTL + grace: its answer stays, or the start address went")
+	}
+}
+
+// TestDNSRefusalsNameTheProxyAndTransport: a refused name is the
+// triple CONSUMES NET:<name>:53 over the transport it came on; a withheld
+// answer's address is the connection the name's intent would have made,
+// the name and why in its syscall; both are the proxy's blocks.
+func TestDNSRefusalsNameTheProxyAndTransport(t *testing.T) {
+	_, rs := compileFor(t, t.TempDir(), "CONSUMES NET:*.example.test:8443/tcp", "CONSUMES NET:10.9.0.0/16:22/tcp")
+	d := &dnsScope{refused: make(chan event.Event, 4), stop: make(chan struct{}), now: time.Now,
+		peer: map[string]policy.NetPattern{}, declared: rs.DeclaredPrefixes()}
+	for _, r := range rs.Net {
+		if r.Pattern.Host != "" {
+			d.peer[r.Pattern.Host] = r.Pattern
+		}
+	}
+	if len(d.declared) != 1 || d.declared[0].String() != "10.9.0.0/16" {
+		t.Fatalf("declared prefixes %v", d.declared)
+	}
+	d.refuse(dnsproxy.Refusal{Name: "evil.example", Qtype: dns.TypeA, Network: "tcp", Why: "no NET intent declares this name"})
+	d.rebinding(dnsproxy.Rebinding{Name: "gw-10-203-75-25.example.test", Pattern: "*.example.test", Qtype: dns.TypeA,
+		Addr: netip.MustParseAddr("10.203.75.25"), Why: "private address (RFC 1918)", Network: "udp"})
+	ev := <-d.refused
+	if ev.Triple.String() != "CONSUMES NET:evil.example:53/tcp" || ev.Source != event.SourceDNSProxy || !ev.Blocked {
+		t.Errorf("refused name: %+v", ev)
+	}
+	ev = <-d.refused
+	if ev.Triple.String() != "CONSUMES NET:10.203.75.25:8443/tcp" || ev.Source != event.SourceDNSProxy || !ev.Blocked ||
+		!strings.Contains(ev.Syscall, "gw-10-203-75-25.example.test") || !strings.Contains(ev.Syscall, "RFC 1918") {
+		t.Errorf("withheld address: %+v", ev)
+	}
+	if v := decide.New(rs, policy.ModeStrict).Observe(ev); !v.Violation() {
+		t.Errorf("a withheld address is not a violation: %+v", v)
 	}
 }

@@ -63,11 +63,17 @@
 // Update permissive widening uses, serialized with it) before the agent
 // reads the answer, until the answer's TTL + DNSGrace (30s); the answers
 // are the names --learn writes (decide.Engine.Lookup). A refused name is
-// the event CONSUMES NET:<name>:53/udp (source dns-proxy) to the engine. A
-// proxy that cannot start is ErrSetup: never the open port 53. No session
-// runs a proxy on a host address: one without a namespace of its own
-// (observe-only, a container's) gets none (the agent asks the system's,
-// or its container's, name servers).
+// the event CONSUMES NET:<name>:53/<udp or tcp, as the query came> (source
+// dns-proxy) to the engine. An answer's address the proxy withheld (DNS
+// rebinding: loopback, private, link-local, metadata, the host's or the
+// veth pair's; not one the manifest's address intents declare,
+// policy.Ruleset.DeclaredPrefixes) is the event CONSUMES
+// NET:<address>:<the name's port>/<proto>, the name and why in its
+// syscall, to the engine the same way. A proxy that cannot start is
+// ErrSetup: never the open port 53. No session runs a proxy on a host
+// address: one without a namespace of its own (observe-only, a
+// container's) gets none (the agent asks the system's, or its
+// container's, name servers).
 //
 // Leases (KLIS-2..4): after the ruleset is compiled and before anything is
 // backed up or started, Run takes a lease on every intent of it that

@@ -87,7 +87,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	var dnsp *dnsScope
-	if hosts := declaredHosts(rs); len(hosts) > 0 && netWalled(rs, o.Backend) && o.Container == nil {
+	if len(declaredHosts(rs)) > 0 && netWalled(rs, o.Backend) && o.Container == nil {
 		dir := os.TempDir()
 		if m.Workdir != "" {
 			if dir, err = StateDir(m.Workdir); err != nil {
@@ -100,7 +100,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				upstreams = append(upstreams, netip.AddrPortFrom(a, 53).String())
 			}
 		}
-		if dnsp, err = startDNS(id, dir, hosts, upstreams, log); err != nil {
+		if dnsp, err = startDNS(id, dir, rs, upstreams, log); err != nil {
 			return nil, fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, err)
 		}
 		defer dnsp.close()

@@ -13,7 +13,7 @@ func (l *Log) Headline() (verdict, summary string) {
 	if l.Incomplete() {
 		return VerdictIncomplete, fmt.Sprintf("INCOMPLETE (no end recorded: the session is still running, or klock (pid %d) was stopped before it ended it; what the agent did is not in this log, and klock rollback -m MANIFEST %s restores the pre-flight state)", l.KlockPID, l.Session)
 	}
-	var blocked, detected, amended, denied int
+	var blocked, proxied, detected, amended, denied int
 	var failedErrnos []string // the errnos of attempts that failed without effect
 	for _, v := range l.Violations {
 		if v.LeaseDenied() {
@@ -24,6 +24,9 @@ func (l *Log) Headline() (verdict, summary string) {
 			amended++
 		case v.Blocked:
 			blocked++
+			if v.ByDNSProxy() {
+				proxied++
+			}
 		case v.Failed():
 			if n := ErrnoName(v.Errno); !slices.Contains(failedErrnos, n) {
 				failedErrnos = append(failedErrnos, n)
@@ -76,8 +79,11 @@ func (l *Log) Headline() (verdict, summary string) {
 	case len(l.Violations) > 0:
 		verdict = VerdictAmended
 		q = append(q, plural(len(l.Amendments), "lease"))
-		if blocked > 0 {
-			q = append(q, fmt.Sprintf("%d blocked by the kernel", blocked))
+		if blocked > proxied {
+			q = append(q, fmt.Sprintf("%d blocked by the kernel", blocked-proxied))
+		}
+		if proxied > 0 {
+			q = append(q, fmt.Sprintf("%d refused by the DNS proxy", proxied))
 		}
 	default:
 		verdict = VerdictClean

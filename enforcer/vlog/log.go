@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -224,6 +225,12 @@ type Violation struct {
 	Comm           string          `json:"comm"`
 	Syscall        string          `json:"syscall,omitempty"`
 	Source         string          `json:"source,omitempty"`
+}
+
+// ByDNSProxy reports whether the session's DNS proxy refused v, not the
+// kernel: no process made a call (PID 0), Syscall says what was asked.
+func (v Violation) ByDNSProxy() bool {
+	return v.Blocked && v.Source == string(event.SourceDNSProxy)
 }
 
 // LeaseConflict is another holder's lease a permissive amendment

@@ -102,12 +102,20 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		for _, v := range l.Violations {
 			how := "detected"
 			switch {
+			case v.ByDNSProxy():
+				// No process made this call: the proxy refused a name or
+				// withheld an answer; what it was asked is its syscall.
+				r.line("  %s  %s  refused by the session's DNS proxy → %s", clock(v.Time), v.Triple, v.Action)
+				r.line("      %s", v.Syscall)
+				how = ""
 			case v.Blocked:
 				how = "blocked by the kernel"
 			case v.Failed():
 				how = "failed in the kernel (" + ErrnoName(v.Errno) + "): no effect"
 			}
-			r.line("  %s  %s  pid %d %s  %s → %s", clock(v.Time), v.Triple, v.PID, v.Comm, how, v.Action)
+			if how != "" {
+				r.line("  %s  %s  pid %d %s  %s → %s", clock(v.Time), v.Triple, v.PID, v.Comm, how, v.Action)
+			}
 			r.line("      %s", v.Error)
 			r.line("      would have been allowed by: %s", v.Needed)
 			if v.LeaseDenied() {
@@ -158,7 +166,19 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	}
 	if len(l.Amendments) > 0 {
 		r.section("Amendments (Dynamic Lease Acquisition)", len(l.Amendments))
+		byProxy := map[string]bool{}
+		for _, v := range l.Violations {
+			if v.ByDNSProxy() {
+				byProxy[v.Triple] = true
+			}
+		}
 		for _, a := range l.Amendments {
+			if a.PID == 0 && byProxy[a.Triple] {
+				// The proxy's names and withheld addresses are the
+				// manifest's: the lease is learned, the proxy refuses on.
+				r.line("  %s  + %s  (the session's DNS proxy still refused it)", clock(a.Time), a.Intent)
+				continue
+			}
 			note := ""
 			if a.Blocked {
 				note = "  (the kernel still refused this attempt)"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/klocklabs/klock/internal/testutil"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -429,5 +430,42 @@ func TestRenderMarksFailedAttempts(t *testing.T) {
 		case strings.Contains(line, "FILE:/srv/repo/a ") && strings.Contains(line, "failed"):
 			t.Errorf("a read that worked is marked failed: %q", line)
 		}
+	}
+}
+
+// TestDNSProxyRefusalIsTheProxys: a name the session's DNS proxy refused
+// (over TCP) and an answer's address it withheld are rendered as the
+// proxy's refusals, with what was asked, not as a kernel's block by pid 0;
+// the headline counts them apart.
+func TestDNSProxyRefusalIsTheProxys(t *testing.T) {
+	dnsEv := func(ms int, tr policy.Triple, what string) event.Event {
+		return event.Event{Time: t0.Add(time.Duration(ms) * time.Millisecond), Source: event.SourceDNSProxy, Blocked: true, Triple: tr, Syscall: what}
+	}
+	refused := dnsEv(5, policy.Triple{Predicate: policy.Consumes, Type: policy.ObjNet, Host: "evil.example", Addr: netip.AddrPortFrom(netip.Addr{}, 53), Proto: policy.ProtoTCP},
+		"dns query A (refused: no NET intent declares this name)")
+	withheld := dnsEv(6, policy.NetTriple(policy.Consumes, netip.MustParseAddrPort("10.203.75.25:443"), policy.ProtoTCP),
+		"dns answer A gw.example.test over udp: 10.203.75.25 withheld (rebinding: private address (RFC 1918))")
+	l := session(t, policy.ModePermissive, []event.Event{refused, withheld, ev(policy.Consumes, "/opt/x", 4, true)}, 0, Exit{}, nil)
+	if want := "AMENDED (3 leases, 1 blocked by the kernel, 2 refused by the DNS proxy)"; l.Summary != want {
+		t.Errorf("summary %q, want %q", l.Summary, want)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, l, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"CONSUMES NET:evil.example:53/tcp  refused by the session's DNS proxy → ",
+		"      dns query A (refused: no NET intent declares this name)\n",
+		"CONSUMES NET:10.203.75.25:443/tcp  refused by the session's DNS proxy → ",
+		"10.203.75.25 withheld (rebinding: private address (RFC 1918))",
+		"+ CONSUMES NET:10.203.75.25:443/tcp  (the session's DNS proxy still refused it)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("render lacks %q\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "pid 0 ") {
+		t.Errorf("a DNS refusal rendered as a process's:\n%s", out)
 	}
 }

@@ -33,6 +33,18 @@ type Report struct {
 	// Wall is how the Landlock wall of this host would enforce the file
 	// rules, when the caller planned it (nil otherwise).
 	Wall *Wall `json:"landlock_wall,omitempty"`
+	// DNSPrivate says which declared names the session's DNS proxy lets
+	// resolve to non-public addresses: those of the manifest's address
+	// intents (nil when it declares no such address or no name).
+	DNSPrivate *DNSPrivate `json:"dns_private,omitempty"`
+}
+
+// DNSPrivate: an answer for one of Names may hold an address in one of
+// Prefixes (loopback, private, link-local, ...) because the manifest
+// declares it; any other non-public answer is withheld from the agent.
+type DNSPrivate struct {
+	Names    []string `json:"names"`
+	Prefixes []string `json:"prefixes"`
 }
 
 // Wall is what the Landlock wall, planned against the file system as it is
@@ -174,6 +186,10 @@ func Text(w io.Writer, r Report) error {
 		for _, n := range r.Network {
 			p("  %s\n", n)
 		}
+	}
+	if d := r.DNSPrivate; d != nil {
+		p("\nDNS: %s may resolve to the declared %s; any other loopback, private, link-local or metadata answer is withheld\n",
+			strings.Join(d.Names, ", "), strings.Join(d.Prefixes, ", "))
 	}
 	if len(r.Warnings) > 0 {
 		p("\nWarnings\n")

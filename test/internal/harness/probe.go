@@ -429,6 +429,8 @@ func step(op, arg string) error {
 			return err
 		}
 		return dial("tcp", net.JoinHostPort(addrs[0].String(), port))
+	case "dnsleak": // NAME: a query for NAME hiding DNSSecret besides the name, over UDP and TCP (probe_dns.go)
+		return dnsLeak(arg)
 	case "txtburst": // DOMAIN>N: N TXT lookups of random subdomains of DOMAIN (DNS exfiltration)
 		domain, n := two(arg)
 		count, _ := strconv.Atoi(n)
