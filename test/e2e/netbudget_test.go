@@ -195,7 +195,9 @@ func TestHostResolverOnPort53ChangesNothing(t *testing.T) {
 	a := listenAt(t, "127.0.0.31", 0)
 	port := strconv.Itoa(a.port)
 	step := "resolve-dial:svc.test>" + port
-	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:svc.test:"+port+"/tcp"),
+	// The answer is a loopback address: declared, or the proxy withholds
+	// it as a rebinding.
+	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:svc.test:"+port+"/tcp", "CONSUMES NET:127.0.0.31:9/tcp"),
 		Command: []string{harness.Probe, step}, Env: []string{"GODEBUG=netdns=go"},
 		DNSUpstreams: []string{d.addr}, Resolve: startResolve})
 	if o.Probe[step] != "ok" || !a.accepted() || o.Res.Killed {
