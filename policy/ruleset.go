@@ -213,10 +213,13 @@ func (rs *Ruleset) With(more ...Intent) (*Ruleset, error) {
 
 // Resolve returns a copy in which every host-name NET rule is followed by
 // one rule per address lookup returns (same intent, same ports); the
-// addresses stay with the ruleset, so With keeps them. A name that does not
-// resolve is an error: a declared host the enforcer cannot wall in must not
-// silently become "no rule". Wildcard hosts ("*.example.com") are not
-// looked up: they get addresses from WithHostAddrs only.
+// addresses stay with the ruleset, so With keeps them. A lookup error is
+// an error of Resolve: a declared host the enforcer cannot wall in must
+// not silently become "no rule". A lookup that returns no addresses and
+// no error opens nothing at start: the caller has said the name gets its
+// addresses later (WithHostAddrs, a session's DNS proxy). Wildcard hosts
+// ("*.example.com") are not looked up: they get addresses from
+// WithHostAddrs only.
 func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Ruleset, error) {
 	hosts := map[string][]netip.Addr{}
 	for _, r := range rs.Net {
@@ -230,9 +233,9 @@ func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Rul
 		if err != nil {
 			return nil, fmt.Errorf("resolve %s (from %s): %w", h, rs.Intents[r.Intent], err)
 		}
-		if len(addrs) == 0 {
-			return nil, fmt.Errorf("resolve %s (from %s): no addresses", h, rs.Intents[r.Intent])
-		}
+		// Looked up, even with nothing to open at start (the caller's
+		// choice: a name its DNS proxy resolves when the agent asks).
+		hosts[h] = []netip.Addr{}
 		for _, a := range addrs {
 			hosts[h] = append(hosts[h], a.Unmap())
 		}
@@ -243,6 +246,13 @@ func (rs *Ruleset) Resolve(lookup func(host string) ([]netip.Addr, error)) (*Rul
 		return nil, err
 	}
 	return &n, nil
+}
+
+// LookedUp reports whether Resolve looked host up (it may have found
+// nothing to open at start: a session's DNS proxy opens its answers).
+func (rs *Ruleset) LookedUp(host string) bool {
+	_, ok := rs.hosts[host]
+	return ok
 }
 
 // hostAddrs is start followed by the answers not among them.

@@ -183,6 +183,7 @@ func (r *Relay) add(name, network string, ap netip.AddrPort) error {
 		r.closers = append(r.closers, pc)
 		if sc, ok := pc.(syscall.Conn); ok {
 			r.sources[sc] = true
+			deepReceiveBuffer(sc)
 		}
 		go r.serveUDP(pc, ap, c)
 	}
@@ -401,7 +402,10 @@ func (r *Relay) Counters() map[string]Counts {
 func (r *Relay) Settle(max time.Duration) {
 	deadline := time.Now().Add(max)
 	quiet := 0
-	for time.Now().Before(deadline) && !r.spent.Load() {
+	// A held flow (TCP past the budget) is read no further: once the
+	// budget is spent and something went over it, the verdict is known.
+	// Spent exactly to the byte, what is still queued decides.
+	for time.Now().Before(deadline) && !(r.spent.Load() && r.anyOver()) {
 		r.mu.Lock()
 		queued := false
 		for sc := range r.sources {
@@ -418,6 +422,18 @@ func (r *Relay) Settle(max time.Duration) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// anyOver says whether any flow sent past the budget.
+func (r *Relay) anyOver() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.byName {
+		if c.overB.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pending says whether a socket's receive queue holds anything
@@ -473,4 +489,26 @@ func (r *Relay) Close() error {
 	// namespace's sockets with it; the host side gets EOF or its deadline.
 	r.wg.Wait()
 	return r.ns.Close()
+}
+
+// udpReceiveBuffer is the receive buffer of a relayed UDP service's
+// socket. A datagram the kernel drops because the buffer is full is
+// counted nowhere the relay can see, so neither delivered nor sent: an
+// agent that bursts past the egress budget faster than the relay reads
+// must find room for its burst, for the budget to see it (a 200 x 1 kB
+// burst overflowed the default).
+const udpReceiveBuffer = 8 << 20
+
+// deepReceiveBuffer gives sc a receive buffer of udpReceiveBuffer, past
+// net.core.rmem_max (klock runs as root), else as much as the limit lets.
+func deepReceiveBuffer(sc syscall.Conn) {
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, udpReceiveBuffer) != nil {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, udpReceiveBuffer)
+		}
+	})
 }

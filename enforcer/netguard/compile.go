@@ -35,10 +35,11 @@ func compile(rs *policy.Ruleset) (*netguardNgPolicy, error) {
 			continue
 		}
 		if p.Host != "" {
-			// A wildcard, and a name a permissive session learned (a lease:
-			// a name its DNS proxy refused), have addresses only once the
+			// A wildcard, a name a permissive session learned (a lease:
+			// a name its DNS proxy refused), and a name looked up with
+			// nothing to open at start have addresses only once the
 			// session's DNS proxy answers them: none yet walls nothing in.
-			if !resolvedAt(rs, i) && !p.IsWildcard() && rs.Intents[r.Intent].Origin != "lease" {
+			if !resolvedAt(rs, i) && !rs.LookedUp(p.Host) && !p.IsWildcard() && rs.Intents[r.Intent].Origin != "lease" {
 				return nil, &UnresolvedError{Host: p.Host, Intent: intentName(rs, r.Intent)}
 			}
 			continue

@@ -69,9 +69,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: the manifest at the container's host paths: %v", ErrSetup, err)
 		}
 	}
-	rs, err = rs.Resolve(func(h string) ([]netip.Addr, error) { return resolve(ctx, h) })
+	proxied := len(declaredHosts(rs)) > 0 && netWalled(rs, o.Backend) && o.Container == nil
+	rs, err = rs.Resolve(startLookup(ctx, resolve, rs, proxied, log))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v (a declared host must resolve at session start)", ErrSetup, err)
+		return nil, fmt.Errorf("%w: %v (without a DNS proxy of the session's own, a declared host must resolve at session start)", ErrSetup, err)
 	}
 	// A declared host name is looked up by the agent too: through the
 	// session's DNS proxy when the network is walled (the only name
@@ -87,7 +88,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	var dnsp *dnsScope
-	if len(declaredHosts(rs)) > 0 && netWalled(rs, o.Backend) && o.Container == nil {
+	if proxied {
 		dir := os.TempDir()
 		if m.Workdir != "" {
 			if dir, err = StateDir(m.Workdir); err != nil {
