@@ -54,6 +54,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench . -benchtime 4x ./enforcer/netwall/
 	@echo "test/perf (among its benchmarks): netwall in sessions, BenchmarkNetSessionStart: start with NET intents (own netns, veth, nft table, loopback relay) vs without, one run (goal <= +15 ms); BenchmarkNetThroughput: TCP throughput to a declared peer under the walls vs direct: a host address (veth+nft) and a host loopback service (relayed) (goal >= 0.9x)"
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
+	@echo "dns: an A query through the session's DNS proxy vs asked straight of the same resolver, alternated in one run (the proxy adds a second loopback exchange, its own question and a rebuilt answer)"
+	$(GO) test -run '^$$' -bench QueryThroughProxy -benchtime 2000x ./enforcer/dnsproxy/
 	@echo "guard: decisions/s/core on the check path alone (goal >= 20000)"
 	$(GO) test -run '^$$' -bench . -cpu 1 -benchtime $(BENCHTIME) ./guard/check/
 	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
