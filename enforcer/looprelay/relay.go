@@ -10,13 +10,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/klocklabs/klock/internal/netnsdo"
 	"github.com/klocklabs/klock/policy"
 	"golang.org/x/sys/unix"
 )
@@ -90,35 +90,13 @@ func Open(path string) (*Relay, error) {
 	return r, nil
 }
 
-// inNS runs f on a thread moved into the namespace, then moved back.
-// Sockets f makes stay in the namespace.
+// inNS runs f on a thread moved into the namespace, then moved back
+// (netnsdo.Do). Sockets f makes stay in the namespace.
 func (r *Relay) inNS(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("looprelay: %w", err)
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(int(r.ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("looprelay: setns: %w", err)
-			return
-		}
-		ferr := f()
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			// The thread stays locked and ends with this goroutine: never
-			// reused in the wrong namespace.
-			errc <- errors.Join(ferr, fmt.Errorf("looprelay: setns back: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	if err := netnsdo.Do(r.ns, f); err != nil {
+		return fmt.Errorf("looprelay: %w", err)
+	}
+	return nil
 }
 
 // Add relays addr:port..., for each port of ports and each protocol of

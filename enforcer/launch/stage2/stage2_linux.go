@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/klocklabs/klock/internal/netnsdo"
 	"golang.org/x/sys/unix"
 )
 
@@ -171,7 +172,7 @@ func runStage2(specFD, goFD int) (err error) {
 		}
 	}
 	if s.NewNetNS {
-		if err := loopbackUp(); err != nil {
+		if err := netnsdo.LoopbackUp(); err != nil {
 			return fail("netns", err)
 		}
 	}
@@ -246,26 +247,6 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%q not found in PATH %q: %w", name, pathVar, unix.ENOENT)
-}
-
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("lo flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("lo up: %w", err)
-	}
-	return nil
 }
 
 // bindReadOnly mounts the file src over dst, read-only: the agent (no
