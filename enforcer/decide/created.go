@@ -80,6 +80,11 @@ func (s *createdSet) update(ev event.Event) {
 	}
 	switch t.Predicate {
 	case policy.Provides:
+		if ev.Tmpfile {
+			// An unnamed file made in an existing directory: neither is
+			// the session's creation (a linkat naming it is a link).
+			return
+		}
 		if IsCreation(ev.Syscall) {
 			s.add(t.Path)
 		} else {

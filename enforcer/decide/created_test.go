@@ -110,3 +110,40 @@ func BenchmarkCreatedRenames(b *testing.B) {
 		})
 	}
 }
+
+// TestTmpfileDoesNotMakeItsDirectoryTheSessions: an O_TMPFILE open names
+// the directory the unnamed file went in (PROVIDES of it). The directory
+// is not the session's creation: a chmod of it afterwards is judged
+// against the manifest, and --learn declares the directory's subtree
+// (which covers it), never PROVIDES, MUTATES or DELETES of the directory
+// alone, rights on its parent (Python's tempfile.TemporaryFile in /tmp
+// made a learned manifest that Landlock could only wall at /).
+func TestTmpfileDoesNotMakeItsDirectoryTheSessions(t *testing.T) {
+	m := manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**")
+	e := New(compile(t, m), m.Mode, WithClock(fakeClock()))
+	ev := fileEv(policy.Provides, "/tmp", "openat")
+	ev.Tmpfile = true
+	e.Observe(ev)
+	if e.Created("/tmp") {
+		t.Fatal("/tmp became the session's own through an O_TMPFILE open")
+	}
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "PROVIDES FILE:/tmp/**") {
+		t.Errorf("learned:\n%s\nwant PROVIDES FILE:/tmp/**", out)
+	}
+	for _, bad := range []string{"PROVIDES FILE:/tmp #", "MUTATES FILE:/tmp #", "DELETES FILE:/tmp #"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("learned %q:\n%s", bad, out)
+		}
+	}
+	s := New(compile(t, manifest(t, "strict", "none", "PROVIDES FILE:/srv/repo/d/**")), policy.ModeStrict, WithClock(fakeClock()))
+	ev = fileEv(policy.Provides, "/srv/repo/d", "openat")
+	ev.Tmpfile = true
+	s.Observe(ev)
+	if v := s.Observe(fileEv(policy.Mutates, "/srv/repo/d", "fchmodat")); !v.Violation() {
+		t.Error("a chmod of the directory an unnamed file was made in was allowed as the session's own")
+	}
+}

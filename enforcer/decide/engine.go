@@ -339,6 +339,7 @@ func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {
 	}
 	o.Count += 1 + ev.Repeat
 	o.Last = ev.Time
+	o.Tmpfile = o.Tmpfile || ev.Tmpfile && t == ev.Triple
 	if ev.Blocked {
 		o.Blocked++
 	}

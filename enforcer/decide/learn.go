@@ -75,6 +75,14 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	var need []learnObs
 	for _, o := range e.obs {
 		switch {
+		case o.Violation && o.Tmpfile:
+			// Unnamed files (O_TMPFILE) made in a directory: the
+			// directory's subtree, which covers the directory itself (a
+			// PROVIDES of it alone would be its own creation, a right on
+			// its parent).
+			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall,
+				scope: policy.PathPattern{Path: o.Triple.Path, Match: policy.MatchSubtree},
+				note:  "learned: unnamed files (O_TMPFILE) made in this directory; "})
 		case o.Violation:
 			need = append(need, learnObs{t: o.Triple, count: o.Count, syscall: o.Syscall})
 		case o.Created && (ownFilesUnwalled.Has(o.Triple.Predicate) || o.Triple.Predicate == policy.Mutates && e.create.has(o.Triple.Path)):

@@ -28,7 +28,9 @@ import (
 func (e *Engine) ownFiles() map[string]bool {
 	own := map[string]bool{}
 	for t, o := range e.obs {
-		if t.Type == policy.ObjFile && t.Predicate == policy.Provides && o.Count > o.Failed && absClean(t.Path) {
+		// An O_TMPFILE open's PROVIDES names the directory the unnamed
+		// file went in: not a file the run made.
+		if t.Type == policy.ObjFile && t.Predicate == policy.Provides && o.Count > o.Failed && !o.Tmpfile && absClean(t.Path) {
 			own[t.Path] = true
 		}
 	}

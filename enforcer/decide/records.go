@@ -37,6 +37,9 @@ type Observation struct {
 	Unnamed bool
 	// Violation is true when at least one occurrence was outside the scope.
 	Violation bool
+	// Tmpfile is true when it is an O_TMPFILE open's PROVIDES of the
+	// directory the unnamed file was made in (event.Event.Tmpfile).
+	Tmpfile bool
 }
 
 // Violation is one triple observed outside the scope.

@@ -44,6 +44,10 @@ type Event struct {
 	// reach it, and nothing of it outlives its last fd. Triple.Path is
 	// then only a label for the log.
 	Unnamed bool
+	// Tmpfile is true for an open with O_TMPFILE: Triple is PROVIDES of
+	// the directory the unnamed file was made in, which the operation
+	// did not create (the file has no name until a linkat gives it one).
+	Tmpfile bool
 	// Repeat is how many more times the same operation happened that the
 	// backend counted instead of reporting (the in-kernel count of
 	// repeated opens, sent at the end of the session): the event stands

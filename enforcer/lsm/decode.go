@@ -45,6 +45,7 @@ const (
 	fReplaces = 1 << 4
 	fExchange = 1 << 5
 	fCreated  = 1 << 6
+	fTmpfile  = 1 << 7
 	fCounted  = 1 << 9
 	fRefer    = 1 << 10
 )
@@ -138,6 +139,7 @@ func decode(b []byte) (event.Event, *seenKey, bool) {
 			pred = policy.Mutates
 		}
 		ev.Triple = file(pred, p1)
+		ev.Tmpfile = flags&fTmpfile != 0
 		if flags&fCreated != 0 {
 			// The kernel created the file: a creation for decide.
 			ev.Syscall = "open"

@@ -286,6 +286,7 @@ func (o *Observer) translateOpen(r *raw, rec *Record, obj ident, hasObj bool, q 
 	switch {
 	case r.flags&oTmpfile == oTmpfile:
 		pred = policy.Provides // an unnamed file in the directory p
+		rec.Event.Tmpfile = true
 	case created:
 		pred = policy.Provides
 	case r.ret < 0 && r.flags&unix.O_CREAT != 0:
