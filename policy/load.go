@@ -60,6 +60,9 @@ func (m *Manifest) applyDefaults() {
 	if m.HITL.DefaultMode == "" {
 		m.HITL.DefaultMode = HITLModeHITL
 	}
+	if m.Tmp == "" {
+		m.Tmp = TmpPrivate
+	}
 	if m.Workdir != "" && path.IsAbs(m.Workdir) {
 		m.Workdir = path.Clean(m.Workdir)
 	}
