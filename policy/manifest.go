@@ -88,6 +88,10 @@ const (
 	TmpHost Tmp = "host"
 )
 
+// PrivateTmpRoot holds the sessions' private /tmp and /var/tmp on the
+// host: <PrivateTmpRoot>/<session>/tmp and .../vartmp.
+const PrivateTmpRoot = "/var/lib/klock/tmp"
+
 // TmpDirs are the directories a private tmp replaces, as the agent names
 // them.
 var TmpDirs = []string{"/tmp", "/var/tmp"}
@@ -113,6 +117,19 @@ func InTmp(p string) bool {
 // it sees the host's /tmp there).
 func (m *Manifest) PrivateTmp() bool {
 	return m.Tmp != TmpHost && !(m.Workdir != "" && InTmp(m.Workdir))
+}
+
+// TmpNote says whose /tmp a session of m gives the agent, for klock
+// explain and the like.
+func (m *Manifest) TmpNote() string {
+	switch {
+	case m.PrivateTmp():
+		return "private /tmp and /var/tmp (host path " + PrivateTmpRoot + "/<session>/tmp and .../vartmp; klock run --keep-tmp keeps them): intents there take no lease and back nothing up"
+	case m.Tmp == TmpHost:
+		return "the host's /tmp and /var/tmp (tmp: host): intents there are leased and backed up"
+	default:
+		return "the host's /tmp and /var/tmp (the workdir is in one): intents there are leased and backed up"
+	}
 }
 
 // HITLMode is KCC surface 6.

@@ -19,7 +19,7 @@ import (
 
 // PrivateTmpRoot holds the sessions' private /tmp and /var/tmp
 // directories: <root>/<session>/tmp and <root>/<session>/vartmp.
-const PrivateTmpRoot = "/var/lib/klock/tmp"
+const PrivateTmpRoot = policy.PrivateTmpRoot
 
 // privateTmp is a session's own /tmp and /var/tmp (policy.Manifest.PrivateTmp):
 // two directories klock makes for it, which stage 2 bind-mounts over the
