@@ -25,8 +25,8 @@ type Manifest struct {
 	// Network limits what the session's traffic may amount to.
 	Network *Network `yaml:"network" json:"network,omitempty"`
 	// Tmp says whose /tmp and /var/tmp the agent sees: its session's own
-	// (private, the default) or the host's.
-	Tmp       Tmp        `yaml:"tmp" json:"tmp,omitempty" jsonschema:"enum=private,enum=host,default=private,description=private: the agent's /tmp and /var/tmp are its session's own (intents there take no lease and no backup); host: the host's (a socket or file shared with another process)"`
+	// (private) or the host's (host, for now the default).
+	Tmp       Tmp        `yaml:"tmp" json:"tmp,omitempty" jsonschema:"enum=private,enum=host,default=host,description=private: the agent's /tmp and /var/tmp are its session's own (intents there take no lease and no backup); host: the host's (a socket or file shared with another process)"`
 	Signature *Signature `yaml:"signature" json:"signature,omitempty"`
 
 	// Warnings found while loading; never fatal.
@@ -116,7 +116,7 @@ func InTmp(p string) bool {
 // is in the host's /tmp or /var/tmp (the agent must see its workdir, so
 // it sees the host's /tmp there).
 func (m *Manifest) PrivateTmp() bool {
-	return m.Tmp != TmpHost && !(m.Workdir != "" && InTmp(m.Workdir))
+	return m.Tmp == TmpPrivate && !(m.Workdir != "" && InTmp(m.Workdir))
 }
 
 // TmpNote says whose /tmp a session of m gives the agent, for klock

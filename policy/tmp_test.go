@@ -23,15 +23,19 @@ func TestTmpdirExpandsToTmp(t *testing.T) {
 
 func TestTmpField(t *testing.T) {
 	m := mustParse(t, manifest(nil, ""))
-	if m.Tmp != TmpPrivate || !m.PrivateTmp() {
-		t.Errorf("default tmp %q, private %v; want private", m.Tmp, m.PrivateTmp())
+	if m.Tmp != TmpHost || m.PrivateTmp() {
+		t.Errorf("default tmp %q, private %v; want host", m.Tmp, m.PrivateTmp())
+	}
+	m = mustParse(t, "tmp: private\n"+manifest(nil, ""))
+	if !m.PrivateTmp() {
+		t.Error("tmp: private is not private")
 	}
 	m = mustParse(t, "tmp: host\n"+manifest(nil, ""))
 	if m.Tmp != TmpHost || m.PrivateTmp() {
 		t.Errorf("tmp: host read as %q, private %v", m.Tmp, m.PrivateTmp())
 	}
 	// A workdir in the host's /tmp needs the host's /tmp.
-	m = mustParse(t, strings.Replace(manifest(nil, ""), "workdir: /w", "workdir: /var/tmp/w", 1))
+	m = mustParse(t, "tmp: private\n"+strings.Replace(manifest(nil, ""), "workdir: /w", "workdir: /var/tmp/w", 1))
 	if m.PrivateTmp() {
 		t.Error("a workdir in /var/tmp: private tmp")
 	}

@@ -73,7 +73,7 @@ mkdir /tmp/d && echo z > /tmp/d/z && mv /tmp/d/z /tmp/d/w && rm /tmp/d/w
 for p in ` + planted + ` ` + plantedVar + `; do if [ -e $p ]; then echo "visible $p"; fi; done
 echo agent > ` + planted + `
 echo done`
-	data := []byte(harness.ManifestYAML(w.Workdir, policy.ModeStrict, tools(t,
+	data := []byte("tmp: private\n" + harness.ManifestYAML(w.Workdir, policy.ModeStrict, tools(t,
 		"MUTATES FILE:${tmpdir}/**", "PROVIDES FILE:/tmp/**", "DELETES FILE:/tmp/**", "RENAMES FILE:/tmp/**",
 		"PROVIDES FILE:/var/tmp/*",
 	)))
@@ -138,7 +138,7 @@ func TestPrivateTmpRolledBack(t *testing.T) {
 	w := outsideTmpWorld(t)
 	planted := plantInTmp(t, w, "/tmp")
 	w.File(w.O("secret"), "s\n")
-	o := w.Run(harness.Spec{Intents: tools(t, "PROVIDES FILE:/tmp/**", "MUTATES FILE:/tmp/**"),
+	o := w.Run(harness.Spec{Manifest: []byte("tmp: private\n" + harness.ManifestYAML(w.Workdir, policy.ModeStrict, tools(t, "PROVIDES FILE:/tmp/**", "MUTATES FILE:/tmp/**"))),
 		Command: []string{"/bin/sh", "-c", "echo a > /tmp/a; mkdir /tmp/d; echo b > /tmp/d/b; cat " + w.O("secret") + "; sleep 1"}})
 	if !o.Res.Killed {
 		t.Fatalf("not killed\n%s", o.Dump())
@@ -170,9 +170,9 @@ func TestPrivateTmpNoLeaseConflict(t *testing.T) {
 	w := outsideTmpWorld(t)
 	store := lease.NewTable()
 	intents := tools(t, "MUTATES FILE:/tmp/**", "PROVIDES FILE:/tmp/**", "DELETES FILE:/tmp/**", "CONSUMES FILE:/tmp/**")
-	a := startLeased(t, w, leasedSpec{leases: store, intents: intents, script: "echo a > /tmp/f; echo started; read x; cat /tmp/f; rm /tmp/f"})
+	a := startLeased(t, w, leasedSpec{leases: store, intents: intents, tmp: "private", script: "echo a > /tmp/f; echo started; read x; cat /tmp/f; rm /tmp/f"})
 	a.line("started")
-	b := startLeased(t, w, leasedSpec{leases: store, intents: intents, script: "echo b > /tmp/f; echo started; read x; cat /tmp/f; rm /tmp/f"})
+	b := startLeased(t, w, leasedSpec{leases: store, intents: intents, tmp: "private", script: "echo b > /tmp/f; echo started; read x; cat /tmp/f; rm /tmp/f"})
 	b.line("started")
 	a.release()
 	a.line("a")
@@ -197,11 +197,11 @@ func TestTmpHost(t *testing.T) {
 	planted := plantInTmp(t, w, "/tmp")
 	store := lease.NewTable()
 	intents := tools(t, "MUTATES FILE:/tmp/**", "PROVIDES FILE:/tmp/**")
-	a := startLeased(t, w, leasedSpec{leases: store, intents: intents, tmpHost: true,
+	a := startLeased(t, w, leasedSpec{leases: store, intents: intents, tmp: "host",
 		script: "cat " + planted + "; echo agent >> " + planted + "; echo started; read x"})
 	a.line("host")
 	a.line("started")
-	b := startLeased(t, w, leasedSpec{leases: store, intents: intents, tmpHost: true, script: "echo never"})
+	b := startLeased(t, w, leasedSpec{leases: store, intents: intents, tmp: "host", script: "echo never"})
 	<-b.done
 	if !errors.Is(b.err, session.ErrLeaseConflict) {
 		t.Errorf("second tmp: host session: %v, want a lease conflict", b.err)
@@ -237,8 +237,8 @@ rm -r $d
 echo note > /var/tmp/note.txt
 echo ok > ` + w.W("out.txt")}
 	o := w.Run(harness.Spec{Mode: policy.ModePermissive, Backend: session.BackendObserve,
-		Intents: tools(t),
-		Command: cmd})
+		Manifest: []byte("tmp: private\n" + harness.ManifestYAML(w.Workdir, policy.ModePermissive, tools(t))),
+		Command:  cmd})
 	if o.Res.Killed || o.Res.Exit.ExitCode() != 0 || o.Res.Learned == nil {
 		t.Fatalf("learning run failed or learned nothing\n%s", o.Dump())
 	}
