@@ -60,6 +60,13 @@ func (m *Manifest) applyDefaults() {
 	if m.HITL.DefaultMode == "" {
 		m.HITL.DefaultMode = HITLModeHITL
 	}
+	if m.Tmp == "" {
+		// Not yet private by default: the observer still names a
+		// metadata change in the private /tmp by an exited process at its
+		// host path, and learned manifests of some toolchains (pip) do not
+		// yet wall there (test/realworld).
+		m.Tmp = TmpHost
+	}
 	if m.Workdir != "" && path.IsAbs(m.Workdir) {
 		m.Workdir = path.Clean(m.Workdir)
 	}

@@ -23,7 +23,10 @@ type Manifest struct {
 	Rates string `yaml:"rates" json:"rates,omitempty" jsonschema:"description=rates file for cross-currency charges (each rate with its source and time), relative to the manifest"`
 	HITL  HITL   `yaml:"hitl" json:"hitl,omitempty"`
 	// Network limits what the session's traffic may amount to.
-	Network   *Network   `yaml:"network" json:"network,omitempty"`
+	Network *Network `yaml:"network" json:"network,omitempty"`
+	// Tmp says whose /tmp and /var/tmp the agent sees: its session's own
+	// (private) or the host's (host, for now the default).
+	Tmp       Tmp        `yaml:"tmp" json:"tmp,omitempty" jsonschema:"enum=private,enum=host,default=host,description=private: the agent's /tmp and /var/tmp are its session's own (intents there take no lease and no backup); host: the host's (a socket or file shared with another process)"`
 	Signature *Signature `yaml:"signature" json:"signature,omitempty"`
 
 	// Warnings found while loading; never fatal.
@@ -73,6 +76,61 @@ const (
 	BaselineSystemRO Baseline = "system-ro"
 	BaselineNone     Baseline = "none"
 )
+
+// Tmp is the manifest's tmp field.
+type Tmp string
+
+const (
+	// TmpPrivate: the agent's /tmp and /var/tmp are directories of its
+	// session's own, bind-mounted over them in its mount namespace.
+	TmpPrivate Tmp = "private"
+	// TmpHost: the agent sees the host's /tmp and /var/tmp.
+	TmpHost Tmp = "host"
+)
+
+// PrivateTmpRoot holds the sessions' private /tmp and /var/tmp on the
+// host: <PrivateTmpRoot>/<session>/tmp and .../vartmp.
+const PrivateTmpRoot = "/var/lib/klock/tmp"
+
+// TmpDirs are the directories a private tmp replaces, as the agent names
+// them.
+var TmpDirs = []string{"/tmp", "/var/tmp"}
+
+// TmpdirVar expands to /tmp (the agent's, private or not) in FILE: and
+// PROC: objects.
+const TmpdirVar = "${tmpdir}"
+
+// InTmp reports whether the clean absolute path p is /tmp, /var/tmp or
+// below one of them.
+func InTmp(p string) bool {
+	for _, d := range TmpDirs {
+		if p == d || len(p) > len(d) && p[:len(d)] == d && p[len(d)] == '/' {
+			return true
+		}
+	}
+	return false
+}
+
+// PrivateTmp reports whether a session of m gives the agent a /tmp and a
+// /var/tmp of its own: unless the manifest says tmp: host, or its workdir
+// is in the host's /tmp or /var/tmp (the agent must see its workdir, so
+// it sees the host's /tmp there).
+func (m *Manifest) PrivateTmp() bool {
+	return m.Tmp == TmpPrivate && !(m.Workdir != "" && InTmp(m.Workdir))
+}
+
+// TmpNote says whose /tmp a session of m gives the agent, for klock
+// explain and the like.
+func (m *Manifest) TmpNote() string {
+	switch {
+	case m.PrivateTmp():
+		return "private /tmp and /var/tmp (host path " + PrivateTmpRoot + "/<session>/tmp and .../vartmp; klock run --keep-tmp keeps them): intents there take no lease and back nothing up"
+	case m.Tmp == TmpHost:
+		return "the host's /tmp and /var/tmp (tmp: host): intents there are leased and backed up"
+	default:
+		return "the host's /tmp and /var/tmp (the workdir is in one): intents there are leased and backed up"
+	}
+}
 
 // HITLMode is KCC surface 6.
 type HITLMode string

@@ -75,6 +75,11 @@ func ParsePathPattern(s string) (PathPattern, error) {
 	if strings.ContainsRune(s, 0) {
 		return PathPattern{}, errors.New("path contains a NUL byte")
 	}
+	if rest, ok := strings.CutPrefix(s, TmpdirVar); ok && (rest == "" || rest[0] == '/') {
+		// The agent's /tmp: the same path in every session, private or
+		// not, so it is expanded here, before anything reads the path.
+		s = "/tmp" + rest
+	}
 	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, WorkdirVar) {
 		return PathPattern{}, fmt.Errorf("path %q is relative; kernel rules are absolute: write ${workdir}/%s or an absolute path", s, strings.TrimPrefix(s, "./"))
 	}

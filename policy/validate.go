@@ -57,6 +57,7 @@ func validateHeader(m *Manifest, r *report) {
 	}
 	checkEnum(r, "mode", string(m.Mode), string(ModeStrict), string(ModePermissive))
 	checkEnum(r, "baseline", string(m.Baseline), string(BaselineSystemRO), string(BaselineNone))
+	checkEnum(r, "tmp", string(m.Tmp), string(TmpPrivate), string(TmpHost))
 	if m.Workdir != "" && !path.IsAbs(m.Workdir) {
 		r.errorf("format", "workdir", "write an absolute path, e.g. /srv/repo", "%q is relative", m.Workdir)
 	}

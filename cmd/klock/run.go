@@ -40,6 +40,7 @@ func newRun() *cobra.Command {
 		backend                             string
 		allowDegraded, quiet, noDaemon      bool
 		rollbackOnInterrupt                 bool
+		keepTmp                             bool
 		wait, leaseTTL, leaseGrace          time.Duration
 		extraEnv                            []string
 		tf                                  trustFlags
@@ -215,7 +216,7 @@ session id), as klock tools rollback --run does.`,
 				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
 				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
 				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
-				Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: rollbackOnInterrupt,
+				Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: rollbackOnInterrupt, KeepTmp: keepTmp,
 				LeaseWait: wait, LeaseTTL: leaseTTL, LeaseGrace: leaseGrace, LeaseGroup: gw.leaseGroup(),
 			}
 			// klockd keeps the BPF programs loaded: use it when it runs.
@@ -275,6 +276,7 @@ session id), as klock tools rollback --run does.`,
 	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
 	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print neither the verification summary nor warnings (errors only)")
+	c.Flags().BoolVar(&keepTmp, "keep-tmp", false, "keep the session's private /tmp and /var/tmp ("+session.PrivateTmpRoot+"/<session>/{tmp,vartmp}) after it ends, for inspection (default: removed at its end)")
 	c.Flags().BoolVar(&rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
 	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	c.Flags().DurationVar(&wait, "wait", 0, "when another session holds a conflicting lease, keep trying this long (e.g. 30s, 10m) instead of exiting 75 at once")

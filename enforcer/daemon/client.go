@@ -244,7 +244,7 @@ func (cl *Client) Run(ctx context.Context, r *Run) (*session.Result, error) {
 // Otherwise the results mean what session.Run's do.
 //
 // From o it sends Manifest's file (ManifestData, ManifestPath), Mode,
-// Command, Env, Dir, User, AllowDegraded, RollbackOnInterrupt, LogDir,
+// Command, Env, Dir, User, AllowDegraded, RollbackOnInterrupt, KeepTmp, LogDir,
 // LeaseWait, LeaseTTL, LeaseGrace, LeaseGroup and the stdio; Manifest is re-parsed by
 // klockd from ManifestData. ID, Snapshot, Resolve, Backends, Leases and
 // LeaseTenant are klockd's own. A nil User is launch.DefaultUser of the workdir, as in
@@ -293,8 +293,8 @@ func RunViaDaemon(ctx context.Context, socket string, o session.Options) (res *s
 			Argv: o.Command, Env: o.Env, Dir: abs(o.Dir),
 			UID: cred.UID, GID: cred.GID, Groups: cred.Groups, AllowRoot: cred.AllowRoot,
 			AllowDegraded: o.AllowDegraded, Backend: string(o.Backend), Learn: true, LogDir: abs(o.LogDir),
-			RollbackOnInterrupt: o.RollbackOnInterrupt,
-			LeaseWait:           o.LeaseWait, LeaseTTL: o.LeaseTTL, LeaseGrace: o.LeaseGrace, LeaseGroup: o.LeaseGroup,
+			RollbackOnInterrupt: o.RollbackOnInterrupt, KeepTmp: o.KeepTmp,
+			LeaseWait: o.LeaseWait, LeaseTTL: o.LeaseTTL, LeaseGrace: o.LeaseGrace, LeaseGroup: o.LeaseGroup,
 		},
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Logger: o.Logger,
 	}

@@ -89,6 +89,8 @@ type RunRequest struct {
 	Backend       string   `json:"backend,omitempty"` // auto (default), bpf-lsm, landlock, observe
 	// RollbackOnInterrupt is session.Options.RollbackOnInterrupt.
 	RollbackOnInterrupt bool `json:"rollback_on_interrupt,omitempty"`
+	// KeepTmp is session.Options.KeepTmp (klock run --keep-tmp).
+	KeepTmp bool `json:"keep_tmp,omitempty"`
 	// Learn asks for the learned manifest in the result (permissive mode).
 	Learn  bool   `json:"learn,omitempty"`
 	LogDir string `json:"log_dir,omitempty"`

@@ -522,8 +522,8 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	opts := session.Options{
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: backend,
-		RollbackOnInterrupt: req.RollbackOnInterrupt,
-		Snapshot:            snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
+		RollbackOnInterrupt: req.RollbackOnInterrupt, KeepTmp: req.KeepTmp,
+		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
 		// The client's uid is the leases' tenant (klock leases shows each
 		// uid its own).
 		Leases: s.leases, LeaseTenant: fmt.Sprintf("uid:%d", peer.UID),

@@ -18,7 +18,9 @@
 // pipe fds. Stage 2, locked
 // to one OS thread: marks fds CLOEXEC, unshares a cgroup namespace rooted
 // at the session cgroup, makes every mount private and mounts a fresh
-// /proc for the new pid namespace, sets vm.memfd_noexec=2 for that pid
+// /proc for the new pid namespace, bind-mounts Spec.Binds (a session's
+// private /tmp and /var/tmp: nosuid, nodev; neither side may be a
+// symbolic link), sets vm.memfd_noexec=2 for that pid
 // namespace, brings up lo in a new network namespace, opens every Landlock
 // rule path (as root) and builds the ruleset, sets securebits, drops every
 // capability (bounding, ambient, then setgroups/setresgid/setresuid, then
@@ -66,7 +68,11 @@
 // EXECUTE, so "ld.so BINARY" is a residual; metadata changes (chmod, chown,
 // utimes, xattrs) and stat are never Landlock operations. Removing or
 // renaming the root of "/dir/**" is granted on its parent only inside the
-// workdir (policy.RootRemovable), else Narrowed.
+// workdir (policy.RootRemovable), else Narrowed. With Spec.Binds the plan
+// looks at each bind's Src for the paths under its Dst (BoundFS: what the
+// agent will see there, a private /tmp that starts empty, not the host's
+// /tmp) and names them at Dst; stage 2 opens the rules after the binds are
+// mounted, so a rule on /tmp attaches to the private directory's inode.
 //
 // No rule path holds a symbolic link: a rule opens its path, and through a
 // link the agent planted it would wall in whatever the link names. A

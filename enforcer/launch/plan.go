@@ -82,6 +82,46 @@ func (hostFS) EvalSymlinks(p string) (string, error) {
 	return filepath.EvalSymlinks(p)
 }
 
+// BoundFS is the host's file system as the agent will see it once binds
+// are mounted (Spec.Binds): a path under a bind's Dst is looked at under
+// its Src (the private /tmp klock made, not the host's /tmp), and named
+// back at Dst. With no binds it is the host's.
+func BoundFS(binds []Bind) PlanFS {
+	if len(binds) == 0 {
+		return hostFS{}
+	}
+	return boundFS(binds)
+}
+
+type boundFS []Bind
+
+// move maps p from under one of the binds' from to under its to.
+func (b boundFS) move(p string, back bool) string {
+	for _, m := range b {
+		from, to := m.Dst, m.Src
+		if back {
+			from, to = to, from
+		}
+		if p == from {
+			return to
+		}
+		if rest, ok := strings.CutPrefix(p, from+"/"); ok {
+			return to + "/" + rest
+		}
+	}
+	return p
+}
+
+func (b boundFS) Stat(p string) (fs.FileInfo, error)  { return os.Stat(b.move(p, false)) }
+func (b boundFS) Lstat(p string) (fs.FileInfo, error) { return os.Lstat(b.move(p, false)) }
+func (b boundFS) EvalSymlinks(p string) (string, error) {
+	r, err := filepath.EvalSymlinks(b.move(p, false))
+	if err != nil {
+		return "", err
+	}
+	return b.move(r, true), nil
+}
+
 // PlanLandlockOn is PlanLandlock looking at fsys.
 func PlanLandlockOn(rs *policy.Ruleset, abi int, fsys PlanFS) (*LandlockPlan, error) {
 	if abi < 1 {

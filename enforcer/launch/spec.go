@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -58,6 +59,11 @@ type Spec struct {
 	// may live in a masked directory): the session's DNS proxy as the
 	// agent's only name server.
 	ResolvConf string
+	// Binds are directories bind-mounted over others in the agent's mount
+	// namespace (nosuid, nodev), before the Landlock rules are opened: a
+	// session's private /tmp and /var/tmp. The Landlock plan looks at Src
+	// for paths under Dst, which is what the agent will see there.
+	Binds []Bind
 	// Stage2 is the stage-2 binary to launch with (cmd/klock-stage2);
 	// "" means klock-stage2 beside the running executable. It is used only
 	// when fit to run as root (see Spawn), otherwise the running binary is
@@ -65,6 +71,9 @@ type Spec struct {
 	// starts a few milliseconds sooner.
 	Stage2 string
 }
+
+// Bind is one of Spec.Binds: the host directory Src over Dst.
+type Bind = stage2.Bind
 
 // Credential is the identity of the agent's processes.
 type Credential struct {

@@ -126,7 +126,7 @@ func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 		if err != nil {
 			return nil, err
 		}
-		if plan, err = PlanLandlock(s.Ruleset, abi); err != nil {
+		if plan, err = PlanLandlockOn(s.Ruleset, abi, BoundFS(s.Binds)); err != nil {
 			return nil, err
 		}
 	}
@@ -142,7 +142,7 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 		UID: s.User.UID, GID: s.User.GID, Groups: s.User.Groups,
 		NewNetNS: s.NewNetNS, IOURing: s.AllowIOURing, ExtraFiles: len(s.ExtraFiles),
 		Landlock: plan.wall(), NoLandlock: s.NoLandlock, Mask: s.Mask,
-		ResolvConf:     s.ResolvConf,
+		ResolvConf: s.ResolvConf, Binds: s.Binds,
 		DenyMetaIoctls: s.DenyMetaIoctls,
 	}
 	if w.Path == "" {

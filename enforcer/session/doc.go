@@ -98,6 +98,34 @@
 // others held, nothing is rolled back and the log says so (klock rollback
 // can finish it). The log lists the leases held and the wait.
 //
+// Private /tmp: a session whose manifest says tmp: private (not yet the
+// default; policy.Manifest.PrivateTmp) gets a /tmp and a /var/tmp of its own:
+// Run makes PrivateTmpRoot/<id>/{tmp,vartmp} (the parent root's, 0700;
+// the leaves the agent's, sticky 0777, the mode programs expect of /tmp)
+// and stage 2 bind-mounts them over the agent's (launch.Spec.Binds)
+// before the Landlock rules are opened. The engine, the observer (whose
+// kernel walks cross the bind mount to the agent's /tmp), bpf-lsm and the
+// wall name those paths as the agent does (/tmp/x); the intents there
+// take no lease (the leases are the manifest's without them: withoutTmp),
+// the backup excludes the host's /tmp and /var/tmp (Preflight.PrivateTmp),
+// a rollback drops its roots there and empties the private directories
+// instead (they started empty), and a permissive amendment there is
+// granted without a lease (privateTmpGate). They are removed when Run
+// returns unless Options.KeepTmp (klock run --keep-tmp); a klock killed
+// with kill -9 leaves them. The log's "private /tmp" backend names the
+// host paths. tmp: host, a workdir or start directory in the host's /tmp
+// or /var/tmp, and a container's session (its runtime gave it a /tmp of
+// its own; klock mounts nothing in a container) keep the host's view.
+// Residual: the observer resolves path strings and maps a metadata
+// change's filesystem path through klock's mount table once the process
+// that made it has exited, so such a change in the private /tmp is named
+// at its host path, and an unlink or rename there through a link planted
+// at the same name in the host's /tmp is named at the link's target
+// (false violations: strict sessions fail closed).
+// klock sets no $XDG_RUNTIME_DIR: the agent's environment is the
+// caller's (Options.Env), and one passed there is a host directory,
+// declared like any other path.
+//
 // Containers (issue 22): with Options.Container the session adopts a
 // container its runtime created instead of launching an agent: the
 // runtime's cgroup and its init (waiting in the OCI createRuntime hook),

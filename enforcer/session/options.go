@@ -69,6 +69,10 @@ type Preflight struct {
 	// paths) whose metadata the backup records, instead of the host's
 	// (snapshot.MetaScopesAt): a container's.
 	Scratch []string
+	// PrivateTmp: the agent's /tmp and /var/tmp are the session's own,
+	// which start empty: nothing there is backed up, and the host's are
+	// neither recorded nor touched by the rollback.
+	PrivateTmp bool
 }
 
 // Backend names the mechanism that walls the agent's file operations.
@@ -206,11 +210,19 @@ type Options struct {
 	// (klockd's ps).
 	Traffic func(read func() (out, in uint64))
 
+	// KeepTmp keeps the session's private /tmp and /var/tmp (under
+	// PrivateTmpRoot) after it ends, for inspection (klock run
+	// --keep-tmp); else they are removed at its end.
+	KeepTmp bool
+
 	// dns is the session's DNS proxy (Run sets it for prepare), started
 	// in the session's network namespace once stage 2 made it.
 	dns *dnsScope
 	// tl is the session's timeline (Run sets it for prepare).
 	tl *timeline
+	// privTmp: the session's /tmp and /var/tmp are its own (Run sets it
+	// for prepare): the backup leaves the host's alone.
+	privTmp bool
 }
 
 // Result is how a session ended.

@@ -99,7 +99,8 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		}
 		backup = make(chan backupResult, 1)
 		go func() {
-			r, err := o.Snapshot(ctx, Preflight{Ruleset: rs, ID: id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...), Others: exclude})
+			r, err := o.Snapshot(ctx, Preflight{Ruleset: rs, ID: id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...), Others: exclude,
+				PrivateTmp: o.privTmp})
 			o.tl.mark("backup")
 			backup <- backupResult{r, err}
 		}()

@@ -59,8 +59,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	// host is the manifest as the host sees it: the same, but for a
-	// container's session, whose paths the container names.
+	// container's session, whose paths the container names, and for a
+	// session with a private /tmp, whose intents there name what no other
+	// session reaches (no lease).
 	host, hostRS := m, rs
+	privTmp := usesPrivateTmp(o)
+	if privTmp {
+		host = withoutTmp(m)
+		if hostRS, err = policy.Compile(host); err != nil {
+			return nil, fmt.Errorf("%w: the manifest outside the private /tmp: %v", ErrSetup, err)
+		}
+	}
 	if c := o.Container; c != nil {
 		if host, err = c.hostManifest(m); err != nil {
 			return nil, err
@@ -185,6 +194,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer deleteGroup()
 	tl.mark("cgroup")
+	var priv *privateTmp
+	if privTmp {
+		if o.User == nil {
+			return nil, fmt.Errorf("%w: no agent user", launch.ErrBadSpec)
+		}
+		if priv, err = makePrivateTmp(id, o.User.UID, o.User.GID); err != nil {
+			return nil, err
+		}
+		if !o.KeepTmp {
+			// Deferred before the agent is reaped: Run returns once it is.
+			defer func() {
+				if err := priv.remove(); err != nil {
+					log.Warn("cannot remove the session's private /tmp", "dir", priv.dir, "error", err)
+				}
+			}()
+		}
+		o.privTmp = true
+	}
 	if dnsp != nil {
 		dnsp.setGroup(g)
 	}
@@ -217,7 +244,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	ready, err := prep(ctx, o, rs, id, g, leases.excludeFromBackup(ctx), launch.Spec{
 		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: ownNetNS(o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
-		Stage2: o.Stage2, ResolvConf: dnsp.conf(),
+		Stage2: o.Stage2, ResolvConf: dnsp.conf(), Binds: priv.bindList(),
 	}, []string{startDir}, begun.wait, log)
 	if err != nil {
 		begun.discard()
@@ -260,6 +287,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if dnsp != nil {
 		backendsUsed = append(backendsUsed, dnsp.backend())
 	}
+	if priv != nil {
+		backendsUsed = append(backendsUsed, priv.backend(o.KeepTmp))
+	}
 	if restorer == nil {
 		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
 			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
@@ -270,7 +300,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// An amendment is one more lease of this session's holder: never
 		// made over another session's lease (KLIS-6 DLA "if no conflict
 		// exists").
-		engOpts = append(engOpts, decide.WithAmendGate(amendGate(ctx, leases.store, leases.holder, leases.age(), leases.ttl(), restorer, be.lsms != nil)))
+		gate := amendGate(ctx, leases.store, leases.holder, leases.age(), leases.ttl(), restorer, be.lsms != nil)
+		if priv != nil {
+			gate = privateTmpGate(gate)
+		}
+		engOpts = append(engOpts, decide.WithAmendGate(gate))
 	}
 	if restorer != nil {
 		// A write through one name of a hard-linked file writes it by
@@ -279,7 +313,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	eng := decide.New(rs, mode, engOpts...)
 	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer,
-		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: o.Container.stageExecs(), ctr: o.Container,
+		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: o.Container.stageExecs(), ctr: o.Container, privTmp: priv != nil,
 		forked: map[uint32]bool{}, entrants: map[uint32]int{}}
 	if dnsp != nil {
 		dnsp.attach(eng, s.wall)
@@ -311,12 +345,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if c := o.Container; c != nil {
 			roots, changed = c.hostScopes(roots), c.hostPaths(changed)
 		}
+		if priv != nil {
+			// The private /tmp is not the host's: the backup holds
+			// nothing of it, and it started empty.
+			roots, changed = dropTmpScopes(roots), dropTmpPaths(changed)
+		}
 		rollback = rollBack(context.WithoutCancel(ctx), restorer, rollbackPlan{
 			only: roots, changed: changed, leases: leases, log: log,
 			self: intruder{session: id, agent: m.Agent.ID, violations: violationsByPath(rec, o.Container), notices: o.noticeDir()},
 		})
 		if c := o.Container; c != nil {
 			c.nameInContainer(rollback)
+		}
+		if priv != nil {
+			rollback = append(rollback, priv.empty()...)
 		}
 	}
 
@@ -458,6 +500,9 @@ type running struct {
 	stageExecs int
 	// ctr is the adopted container (nil: klock launched the agent).
 	ctr *Container
+	// privTmp: the agent's /tmp and /var/tmp are the session's own, which
+	// started empty.
+	privTmp bool
 	// overBudget says once that the agent spent its egress budget;
 	// budgetSpent, that it was acted on.
 	overBudget  chan string
@@ -667,6 +712,11 @@ func (s *running) record(r observe.Record) {
 func (s *running) renamedOntoNothing(dst string) bool {
 	if s.before == nil || dst == "" || s.eng.Created(dst) {
 		return false
+	}
+	if s.privTmp && policy.InTmp(dst) {
+		// The private /tmp started empty and only the session reaches
+		// it: what the session did not make there was not there.
+		return true
 	}
 	if s.ctr != nil {
 		h, ok := s.ctr.ToHost(dst)

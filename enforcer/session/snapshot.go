@@ -49,6 +49,16 @@ func Backup(progress io.Writer) Snapshotter {
 		} else {
 			opts.MetaScopes = snapshot.MetaScopes(rs, agent)
 		}
+		if p.PrivateTmp {
+			// The agent's /tmp and /var/tmp are not the host's, and
+			// start empty: the host's are out of its reach, so not
+			// walked, and never touched by a rollback (Exclude).
+			if opts.Scopes == nil {
+				opts.Scopes = snapshot.WallScopes(rs)
+			}
+			opts.Scopes, opts.MetaScopes = outsideTmp(opts.Scopes), outsideTmp(opts.MetaScopes)
+			opts.Exclude = append(opts.Exclude, policy.TmpDirs...)
+		}
 		if progress != nil {
 			opts.Progress = snapshot.TerminalProgress(progress)
 		}
@@ -58,6 +68,18 @@ func Backup(progress io.Writer) Snapshotter {
 		}
 		return restorer{s}, nil
 	}
+}
+
+// outsideTmp drops the scopes in /tmp or /var/tmp (a private tmp's); never
+// nil (Take reads nil as "the wall's scopes").
+func outsideTmp(in []snapshot.Scope) []snapshot.Scope {
+	out := []snapshot.Scope{}
+	for _, s := range in {
+		if !policy.InTmp(s.Path) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 type restorer struct{ s *snapshot.Snapshot }

@@ -12,11 +12,13 @@ import (
 
 // Report is the machine-readable form of klock explain --json.
 type Report struct {
-	File       string               `json:"file"`
-	Agent      policy.Agent         `json:"agent"`
-	Mode       policy.Mode          `json:"mode"`
-	Workdir    string               `json:"workdir,omitempty"`
-	Baseline   policy.Baseline      `json:"baseline"`
+	File     string          `json:"file"`
+	Agent    policy.Agent    `json:"agent"`
+	Mode     policy.Mode     `json:"mode"`
+	Workdir  string          `json:"workdir,omitempty"`
+	Baseline policy.Baseline `json:"baseline"`
+	// Tmp says whose /tmp the agent sees (policy.Manifest.TmpNote).
+	Tmp        string               `json:"tmp"`
 	Intents    []string             `json:"intents"`
 	BaselineN  int                  `json:"baseline_intents"`
 	Matrix     []policy.MatrixRow   `json:"permissions_matrix"`
@@ -73,7 +75,7 @@ func Build(m *policy.Manifest, rs *policy.Ruleset) Report {
 	r := Report{
 		File: m.File, Agent: m.Agent, Mode: m.Mode, Workdir: m.Workdir, Baseline: m.Baseline,
 		Matrix: m.PermissionsMatrix(), Trifecta: m.Trifecta(), Cost: m.CostEnvelope,
-		Grants: m.Grants, Warnings: m.Warnings, Signed: m.Signature != nil,
+		Grants: m.Grants, Warnings: m.Warnings, Signed: m.Signature != nil, Tmp: m.TmpNote(),
 	}
 	r.HITL, r.HITLReason = m.EffectiveHITL()
 	if rs.RawSockets {
@@ -111,6 +113,9 @@ func Text(w io.Writer, r Report) error {
 		p(" (owner: %s)", r.Agent.Owner.Team)
 	}
 	p("\nMode: %s   Baseline: %s   Workdir: %s   Signed: %v\n", r.Mode, r.Baseline, orDash(r.Workdir), r.Signed)
+	if r.Tmp != "" {
+		p("Tmp: %s\n", r.Tmp)
+	}
 
 	if len(r.Matrix) > 0 {
 		p("\nPermissions matrix (%d tools)\n", len(r.Matrix))

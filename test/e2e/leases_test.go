@@ -64,6 +64,7 @@ type leasedSpec struct {
 	intents []string
 	script  string // run by sh in the workdir
 	wait    time.Duration
+	tmp     string // the manifest's tmp field, when set
 }
 
 func startLeased(t *testing.T, w *harness.World, s leasedSpec) *leased {
@@ -73,6 +74,9 @@ func startLeased(t *testing.T, w *harness.World, s leasedSpec) *leased {
 		mode = policy.ModeStrict
 	}
 	data := []byte(harness.ManifestYAML(w.Workdir, mode, append([]string{"PROVIDES PROC:" + dash(t)}, s.intents...)))
+	if s.tmp != "" {
+		data = append([]byte("tmp: "+s.tmp+"\n"), data...)
+	}
 	m, err := policy.Parse("m.yaml", data)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,8 @@
 // that becomes the agent. Init recognizes it (EnvVar names its three
 // pipes), reads the Spec, and, locked to one OS thread: marks fds CLOEXEC,
 // unshares a cgroup namespace, makes every mount private, mounts a fresh
-// /proc, masks directories, sets vm.memfd_noexec, brings up lo, builds the
+// /proc, bind-mounts the session's directories over others (a private
+// /tmp and /var/tmp: Spec.Binds), masks directories, sets vm.memfd_noexec, brings up lo, builds the
 // Landlock ruleset (paths opened as root), drops every capability and
 // changes identity, re-arms the parent-death signal, chdirs, sets
 // no_new_privs, enforces Landlock and seccomp, waits for the parent's

@@ -151,6 +151,13 @@ func runStage2(specFD, goFD int) (err error) {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount", fmt.Errorf("proc on /proc: %w", err))
 	}
+	for _, b := range s.Binds {
+		// Before the Landlock rules are opened: a rule on Dst then
+		// attaches to Src's inode, which is what the agent reaches there.
+		if err := bindDir(b.Src, b.Dst); err != nil {
+			return fail("bind", err)
+		}
+	}
 	if s.ResolvConf != "" {
 		// Before the masks: the file lives in klock's state directory,
 		// which a mask may hide; the bind keeps the file itself.
@@ -247,6 +254,29 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%q not found in PATH %q: %w", name, pathVar, unix.ENOENT)
+}
+
+// bindDir mounts the directory src over dst, nosuid and nodev: the
+// agent (no capabilities, mount and umount denied by seccomp) cannot lift
+// it. Neither path may be a symbolic link: a link planted at either would
+// put something else there.
+func bindDir(src, dst string) error {
+	for _, p := range []string{src, dst} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return fmt.Errorf("%s: not a directory: %w", p, unix.ENOTDIR)
+		}
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s over %s: %w", src, dst, err)
+	}
+	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("make %s nosuid,nodev: %w", dst, err)
+	}
+	return nil
 }
 
 // bindReadOnly mounts the file src over dst, read-only: the agent (no

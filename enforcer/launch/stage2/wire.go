@@ -24,6 +24,10 @@ type Spec struct {
 	Mask       []string `json:"mask,omitempty"`
 	// ResolvConf is bind-mounted read-only over /etc/resolv.conf.
 	ResolvConf string `json:"resolv_conf,omitempty"`
+	// Binds are directories bind-mounted over others (a private /tmp)
+	// before the Landlock rules are opened, so rules on their targets
+	// attach to the bound directories.
+	Binds []Bind `json:"binds,omitempty"`
 	// DenyMetaIoctls: the seccomp filter refuses metaioctl.List (EPERM).
 	DenyMetaIoctls bool `json:"deny_meta_ioctls,omitempty"`
 }
@@ -49,6 +53,13 @@ type WallRule struct {
 	Dir    bool     `json:"dir"`
 }
 
+// Bind is one bind mount: the directory Src (a host path) mounted over
+// Dst in the agent's mount namespace, nosuid and nodev.
+type Bind struct {
+	Src string `json:"src"`
+	Dst string `json:"dst"`
+}
+
 // PortRule is one Landlock TCP port rule.
 type PortRule struct {
 	Port   uint16    `json:"port"`
@@ -57,7 +68,7 @@ type PortRule struct {
 
 // Protocol is the version of Spec, the environment variable and the
 // status report. Bump it with any change to them.
-const Protocol = 3
+const Protocol = 4
 
 // Build identifies the build (the Makefile sets it to klock's version with
 // -X, for klock, klockd and klock-stage2 alike); Spec.Build must match it.
