@@ -46,7 +46,7 @@ vmtest: ## Boot Debian's kernel with BPF LSM under qemu; run the enforcement sui
 
 bench: deps ## Benchmarks: figures and ratios against no enforcement, from one run (as root)
 	@scripts/deps.sh bench
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./guard/money/ ./enforcer/decide/
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./policy/money/ ./enforcer/decide/
 	@echo "leases: acquire+release of a 10-intent manifest with 10,000 held (goal <= 2 us), conflict check of 1,000 intents against 10,000 held (goal <= 50 us), the host store's acquire+release"
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./enforcer/lease/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
@@ -72,7 +72,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	@set -e; for t in FuzzParse FuzzParseIntent; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./policy/; done
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./guard/money/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./policy/money/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./enforcer/lsm/
 	@set -e; for t in FuzzFrame FuzzFilterList; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \

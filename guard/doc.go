@@ -30,10 +30,10 @@
 //	  budget              pre-charge the worst case, reconcile with usage
 //	  receipt             every decision of budget and tokenguard, signed
 //	                      and hash-chained
-//	money                 integer minor units under all of it (never a float)
 //
-// Imports point one way: cmd → guard → policy → guard/money. policy reads
-// guard/money (a manifest's budgets are money) and nothing else here; the
-// guard's packages read policy, and plugin runs its plugins through
+// Money (integer minor units under all of it, never a float) is
+// policy/money: a leaf below policy, since a manifest's budgets are money.
+// Imports point one way: cmd → guard → policy → policy/money. The guard's
+// packages read policy, and plugin runs its plugins through
 // enforcer/session, never the reverse.
 package guard

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // seed002Manifest wraps testdata/seed002-contract.yaml, seed 002's Tool

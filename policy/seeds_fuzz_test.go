@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"cel.dev/cel-go/cel"
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"go.yaml.in/yaml/v3"
 )
 

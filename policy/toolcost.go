@@ -1,7 +1,7 @@
 package policy
 
 import (
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/klocklabs/klock/guard/budget"
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 )
 

@@ -3,7 +3,7 @@ package budget
 import (
 	"fmt"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/policy"
 )
 

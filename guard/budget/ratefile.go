@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"go.yaml.in/yaml/v3"
 )
 

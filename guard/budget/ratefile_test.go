@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Issue 20 item 9: rates come from a configured source whose evidence (each

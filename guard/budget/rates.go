@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 )
 

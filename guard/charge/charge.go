@@ -10,7 +10,7 @@ import (
 
 	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/check"
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/guard/toolerr"

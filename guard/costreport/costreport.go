@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // ErrCost: a reported cost or breakdown cannot be read.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 func TestBreakdownIsChargedAsItsSum(t *testing.T) {

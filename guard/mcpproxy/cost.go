@@ -7,7 +7,7 @@ import (
 
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/costreport"
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // usageOf reads the cost a server reported for one call in the result's

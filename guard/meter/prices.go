@@ -7,7 +7,7 @@ import (
 	"math/big"
 	"os"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/guard/budget"
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
 )

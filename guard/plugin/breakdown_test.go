@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Issue 20 item 9: a plugin may itemize its cost; it is charged the sum and

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Input is what the entry reads on stdin: the call, and the context seed

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Issue 20 item 4: seed 004 §5.2's response, as the seed writes it, is a

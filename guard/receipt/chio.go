@@ -13,7 +13,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 	"github.com/klocklabs/klock/guard/costreport"
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Chio receipts (seed 003, SPEC-DIGEST.md) are what a Chio kernel signs for

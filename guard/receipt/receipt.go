@@ -3,7 +3,7 @@ package receipt
 import (
 	"encoding/json"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Verdicts of a decision (SPEC-DIGEST: allow | deny | cancelled | incomplete).

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Usage is what a running invocation has consumed so far (cumulative).

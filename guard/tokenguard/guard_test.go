@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/policy"
 )

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // KCC's cost envelope bounds an agent invocation, and an invocation makes

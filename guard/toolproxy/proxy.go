@@ -10,7 +10,7 @@ import (
 
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/gateway"
-	"github.com/klocklabs/klock/guard/money"
+	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/toolerr"
 	"github.com/klocklabs/klock/policy"
 )
