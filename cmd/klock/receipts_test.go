@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/klocklabs/klock/guard/budget"
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 func TestReceiptsVerifyAndReport(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Grant is a grant to define in the ledger.

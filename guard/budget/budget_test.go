@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 func refundGrant() Grant {

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 var ctx = context.Background()

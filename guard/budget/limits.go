@@ -3,8 +3,8 @@ package budget
 import (
 	"fmt"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Key identifies one grant's budget: the capability (or session) it belongs

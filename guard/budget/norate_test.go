@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Issue 20 item 9: a tool that reports its cost in a currency the rate

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // A reconcile whose reported cost cannot be converted (no rate, or a rate

@@ -10,11 +10,11 @@ import (
 
 	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/check"
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/guard/toolerr"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Ledger is what the charger needs from the budget store.

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/guard/budget"
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Budget is what the proxy needs from the ledger.

@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/guard/budget"
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // fakeOpenAI speaks OpenAI chat completions over SSE and, like a model that

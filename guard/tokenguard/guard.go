@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Sentinel errors.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 func envelope() *policy.CostEnvelope {

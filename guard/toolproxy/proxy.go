@@ -10,9 +10,9 @@ import (
 
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/guard/gateway"
-	"github.com/klocklabs/klock/policy/money"
 	"github.com/klocklabs/klock/guard/toolerr"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/money"
 )
 
 // Provider reaches the tools.

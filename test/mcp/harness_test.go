@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/test/internal/harness"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -20,7 +21,7 @@ var klockBin string
 
 func TestMain(m *testing.M) {
 	// The gateways' tool calls lease in a store of the suite's own.
-	if code, done := testutil.InPrivateLeaseStore(); done {
+	if code, done := harness.InPrivateLeaseStore(); done {
 		os.Exit(code)
 	}
 	dir, err := os.MkdirTemp("", "klock-mcp-test-")

@@ -18,13 +18,14 @@ import (
 	"github.com/klocklabs/klock/guard/audit"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/test/internal/harness"
 )
 
 var klockBin string
 
 func TestMain(m *testing.M) {
 	// The gateways' tool calls lease in a store of the suite's own.
-	if code, done := testutil.InPrivateLeaseStore(); done {
+	if code, done := harness.InPrivateLeaseStore(); done {
 		os.Exit(code)
 	}
 	dir, err := os.MkdirTemp("", "klock-tools-test-")

@@ -1,6 +1,6 @@
 //go:build linux
 
-package testutil
+package harness
 
 import (
 	"errors"
@@ -29,22 +29,22 @@ func InPrivateLeaseStore() (code int, done bool) {
 	}
 	if os.Getenv(privateLeasesEnv) == "1" {
 		if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-			fmt.Fprintln(os.Stderr, "testutil: make the mounts private:", err)
+			fmt.Fprintln(os.Stderr, "harness: make the mounts private:", err)
 			return 2, true
 		}
 		if err := os.MkdirAll(lease.DefaultHostDir, 0o700); err != nil {
-			fmt.Fprintln(os.Stderr, "testutil:", err)
+			fmt.Fprintln(os.Stderr, "harness:", err)
 			return 2, true
 		}
 		if err := syscall.Mount("test-leases", lease.DefaultHostDir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=0700"); err != nil {
-			fmt.Fprintln(os.Stderr, "testutil: mount a private lease store:", err)
+			fmt.Fprintln(os.Stderr, "harness: mount a private lease store:", err)
 			return 2, true
 		}
 		return 0, false
 	}
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "testutil:", err)
+		fmt.Fprintln(os.Stderr, "harness:", err)
 		return 2, true
 	}
 	cmd := exec.Command(self, os.Args[1:]...)
@@ -59,6 +59,6 @@ func InPrivateLeaseStore() (code int, done bool) {
 	case errors.As(err, &ee):
 		return ee.ExitCode(), true
 	}
-	fmt.Fprintln(os.Stderr, "testutil: run in a private mount namespace:", err)
+	fmt.Fprintln(os.Stderr, "harness: run in a private mount namespace:", err)
 	return 2, true
 }
