@@ -147,3 +147,24 @@ func TestTmpfileDoesNotMakeItsDirectoryTheSessions(t *testing.T) {
 		t.Error("a chmod of the directory an unnamed file was made in was allowed as the session's own")
 	}
 }
+
+// TestTmpfileInADirectoryTheRunMade: a directory the run made and then
+// made an unnamed file in is still the run's own (its mkdir and the
+// O_TMPFILE open are one observation).
+func TestTmpfileInADirectoryTheRunMade(t *testing.T) {
+	m := manifest(t, "strict", "none", "PROVIDES FILE:/srv/repo/**")
+	e := New(compile(t, m), m.Mode, WithClock(fakeClock()))
+	e.Observe(fileEv(policy.Provides, "/srv/repo/d", "mkdirat"))
+	ev := fileEv(policy.Provides, "/srv/repo/d", "openat")
+	ev.Tmpfile = true
+	e.Observe(ev)
+	if !e.Created("/srv/repo/d") {
+		t.Fatal("the directory the run made is no longer its own")
+	}
+	e.mu.Lock()
+	own := e.ownFiles()
+	e.mu.Unlock()
+	if !own["/srv/repo/d"] {
+		t.Errorf("ownFiles %v: the directory the run made is missing", own)
+	}
+}

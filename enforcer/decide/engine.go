@@ -334,12 +334,15 @@ func (e *Engine) refusal(ev event.Event, t policy.Triple, by string) {
 func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {
 	o := e.obs[t]
 	if o == nil {
-		o = &Observation{Triple: t, First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall, Source: ev.Source, Intent: -1}
+		o = &Observation{Triple: t, First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall, Source: ev.Source, Intent: -1,
+			Tmpfile: ev.Tmpfile && t == ev.Triple}
 		e.obs[t] = o
 	}
 	o.Count += 1 + ev.Repeat
 	o.Last = ev.Time
-	o.Tmpfile = o.Tmpfile || ev.Tmpfile && t == ev.Triple
+	// Only unnamed files made there: a mkdir of the same directory is
+	// its creation, which the learner must still see as one.
+	o.Tmpfile = o.Tmpfile && ev.Tmpfile && t == ev.Triple
 	if ev.Blocked {
 		o.Blocked++
 	}

@@ -14,7 +14,7 @@ import "github.com/klocklabs/klock/policy"
 func (e *Engine) leftBehind(workdir string) []learnObs {
 	var out []learnObs
 	for t, o := range e.obs {
-		if t.Type != policy.ObjFile || t.Predicate != policy.Provides || o.Count <= o.Failed || o.Tmpfile || !e.create.has(t.Path) {
+		if t.Type != policy.ObjFile || t.Predicate != policy.Provides || o.Count <= o.Failed || !e.create.has(t.Path) {
 			continue
 		}
 		d := policy.FileTriple(policy.Deletes, t.Path)

@@ -37,8 +37,9 @@ type Observation struct {
 	Unnamed bool
 	// Violation is true when at least one occurrence was outside the scope.
 	Violation bool
-	// Tmpfile is true when it is an O_TMPFILE open's PROVIDES of the
-	// directory the unnamed file was made in (event.Event.Tmpfile).
+	// Tmpfile is true when every occurrence was an O_TMPFILE open's
+	// PROVIDES of the directory the unnamed file was made in
+	// (event.Event.Tmpfile), none the directory's own making.
 	Tmpfile bool
 }
 
