@@ -212,7 +212,7 @@ func TestRebindingIsWithheld(t *testing.T) {
 		{"decl6.test", []string{"fd00:1::5", "fd00:1::6"}, []string{"fd00:1::5"}},
 	}
 	// One of the host's own addresses, whatever its range.
-	for _, a := range hostAddrs() {
+	for _, a := range HostAddrs() {
 		if !a.IsLoopback() && !a.IsLinkLocalUnicast() && a.Is4() {
 			rows = append(rows, row{"self.test", []string{a.String()}, nil})
 			break

@@ -233,7 +233,7 @@ func (p *Proxy) serve(w dns.ResponseWriter, req *dns.Msg, network string) {
 			continue
 		}
 		if local == nil {
-			local = append(hostAddrs(), p.local()...)
+			local = append(HostAddrs(), p.local()...)
 		}
 		if why := Classify(a, p.cfg.Declared, local); why != "" {
 			if p.cfg.OnRebinding != nil {

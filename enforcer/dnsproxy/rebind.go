@@ -89,9 +89,9 @@ func Classify(a netip.Addr, declared []netip.Prefix, local []netip.Addr) string 
 	return ""
 }
 
-// hostAddrs are the addresses of this host's interfaces now (nil when
+// HostAddrs are the addresses of this host's interfaces now (nil when
 // the kernel cannot say: the special ranges are refused all the same).
-func hostAddrs() []netip.Addr {
+func HostAddrs() []netip.Addr {
 	ifas, err := net.InterfaceAddrs()
 	if err != nil {
 		return nil

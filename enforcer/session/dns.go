@@ -22,6 +22,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/netguard"
 	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/internal/netnsdo"
 	"github.com/klocklabs/klock/policy"
 	"github.com/miekg/dns"
 )
@@ -174,7 +175,7 @@ func (d *dnsScope) listenIn(path string) error {
 	var pc net.PacketConn
 	var ln net.Listener
 	err := inNetNS(path, func() error {
-		if err := loopbackUp(); err != nil {
+		if err := netnsdo.LoopbackUp(); err != nil { // stage 2 and the packet wall bring lo up too: whichever comes first
 			return err
 		}
 		var err error

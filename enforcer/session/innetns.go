@@ -18,10 +18,6 @@ func inNetNS(path string, f func() error) error {
 	return nil
 }
 
-// loopbackUp is netnsdo.LoopbackUp (stage 2 and the packet wall bring lo
-// up too; whichever comes first).
-func loopbackUp() error { return netnsdo.LoopbackUp() }
-
 // netNSPath is pid's network namespace.
 func netNSPath(pid int) string { return fmt.Sprintf("/proc/%d/ns/net", pid) }
 

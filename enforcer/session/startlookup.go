@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"strings"
 
@@ -41,7 +40,7 @@ func startLookup(ctx context.Context, resolve func(context.Context, string) ([]n
 			return addrs, err
 		}
 	}
-	declared, local, own := rs.DeclaredPrefixes(), localAddrs(), hostsEntries(hostsFile)
+	declared, local, own := rs.DeclaredPrefixes(), dnsproxy.HostAddrs(), hostsEntries(hostsFile)
 	return func(h string) ([]netip.Addr, error) {
 		addrs, err := resolve(ctx, h)
 		if err != nil {
@@ -61,19 +60,4 @@ func startLookup(ctx context.Context, resolve func(context.Context, string) ([]n
 		}
 		return keep, nil
 	}
-}
-
-// localAddrs are this host's interface addresses.
-func localAddrs() []netip.Addr {
-	as, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	var out []netip.Addr
-	for _, a := range as {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			out = append(out, p.Addr())
-		}
-	}
-	return out
 }
