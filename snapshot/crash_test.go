@@ -25,6 +25,18 @@ const (
 	crashAtEnv   = "KLOCK_SNAPSHOT_CRASH_AT"
 )
 
+// killAtOp makes the at-th file-system operation of Restore (testHook)
+// SIGKILL the process: kill -9, no cleanup.
+func killAtOp(at int) {
+	var n atomic.Int64
+	testHook = func(op, p string) {
+		if n.Add(1) == int64(at) {
+			unix.Kill(os.Getpid(), unix.SIGKILL)
+			time.Sleep(time.Hour)
+		}
+	}
+}
+
 // TestRestoreCrashChild is not a test: TestRestoreCrash re-executes the
 // test binary with it selected, and it runs Restore until the crashAtEnv-th
 // file-system operation, where it SIGKILLs itself (kill -9, no cleanup).
@@ -34,13 +46,7 @@ func TestRestoreCrashChild(t *testing.T) {
 		return
 	}
 	at, _ := strconv.Atoi(os.Getenv(crashAtEnv))
-	var n atomic.Int64
-	testHook = func(op, p string) {
-		if n.Add(1) == int64(at) {
-			unix.Kill(os.Getpid(), unix.SIGKILL)
-			time.Sleep(time.Hour)
-		}
-	}
+	killAtOp(at)
 	s, err := Open(root, "s1")
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -52,13 +50,7 @@ func TestMoveBackCrashChild(t *testing.T) {
 		return
 	}
 	at, _ := strconv.Atoi(os.Getenv(mbCrashAtEnv))
-	var n atomic.Int64
-	testHook = func(op, p string) {
-		if n.Add(1) == int64(at) {
-			unix.Kill(os.Getpid(), unix.SIGKILL)
-			time.Sleep(time.Hour)
-		}
-	}
+	killAtOp(at)
 	s, err := Open(filepath.Join(filepath.Dir(W), "backups"), "b")
 	if err != nil {
 		t.Fatal(err)
