@@ -76,7 +76,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 		if err != nil {
 			return nil, fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
 		}
-		be.mntns = ns
+		be.mntns = append(be.mntns, ns)
 		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot(ns, c.Pid)); err != nil {
 			return nil, err
 		}

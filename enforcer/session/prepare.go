@@ -127,6 +127,20 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		return nil, err
 	}
 	o.tl.mark("stage 2 spawned")
+	if err := be.observeInAgentRoot(pending.Pid()); err != nil {
+		return nil, err
+	}
+	// relaunched: what Release calls with a new stage 2's pid (a new
+	// namespace for every step below that was built around the old one).
+	relaunchSteps := []func(pid int) error{be.observeInAgentRoot}
+	pending.OnRelaunch(func(pid int) error {
+		for _, f := range relaunchSteps {
+			if err := f(pid); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	// The agent's own namespace exists with stage 2: the packet wall
 	// and the relays are built around it while stage 2 and the cgroup
 	// programs get ready, before the agent runs.
@@ -152,7 +166,7 @@ func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *c
 		joined = make(chan netResult, 1)
 		pid := pending.Pid()
 		go func() { joined <- walledNS(ctx, o, id, pid, plan, log) }()
-		pending.OnRelaunch(func(pid int) error {
+		relaunchSteps = append(relaunchSteps, func(pid int) error {
 			// A new stage 2, a new namespace: the wall is built again,
 			// and the DNS proxy listens in the new one.
 			relaunched = true
