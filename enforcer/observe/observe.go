@@ -508,8 +508,8 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
-		if unix.Stat(d, &st) == nil {
-			w.seeds[statIdent(&st)] = d
+		if unix.Stat(d.at, &st) == nil {
+			w.seeds[statIdent(&st)] = d.name
 		}
 	}
 	o.watches[cgroupID] = w

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
@@ -77,7 +78,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Option
 			return nil, fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
 		}
 		be.mntns = append(be.mntns, ns)
-		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot(ns, c.Pid)); err != nil {
+		if err := be.attachObserver(g, l.observer(), nil, append(knownDirs(c, o.Manifest.Workdir), observe.InOwnRoot(ns, c.Pid))...); err != nil {
 			return nil, err
 		}
 		o.tl.mark("observer")
@@ -198,4 +199,22 @@ func memfdNoexec(c *Container, stage2 string) (shared bool, err error) {
 		return false, fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
 	}
 	return false, nil
+}
+
+// knownDirs are the directories c's processes start in, as they name
+// them, with their host paths: a relative name used by a process that has
+// exited before the observer read its record resolves from them
+// (observe.KnownDirAs).
+func knownDirs(c *Container, workdir string) []observe.WatchOption {
+	var out []observe.WatchOption
+	for _, d := range []string{c.Cwd, workdir} {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		d = filepath.Clean(d)
+		if h, ok := c.ToHost(d); ok {
+			out = append(out, observe.KnownDirAs(d, h))
+		}
+	}
+	return out
 }
