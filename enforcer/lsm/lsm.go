@@ -15,12 +15,10 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
+	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/bpfmap"
-	"github.com/klocklabs/klock/internal/kbtf"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -56,8 +54,8 @@ type LSM struct {
 
 // Load loads the programs and attaches them to their LSM hooks.
 func Load() (*LSM, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("%w: remove memlock limit: %w", ErrLoad, err)
+	if err := bpfprog.Memlock(ErrLoad); err != nil {
+		return nil, err
 	}
 	l := &LSM{sessions: map[uint64]*Session{}, log: slog.Default().With("backend", "bpf-lsm")}
 	spec, err := loadLsm()
@@ -70,15 +68,8 @@ func Load() (*LSM, error) {
 	if err := spec.Variables["wakeup_bytes"].Set(uint64(wakeupBytes)); err != nil {
 		return nil, fmt.Errorf("%w: set wakeup_bytes: %w", ErrLoad, err)
 	}
-	if err := spec.LoadAndAssign(&l.objs, &ebpf.CollectionOptions{Cache: kbtf.Cache()}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("%w: verifier: %+v", ErrLoad, ve)
-		}
-		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("%w: %w (BPF LSM programs cannot load on this kernel: is bpf in the lsm= boot list? klock doctor says why)", ErrLoad, err)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
+	if err := bpfprog.Load(ErrLoad, func(opts *ebpf.CollectionOptions) error { return spec.LoadAndAssign(&l.objs, opts) }); err != nil {
+		return nil, err
 	}
 	if err := l.attach(); err != nil {
 		l.objs.Close()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf/ringbuf"
 
+	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/policy"
 )
@@ -21,25 +22,23 @@ import (
 // lostPoll is how often the kernel's per-session loss counters are read.
 const lostPoll = 100 * time.Millisecond
 
-func (g *Guard) readLoop() {
-	defer g.wg.Done()
-	g.loop.Run(func(rec *ringbuf.Record) {
-		var raw netguardNgEvent
-		if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
-			g.logger.Error("netguard: short event", "bytes", len(rec.RawSample))
-			return
-		}
-		if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
-			g.logger.Error("netguard: decode event", "err", err)
-			return
-		}
-		g.dispatch(raw.CgroupId, toEvent(&raw, time.Now()))
-	}, func(err error) { g.logger.Error("netguard: read ring buffer", "err", err) })
+// handle decodes one ring buffer record and hands it to its session.
+func (g *Guard) handle(rec *ringbuf.Record) {
+	var raw netguardNgEvent
+	if len(rec.RawSample) < int(unsafe.Sizeof(raw)) {
+		g.logger.Error("netguard: short event", "bytes", len(rec.RawSample))
+		return
+	}
+	if err := binary.Read(bytes.NewReader(rec.RawSample), binary.NativeEndian, &raw); err != nil {
+		g.logger.Error("netguard: decode event", "err", err)
+		return
+	}
+	g.dispatch(raw.CgroupId, toEvent(&raw, time.Now()))
 }
 
 // Sync returns once every event the kernel reported before the call is in
 // its session's Events: a session ends by reading them.
-func (g *Guard) Sync(ctx context.Context) error { return g.loop.Sync(ctx) }
+func (g *Guard) Sync(ctx context.Context) error { return g.ring.Sync(ctx) }
 
 func (g *Guard) dispatch(id uint64, ev event.Event) {
 	g.mu.Lock()
@@ -53,44 +52,28 @@ func (g *Guard) dispatch(id uint64, ev event.Event) {
 	select {
 	case s.events <- ev:
 	default:
-		s.pendingLost++
+		s.losses.Dropped()
 		s.flushLostLocked()
 	}
 }
 
-// lostLoop moves the kernel's per-session loss counters to Session.Lost.
-func (g *Guard) lostLoop() {
-	defer g.wg.Done()
-	t := time.NewTicker(lostPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.done:
-			return
-		case <-t.C:
+// pollLost moves the kernel's per-session loss counters to Session.Lost.
+func (g *Guard) pollLost() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, s := range g.sessions {
+		var n uint64
+		if err := g.objs.NgLost.Lookup(id, &n); err == nil {
+			s.losses.Kernel(n)
 		}
-		g.mu.Lock()
-		for id, s := range g.sessions {
-			var n uint64
-			if err := g.objs.NgLost.Lookup(id, &n); err == nil && n > s.kernelLost {
-				s.pendingLost += n - s.kernelLost
-				s.kernelLost = n
-			}
-			s.flushLostLocked()
-		}
-		g.mu.Unlock()
+		s.flushLostLocked()
 	}
 }
 
 // flushLostLocked delivers the pending loss count, if any; g.mu is held.
 func (s *Session) flushLostLocked() {
-	if s.pendingLost == 0 || s.closed {
-		return
-	}
-	select {
-	case s.lost <- event.Lost{Time: time.Now(), Count: s.pendingLost}:
-		s.pendingLost = 0
-	default: // delivered with the next report
+	if !s.closed {
+		s.losses.Deliver(bpfprog.LostTo(s.lost))
 	}
 }
 

@@ -10,14 +10,10 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/cilium/ebpf/rlimit"
-	"github.com/klocklabs/klock/internal/ringsync"
-
+	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
-	"github.com/klocklabs/klock/internal/kbtf"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -98,10 +94,7 @@ func (e *TooManyRulesError) Unwrap() error { return ErrTooManyRules }
 // Guard holds the loaded programs and maps; one Guard serves many sessions.
 type Guard struct {
 	objs   netguardObjects
-	rd     *ringbuf.Reader
-	loop   *ringsync.Loop
-	done   chan struct{}
-	wg     sync.WaitGroup
+	ring   *bpfprog.Ring
 	logger *slog.Logger
 
 	mu       sync.Mutex
@@ -113,26 +106,18 @@ type Guard struct {
 // Load loads the programs and maps into the kernel and starts the reader
 // that turns denials into events. It needs CAP_BPF and CAP_NET_ADMIN (root).
 func Load() (*Guard, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("%w: remove memlock limit: %w", ErrLoad, err)
+	g := &Guard{sessions: map[uint64]*Session{}, logger: slog.Default().With("backend", "cgroup-net")}
+	if err := bpfprog.Load(ErrLoad, func(opts *ebpf.CollectionOptions) error { return loadNetguardObjects(&g.objs, opts) }); err != nil {
+		return nil, err
 	}
-	g := &Guard{done: make(chan struct{}), sessions: map[uint64]*Session{}, logger: slog.Default().With("backend", "cgroup-net")}
-	if err := loadNetguardObjects(&g.objs, &ebpf.CollectionOptions{Cache: kbtf.Cache()}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("%w: verifier: %+v", ErrLoad, ve)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
-	}
-	rd, err := ringbuf.NewReader(g.objs.NgEvents)
+	ring, err := bpfprog.OpenRing(g.objs.NgEvents, ErrLoad)
 	if err != nil {
 		g.objs.Close()
-		return nil, fmt.Errorf("%w: ring buffer reader: %w", ErrLoad, err)
+		return nil, err
 	}
-	g.rd, g.loop = rd, ringsync.New(rd)
-	g.wg.Add(2)
-	go g.readLoop()
-	go g.lostLoop()
+	g.ring = ring
+	ring.Read(g.handle, func(err error) { g.logger.Error("netguard: read ring buffer", "err", err) })
+	ring.Every(lostPoll, g.pollLost)
 	return g, nil
 }
 
@@ -154,9 +139,7 @@ func (g *Guard) Close() error {
 	for _, s := range open {
 		errs = append(errs, s.Close())
 	}
-	close(g.done)
-	errs = append(errs, g.rd.Close())
-	g.wg.Wait()
+	errs = append(errs, g.ring.Close())
 	errs = append(errs, g.objs.Close())
 	return errors.Join(errs...)
 }
@@ -185,9 +168,8 @@ type Session struct {
 	closeErr  error
 
 	// guarded by g.mu
-	closed      bool
-	pendingLost uint64 // not yet delivered on lost
-	kernelLost  uint64 // last value read from ng_lost
+	closed bool
+	losses bpfprog.Losses // not yet delivered on lost, and the kernel's counter
 }
 
 // EventBuffer is the capacity of Session.Events.

@@ -169,8 +169,9 @@
 //
 // # Errors and loss
 //
-// Load fails with a wrapped error when the programs cannot load or attach
-// (no BTF, no privileges, a verifier refusal); nothing is attached then.
+// Load fails with an error wrapping ErrLoad when the programs cannot load
+// (no BTF, no privileges, a verifier refusal, whose log it carries:
+// enforcer/bpfprog), or with the attach's error; nothing is attached then.
 // Watch fails for an already watched cgroup (ErrWatched) or a full map.
 // Calls after Close return ErrClosed. Records are never silently dropped:
 // when the kernel ring buffer is full the kernel counts the loss per

@@ -18,7 +18,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
+	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/bpfmap"
 	"github.com/klocklabs/klock/internal/kbtf"
@@ -135,6 +135,10 @@ type Options struct {
 // ErrClosed is returned by calls on a closed Observer or Watch.
 var ErrClosed = errors.New("observe: closed")
 
+// ErrLoad wraps a failure to load the observation programs (the
+// verifier's log included when it refused one).
+var ErrLoad = errors.New("observe: load BPF programs")
+
 // ErrWatched is returned by Watch for a cgroup that is already watched.
 var ErrWatched = errors.New("observe: cgroup already watched")
 
@@ -178,15 +182,14 @@ type Observer struct {
 
 // Watch is one watched cgroup's subscription.
 type Watch struct {
-	o           *Observer
-	id          uint64
-	ch          chan Record
-	closed      bool
-	full        bool       // records syscalls (not ProcessEvents only)
-	root        *ownRoot   // InOwnRoot or InRoot; nil: the observer's root
-	retired     []*ownRoot // roots InRoot replaced, closed by Unwatch
-	pendingLost uint64     // reader goroutine only (under o.mu)
-	kernelLost  uint64     // last per-session kernel counter seen
+	o       *Observer
+	id      uint64
+	ch      chan Record
+	closed  bool
+	full    bool           // records syscalls (not ProcessEvents only)
+	root    *ownRoot       // InOwnRoot or InRoot; nil: the observer's root
+	retired []*ownRoot     // roots InRoot replaced, closed by Unwatch
+	losses  bpfprog.Losses // under o.mu
 	// seeds are KnownDirs by inode; seeded is the resolver generation they
 	// were last put in (the reader re-seeds after a forget).
 	seeds  map[ident]string
@@ -221,8 +224,8 @@ func LoadOptions(opts Options) (*Observer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("observe: memlock: %w", err)
+	if err := bpfprog.Memlock(ErrLoad); err != nil {
+		return nil, err
 	}
 	// The kernel's BTF (the programs' attach targets, kfuncs and CO-RE
 	// relocations need it) decodes while the object is parsed and the maps
@@ -286,7 +289,7 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 		Bss    *ebpf.Map `ebpf:".bss"`
 	}
 	if err := spec.LoadAndAssign(&maps, &ebpf.CollectionOptions{Cache: btfCache}); err != nil {
-		return fmt.Errorf("observe: load BPF maps: %w", err)
+		return bpfprog.LoadError(ErrLoad, fmt.Errorf("the maps: %w", err))
 	}
 	// The programs hold the data sections once loaded.
 	defer maps.Rodata.Close()
@@ -302,11 +305,7 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 			Types: spec.Types, ByteOrder: spec.ByteOrder}
 		coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{Cache: btfCache, MapReplacements: repl})
 		if err != nil {
-			var ve *ebpf.VerifierError
-			if errors.As(err, &ve) {
-				return nil, fmt.Errorf("observe: load BPF (verifier): %+v", ve)
-			}
-			return nil, fmt.Errorf("observe: load BPF: %w", err)
+			return nil, bpfprog.LoadError(ErrLoad, err)
 		}
 		p := coll.DetachProgram(name)
 		coll.Close()
@@ -537,13 +536,7 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	if cerr := bpfmap.DeleteOwned[seenKey, uint64](o.objs.Seen, cgroupID, func(k *seenKey) uint64 { return k.Cgid }); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("observe: forget counted opens of cgroup %d: %w", cgroupID, cerr))
 	}
-	if w.pendingLost > 0 {
-		select {
-		case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: w.pendingLost}}:
-			w.pendingLost = 0
-		default:
-		}
-	}
+	w.losses.Deliver(w.lostRecord)
 	w.closed = true
 	close(w.ch)
 	delete(o.watches, cgroupID)
@@ -776,19 +769,27 @@ func (o *Observer) dispatch(r *raw) {
 // session): a full channel turns the record into a counted loss, reported
 // as KindLost as soon as there is room. Called with o.mu held.
 func (w *Watch) send(rec Record) {
-	if w.pendingLost > 0 {
-		select {
-		case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: w.pendingLost}}:
-			w.pendingLost = 0
-		default:
-			w.pendingLost++
+	if w.losses.Pending() > 0 {
+		if w.losses.Deliver(w.lostRecord); w.losses.Pending() > 0 {
+			w.losses.Dropped()
 			return
 		}
 	}
 	select {
 	case w.ch <- rec:
 	default:
-		w.pendingLost++
+		w.losses.Dropped()
+	}
+}
+
+// lostRecord is Losses.Deliver's send for a Watch: a KindLost record,
+// never blocking the reader.
+func (w *Watch) lostRecord(n uint64) bool {
+	select {
+	case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: n}}:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -797,13 +798,7 @@ func (o *Observer) pollLost() {
 	defer o.mu.Unlock()
 	for _, w := range o.watches {
 		o.pollLostLocked(w)
-		if w.pendingLost > 0 {
-			select {
-			case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: w.pendingLost}}:
-				w.pendingLost = 0
-			default:
-			}
-		}
+		w.losses.Deliver(w.lostRecord)
 	}
 }
 
@@ -813,8 +808,5 @@ func (o *Observer) pollLostLocked(w *Watch) {
 	if err := o.objs.Watched.Lookup(w.id, &s); err != nil {
 		return
 	}
-	if s.Lost > w.kernelLost {
-		w.pendingLost += s.Lost - w.kernelLost
-		w.kernelLost = s.Lost
-	}
+	w.losses.Kernel(s.Lost)
 }

@@ -41,7 +41,7 @@ func LoadShared(opts observe.Options) *Shared {
 	s.UnixGuard, s.UnixGuardErr = unixguard.Load()
 	// The trial first, as the embedded path does: where BPF LSM cannot
 	// load, it says why (the full load's EPERM reads as a memlock limit).
-	if s.LSMErr = lsmLoadable(); s.LSMErr == nil {
+	if s.LSMErr = lsm.Loadable(); s.LSMErr == nil {
 		s.LSM, s.LSMErr = lsm.Load()
 	}
 	return s
@@ -112,7 +112,7 @@ func (s *Shared) unixGuard() (g *unixguard.Guard, owned bool, err error) {
 // lsmBackend is observer's counterpart for the BPF-LSM backend.
 func (s *Shared) lsmBackend() (l *lsm.LSM, owned bool, err error) {
 	if s == nil {
-		if err := lsmLoadable(); err != nil {
+		if err := lsm.Loadable(); err != nil {
 			return nil, true, err
 		}
 		l, err = lsm.Load()

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/policy"
 )
@@ -32,22 +33,20 @@ const hdrSize = int(unsafe.Offsetof(unixguardUgEvent{}.Path))
 // lostPoll is how often the kernel's per-session loss counters are read.
 const lostPoll = 100 * time.Millisecond
 
-func (g *Guard) readLoop() {
-	defer g.wg.Done()
-	g.loop.Run(func(rec *ringbuf.Record) {
-		id, ev, ok := decode(rec.RawSample, time.Now())
-		if !ok {
-			g.logger.Error("unixguard: short event", "bytes", len(rec.RawSample))
-			return
-		}
-		g.dispatch(id, ev)
-	}, func(err error) { g.logger.Error("unixguard: read ring buffer", "err", err) })
+// handle decodes one ring buffer record and hands it to its session.
+func (g *Guard) handle(rec *ringbuf.Record) {
+	id, ev, ok := decode(rec.RawSample, time.Now())
+	if !ok {
+		g.logger.Error("unixguard: short event", "bytes", len(rec.RawSample))
+		return
+	}
+	g.dispatch(id, ev)
 }
 
 // Sync returns once every refusal the kernel reported before the call is
 // in its session's Events: a session ends by reading them (its log must
 // hold the last refusal too).
-func (g *Guard) Sync(ctx context.Context) error { return g.loop.Sync(ctx) }
+func (g *Guard) Sync(ctx context.Context) error { return g.ring.Sync(ctx) }
 
 // decode turns one kernel record into the refused triple: CONSUMES of the
 // socket's path, the triple bpf-lsm and the tracepoints report for the
@@ -110,43 +109,27 @@ func (g *Guard) dispatch(id uint64, ev event.Event) {
 	select {
 	case s.events <- ev:
 	default:
-		s.pendingLost++
+		s.losses.Dropped()
 		s.flushLostLocked()
 	}
 }
 
-// lostLoop moves the kernel's per-session loss counters to Session.Lost.
-func (g *Guard) lostLoop() {
-	defer g.wg.Done()
-	t := time.NewTicker(lostPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-g.done:
-			return
-		case <-t.C:
+// pollLost moves the kernel's per-session loss counters to Session.Lost.
+func (g *Guard) pollLost() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, s := range g.sessions {
+		var v unixguardUgSession
+		if err := g.objs.UgSessions.Lookup(id, &v); err == nil {
+			s.losses.Kernel(v.Lost)
 		}
-		g.mu.Lock()
-		for id, s := range g.sessions {
-			var v unixguardUgSession
-			if err := g.objs.UgSessions.Lookup(id, &v); err == nil && v.Lost > s.kernelLost {
-				s.pendingLost += v.Lost - s.kernelLost
-				s.kernelLost = v.Lost
-			}
-			s.flushLostLocked()
-		}
-		g.mu.Unlock()
+		s.flushLostLocked()
 	}
 }
 
 // flushLostLocked delivers the pending loss count, if any; g.mu is held.
 func (s *Session) flushLostLocked() {
-	if s.pendingLost == 0 || s.closed {
-		return
-	}
-	select {
-	case s.lost <- event.Lost{Time: time.Now(), Count: s.pendingLost}:
-		s.pendingLost = 0
-	default: // delivered with the next report
+	if !s.closed {
+		s.losses.Deliver(bpfprog.LostTo(s.lost))
 	}
 }

@@ -10,15 +10,11 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/cilium/ebpf/rlimit"
-	"github.com/klocklabs/klock/internal/ringsync"
-
+	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/lsm"
-	"github.com/klocklabs/klock/internal/kbtf"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -43,10 +39,7 @@ var (
 // Guard holds the loaded programs and maps; one Guard serves many sessions.
 type Guard struct {
 	objs   unixguardObjects
-	rd     *ringbuf.Reader
-	loop   *ringsync.Loop
-	done   chan struct{}
-	wg     sync.WaitGroup
+	ring   *bpfprog.Ring
 	logger *slog.Logger
 
 	mu       sync.Mutex
@@ -59,26 +52,18 @@ type Guard struct {
 // refusals into events. It needs root (CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON:
 // the programs read the caller's working directory).
 func Load() (*Guard, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("%w: remove memlock limit: %w", ErrLoad, err)
+	g := &Guard{sessions: map[uint64]*Session{}, logger: slog.Default().With("backend", "cgroup-unix")}
+	if err := bpfprog.Load(ErrLoad, func(opts *ebpf.CollectionOptions) error { return loadUnixguardObjects(&g.objs, opts) }); err != nil {
+		return nil, err
 	}
-	g := &Guard{done: make(chan struct{}), sessions: map[uint64]*Session{}, logger: slog.Default().With("backend", "cgroup-unix")}
-	if err := loadUnixguardObjects(&g.objs, &ebpf.CollectionOptions{Cache: kbtf.Cache()}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("%w: verifier: %+v", ErrLoad, ve)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
-	}
-	rd, err := ringbuf.NewReader(g.objs.UgEvents)
+	ring, err := bpfprog.OpenRing(g.objs.UgEvents, ErrLoad)
 	if err != nil {
 		g.objs.Close()
-		return nil, fmt.Errorf("%w: ring buffer reader: %w", ErrLoad, err)
+		return nil, err
 	}
-	g.rd, g.loop = rd, ringsync.New(rd)
-	g.wg.Add(2)
-	go g.readLoop()
-	go g.lostLoop()
+	g.ring = ring
+	ring.Read(g.handle, func(err error) { g.logger.Error("unixguard: read ring buffer", "err", err) })
+	ring.Every(lostPoll, g.pollLost)
 	return g, nil
 }
 
@@ -100,9 +85,7 @@ func (g *Guard) Close() error {
 	for _, s := range open {
 		errs = append(errs, s.Close())
 	}
-	close(g.done)
-	errs = append(errs, g.rd.Close())
-	g.wg.Wait()
+	errs = append(errs, g.ring.Close())
 	errs = append(errs, g.objs.Close())
 	return errors.Join(errs...)
 }
@@ -119,11 +102,10 @@ type Session struct {
 	closeErr  error
 
 	// guarded by g.mu
-	sess        uint32    // the rules' id in ug_rules
-	rules       lsm.Rules // what is written under sess
-	closed      bool
-	pendingLost uint64
-	kernelLost  uint64
+	sess   uint32    // the rules' id in ug_rules
+	rules  lsm.Rules // what is written under sess
+	closed bool
+	losses bpfprog.Losses // not yet delivered on lost, and the kernel's counter
 }
 
 func (g *Guard) attachments() []struct {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package session
+package lsm
 
 import (
 	"errors"
@@ -9,13 +9,12 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/rlimit"
-	"github.com/klocklabs/klock/enforcer/lsm"
+	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/internal/kbtf"
 	"golang.org/x/sys/unix"
 )
 
-// lsmLoadable says, once per process, whether this kernel lets any BPF-LSM
+// Loadable says, once per process, whether this kernel lets any BPF-LSM
 // program load. Where it does not (no bpf in lsm=, no trampolines: most
 // hosts), the embedded path learns it from a two-instruction program
 // instead of parsing and loading all of bpf-lsm's maps and programs only
@@ -23,9 +22,9 @@ import (
 // accepts the trial still gets the real load, which alone decides whether
 // bpf-lsm is used; the trial can only skip a load bound to fail the same
 // way. It shares the kernel BTF the concurrent loads decode (kbtf).
-var lsmLoadable = sync.OnceValue(func() error {
+var Loadable = sync.OnceValue(func() error {
 	// Without it an old kernel's memlock limit would also say EPERM.
-	if err := rlimit.RemoveMemlock(); err != nil {
+	if err := bpfprog.Memlock(ErrLoad); err != nil {
 		return nil
 	}
 	spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"trial": {
@@ -41,7 +40,7 @@ var lsmLoadable = sync.OnceValue(func() error {
 	}}}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: kbtf.Cache()})
 	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("%w: a trial lsm/file_open program cannot load: %w (BPF LSM programs cannot load on this kernel: is bpf in the lsm= boot list? klock doctor says why)", lsm.ErrLoad, unix.EPERM)
+		return fmt.Errorf("%w: a trial lsm/file_open program cannot load: %w (BPF LSM programs cannot load on this kernel: is bpf in the lsm= boot list? klock doctor says why)", ErrLoad, unix.EPERM)
 	}
 	if err != nil {
 		// Not the known refusal: let the real load try and say why.

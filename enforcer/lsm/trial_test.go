@@ -1,12 +1,11 @@
 //go:build linux
 
-package session
+package lsm
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
@@ -15,16 +14,16 @@ import (
 // kernel offers.
 func TestLSMTrialNeverSkipsAWorkingLoad(t *testing.T) {
 	testutil.RequirePrivileged(t)
-	trial := lsmLoadable()
-	l, err := lsm.Load()
+	trial := Loadable()
+	l, err := Load()
 	if err == nil {
 		l.Close()
 	}
 	if trial != nil && err == nil {
 		t.Fatalf("the trial refused (%v) but bpf-lsm loads", trial)
 	}
-	if trial != nil && !errors.Is(trial, lsm.ErrLoad) {
-		t.Fatalf("the trial's refusal %v is not an lsm.ErrLoad", trial)
+	if trial != nil && !errors.Is(trial, ErrLoad) {
+		t.Fatalf("the trial's refusal %v is not an ErrLoad", trial)
 	}
 	t.Logf("trial: %v; load: %v", trial, err)
 }
