@@ -39,29 +39,6 @@ func TestLoadSaysWhatTheVerifierSaid(t *testing.T) {
 	}
 }
 
-// ringWriter is a socket filter that writes one 8-byte record, 42, to
-// ring.
-func ringWriter(t *testing.T, ring *ebpf.Map) *ebpf.Program {
-	t.Helper()
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL", Instructions: asm.Instructions{
-		asm.Mov.Imm(asm.R1, 42),
-		asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
-		asm.LoadMapPtr(asm.R1, ring.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -8),
-		asm.Mov.Imm(asm.R3, 8),
-		asm.Mov.Imm(asm.R4, 0),
-		asm.FnRingbufOutput.Call(),
-		asm.Mov.Imm(asm.R0, 0),
-		asm.Return(),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { prog.Close() })
-	return prog
-}
-
 // TestRingHandsEveryRecordBeforeSyncReturns: records a real program wrote
 // reach Read's handler in order, all of them before Sync returns; Every
 // runs beside it; Close stops both and a second Close says the same.
@@ -75,7 +52,7 @@ func TestRingHandsEveryRecordBeforeSyncReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	prog := ringWriter(t, m)
+	prog := testutil.RingWriter(t, m)
 	r, err := OpenRing(m, errTest)
 	if err != nil {
 		t.Fatal(err)

@@ -78,15 +78,7 @@ type adopting struct {
 }
 
 func newAdopting(ctx context.Context, a prepareArgs, hostRS *policy.Ruleset) *adopting {
-	p := &preparing{prepareArgs: a, ctx: ctx, choice: a.o.Backend}
-	if p.choice == "" {
-		p.choice = BackendAuto
-	}
-	// A container's network namespace is its runtime's (a bridge, the
-	// host's): cgroup-net walls it whatever the manifest declares.
-	p.l = startLoading(a.o.Backends, true, unixWalled(p.choice))
-	p.be = &backends{allowDegraded: a.o.AllowDegraded, log: a.log}
-	return &adopting{preparing: p, c: a.o.Container, hostRS: hostRS}
+	return &adopting{preparing: newPreparing(ctx, a, true), c: a.o.Container, hostRS: hostRS}
 }
 
 // takeBackup starts the pre-flight backup of the container's host paths.

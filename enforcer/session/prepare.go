@@ -88,7 +88,7 @@ type backupResult struct {
 // refuse the session (ErrDegraded) comes after the backup is started. On
 // error nothing is left running or loaded.
 func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
-	p := newPreparing(ctx, a)
+	p := newPreparing(ctx, a, false)
 	defer func() {
 		if err != nil {
 			p.abort()
@@ -142,12 +142,15 @@ type preparing struct {
 	relaunchSteps []func(pid int) error
 }
 
-func newPreparing(ctx context.Context, a prepareArgs) *preparing {
+// newPreparing starts loading the backends the session needs; netAlways
+// loads cgroup-net whatever the manifest declares (a container's network
+// namespace is its runtime's: a bridge, the host's).
+func newPreparing(ctx context.Context, a prepareArgs, netAlways bool) *preparing {
 	p := &preparing{prepareArgs: a, ctx: ctx, choice: a.o.Backend}
 	if p.choice == "" {
 		p.choice = BackendAuto
 	}
-	p.l = startLoading(a.o.Backends, netWalled(a.rs, p.choice), unixWalled(p.choice))
+	p.l = startLoading(a.o.Backends, netAlways || netWalled(a.rs, p.choice), unixWalled(p.choice))
 	p.be = &backends{allowDegraded: a.o.AllowDegraded, log: a.log}
 	return p
 }

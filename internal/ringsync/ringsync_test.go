@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/klocklabs/klock/internal/testutil"
@@ -24,26 +23,7 @@ func TestSyncWaitsForEveryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rb.Close()
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:    ebpf.SocketFilter,
-		License: "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R1, 42),
-			asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
-			asm.LoadMapPtr(asm.R1, rb.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -8),
-			asm.Mov.Imm(asm.R3, 8),
-			asm.Mov.Imm(asm.R4, 0),
-			asm.FnRingbufOutput.Call(),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
+	prog := testutil.RingWriter(t, rb)
 	rd, err := ringbuf.NewReader(rb)
 	if err != nil {
 		t.Fatal(err)
