@@ -479,6 +479,8 @@ func (r *restorer) placeHome(sr *scanResult) bool {
 
 // place performs one placement; false when it did nothing (it may be
 // possible after others: the scopes are walked again while any succeeds).
+// The move is journalled before it is made (doc.go: "It journals its
+// intent (temp names, moves back ..., fsynced) before acting").
 func (r *restorer) place(pl placement) bool {
 	e := &r.m.Entries[pl.to]
 	dest := e.Path
@@ -493,46 +495,11 @@ func (r *restorer) place(pl placement) bool {
 	if err != nil {
 		return false
 	}
-	park := ""
-	if occ != nil {
-		if idOf(occ) == pl.id {
-			return false
-		}
-		// Something else holds the name: only what Restore would
-		// replace there anyway makes way, and never a file that existed
-		// before the session and is not recorded.
-		if !r.restorable(pl.to) {
-			return false
-		}
-		_, _, known := r.recordedID(dest, occ)
-		if !known {
-			if old, _ := r.preSession(dest, occ); old {
-				return false
-			}
-		}
-		if known || occ.Mode&unix.S_IFMT == unix.S_IFDIR || src.Mode&unix.S_IFMT == unix.S_IFDIR || pl.link {
-			// Moved aside, to be judged on the next walk (put back in
-			// turn, removed, or kept).
-			for n := 0; ; n++ {
-				park = filepath.Join(filepath.Dir(dest), r.parkPrefix()+strconv.Itoa(n))
-				if st, _ := lstat(park); st == nil {
-					break
-				}
-			}
-			if in, _ := inScope(r.m.Scopes, park); !in || excluded(park, r.m.Exclude) {
-				return false
-			}
-		}
+	park, ok := r.parkFor(pl, dest, src, occ)
+	if !ok {
+		return false
 	}
-	// Journalled first: a resumed restore reports it (it finds the file
-	// at its name, and does the rest again from what it finds).
-	r.j.add(jrec{Op: "do", Path: dest, Action: MovedBack, From: pl.from})
-	if park != "" {
-		r.j.add(jrec{Op: "park", Path: park, From: dest})
-	}
-	if err := r.j.flush(); err != nil {
-		r.fail(dest, MovedBack, err)
-		r.noPlace[pl.id] = true
+	if !r.journalPlace(pl, dest, park) {
 		return false
 	}
 	if park != "" {
@@ -543,22 +510,89 @@ func (r *restorer) place(pl placement) bool {
 			return false
 		}
 	}
-	if pl.link {
-		hook("link", dest)
-		err = os.Link(pl.from, dest)
-	} else {
-		hook("rename", dest)
-		if occ != nil && park == "" {
-			err = os.Rename(pl.from, dest) // over a file the session made
-		} else {
-			err = renameNoReplace(pl.from, dest)
-		}
-	}
-	if err != nil {
+	if err := r.giveName(pl, dest, occ != nil && park == ""); err != nil {
 		r.failWhy(dest, MovedBack, err, "found at "+pl.from)
 		r.noPlace[pl.id] = true
 		return park != ""
 	}
+	r.placed(pl, dest)
+	return true
+}
+
+// parkFor decides what happens to occ, the occupant of dest (nil: none):
+// ok is false when it stays (the placement is not made); park is the
+// name it is moved aside to, or "" when the move replaces it (a file
+// the session made).
+func (r *restorer) parkFor(pl placement, dest string, src, occ *unix.Stat_t) (park string, ok bool) {
+	if occ == nil {
+		return "", true
+	}
+	if idOf(occ) == pl.id {
+		return "", false
+	}
+	// Something else holds the name: only what Restore would
+	// replace there anyway makes way, and never a file that existed
+	// before the session and is not recorded.
+	if !r.restorable(pl.to) {
+		return "", false
+	}
+	_, _, known := r.recordedID(dest, occ)
+	if !known {
+		if old, _ := r.preSession(dest, occ); old {
+			return "", false
+		}
+	}
+	if known || occ.Mode&unix.S_IFMT == unix.S_IFDIR || src.Mode&unix.S_IFMT == unix.S_IFDIR || pl.link {
+		// Moved aside, to be judged on the next walk (put back in
+		// turn, removed, or kept).
+		for n := 0; ; n++ {
+			park = filepath.Join(filepath.Dir(dest), r.parkPrefix()+strconv.Itoa(n))
+			if st, _ := lstat(park); st == nil {
+				break
+			}
+		}
+		if in, _ := inScope(r.m.Scopes, park); !in || excluded(park, r.m.Exclude) {
+			return "", false
+		}
+	}
+	return park, true
+}
+
+// journalPlace journals the move back (and the park), durably, before
+// it is made: a resumed restore reports it (it finds the file at its
+// name, and does the rest again from what it finds). False when the
+// journal could not be written (reported).
+func (r *restorer) journalPlace(pl placement, dest, park string) bool {
+	r.j.add(jrec{Op: "do", Path: dest, Action: MovedBack, From: pl.from})
+	if park != "" {
+		r.j.add(jrec{Op: "park", Path: park, From: dest})
+	}
+	if err := r.j.flush(); err != nil {
+		r.fail(dest, MovedBack, err)
+		r.noPlace[pl.id] = true
+		return false
+	}
+	return true
+}
+
+// giveName gives the inode at pl.from the name dest: a link, or a
+// rename (over dest when replace: a file the session made there).
+func (r *restorer) giveName(pl placement, dest string, replace bool) error {
+	if pl.link {
+		hook("link", dest)
+		return os.Link(pl.from, dest)
+	}
+	hook("rename", dest)
+	if replace {
+		return os.Rename(pl.from, dest) // over a file the session made
+	}
+	return renameNoReplace(pl.from, dest)
+}
+
+// placed reports a placement made: the recorded path it left is vacated
+// (put back as replaced), and a rename is MovedBack, saying from where
+// (and, in a left region, whose it is).
+func (r *restorer) placed(pl placement, dest string) {
 	if pl.from != "" {
 		if i, ok := r.byIdx[pl.from]; ok && !pl.link {
 			r.vacated[i] = true
@@ -571,7 +605,6 @@ func (r *restorer) place(pl placement) bool {
 			r.act[dest].Holder = g.Why
 		}
 	}
-	return true
 }
 
 func renameNoReplace(from, to string) error {
