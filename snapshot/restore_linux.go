@@ -480,8 +480,9 @@ func (r *restorer) journalBegin() error {
 	return r.flushJournal()
 }
 
-// flushJournal makes the journalled intents durable (the doc's
-// "journals its intent ... fsynced, before acting").
+// flushJournal makes the journalled intents durable (doc.go: "It
+// journals its intent (temp names, moves back and per-path actions,
+// fsynced) before acting").
 func (r *restorer) flushJournal() error {
 	if err := r.j.flush(); err != nil {
 		return pathErr("write journal", r.j.path, err, r.s.root)

@@ -266,7 +266,8 @@ func (pp *stage2Pipes) closeParentEnds() {
 // stage2Cmd is stage 2's command: path (the launcher, or the running
 // binary) with files after stdio, the pipes' fd numbers in
 // stage2.EnvVar, started in new mount and pid (and net) namespaces,
-// in the session cgroup, killed if klock dies.
+// in the session cgroup, sent SIGKILL when the thread that starts it
+// ends (Pdeathsig: see onSpawnerThread).
 func stage2Cmd(s Spec, path string, files []*os.File, cgfd *os.File) *exec.Cmd {
 	n := len(s.ExtraFiles)
 	cloneflags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID)
