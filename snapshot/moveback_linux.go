@@ -192,141 +192,199 @@ var errPreSession = errors.New("a file that existed before the session")
 // scan walks the scopes: what exists now, what must go, and the recorded
 // inodes found under other names.
 func (r *restorer) scan() (*scanResult, error) {
-	m := r.m
-	sr := &scanResult{cur: make([]*unix.Stat_t, len(m.Entries)), doomed: map[string]bool{}, protect: map[string]string{}, holds: map[string]bool{}}
-	// doom: p goes (idx: the entry recorded there, whose type changed),
-	// unless it existed before the session.
-	doom := func(p string, st *unix.Stat_t, idx int) bool {
-		if old, why := r.preSession(p, st); old {
-			sr.keep(p, why)
-			if idx < 0 && sr.protect[parent(p)] == "" {
-				// The topmost kept path is reported; below it, it is said.
-				sr.report(func() { r.failWhy(p, Spared, fmt.Errorf("%w (inode %d)", errPreSession, st.Ino), why) })
-			}
+	sc := &scanner{r: r, sr: &scanResult{cur: make([]*unix.Stat_t, len(r.m.Entries)), doomed: map[string]bool{}, protect: map[string]string{}, holds: map[string]bool{}}}
+	err := walkScopes(r.m.Scopes, r.m.Exclude, sc.visit)
+	return sc.sr, err
+}
+
+// scanner is one walk of the scopes (scan): the restorer, and what the
+// walk found so far.
+type scanner struct {
+	r  *restorer
+	sr *scanResult
+}
+
+// see notes st as what is now at recorded entry i's name.
+func (sr *scanResult) see(i int, st *unix.Stat_t) {
+	c := *st
+	sr.cur[i] = &c
+}
+
+// visit judges one walked path, and says whether the walk goes below it
+// (walkScopes). The cases are in the order they take precedence: below a
+// directory that goes, Fixed, outside the limit, in a left region, a
+// recorded inode under another name, an unrecorded path, a recorded one.
+func (sc *scanner) visit(p string, st *unix.Stat_t) (bool, error) {
+	r, m := sc.r, sc.r.m
+	if sc.sr.doomed[parent(p)] {
+		return sc.belowDoomed(p, st), nil
+	}
+	i, ok := r.byIdx[p]
+	if ok && m.Entries[i].Fixed {
+		// The agent could not change it: whatever changed it since
+		// was another process, and stays (below a directory the
+		// agent could not enter, everything does).
+		return !m.Entries[i].Closed, nil
+	}
+	park := r.isPark(p)
+	if !park && !r.lim.covers(p) {
+		return sc.outsideLimit(p, st, i, ok), nil
+	}
+	if g, isLeft := r.leftAt(p); isLeft {
+		return sc.inLeft(p, st, g, i, ok), nil
+	}
+	recorded := ok && !m.Entries[i].Anchor
+	if id, g, hit := r.recordedID(p, st); hit && !(recorded && r.inGroup(i, g)) {
+		return sc.stray(p, st, id, i, recorded), nil
+	}
+	if !recorded {
+		return sc.unrecorded(p, st), nil
+	}
+	return sc.recorded(p, st, i), nil
+}
+
+// doom: p goes (idx: the entry recorded there, whose type changed),
+// unless it existed before the session (doc.go: "An unrecorded file or
+// directory Restore would remove ... that was born ... before Take
+// began and has one link is kept"). It says whether to walk below p.
+func (sc *scanner) doom(p string, st *unix.Stat_t, idx int) bool {
+	r, sr := sc.r, sc.sr
+	if old, why := r.preSession(p, st); old {
+		sr.keep(p, why)
+		if idx < 0 && sr.protect[parent(p)] == "" {
+			// The topmost kept path is reported; below it, it is said.
+			sr.report(func() { r.failWhy(p, Spared, fmt.Errorf("%w (inode %d)", errPreSession, st.Ino), why) })
 		}
-		sr.removals = append(sr.removals, removal{p, idx})
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			sr.doomed[p] = true
-			return true
-		}
+	}
+	sr.removals = append(sr.removals, removal{p, idx})
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		sr.doomed[p] = true
+		return true
+	}
+	return false
+}
+
+// belowDoomed judges a path below a directory that goes: only a
+// pre-session inode here is judged on its own (it does not go with it).
+func (sc *scanner) belowDoomed(p string, st *unix.Stat_t) bool {
+	r, sr := sc.r, sc.sr
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if id, _, hit := r.recordedID(p, st); hit {
+		sr.strays = append(sr.strays, stray{p: p, st: *st, id: id, idx: -1})
 		return false
 	}
-	err := walkScopes(m.Scopes, m.Exclude, func(p string, st *unix.Stat_t) (bool, error) {
-		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-		if sr.doomed[parent(p)] {
-			// Below a directory that goes: only a pre-session inode here
-			// is judged on its own.
-			if id, _, hit := r.recordedID(p, st); hit {
-				sr.strays = append(sr.strays, stray{p: p, st: *st, id: id, idx: -1})
-				return false, nil
-			}
-			if old, why := r.preSession(p, st); old {
-				sr.keep(p, why)
-				if sr.protect[parent(p)] == "" {
-					sr.report(func() { r.failWhy(p, Spared, fmt.Errorf("%w (inode %d)", errPreSession, st.Ino), why) })
-				}
-			}
-			if isDir {
-				sr.doomed[p] = true
-			}
-			return isDir, nil
+	if old, why := r.preSession(p, st); old {
+		sr.keep(p, why)
+		if sr.protect[parent(p)] == "" {
+			sr.report(func() { r.failWhy(p, Spared, fmt.Errorf("%w (inode %d)", errPreSession, st.Ino), why) })
 		}
-		i, ok := r.byIdx[p]
-		if ok && m.Entries[i].Fixed {
-			// The agent could not change it: whatever changed it since
-			// was another process, and stays (below a directory the
-			// agent could not enter, everything does).
-			return !m.Entries[i].Closed, nil
+	}
+	if isDir {
+		sr.doomed[p] = true
+	}
+	return isDir
+}
+
+// outsideLimit judges a path outside the limit (Only): nothing is
+// removed; a directory on the way to one of its roots is walked through.
+func (sc *scanner) outsideLimit(p string, st *unix.Stat_t, i int, ok bool) bool {
+	r, m := sc.r, sc.r.m
+	if !r.lim.above(p) {
+		return false
+	}
+	if ok && !m.Entries[i].Anchor && typeOf(st.Mode) == m.Entries[i].Type {
+		sc.sr.see(i, st)
+	}
+	return true
+}
+
+// inLeft judges a path in a region Restore leaves (Leave, Others):
+// another holder's, not put back, not removed. A recorded directory is
+// walked (what changed in it is reported), a new one is reported whole.
+func (sc *scanner) inLeft(p string, st *unix.Stat_t, g Region, i int, ok bool) bool {
+	r, m, sr := sc.r, sc.r.m, sc.sr
+	if id, grp, hit := r.recordedID(p, st); hit && !(ok && r.inGroup(i, grp)) && r.restorable(grp[0]) {
+		// A file of this session's own regions, there by the
+		// agent's doing (the holder could not reach it; nor can
+		// it have a link there to it): moved back to its name if
+		// it has none, never removed.
+		sr.strays = append(sr.strays, stray{p: p, st: *st, id: id, idx: -1, left: true})
+	}
+	if !ok || m.Entries[i].Anchor || typeOf(st.Mode) != m.Entries[i].Type {
+		sr.report(func() { r.leave(p, g) })
+		return false
+	}
+	sr.see(i, st)
+	return true
+}
+
+// stray notes a recorded inode under a name not its own: moved back (or
+// its extra name removed), decided once the walk is done (placeHome,
+// settle). recorded: another entry is recorded at p (entry i).
+func (sc *scanner) stray(p string, st *unix.Stat_t, id fileID, i int, recorded bool) bool {
+	m, sr := sc.r.m, sc.sr
+	s := stray{p: p, st: *st, id: id, idx: -1}
+	if recorded {
+		s.idx = i
+	}
+	sr.strays = append(sr.strays, s)
+	if !recorded {
+		return false // a directory's subtree goes with it
+	}
+	if typeOf(st.Mode) != m.Entries[i].Type {
+		return false
+	}
+	sr.see(i, st)
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+// unrecorded judges a path the backup does not know: it goes (doom),
+// unless it is not the agent's doing (in a Fixed directory, or another
+// uid's with SpareOthersNew) or holds what a region below leaves.
+func (sc *scanner) unrecorded(p string, st *unix.Stat_t) bool {
+	r, m, sr := sc.r, sc.r.m, sc.sr
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if pi, pok := r.byIdx[parent(p)]; pok && m.Entries[pi].Fixed {
+		// New in a directory the agent could not change: not its
+		// doing, --all or not. What the agent made inside goes.
+		sr.report(func() { r.set(p, Spared) })
+		return true
+	}
+	if r.lim.spare && m.AgentUID != nil && st.Uid != *m.AgentUID {
+		sr.report(func() { r.set(p, Spared) })
+		return true // what the agent made inside goes
+	}
+	if g, holds := r.lim.holdsLeft(p); holds && isDir {
+		// Removing it would remove what a region below leaves:
+		// it stays, and what else is new in it is judged alone.
+		sr.report(func() { r.leave(p, g) })
+		return true
+	}
+	return sc.doom(p, st, -1)
+}
+
+// recorded judges recorded entry i's path: of another type now, it goes
+// (unless it holds what a region below leaves); another file in its
+// place is replaced, unless it existed before the session.
+func (sc *scanner) recorded(p string, st *unix.Stat_t, i int) bool {
+	r, m, sr := sc.r, sc.r.m, sc.sr
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if typeOf(st.Mode) != m.Entries[i].Type {
+		if g, holds := r.lim.holdsLeft(p); holds {
+			sr.report(func() { r.leave(p, g) })
+			return false
 		}
-		park := r.isPark(p)
-		if !park && !r.lim.covers(p) {
-			// Outside the limit nothing is removed; a directory on the
-			// way to one of its roots is walked through.
-			if !r.lim.above(p) {
-				return false, nil
-			}
-			if ok && !m.Entries[i].Anchor && typeOf(st.Mode) == m.Entries[i].Type {
-				c := *st
-				sr.cur[i] = &c
-			}
-			return true, nil
+		return sc.doom(p, st, i)
+	}
+	if !isDir && (st.Dev != m.Entries[i].Dev || st.Ino != m.Entries[i].Ino) {
+		// Another file in its place: replaced, unless it existed
+		// before the session (the agent renamed it over the path).
+		if old, why := r.preSession(p, st); old {
+			sr.keep(p, why)
 		}
-		if g, isLeft := r.leftAt(p); isLeft {
-			// Another holder's: not put back, not removed. A recorded
-			// directory is walked (what changed in it is reported), a
-			// new one is reported whole.
-			if id, grp, hit := r.recordedID(p, st); hit && !(ok && r.inGroup(i, grp)) && r.restorable(grp[0]) {
-				// A file of this session's own regions, there by the
-				// agent's doing (the holder could not reach it; nor can
-				// it have a link there to it): moved back to its name if
-				// it has none, never removed.
-				sr.strays = append(sr.strays, stray{p: p, st: *st, id: id, idx: -1, left: true})
-			}
-			if !ok || m.Entries[i].Anchor || typeOf(st.Mode) != m.Entries[i].Type {
-				sr.report(func() { r.leave(p, g) })
-				return false, nil
-			}
-			c := *st
-			sr.cur[i] = &c
-			return true, nil
-		}
-		recorded := ok && !m.Entries[i].Anchor
-		if id, g, hit := r.recordedID(p, st); hit && !(recorded && r.inGroup(i, g)) {
-			// A recorded inode under a name not its own: moved back (or
-			// its extra name removed), decided once the walk is done.
-			s := stray{p: p, st: *st, id: id, idx: -1}
-			if recorded {
-				s.idx = i
-			}
-			sr.strays = append(sr.strays, s)
-			if !recorded {
-				return false, nil // a directory's subtree goes with it
-			}
-			if typeOf(st.Mode) != m.Entries[i].Type {
-				return false, nil
-			}
-			c := *st
-			sr.cur[i] = &c
-			return isDir, nil
-		}
-		if !recorded {
-			if pi, pok := r.byIdx[parent(p)]; pok && m.Entries[pi].Fixed {
-				// New in a directory the agent could not change: not its
-				// doing, --all or not. What the agent made inside goes.
-				sr.report(func() { r.set(p, Spared) })
-				return true, nil
-			}
-			if r.lim.spare && m.AgentUID != nil && st.Uid != *m.AgentUID {
-				sr.report(func() { r.set(p, Spared) })
-				return true, nil // what the agent made inside goes
-			}
-			if g, holds := r.lim.holdsLeft(p); holds && isDir {
-				// Removing it would remove what a region below leaves:
-				// it stays, and what else is new in it is judged alone.
-				sr.report(func() { r.leave(p, g) })
-				return true, nil
-			}
-			return doom(p, st, -1), nil
-		}
-		if typeOf(st.Mode) != m.Entries[i].Type {
-			if g, holds := r.lim.holdsLeft(p); holds {
-				sr.report(func() { r.leave(p, g) })
-				return false, nil
-			}
-			return doom(p, st, i), nil
-		}
-		if !isDir && (st.Dev != m.Entries[i].Dev || st.Ino != m.Entries[i].Ino) {
-			// Another file in its place: replaced, unless it existed
-			// before the session (the agent renamed it over the path).
-			if old, why := r.preSession(p, st); old {
-				sr.keep(p, why)
-			}
-		}
-		c := *st
-		sr.cur[i] = &c
-		return true, nil
-	})
-	return sr, err
+	}
+	sr.see(i, st)
+	return true
 }
 
 // inGroup says whether entry i is one of group g's names.
@@ -421,6 +479,8 @@ func (r *restorer) placeHome(sr *scanResult) bool {
 
 // place performs one placement; false when it did nothing (it may be
 // possible after others: the scopes are walked again while any succeeds).
+// The move is journalled before it is made (doc.go: "It journals its
+// intent (temp names, moves back ..., fsynced) before acting").
 func (r *restorer) place(pl placement) bool {
 	e := &r.m.Entries[pl.to]
 	dest := e.Path
@@ -435,46 +495,11 @@ func (r *restorer) place(pl placement) bool {
 	if err != nil {
 		return false
 	}
-	park := ""
-	if occ != nil {
-		if idOf(occ) == pl.id {
-			return false
-		}
-		// Something else holds the name: only what Restore would
-		// replace there anyway makes way, and never a file that existed
-		// before the session and is not recorded.
-		if !r.restorable(pl.to) {
-			return false
-		}
-		_, _, known := r.recordedID(dest, occ)
-		if !known {
-			if old, _ := r.preSession(dest, occ); old {
-				return false
-			}
-		}
-		if known || occ.Mode&unix.S_IFMT == unix.S_IFDIR || src.Mode&unix.S_IFMT == unix.S_IFDIR || pl.link {
-			// Moved aside, to be judged on the next walk (put back in
-			// turn, removed, or kept).
-			for n := 0; ; n++ {
-				park = filepath.Join(filepath.Dir(dest), r.parkPrefix()+strconv.Itoa(n))
-				if st, _ := lstat(park); st == nil {
-					break
-				}
-			}
-			if in, _ := inScope(r.m.Scopes, park); !in || excluded(park, r.m.Exclude) {
-				return false
-			}
-		}
+	park, ok := r.parkFor(pl, dest, src, occ)
+	if !ok {
+		return false
 	}
-	// Journalled first: a resumed restore reports it (it finds the file
-	// at its name, and does the rest again from what it finds).
-	r.j.add(jrec{Op: "do", Path: dest, Action: MovedBack, From: pl.from})
-	if park != "" {
-		r.j.add(jrec{Op: "park", Path: park, From: dest})
-	}
-	if err := r.j.flush(); err != nil {
-		r.fail(dest, MovedBack, err)
-		r.noPlace[pl.id] = true
+	if !r.journalPlace(pl, dest, park) {
 		return false
 	}
 	if park != "" {
@@ -485,22 +510,89 @@ func (r *restorer) place(pl placement) bool {
 			return false
 		}
 	}
-	if pl.link {
-		hook("link", dest)
-		err = os.Link(pl.from, dest)
-	} else {
-		hook("rename", dest)
-		if occ != nil && park == "" {
-			err = os.Rename(pl.from, dest) // over a file the session made
-		} else {
-			err = renameNoReplace(pl.from, dest)
-		}
-	}
-	if err != nil {
+	if err := r.giveName(pl, dest, occ != nil && park == ""); err != nil {
 		r.failWhy(dest, MovedBack, err, "found at "+pl.from)
 		r.noPlace[pl.id] = true
 		return park != ""
 	}
+	r.placed(pl, dest)
+	return true
+}
+
+// parkFor decides what happens to occ, the occupant of dest (nil: none):
+// ok is false when it stays (the placement is not made); park is the
+// name it is moved aside to, or "" when the move replaces it (a file
+// the session made).
+func (r *restorer) parkFor(pl placement, dest string, src, occ *unix.Stat_t) (park string, ok bool) {
+	if occ == nil {
+		return "", true
+	}
+	if idOf(occ) == pl.id {
+		return "", false
+	}
+	// Something else holds the name: only what Restore would
+	// replace there anyway makes way, and never a file that existed
+	// before the session and is not recorded.
+	if !r.restorable(pl.to) {
+		return "", false
+	}
+	_, _, known := r.recordedID(dest, occ)
+	if !known {
+		if old, _ := r.preSession(dest, occ); old {
+			return "", false
+		}
+	}
+	if known || occ.Mode&unix.S_IFMT == unix.S_IFDIR || src.Mode&unix.S_IFMT == unix.S_IFDIR || pl.link {
+		// Moved aside, to be judged on the next walk (put back in
+		// turn, removed, or kept).
+		for n := 0; ; n++ {
+			park = filepath.Join(filepath.Dir(dest), r.parkPrefix()+strconv.Itoa(n))
+			if st, _ := lstat(park); st == nil {
+				break
+			}
+		}
+		if in, _ := inScope(r.m.Scopes, park); !in || excluded(park, r.m.Exclude) {
+			return "", false
+		}
+	}
+	return park, true
+}
+
+// journalPlace journals the move back (and the park), durably, before
+// it is made: a resumed restore reports it (it finds the file at its
+// name, and does the rest again from what it finds). False when the
+// journal could not be written (reported).
+func (r *restorer) journalPlace(pl placement, dest, park string) bool {
+	r.j.add(jrec{Op: "do", Path: dest, Action: MovedBack, From: pl.from})
+	if park != "" {
+		r.j.add(jrec{Op: "park", Path: park, From: dest})
+	}
+	if err := r.j.flush(); err != nil {
+		r.fail(dest, MovedBack, err)
+		r.noPlace[pl.id] = true
+		return false
+	}
+	return true
+}
+
+// giveName gives the inode at pl.from the name dest: a link, or a
+// rename (over dest when replace: a file the session made there).
+func (r *restorer) giveName(pl placement, dest string, replace bool) error {
+	if pl.link {
+		hook("link", dest)
+		return os.Link(pl.from, dest)
+	}
+	hook("rename", dest)
+	if replace {
+		return os.Rename(pl.from, dest) // over a file the session made
+	}
+	return renameNoReplace(pl.from, dest)
+}
+
+// placed reports a placement made: the recorded path it left is vacated
+// (put back as replaced), and a rename is MovedBack, saying from where
+// (and, in a left region, whose it is).
+func (r *restorer) placed(pl placement, dest string) {
 	if pl.from != "" {
 		if i, ok := r.byIdx[pl.from]; ok && !pl.link {
 			r.vacated[i] = true
@@ -513,7 +605,6 @@ func (r *restorer) place(pl placement) bool {
 			r.act[dest].Holder = g.Why
 		}
 	}
-	return true
 }
 
 func renameNoReplace(from, to string) error {

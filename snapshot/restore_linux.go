@@ -320,32 +320,105 @@ type job struct {
 	inPlace bool
 }
 
+// run is Restore's sequence (package doc, "Guarantees"): every intent is
+// journalled and fsynced before the change it names, so a run killed at
+// any point is finished by the next. The order of the phases is that
+// order; each phase is one method below.
 func (r *restorer) run(rep *Report) error {
-	m := r.m
-	j, prev, err := openJournal(filepath.Join(filepath.Join(r.s.root, r.m.Session), journalFile))
+	prev, err := r.openSessionJournal()
 	if err != nil {
-		return pathErr("open journal", filepath.Join(filepath.Join(r.s.root, r.m.Session), journalFile), err, r.s.root)
+		return err
+	}
+	defer r.j.f.Close()
+	rep.Resumed = len(prev) > 0
+	was, err := r.resume(prev)
+	if err != nil {
+		return err
+	}
+	r.settleLimit()
+	if err := r.journalBegin(); err != nil {
+		return err
+	}
+	// Other sessions' trees are left whatever the options (All too: they
+	// were never this session's), except what Reclaim names.
+	r.lim.leave = append(r.lim.leave, othersRegions(r.m)...)
+
+	sr, err := r.scanUntilSettled()
+	if err != nil {
+		return err
+	}
+	replaced, err := r.removeUnrecorded(sr)
+	if err != nil {
+		return err
+	}
+	pl, err := r.makePlan(sr, replaced)
+	if err != nil {
+		return err
+	}
+	if err := r.journalJobs(pl.jobs); err != nil {
+		return err
+	}
+	errs := r.makeTemps(pl)
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	r.dropFailedTemps(pl, errs)
+	r.commitTemps(pl.jobs)
+	r.setBlockingFlags(pl.jobs)
+	r.fixMetaInPlace(pl.metaFix)
+	r.restoreMeta()
+	r.fixDirs()
+	if err := r.syncAll(); err != nil {
+		return err
+	}
+	r.mergeResumed(was)
+	r.reportReclaimed()
+	// What this restore left, before "end": a later rollback's check for
+	// changes since its session counts these as klock's, not as news.
+	if err := r.recordPuts(); err != nil {
+		return err
+	}
+	return r.finish(rep)
+}
+
+// openSessionJournal opens the session's journal (package doc, "On disk") for
+// this run, and returns what an interrupted run recorded in it.
+func (r *restorer) openSessionJournal() ([]jrec, error) {
+	p := filepath.Join(filepath.Join(r.s.root, r.m.Session), journalFile)
+	j, prev, err := openJournal(p)
+	if err != nil {
+		return nil, pathErr("open journal", p, err, r.s.root)
 	}
 	r.j = j
-	defer j.f.Close()
-	rep.Resumed = len(prev) > 0
-	prevAct := map[string]Action{}
-	prevFrom := map[string]string{}
+	return prev, nil
+}
+
+// resumed is what an interrupted run journalled that it did, merged into
+// this run's report (package doc: "the Report then merges what the
+// killed run did").
+type resumed struct {
+	act  map[string]Action // path -> its "do" action
+	from map[string]string // path -> the name a MovedBack file had
+}
+
+// resume reads an interrupted run's journal: its temps are removed (the
+// package doc: "running Restore again removes the journalled temps"), its
+// actions kept for the report, and its limits (begin) kept, so that the
+// run that finishes it restores what it would have.
+func (r *restorer) resume(prev []jrec) (resumed, error) {
+	was := resumed{act: map[string]Action{}, from: map[string]string{}}
 	for _, rec := range prev {
 		switch rec.Op {
 		case "tmp": // a killed run's temp file: never a recorded path
-			if st, _ := lstat(rec.Path); st != nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				hook("remove", rec.Path)
-				if err := unix.Unlink(rec.Path); err != nil && err != unix.ENOENT {
-					return pathErr("remove temp file", rec.Path, err, rec.Path)
-				}
+			if err := removeStaleTemp(rec.Path); err != nil {
+				return was, err
 			}
 		case "do":
-			if prevAct[rec.Path] != MovedBack { // says more than what followed
-				prevAct[rec.Path] = rec.Action
+			if was.act[rec.Path] != MovedBack { // says more than what followed
+				was.act[rec.Path] = rec.Action
 			}
 			if rec.From != "" {
-				prevFrom[rec.Path] = rec.From
+				was.from[rec.Path] = rec.From
 			}
 		case "begin":
 			// Finishing an interrupted limited restore without a limit
@@ -363,6 +436,26 @@ func (r *restorer) run(rep *Report) error {
 			Reclaim(rec.Reclaim...)(&r.lim)
 		}
 	}
+	return was, nil
+}
+
+// removeStaleTemp removes a temp file a killed run journalled (a
+// directory there is not one: temps are files).
+func removeStaleTemp(p string) error {
+	if st, _ := lstat(p); st != nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		hook("remove", p)
+		if err := unix.Unlink(p); err != nil && err != unix.ENOENT {
+			return pathErr("remove temp file", p, err, p)
+		}
+	}
+	return nil
+}
+
+// settleLimit completes the limit once the options and a resumed run's
+// are known: Reclaim's paths are in it (doc.go: "they are put back
+// anyway"), hard-link groups are whole, All spares nothing and checks no
+// roots.
+func (r *restorer) settleLimit() {
 	if r.lim.on {
 		// A reclaimed path is put back, wherever the limit's roots are.
 		for _, p := range r.lim.reclaimed {
@@ -371,62 +464,83 @@ func (r *restorer) run(rep *Report) error {
 			}
 		}
 	}
-	r.lim.withLinkGroups(m.Entries)
+	r.lim.withLinkGroups(r.m.Entries)
 	if r.lim.all {
 		r.lim.spare = false
 	}
 	if r.lim.all || !r.lim.on {
 		r.lim.unrecorded = false // no roots: nothing named to check
 	}
-	j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare, Leave: r.lim.leave, Reclaim: r.lim.reclaimed})
-	if err := j.flush(); err != nil {
-		return pathErr("write journal", j.path, err, r.s.root)
-	}
-	// Other sessions' trees are left whatever the options (All too: they
-	// were never this session's), except what Reclaim names.
-	r.lim.leave = append(r.lim.leave, othersRegions(m)...)
+}
 
-	// Scan: what exists now, what must go. A recorded inode found under
-	// a name not its own is put back first (moveback_linux.go), and the
-	// scopes walked again, until nothing more moves.
-	n := len(m.Entries)
-	r.byIdx = make(map[string]int, n)
-	for i := range m.Entries {
-		r.byIdx[m.Entries[i].Path] = i
+// journalBegin journals the run's limits, durably, before it acts, so a
+// resumed run keeps them (jrec's begin fields).
+func (r *restorer) journalBegin() error {
+	r.j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare, Leave: r.lim.leave, Reclaim: r.lim.reclaimed})
+	return r.flushJournal()
+}
+
+// flushJournal makes the journalled intents durable (doc.go: "It
+// journals its intent (temp names, moves back and per-path actions,
+// fsynced) before acting").
+func (r *restorer) flushJournal() error {
+	if err := r.j.flush(); err != nil {
+		return pathErr("write journal", r.j.path, err, r.s.root)
+	}
+	return nil
+}
+
+// scanUntilSettled is the scan phase: what exists now, what must go. A
+// recorded inode found under a name not its own is put back first
+// (moveback_linux.go), and the scopes walked again, until nothing more
+// moves (doc.go: "the scopes are walked again until nothing more moves").
+func (r *restorer) scanUntilSettled() (*scanResult, error) {
+	r.byIdx = make(map[string]int, len(r.m.Entries))
+	for i := range r.m.Entries {
+		r.byIdx[r.m.Entries[i].Path] = i
 	}
 	r.indexInodes()
 	if r.lim.unrecorded {
 		r.reportUnrecorded()
 	}
 	var sr *scanResult
+	var err error
 	for round := 0; ; round++ {
 		if sr, err = r.scan(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		if round >= maxRounds || !r.placeHome(sr) {
 			break
 		}
 	}
 	if err := r.ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	for _, f := range sr.reports {
 		f()
 	}
 	r.settle(sr)
 	r.cur = sr.cur
+	return sr, nil
+}
+
+// removeUnrecorded journals, then removes, what the scan found must go
+// (doc.go: Restore "removes paths that are in a scope but not recorded
+// (and recorded paths whose type changed)"). It returns which recorded
+// entries it so removed (replaced: put back as Restored, not Recreated).
+func (r *restorer) removeUnrecorded(sr *scanResult) ([]bool, error) {
 	for _, rm := range sr.removals {
 		if rm.idx < 0 && sr.protect[rm.p] == "" {
-			j.add(jrec{Op: "do", Path: rm.p, Action: Removed})
+			r.j.add(jrec{Op: "do", Path: rm.p, Action: Removed})
 		}
 	}
-	if err := j.flush(); err != nil {
-		return pathErr("write journal", j.path, err, r.s.root)
+	if err := r.flushJournal(); err != nil {
+		return nil, err
 	}
-	replaced := make([]bool, n)
+	replaced := make([]bool, len(r.m.Entries))
 	for _, rm := range sr.removals {
 		if err := r.removeTree(rm.p, sr); err != nil {
 			r.fail(rm.p, Removed, err)
@@ -441,20 +555,56 @@ func (r *restorer) run(rep *Report) error {
 			replaced[rm.idx] = true
 		}
 	}
+	return replaced, nil
+}
 
-	// Plan: decide per entry, create missing directories top-down.
-	var jobs []*job
-	jobOf := make([]*job, n)
-	var members, metaFix []int
-	leaderIno := make([]uint64, n)
-	missing := func(i int) Action {
-		if replaced[i] || r.vacated[i] {
-			return Restored
-		}
-		return Recreated
+// plan is what the plan phase decided: the temps to make (leaders first,
+// hard-link members after: a member's temp links to its leader's final
+// inode), and the paths whose content is right but metadata may not be.
+type plan struct {
+	jobs  []*job
+	nLead int    // jobs[:nLead] are not hard-link members
+	jobOf []*job // entry -> its (non-member) job
+	// leaderIno: entry -> the inode that holds its content once done
+	// (hard-link members are checked against it).
+	leaderIno []uint64
+	metaFix   []int
+	// replaced: entries whose path removeUnrecorded cleared; vacated:
+	// r.vacated. Both make a missing path Restored, not Recreated.
+	replaced []bool
+	vacated  map[int]bool
+}
+
+// missing is the action for entry i that is not at its name.
+func (pl *plan) missing(i int) Action {
+	if pl.replaced[i] || pl.vacated[i] {
+		return Restored
 	}
-	for i := range m.Entries {
-		e := &m.Entries[i]
+	return Recreated
+}
+
+// action is the action for entry i, with st what is at its name now.
+func (pl *plan) action(i int, st *unix.Stat_t) Action {
+	if st == nil {
+		return pl.missing(i)
+	}
+	return Restored
+}
+
+// add plans a temp for entry jb.i.
+func (pl *plan) add(jb *job) {
+	pl.jobs, pl.jobOf[jb.i] = append(pl.jobs, jb), jb
+}
+
+// makePlan is the plan phase: it decides per entry (unchanged, metadata only,
+// a temp to make) and creates missing directories top-down (doc.go:
+// "creates missing directories top-down"), then hard-link members.
+func (r *restorer) makePlan(sr *scanResult, replaced []bool) (*plan, error) {
+	n := len(r.m.Entries)
+	pl := &plan{jobOf: make([]*job, n), leaderIno: make([]uint64, n), replaced: replaced, vacated: r.vacated}
+	var members []int
+	for i := range r.m.Entries {
+		e := &r.m.Entries[i]
 		if e.Anchor || e.Fixed || e.Meta || !r.lim.covers(e.Path) {
 			continue // anchors and directories above the limit: times only, below; Fixed: never; Meta: restoreMeta
 		}
@@ -466,7 +616,7 @@ func (r *restorer) run(rep *Report) error {
 		}
 		if i&1023 == 0 {
 			if err := r.ctx.Err(); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		st := r.cur[i]
@@ -486,73 +636,92 @@ func (r *restorer) run(rep *Report) error {
 		}
 		if st != nil && st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) == e.Ctime {
 			r.set(e.Path, Unchanged)
-			leaderIno[i] = st.Ino
+			pl.leaderIno[i] = st.Ino
 			continue
 		}
-		switch e.Type {
-		case TypeDir:
-			if st == nil {
-				hook("mkdir", e.Path)
-				if err := unix.Mkdir(e.Path, 0o700); err != nil && err != unix.EEXIST {
-					r.fail(e.Path, missing(i), err)
-					continue
-				}
-				r.madeDir[e.Path] = true
-				r.set(e.Path, missing(i))
-				j.add(jrec{Op: "do", Path: e.Path, Action: missing(i)})
+		r.planChanged(pl, i, st)
+	}
+	nLead := len(pl.jobs)
+	r.planMembers(pl, sr, members)
+	pl.nLead = nLead
+	return pl, nil
+}
+
+// planChanged decides for entry i, not a hard-link member, that is not
+// its recorded inode unchanged: by type, what is right in place only
+// needs its metadata, the rest gets a temp (a directory is made now).
+func (r *restorer) planChanged(pl *plan, i int, st *unix.Stat_t) {
+	e := &r.m.Entries[i]
+	switch e.Type {
+	case TypeDir:
+		if st == nil {
+			r.makeDir(pl, i)
+		}
+	case TypeFile:
+		r.planFile(pl, i, st)
+	case TypeSymlink:
+		if st != nil {
+			if t, err := os.Readlink(e.Path); err == nil && t == e.Target {
+				pl.metaFix = append(pl.metaFix, i)
+				return
 			}
-		case TypeFile:
-			same := st != nil && st.Dev == e.Dev && st.Ino == e.Ino
-			if !validHash(e.Hash) {
-				// Another session's file whose content the backup could
-				// not take (it was changing): its metadata at most.
-				r.bare(i, st, same)
-				continue
-			}
-			if st != nil && st.Size == e.Size {
-				h, hst, err := hashPath(e.Path)
-				if err == nil && h == e.Hash && hst.Ino == st.Ino {
-					leaderIno[i] = st.Ino
-					metaFix = append(metaFix, i)
-					continue
-				}
-			}
-			a := Restored
-			if st == nil {
-				a = missing(i)
-			}
-			// The file that was there before the session, written
-			// since: its content goes back into it, in place, rather than
-			// into a new inode renamed over it (which would end it).
-			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a, inPlace: same}
-			jobs, jobOf[i] = append(jobs, jb), jb
-		case TypeSymlink:
-			if st != nil {
-				if t, err := os.Readlink(e.Path); err == nil && t == e.Target {
-					metaFix = append(metaFix, i)
-					continue
-				}
-			}
-			a := Restored
-			if st == nil {
-				a = missing(i)
-			}
-			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
-			jobs, jobOf[i] = append(jobs, jb), jb
-		default: // fifo, socket, device
-			if st != nil && (e.Rdev == 0 || st.Rdev == e.Rdev) {
-				metaFix = append(metaFix, i)
-				continue
-			}
-			a := Restored
-			if st == nil {
-				a = missing(i)
-			}
-			jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
-			jobs, jobOf[i] = append(jobs, jb), jb
+		}
+		pl.add(&job{i: i, tmp: r.tmpName(e.Path, i), action: pl.action(i, st)})
+	default: // fifo, socket, device
+		if st != nil && (e.Rdev == 0 || st.Rdev == e.Rdev) {
+			pl.metaFix = append(pl.metaFix, i)
+			return
+		}
+		pl.add(&job{i: i, tmp: r.tmpName(e.Path, i), action: pl.action(i, st)})
+	}
+}
+
+// makeDir makes missing directory i again, private until fixDirs gives
+// it its metadata, and journals it (flushed with the temps' intents).
+func (r *restorer) makeDir(pl *plan, i int) {
+	e := &r.m.Entries[i]
+	hook("mkdir", e.Path)
+	if err := unix.Mkdir(e.Path, 0o700); err != nil && err != unix.EEXIST {
+		r.fail(e.Path, pl.missing(i), err)
+		return
+	}
+	r.madeDir[e.Path] = true
+	r.set(e.Path, pl.missing(i))
+	r.j.add(jrec{Op: "do", Path: e.Path, Action: pl.missing(i)})
+}
+
+// planFile decides for regular file i: content that hashes right needs
+// its metadata only (doc.go: "one that changed is hashed, and rewritten
+// only if the bytes differ"); otherwise a temp, or a write in place when
+// the recorded inode is still there.
+func (r *restorer) planFile(pl *plan, i int, st *unix.Stat_t) {
+	e := &r.m.Entries[i]
+	same := st != nil && st.Dev == e.Dev && st.Ino == e.Ino
+	if !validHash(e.Hash) {
+		// Another session's file whose content the backup could
+		// not take (it was changing): its metadata at most.
+		r.bare(i, st, same)
+		return
+	}
+	if st != nil && st.Size == e.Size {
+		h, hst, err := hashPath(e.Path)
+		if err == nil && h == e.Hash && hst.Ino == st.Ino {
+			pl.leaderIno[i] = st.Ino
+			pl.metaFix = append(pl.metaFix, i)
+			return
 		}
 	}
-	// Hard-link members: fine if they are the leader's (final) inode.
+	// The file that was there before the session, written
+	// since: its content goes back into it, in place, rather than
+	// into a new inode renamed over it (which would end it).
+	pl.add(&job{i: i, tmp: r.tmpName(e.Path, i), action: pl.action(i, st), inPlace: same})
+}
+
+// planMembers decides for hard-link members: fine if they are the
+// leader's (final) inode, otherwise a temp linked to it, after the
+// leaders' (doc.go: "relinks hard-link members to their leader").
+func (r *restorer) planMembers(pl *plan, sr *scanResult, members []int) {
+	m := r.m
 	var memberJobs []*job
 	for _, i := range members {
 		e := &m.Entries[i]
@@ -565,38 +734,37 @@ func (r *restorer) run(rep *Report) error {
 			r.failWhy(e.Path, Restored, fmt.Errorf("%w holds its name", errPreSession), why)
 			continue
 		}
-		if lj := jobOf[l]; lj != nil && lj.inPlace && r.cur[i] != nil && r.cur[i].Dev == m.Entries[l].Dev && r.cur[i].Ino == m.Entries[l].Ino {
+		if lj := pl.jobOf[l]; lj != nil && lj.inPlace && r.cur[i] != nil && r.cur[i].Dev == m.Entries[l].Dev && r.cur[i].Ino == m.Entries[l].Ino {
 			r.set(e.Path, Unchanged) // the leader's inode, put back in place
 			continue
 		}
-		if jobOf[l] == nil && r.cur[i] != nil && leaderIno[l] != 0 && r.cur[i].Ino == leaderIno[l] {
+		if pl.jobOf[l] == nil && r.cur[i] != nil && pl.leaderIno[l] != 0 && r.cur[i].Ino == pl.leaderIno[l] {
 			r.set(e.Path, Unchanged)
 			continue
 		}
-		a := Restored
-		if r.cur[i] == nil {
-			a = missing(i)
-		}
-		jb := &job{i: i, tmp: r.tmpName(e.Path, i), action: a}
-		memberJobs = append(memberJobs, jb)
+		memberJobs = append(memberJobs, &job{i: i, tmp: r.tmpName(e.Path, i), action: pl.action(i, r.cur[i])})
 	}
-	jobs = append(jobs, memberJobs...)
+	pl.jobs = append(pl.jobs, memberJobs...)
+}
 
-	// Journal the temp names and intents before making anything.
+// journalJobs journals the temp names and intents, durably, before
+// making anything (doc.go: "It journals its intent (temp names ...,
+// fsynced) before acting").
+func (r *restorer) journalJobs(jobs []*job) error {
 	for _, jb := range jobs {
 		if !jb.inPlace {
-			j.add(jrec{Op: "tmp", Path: jb.tmp})
+			r.j.add(jrec{Op: "tmp", Path: jb.tmp})
 		}
-		j.add(jrec{Op: "do", Path: m.Entries[jb.i].Path, Action: jb.action})
+		r.j.add(jrec{Op: "do", Path: r.m.Entries[jb.i].Path, Action: jb.action})
 	}
-	if err := j.flush(); err != nil {
-		return pathErr("write journal", j.path, err, r.s.root)
-	}
+	return r.flushJournal()
+}
 
-	// Make every temp, with content and metadata: in parallel (allocating
-	// an inode is the slow part on some filesystems), hard-link members
-	// after their leaders.
-	nLead := len(jobs) - len(memberJobs)
+// makeTemps makes every temp, with content and metadata: in parallel
+// (allocating an inode is the slow part on some filesystems), hard-link
+// members after their leaders. It returns each job's error.
+func (r *restorer) makeTemps(pl *plan) []error {
+	jobs, nLead := pl.jobs, pl.nLead
 	errs := make([]error, len(jobs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -613,21 +781,24 @@ func (r *restorer) run(rep *Report) error {
 					errs[k] = err
 					continue
 				}
-				errs[k] = r.makeTemp(jobs[k], jobOf, leaderIno)
+				errs[k] = r.makeTemp(jobs[k], pl.jobOf, pl.leaderIno)
 				jobs[k].ok = errs[k] == nil
 			}
 		}()
 	}
 	wg.Wait()
 	for k := nLead; k < len(jobs); k++ {
-		errs[k] = r.makeTemp(jobs[k], jobOf, leaderIno)
+		errs[k] = r.makeTemp(jobs[k], pl.jobOf, pl.leaderIno)
 		jobs[k].ok = errs[k] == nil
 	}
-	if err := r.ctx.Err(); err != nil {
-		return err
-	}
-	for k, jb := range jobs {
-		e := &m.Entries[jb.i]
+	return errs
+}
+
+// dropFailedTemps reports the jobs whose temp could not be made (and
+// removes what was made of it), and notes each made leader's new inode.
+func (r *restorer) dropFailedTemps(pl *plan, errs []error) {
+	for k, jb := range pl.jobs {
+		e := &r.m.Entries[jb.i]
 		if errs[k] != nil {
 			if !jb.inPlace {
 				os.Remove(jb.tmp)
@@ -636,14 +807,20 @@ func (r *restorer) run(rep *Report) error {
 			continue
 		}
 		if e.Link == "" && e.Type == TypeFile {
-			leaderIno[jb.i] = jb.ino
+			pl.leaderIno[jb.i] = jb.ino
 		}
 	}
+}
+
+// commitTemps renames every made temp over its recorded path (doc.go:
+// "writes each file's content into a temp next to it ... and renames it
+// over the target"); a write in place is done already.
+func (r *restorer) commitTemps(jobs []*job) {
 	for _, jb := range jobs {
 		if !jb.ok {
 			continue
 		}
-		e := &m.Entries[jb.i]
+		e := &r.m.Entries[jb.i]
 		if jb.inPlace {
 			r.set(e.Path, jb.action)
 			continue
@@ -662,21 +839,29 @@ func (r *restorer) run(rep *Report) error {
 		}
 		r.set(e.Path, jb.action)
 	}
-	// An immutable or append-only temp could not have been renamed, nor
-	// linked to (a hard-link member's temp is renamed after its leader):
-	// those flags go on once every temp is in place.
+}
+
+// setBlockingFlags puts back immutable or append-only flags: a temp with
+// them could not have been renamed, nor linked to (a hard-link member's
+// temp is renamed after its leader), so they go on once every temp is in
+// place (doc.go: "Inode flags are put back last").
+func (r *restorer) setBlockingFlags(jobs []*job) {
 	for _, jb := range jobs {
-		e := &m.Entries[jb.i]
+		e := &r.m.Entries[jb.i]
 		if jb.ok && e.Link == "" && e.Attrs != nil && e.Attrs.Flags&flBlocking != 0 && r.act[e.Path].Error == "" {
 			if err := setAttrs(e.Path, e); err != nil {
 				r.fail(e.Path, jb.action, err)
 			}
 		}
 	}
+}
 
-	// Metadata of files whose content was right, in place.
+// fixMetaInPlace puts back the metadata of the paths whose content was
+// right, in place (doc.go: "fixes metadata of files whose content is
+// right in place").
+func (r *restorer) fixMetaInPlace(metaFix []int) {
 	for _, i := range metaFix {
-		e := &m.Entries[i]
+		e := &r.m.Entries[i]
 		changed, err := applyMeta(e.Path, e, r.cur[i], true)
 		if err != nil {
 			r.fail(e.Path, Restored, err)
@@ -688,10 +873,14 @@ func (r *restorer) run(rep *Report) error {
 			r.set(e.Path, Unchanged)
 		}
 	}
-	r.restoreMeta()
+}
 
-	// Directories (and anchors) after their contents, deepest first.
-	for i := n - 1; i >= 0; i-- {
+// fixDirs puts back directories' (and anchors') metadata after their
+// contents, deepest first (doc.go: "fixes directories' metadata after
+// their contents (deepest first)"): what was done inside moved their times.
+func (r *restorer) fixDirs() {
+	m := r.m
+	for i := len(m.Entries) - 1; i >= 0; i-- {
 		e := &m.Entries[i]
 		if e.Type != TypeDir || e.Fixed || e.Meta || !r.lim.covers(e.Path) && !r.lim.above(e.Path) {
 			continue
@@ -706,46 +895,54 @@ func (r *restorer) run(rep *Report) error {
 			// process's changes, which are not the agent's to undo.
 			continue
 		}
-		timesOnly := e.Anchor || !r.lim.covers(e.Path)
-		st, err := lstat(e.Path)
-		if err != nil || st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			if err == nil {
-				err = unix.ENOENT
-			}
-			if !timesOnly {
-				r.fail(e.Path, Recreated, err)
-			}
-			continue
-		}
-		if st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) == e.Ctime {
-			continue
-		}
-		var changed bool
-		if timesOnly {
-			if tsNano(st.Mtim) != e.Mtime {
-				hook("meta", e.Path)
-				err = setTimes(e.Path, e)
-				changed = true
-			}
-		} else {
-			changed, err = applyMeta(e.Path, e, st, true)
-		}
-		if err != nil {
-			r.fail(e.Path, Restored, err)
-			continue
-		}
-		if changed {
-			r.set(e.Path, Restored)
-		} else if !timesOnly {
-			r.set(e.Path, Unchanged)
-		}
+		r.fixDir(e)
 	}
-	if err := r.syncAll(); err != nil {
-		return err
+}
+
+// fixDir puts back one directory's metadata; of an anchor, or of a
+// directory above the limit's roots, only its times (doc.go: an
+// anchor's "times are restored").
+func (r *restorer) fixDir(e *Entry) {
+	timesOnly := e.Anchor || !r.lim.covers(e.Path)
+	st, err := lstat(e.Path)
+	if err != nil || st == nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if err == nil {
+			err = unix.ENOENT
+		}
+		if !timesOnly {
+			r.fail(e.Path, Recreated, err)
+		}
+		return
 	}
-	// This run, with what an interrupted run already did (the report,
-	// and what it left).
-	for p, a := range prevAct {
+	if st.Dev == e.Dev && st.Ino == e.Ino && tsNano(st.Ctim) == e.Ctime {
+		return
+	}
+	var changed bool
+	if timesOnly {
+		if tsNano(st.Mtim) != e.Mtime {
+			hook("meta", e.Path)
+			err = setTimes(e.Path, e)
+			changed = true
+		}
+	} else {
+		changed, err = applyMeta(e.Path, e, st, true)
+	}
+	if err != nil {
+		r.fail(e.Path, Restored, err)
+		return
+	}
+	if changed {
+		r.set(e.Path, Restored)
+	} else if !timesOnly {
+		r.set(e.Path, Unchanged)
+	}
+}
+
+// mergeResumed adds to this run's report what an interrupted run already
+// did (the report, and what it left): doc.go, "the Report then merges
+// what the killed run did".
+func (r *restorer) mergeResumed(was resumed) {
+	for p, a := range was.act {
 		e, ok := r.act[p]
 		if !ok {
 			e = &ReportEntry{Path: p, Action: a}
@@ -754,23 +951,23 @@ func (r *restorer) run(rep *Report) error {
 		} else if e.Action == Unchanged || a == MovedBack && e.Error == "" {
 			e.Action = a
 		}
-		if f := prevFrom[p]; f != "" && a == MovedBack && e.Action == MovedBack && e.Why == "" {
+		if f := was.from[p]; f != "" && a == MovedBack && e.Action == MovedBack && e.Why == "" {
 			e.Why = "found at " + f
 			if g, isLeft := r.lim.left(p); isLeft {
 				e.Holder = g.Why
 			}
 		}
 	}
-	r.reportReclaimed()
-	// What this restore left, before "end": a later rollback's check for
-	// changes since its session counts these as klock's, not as news.
-	if err := r.recordPuts(); err != nil {
-		return err
-	}
+}
+
+// finish journals "end" when every path was put back (a failed path
+// leaves the restore to resume), and fills the report: ErrIncomplete
+// when some path failed (package doc, "Errors").
+func (r *restorer) finish(rep *Report) error {
 	if r.first == nil {
-		j.add(jrec{Op: "end"})
-		if err := j.flush(); err != nil {
-			return pathErr("write journal", j.path, err, r.s.root)
+		r.j.add(jrec{Op: "end"})
+		if err := r.flushJournal(); err != nil {
+			return err
 		}
 	}
 

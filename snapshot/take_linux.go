@@ -253,7 +253,61 @@ func (t *taker) cleanup() {
 	}
 }
 
+// run takes the backup in the order the package doc's "Guarantees"
+// give: everything is written under <root>/.tmp-<session>, flushed,
+// objects renamed into the store, flushed again, and the session
+// directory renamed into place and its parent fsynced. Each phase is one
+// method below; on an error, Take's cleanup removes what they made.
 func (t *taker) run() (*Snapshot, error) {
+	if err := t.lockRoot(); err != nil {
+		return nil, err
+	}
+	final, rootDev, err := t.makeTmpDir()
+	if err != nil {
+		return nil, err
+	}
+	m, entries, metaEntries, err := t.record()
+	if err != nil {
+		return nil, err
+	}
+
+	// Hashes: from the index when the stat matches, otherwise by reading.
+	ix := loadIndex(t.root)
+	jobs, total := t.hashJobs(entries, ix)
+	c := &copier{t: t, entries: entries, jobs: jobs, total: total, rootDev: rootDev,
+		copied: make([]bool, len(entries)), newIx: make([]bool, len(entries)), gone: make([]bool, len(entries))}
+	if err := c.run(); err != nil {
+		return nil, err
+	}
+	kept, err := dropGone(entries, c.gone)
+	if err != nil {
+		return nil, err
+	}
+	c.report(true)
+	t.countCopies(c, kept)
+
+	newBytes, err := t.storeObjects(entries, c.copied)
+	if err != nil {
+		return nil, err
+	}
+	linkHashes(entries)
+	if err := t.writeIndex(ix, entries); err != nil {
+		return nil, err
+	}
+	m.Entries = append(kept, metaEntries...)
+	if err := t.commit(m, final, newBytes); err != nil {
+		return nil, err
+	}
+	pastStart(t.start)
+	t.unlock()
+	t.unlock = nil
+	t.stats.Entries = len(m.Entries)
+	return &Snapshot{root: t.root, m: m, Stats: t.stats}, nil
+}
+
+// lockRoot makes the backup root and locks it (doc.go: "Take, Restore
+// and GC serialise on an flock of the root directory").
+func (t *taker) lockRoot() error {
 	root := t.root
 	// Another Take that made the root and failed removes it, empty, under
 	// the lock before it lets go (cleanup): the root locked, or about to
@@ -261,43 +315,57 @@ func (t *taker) run() (*Snapshot, error) {
 	// it is made again and locked again.
 	for try := 0; ; try++ {
 		if err := mkdirTracked(filepath.Join(root, objectsDir), 0o700, &t.made); err != nil {
-			return nil, pathErr("create backup directory", root, err, root)
+			return pathErr("create backup directory", root, err, root)
 		}
 		unlock, err := lockDir(root)
 		if (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE)) && try < 3 {
 			continue
 		}
 		if err != nil {
-			return nil, pathErr("lock", root, err, root)
+			return pathErr("lock", root, err, root)
 		}
 		t.unlock = unlock
-		break
+		return nil
 	}
-	final := filepath.Join(root, t.session)
+}
+
+// makeTmpDir checks that the session is new and makes the temp directory
+// everything is written under (doc.go: "objects and the manifest are
+// written under <root>/.tmp-<session>"). It returns the session
+// directory's final name and the root's device (copies clone within it).
+func (t *taker) makeTmpDir() (final string, rootDev uint64, err error) {
+	root := t.root
+	final = filepath.Join(root, t.session)
 	if ok, err := exists(final); err != nil {
-		return nil, pathErr("stat", final, err, root)
+		return "", 0, pathErr("stat", final, err, root)
 	} else if ok {
-		return nil, &Error{Op: "take", Path: final, Kind: ErrExists, Hint: "pick a new session id, or remove the old snapshot"}
+		return "", 0, &Error{Op: "take", Path: final, Kind: ErrExists, Hint: "pick a new session id, or remove the old snapshot"}
 	}
 	var rootSt unix.Stat_t
 	if err := unix.Stat(root, &rootSt); err != nil {
-		return nil, pathErr("stat", root, err, root)
+		return "", 0, pathErr("stat", root, err, root)
 	}
 	t.tmpDir = filepath.Join(root, ".tmp-"+t.session)
 	if err := os.RemoveAll(t.tmpDir); err != nil { // a crashed Take's leftovers
-		return nil, pathErr("remove", t.tmpDir, err, root)
+		return "", 0, pathErr("remove", t.tmpDir, err, root)
 	}
 	if err := os.Mkdir(t.tmpDir, 0o700); err != nil {
-		return nil, pathErr("create", t.tmpDir, err, root)
+		return "", 0, pathErr("create", t.tmpDir, err, root)
 	}
+	return final, rootSt.Dev, nil
+}
 
+// record walks the scopes and the Meta regions and reads their attrs
+// (doc.go, "What is recorded"): the manifest without its final entries,
+// the scopes' entries, and the Meta entries.
+func (t *taker) record() (*Manifest, []Entry, []Entry, error) {
 	m := &Manifest{Version: manifestVersion, Session: t.session, Created: time.Now().UTC(), Started: t.start.UTC(), Workdir: t.workdir, Scopes: t.scopes, Exclude: t.exclude, Others: t.others, AgentUID: t.agentUID}
 	if t.agent != nil {
 		m.AgentGIDs = t.agent.gids
 	}
 	entries, err := t.walk()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if afterWalk != nil {
 		afterWalk()
@@ -305,22 +373,26 @@ func (t *taker) run() (*Snapshot, error) {
 	m.Entries = entries
 	metaEntries, cut, err := t.walkMeta()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if err := t.fillAttrs(entries, metaEntries); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	m.Meta, m.MetaCut = t.meta, cut
 	t.stats.MetaEntries = len(metaEntries)
+	return m, entries, metaEntries, nil
+}
 
-	// Hashes: from the index when the stat matches, otherwise by reading.
-	ix := loadIndex(root)
-	type job struct {
-		i     int
-		prior string // hash the index had for this path (hash first, copy only if new)
-	}
-	var jobs []job
-	var total int64
+// hashJob is a file whose content must be read: entries[i].
+type hashJob struct {
+	i     int
+	prior string // hash the index had for this path (hash first, copy only if new)
+}
+
+// hashJobs takes each file's hash from the index when its stat matches
+// (doc.go: "A file whose (dev, ino, size, mtime, ctime) matches the index
+// costs one stat"), and returns the others, with their total size.
+func (t *taker) hashJobs(entries []Entry, ix index) (jobs []hashJob, total int64) {
 	for i := range entries {
 		e := &entries[i]
 		if e.Type != TypeFile || e.Link != "" || e.Fixed {
@@ -328,143 +400,187 @@ func (t *taker) run() (*Snapshot, error) {
 		}
 		t.stats.Files++
 		t.stats.Bytes += e.Size
-		if h, ok := ix.lookup(e); ok && objectExists(root, h) {
+		if h, ok := ix.lookup(e); ok && objectExists(t.root, h) {
 			e.Hash = h
 			t.stats.IndexHits++
 			continue
 		}
-		j := job{i: i}
-		if c, ok := ix[e.Path]; ok && objectExists(root, c.Hash) {
+		j := hashJob{i: i}
+		if c, ok := ix[e.Path]; ok && objectExists(t.root, c.Hash) {
 			j.prior = c.Hash
 		}
 		jobs = append(jobs, j)
 		total += e.Size
 	}
+	return jobs, total
+}
 
-	// Copy in parallel into <tmp>/o-<i>.
-	var (
-		done    atomic.Int64
-		mu      sync.Mutex
-		lastRep time.Time
-		copied  = make([]bool, len(entries))
-		newIx   = make([]bool, len(entries))
-		gone    = make([]bool, len(entries)) // removed by someone else before it was read
-		firstE  error
-		next    atomic.Int64
-		wg      sync.WaitGroup
-		failed  atomic.Bool
-		counter struct {
-			hashed, copied, reflinked atomic.Int64
-			copiedBytes               atomic.Int64
-		}
-	)
-	report := func(final bool) {
-		if t.progress == nil {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if final || time.Since(lastRep) >= 100*time.Millisecond {
-			lastRep = time.Now()
-			t.progress(done.Load(), total)
-		}
+// copier reads the hash jobs' content into <tmp>/o-<i>, in parallel
+// (Options.Workers; doc.go: "Copies run in parallel"), and stops at the
+// first error.
+type copier struct {
+	t       *taker
+	entries []Entry
+	jobs    []hashJob
+	total   int64
+	rootDev uint64
+
+	done    atomic.Int64
+	mu      sync.Mutex
+	lastRep time.Time
+	copied  []bool
+	newIx   []bool
+	gone    []bool // removed by someone else before it was read
+	firstE  error
+	next    atomic.Int64
+	failed  atomic.Bool
+	counter struct {
+		hashed, copied, reflinked atomic.Int64
+		copiedBytes               atomic.Int64
 	}
-	fail := func(err error) {
-		mu.Lock()
-		if firstE == nil {
-			firstE = err
-		}
-		mu.Unlock()
-		failed.Store(true)
-	}
-	for w := 0; w < min(t.workers, len(jobs)); w++ {
+}
+
+// run runs the workers and returns the first error.
+func (c *copier) run() error {
+	var wg sync.WaitGroup
+	for w := 0; w < min(c.t.workers, len(c.jobs)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !failed.Load() {
-				k := int(next.Add(1) - 1)
-				if k >= len(jobs) {
-					return
-				}
-				if err := t.ctx.Err(); err != nil {
-					fail(err)
-					return
-				}
-				j := jobs[k]
-				e := &entries[j.i]
-				if j.prior != "" {
-					// A file removed meanwhile goes on to copyEntry,
-					// which says it vanished.
-					h, st, err := hashPath(e.Path)
-					switch {
-					case err == nil:
-						counter.hashed.Add(1)
-						if h == j.prior && st.Ino == e.Ino {
-							e.Hash = h
-							refresh(e, &st)
-							newIx[j.i] = true
-							done.Add(e.Size)
-							report(false)
-							continue
-						}
-					case e.Other && !errors.Is(err, unix.ENOENT):
-						// Unreadable: recorded without content.
-						done.Add(e.Size)
-						continue
-					case !errors.Is(err, unix.ENOENT):
-						fail(pathErr("read", e.Path, err, e.Path))
-						return
-					}
-				}
-				var (
-					res      copyResult
-					vanished bool
-					err      error
-				)
-				if e.Other {
-					res, vanished, err = copyOther(e, t.objTmp(j.i), rootSt.Dev, root)
-				} else {
-					res, vanished, err = copyEntry(e, t.objTmp(j.i), rootSt.Dev, root)
-				}
-				if err != nil {
-					fail(err)
-					return
-				}
-				if e.Other && res.hash == "" && !vanished {
-					done.Add(e.Size) // changing or unreadable: no content
-					continue
-				}
-				if vanished {
-					gone[j.i] = true
-					done.Add(e.Size)
-					continue
-				}
-				e.Hash = res.hash
-				refresh(e, &res.st)
-				copied[j.i], newIx[j.i] = true, true
-				counter.copied.Add(1)
-				counter.copiedBytes.Add(res.size)
-				if res.reflinked {
-					counter.reflinked.Add(1)
-				}
-				done.Add(e.Size)
-				report(false)
-			}
+			c.work()
 		}()
 	}
 	wg.Wait()
-	if firstE != nil {
-		return nil, firstE
+	return c.firstE
+}
+
+// report calls Options.Progress, at most ten times a second unless final.
+func (c *copier) report(final bool) {
+	if c.t.progress == nil {
+		return
 	}
-	kept, err := dropGone(entries, gone)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if final || time.Since(c.lastRep) >= 100*time.Millisecond {
+		c.lastRep = time.Now()
+		c.t.progress(c.done.Load(), c.total)
+	}
+}
+
+// fail keeps the first error and stops every worker.
+func (c *copier) fail(err error) {
+	c.mu.Lock()
+	if c.firstE == nil {
+		c.firstE = err
+	}
+	c.mu.Unlock()
+	c.failed.Store(true)
+}
+
+// work is one worker: it takes jobs until none is left or one failed.
+func (c *copier) work() {
+	for !c.failed.Load() {
+		k := int(c.next.Add(1) - 1)
+		if k >= len(c.jobs) {
+			return
+		}
+		if err := c.t.ctx.Err(); err != nil {
+			c.fail(err)
+			return
+		}
+		j := c.jobs[k]
+		if j.prior != "" {
+			done, ok := c.hashPrior(j)
+			if !ok {
+				return
+			}
+			if done {
+				continue
+			}
+		}
+		if !c.copyJob(j) {
+			return
+		}
+	}
+}
+
+// hashPrior hashes a file the index knew by another stat: the same
+// content as the index's object needs no copy (done). ok is false once
+// it failed.
+func (c *copier) hashPrior(j hashJob) (done, ok bool) {
+	e := &c.entries[j.i]
+	// A file removed meanwhile goes on to copyEntry,
+	// which says it vanished.
+	h, st, err := hashPath(e.Path)
+	switch {
+	case err == nil:
+		c.counter.hashed.Add(1)
+		if h == j.prior && st.Ino == e.Ino {
+			e.Hash = h
+			refresh(e, &st)
+			c.newIx[j.i] = true
+			c.done.Add(e.Size)
+			c.report(false)
+			return true, true
+		}
+	case e.Other && !errors.Is(err, unix.ENOENT):
+		// Unreadable: recorded without content.
+		c.done.Add(e.Size)
+		return true, true
+	case !errors.Is(err, unix.ENOENT):
+		c.fail(pathErr("read", e.Path, err, e.Path))
+		return false, false
+	}
+	return false, true
+}
+
+// copyJob copies one file's content into its temp object (an Other
+// entry's best effort: copyOther); false once it failed.
+func (c *copier) copyJob(j hashJob) bool {
+	e := &c.entries[j.i]
+	var (
+		res      copyResult
+		vanished bool
+		err      error
+	)
+	if e.Other {
+		res, vanished, err = copyOther(e, c.t.objTmp(j.i), c.rootDev, c.t.root)
+	} else {
+		res, vanished, err = copyEntry(e, c.t.objTmp(j.i), c.rootDev, c.t.root)
+	}
 	if err != nil {
-		return nil, err
+		c.fail(err)
+		return false
 	}
-	report(true)
-	t.stats.Hashed = int(counter.hashed.Load())
-	t.stats.Copied = int(counter.copied.Load())
-	t.stats.CopiedBytes = counter.copiedBytes.Load()
-	t.stats.Reflinked = int(counter.reflinked.Load())
+	if e.Other && res.hash == "" && !vanished {
+		c.done.Add(e.Size) // changing or unreadable: no content
+		return true
+	}
+	if vanished {
+		c.gone[j.i] = true
+		c.done.Add(e.Size)
+		return true
+	}
+	e.Hash = res.hash
+	refresh(e, &res.st)
+	c.copied[j.i], c.newIx[j.i] = true, true
+	c.counter.copied.Add(1)
+	c.counter.copiedBytes.Add(res.size)
+	if res.reflinked {
+		c.counter.reflinked.Add(1)
+	}
+	c.done.Add(e.Size)
+	c.report(false)
+	return true
+}
+
+// countCopies adds what the copier did, and the Other entries kept, to
+// Stats.
+func (t *taker) countCopies(c *copier, kept []Entry) {
+	t.stats.Hashed = int(c.counter.hashed.Load())
+	t.stats.Copied = int(c.counter.copied.Load())
+	t.stats.CopiedBytes = c.counter.copiedBytes.Load()
+	t.stats.Reflinked = int(c.counter.reflinked.Load())
 	for i := range kept {
 		if e := &kept[i]; e.Other {
 			t.stats.Others++
@@ -473,11 +589,18 @@ func (t *taker) run() (*Snapshot, error) {
 			}
 		}
 	}
+}
 
+// storeObjects makes the copies durable, then renames each new one into
+// the store (doc.go: "flushed (syncfs), objects renamed into the
+// store"); content the store has already is dropped. It returns the
+// bytes added.
+func (t *taker) storeObjects(entries []Entry, copied []bool) (int64, error) {
+	root := t.root
 	// The copies are durable before they get their final names.
 	if t.stats.Copied > 0 {
 		if err := syncPath(t.tmpDir); err != nil {
-			return nil, pathErr("sync", root, err, root)
+			return 0, pathErr("sync", root, err, root)
 		}
 	}
 	var newBytes int64
@@ -489,7 +612,7 @@ func (t *taker) run() (*Snapshot, error) {
 		e := &entries[i]
 		tmp, obj := t.objTmp(i), objectPath(root, e.Hash)
 		if ok, err := exists(obj); err != nil {
-			return nil, pathErr("stat", obj, err, root)
+			return 0, pathErr("stat", obj, err, root)
 		} else if ok {
 			os.Remove(tmp)
 			t.stats.Deduped++
@@ -497,18 +620,22 @@ func (t *taker) run() (*Snapshot, error) {
 		}
 		if dir := filepath.Dir(obj); !fanout[dir] {
 			if err := mkdirTracked(dir, 0o700, &t.made); err != nil {
-				return nil, pathErr("create", dir, err, root)
+				return 0, pathErr("create", dir, err, root)
 			}
 			fanout[dir] = true
 		}
 		if err := os.Rename(tmp, obj); err != nil {
-			return nil, pathErr("store object for", e.Path, err, root)
+			return 0, pathErr("store object for", e.Path, err, root)
 		}
 		t.renamed = append(t.renamed, obj)
 		newBytes += e.Size
 	}
+	return newBytes, nil
+}
 
-	// Hard-link members share their leader's content.
+// linkHashes gives hard-link members their leader's content hash (doc.go:
+// "hard-link group (members name the group's first path)").
+func linkHashes(entries []Entry) {
 	byPath := make(map[string]int, len(entries))
 	for i := range entries {
 		byPath[entries[i].Path] = i
@@ -518,8 +645,13 @@ func (t *taker) run() (*Snapshot, error) {
 			e.Hash = entries[byPath[e.Link]].Hash
 		}
 	}
+}
 
-	// The index: this session's files on top of what was there.
+// writeIndex writes the stat cache's temp: this session's files on top
+// of what was there, only those whose ctime and mtime are older than the
+// racy window (doc.go: "a write in the same timestamp tick is never
+// hidden").
+func (t *taker) writeIndex(ix index, entries []Entry) error {
 	now := time.Now().UnixNano()
 	for i := range entries {
 		e := &entries[i]
@@ -532,32 +664,40 @@ func (t *taker) run() (*Snapshot, error) {
 			delete(ix, e.Path)
 		}
 	}
-	if t.indexTmp, err = writeIndexTmp(root, ix); err != nil {
-		return nil, pathErr("write index", filepath.Join(root, indexFile), err, root)
+	var err error
+	if t.indexTmp, err = writeIndexTmp(t.root, ix); err != nil {
+		return pathErr("write index", filepath.Join(t.root, indexFile), err, t.root)
 	}
+	return nil
+}
 
-	m.Entries = append(kept, metaEntries...)
+// commit writes the manifest and info, flushes, renames the session
+// directory into place and fsyncs its parent (doc.go: "flushed again, and
+// the session directory renamed into place and its parent fsynced"); the
+// index goes in with it.
+func (t *taker) commit(m *Manifest, final string, newBytes int64) error {
+	root := t.root
 	data, err := json.Marshal(m)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// No fsync per file: the syncfs below makes them durable with
 	// everything else written for this snapshot (one flush, not three).
 	if err := os.WriteFile(filepath.Join(t.tmpDir, manifestFile), data, 0o600); err != nil {
-		return nil, pathErr("write manifest", filepath.Join(final, manifestFile), err, root)
+		return pathErr("write manifest", filepath.Join(final, manifestFile), err, root)
 	}
 	info := infoOf(m, newBytes)
 	idata, _ := json.Marshal(info)
 	if err := os.WriteFile(filepath.Join(t.tmpDir, infoFile), idata, 0o600); err != nil {
-		return nil, pathErr("write", filepath.Join(final, infoFile), err, root)
+		return pathErr("write", filepath.Join(final, infoFile), err, root)
 	}
 	// Objects' names, fanout directories and the manifest are durable
 	// before the session directory appears under its final name.
 	if err := syncPath(t.tmpDir); err != nil {
-		return nil, pathErr("sync", root, err, root)
+		return pathErr("sync", root, err, root)
 	}
 	if err := os.Rename(t.tmpDir, final); err != nil {
-		return nil, pathErr("commit", final, err, root)
+		return pathErr("commit", final, err, root)
 	}
 	t.tmpDir = ""
 	if err := os.Rename(t.indexTmp, filepath.Join(root, indexFile)); err != nil {
@@ -568,13 +708,9 @@ func (t *taker) run() (*Snapshot, error) {
 	if err := dirsync.Sync(root); err != nil {
 		// Committed but maybe not durable: undo so the caller's refusal is truthful.
 		os.RemoveAll(final)
-		return nil, pathErr("sync", root, err, root)
+		return pathErr("sync", root, err, root)
 	}
-	pastStart(t.start)
-	t.unlock()
-	t.unlock = nil
-	t.stats.Entries = len(m.Entries)
-	return &Snapshot{root: root, m: m, Stats: t.stats}, nil
+	return nil
 }
 
 // afterWalk, when set (tests only), runs between the walk and the copies:

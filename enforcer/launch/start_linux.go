@@ -136,6 +136,59 @@ func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 // spawn starts stage 2 from klock-stage2 when tryLauncher and one is fit,
 // else from the running binary.
 func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*Pending, error) {
+	spec, err := encodeStage2Spec(s, plan)
+	if err != nil {
+		return nil, err
+	}
+	cgfd, err := s.Group.OpenFD()
+	if err != nil {
+		return nil, err
+	}
+	defer cgfd.Close()
+	pp, err := openStage2Pipes()
+	if err != nil {
+		return nil, err
+	}
+
+	files := append(append([]*os.File(nil), s.ExtraFiles...), pp.specR, pp.statusW, pp.goR)
+	path, launcher := selfLauncher, selfLauncher
+	var lid fileID
+	if tryLauncher {
+		var lf *os.File
+		if lf, lid = openLauncher(s.Stage2); lf != nil {
+			defer lf.Close()
+			// The child execs the descriptor checked, through its own fd
+			// table (the fd number after stage 2's pipes); stage 2 marks it
+			// close-on-exec with every other fd it does not pass on.
+			path, launcher = "/proc/self/fd/"+strconv.Itoa(3+len(files)), lf.Name()
+			files = append(files, lf)
+		}
+	}
+	cmd := stage2Cmd(s, path, files, cgfd)
+	err = onSpawnerThread(cmd.Start) // the parent-death signal follows that thread
+	pp.closeChildEnds()
+	if err != nil {
+		pp.closeParentEnds()
+		if launcher != selfLauncher {
+			// Not executable after all (another architecture, say).
+			return spawn(ctx, s, plan, false)
+		}
+		return nil, fmt.Errorf("launch: start stage 2: %w", err)
+	}
+	p := newPending(ctx, s, plan, cmd, launcher, lid, pp)
+	// The spec fits in the pipe buffer only when small: write it from a
+	// goroutine so Spawn never waits for stage 2.
+	go func() {
+		_, _ = pp.specW.Write(spec)
+		pp.specW.Close()
+	}()
+	return p, nil
+}
+
+// encodeStage2Spec is what stage 2 is told to set up (stage2.Spec, sent
+// on its spec pipe): the program defaults to Args[0], the directory to
+// the workdir, else "/".
+func encodeStage2Spec(s Spec, plan *LandlockPlan) ([]byte, error) {
 	w := stage2.Spec{
 		Protocol: stage2.Protocol, Build: stage2.Build,
 		Path: s.Path, Args: s.Args, Env: s.Env, Dir: s.Dir,
@@ -158,11 +211,20 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("launch: encode spec: %w", err)
 	}
-	cgfd, err := s.Group.OpenFD()
-	if err != nil {
-		return nil, err
-	}
-	defer cgfd.Close()
+	return spec, nil
+}
+
+// stage2Pipes are the three pipes between klock and stage 2 (the fds
+// stage2.EnvVar names): the spec, stage 2's status report, and the go
+// byte that lets it exec the agent.
+type stage2Pipes struct {
+	specR, specW     *os.File
+	statusR, statusW *os.File
+	goR, goW         *os.File
+}
+
+// openStage2Pipes opens the pipes; on an error none is left open.
+func openStage2Pipes() (*stage2Pipes, error) {
 	var pipes [3][2]*os.File // spec, status, go: [read, write]
 	closeAll := func() {
 		for _, pp := range pipes {
@@ -174,35 +236,45 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 		}
 	}
 	for i := range pipes {
+		var err error
 		if pipes[i][0], pipes[i][1], err = os.Pipe(); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("launch: %w", err)
 		}
 	}
-	specR, specW := pipes[0][0], pipes[0][1]
-	statusR, statusW := pipes[1][0], pipes[1][1]
-	goR, goW := pipes[2][0], pipes[2][1]
+	return &stage2Pipes{
+		specR: pipes[0][0], specW: pipes[0][1],
+		statusR: pipes[1][0], statusW: pipes[1][1],
+		goR: pipes[2][0], goW: pipes[2][1],
+	}, nil
+}
 
+// closeChildEnds closes stage 2's ends once it started (or failed to).
+func (pp *stage2Pipes) closeChildEnds() {
+	pp.specR.Close()
+	pp.statusW.Close()
+	pp.goR.Close()
+}
+
+// closeParentEnds closes klock's ends when stage 2 did not start.
+func (pp *stage2Pipes) closeParentEnds() {
+	pp.specW.Close()
+	pp.statusR.Close()
+	pp.goW.Close()
+}
+
+// stage2Cmd is stage 2's command: path (the launcher, or the running
+// binary) with files after stdio, the pipes' fd numbers in
+// stage2.EnvVar, started in new mount and pid (and net) namespaces,
+// in the session cgroup, sent SIGKILL when the thread that starts it
+// ends (Pdeathsig: see onSpawnerThread).
+func stage2Cmd(s Spec, path string, files []*os.File, cgfd *os.File) *exec.Cmd {
 	n := len(s.ExtraFiles)
 	cloneflags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID)
 	if s.NewNetNS {
 		cloneflags |= syscall.CLONE_NEWNET
 	}
-	files := append(append([]*os.File(nil), s.ExtraFiles...), specR, statusW, goR)
-	path, launcher := selfLauncher, selfLauncher
-	var lid fileID
-	if tryLauncher {
-		var lf *os.File
-		if lf, lid = openLauncher(s.Stage2); lf != nil {
-			defer lf.Close()
-			// The child execs the descriptor checked, through its own fd
-			// table (the fd number after stage 2's pipes); stage 2 marks it
-			// close-on-exec with every other fd it does not pass on.
-			path, launcher = "/proc/self/fd/"+strconv.Itoa(3+len(files)), lf.Name()
-			files = append(files, lf)
-		}
-	}
-	cmd := &exec.Cmd{
+	return &exec.Cmd{
 		Path:       path,
 		Args:       []string{"klock-stage2"},
 		Env:        []string{stage2.EnvVar + "=" + strconv.Itoa(3+n) + "," + strconv.Itoa(4+n) + "," + strconv.Itoa(5+n)},
@@ -217,24 +289,16 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 			Pdeathsig:   syscall.SIGKILL,
 		},
 	}
-	err = onSpawnerThread(cmd.Start) // the parent-death signal follows that thread
-	specR.Close()
-	statusW.Close()
-	goR.Close()
-	if err != nil {
-		specW.Close()
-		statusR.Close()
-		goW.Close()
-		if launcher != selfLauncher {
-			// Not executable after all (another architecture, say).
-			return spawn(ctx, s, plan, false)
-		}
-		return nil, fmt.Errorf("launch: start stage 2: %w", err)
-	}
+}
+
+// newPending is the session whose stage 2 started: a retry without the
+// launcher when that is possible, and, from here on, a kill of the
+// whole cgroup on any failure (Abort) or when ctx is done.
+func newPending(ctx context.Context, s Spec, plan *LandlockPlan, cmd *exec.Cmd, launcher string, lid fileID, pp *stage2Pipes) *Pending {
 	p := &Pending{
 		proc:   &Process{Pid: cmd.Process.Pid, Landlock: plan, Launcher: launcher, cmd: cmd, group: s.Group, done: make(chan struct{})},
-		goW:    goW,
-		status: statusR,
+		goW:    pp.goW,
+		status: pp.statusR,
 		ctx:    ctx,
 		uid:    s.User.UID,
 	}
@@ -251,19 +315,13 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 	p.stop = context.AfterFunc(ctx, func() { _ = s.Group.Kill() })
 	p.abort = func(err error) (*Process, error) {
 		p.stop()
-		goW.Close()
-		statusR.Close()
+		pp.goW.Close()
+		pp.statusR.Close()
 		_ = s.Group.Kill()
 		_ = cmd.Wait()
 		return nil, err
 	}
-	// The spec fits in the pipe buffer only when small: write it from a
-	// goroutine so Spawn never waits for stage 2.
-	go func() {
-		_, _ = specW.Write(spec)
-		specW.Close()
-	}()
-	return p, nil
+	return p
 }
 
 // Pid is stage 2's pid, which the agent keeps across its exec: its

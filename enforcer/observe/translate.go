@@ -24,14 +24,75 @@ const (
 // script means two). clock converts the record's boot-time stamp.
 // inRoot is the Watch's own root (InOwnRoot), nil for the observer's.
 func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
-	// Paths in a session's procfs (resolved from an fd they read as
-	// /proc/<host or namespace pid>) are the session's own processes:
-	// report them as /proc/self so intents can name them.
-	out := func(rec Record) {
-		rec.Event.Triple.Path = sessionProc(rec.Event.Triple.Path)
-		rec.Event.Extra.Path = sessionProc(rec.Event.Extra.Path)
-		emit(rec)
+	t := o.newTranslation(r, inRoot, emit)
+	nofollow := r.flags&atSymlinkNofollow != 0
+
+	switch r.op {
+	case opOpen:
+		o.translateOpen(r, &t.rec, t.obj, t.hasObj, t.req(r.path0, r.dirfd, r.flags&unix.O_NOFOLLOW == 0), t.out)
+	case opMkdir, opMknod:
+		t.fileEvent(policy.Provides, false)
+	case opUnlink, opRmdir:
+		t.fileEvent(policy.Deletes, false)
+	case opTruncate:
+		t.fileEvent(policy.Mutates, true)
+	case opIoctl:
+		// A metadata ioctl (internal/metaioctl): MUTATES of the
+		// descriptor's file, named by the kernel as for fchmod, so a
+		// strict kill's rollback knows the file was touched.
+		t.fileEvent(policy.Mutates, true)
+	case opChmod, opChown, opUtimes, opXattr:
+		// Metadata changes have no kernel wall (Landlock does not mediate
+		// them): the path is the only thing judged. Say when a relative
+		// name's base could not be verified, i.e. the agent may have moved
+		// its cwd or directory before the name was resolved.
+		t.rec.MetadataUnverified = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] != '/'
+		t.fileEvent(policy.Mutates, !nofollow)
+	case opSymlink:
+		t.symlink()
+	case opLink:
+		t.link()
+	case opRename:
+		t.rename()
+	case opExec:
+		o.translateExec(r, &t.rec, t.obj, t.hasObj, t.req, t.out)
+	case opConnect, opSendto, opBind, opListen:
+		t.net()
+	case opSocket:
+		t.rec.Event.Triple = policy.RawSocketTriple()
+		t.out(t.rec)
+	case opIOUring, opCompat:
+		t.rec.Kind = KindUnobserved
+		t.out(t.rec)
+	case opFork:
+		t.rec.Kind = KindFork
+		t.rec.PPID = r.ppid
+		o.res.forked(r.pid, r.ppid)
+		t.out(t.rec)
+	case opExit:
+		t.rec.Kind = KindExit
+		t.rec.ExitStatus = r.exitCode
+		t.out(t.rec)
 	}
+}
+
+// translation is one kernel record being translated: the record, the
+// Record it becomes (its event's common fields filled), its inode, and
+// where the Records go. Each op's translation is a method.
+type translation struct {
+	o      *Observer
+	r      *raw
+	inRoot *ownRoot
+	emit   func(Record)
+	rec    Record
+	obj    ident
+	hasObj bool
+}
+
+// newTranslation starts translating r: the event's time, process,
+// syscall and errno (EACCES and EPERM are a block), and its inode. A
+// value, not a pointer: it stays on translate's stack (one per record).
+func (o *Observer) newTranslation(r *raw, inRoot *ownRoot, emit func(Record)) translation {
 	base := event.Event{
 		Time:    o.clock(r.ts),
 		Source:  event.SourceTracepoint,
@@ -44,209 +105,216 @@ func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 		base.Errno = int32(-r.ret)
 		base.Blocked = base.Errno == int32(unix.EACCES) || base.Errno == int32(unix.EPERM)
 	}
-	rec := Record{Kind: KindEvent, CgroupID: r.cgid, Event: base}
-	rv := o.res
+	t := translation{o: o, r: r, inRoot: inRoot, emit: emit, rec: Record{Kind: KindEvent, CgroupID: r.cgid, Event: base}}
+	t.obj = kident(r.dev, r.ino)
+	t.hasObj = r.kflags&fIno != 0
+	if t.hasObj {
+		t.rec.Ino, t.rec.Dev = t.obj.ino, t.obj.dev
+	}
+	return t
+}
 
-	req := func(p []byte, dirfd int32, follow bool) pathReq {
-		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
-			base: kident(r.baseDev, r.baseIno), hasBase: r.kflags&fBase != 0, kbase: r.kbase, inRoot: inRoot}
+// out emits rec. Paths in a session's procfs (resolved from an fd they
+// read as /proc/<host or namespace pid>) are the session's own
+// processes: report them as /proc/self so intents can name them.
+func (t *translation) out(rec Record) {
+	rec.Event.Triple.Path = sessionProc(rec.Event.Triple.Path)
+	rec.Event.Extra.Path = sessionProc(rec.Event.Extra.Path)
+	t.emit(rec)
+}
+
+// req is the resolver's request for the op's first path, relative to
+// dirfd, with the base directory the kernel saw for it.
+func (t *translation) req(p []byte, dirfd int32, follow bool) pathReq {
+	r := t.r
+	return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
+		base: kident(r.baseDev, r.baseIno), hasBase: r.kflags&fBase != 0, kbase: r.kbase, inRoot: t.inRoot}
+}
+
+// req2 is req for the op's second path (link, rename, symlink).
+func (t *translation) req2(p []byte, dirfd int32, follow bool) pathReq {
+	r := t.r
+	return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
+		base: kident(r.b2Dev, r.base2), hasBase: r.kflags&fBase2 != 0, inRoot: t.inRoot}
+}
+
+// file resolves the op's single path: an fd argument, or a string.
+func (t *translation) file(follow bool) (string, PathSource) {
+	r, rv, obj, hasObj := t.r, t.o.res, t.obj, t.hasObj
+	if r.kflags&fFDPath != 0 {
+		return t.fdFile()
 	}
-	req2 := func(p []byte, dirfd int32, follow bool) pathReq {
-		return pathReq{pid: r.pid, dirfd: dirfd, path: string(p), follow: follow,
-			base: kident(r.b2Dev, r.base2), hasBase: r.kflags&fBase2 != 0, inRoot: inRoot}
+	if r.kflags&fFault0 != 0 {
+		return "", PathNone
 	}
-	obj := kident(r.dev, r.ino)
-	hasObj := r.kflags&fIno != 0
+	q := t.req(r.path0, r.dirfd, follow)
+	if len(r.path0) == 0 && r.flags&atEmptyPath == 0 {
+		return "", PathNone // "" without AT_EMPTY_PATH is ENOENT
+	}
+	// A path-based metadata call whose inode the ctime hooks caught:
+	// the kernel's path of it at the syscall's exit is the name the
+	// call used, whatever has been renamed since (sbName).
+	if hasObj && r.kflags&fKPathSB != 0 {
+		if kp, ok := rv.sbName(r.pid, t.inRoot, obj, r.kpath); ok {
+			rv.name(obj, kp)
+			return kp, PathKernel
+		}
+	}
+	// Otherwise the string must still lead to it.
+	q.obj, q.hasObj, q.goneOK = obj, hasObj, true
+	p, src := rv.resolve(q)
+	if src == PathBestEffort && hasObj && r.kflags&fKPathSB != 0 {
+		// The name no longer leads to the inode the kernel changed
+		// (a swapped symlink, or the process has moved its cwd or
+		// the dirfd's directory since): the kernel's own path of
+		// that inode, placed on the mount that holds it and checked
+		// there with an lstat that must find the same inode.
+		if kp, ok := rv.sbPath(r.pid, t.inRoot, obj, r.kpath); ok {
+			rv.name(obj, kp)
+			return kp, PathKernel
+		}
+	}
+	return p, src
+}
+
+// fdFile resolves the op's fd argument: the kernel's path of its file,
+// its /proc fd link, or the inode's last verified name.
+func (t *translation) fdFile() (string, PathSource) {
+	r, rv, obj, hasObj := t.r, t.o.res, t.obj, t.hasObj
+	if r.kflags&fKPath != 0 {
+		// The kernel's own path of the fd's file, at sys_exit.
+		if hasObj {
+			rv.name(obj, r.kpath)
+		}
+		return r.kpath, PathKernel
+	}
 	if hasObj {
-		rec.Ino, rec.Dev = obj.ino, obj.dev
+		if p, ok := fdPath(r.pid, r.fd, obj); ok {
+			rv.name(obj, p)
+			return p, PathKernel
+		}
+		// The fd is gone already: the inode's last verified name.
+		if p, ok := rv.byInode(obj); ok {
+			return p, PathVerified
+		}
 	}
-	// file resolves the op's single path: an fd argument, or a string.
-	file := func(follow bool) (string, PathSource) {
-		if r.kflags&fFDPath != 0 {
-			if r.kflags&fKPath != 0 {
-				// The kernel's own path of the fd's file, at sys_exit.
-				if hasObj {
-					rv.name(obj, r.kpath)
-				}
-				return r.kpath, PathKernel
-			}
-			if hasObj {
-				if p, ok := fdPath(r.pid, r.fd, obj); ok {
-					rv.name(obj, p)
-					return p, PathKernel
-				}
-				// The fd is gone already: the inode's last verified name.
-				if p, ok := rv.byInode(obj); ok {
-					return p, PathVerified
-				}
-			}
-			return "", PathNone
-		}
-		if r.kflags&fFault0 != 0 {
-			return "", PathNone
-		}
-		q := req(r.path0, r.dirfd, follow)
-		if len(r.path0) == 0 && r.flags&atEmptyPath == 0 {
-			return "", PathNone // "" without AT_EMPTY_PATH is ENOENT
-		}
-		// A path-based metadata call whose inode the ctime hooks caught:
-		// the kernel's path of it at the syscall's exit is the name the
-		// call used, whatever has been renamed since (sbName).
-		if hasObj && r.kflags&fKPathSB != 0 {
-			if kp, ok := rv.sbName(r.pid, inRoot, obj, r.kpath); ok {
-				rv.name(obj, kp)
-				return kp, PathKernel
-			}
-		}
-		// Otherwise the string must still lead to it.
-		q.obj, q.hasObj, q.goneOK = obj, hasObj, true
-		p, src := rv.resolve(q)
-		if src == PathBestEffort && hasObj && r.kflags&fKPathSB != 0 {
-			// The name no longer leads to the inode the kernel changed
-			// (a swapped symlink, or the process has moved its cwd or
-			// the dirfd's directory since): the kernel's own path of
-			// that inode, placed on the mount that holds it and checked
-			// there with an lstat that must find the same inode.
-			if kp, ok := rv.sbPath(r.pid, inRoot, obj, r.kpath); ok {
-				rv.name(obj, kp)
-				return kp, PathKernel
-			}
-		}
-		return p, src
-	}
-	fileEvent := func(pred policy.Predicate, follow bool) {
-		p, src := file(follow)
-		if r.unnamed && r.kflags&fFDPath != 0 {
-			// An fd whose file has no name left: whatever name it had
-			// is another file's now, or nobody's. Named for the log.
-			rec.Event.Unnamed = true
-			if p == "" {
-				p = "(an unnamed file)"
-			} else {
-				p += " (deleted)"
-			}
-		}
-		rec.Arg = string(r.path0)
-		rec.Path = src
-		rec.MetadataUnverified = rec.MetadataUnverified && src == PathBestEffort
-		rec.Event.Triple = policy.FileTriple(pred, p)
-		out(rec)
-	}
-	nofollow := r.flags&atSymlinkNofollow != 0
+	return "", PathNone
+}
 
-	switch r.op {
-	case opOpen:
-		o.translateOpen(r, &rec, obj, hasObj, req(r.path0, r.dirfd, r.flags&unix.O_NOFOLLOW == 0), out)
-	case opMkdir, opMknod:
-		fileEvent(policy.Provides, false)
-	case opUnlink, opRmdir:
-		fileEvent(policy.Deletes, false)
-	case opTruncate:
-		fileEvent(policy.Mutates, true)
-	case opIoctl:
-		// A metadata ioctl (internal/metaioctl): MUTATES of the
-		// descriptor's file, named by the kernel as for fchmod, so a
-		// strict kill's rollback knows the file was touched.
-		fileEvent(policy.Mutates, true)
-	case opChmod, opChown, opUtimes, opXattr:
-		// Metadata changes have no kernel wall (Landlock does not mediate
-		// them): the path is the only thing judged. Say when a relative
-		// name's base could not be verified, i.e. the agent may have moved
-		// its cwd or directory before the name was resolved.
-		rec.MetadataUnverified = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] != '/'
-		fileEvent(policy.Mutates, !nofollow)
-	case opSymlink:
-		// path0 is the link's content, not a path the kernel touched.
-		p, src := rv.resolve(req2(r.path1, r.dirfd2, false))
-		rec.Arg, rec.Path = string(r.path1), src
-		rec.Event.Triple = policy.FileTriple(policy.Provides, p)
-		out(rec)
-	case opLink:
-		np, nsrc := rv.resolve(req2(r.path1, r.dirfd2, false))
-		op, osrc := rv.resolve(req(r.path0, r.dirfd, r.flags&atSymlinkFollow != 0))
-		rec.Arg, rec.Path, rec.ExtraPath = string(r.path1), nsrc, osrc
-		rec.Event.Triple = policy.FileTriple(policy.Provides, np)
-		// The new name gives access to the old inode: name it.
-		rec.Event.Extra = policy.FileTriple(policy.Consumes, op)
-		out(rec)
-	case opRename:
-		sp, ssrc := rv.resolve(req(r.path0, r.dirfd, false))
-		dp, dsrc := rv.resolve(req2(r.path1, r.dirfd2, false))
-		rec.Arg, rec.Path, rec.ExtraPath = string(r.path0), ssrc, dsrc
-		rec.Event.Triple = policy.FileTriple(policy.Renames, sp)
-		switch {
-		case r.flags&renameExchange != 0:
-			rec.Event.Extra = policy.FileTriple(policy.Mutates, dp)
-		case r.flags&renameNoreplace != 0:
-			rec.Event.Extra = policy.FileTriple(policy.Provides, dp)
-		default:
-			// Whether dst existed is gone by sys_exit: fail closed.
-			rec.Event.Extra = policy.FileTriple(policy.Mutates, dp)
-			rec.ReplaceUnknown = true
-		}
-		out(rec)
-	case opExec:
-		o.translateExec(r, &rec, obj, hasObj, req, out)
-	case opConnect, opSendto, opBind, opListen:
-		pred := policy.Consumes
-		if r.op == opBind || r.op == opListen {
-			pred = policy.Provides
-		}
-		if r.family == unix.AF_UNIX {
-			o.translateUnix(r, &rec, pred, req, out)
-			return
-		}
-		if r.kflags&fAddr == 0 {
-			return
-		}
-		var a netip.Addr
-		if r.family == unix.AF_INET {
-			a = netip.AddrFrom4([4]byte(r.addr[:4]))
+// fileEvent emits the op on its single path as pred.
+func (t *translation) fileEvent(pred policy.Predicate, follow bool) {
+	r := t.r
+	p, src := t.file(follow)
+	if r.unnamed && r.kflags&fFDPath != 0 {
+		// An fd whose file has no name left: whatever name it had
+		// is another file's now, or nobody's. Named for the log.
+		t.rec.Event.Unnamed = true
+		if p == "" {
+			p = "(an unnamed file)"
 		} else {
-			a = netip.AddrFrom16(r.addr)
+			p += " (deleted)"
 		}
-		if r.kflags&fSock != 0 && pred == policy.Consumes && (r.sotype == unix.SOCK_RAW || r.proto == unix.IPPROTO_ICMP || r.proto == unix.IPPROTO_ICMPV6) {
-			// A ping (ICMP datagram) or raw socket's send is no TCP or
-			// UDP flow to a port: it is the NET:raw object, as
-			// cgroup-net and bpf-lsm judge its socket.
-			rec.Event.Triple = policy.RawSocketTriple()
-			out(rec)
-			return
-		}
-		proto := policy.ProtoAny
-		if r.kflags&fSock != 0 {
-			switch r.sotype {
-			case unix.SOCK_STREAM:
-				proto = policy.ProtoTCP
-			case unix.SOCK_DGRAM:
-				proto = policy.ProtoUDP
-			}
-		}
-		port := r.port
-		if pred == policy.Provides && r.kflags&fEphemeral != 0 {
-			// The process asked for any port; the kernel's choice is
-			// not part of what it did, and a manifest declares such a
-			// bind as port 0.
-			port = 0
-		}
-		rec.Event.Triple = policy.NetTriple(pred, netip.AddrPortFrom(a, port), proto)
-		out(rec)
-	case opSocket:
-		rec.Event.Triple = policy.RawSocketTriple()
-		out(rec)
-	case opIOUring, opCompat:
-		rec.Kind = KindUnobserved
-		out(rec)
-	case opFork:
-		rec.Kind = KindFork
-		rec.PPID = r.ppid
-		rv.forked(r.pid, r.ppid)
-		out(rec)
-	case opExit:
-		rec.Kind = KindExit
-		rec.ExitStatus = r.exitCode
-		out(rec)
 	}
+	t.rec.Arg = string(r.path0)
+	t.rec.Path = src
+	t.rec.MetadataUnverified = t.rec.MetadataUnverified && src == PathBestEffort
+	t.rec.Event.Triple = policy.FileTriple(pred, p)
+	t.out(t.rec)
+}
+
+// symlink emits a symlink's new name (PROVIDES). path0 is the link's
+// content, not a path the kernel touched.
+func (t *translation) symlink() {
+	r := t.r
+	p, src := t.o.res.resolve(t.req2(r.path1, r.dirfd2, false))
+	t.rec.Arg, t.rec.Path = string(r.path1), src
+	t.rec.Event.Triple = policy.FileTriple(policy.Provides, p)
+	t.out(t.rec)
+}
+
+// link emits a hard link's new name (PROVIDES), with the old name as
+// its extra (CONSUMES).
+func (t *translation) link() {
+	r, rv := t.r, t.o.res
+	np, nsrc := rv.resolve(t.req2(r.path1, r.dirfd2, false))
+	op, osrc := rv.resolve(t.req(r.path0, r.dirfd, r.flags&atSymlinkFollow != 0))
+	t.rec.Arg, t.rec.Path, t.rec.ExtraPath = string(r.path1), nsrc, osrc
+	t.rec.Event.Triple = policy.FileTriple(policy.Provides, np)
+	// The new name gives access to the old inode: name it.
+	t.rec.Event.Extra = policy.FileTriple(policy.Consumes, op)
+	t.out(t.rec)
+}
+
+// rename emits a rename of the source (RENAMES), with the destination
+// as its extra: MUTATES (exchanged or replaced) or PROVIDES (noreplace).
+func (t *translation) rename() {
+	r, rv := t.r, t.o.res
+	sp, ssrc := rv.resolve(t.req(r.path0, r.dirfd, false))
+	dp, dsrc := rv.resolve(t.req2(r.path1, r.dirfd2, false))
+	t.rec.Arg, t.rec.Path, t.rec.ExtraPath = string(r.path0), ssrc, dsrc
+	t.rec.Event.Triple = policy.FileTriple(policy.Renames, sp)
+	switch {
+	case r.flags&renameExchange != 0:
+		t.rec.Event.Extra = policy.FileTriple(policy.Mutates, dp)
+	case r.flags&renameNoreplace != 0:
+		t.rec.Event.Extra = policy.FileTriple(policy.Provides, dp)
+	default:
+		// Whether dst existed is gone by sys_exit: fail closed.
+		t.rec.Event.Extra = policy.FileTriple(policy.Mutates, dp)
+		t.rec.ReplaceUnknown = true
+	}
+	t.out(t.rec)
+}
+
+// net emits a socket address op: connect and send CONSUME, bind and
+// listen PROVIDE. A unix-domain address is translateUnix's; an ICMP or
+// raw socket's send is NET:raw; otherwise a NET triple of address, port
+// and protocol.
+func (t *translation) net() {
+	r := t.r
+	pred := policy.Consumes
+	if r.op == opBind || r.op == opListen {
+		pred = policy.Provides
+	}
+	if r.family == unix.AF_UNIX {
+		t.o.translateUnix(r, &t.rec, pred, t.req, t.out)
+		return
+	}
+	if r.kflags&fAddr == 0 {
+		return
+	}
+	var a netip.Addr
+	if r.family == unix.AF_INET {
+		a = netip.AddrFrom4([4]byte(r.addr[:4]))
+	} else {
+		a = netip.AddrFrom16(r.addr)
+	}
+	if r.kflags&fSock != 0 && pred == policy.Consumes && (r.sotype == unix.SOCK_RAW || r.proto == unix.IPPROTO_ICMP || r.proto == unix.IPPROTO_ICMPV6) {
+		// A ping (ICMP datagram) or raw socket's send is no TCP or
+		// UDP flow to a port: it is the NET:raw object, as
+		// cgroup-net and bpf-lsm judge its socket.
+		t.rec.Event.Triple = policy.RawSocketTriple()
+		t.out(t.rec)
+		return
+	}
+	proto := policy.ProtoAny
+	if r.kflags&fSock != 0 {
+		switch r.sotype {
+		case unix.SOCK_STREAM:
+			proto = policy.ProtoTCP
+		case unix.SOCK_DGRAM:
+			proto = policy.ProtoUDP
+		}
+	}
+	port := r.port
+	if pred == policy.Provides && r.kflags&fEphemeral != 0 {
+		// The process asked for any port; the kernel's choice is
+		// not part of what it did, and a manifest declares such a
+		// bind as port 0.
+		port = 0
+	}
+	t.rec.Event.Triple = policy.NetTriple(pred, netip.AddrPortFrom(a, port), proto)
+	t.out(t.rec)
 }
 
 func (o *Observer) translateOpen(r *raw, rec *Record, obj ident, hasObj bool, q pathReq, out func(Record)) {
