@@ -466,3 +466,27 @@ func TestTakeWhileOthersChangeTheScope(t *testing.T) {
 		t.Fatalf("Take with a removed link leader: %v, want ErrChanged naming the other names", err)
 	}
 }
+
+// TestLinkMembersKeepTheirHashWhenAFileGoes: a file removed while the
+// backup is taken drops out of it, and the hard-link group beside it still
+// records every member with its leader's content hash (the manifest is
+// the entries kept, which must carry the hashes too).
+func TestLinkMembersKeepTheirHashWhenAFileGoes(t *testing.T) {
+	f := newFixture(t)
+	afterWalk = func() { must(t, os.Remove(f.W+"/src/b.txt")) }
+	s := f.take(t, "gone")
+	afterWalk = nil
+	members := 0
+	for _, e := range s.Manifest().Entries {
+		if e.Link == "" {
+			continue
+		}
+		members++
+		if e.Hash == "" {
+			t.Errorf("hard-link member %s (of %s) has no content hash", e.Path, e.Link)
+		}
+	}
+	if members != 2 {
+		t.Fatalf("%d hard-link members in the manifest, want 2 (hl2, sub/hl3)", members)
+	}
+}

@@ -291,6 +291,7 @@ func (t *taker) run() (*Snapshot, error) {
 		return nil, err
 	}
 	linkHashes(entries)
+	linkHashes(kept) // a copy when a file went: the manifest is made of it
 	if err := t.writeIndex(ix, entries); err != nil {
 		return nil, err
 	}
