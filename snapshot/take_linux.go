@@ -275,7 +275,7 @@ func (t *taker) run() (*Snapshot, error) {
 	ix := loadIndex(t.root)
 	jobs, total := t.hashJobs(entries, ix)
 	c := &copier{t: t, entries: entries, jobs: jobs, total: total, rootDev: rootDev,
-		copied: make([]bool, len(entries)), newIx: make([]bool, len(entries)), gone: make([]bool, len(entries))}
+		copied: make([]bool, len(entries)), gone: make([]bool, len(entries))}
 	if err := c.run(); err != nil {
 		return nil, err
 	}
@@ -430,7 +430,6 @@ type copier struct {
 	mu      sync.Mutex
 	lastRep time.Time
 	copied  []bool
-	newIx   []bool
 	gone    []bool // removed by someone else before it was read
 	firstE  error
 	next    atomic.Int64
@@ -519,7 +518,6 @@ func (c *copier) hashPrior(j hashJob) (done, ok bool) {
 		if h == j.prior && st.Ino == e.Ino {
 			e.Hash = h
 			refresh(e, &st)
-			c.newIx[j.i] = true
 			c.done.Add(e.Size)
 			c.report(false)
 			return true, true
@@ -564,7 +562,7 @@ func (c *copier) copyJob(j hashJob) bool {
 	}
 	e.Hash = res.hash
 	refresh(e, &res.st)
-	c.copied[j.i], c.newIx[j.i] = true, true
+	c.copied[j.i] = true
 	c.counter.copied.Add(1)
 	c.counter.copiedBytes.Add(res.size)
 	if res.reflinked {
