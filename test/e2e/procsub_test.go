@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
@@ -40,5 +43,48 @@ func TestProcessSubstitutionIsClean(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBashDescriptorsLearnThenStrict: the shapes bash gives its
+// descriptors (process substitution read by cat and by diff, exec 3< <(...),
+// here-strings and here-documents) in a session with a NET intent (its own
+// network namespace: klock holds more descriptors), learned in permissive
+// mode, then run strict with the learned manifest: CLEAN, and the learned
+// manifest names no descriptor of either process (no /proc/self/fd, /dev/fd,
+// pipe: or anon_inode object).
+func TestBashDescriptorsLearnThenStrict(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash on this system (the VM's busybox): TestProcessSubstitutionIsClean covers the same doors")
+	}
+	w := outsideTmpWorld(t)
+	script := `set -e
+cat <(echo hi)
+diff <(echo a) <(echo a)
+exec 3< <(echo three)
+read -r x <&3
+echo "$x"
+cat <<< "here-string"
+cat <<EOF2
+here-doc
+EOF2
+tr a-z A-Z < <(echo sub) > ` + w.W("out.txt")
+	cmd := []string{harness.Real(t, bash), "-c", script}
+	base := []byte(harness.ManifestYAML(w.Workdir, policy.ModePermissive, []string{"CONSUMES NET:127.0.0.1:9/tcp"}))
+	o := w.Run(harness.Spec{Mode: policy.ModePermissive, Backend: session.BackendObserve, Manifest: base, Command: cmd})
+	if o.Res.Killed || o.Res.Exit.ExitCode() != 0 || o.Res.Learned == nil {
+		t.Fatalf("learning run failed or learned nothing\n%s", o.Dump())
+	}
+	for _, bad := range []string{"/proc/self/fd", "/dev/fd", "pipe:", "anon_inode"} {
+		if strings.Contains(string(o.Res.Learned), bad) {
+			t.Errorf("the learned manifest names a descriptor (%s):\n%s", bad, o.Res.Learned)
+		}
+	}
+	must(t, os.Remove(w.W("out.txt")))
+	o2 := w.Run(harness.Spec{Mode: policy.ModeStrict, Manifest: o.Res.Learned, Command: cmd})
+	o2.AssertClean(t, 0)
+	if got := w.Content(w.W("out.txt")); got != "SUB\n" {
+		t.Errorf("out.txt = %q, want SUB", got)
 	}
 }
