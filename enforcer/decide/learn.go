@@ -100,6 +100,8 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	need = append(need, e.builtCopies(need, own)...)
 	names := e.learnNames()
 	threshold := e.learnMin
+	fam := familyNeeds(e.familySeen(), m.Workdir)
+	scratch := e.privateTmpObs(m)
 	e.mu.Unlock()
 	ownScopes(need, own, gone, m.Workdir)
 	for i := range need {
@@ -108,6 +110,9 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 		}
 	}
 	workdirReads(need, m.Workdir)
+	base, _ := policy.Compile(m) // nil (nothing filtered) if it does not compile
+	need = withImplied(need, append(fam, scratch...), base)
+	tmpScopes(need, m)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}
@@ -147,6 +152,9 @@ type learnObs struct {
 	// copyOf, for an exec implied by builtCopies, is the program the run
 	// ran of which this is the kept copy.
 	copyOf string
+	// family: implied by a file family (learn_family.go), not observed:
+	// it does not count towards collapsing a directory.
+	family bool
 }
 
 // builtCopies are the execs a run implies on the copies a tool kept of the
@@ -345,7 +353,9 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 			e = &fileEntry{pat: pp, note: note}
 			entries[pp] = e
 		}
-		e.paths++
+		if !o.family {
+			e.paths++
+		}
 		e.count += o.count
 	}
 	for changed := true; changed; {
@@ -361,7 +371,7 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 			case pat.Match == policy.MatchChildren:
 				groups[pat.Path] += e.paths
 			case pat.Path == workdir:
-			case pat.Path != "/":
+			case pat.Path != "/" && e.paths > 0:
 				groups[path.Dir(pat.Path)]++
 			}
 		}
@@ -508,7 +518,7 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 			continue
 		}
 		have[s] = true
-		obj := contract(l.obj, m.Workdir)
+		obj := contractTmp(contract(l.obj, m.Workdir), m.PrivateTmp())
 		var n *yaml.Node
 		if strings.ContainsAny(obj, " \t\n") {
 			n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
