@@ -532,6 +532,7 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 	// Learned from a manifest learned before: what this run declared wider
 	// replaces the narrower, and one marker heads the learned intents.
 	dropCovered(intents)
+	markReview(intents, m.Workdir, m.PrivateTmp())
 	markLearned(intents)
 	setKey(root, "intents", intents)
 	deleteKey(root, "signature")
