@@ -170,7 +170,7 @@ func lockFamily(s familySeen, _ string) []learnObs {
 	var out []learnObs
 	for p, a := range s {
 		b := path.Base(p)
-		if !a.Has(policy.Provides) || !(strings.HasSuffix(b, ".lock") || strings.HasSuffix(b, ".lck")) || len(b) <= len(".lck") {
+		if !a.Has(policy.Provides) || !lockName(b) {
 			continue
 		}
 		note := fmt.Sprintf("learned: a lock file, %s (made and removed from run to run, left by a run that died); ", b)
@@ -179,6 +179,16 @@ func lockFamily(s familySeen, _ string) []learnObs {
 		}
 	}
 	return out
+}
+
+// lockName: X.lock, .X.lock or X.lck, X not empty.
+func lockName(b string) bool {
+	for _, suf := range []string{".lock", ".lck"} {
+		if x, ok := strings.CutSuffix(b, suf); ok {
+			return strings.TrimPrefix(x, ".") != ""
+		}
+	}
+	return false
 }
 
 // atomicWriteFamily: a temporary file renamed over a file beside it, the
@@ -251,43 +261,44 @@ func alnum(s string) bool {
 // and the rotation's (removing, renaming). Evidence: the run made,
 // removed or renamed such a directory, or worked in two of them.
 func numberedDirFamily(s familySeen, workdir string) []learnObs {
-	sibs := map[string]map[string]bool{} // parent -> numbered directories the run touched
+	dirs := map[string]map[string]bool{} // parent -> numbered directories the run touched
+	under := map[string][]string{}       // parent -> paths the run touched in them
 	for p := range s {
 		for d := p; d != "/"; d = parentDir(d) {
-			if numberedDir(path.Base(d)) {
-				if sibs[parentDir(d)] == nil {
-					sibs[parentDir(d)] = map[string]bool{}
-				}
-				sibs[parentDir(d)][d] = true
+			if !numberedDir(path.Base(d)) {
+				continue
 			}
+			parent := parentDir(d)
+			if dirs[parent] == nil {
+				dirs[parent] = map[string]bool{}
+			}
+			dirs[parent][d] = true
+			under[parent] = append(under[parent], p)
 		}
 	}
 	var out []learnObs
-	for parent, dirs := range sibs {
-		if !familyArea(parent, workdir) || !rotated(s, dirs) {
+	for parent, ds := range dirs {
+		if !familyArea(parent, workdir) || !rotated(s, ds) {
 			continue
 		}
 		scope := policy.PathPattern{Path: parent, Match: policy.MatchSubtree}
-		note := fmt.Sprintf("learned: numbered temporary directories in %s (%s: the next run's has another name, older ones are removed); ", path.Base(parent), strings.Join(sortedKeys(dirs, path.Base), ", "))
-		var used policy.Access = policy.AccessOf(policy.Deletes, policy.Renames)
-		for p, a := range s {
-			if inAny(p, dirs) {
-				used |= a
-			}
+		note := fmt.Sprintf("learned: numbered temporary directories in %s (%s: the next run's has another name, older ones are removed); ", path.Base(parent), strings.Join(sortedKeys(ds, path.Base), ", "))
+		// The rotation's rights on each directory, and what the run did
+		// in them; all on the parent's subtree.
+		used := policy.AccessOf(policy.Deletes, policy.Renames)
+		for _, p := range under[parent] {
+			used |= s[p]
 		}
 		for _, pr := range policy.Predicates() {
-			if used.Has(pr) {
-				for d := range dirs {
-					out = append(out, familyObs(pr, d, scope, note))
-				}
+			if !used.Has(pr) {
+				continue
 			}
-		}
-		for p, a := range s {
-			if inAny(p, dirs) {
-				for _, pr := range policy.Predicates() {
-					if a.Has(pr) {
-						out = append(out, familyObs(pr, p, scope, note))
-					}
+			for d := range ds {
+				out = append(out, familyObs(pr, d, scope, note))
+			}
+			for _, p := range under[parent] {
+				if s.has(p, pr) {
+					out = append(out, familyObs(pr, p, scope, note))
 				}
 			}
 		}
@@ -320,17 +331,6 @@ func rotated(s familySeen, dirs map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-func inAny(p string, dirs map[string]bool) bool {
-	for d := parentDir(p); ; d = parentDir(d) {
-		if dirs[p] || dirs[d] {
-			return true
-		}
-		if d == "/" {
-			return false
-		}
-	}
 }
 
 func sortedKeys(m map[string]bool, f func(string) string) []string {

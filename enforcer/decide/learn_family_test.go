@@ -297,3 +297,39 @@ func TestMergeLearnedKeepsFamilies(t *testing.T) {
 		})
 	}
 }
+
+// TestFamilyNames: the names each family recognises, and near misses.
+func TestFamilyNames(t *testing.T) {
+	at := func(x string, random bool) string { return fmt.Sprintf("%s %v", x, random) }
+	for _, tc := range []struct {
+		name   string
+		got    any
+		expect any
+	}{
+		{"sqlite -wal", sqliteDB("/a/state.sqlite-wal"), "/a/state.sqlite"},
+		{"sqlite -journal", sqliteDB("/a/t.db-journal"), "/a/t.db"},
+		{"sqlite plain", sqliteDB("/a/t.db"), ""},
+		{"sqlite bare suffix", sqliteDB("/a/-wal"), ""},
+		{"lock", lockName("app.lock"), true},
+		{"dot lock", lockName(".app.lock"), true},
+		{"lck", lockName("index.lck"), true},
+		{"bare .lock", lockName(".lock"), false},
+		{"locked", lockName("app.locked"), false},
+		{"X.tmp", at(atomicTarget("a.json.tmp")), "a.json false"},
+		{"X.tmp.N", at(atomicTarget("a.json.tmp.123")), "a.json true"},
+		{"X.tmp.word", at(atomicTarget("a.json.tmp.abc")), " false"},
+		{".X.random", at(atomicTarget(".a.json.Xy12Ab")), "a.json true"},
+		{".X.short", at(atomicTarget(".a.json.x")), " false"},
+		{"plain", at(atomicTarget("a.json")), " false"},
+		{"pytest-N", numberedDir("pytest-12"), true},
+		{"mkdtemp", numberedDir("tmpk2_x9a0b"), true},
+		{"tmp short", numberedDir("tmpfiles"), false},
+		{"-N only", numberedDir("-12"), false},
+		{"digit word", numberedDir("1-2"), false},
+		{"word digits", numberedDir("python3"), false},
+	} {
+		if tc.got != tc.expect {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.expect)
+		}
+	}
+}
