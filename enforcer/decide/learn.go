@@ -53,6 +53,15 @@ type learnedIntent struct {
 //     A path the manifest language cannot write exactly (a wildcard
 //     character, "$") becomes its directory's children (/dir/*). Every
 //     collapse is commented.
+//   - FILE, file families (learn_family.go): what a tool rotates beside
+//     its files (SQLite's -wal, -shm, -journal; lock files; atomic-write
+//     temporaries; numbered temporary directories) is declared as the
+//     operations the family needs, not only those this run did.
+//   - FILE, a private /tmp (learn_tmp.go): everything the run did in
+//     /tmp and /var/tmp, on ${tmpdir}/** and /var/tmp/**.
+//
+// A learned wildcard outside the workdir and the private /tmp gets a
+// "# klock review:" comment above it (ReviewLearned lists them).
 //   - NET: the exact host name, port and protocol where the agent looked
 //     the address up (learn_net.go), else the exact address.
 //   - PROC: the exact executable.
