@@ -121,7 +121,7 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	workdirReads(need, m.Workdir)
 	base, _ := policy.Compile(m) // nil (nothing filtered) if it does not compile
 	need = withImplied(need, append(fam, scratch...), base)
-	tmpScopes(need, m)
+	need = tmpScopes(need, m)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}

@@ -68,10 +68,9 @@ func familyNeeds(s familySeen, workdir string) []learnObs {
 }
 
 // withImplied merges what families (and a private /tmp) imply into
-// need: a triple need has already takes the implied scope when that is
-// wider than its own (the family knows the name changes); a triple base
-// (the manifest as declared) allows is not learned again. base may be
-// nil.
+// need. A triple need has already takes the family's scope (familyWins);
+// a triple base (the manifest as declared) allows is not learned again.
+// base may be nil.
 func withImplied(need, fam []learnObs, base *policy.Ruleset) []learnObs {
 	at := map[policy.Triple][]int{}
 	for i, o := range need {
@@ -80,7 +79,7 @@ func withImplied(need, fam []learnObs, base *policy.Ruleset) []learnObs {
 	for _, f := range fam {
 		if is := at[f.t]; len(is) > 0 {
 			for _, i := range is {
-				if need[i].scope.Path == "" || need[i].scope.Match == policy.MatchExact && f.scope.Match != policy.MatchExact {
+				if familyWins(need[i].scope, f.scope) {
 					need[i].scope, need[i].note = f.scope, f.note
 				}
 			}
@@ -93,6 +92,16 @@ func withImplied(need, fam []learnObs, base *policy.Ruleset) []learnObs {
 		need = append(need, f)
 	}
 	return need
+}
+
+// familyWins: a family's scope replaces the one a need has: an exact one
+// always (the family knows the name is stable: a database's WAL is not a
+// temporary file of random name, so its removal is not declared on its
+// whole directory, ~/.codex/*), a wider one over an exact one (the family
+// knows the name changes); a pattern found otherwise (a directory the run
+// made, ownScopes) stays.
+func familyWins(cur, fam policy.PathPattern) bool {
+	return cur.Path == "" || fam.Match == policy.MatchExact || cur.Match == policy.MatchExact
 }
 
 // familyObs is one need of a family on p, declared on scope.

@@ -16,18 +16,26 @@ import (
 // the private /var/tmp), never on a path of this run. With the host's
 // /tmp the paths are the host's, shared with every process: they are
 // learned as anywhere else, and listed for review (Review).
-func tmpScopes(need []learnObs, m *policy.Manifest) {
+//
+// What a run implies there without doing it (the removal of a file it
+// left, a family's leftovers) is dropped: the next run's private /tmp
+// starts empty, nothing is left in it. It returns need without them.
+func tmpScopes(need []learnObs, m *policy.Manifest) []learnObs {
 	if !m.PrivateTmp() {
-		return
+		return need
 	}
-	for i := range need {
-		o := &need[i]
-		if o.t.Type != policy.ObjFile || !policy.InTmp(o.t.Path) {
-			continue
+	kept := need[:0]
+	for _, o := range need {
+		if o.t.Type == policy.ObjFile && policy.InTmp(o.t.Path) {
+			if o.count == 0 {
+				continue
+			}
+			o.scope = policy.PathPattern{Path: tmpRoot(o.t.Path), Match: policy.MatchSubtree}
+			o.note = "learned: scratch in the session's private " + tmpRoot(o.t.Path) + " (it starts empty every run; the names change from run to run); "
 		}
-		o.scope = policy.PathPattern{Path: tmpRoot(o.t.Path), Match: policy.MatchSubtree}
-		o.note = "learned: scratch in the session's private " + tmpRoot(o.t.Path) + " (it starts empty every run; the names change from run to run); "
+		kept = append(kept, o)
 	}
+	return kept
 }
 
 // privateTmpObs is everything the run did in a private /tmp, the writes
