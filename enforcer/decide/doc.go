@@ -68,7 +68,9 @@
 //   - file families (learn_family.go, one table): SQLite's -wal, -shm and
 //     -journal of a database the run opened (made, changed, removed, and
 //     the database changed when written), lock files the run made (X.lock,
-//     .X.lock, X.lck: made, changed, removed), atomic-write temporaries
+//     .X.lock, X.lck: made, changed, removed), both on their exact names
+//     (they replace the directory pattern of a temporary file of the
+//     run: the names are stable), atomic-write temporaries
 //     renamed over a file (X.tmp exact; X.tmp.<digits>, .X.<random> on the
 //     directory's children), numbered temporary directories (pytest-<N>,
 //     tmpXXXXXXXX: the parent's subtree, with the rotation's removals and
@@ -78,9 +80,10 @@
 //     directory itself or in the system's trees;
 //   - a private /tmp (policy.Manifest.PrivateTmp; learn_tmp.go): every
 //     predicate the run used in /tmp and /var/tmp, on ${tmpdir}/** and
-//     /var/tmp/** (no variable names the private /var/tmp). The directories
-//     are the session's own and start empty; with tmp: host they are the
-//     host's and learned as any other path;
+//     /var/tmp/** (no variable names the private /var/tmp), and nothing it
+//     only implies there. The directories are the session's own and start
+//     empty; with tmp: host they are the host's and learned as any other
+//     path;
 //   - review (learn_review.go): each learned wildcard outside the workdir
 //     and the private /tmp is commented "# klock review:" in the file and
 //     listed by ReviewLearned for klock run's summary, the host's /tmp as
