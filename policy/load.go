@@ -61,11 +61,10 @@ func (m *Manifest) applyDefaults() {
 		m.HITL.DefaultMode = HITLModeHITL
 	}
 	if m.Tmp == "" {
-		// Not yet private by default: the observer still names a
-		// metadata change in the private /tmp by an exited process at its
-		// host path, and learned manifests of some toolchains (pip) do not
-		// yet wall there (test/realworld).
-		m.Tmp = TmpHost
+		// Private by default, as systemd's PrivateTmp= and agent sandboxes
+		// do: scratch files never reach the host's /tmp, never need a
+		// lease, and two sessions never conflict there.
+		m.Tmp = TmpPrivate
 	}
 	if m.Workdir != "" && path.IsAbs(m.Workdir) {
 		m.Workdir = path.Clean(m.Workdir)

@@ -25,8 +25,8 @@ type Manifest struct {
 	// Network limits what the session's traffic may amount to.
 	Network *Network `yaml:"network" json:"network,omitempty"`
 	// Tmp says whose /tmp and /var/tmp the agent sees: its session's own
-	// (private) or the host's (host, for now the default).
-	Tmp       Tmp        `yaml:"tmp" json:"tmp,omitempty" jsonschema:"enum=private,enum=host,default=host,description=private: the agent's /tmp and /var/tmp are its session's own (intents there take no lease and no backup); host: the host's (a socket or file shared with another process)"`
+	// (private, the default) or the host's (host).
+	Tmp       Tmp        `yaml:"tmp" json:"tmp,omitempty" jsonschema:"enum=private,enum=host,default=private,description=private: the agent's /tmp and /var/tmp are its session's own (intents there take no lease and no backup); host: the host's (a socket or file shared with another process)"`
 	Signature *Signature `yaml:"signature" json:"signature,omitempty"`
 
 	// Warnings found while loading; never fatal.

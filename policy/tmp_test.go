@@ -23,8 +23,8 @@ func TestTmpdirExpandsToTmp(t *testing.T) {
 
 func TestTmpField(t *testing.T) {
 	m := mustParse(t, manifest(nil, ""))
-	if m.Tmp != TmpHost || m.PrivateTmp() {
-		t.Errorf("default tmp %q, private %v; want host", m.Tmp, m.PrivateTmp())
+	if m.Tmp != TmpPrivate || !m.PrivateTmp() {
+		t.Errorf("default tmp %q, private %v; want private", m.Tmp, m.PrivateTmp())
 	}
 	m = mustParse(t, "tmp: private\n"+manifest(nil, ""))
 	if !m.PrivateTmp() {

@@ -155,6 +155,7 @@ func hookCreate(stderr io.Writer, socket, config string, st *specs.State, spec *
 	if u := spec.Process; u != nil {
 		req.UID, req.GID = u.User.UID, u.User.GID
 		req.Groups = u.User.AdditionalGids
+		req.Cwd = u.Cwd
 	}
 	cl, err := daemon.Dial(socket)
 	if errors.Is(err, daemon.ErrNoDaemon) {

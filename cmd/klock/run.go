@@ -125,6 +125,13 @@ The agent's environment is small and predictable, not klock's (which may
 hold the operator's secrets): PATH, LANG=C.UTF-8, TERM and TZ. --env adds
 more (HOME, a proxy, a token the agent needs), one KEY=VALUE per flag.
 
+The agent's /tmp and /var/tmp are its session's own (the manifest's tmp:
+private, the default), empty at the start: intents there (${tmpdir}/**)
+take no lease and no backup, so agents that all scratch in /tmp run side
+by side, and a file in the host's /tmp is out of the agent's reach. They
+are removed at the end unless --keep-tmp. tmp: host gives the agent the
+host's /tmp (a socket or a file shared with another process).
+
 Before anything is backed up or started, the session takes a lease on
 what each of its intents names (KLIS leases: the manifest's and the
 baseline's, in the lease store the host's sessions share). Sessions

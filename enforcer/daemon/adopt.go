@@ -34,12 +34,14 @@ type AdoptRequest struct {
 	Mounts []vlog.Mount `json:"mounts"`
 	// WallFile is the host path of the wall klock-stage2 reads inside the
 	// container (klock-runtime's mode); "" for hook-only mode.
-	WallFile      string   `json:"wall_file,omitempty"`
-	UID           uint32   `json:"uid"`
-	GID           uint32   `json:"gid"`
-	Groups        []uint32 `json:"groups,omitempty"`
-	AllowDegraded bool     `json:"allow_degraded,omitempty"`
-	Backend       string   `json:"backend,omitempty"`
+	WallFile string   `json:"wall_file,omitempty"`
+	UID      uint32   `json:"uid"`
+	GID      uint32   `json:"gid"`
+	Groups   []uint32 `json:"groups,omitempty"`
+	// Cwd is the entrypoint's working directory in the container.
+	Cwd           string `json:"cwd,omitempty"`
+	AllowDegraded bool   `json:"allow_degraded,omitempty"`
+	Backend       string `json:"backend,omitempty"`
 }
 
 // EndRequest waits for a container's session to end (the OCI poststop
@@ -134,7 +136,7 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 		AllowDegraded: req.AllowDegraded, Backend: backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
 		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg, Stage2: s.cfg.Stage2,
 		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
-			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups},
+			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups, Cwd: req.Cwd},
 		Started: func(pid int) {
 			s.mu.Lock()
 			if l := s.sessions[id]; l != nil {

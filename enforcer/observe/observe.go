@@ -182,10 +182,11 @@ type Watch struct {
 	id          uint64
 	ch          chan Record
 	closed      bool
-	full        bool     // records syscalls (not ProcessEvents only)
-	root        *ownRoot // InOwnRoot; nil: the observer's root
-	pendingLost uint64   // reader goroutine only (under o.mu)
-	kernelLost  uint64   // last per-session kernel counter seen
+	full        bool       // records syscalls (not ProcessEvents only)
+	root        *ownRoot   // InOwnRoot or InRoot; nil: the observer's root
+	retired     []*ownRoot // roots InRoot replaced, closed by Unwatch
+	pendingLost uint64     // reader goroutine only (under o.mu)
+	kernelLost  uint64     // last per-session kernel counter seen
 	// seeds are KnownDirs by inode; seeded is the resolver generation they
 	// were last put in (the reader re-seeds after a forget).
 	seeds  map[ident]string
@@ -507,8 +508,8 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
-		if unix.Stat(d, &st) == nil {
-			w.seeds[statIdent(&st)] = d
+		if unix.Stat(d.at, &st) == nil {
+			w.seeds[statIdent(&st)] = d.name
 		}
 	}
 	o.watches[cgroupID] = w
@@ -546,11 +547,32 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	w.closed = true
 	close(w.ch)
 	delete(o.watches, cgroupID)
-	if w.root != nil {
-		w.root.close()
+	for _, r := range append(w.retired, w.root) {
+		if r != nil {
+			r.close()
+		}
 	}
 	o.releaseSyscalls()
 	return err
+}
+
+// InRoot gives the Watch the root of its processes from now on, as
+// InOwnRoot does at Watch time, for a session whose mount namespace exists
+// only after the Watch must be in place (klock run's stage 2 makes it, and
+// the Watch counts stage 2's execs from the first): its private /tmp and
+// the paths it hides are another file than the observer's at the same
+// name. A later call (stage 2 started over) replaces the root; the caller
+// keeps mntns open until Unwatch or the next InRoot.
+func (w *Watch) InRoot(mntns *os.File, init int) {
+	o := w.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if w.root != nil {
+		// The reader may be translating a record through it: it is
+		// closed with the Watch.
+		w.retired = append(w.retired, w.root)
+	}
+	w.root = &ownRoot{ns: mntns, init: uint32(init)}
 }
 
 // Records is the channel of this cgroup's records; it is closed by Unwatch
@@ -719,6 +741,10 @@ func (o *Observer) read() {
 func (o *Observer) dispatch(r *raw) {
 	o.mu.Lock()
 	w := o.watches[r.cgid]
+	var root *ownRoot
+	if w != nil {
+		root = w.root
+	}
 	o.mu.Unlock()
 	if w == nil {
 		return // unwatched since
@@ -732,7 +758,7 @@ func (o *Observer) dispatch(r *raw) {
 		}
 		w.seeded = o.res.gen + 1
 	}
-	o.translate(r, w.root, func(rec Record) {
+	o.translate(r, root, func(rec Record) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if w.closed {

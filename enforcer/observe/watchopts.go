@@ -7,7 +7,7 @@ type WatchOption func(*watchOpts)
 
 type watchOpts struct {
 	ops    uint64
-	dirs   []string
+	dirs   []knownDir
 	inRoot *ownRoot
 }
 
@@ -33,8 +33,24 @@ func InOwnRoot(mntns *os.File, init int) WatchOption {
 // a short-lived agent on a loaded machine does before the reader catches
 // up. Each is verified by its inode, like every cached directory.
 func KnownDirs(dirs ...string) WatchOption {
-	return func(o *watchOpts) { o.dirs = append(o.dirs, dirs...) }
+	return func(o *watchOpts) {
+		for _, d := range dirs {
+			o.dirs = append(o.dirs, knownDir{name: d, at: d})
+		}
+	}
 }
+
+// KnownDirAs is KnownDirs for a directory the session's processes name
+// otherwise than the observer does (a container's working directory, name
+// in its root, at host path at in the observer's): a relative path of a
+// container process that has exited resolves from it.
+func KnownDirAs(name, at string) WatchOption {
+	return func(o *watchOpts) { o.dirs = append(o.dirs, knownDir{name: name, at: at}) }
+}
+
+// knownDir is a directory named name by the watched processes, whose inode
+// the observer finds at at.
+type knownDir struct{ name, at string }
 
 // ProcessEvents watches only the process events (exec, fork, exit) that
 // delimit the agent's history: for a session whose file, exec and socket

@@ -3,6 +3,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,9 +47,11 @@ type backends struct {
 	// without NET intents, observe-only, or a container).
 	net *sessionNet
 
-	// mntns is an adopted container's mount namespace, held while the
-	// observer may resolve its paths (observe.InOwnRoot).
-	mntns *os.File
+	// mntns are the agent's mount namespaces (an adopted container's, or
+	// klock run's stage 2's and, started over, its successor's), held
+	// while the observer may resolve their paths (observe.InOwnRoot,
+	// Watch.InRoot).
+	mntns []*os.File
 }
 
 // attachLSM puts the BPF-LSM wall on g when the choice allows and it
@@ -221,9 +224,32 @@ func (b *backends) close() {
 	if b.ug != nil && b.ownUG {
 		b.ug.Close()
 	}
-	if b.mntns != nil {
-		b.mntns.Close()
+	for _, f := range b.mntns {
+		f.Close()
 	}
+}
+
+// observeInAgentRoot has the observer resolve the session's paths in the
+// mount namespace of stage 2 (pid), which becomes the agent: stage 2
+// mounts the private /tmp and hides paths there, so the same name is
+// another file in klock's own namespace, and a process that has exited
+// before the observer reads its record must be named by the agent's mount
+// table, never klock's (observe's doc, "Races, honestly"). A stage 2
+// already gone is started over by Release, which calls this again.
+func (b *backends) observeInAgentRoot(pid int) error {
+	if b.watch == nil {
+		return nil
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: the agent's mount namespace: %v", ErrSetup, err)
+	}
+	b.mntns = append(b.mntns, ns)
+	b.watch.InRoot(ns, pid)
+	return nil
 }
 
 // landlockBackend describes the wall the launcher built; skipped says why

@@ -43,6 +43,9 @@ type Container struct {
 	// process.user): what it could change, and so what the backup holds.
 	UID, GID uint32
 	Groups   []uint32
+	// Cwd is the entrypoint's working directory in the container (the
+	// spec's process.cwd; "" for /).
+	Cwd string
 }
 
 // Container modes, as the log names them.

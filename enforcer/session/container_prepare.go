@@ -5,11 +5,10 @@ package session
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/enforcer/nshelper"
@@ -25,137 +24,174 @@ import (
 // inside the container is written (runtime mode), the backup is taken of
 // the host paths (hostRS), and the init is adopted: nothing is launched.
 // The runtime execs the entrypoint once klock's hook returns.
-func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, exclude []string, spec launch.Spec, dirs []string, logged func() error, log *slog.Logger) (*prepared, error) {
-	return func(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, exclude []string, _ launch.Spec, _ []string, logged func() error, log *slog.Logger) (_ *prepared, err error) {
-		c := o.Container
-		choice := o.Backend
-		if choice == "" {
-			choice = BackendAuto
-		}
-		if choice == BackendObserve {
+func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepareArgs) (*prepared, error) {
+	return func(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
+		if a.o.Backend == BackendObserve {
 			return nil, fmt.Errorf("%w: --backend observe is for klock run's learning runs, not containers", ErrSetup)
 		}
-		// A container's network namespace is its runtime's (a bridge, the
-		// host's): cgroup-net walls it whatever the manifest declares.
-		l := startLoading(o.Backends, true, unixWalled(choice))
-		be := &backends{allowDegraded: o.AllowDegraded, log: log}
+		p := newAdopting(ctx, a, hostRS)
 		// The backup (of host paths) and the backends (on the cgroup) do
 		// not depend on each other: both only have to be done before the
 		// hook returns and the runtime starts the entrypoint.
 		start := time.Now()
-		var backup chan backupResult
-		if o.Snapshot != nil {
-			backup = make(chan backupResult, 1)
-			go func() {
-				r, err := o.Snapshot(ctx, Preflight{Ruleset: hostRS, ID: id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Others: exclude,
-					Scratch: c.scratch()})
-				o.tl.mark("backup")
-				backup <- backupResult{r, err}
-			}()
-		}
+		p.takeBackup()
 		defer func() {
 			if err != nil {
-				if backup != nil {
-					<-backup // never left writing behind the caller's back
-				}
-				l.discard()
-				be.close()
+				p.abort()
 			}
 		}()
-		var lopts []lsm.AttachOption
-		if c.WallFile == "" {
-			lopts = append(lopts, lsm.ArmAtFirstExec())
-		}
-		if err := be.attachLSM(g, rs, o.Backends, choice, lopts...); err != nil {
+		if err := p.attachWatchers(); err != nil {
 			return nil, err
 		}
-		o.tl.mark("bpf-lsm")
-		// The container's mount namespace, held open for the session: the
-		// observer resolves a path of a process that has exited inside it.
-		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", c.Pid))
-		if err != nil {
-			return nil, fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
-		}
-		be.mntns = ns
-		if err := be.attachObserver(g, l.observer(), nil, observe.InOwnRoot(ns, c.Pid)); err != nil {
+		if err := p.writeWall(); err != nil {
 			return nil, err
 		}
-		o.tl.mark("observer")
-		plan, err := writeWall(c, rs, be.lsms != nil, be.watch != nil)
-		o.tl.mark("wall written")
+		defer p.awaitMemfd() // never left running behind the caller's back
+		if err := p.attachWalls(); err != nil {
+			return nil, err
+		}
+		restorer, err := p.awaitBackup("the container was not started")
 		if err != nil {
 			return nil, err
 		}
-		// As klock run's stage 2 does in its own pid namespace (the agent
-		// has no capability to, inside the container): a helper process,
-		// the longest step here, run beside the network backends' attach.
-		var memfd chan memfdResult
-		if plan != nil && plan.MemfdNoexec {
-			memfd = make(chan memfdResult, 1)
-			go func() {
-				shared, err := memfdNoexec(c, o.Stage2)
-				o.tl.mark("memfd_noexec")
-				memfd <- memfdResult{shared, err}
-			}()
-			defer func() {
-				if memfd != nil {
-					<-memfd // never left running behind the caller's back
-				}
-			}()
-		}
-		joinMemfd := func() error {
-			if memfd == nil {
-				return nil
-			}
-			r := <-memfd
-			memfd = nil
-			if r.shared {
-				be.list = append(be.list, vlog.Backend{Name: "memfd exec", Guarantee: vlog.GuaranteeDetects, Details: []string{
-					"the container shares klockd's pid namespace (the host's), whose vm.memfd_noexec klock leaves as it is: an exec of a memfd is not walled by Landlock there; the tracepoints (or bpf-lsm) see it",
-				}})
-			}
-			return r.err
-		}
-		be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
-		if be.lsms == nil && plan == nil && !o.AllowDegraded && be.watch == nil {
-			return nil, fmt.Errorf("%w: container %s has no file wall (no bpf-lsm, no Landlock inside: hook-only mode) and no tracepoints to detect what it does. Fix: klock doctor says what the kernel lacks", ErrDegraded, c.ID)
-		}
-		if be.lsms == nil && plan == nil {
-			be.list = append(be.list, vlog.Backend{Name: "no file wall", Guarantee: vlog.GuaranteeDetects, Details: []string{
-				"hook-only mode on a kernel without bpf-lsm: no wall inside the container; the tracepoints detect an undeclared operation after it happened, and strict mode kills the container and rolls its files back",
-			}})
-		}
-		if err := be.attachNetAlways(g, rs, l); err != nil {
+		if err := a.logged(); err != nil {
 			return nil, err
 		}
-		o.tl.mark("cgroup-net")
-		if err := be.attachUnix(g, rs, l); err != nil {
-			return nil, err
-		}
-		o.tl.mark("cgroup-unix")
-		if err := joinMemfd(); err != nil {
-			return nil, err
-		}
-		var restorer Restorer
-		if backup != nil {
-			r := <-backup
-			backup = nil
-			if r.err != nil {
-				return nil, fmt.Errorf("%w: pre-flight backup: %v (the container was not started)", ErrSetup, r.err)
-			}
-			restorer = r.r
-		}
-		o.tl.mark("backup taken")
-		if err := logged(); err != nil {
-			return nil, err
-		}
-		o.tl.mark("begun log")
-		proc, err := launch.Adopt(c.Pid, g, plan)
+		a.o.tl.mark("begun log")
+		proc, err := launch.Adopt(p.c.Pid, p.g, p.plan)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
-		return &prepared{be: be, proc: proc, restorer: restorer, start: start}, nil
+		return &prepared{be: p.be, proc: proc, restorer: restorer, start: start}, nil
 	}
+}
+
+// adopting is one prepareContainer under way.
+type adopting struct {
+	*preparing
+	c      *Container
+	hostRS *policy.Ruleset
+	// plan is the Landlock wall written for stage 2 inside the container
+	// (nil: none, hook-only mode or bpf-lsm).
+	plan  *launch.LandlockPlan
+	memfd chan memfdResult
+}
+
+func newAdopting(ctx context.Context, a prepareArgs, hostRS *policy.Ruleset) *adopting {
+	p := &preparing{prepareArgs: a, ctx: ctx, choice: a.o.Backend}
+	if p.choice == "" {
+		p.choice = BackendAuto
+	}
+	// A container's network namespace is its runtime's (a bridge, the
+	// host's): cgroup-net walls it whatever the manifest declares.
+	p.l = startLoading(a.o.Backends, true, unixWalled(p.choice))
+	p.be = &backends{allowDegraded: a.o.AllowDegraded, log: a.log}
+	return &adopting{preparing: p, c: a.o.Container, hostRS: hostRS}
+}
+
+// takeBackup starts the pre-flight backup of the container's host paths.
+func (p *adopting) takeBackup() {
+	o, c := p.o, p.c
+	if o.Snapshot == nil {
+		return
+	}
+	p.backup = make(chan backupResult, 1)
+	go func() {
+		r, err := o.Snapshot(p.ctx, Preflight{Ruleset: p.hostRS, ID: p.id, AgentUID: c.UID, AgentGIDs: append([]uint32{c.GID}, c.Groups...), Others: p.exclude,
+			Scratch: c.scratch()})
+		o.tl.mark("backup")
+		p.backup <- backupResult{r, err}
+	}()
+}
+
+// attachWatchers puts bpf-lsm and the observer's watch on the runtime's
+// cgroup, the observer resolving in the container's mount namespace
+// (held open for the session: a path of a process that has exited is
+// resolved inside it).
+func (p *adopting) attachWatchers() error {
+	be, o, c := p.be, p.o, p.c
+	var lopts []lsm.AttachOption
+	if c.WallFile == "" {
+		lopts = append(lopts, lsm.ArmAtFirstExec())
+	}
+	if err := be.attachLSM(p.g, p.rs, o.Backends, p.choice, lopts...); err != nil {
+		return err
+	}
+	o.tl.mark("bpf-lsm")
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", c.Pid))
+	if err != nil {
+		return fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
+	}
+	be.mntns = append(be.mntns, ns)
+	if err := be.attachObserver(p.g, p.l.observer(), nil, append(knownDirs(c, o.Manifest.Workdir), observe.InOwnRoot(ns, c.Pid))...); err != nil {
+		return err
+	}
+	o.tl.mark("observer")
+	return nil
+}
+
+// writeWall writes the wall stage 2 enforces inside the container and,
+// as klock run's stage 2 does in its own pid namespace (the agent has no
+// capability to, inside the container), starts the helper that makes
+// memfds unexecutable there: the longest step here, run beside the
+// network backends' attach. It refuses a container no wall or tracepoint
+// covers.
+func (p *adopting) writeWall() error {
+	be, o, c := p.be, p.o, p.c
+	plan, err := writeWall(c, p.rs, be.lsms != nil, be.watch != nil)
+	o.tl.mark("wall written")
+	if err != nil {
+		return err
+	}
+	p.plan = plan
+	if plan != nil && plan.MemfdNoexec {
+		p.memfd = make(chan memfdResult, 1)
+		go func() {
+			shared, err := memfdNoexec(c, o.Stage2)
+			o.tl.mark("memfd_noexec")
+			p.memfd <- memfdResult{shared, err}
+		}()
+	}
+	be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(p.rs, be.lsms != nil, be.watch != nil)
+	if be.lsms == nil && plan == nil && !o.AllowDegraded && be.watch == nil {
+		return fmt.Errorf("%w: container %s has no file wall (no bpf-lsm, no Landlock inside: hook-only mode) and no tracepoints to detect what it does. Fix: klock doctor says what the kernel lacks", ErrDegraded, c.ID)
+	}
+	if be.lsms == nil && plan == nil {
+		be.list = append(be.list, vlog.Backend{Name: "no file wall", Guarantee: vlog.GuaranteeDetects, Details: []string{
+			"hook-only mode on a kernel without bpf-lsm: no wall inside the container; the tracepoints detect an undeclared operation after it happened, and strict mode kills the container and rolls its files back",
+		}})
+	}
+	return nil
+}
+
+// attachWalls puts the cgroup programs on and waits for the memfd helper.
+func (p *adopting) attachWalls() error {
+	o := p.o
+	if err := p.be.attachNetAlways(p.g, p.rs, p.l); err != nil {
+		return err
+	}
+	o.tl.mark("cgroup-net")
+	if err := p.be.attachUnix(p.g, p.rs, p.l); err != nil {
+		return err
+	}
+	o.tl.mark("cgroup-unix")
+	return p.awaitMemfd()
+}
+
+// awaitMemfd waits for the memfd helper (if any, once) and says in the log
+// when the container shares the host's pid namespace.
+func (p *adopting) awaitMemfd() error {
+	if p.memfd == nil {
+		return nil
+	}
+	r := <-p.memfd
+	p.memfd = nil
+	if r.shared {
+		p.be.list = append(p.be.list, vlog.Backend{Name: "memfd exec", Guarantee: vlog.GuaranteeDetects, Details: []string{
+			"the container shares klockd's pid namespace (the host's), whose vm.memfd_noexec klock leaves as it is: an exec of a memfd is not walled by Landlock there; the tracepoints (or bpf-lsm) see it",
+		}})
+	}
+	return r.err
 }
 
 type memfdResult struct {
@@ -198,4 +234,22 @@ func memfdNoexec(c *Container, stage2 string) (shared bool, err error) {
 		return false, fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
 	}
 	return false, nil
+}
+
+// knownDirs are the directories c's processes start in, as they name
+// them, with their host paths: a relative name used by a process that has
+// exited before the observer read its record resolves from them
+// (observe.KnownDirAs).
+func knownDirs(c *Container, workdir string) []observe.WatchOption {
+	var out []observe.WatchOption
+	for _, d := range []string{c.Cwd, workdir} {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		d = filepath.Clean(d)
+		if h, ok := c.ToHost(d); ok {
+			out = append(out, observe.KnownDirAs(d, h))
+		}
+	}
+	return out
 }

@@ -98,8 +98,8 @@
 // others held, nothing is rolled back and the log says so (klock rollback
 // can finish it). The log lists the leases held and the wait.
 //
-// Private /tmp: a session whose manifest says tmp: private (not yet the
-// default; policy.Manifest.PrivateTmp) gets a /tmp and a /var/tmp of its own:
+// Private /tmp: a session whose manifest says tmp: private (the default;
+// policy.Manifest.PrivateTmp) gets a /tmp and a /var/tmp of its own:
 // Run makes PrivateTmpRoot/<id>/{tmp,vartmp} (the parent root's, 0700;
 // the leaves the agent's, sticky 0777, the mode programs expect of /tmp)
 // and stage 2 bind-mounts them over the agent's (launch.Spec.Binds)
@@ -116,12 +116,11 @@
 // host paths. tmp: host, a workdir or start directory in the host's /tmp
 // or /var/tmp, and a container's session (its runtime gave it a /tmp of
 // its own; klock mounts nothing in a container) keep the host's view.
-// Residual: the observer resolves path strings and maps a metadata
-// change's filesystem path through klock's mount table once the process
-// that made it has exited, so such a change in the private /tmp is named
-// at its host path, and an unlink or rename there through a link planted
-// at the same name in the host's /tmp is named at the link's target
-// (false violations: strict sessions fail closed).
+// The observer resolves the agent's path strings, and maps a metadata
+// change's filesystem path, in the agent's mount namespace (stage 2's,
+// handed over as soon as stage 2 exists: observe.Watch.InRoot), also
+// once the process that made it has exited: a change in the private /tmp
+// is named /tmp/..., never at its host path.
 // klock sets no $XDG_RUNTIME_DIR: the agent's environment is the
 // caller's (Options.Env), and one passed there is a host directory,
 // declared like any other path.

@@ -24,6 +24,25 @@ type prepared struct {
 	proc     *launch.Process
 	restorer Restorer
 	start    time.Time
+	// closeBackends brings the backends down once (Run sets it).
+	closeBackends func()
+}
+
+// prepareArgs are what prepare (and prepareContainer) work from: the
+// session's options, its compiled ruleset, id and cgroup, the other
+// sessions' trees the backup records only (exclude), stage 2's spec, the
+// directories the agent starts in (the observer's known dirs), and logged,
+// which returns once the session's first log is on disk.
+type prepareArgs struct {
+	o       Options
+	rs      *policy.Ruleset
+	id      string
+	g       *cgroup.Group
+	exclude []string
+	spec    launch.Spec
+	dirs    []string
+	logged  func() error
+	log     *slog.Logger
 }
 
 type netResult struct {
@@ -68,177 +87,269 @@ type backupResult struct {
 // count that process's execs to find the agent's), and nothing that can
 // refuse the session (ErrDegraded) comes after the backup is started. On
 // error nothing is left running or loaded.
-func prepare(ctx context.Context, o Options, rs *policy.Ruleset, id string, g *cgroup.Group, exclude []string, spec launch.Spec, dirs []string, logged func() error, log *slog.Logger) (_ *prepared, err error) {
-	choice := o.Backend
-	if choice == "" {
-		choice = BackendAuto
-	}
-	l := startLoading(o.Backends, netWalled(rs, choice), unixWalled(choice))
-	be := &backends{allowDegraded: o.AllowDegraded, log: log}
-	var pending *launch.Pending
-	var backup chan backupResult
+func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
+	p := newPreparing(ctx, a)
 	defer func() {
-		if err == nil {
-			return
+		if err != nil {
+			p.abort()
 		}
-		if pending != nil {
-			pending.Abort()
-		}
-		if backup != nil {
-			// Never leave it writing behind the caller's back; a backup
-			// that completed stays, as any backup of a session that failed
-			// to start does.
-			<-backup
-		}
-		l.discard()
-		be.close()
 	}()
-	takeBackup := func() {
-		if o.Snapshot == nil {
-			return
-		}
-		backup = make(chan backupResult, 1)
-		go func() {
-			r, err := o.Snapshot(ctx, Preflight{Ruleset: rs, ID: id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...), Others: exclude,
-				PrivateTmp: o.privTmp})
-			o.tl.mark("backup")
-			backup <- backupResult{r, err}
-		}()
-	}
-
-	if err := be.attachLSM(g, rs, o.Backends, choice); err != nil {
+	if err := p.attachWatchers(); err != nil {
 		return nil, err
 	}
-	o.tl.mark("bpf-lsm")
-	if err := be.attachObserver(g, l.observer(), dirs); err != nil {
-		return nil, err
-	}
-	o.tl.mark("observer")
-	spec.NoLandlock = be.lsms != nil || choice == BackendObserve
-	// An observe-only run refuses nothing it can record (the observer
-	// reports the ioctls it lets through).
-	spec.DenyMetaIoctls = choice != BackendObserve && launch.MetaIoctlsRefused(rs, be.lsms != nil, be.watch != nil)
-	be.metaIoctlsRefused = spec.DenyMetaIoctls
 	start := time.Now()
-	// Stage 2 (re-exec and runtime start of klock's binary) is the longest
-	// step once the BPF programs are loaded: it starts before the backup
-	// competes with it for the CPUs.
-	if pending, err = launch.Spawn(ctx, spec); err != nil {
+	if err := p.spawn(); err != nil {
 		return nil, err
 	}
-	o.tl.mark("stage 2 spawned")
-	// The agent's own namespace exists with stage 2: the packet wall
-	// and the relays are built around it while stage 2 and the cgroup
-	// programs get ready, before the agent runs.
-	var joined chan netResult
-	// netLater: stage 2 was gone before its namespace could be walled
-	// (a klock-stage2 of another build exits at once): Release starts it
-	// over, and the wall is built for the new one (OnRelaunch), or
-	// Release says why stage 2 failed.
-	netLater, relaunched := false, false
-	walled := spec.NewNetNS && !launch.NeedsNetNS(rs)
-	if o.dns != nil && !walled {
-		// Not reached: a session gets a DNS proxy only with a namespace
-		// of its own (netWalled), where the proxy listens.
-		return nil, fmt.Errorf("%w: the session's DNS proxy needs the session's own network namespace", ErrSetup)
-	}
-	if walled {
-		var dnsAddr netip.Addr
-		if o.dns != nil {
-			dnsAddr = o.dns.addr()
-		}
-		plan := planNet(rs, o.Manifest.EgressBudget(), dnsAddr)
-		plan.pingGID = spec.User.GID
-		joined = make(chan netResult, 1)
-		pid := pending.Pid()
-		go func() { joined <- walledNS(ctx, o, id, pid, plan, log) }()
-		pending.OnRelaunch(func(pid int) error {
-			// A new stage 2, a new namespace: the wall is built again,
-			// and the DNS proxy listens in the new one.
-			relaunched = true
-			be.net.close()
-			be.net = nil
-			be.list = slices.DeleteFunc(be.list, func(b vlog.Backend) bool { return b.Name == "netwall" })
-			r := walledNS(ctx, o, id, pid, plan, log)
-			if r.dnsErr != nil {
-				r.n.close()
-				return fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, r.dnsErr)
-			}
-			if err := be.joinedNet(r.n, r.err); err != nil {
-				return err
-			}
-			o.dns.setNet(be.net)
-			return nil
-		})
-	}
-	joinedNet := func() error {
-		if joined == nil {
-			return nil
-		}
-		r := <-joined
-		joined = nil
-		if r.err != nil && errors.Is(r.err, os.ErrNotExist) {
-			// Stage 2 is our unreaped child: its pid is not reused, and a
-			// namespace gone means stage 2 is.
-			log.Debug("stage 2 ended before its namespace was walled", "error", r.err)
-			netLater = true
-			return nil
-		}
-		if r.dnsErr != nil {
-			r.n.close()
-			return fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, r.dnsErr)
-		}
-		if err := be.joinedNet(r.n, r.err); err != nil {
-			return err
-		}
-		o.dns.setNet(be.net)
-		return nil
-	}
-	defer func() { _ = joinedNet() }() // never leave it building behind the caller's back
-	if o.AllowDegraded {
-		// Nothing after this point refuses the session.
-		takeBackup()
-	}
-	if err := be.attachNet(g, rs, l, choice); err != nil {
+	defer func() { _ = p.joinedNet() }() // never leave it building behind the caller's back
+	if err := p.attachWalls(); err != nil {
 		return nil, err
 	}
-	o.tl.mark("cgroup-net")
-	if err := be.attachUnix(g, rs, l); err != nil {
-		return nil, err
-	}
-	o.tl.mark("cgroup-unix")
-	if err := joinedNet(); err != nil {
-		return nil, err
-	}
-	o.tl.mark("netwall")
-	if !o.AllowDegraded {
-		takeBackup()
-	}
-	var restorer Restorer
-	if backup != nil {
-		r := <-backup
-		backup = nil
-		if r.err != nil {
-			return nil, fmt.Errorf("%w: pre-flight backup: %v (the agent was not started)", ErrSetup, r.err)
-		}
-		restorer = r.r
-	}
-	o.tl.mark("backup taken")
-	if err := logged(); err != nil {
-		return nil, err
-	}
-	o.tl.mark("begun log")
-	proc, err := pending.Release()
-	pending = nil // Release cleans up after itself
+	restorer, err := p.awaitBackup("the agent was not started")
 	if err != nil {
 		return nil, err
 	}
-	if netLater && !relaunched {
+	if err := a.logged(); err != nil {
+		return nil, err
+	}
+	a.o.tl.mark("begun log")
+	proc, err := p.release()
+	if err != nil {
+		return nil, err
+	}
+	return &prepared{be: p.be, proc: proc, restorer: restorer, start: start}, nil
+}
+
+// preparing is one prepare under way: what its steps hand each other.
+type preparing struct {
+	prepareArgs
+	ctx     context.Context
+	choice  Backend
+	l       *loading
+	be      *backends
+	pending *launch.Pending
+	backup  chan backupResult
+	// joined delivers the packet wall built around stage 2's namespace
+	// (nil: none, or already taken).
+	joined chan netResult
+	// netLater: stage 2 was gone before its namespace could be walled
+	// (a klock-stage2 of another build exits at once): Release starts it
+	// over, and the wall is built for the new one (OnRelaunch), or
+	// Release says why stage 2 failed. relaunched: it did.
+	netLater, relaunched bool
+	// relaunchSteps are what Release calls with a new stage 2's pid (a
+	// new namespace for every step that was built around the old one).
+	relaunchSteps []func(pid int) error
+}
+
+func newPreparing(ctx context.Context, a prepareArgs) *preparing {
+	p := &preparing{prepareArgs: a, ctx: ctx, choice: a.o.Backend}
+	if p.choice == "" {
+		p.choice = BackendAuto
+	}
+	p.l = startLoading(a.o.Backends, netWalled(a.rs, p.choice), unixWalled(p.choice))
+	p.be = &backends{allowDegraded: a.o.AllowDegraded, log: a.log}
+	return p
+}
+
+// abort leaves nothing running or loaded after a failed prepare.
+func (p *preparing) abort() {
+	if p.pending != nil {
+		p.pending.Abort()
+	}
+	if p.backup != nil {
+		// Never leave it writing behind the caller's back; a backup that
+		// completed stays, as any backup of a session that failed to
+		// start does.
+		<-p.backup
+	}
+	p.l.discard()
+	p.be.close()
+}
+
+// takeBackup starts the pre-flight backup in the background.
+func (p *preparing) takeBackup() {
+	o, spec := p.o, p.spec
+	if o.Snapshot == nil {
+		return
+	}
+	p.backup = make(chan backupResult, 1)
+	go func() {
+		r, err := o.Snapshot(p.ctx, Preflight{Ruleset: p.rs, ID: p.id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...), Others: p.exclude,
+			PrivateTmp: o.privTmp})
+		o.tl.mark("backup")
+		p.backup <- backupResult{r, err}
+	}()
+}
+
+// attachWatchers puts bpf-lsm and the observer's watch on the cgroup
+// before stage 2 exists (both count its execs to find the agent's), and
+// tells stage 2 which walls are its own to build.
+func (p *preparing) attachWatchers() error {
+	be, o := p.be, p.o
+	if err := be.attachLSM(p.g, p.rs, o.Backends, p.choice); err != nil {
+		return err
+	}
+	o.tl.mark("bpf-lsm")
+	if err := be.attachObserver(p.g, p.l.observer(), p.dirs); err != nil {
+		return err
+	}
+	o.tl.mark("observer")
+	p.spec.NoLandlock = be.lsms != nil || p.choice == BackendObserve
+	// An observe-only run refuses nothing it can record (the observer
+	// reports the ioctls it lets through).
+	p.spec.DenyMetaIoctls = p.choice != BackendObserve && launch.MetaIoctlsRefused(p.rs, be.lsms != nil, be.watch != nil)
+	be.metaIoctlsRefused = p.spec.DenyMetaIoctls
+	return nil
+}
+
+// spawn starts stage 2 (re-exec and runtime start of klock's binary, the
+// longest step once the BPF programs are loaded: before the backup
+// competes with it for the CPUs), has the observer name paths in its
+// mount namespace, and starts building the packet wall around its
+// network namespace.
+func (p *preparing) spawn() error {
+	var err error
+	if p.pending, err = launch.Spawn(p.ctx, p.spec); err != nil {
+		return err
+	}
+	p.o.tl.mark("stage 2 spawned")
+	if err := p.be.observeInAgentRoot(p.pending.Pid()); err != nil {
+		return err
+	}
+	p.relaunchSteps = []func(pid int) error{p.be.observeInAgentRoot}
+	p.pending.OnRelaunch(func(pid int) error {
+		for _, f := range p.relaunchSteps {
+			if err := f(pid); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return p.wallNetNS()
+}
+
+// wallNetNS builds the packet wall and the relays around the agent's own
+// network namespace, which exists with stage 2, while stage 2 and the
+// cgroup programs get ready, before the agent runs.
+func (p *preparing) wallNetNS() error {
+	o := p.o
+	walled := p.spec.NewNetNS && !launch.NeedsNetNS(p.rs)
+	if o.dns != nil && !walled {
+		// Not reached: a session gets a DNS proxy only with a namespace
+		// of its own (netWalled), where the proxy listens.
+		return fmt.Errorf("%w: the session's DNS proxy needs the session's own network namespace", ErrSetup)
+	}
+	if !walled {
+		return nil
+	}
+	var dnsAddr netip.Addr
+	if o.dns != nil {
+		dnsAddr = o.dns.addr()
+	}
+	plan := planNet(p.rs, o.Manifest.EgressBudget(), dnsAddr)
+	plan.pingGID = p.spec.User.GID
+	p.joined = make(chan netResult, 1)
+	pid := p.pending.Pid()
+	go func() { p.joined <- walledNS(p.ctx, o, p.id, pid, plan, p.log) }()
+	p.relaunchSteps = append(p.relaunchSteps, func(pid int) error {
+		// A new stage 2, a new namespace: the wall is built again, and
+		// the DNS proxy listens in the new one.
+		p.relaunched = true
+		p.be.net.close()
+		p.be.net = nil
+		p.be.list = slices.DeleteFunc(p.be.list, func(b vlog.Backend) bool { return b.Name == "netwall" })
+		return p.join(walledNS(p.ctx, o, p.id, pid, plan, p.log))
+	})
+	return nil
+}
+
+// joinedNet waits for the packet wall wallNetNS is building, if any.
+func (p *preparing) joinedNet() error {
+	if p.joined == nil {
+		return nil
+	}
+	r := <-p.joined
+	p.joined = nil
+	if r.err != nil && errors.Is(r.err, os.ErrNotExist) {
+		// Stage 2 is our unreaped child: its pid is not reused, and a
+		// namespace gone means stage 2 is.
+		p.log.Debug("stage 2 ended before its namespace was walled", "error", r.err)
+		p.netLater = true
+		return nil
+	}
+	return p.join(r)
+}
+
+// join takes a built packet wall into the session's backends, and points
+// the DNS proxy at it.
+func (p *preparing) join(r netResult) error {
+	if r.dnsErr != nil {
+		r.n.close()
+		return fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, r.dnsErr)
+	}
+	if err := p.be.joinedNet(r.n, r.err); err != nil {
+		return err
+	}
+	p.o.dns.setNet(p.be.net)
+	return nil
+}
+
+// attachWalls puts the cgroup programs on and waits for the packet wall;
+// the backup starts before them when nothing after can refuse the
+// session (--allow-degraded), else after them: nothing that can refuse
+// the session (ErrDegraded) comes after the backup is started.
+func (p *preparing) attachWalls() error {
+	o := p.o
+	if o.AllowDegraded {
+		p.takeBackup()
+	}
+	if err := p.be.attachNet(p.g, p.rs, p.l, p.choice); err != nil {
+		return err
+	}
+	o.tl.mark("cgroup-net")
+	if err := p.be.attachUnix(p.g, p.rs, p.l); err != nil {
+		return err
+	}
+	o.tl.mark("cgroup-unix")
+	if err := p.joinedNet(); err != nil {
+		return err
+	}
+	o.tl.mark("netwall")
+	if !o.AllowDegraded {
+		p.takeBackup()
+	}
+	return nil
+}
+
+// awaitBackup waits for the pre-flight backup (nil without one); unsaid
+// says what did not happen when it failed.
+func (p *preparing) awaitBackup(unsaid string) (Restorer, error) {
+	defer p.o.tl.mark("backup taken")
+	if p.backup == nil {
+		return nil, nil
+	}
+	r := <-p.backup
+	p.backup = nil
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: pre-flight backup: %v (%s)", ErrSetup, r.err, unsaid)
+	}
+	return r.r, nil
+}
+
+// release lets stage 2 exec the agent.
+func (p *preparing) release() (*launch.Process, error) {
+	proc, err := p.pending.Release()
+	p.pending = nil // Release cleans up after itself
+	if err != nil {
+		return nil, err
+	}
+	if p.netLater && !p.relaunched {
 		// Not reached: a stage 2 gone before Release fails or starts
 		// over. Never run an agent whose namespace was not walled.
 		_ = proc.Kill()
 		_, _ = proc.Wait()
 		return nil, fmt.Errorf("%w: stage 2 ended before its network namespace was walled, yet the agent ran", ErrSetup)
 	}
-	return &prepared{be: be, proc: proc, restorer: restorer, start: start}, nil
+	return proc, nil
 }

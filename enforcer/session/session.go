@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/launch"
@@ -27,405 +26,6 @@ import (
 
 func systemResolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-}
-
-// Run runs one session to its end. See the package documentation.
-func Run(ctx context.Context, o Options) (*Result, error) {
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	tl := newTimeline()
-	o.tl = tl
-	m := o.Manifest
-	mode := m.Mode
-	if o.Mode != "" {
-		mode = o.Mode
-	}
-	id := o.ID
-	if id == "" {
-		id = NewID(time.Now())
-	}
-	resolve := o.Resolve
-	if resolve == nil {
-		resolve = systemResolve
-	}
-
-	if o.Backend == BackendObserve && mode != policy.ModePermissive {
-		return nil, fmt.Errorf("%w: it puts no file wall up, and strict mode promises one. Fix: --mode permissive (to learn what the agent does), or --backend auto", ErrObserveStrict)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		return nil, err
-	}
-	// host is the manifest as the host sees it: the same, but for a
-	// container's session, whose paths the container names, and for a
-	// session with a private /tmp, whose intents there name what no other
-	// session reaches (no lease).
-	host, hostRS := m, rs
-	privTmp := usesPrivateTmp(o)
-	if privTmp {
-		host = withoutTmp(m)
-		if hostRS, err = policy.Compile(host); err != nil {
-			return nil, fmt.Errorf("%w: the manifest outside the private /tmp: %v", ErrSetup, err)
-		}
-	}
-	if c := o.Container; c != nil {
-		if host, err = c.hostManifest(m); err != nil {
-			return nil, err
-		}
-		if hostRS, err = policy.Compile(host); err != nil {
-			return nil, fmt.Errorf("%w: the manifest at the container's host paths: %v", ErrSetup, err)
-		}
-	}
-	proxied := len(declaredHosts(rs)) > 0 && netWalled(rs, o.Backend) && o.Container == nil
-	rs, err = rs.Resolve(startLookup(ctx, resolve, rs, proxied, log))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v (without a DNS proxy of the session's own, a declared host must resolve at session start)", ErrSetup, err)
-	}
-	// A declared host name is looked up by the agent too: through the
-	// session's DNS proxy when the network is walled (the only name
-	// server it may reach, answering the declared names only), else
-	// through the system's name servers.
-	nameServers := systemResolvers(resolvConf)
-	if c := o.Container; c != nil {
-		// The container resolves through its own resolv.conf (its
-		// network namespace cannot reach a proxy on the host's loopback).
-		nameServers = nil
-		if conf, ok := c.ToHost(resolvConf); ok {
-			nameServers = systemResolvers(conf)
-		}
-	}
-	var dnsp *dnsScope
-	if proxied {
-		dir := os.TempDir()
-		if m.Workdir != "" {
-			if dir, err = StateDir(m.Workdir); err != nil {
-				return nil, err
-			}
-		}
-		upstreams := o.DNSUpstreams
-		if len(upstreams) == 0 {
-			for _, a := range nameServers {
-				upstreams = append(upstreams, netip.AddrPortFrom(a, 53).String())
-			}
-		}
-		if dnsp, err = startDNS(id, dir, rs, upstreams, log); err != nil {
-			return nil, fmt.Errorf("%w: %v (a session that declares a host name and walls the network needs its DNS proxy; it never falls back to the open port 53)", ErrSetup, err)
-		}
-		defer dnsp.close()
-		nameServers = []netip.Addr{dnsp.addr()}
-	}
-	if rs, err = rs.WithResolvers(nameServers); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
-	}
-	// The kernel names files by their resolved paths: /bin/sh runs as
-	// /usr/bin/dash. Declarations through links root made follow them.
-	if o.Container == nil {
-		// (A container's links are its root file system's, which the
-		// host's resolver does not see: its declarations stay at their
-		// own paths.)
-		if rs, err = rs.FollowLinks(launch.TrustedLinks(rs.Workdir)); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
-		}
-	}
-	if mode == policy.ModeStrict && o.Snapshot == nil && !o.AllowDegraded {
-		return nil, fmt.Errorf("%w: strict mode promises to roll back what a detected violation changed, but this session has no pre-flight backup. Fix: run with a backup, or pass --allow-degraded to accept that detected-only violations are killed but not undone", ErrDegraded)
-	}
-
-	// klock's own state under the workdir is hidden from the agent; it is checked
-	// before anything (the backup first) writes there.
-	var mask []string
-	if m.Workdir != "" && o.Container != nil {
-		// The runtime hides <workdir>/.klock inside the container
-		// (klock-runtime's read-only tmpfs over it); klock's state is made
-		// at its host path.
-		if _, err := StateDir(host.Workdir); err != nil {
-			return nil, err
-		}
-	} else if m.Workdir != "" {
-		// Paths below the workdir are the agent's, links included, and
-		// none is followed: a workdir that is itself a link would wall
-		// nothing the agent then touches through its target.
-		if target, err := os.Readlink(m.Workdir); err == nil {
-			return nil, fmt.Errorf("%w: workdir %s is a symbolic link (to %s); name the directory itself in the manifest", ErrSetup, m.Workdir, target)
-		}
-		state, err := StateDir(m.Workdir)
-		if err != nil {
-			return nil, err
-		}
-		mask = append(mask, state)
-	}
-	// The leases of every intent, before anything is backed up or started:
-	// two sessions share a workdir when what they change does not
-	// conflict, and a strict kill rolls back only what no other session's
-	// lease covers. Released after the rollback and the log.
-	tl.mark("compiled")
-	leases, err := acquireLeases(ctx, o, hostRS, id, log)
-	if err != nil {
-		return nil, err
-	}
-	tl.mark("leases")
-	if leases != nil {
-		defer leases.release()
-		// Revoked or expired leases end the session as an interruption
-		// from outside: killed, rolled back in strict mode, logged.
-		var revoked context.CancelCauseFunc
-		ctx, revoked = context.WithCancelCause(ctx)
-		defer revoked(nil)
-		leases.keepAlive(func(err error) { revoked(err) })
-	}
-	// Empty groups a killed klock left behind (its session's log says
-	// INCOMPLETE): a minute is far beyond a group's first instant, the
-	// only time a live session's group is empty.
-	if gone, err := cgroup.SweepStale(time.Minute); len(gone) > 0 {
-		log.Info("removed the empty session cgroups of a klock that was stopped", "groups", gone)
-	} else if err != nil {
-		log.Debug("sweep stale session cgroups", "error", err)
-	}
-	if o.Container == nil && walledNetNS(rs, o.Backend) {
-		// The tables of a killed klock's sessions (their links went with
-		// their namespaces).
-		sweepWalls(log)
-	}
-	g, deleteGroup, err := sessionGroup(id, o.Container)
-	if err != nil {
-		return nil, err
-	}
-	defer deleteGroup()
-	tl.mark("cgroup")
-	var priv *privateTmp
-	if privTmp {
-		if o.User == nil {
-			return nil, fmt.Errorf("%w: no agent user", launch.ErrBadSpec)
-		}
-		if priv, err = makePrivateTmp(id, o.User.UID, o.User.GID); err != nil {
-			return nil, err
-		}
-		if !o.KeepTmp {
-			// Deferred before the agent is reaped: Run returns once it is.
-			defer func() {
-				if err := priv.remove(); err != nil {
-					log.Warn("cannot remove the session's private /tmp", "dir", priv.dir, "error", err)
-				}
-			}()
-		}
-		o.privTmp = true
-	}
-	if dnsp != nil {
-		dnsp.setGroup(g)
-	}
-
-	startDir := o.Dir
-	if startDir == "" {
-		startDir = m.Workdir
-	}
-	logDir := o.LogDir
-	if logDir == "" {
-		logDir = DefaultLogDir(host.Workdir)
-	}
-	sessionDir := filepath.Join(logDir, id)
-	// The session's log exists from its start, INCOMPLETE until the real
-	// one replaces it: if klock is stopped (kill -9, a crash) the session
-	// is still on record, with how to undo it. It is written while the
-	// session is prepared, and the agent starts only once it is on disk.
-	heldLeases, leaseWait := leases.vlog()
-	var ctr *vlog.Container
-	if o.Container != nil {
-		ctr = o.Container.vlog()
-	}
-	begun := beginLog(sessionDir, vlog.Session{ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData, Mode: mode, Start: time.Now(),
-		Leases: heldLeases, LeaseWait: leaseWait, Container: ctr})
-	o.dns = dnsp
-	prep := prepare
-	if o.Container != nil {
-		prep = prepareContainer(hostRS)
-	}
-	ready, err := prep(ctx, o, rs, id, g, leases.excludeFromBackup(ctx), launch.Spec{
-		Ruleset: rs, Group: g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
-		NewNetNS: ownNetNS(o.Backend), Mask: mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
-		Stage2: o.Stage2, ResolvConf: dnsp.conf(), Binds: priv.bindList(),
-	}, []string{startDir}, begun.wait, log)
-	if err != nil {
-		begun.discard()
-		return nil, err
-	}
-	be, proc, restorer, start := ready.be, ready.proc, ready.restorer, ready.start
-	tl.mark("started")
-	tl.log(log, "session start")
-	closeBackends := sync.OnceFunc(be.close)
-	defer closeBackends()
-	// Traffic before Started: whoever shows the session running can show
-	// its traffic.
-	if be.net != nil && o.Traffic != nil {
-		n := be.net
-		o.Traffic(func() (uint64, uint64) {
-			c, err := n.counters()
-			if err != nil {
-				return 0, 0
-			}
-			return c.OutBytes, c.InBytes
-		})
-	}
-	if o.Started != nil {
-		o.Started(proc.Pid)
-	}
-
-	var backendsUsed []vlog.Backend
-	switch {
-	case o.Container != nil:
-		backendsUsed = o.Container.backends(proc.Landlock, be.lsmSkipped)
-	case o.Backend == BackendObserve:
-		backendsUsed = append(backendsUsed, observeOnlyBackend())
-	case be.lsms == nil:
-		backendsUsed = append(backendsUsed, landlockBackend(proc.Landlock, be.lsmSkipped))
-	}
-	if o.Container == nil {
-		backendsUsed = append(backendsUsed, seccompBackend(be.metaIoctlsRefused))
-	}
-	backendsUsed = append(backendsUsed, be.list...)
-	if dnsp != nil {
-		backendsUsed = append(backendsUsed, dnsp.backend())
-	}
-	if priv != nil {
-		backendsUsed = append(backendsUsed, priv.backend(o.KeepTmp))
-	}
-	if restorer == nil {
-		backendsUsed = append(backendsUsed, vlog.Backend{Name: "pre-flight backup", Guarantee: "unavailable",
-			Details: []string{"no backup was taken: a detected-only violation is killed but not undone"}})
-	}
-	engOpts := []decide.Option{decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(be, proc.Landlock, o.Backend)),
-		decide.WithNameServers(nameServers)}
-	if mode == policy.ModePermissive && leases != nil {
-		// An amendment is one more lease of this session's holder: never
-		// made over another session's lease (KLIS-6 DLA "if no conflict
-		// exists").
-		gate := amendGate(ctx, leases.store, leases.holder, leases.age(), leases.ttl(), restorer, be.lsms != nil)
-		if priv != nil {
-			gate = privateTmpGate(gate)
-		}
-		engOpts = append(engOpts, decide.WithAmendGate(gate))
-	}
-	if restorer != nil {
-		// A write through one name of a hard-linked file writes it by
-		// every other name it had before the session.
-		engOpts = append(engOpts, decide.WithOtherNames(otherNames(restorer, o.Container)))
-	}
-	eng := decide.New(rs, mode, engOpts...)
-	s := &running{eng: eng, proc: proc, be: be, log: log, mode: mode, before: restorer,
-		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: o.Container.stageExecs(), ctr: o.Container, privTmp: priv != nil,
-		forked: map[uint32]bool{}, entrants: map[uint32]int{}}
-	if dnsp != nil {
-		dnsp.attach(eng, s.wall)
-		s.dnsRefused = dnsp.refused
-	}
-	stopBudget := s.watchBudget(be.net)
-	s.loop(ctx)
-	stopBudget()
-	// What the agent sent just before it exited is judged too, before
-	// the verdict.
-	s.budgetAtEnd(be.net)
-	if dnsp != nil {
-		// The agent is gone: no query is left to answer.
-		dnsp.close()
-		s.drainDNS()
-	}
-
-	exit, _ := proc.Wait()
-	tl.mark("agent ended")
-	res := &Result{ID: id, Exit: exit, Killed: s.killed, Reason: s.reason, Interrupted: s.interrupted}
-	if s.first != nil && s.first.Err != nil {
-		res.Violation = s.first.Err
-	}
-
-	var rollback []vlog.RollbackOp
-	if s.killed && restorer != nil && rollsBack(mode, s.interrupted, o.RollbackOnInterrupt) {
-		rec := eng.Records()
-		roots, changed := rollbackRoots(rs.Workdir, rec), changedPaths(rec)
-		if c := o.Container; c != nil {
-			roots, changed = c.hostScopes(roots), c.hostPaths(changed)
-		}
-		if priv != nil {
-			// The private /tmp is not the host's: the backup holds
-			// nothing of it, and it started empty.
-			roots, changed = dropTmpScopes(roots), dropTmpPaths(changed)
-		}
-		rollback = rollBack(context.WithoutCancel(ctx), restorer, rollbackPlan{
-			only: roots, changed: changed, leases: leases, log: log,
-			self: intruder{session: id, agent: m.Agent.ID, violations: violationsByPath(rec, o.Container), notices: o.noticeDir()},
-		})
-		if c := o.Container; c != nil {
-			c.nameInContainer(rollback)
-		}
-		if priv != nil {
-			rollback = append(rollback, priv.empty()...)
-		}
-	}
-
-	// The wall's counters, read before it comes down with the backends.
-	var network *vlog.Network
-	if be.net != nil {
-		backendsUsed = append(backendsUsed, be.net.backend())
-		if network, err = be.net.counters(); err != nil {
-			log.Warn("the network wall's counters", "error", err)
-		} else {
-			network.Exceeded, _, _ = be.net.exceeded()
-		}
-	}
-	// Every event was read before loop returned and the agent is gone: the
-	// kernel side comes down while the log is built and written.
-	torn := make(chan struct{})
-	go func() {
-		closeBackends()
-		deleteGroup()
-		close(torn)
-	}()
-	defer func() { <-torn }()
-	heldLeases, leaseWait = leases.vlog() // with any that ended since
-	vl := vlog.New(vlog.Session{
-		ID: id, Agent: m.Agent.ID, ManifestPath: o.ManifestPath, ManifestBytes: o.ManifestData,
-		Mode: mode, Start: start, Backends: backendsUsed, Leases: heldLeases, LeaseWait: leaseWait, Container: ctr,
-		Network: network,
-	})
-	vl.AddRecords(eng.Records())
-	// Another session's agent may have changed a file this one held: its
-	// rollback said what it put back (notice.go).
-	vl.Intrusions = takeNotices(o.noticeDir(), id)
-	x := vlogExit(exit, s.killed, s.reason)
-	if o.Container != nil && exit.Signal == 0 {
-		x.Code = nil // a container's exit status is its runtime's, which reaps it
-	}
-	x.KilledAt = s.killedAt
-	vl.Finish(time.Now(), x, rollback)
-	tl.mark("log built")
-	path, err := vl.Write(sessionDir)
-	if err != nil {
-		return res, fmt.Errorf("write verification log: %w", err)
-	}
-	tl.mark("log written")
-	res.LogPath, res.Log = path, vl
-	if o.Finished != nil && o.Container != nil {
-		// The poststop hook waits for this, not for the backends'
-		// teardown: what the container held is free once the log is on
-		// disk (released again, harmlessly, when Run returns).
-		if leases != nil {
-			leases.release()
-		}
-		tl.mark("leases released")
-		o.Finished(res)
-	}
-	tl.log(log, "session end")
-	if mode == policy.ModePermissive && o.Container == nil {
-		learnHostsFile(eng, hostsFile)
-	}
-	if mode == policy.ModePermissive {
-		if learned, err := eng.Learned(m, o.ManifestData); err == nil {
-			res.Learned = learned
-		} else {
-			log.Warn("cannot write the learned manifest", "error", err)
-		}
-	}
-	return res, nil
 }
 
 // rollsBack says whether a killed session is rolled back: always in strict
@@ -729,60 +329,93 @@ func (s *running) renamedOntoNothing(dst string) bool {
 	return known && !existed
 }
 
-// loop feeds events to the engine until the agent has exited and every
-// event it caused has been read.
-func (s *running) loop(ctx context.Context) {
-	var obsCh <-chan observe.Record
+// feeds are the channels the session's backends report on (nil: no such
+// backend; a nil channel is never ready).
+type feeds struct {
+	obs                        <-chan observe.Record
+	net, unix, lsm             <-chan event.Event
+	netLost, unixLost, lsmLost <-chan event.Lost
+	// Only while the agent runs (nil when draining):
+	dns        <-chan event.Event
+	overBudget <-chan string
+	ctxDone    <-chan struct{}
+	procDone   <-chan struct{}
+}
+
+// feeds are the session's channels while the agent runs.
+func (s *running) feeds(ctx context.Context) feeds {
+	f := feeds{dns: s.dnsRefused, overBudget: s.overBudget, ctxDone: ctx.Done(), procDone: s.proc.Done()}
 	if s.be.watch != nil {
-		obsCh = s.be.watch.Records()
+		f.obs = s.be.watch.Records()
 	}
-	var netCh, lsmCh <-chan event.Event
-	var netLost, lsmLost <-chan event.Lost
 	if s.be.ngs != nil {
-		netCh, netLost = s.be.ngs.Events(), s.be.ngs.Lost()
+		f.net, f.netLost = s.be.ngs.Events(), s.be.ngs.Lost()
 	}
 	// The cgroup AF_UNIX wall's refusals are cgroup programs' too: they
 	// share the network's channels' handling (and drain).
-	var unixCh <-chan event.Event
-	var unixLost <-chan event.Lost
 	if s.be.ugs != nil {
-		unixCh, unixLost = s.be.ugs.Events(), s.be.ugs.Lost()
+		f.unix, f.unixLost = s.be.ugs.Events(), s.be.ugs.Lost()
 	}
 	if s.be.lsms != nil {
-		lsmCh, lsmLost = s.be.lsms.Events(), s.be.lsms.Lost()
+		f.lsm, f.lsmLost = s.be.lsms.Events(), s.be.lsms.Lost()
 	}
-	for {
-		select {
-		case r := <-obsCh:
-			s.record(r)
-		case ev := <-netCh:
-			s.act(s.eng.Observe(ev))
-		case l := <-netLost:
-			s.act(s.eng.Lost(l))
-		case ev := <-unixCh:
-			socketAbsent(&ev)
-			s.act(s.eng.Observe(ev))
-		case l := <-unixLost:
-			s.act(s.eng.Lost(l))
-		case ev := <-lsmCh:
-			socketAbsent(&ev)
-			s.act(s.eng.Observe(ev))
-		case l := <-lsmLost:
-			s.act(s.eng.Lost(l))
-		case ev := <-s.dnsRefused:
-			s.act(s.eng.Observe(ev))
-		case why := <-s.overBudget:
-			s.overBudgetAt(why)
-		case <-ctx.Done():
-			s.interrupted = !s.killed
-			s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)
-			ctx = context.Background()
-		case <-s.proc.Done():
-			s.drain(obsCh, netCh, netLost, unixCh, unixLost)
-			s.drainLSM()
-			return
-		}
+	return f
+}
+
+// draining are the feeds drain reads once the agent exited: the
+// observer's and the cgroup walls' (bpf-lsm's has drainLSM).
+func (f feeds) draining() feeds {
+	return feeds{obs: f.obs, net: f.net, netLost: f.netLost, unix: f.unix, unixLost: f.unixLost}
+}
+
+// pending says whether a record waits on one of the draining feeds (this
+// goroutine is their only reader: a step then takes one without blocking).
+func (f feeds) pending() bool {
+	return len(f.obs)+len(f.net)+len(f.netLost)+len(f.unix)+len(f.unixLost) > 0
+}
+
+// loop feeds events to the engine until the agent has exited and every
+// event it caused has been read.
+func (s *running) loop(ctx context.Context) {
+	f := s.feeds(ctx)
+	for !s.step(ctx, &f) {
 	}
+	s.drain(f.draining())
+	s.drainLSM()
+}
+
+// step takes one record of f to the engine, or acts on the interruption
+// or the end it signals; it reports whether the agent has ended.
+func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
+	select {
+	case r := <-f.obs:
+		s.record(r)
+	case ev := <-f.net:
+		s.act(s.eng.Observe(ev))
+	case l := <-f.netLost:
+		s.act(s.eng.Lost(l))
+	case ev := <-f.unix:
+		socketAbsent(&ev)
+		s.act(s.eng.Observe(ev))
+	case l := <-f.unixLost:
+		s.act(s.eng.Lost(l))
+	case ev := <-f.lsm:
+		socketAbsent(&ev)
+		s.act(s.eng.Observe(ev))
+	case l := <-f.lsmLost:
+		s.act(s.eng.Lost(l))
+	case ev := <-f.dns:
+		s.act(s.eng.Observe(ev))
+	case why := <-f.overBudget:
+		s.overBudgetAt(why)
+	case <-f.ctxDone:
+		s.interrupted = !s.killed
+		s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)
+		f.ctxDone = nil // interrupted once
+	case <-f.procDone:
+		return true
+	}
+	return false
 }
 
 // drainLSM delivers the bpf-lsm decisions still in flight after the agent
@@ -834,7 +467,7 @@ func (s *running) drainLSM() {
 // drain reads what is still in flight after the agent exited: the observer's
 // and the walls' Syncs guarantee every record produced before them is
 // delivered.
-func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, netLost <-chan event.Lost, unixCh <-chan event.Event, unixLost <-chan event.Lost) {
+func (s *running) drain(f feeds) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if s.be.obs != nil {
 		if err := s.be.obs.Sync(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -853,24 +486,10 @@ func (s *running) drain(obsCh <-chan observe.Record, netCh <-chan event.Event, n
 		}
 	}
 	cancel()
-	for {
-		select {
-		case r := <-obsCh:
-			s.record(r)
-		case ev := <-netCh:
-			s.act(s.eng.Observe(ev))
-		case l := <-netLost:
-			s.act(s.eng.Lost(l))
-		case ev := <-unixCh:
-			socketAbsent(&ev)
-			s.act(s.eng.Observe(ev))
-		case l := <-unixLost:
-			s.act(s.eng.Lost(l))
-		default:
-			s.repeats()
-			return
-		}
+	for f.pending() {
+		s.step(context.Background(), &f)
 	}
+	s.repeats()
 }
 
 // repeats adds the opens the observer's kernel side counted instead of

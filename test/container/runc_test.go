@@ -142,3 +142,61 @@ func TestRuncRequireManifest(t *testing.T) {
 		t.Fatalf("create without a manifest under require: %+v", r)
 	}
 }
+
+// TestRuncRelativeNamesOfExitedProcesses: short-lived processes in a
+// container change files by relative names (busybox's touch and chmod in
+// the workdir, each gone at once) and the strict session is CLEAN: a name
+// whose process exited before the observer read it resolves from the
+// container's working directories, as the container names them.
+func TestRuncRelativeNamesOfExitedProcesses(t *testing.T) {
+	w := newWorld(t)
+	script := `set -e
+cd /workspace
+i=0
+while [ $i -lt 30 ]; do
+	touch rel$i
+	chmod 600 rel$i
+	i=$((i+1))
+done
+echo done`
+	b := w.bundle([]string{"sh", "-c", script}, map[string]string{"io.klock.manifest": w.manifest("PROVIDES FILE:/workspace/**", "MUTATES FILE:/workspace/**")})
+	r := ctrtest.RunC(t, w.runtime, b, "kc-relative")
+	if r.Exit != 0 || !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("klock-runtime run: %+v, want exit 0", r)
+	}
+	lg := w.log()
+	if lg.Verdict != "CLEAN" {
+		t.Fatalf("log: verdict %s, violations %+v", lg.Verdict, lg.Violations)
+	}
+	for _, o := range lg.Observed {
+		if strings.Contains(o.Triple, "FILE:rel") {
+			t.Errorf("observed %s: a relative name left unresolved", o.Triple)
+		}
+	}
+}
+
+// TestRuncRelativeNameOfTheOnlyProcess: the container's one process
+// (touch out.txt, started in /workspace by the spec's cwd) makes a file by
+// a relative name and exits; no process of the container is left to show
+// its directory, and the session still names /workspace/out.txt, CLEAN.
+func TestRuncRelativeNameOfTheOnlyProcess(t *testing.T) {
+	w := newWorld(t)
+	b := ctrtest.NewBundle(t, ctrtest.BundleOptions{Args: []string{"touch", "out.txt"}, Cwd: "/workspace",
+		Annotations: map[string]string{"io.klock.manifest": w.manifest()},
+		Binds:       []ctrtest.Bind{{Host: w.work, Container: "/workspace"}}})
+	r := ctrtest.RunC(t, w.runtime, b, "kc-relative-one")
+	if r.Exit != 0 {
+		t.Fatalf("klock-runtime run: %+v, want exit 0", r)
+	}
+	lg := w.log()
+	if lg.Verdict != "CLEAN" {
+		t.Fatalf("log: verdict %s, violations %+v", lg.Verdict, lg.Violations)
+	}
+	var named bool
+	for _, o := range lg.Observed {
+		named = named || o.Triple == "PROVIDES FILE:/workspace/out.txt"
+	}
+	if !named {
+		t.Errorf("no PROVIDES FILE:/workspace/out.txt observed: %+v", lg.Observed)
+	}
+}

@@ -255,3 +255,38 @@ echo ok > ` + w.W("out.txt")}
 	o2 := w.Run(harness.Spec{Mode: policy.ModeStrict, Manifest: o.Res.Learned, Command: cmd})
 	o2.AssertClean(t, 0)
 }
+
+// TestPrivateTmpNamesWhatExitedProcessesDid: path-based metadata changes
+// by short-lived processes in the private /tmp (a build's chmod of its
+// a.out, by relative name) are named as the agent saw them, /tmp/..., even
+// when the process is gone before the observer reads its record: by the
+// agent's mount table, never klock's, where the same file is at its host
+// path under the private root, which no intent declares.
+func TestPrivateTmpNamesWhatExitedProcessesDid(t *testing.T) {
+	w := outsideTmpWorld(t)
+	chmod, touch := harness.Real(t, "/usr/bin/chmod"), harness.Real(t, "/usr/bin/touch")
+	script := `set -e
+mkdir /tmp/build && cd /tmp/build
+i=0
+while [ $i -lt 40 ]; do
+	echo x > a$i.out
+	` + chmod + ` 755 a$i.out
+	` + touch + ` -m a$i.out
+	i=$((i+1))
+done
+echo done`
+	o := w.Run(harness.Spec{Mode: policy.ModeStrict,
+		Manifest: []byte(harness.ManifestYAML(w.Workdir, policy.ModeStrict, tools(t,
+			"PROVIDES PROC:"+chmod, "PROVIDES PROC:"+touch,
+			"PROVIDES FILE:${tmpdir}/**", "MUTATES FILE:${tmpdir}/**"))),
+		Command: []string{"/bin/sh", "-c", script}})
+	o.AssertClean(t, 0)
+	if !strings.Contains(o.Stdout, "done") {
+		t.Errorf("agent's output %q, want done", o.Stdout)
+	}
+	for _, ob := range o.Log.Observed {
+		if strings.Contains(ob.Triple, session.PrivateTmpRoot) {
+			t.Errorf("observed %s: named at its host path, not the agent's", ob.Triple)
+		}
+	}
+}

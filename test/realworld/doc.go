@@ -31,9 +31,9 @@
 //	                     with no wall; by default that rerun lists everything the
 //	                     learned manifest does not cover for the step's input (the
 //	                     strict run stops at the first violation)
-//	KLOCK_REALWORLD_SHARED_TMP=1 run with the host's /tmp; by default the suite
-//	                     re-executes itself in a mount namespace of its own with an
-//	                     empty tmpfs on /tmp, because today a strict kill's rollback
-//	                     of a learned /tmp/** scope touches other processes' files
-//	                     there (issue 18 D)
+//
+// The suite runs on the host's own /tmp and lease store, beside whatever
+// else runs there: every session's /tmp is private (the default), so the
+// learned scratch scopes lease nothing and a rollback never reaches
+// another process's files.
 package realworld

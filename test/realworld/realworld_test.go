@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/klocklabs/klock/enforcer/lease"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +31,6 @@ const (
 	binEnv  = "KLOCK_BIN"
 	rootEnv = "KLOCK_REALWORLD_ROOT"
 	keepEnv = "KLOCK_REALWORLD_KEEP"
-	// sharedTmpEnv=1: run with the host's /tmp (see privateTmp).
-	sharedTmpEnv  = "KLOCK_REALWORLD_SHARED_TMP"
-	privateTmpEnv = "KLOCK_REALWORLD_IN_PRIVATE_TMP"
 	// diagnoseEnv=0: no permissive rerun of a failed strict step.
 	diagnoseEnv = "KLOCK_REALWORLD_DIAGNOSE"
 )
@@ -51,71 +47,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if code, done := privateTmp(); done {
-		os.Exit(code)
-	}
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
-}
-
-// privateTmp runs the suite in a mount namespace of its own with an empty
-// tmpfs on /tmp (as root; KLOCK_REALWORLD_SHARED_TMP=1 keeps the host's
-// /tmp). The agents use /tmp, so their learned manifests declare /tmp/**,
-// and today a strict kill's rollback of that scope touches what other
-// processes have there (issue 18 D: it restored the times of directories
-// the agent never touched, and backs all of /tmp up first): on a shared
-// machine that must not reach anyone else's files. The parent re-executes
-// the test binary in the new namespace and exits with its status (done);
-// the child mounts the tmpfs and runs the tests.
-func privateTmp() (code int, done bool) {
-	if os.Geteuid() != 0 || os.Getenv(sharedTmpEnv) == "1" {
-		return 0, false
-	}
-	if os.Getenv(privateTmpEnv) == "1" {
-		if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-			fmt.Fprintln(os.Stderr, "realworld: make the mounts private:", err)
-			return 2, true
-		}
-		if err := syscall.Mount("realworld-tmp", "/tmp", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777"); err != nil {
-			fmt.Fprintln(os.Stderr, "realworld: mount a private /tmp:", err)
-			return 2, true
-		}
-		// Leases name paths: the learned /tmp/** scopes are on this
-		// private /tmp, not the host's, so the suite's sessions lease in
-		// a store of their own too (a shared one would make every other
-		// klock session of the host that writes under /tmp wait for them).
-		if err := os.MkdirAll(lease.DefaultHostDir, 0o700); err != nil {
-			fmt.Fprintln(os.Stderr, "realworld:", err)
-			return 2, true
-		}
-		if err := syscall.Mount("realworld-leases", lease.DefaultHostDir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "mode=0700"); err != nil {
-			fmt.Fprintln(os.Stderr, "realworld: mount a private lease store:", err)
-			return 2, true
-		}
-		return 0, false
-	}
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "realworld:", err)
-		return 2, true
-	}
-	cmd := exec.Command(self, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), privateTmpEnv+"=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	err = cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.ExitCode(), true
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "realworld: run the suite with a private /tmp:", err)
-		return 2, true
-	}
-	return 0, true
 }
 
 // rootBase is where the suite makes its directories: $KLOCK_REALWORLD_ROOT,
