@@ -59,12 +59,12 @@ type learnedIntent struct {
 //     operations the family needs, not only those this run did.
 //   - FILE, a private /tmp (learn_tmp.go): everything the run did in
 //     /tmp and /var/tmp, on ${tmpdir}/** and /var/tmp/**.
-//
-// A learned wildcard outside the workdir and the private /tmp gets a
-// "# klock review:" comment above it (ReviewLearned lists them).
 //   - NET: the exact host name, port and protocol where the agent looked
 //     the address up (learn_net.go), else the exact address.
 //   - PROC: the exact executable.
+//
+// A learned wildcard outside the workdir and the private /tmp gets a
+// "# klock review:" comment above it (ReviewLearned lists them).
 //
 // When src (the manifest's own bytes) is given, the output is src as the
 // operator wrote it, comments, order and all, with the learned intents
