@@ -129,6 +129,16 @@ func TestLearnedFileFamilies(t *testing.T) {
 		want:     []string{"PROVIDES FILE:/srv/state/app.db-journal", "DELETES FILE:/srv/state/app.db-shm", "MUTATES FILE:/srv/state/app.db #"},
 		unwanted: []string{"FILE:/srv/state/*", "FILE:/srv/state/**"},
 	}, {
+		name:  "SQLite WAL found left, changed and removed: the next run makes it",
+		m:     none,
+		learn: leftWAL("/srv/state/app.db")[:5],
+		next:  sqliteWAL("/srv/state/app.db"),
+		refused: []event.Event{
+			fileEv(policy.Provides, "/srv/state/app.db-wal2", "openat"),
+			fileEv(policy.Deletes, "/srv/state/app.db", "unlinkat"),
+		},
+		want: []string{"PROVIDES FILE:/srv/state/app.db-wal #", "PROVIDES FILE:/srv/state/app.db-shm #"},
+	}, {
 		name: "SQLite rollback journal of a database the run made",
 		m:    none,
 		learn: []event.Event{
