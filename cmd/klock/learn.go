@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/klocklabs/klock/enforcer/decide"
 	"github.com/klocklabs/klock/enforcer/session"
@@ -52,6 +53,7 @@ func writeLearned(w io.Writer, path string, m *policy.Manifest, manifestPath str
 	default:
 		fmt.Fprintf(w, "learned   %d intent(s) beyond %s's, written to %s\n", run, manifestPath, path)
 	}
+	printReview(w, path, out)
 	fmt.Fprintf(w, "review    klock log -v -m %s %s   every operation, and the intent that allowed it\n", manifestPath, res.ID)
 	fmt.Fprintf(w, "          klock explain %s   what the learned manifest permits\n", path)
 	fmt.Fprintf(w, "then      klock run -m %s -- ...   strict, once reviewed\n", path)
@@ -67,4 +69,28 @@ func exitSummary(l *vlog.Log) string {
 		return fmt.Sprintf("exit code %d", *l.Exit.Code)
 	}
 	return "exit unknown"
+}
+
+// printReview lists the learned wildcards that reach outside the workdir
+// and the private /tmp (decide.ReviewLearned), one line each with its
+// predicates: what a review must look at first. The file marks each one.
+func printReview(w io.Writer, path string, out []byte) {
+	r, err := decide.ReviewLearned(out)
+	if err != nil {
+		fmt.Fprintf(w, "wildcards not listed: %v\n", err)
+		return
+	}
+	if n := len(r.Wildcards); n > 0 {
+		fmt.Fprintf(w, "wildcards %d learned outside the workdir and the private /tmp, marked \"# klock review:\" in %s:\n", n, path)
+		for _, it := range r.Wildcards {
+			line := fmt.Sprintf("          %s %s", strings.Join(it.Predicates, ", "), it.Object)
+			if it.HostTmp {
+				line += "   host-wide: the host's temporary directory (tmp: host), shared with every process"
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	if r.PrivateVarTmp {
+		fmt.Fprintln(w, "note      /var/tmp/** is the session's private /var/tmp (no variable names it; ${tmpdir} is the private /tmp)")
+	}
 }

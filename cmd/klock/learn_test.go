@@ -74,3 +74,49 @@ func TestWriteLearnedMergesAndSummarizes(t *testing.T) {
 		t.Errorf("-q: %v, printed %q", err, out.String())
 	}
 }
+
+// TestWriteLearnedListsWildcardsToReview: the summary lists, one line
+// each with its predicates, every learned wildcard outside the workdir and
+// the private /tmp; the host's /tmp as host-wide; the workdir's and the
+// private /tmp's not at all.
+func TestWriteLearnedListsWildcardsToReview(t *testing.T) {
+	for _, tc := range []struct {
+		tmp, want, unwanted string
+	}{
+		{"private", "          PROVIDES, DELETES FILE:/srv/cfg/*\n", "FILE:/tmp/**"},
+		{"host", "PROVIDES FILE:/tmp/**   host-wide", "note      /var/tmp/**"},
+	} {
+		t.Run(tc.tmp, func(t *testing.T) {
+			base := strings.Replace(learnBase, "baseline: none\n", "baseline: none\ntmp: "+tc.tmp+"\n", 1)
+			m, err := policy.Parse("base.yaml", []byte(base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			learned := strings.Replace(base, "  - CONSUMES FILE:${workdir}/**\n", `  - CONSUMES FILE:${workdir}/**
+  - PROVIDES FILE:/srv/cfg/* # learned: a temporary file
+  - DELETES FILE:/srv/cfg/* # learned: a temporary file
+  - PROVIDES FILE:${workdir}/build/** # learned: build
+  - PROVIDES FILE:/tmp/** # learned: scratch
+  - PROVIDES FILE:/var/tmp/** # learned: scratch
+`, 1)
+			var out bytes.Buffer
+			path := filepath.Join(t.TempDir(), "learned.yaml")
+			res := &session.Result{ID: "20250102T030405-abcdef", Learned: []byte(learned)}
+			if err := writeLearned(&out, path, m, "base.yaml", res, false); err != nil {
+				t.Fatal(err)
+			}
+			s := out.String()
+			for _, want := range []string{tc.want, "marked \"# klock review:\""} {
+				if !strings.Contains(s, want) {
+					t.Errorf("summary lacks %q\n%s", want, s)
+				}
+			}
+			if strings.Contains(s, tc.unwanted) || strings.Contains(s, "build/**") {
+				t.Errorf("summary lists %q or the workdir's\n%s", tc.unwanted, s)
+			}
+			if tc.tmp == "private" && !strings.Contains(s, "note      /var/tmp/** is the session's private /var/tmp") {
+				t.Errorf("summary does not say /var/tmp/** is the private one\n%s", s)
+			}
+		})
+	}
+}

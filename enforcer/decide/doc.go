@@ -60,6 +60,38 @@
 //     Judged when the operation took effect or a wall refused it; a file
 //     the session made is exempt. See refer.go.
 //
+// Learning (Learned, learn*.go): the manifest that would have allowed the
+// run, written for the wall of the strict run it is for and for the next
+// run, whose input differs, without widening past the evidence:
+//   - the run's own files (names it chose) on the directory that existed
+//     before it (learn_own.go); reads of the workdir on all of it;
+//   - file families (learn_family.go, one table): SQLite's -wal, -shm and
+//     -journal of a database the run opened (made, changed, removed, and
+//     the database changed when written), lock files the run made (X.lock,
+//     .X.lock, X.lck: made, changed, removed), both on their exact names
+//     (they replace the directory pattern of a temporary file of the
+//     run: the names are stable), atomic-write temporaries
+//     renamed over a file (X.tmp exact; X.tmp.<digits>, .X.<random> on the
+//     directory's children), numbered temporary directories (pytest-<N>,
+//     tmpXXXXXXXX: the parent's subtree, with the rotation's removals and
+//     renames). A run shows one moment of their life; the next finds what
+//     a killed run left (a WAL to change). Paths a family implies never
+//     count towards collapsing a directory, and none is declared on a home
+//     directory itself or in the system's trees;
+//   - a private /tmp (policy.Manifest.PrivateTmp; learn_tmp.go): every
+//     predicate the run used in /tmp and /var/tmp, on ${tmpdir}/** and
+//     /var/tmp/** (no variable names the private /var/tmp), and nothing it
+//     only implies there. The directories are the session's own and start
+//     empty; with tmp: host they are the host's and learned as any other
+//     path;
+//   - review (learn_review.go): each learned wildcard outside the workdir
+//     and the private /tmp is commented "# klock review:" in the file and
+//     listed by ReviewLearned for klock run's summary, the host's /tmp as
+//     host-wide;
+//   - --learn over several runs (MergeLearned) unites them: every intent
+//     either run learned, a narrower learned one dropped where another
+//     covers it; a family one run showed stays when the other did not.
+//
 // Error semantics: Observe and Lost never fail; a triple the ruleset cannot
 // judge (zero type, relative path) is a violation (fail closed). Learned
 // returns an error when the manifest is nil or when its own output does not

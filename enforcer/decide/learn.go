@@ -53,9 +53,18 @@ type learnedIntent struct {
 //     A path the manifest language cannot write exactly (a wildcard
 //     character, "$") becomes its directory's children (/dir/*). Every
 //     collapse is commented.
+//   - FILE, file families (learn_family.go): what a tool rotates beside
+//     its files (SQLite's -wal, -shm, -journal; lock files; atomic-write
+//     temporaries; numbered temporary directories) is declared as the
+//     operations the family needs, not only those this run did.
+//   - FILE, a private /tmp (learn_tmp.go): everything the run did in
+//     /tmp and /var/tmp, on ${tmpdir}/** and /var/tmp/**.
 //   - NET: the exact host name, port and protocol where the agent looked
 //     the address up (learn_net.go), else the exact address.
 //   - PROC: the exact executable.
+//
+// A learned wildcard outside the workdir and the private /tmp gets a
+// "# klock review:" comment above it (ReviewLearned lists them).
 //
 // When src (the manifest's own bytes) is given, the output is src as the
 // operator wrote it, comments, order and all, with the learned intents
@@ -100,6 +109,8 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 	need = append(need, e.builtCopies(need, own)...)
 	names := e.learnNames()
 	threshold := e.learnMin
+	fam := familyNeeds(e.familySeen(), m.Workdir)
+	scratch := e.privateTmpObs(m)
 	e.mu.Unlock()
 	ownScopes(need, own, gone, m.Workdir)
 	for i := range need {
@@ -108,6 +119,9 @@ func (e *Engine) Learned(m *policy.Manifest, src []byte) ([]byte, error) {
 		}
 	}
 	workdirReads(need, m.Workdir)
+	base, _ := policy.Compile(m) // nil (nothing filtered) if it does not compile
+	need = withImplied(need, append(fam, scratch...), base)
+	need = tmpScopes(need, m)
 	if threshold == 0 {
 		threshold = DefaultLearnThreshold
 	}
@@ -147,6 +161,9 @@ type learnObs struct {
 	// copyOf, for an exec implied by builtCopies, is the program the run
 	// ran of which this is the kept copy.
 	copyOf string
+	// family: implied by a file family (learn_family.go), not observed:
+	// it does not count towards collapsing a directory.
+	family bool
 }
 
 // builtCopies are the execs a run implies on the copies a tool kept of the
@@ -345,7 +362,9 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 			e = &fileEntry{pat: pp, note: note}
 			entries[pp] = e
 		}
-		e.paths++
+		if !o.family {
+			e.paths++
+		}
 		e.count += o.count
 	}
 	for changed := true; changed; {
@@ -361,7 +380,7 @@ func collapse(p policy.Predicate, obs []learnObs, workdir string, threshold int)
 			case pat.Match == policy.MatchChildren:
 				groups[pat.Path] += e.paths
 			case pat.Path == workdir:
-			case pat.Path != "/":
+			case pat.Path != "/" && e.paths > 0:
 				groups[path.Dir(pat.Path)]++
 			}
 		}
@@ -508,7 +527,7 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 			continue
 		}
 		have[s] = true
-		obj := contract(l.obj, m.Workdir)
+		obj := contractTmp(contract(l.obj, m.Workdir), m.PrivateTmp())
 		var n *yaml.Node
 		if strings.ContainsAny(obj, " \t\n") {
 			n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
@@ -522,6 +541,7 @@ func renderLearned(m *policy.Manifest, src []byte, learned []learnedIntent, skip
 	// Learned from a manifest learned before: what this run declared wider
 	// replaces the narrower, and one marker heads the learned intents.
 	dropCovered(intents)
+	markReview(intents, m.Workdir, m.PrivateTmp())
 	markLearned(intents)
 	setKey(root, "intents", intents)
 	deleteKey(root, "signature")

@@ -65,6 +65,7 @@ func MergeLearned(prev, next []byte) ([]byte, error) {
 		nseq.Content = append(nseq.Content, n)
 	}
 	dropCovered(nseq)
+	markReview(nseq, nm.Workdir, nm.PrivateTmp())
 	markLearned(nseq)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)

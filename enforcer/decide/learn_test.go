@@ -195,13 +195,14 @@ func TestGeneralizeThreshold(t *testing.T) {
 	}
 }
 
-// TestLearnedScratchDirs: a directory the run made directly in a temp
-// directory and created more inside (go build's $WORK) is declared as the
-// temp directory's subtree, since its name changes from run to run,
-// whatever the predicate; a file made there alone is declared on its
-// directory's children; reads of files that were there stay exact.
+// TestLearnedScratchDirs: in the host's /tmp (tmp: host), a directory the
+// run made directly in a temp directory and created more inside (go
+// build's $WORK) is declared as the temp directory's subtree, since its
+// name changes from run to run, whatever the predicate; a file made there
+// alone is declared on its directory's children; reads of files that were
+// there stay exact. (A private /tmp: TestLearnedPrivateTmpScratch.)
 func TestLearnedScratchDirs(t *testing.T) {
-	m := manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**")
+	m := manifestTmp(t, "host", "CONSUMES FILE:/srv/repo/**")
 	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()))
 	for _, ev := range []event.Event{
 		fileEv(policy.Provides, "/tmp/go-build123", "mkdirat"), fileEv(policy.Provides, "/tmp/go-build123/b001", "mkdirat"),

@@ -66,3 +66,27 @@ func agentDirOrTemp(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
 }
+
+// TestPlanLearnedTmpScratch: what --learn writes for a private /tmp's
+// scratch (every predicate on ${tmpdir}/** and /var/tmp/**) plans on the
+// private directories, whatever the ABI: a strict run of a learned
+// manifest starts.
+func TestPlanLearnedTmpScratch(t *testing.T) {
+	var intents []string
+	for _, p := range []string{"PROVIDES", "CONSUMES", "MUTATES", "DELETES", "RENAMES"} {
+		intents = append(intents, p+" FILE:${tmpdir}/**", p+" FILE:/var/tmp/**")
+	}
+	rs := compile(t, agentDirOrTemp(t), intents...)
+	binds := []Bind{{Src: t.TempDir(), Dst: "/tmp"}, {Src: t.TempDir(), Dst: "/var/tmp"}}
+	for abi := 1; abi <= 7; abi++ {
+		plan, err := PlanLandlockOn(rs, abi, BoundFS(binds))
+		if err != nil {
+			t.Fatalf("ABI %d: %v", abi, err)
+		}
+		for _, d := range []string{"/tmp", "/var/tmp"} {
+			if r, ok := ruleAt(plan, d); !ok || !r.Dir {
+				t.Errorf("ABI %d: no directory rule on %s: %+v", abi, d, plan.Rules)
+			}
+		}
+	}
+}

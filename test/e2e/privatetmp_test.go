@@ -224,8 +224,9 @@ func TestTmpHost(t *testing.T) {
 }
 
 // TestPrivateTmpLearn: a learning run that makes files in /tmp and
-// /var/tmp writes /tmp/**-style intents (the private /tmp's), and the
-// learned manifest's strict run is CLEAN.
+// /var/tmp writes ${tmpdir}/** and /var/tmp/** intents (the private
+// /tmp's, never a host path), and the learned manifest's strict run is
+// CLEAN.
 func TestPrivateTmpLearn(t *testing.T) {
 	w := outsideTmpWorld(t)
 	cmd := []string{"/bin/sh", "-c", `set -e
@@ -243,8 +244,8 @@ echo ok > ` + w.W("out.txt")}
 		t.Fatalf("learning run failed or learned nothing\n%s", o.Dump())
 	}
 	learned := string(o.Res.Learned)
-	if !strings.Contains(learned, "FILE:/tmp/**") {
-		t.Errorf("learned manifest has no /tmp/** intent:\n%s", learned)
+	if !strings.Contains(learned, "FILE:${tmpdir}/**") || !strings.Contains(learned, "FILE:/var/tmp/**") || strings.Contains(learned, "FILE:/tmp") {
+		t.Errorf("learned manifest has no ${tmpdir}/** and /var/tmp/** intents, or a host /tmp path:\n%s", learned)
 	}
 	if strings.Contains(learned, "/tmp/build.") {
 		t.Errorf("learned manifest names the run's own temporary directory:\n%s", learned)
