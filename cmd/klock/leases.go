@@ -45,11 +45,14 @@ func hostLeaseViews() ([]leaseapi.Lease, error) {
 	return out, nil
 }
 
+// leasesOptions are klock leases's flags; run is the command.
+type leasesOptions struct {
+	asJSON bool
+	socket string
+}
+
 func newLeases() *cobra.Command {
-	var (
-		asJSON bool
-		socket string
-	)
+	o := &leasesOptions{}
 	c := &cobra.Command{
 		Use:   "leases",
 		Short: "List the KLIS leases held on this host (and revoke them)",
@@ -81,41 +84,10 @@ refused the request.`,
   sudo klock leases revoke l-3f2a9c1e0b7d4a65     # one lease
   sudo klock leases revoke 20250101T120000-a1b2c3 # every lease of a session`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ls, err := leaseapi.Dial(socket).List(context.Background(), "")
-			if errors.Is(err, leaseapi.ErrNoServer) && os.Geteuid() == 0 {
-				ls, err = hostLeaseViews()
-			}
-			if err != nil {
-				return leasesError(err)
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				if ls == nil {
-					ls = []leaseapi.Lease{}
-				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(ls)
-			}
-			now := time.Now()
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "LEASE\tPREDICATE\tRESOURCE\tAGENT\tSESSION\tTENANT\tAGE\tEXPIRES")
-			for _, l := range ls {
-				expires := "grace"
-				if d := l.ExpiresAt.Sub(now); d > 0 {
-					expires = "in " + d.Round(time.Second).String()
-				}
-				// Other tenants' names (root sees them): printable only.
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.LeaseID, l.Predicate, termsafe.String(l.Object),
-					termsafe.String(l.AgentID), termsafe.String(l.SessionID), termsafe.String(l.Tenant),
-					now.Sub(l.AcquiredAt).Round(time.Second), expires)
-			}
-			return tw.Flush()
-		},
+		RunE: o.run,
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the leases as JSON (the API's lease objects)")
-	c.PersistentFlags().StringVar(&socket, "socket", "", "klockd's lease API socket (default $"+leaseapi.SocketEnv+", else "+leaseapi.DefaultSocket+")")
+	c.Flags().BoolVar(&o.asJSON, "json", false, "print the leases as JSON (the API's lease objects)")
+	c.PersistentFlags().StringVar(&o.socket, "socket", "", "klockd's lease API socket (default $"+leaseapi.SocketEnv+", else "+leaseapi.DefaultSocket+")")
 	c.AddCommand(&cobra.Command{
 		Use:   "revoke ID",
 		Short: "Free a lease, or every lease of a session, at once",
@@ -129,7 +101,7 @@ Exit status: 0; 1 when no such lease or session of yours is active; 3 when
 klockd is not running or refused the request.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := leaseapi.Dial(socket).Revoke(context.Background(), args[0])
+			n, err := leaseapi.Dial(o.socket).Revoke(context.Background(), args[0])
 			if errors.Is(err, leaseapi.ErrNoServer) && os.Geteuid() == 0 {
 				if n, err = revokeLeases(context.Background(), args[0]); err == nil && n == 0 {
 					err = fmt.Errorf("%w: no active lease or session %s in the host's lease store", leaseapi.ErrNotFound, args[0])
@@ -143,4 +115,39 @@ klockd is not running or refused the request.`,
 		},
 	})
 	return c
+}
+
+// run lists the host's leases: from klockd's lease API, or, as root when
+// klockd is not running, from the host's lease store itself.
+func (o *leasesOptions) run(cmd *cobra.Command, _ []string) error {
+	ls, err := leaseapi.Dial(o.socket).List(context.Background(), "")
+	if errors.Is(err, leaseapi.ErrNoServer) && os.Geteuid() == 0 {
+		ls, err = hostLeaseViews()
+	}
+	if err != nil {
+		return leasesError(err)
+	}
+	out := cmd.OutOrStdout()
+	if o.asJSON {
+		if ls == nil {
+			ls = []leaseapi.Lease{}
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ls)
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEASE\tPREDICATE\tRESOURCE\tAGENT\tSESSION\tTENANT\tAGE\tEXPIRES")
+	for _, l := range ls {
+		expires := "grace"
+		if d := l.ExpiresAt.Sub(now); d > 0 {
+			expires = "in " + d.Round(time.Second).String()
+		}
+		// Other tenants' names (root sees them): printable only.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.LeaseID, l.Predicate, termsafe.String(l.Object),
+			termsafe.String(l.AgentID), termsafe.String(l.SessionID), termsafe.String(l.Tenant),
+			now.Sub(l.AcquiredAt).Round(time.Second), expires)
+	}
+	return tw.Flush()
 }

@@ -159,12 +159,15 @@ func reversible(m *policy.Manifest) bool {
 	return false
 }
 
+// mcpOptions are klock mcp's flags; run is the command.
+type mcpOptions struct {
+	f                      gatewayFlags
+	listen, upstream, user string
+	enforce                bool
+}
+
 func newMCP() *cobra.Command {
-	var (
-		f                      gatewayFlags
-		listen, upstream, user string
-		enforce                bool
-	)
+	o := &mcpOptions{}
 	c := &cobra.Command{
 		Use:   "mcp -m MANIFEST [flags] -- SERVER [ARGS...]",
 		Short: "Proxy an MCP server: only declared tools, every call checked against its contract and audited",
@@ -250,62 +253,67 @@ is invalid, 125 the gateway could not start (the message says why).`,
   # a second terminal: pending approvals, and the decision
   klock approvals
   klock approve ap_0123456789ab`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			httpMode := listen != "" || upstream != ""
-			switch {
-			case httpMode && (listen == "" || upstream == ""):
-				return &exitError{code: exitUsage, err: errors.New("HTTP mode needs both --listen ADDR and --upstream URL")}
-			case httpMode && len(args) > 0:
-				return &exitError{code: exitUsage, err: errors.New("give either a SERVER command (stdio) or --listen/--upstream (HTTP), not both")}
-			case !httpMode && len(args) == 0:
-				return &exitError{code: exitUsage, err: errors.New("name the MCP server to run after --, e.g. klock mcp -m agent.yaml -- npx @modelcontextprotocol/server-filesystem /srv/data")}
-			case httpMode && enforce:
-				return &exitError{code: exitUsage, err: errors.New("--enforce runs a stdio server under klock; for HTTP, start the server with klock run")}
-			case user != "" && !enforce:
-				return &exitError{code: exitUsage, err: errors.New("--user names who the server runs as under --enforce; without --enforce it runs as you")}
-			}
-			if user != "" {
-				if _, err := credential(user, ""); err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-			}
-			callCtx, err := parseContext(f.context)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			m, gw, closeGW, err := f.open(ctx)
-			if err != nil {
-				if manifestRefused(err) {
-					return &exitError{code: exitInvalid, err: err}
-				}
-				return &exitError{code: exitNoStart, err: err}
-			}
-			defer closeGW()
-			popts := []mcpproxy.Option{mcpproxy.WithContext(callCtx), mcpproxy.WithRunID(f.runID)}
-			sessionID := ""
-			if enforce {
-				// Known before the server starts, so a refusal can name it.
-				sessionID = session.NewID(time.Now())
-				popts = append(popts, mcpproxy.WithEnforcedSession(sessionID))
-			}
-			p := mcpproxy.New(gw, popts...)
-			if httpMode {
-				return serveHTTP(ctx, p, listen, upstream)
-			}
-			if enforce {
-				return serveEnforced(ctx, p, m, f.manifest, f.data, enforcedServer{id: sessionID, user: user, args: args})
-			}
-			return serveStdio(ctx, p, args)
-		},
+		RunE: o.run,
 	}
-	f.register(c)
-	c.Flags().StringVar(&listen, "listen", "", "HTTP mode: address to serve streamable HTTP on, e.g. 127.0.0.1:8808")
-	c.Flags().StringVar(&upstream, "upstream", "", "HTTP mode: the MCP server's endpoint URL")
-	c.Flags().BoolVar(&enforce, "enforce", false, "run SERVER under kernel enforcement with the manifest's scope (root)")
-	c.Flags().StringVar(&user, "user", "", "--enforce: uid to run SERVER as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
+	o.f.register(c)
+	c.Flags().StringVar(&o.listen, "listen", "", "HTTP mode: address to serve streamable HTTP on, e.g. 127.0.0.1:8808")
+	c.Flags().StringVar(&o.upstream, "upstream", "", "HTTP mode: the MCP server's endpoint URL")
+	c.Flags().BoolVar(&o.enforce, "enforce", false, "run SERVER under kernel enforcement with the manifest's scope (root)")
+	c.Flags().StringVar(&o.user, "user", "", "--enforce: uid to run SERVER as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
 	return c
+}
+
+// run checks the transport's flags (a stdio SERVER or --listen/--upstream,
+// --enforce, --user), opens the gateway and proxies the MCP server through
+// it until a signal or the end of the session.
+func (o *mcpOptions) run(cmd *cobra.Command, args []string) error {
+	httpMode := o.listen != "" || o.upstream != ""
+	switch {
+	case httpMode && (o.listen == "" || o.upstream == ""):
+		return &exitError{code: exitUsage, err: errors.New("HTTP mode needs both --listen ADDR and --upstream URL")}
+	case httpMode && len(args) > 0:
+		return &exitError{code: exitUsage, err: errors.New("give either a SERVER command (stdio) or --listen/--upstream (HTTP), not both")}
+	case !httpMode && len(args) == 0:
+		return &exitError{code: exitUsage, err: errors.New("name the MCP server to run after --, e.g. klock mcp -m agent.yaml -- npx @modelcontextprotocol/server-filesystem /srv/data")}
+	case httpMode && o.enforce:
+		return &exitError{code: exitUsage, err: errors.New("--enforce runs a stdio server under klock; for HTTP, start the server with klock run")}
+	case o.user != "" && !o.enforce:
+		return &exitError{code: exitUsage, err: errors.New("--user names who the server runs as under --enforce; without --enforce it runs as you")}
+	}
+	if o.user != "" {
+		if _, err := credential(o.user, ""); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
+	callCtx, err := parseContext(o.f.context)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m, gw, closeGW, err := o.f.open(ctx)
+	if err != nil {
+		if manifestRefused(err) {
+			return &exitError{code: exitInvalid, err: err}
+		}
+		return &exitError{code: exitNoStart, err: err}
+	}
+	defer closeGW()
+	popts := []mcpproxy.Option{mcpproxy.WithContext(callCtx), mcpproxy.WithRunID(o.f.runID)}
+	sessionID := ""
+	if o.enforce {
+		// Known before the server starts, so a refusal can name it.
+		sessionID = session.NewID(time.Now())
+		popts = append(popts, mcpproxy.WithEnforcedSession(sessionID))
+	}
+	p := mcpproxy.New(gw, popts...)
+	if httpMode {
+		return serveHTTP(ctx, p, o.listen, o.upstream)
+	}
+	if o.enforce {
+		return serveEnforced(ctx, p, m, o.f.manifest, o.f.data, enforcedServer{id: sessionID, user: o.user, args: args})
+	}
+	return serveStdio(ctx, p, args)
 }
 
 func serveStdio(ctx context.Context, p *mcpproxy.Proxy, args []string) error {

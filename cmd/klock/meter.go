@@ -25,10 +25,15 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// meterOptions are klock meter's flags; run is the command.
+type meterOptions struct {
+	manifest, listen, upstream, receiptsFlag, pricesFile, ratesFile, keyFile, session, grantTool, stateDir, runID string
+	approvalWait                                                                                                  time.Duration
+	tf                                                                                                            trustFlags
+}
+
 func newMeter() *cobra.Command {
-	var manifest, listen, upstream, receiptsFlag, pricesFile, ratesFile, keyFile, session, grantTool, stateDir, runID string
-	var approvalWait time.Duration
-	var tf trustFlags
+	o := &meterOptions{}
 	c := &cobra.Command{
 		Use:   "meter -m FILE --listen ADDR --upstream URL",
 		Short: "Meter an agent's model calls: Token Guard, budget, signed receipts",
@@ -71,99 +76,123 @@ Budgets persist across restarts for the same --session.`,
   klock receipts verify /tmp/receipts
   klock report /tmp/receipts`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, data, err := tf.load(manifest)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			up, err := url.Parse(upstream)
-			if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--upstream %q: want an http(s) URL such as https://api.openai.com", upstream)}
-			}
-			rdir, err := receiptsDir(m, manifest, receiptsFlag)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if pricesFile == "" {
-				if m.Workdir == "" {
-					return &exitError{code: exitUsage, err: errors.New("pass --prices FILE (a price table, see examples/prices.yaml)")}
-				}
-				pricesFile = filepath.Join(m.Workdir, ".klock", "prices.yaml")
-			}
-			prices, err := meter.LoadPrices(pricesFile)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			guard, err := tokenguard.New(m.CostEnvelope)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			if session == "" {
-				session = m.Agent.ID
-			}
-			grant, err := meterGrant(m, session, grantTool, prices.Currency)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			policyHash, err := charge.PolicyHash(data)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			store, err := openLedger(m, rdir, keyFile, ratesFile, policyHash)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			if err := store.Define(cmd.Context(), grant); err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			approver, err := costApprover(m, stateDir, approvalWait)
-			if err != nil {
-				return &exitError{code: exitNoStart, err: err}
-			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
-				AgentID: m.Agent.ID, PolicyHash: policyHash}, meter.WithLogger(log), meter.WithApprover(approver), meter.WithRunID(runID))
-			if err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			srv := &http.Server{Handler: px, ReadHeaderTimeout: 10 * time.Second}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			go func() {
-				<-ctx.Done()
-				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				srv.Shutdown(sctx)
-			}()
-			log.Info("klock meter: listening", "addr", ln.Addr().String(), "upstream", up.String(), "grant", grant.Key.String(),
-				"receipts", rdir)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return store.Flush(context.Background())
-		},
+		RunE: o.run,
 	}
-	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (its cost_envelope and grants apply)")
-	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8411", "address to serve the proxy on")
-	c.Flags().StringVar(&upstream, "upstream", "", "the model API base URL, e.g. https://api.openai.com")
-	c.Flags().StringVar(&receiptsFlag, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
-	c.Flags().StringVar(&pricesFile, "prices", "", "price table YAML (default <workdir>/.klock/prices.yaml)")
-	c.Flags().StringVar(&ratesFile, "rates", "", "rates file for a price table in another currency than the grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
-	c.Flags().StringVar(&keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
-	c.Flags().StringVar(&session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
-	c.Flags().StringVar(&grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")
-	c.Flags().StringVar(&runID, "run-id", "", "the agent invocation calls without an X-Klock-Run-Id header belong to (the envelope holds the invocation)")
-	c.Flags().StringVar(&stateDir, "state-dir", "", "where the approval queue lives (default as klock mcp: $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
-	c.Flags().DurationVar(&approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it is refused as approval_pending (default: the approval timeout)")
-	tf.register(c)
+	c.Flags().StringVarP(&o.manifest, "manifest", "m", "", "the agent's manifest (its cost_envelope and grants apply)")
+	c.Flags().StringVar(&o.listen, "listen", "127.0.0.1:8411", "address to serve the proxy on")
+	c.Flags().StringVar(&o.upstream, "upstream", "", "the model API base URL, e.g. https://api.openai.com")
+	c.Flags().StringVar(&o.receiptsFlag, "receipts", "", "receipts and ledger directory (default <workdir>/.klock/receipts)")
+	c.Flags().StringVar(&o.pricesFile, "prices", "", "price table YAML (default <workdir>/.klock/prices.yaml)")
+	c.Flags().StringVar(&o.ratesFile, "rates", "", "rates file for a price table in another currency than the grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
+	c.Flags().StringVar(&o.keyFile, "key", "", "ed25519 private key for receipts (default: receipts.key in the receipts directory, created if missing)")
+	c.Flags().StringVar(&o.session, "session", "", "capability/session id budgets are kept under (default: agent.id)")
+	c.Flags().StringVar(&o.grantTool, "grant", "model", "the manifest grant (by tool name) model calls are charged to")
+	c.Flags().StringVar(&o.runID, "run-id", "", "the agent invocation calls without an X-Klock-Run-Id header belong to (the envelope holds the invocation)")
+	c.Flags().StringVar(&o.stateDir, "state-dir", "", "where the approval queue lives (default as klock mcp: $KLOCK_STATE_DIR, /var/lib/klock as root, else ~/.local/state/klock)")
+	c.Flags().DurationVar(&o.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it is refused as approval_pending (default: the approval timeout)")
+	o.tf.register(c)
 	_ = c.MarkFlagRequired("manifest")
 	_ = c.MarkFlagRequired("upstream")
 	return c
+}
+
+// run sets up the Token Guard, the price table and the budget ledger from
+// the manifest and serves the metering proxy until SIGINT or SIGTERM, then
+// flushes the ledger.
+func (o *meterOptions) run(cmd *cobra.Command, _ []string) error {
+	m, data, err := o.tf.load(o.manifest)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	up, err := url.Parse(o.upstream)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--upstream %q: want an http(s) URL such as https://api.openai.com", o.upstream)}
+	}
+	rdir, err := receiptsDir(m, o.manifest, o.receiptsFlag)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	prices, err := o.loadPrices(m)
+	if err != nil {
+		return err
+	}
+	guard, err := tokenguard.New(m.CostEnvelope)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	if o.session == "" {
+		o.session = m.Agent.ID
+	}
+	grant, err := meterGrant(m, o.session, o.grantTool, prices.Currency)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	policyHash, err := charge.PolicyHash(data)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	store, err := openLedger(m, rdir, o.keyFile, o.ratesFile, policyHash)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Define(cmd.Context(), grant); err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	approver, err := costApprover(m, o.stateDir, o.approvalWait)
+	if err != nil {
+		return &exitError{code: exitNoStart, err: err}
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	px, err := meter.New(meter.Config{Upstream: up, Budget: store, Key: grant.Key, Guard: guard, Prices: prices,
+		AgentID: m.Agent.ID, PolicyHash: policyHash}, meter.WithLogger(log), meter.WithApprover(approver), meter.WithRunID(o.runID))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("klock meter: listening", "addr", ln.Addr().String(), "upstream", up.String(), "grant", grant.Key.String(),
+		"receipts", rdir)
+	if err := serveUntilDone(ctx, ln, px); err != nil {
+		return err
+	}
+	return store.Flush(context.Background())
+}
+
+// loadPrices reads the price table: --prices, else the workdir's
+// .klock/prices.yaml.
+func (o *meterOptions) loadPrices(m *policy.Manifest) (*meter.Prices, error) {
+	if o.pricesFile == "" {
+		if m.Workdir == "" {
+			return nil, &exitError{code: exitUsage, err: errors.New("pass --prices FILE (a price table, see examples/prices.yaml)")}
+		}
+		o.pricesFile = filepath.Join(m.Workdir, ".klock", "prices.yaml")
+	}
+	prices, err := meter.LoadPrices(o.pricesFile)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return prices, nil
+}
+
+// serveUntilDone serves h on ln until ctx is done (a signal), then shuts
+// the server down, giving the calls in flight 10 seconds to finish.
+func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // costApprover opens the shared approval queue for the Token Guard's

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,9 +95,14 @@ func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []sna
 	return &exitError{code: exitRefused, err: errors.New(b.String())}
 }
 
+// rollbackOptions are klock rollback's flags; run is the command.
+type rollbackOptions struct {
+	manifest, dir, logPath                      string
+	asJSON, all, includeLater, leaveHeld, force bool
+}
+
 func newRollback() *cobra.Command {
-	var manifest, dir, logPath string
-	var asJSON, all, includeLater, leaveHeld, force bool
+	o := &rollbackOptions{}
 	c := &cobra.Command{
 		Use:   "rollback SESSION",
 		Short: "Restore what a session's agent changed to its pre-flight state",
@@ -153,98 +159,117 @@ them, then --include-later), or a running session holds a lease on them
 		Example: `  sudo klock rollback -m agent.yaml 20261121T221530-a1b2c3
   sudo klock backups ls -m agent.yaml`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			root, err := backupsRoot(manifest, dir)
-			if err != nil {
-				return err
-			}
-			s, err := snapshot.Open(root, args[0])
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			workdir := ""
-			if manifest != "" {
-				m, err := policy.Load(manifest)
-				if err != nil {
-					return &exitError{code: exitInvalid, err: err}
-				}
-				workdir = m.Workdir
-			}
-			roots, started, ended, why := rollbackLimit(workdir, logPath, args[0])
-			opts := []snapshot.RestoreOption{snapshot.All()}
-			if !all {
-				opts = []snapshot.RestoreOption{snapshot.SpareOthersNew()}
-				if roots == nil {
-					spared := ""
-					if uid := s.Manifest().AgentUID; uid != nil {
-						spared = fmt.Sprintf(" but the paths made since that uid %d (the agent's) does not own: another process made them (--all removes those too)", *uid)
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "klock: %s: restoring everything the backup holds%s\n", why, spared)
-				} else {
-					opts = append(opts, snapshot.Only(roots...), snapshot.ReportUnrecorded())
-				}
-			}
-			// Other sessions' leases: what they held while this one ran is
-			// their work, and what running ones hold is not restored under
-			// them (--leave-held leaves it, --force ignores leases).
-			if !force {
-				touch := roots
-				if touch == nil || all {
-					touch = s.Manifest().Scopes
-				}
-				if started.IsZero() {
-					started = s.Manifest().Created
-				}
-				more, err := leaseOptions(cmd.Context(), cmd.ErrOrStderr(), args[0], started, ended, touch, leaveHeld)
-				if err != nil {
-					return err
-				}
-				opts = append(opts, more...)
-			}
-			// --all widens what is restored, not when: what changed after
-			// the session ended is still someone else's work.
-			if !includeLater {
-				if err := laterChanges(root, s, ended, opts); err != nil {
-					return err
-				}
-			}
-			rep, err := s.Restore(cmd.Context(), opts...)
-			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				_ = enc.Encode(rep)
-			} else {
-				for _, e := range rep.Changed() {
-					fmt.Fprintf(w, "%-10s %s\n", e.Action, termsafe.String(e.Path))
-				}
-				fmt.Fprintf(w, "session %s: %d path(s) restored or removed, %d unchanged", args[0], len(rep.Changed()), rep.Count(snapshot.Unchanged))
-				if rep.Resumed {
-					fmt.Fprint(w, " (finished an interrupted restore)")
-				}
-				fmt.Fprintln(w)
-			}
-			if failed := rep.Failed(); err != nil || len(failed) > 0 {
-				for _, f := range failed {
-					fmt.Fprintf(os.Stderr, "failed: %s: %s\n", termsafe.String(f.Path), termsafe.String(f.Error))
-				}
-				if err == nil {
-					err = fmt.Errorf("%d path(s) could not be restored; fix the cause and run klock rollback again (it resumes)", len(failed))
-				}
-				return &exitError{code: exitInvalid, err: err}
-			}
-			return nil
-		},
+		RunE: o.run,
 	}
-	c.Flags().StringVarP(&manifest, "manifest", "m", "", "find the backups under this manifest's workdir")
-	c.Flags().StringVar(&dir, "dir", "", "backups directory (default <workdir>/.klock/backups)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the restore report as JSON")
-	c.Flags().BoolVar(&all, "all", false, "restore everything the backup holds, not only what the agent touched")
-	c.Flags().BoolVar(&includeLater, "include-later", false, "also undo what changed after the session ended (refused otherwise)")
-	c.Flags().StringVar(&logPath, "log", "", "the session's verification log (default <workdir>/.klock/sessions/SESSION)")
-	c.Flags().BoolVar(&leaveHeld, "leave-held", false, "leave what running sessions hold leases on as it is, and restore the rest (refused otherwise)")
-	c.Flags().BoolVar(&force, "force", false, "ignore other sessions' leases: restore what they hold and what they changed while this session ran")
+	c.Flags().StringVarP(&o.manifest, "manifest", "m", "", "find the backups under this manifest's workdir")
+	c.Flags().StringVar(&o.dir, "dir", "", "backups directory (default <workdir>/.klock/backups)")
+	c.Flags().BoolVar(&o.asJSON, "json", false, "print the restore report as JSON")
+	c.Flags().BoolVar(&o.all, "all", false, "restore everything the backup holds, not only what the agent touched")
+	c.Flags().BoolVar(&o.includeLater, "include-later", false, "also undo what changed after the session ended (refused otherwise)")
+	c.Flags().StringVar(&o.logPath, "log", "", "the session's verification log (default <workdir>/.klock/sessions/SESSION)")
+	c.Flags().BoolVar(&o.leaveHeld, "leave-held", false, "leave what running sessions hold leases on as it is, and restore the rest (refused otherwise)")
+	c.Flags().BoolVar(&o.force, "force", false, "ignore other sessions' leases: restore what they hold and what they changed while this session ran")
 	return c
+}
+
+// run restores a session's backup: what the agent touched (its log says)
+// or everything, past other sessions' leases and refusing later changes
+// unless told, as the command's help says.
+func (o *rollbackOptions) run(cmd *cobra.Command, args []string) error {
+	root, err := backupsRoot(o.manifest, o.dir)
+	if err != nil {
+		return err
+	}
+	s, err := snapshot.Open(root, args[0])
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	workdir := ""
+	if o.manifest != "" {
+		m, err := policy.Load(o.manifest)
+		if err != nil {
+			return &exitError{code: exitInvalid, err: err}
+		}
+		workdir = m.Workdir
+	}
+	roots, started, ended, why := rollbackLimit(workdir, o.logPath, args[0])
+	opts := o.scope(cmd.ErrOrStderr(), s, roots, why)
+	// Other sessions' leases: what they held while this one ran is
+	// their work, and what running ones hold is not restored under
+	// them (--leave-held leaves it, --force ignores leases).
+	if !o.force {
+		touch := roots
+		if touch == nil || o.all {
+			touch = s.Manifest().Scopes
+		}
+		if started.IsZero() {
+			started = s.Manifest().Created
+		}
+		more, err := leaseOptions(cmd.Context(), cmd.ErrOrStderr(), args[0], started, ended, touch, o.leaveHeld)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, more...)
+	}
+	// --all widens what is restored, not when: what changed after
+	// the session ended is still someone else's work.
+	if !o.includeLater {
+		if err := laterChanges(root, s, ended, opts); err != nil {
+			return err
+		}
+	}
+	rep, err := s.Restore(cmd.Context(), opts...)
+	o.printReport(cmd.OutOrStdout(), args[0], rep)
+	if failed := rep.Failed(); err != nil || len(failed) > 0 {
+		for _, f := range failed {
+			fmt.Fprintf(os.Stderr, "failed: %s: %s\n", termsafe.String(f.Path), termsafe.String(f.Error))
+		}
+		if err == nil {
+			err = fmt.Errorf("%d path(s) could not be restored; fix the cause and run klock rollback again (it resumes)", len(failed))
+		}
+		return &exitError{code: exitInvalid, err: err}
+	}
+	return nil
+}
+
+// scope is what the restore covers: everything with --all; else what the
+// session's log says the agent touched (roots), or, without them,
+// everything the backup holds but the new paths the agent's uid does not
+// own, saying so (why).
+func (o *rollbackOptions) scope(stderr io.Writer, s *snapshot.Snapshot, roots []snapshot.Scope, why string) []snapshot.RestoreOption {
+	if o.all {
+		return []snapshot.RestoreOption{snapshot.All()}
+	}
+	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew()}
+	if roots == nil {
+		spared := ""
+		if uid := s.Manifest().AgentUID; uid != nil {
+			spared = fmt.Sprintf(" but the paths made since that uid %d (the agent's) does not own: another process made them (--all removes those too)", *uid)
+		}
+		fmt.Fprintf(stderr, "klock: %s: restoring everything the backup holds%s\n", why, spared)
+	} else {
+		opts = append(opts, snapshot.Only(roots...), snapshot.ReportUnrecorded())
+	}
+	return opts
+}
+
+// printReport prints the restore's report: as JSON with --json, else each
+// path changed and a one-line total.
+func (o *rollbackOptions) printReport(w io.Writer, id string, rep snapshot.Report) {
+	if o.asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return
+	}
+	for _, e := range rep.Changed() {
+		fmt.Fprintf(w, "%-10s %s\n", e.Action, termsafe.String(e.Path))
+	}
+	fmt.Fprintf(w, "session %s: %d path(s) restored or removed, %d unchanged", id, len(rep.Changed()), rep.Count(snapshot.Unchanged))
+	if rep.Resumed {
+		fmt.Fprint(w, " (finished an interrupted restore)")
+	}
+	fmt.Fprintln(w)
 }
 
 func newBackups() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,18 +35,21 @@ const (
 	exitLeaseConflict = 75
 )
 
+// runOptions are klock run's flags; run is the command.
+type runOptions struct {
+	manifest, mode, user, learn, logDir string
+	backend                             string
+	allowDegraded, quiet, noDaemon      bool
+	rollbackOnInterrupt                 bool
+	keepTmp                             bool
+	wait, leaseTTL, leaseGrace          time.Duration
+	extraEnv                            []string
+	tf                                  trustFlags
+	gw                                  gatewayBinding
+}
+
 func newRun() *cobra.Command {
-	var (
-		manifest, mode, user, learn, logDir string
-		backend                             string
-		allowDegraded, quiet, noDaemon      bool
-		rollbackOnInterrupt                 bool
-		keepTmp                             bool
-		wait, leaseTTL, leaseGrace          time.Duration
-		extraEnv                            []string
-		tf                                  trustFlags
-		gw                                  gatewayBinding
-	)
+	o := &runOptions{}
 	c := &cobra.Command{
 		Use:   "run -m MANIFEST [flags] -- CMD [ARGS...]",
 		Short: "Run an agent under its manifest: block what was not declared, log what happened",
@@ -179,124 +183,157 @@ session id), as klock tools rollback --run does.`,
   sudo klock run -m agent.yaml --mode permissive --learn learned.yaml -- make build
   sudo klock run -m agent.yaml --mode permissive --backend observe --learn learned.yaml -- go build ./...`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			m, data, err := tf.load(manifest)
-			if err != nil {
-				return &exitError{code: exitNoStart, err: err}
-			}
-			if mode != "" && mode != string(policy.ModeStrict) && mode != string(policy.ModePermissive) {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--mode %q: want strict or permissive", mode)}
-			}
-			permissive := policy.Mode(mode) == policy.ModePermissive || (mode == "" && m.Mode == policy.ModePermissive)
-			if learn != "" && !permissive {
-				return &exitError{code: exitUsage, err: errors.New("--learn needs permissive mode (--mode permissive): strict mode stops at the first violation")}
-			}
-			be, err := session.ParseBackend(backend)
-			if err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--backend: %w", err)}
-			}
-			if be == session.BackendObserve && !permissive {
-				return &exitError{code: exitUsage, err: errors.New("--backend observe needs permissive mode (--mode permissive): it puts no file wall up, and strict mode promises one")}
-			}
-			cred, err := credential(user, m.Workdir)
-			if err != nil {
-				return &exitError{code: exitNoStart, err: err}
-			}
-			if permissive {
-				// Even with -q: it is the one warning that must be seen.
-				warnPermissive(os.Stderr)
-			}
-			// A closed terminal (SIGHUP) ends the session as Ctrl-C does:
-			// killed, rolled back in strict mode (kept in permissive mode
-			// unless --rollback-on-interrupt), logged.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-			defer stop()
-			// A learning run's amendments are what it learns: they are in
-			// the log and the learned manifest, not on the terminal; -q
-			// leaves errors only.
-			var logger *slog.Logger
-			if quiet || learn != "" {
-				logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-			}
-			opts := session.Options{
-				Logger:   logger,
-				Manifest: m, ManifestPath: manifest, ManifestData: data, Mode: policy.Mode(mode),
-				Command: args, Env: agentEnv(extraEnv), User: cred, LogDir: logDir,
-				Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: allowDegraded, Backend: be,
-				Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: rollbackOnInterrupt, KeepTmp: keepTmp,
-				LeaseWait: wait, LeaseTTL: leaseTTL, LeaseGrace: leaseGrace, LeaseGroup: gw.leaseGroup(),
-			}
-			// klockd keeps the BPF programs loaded: use it when it runs.
-			var res *session.Result
-			used := false
-			if !noDaemon {
-				res, used, err = daemon.RunViaDaemon(ctx, "", opts)
-			}
-			if !used {
-				// Embedded, the start-up allocates tens of megabytes in
-				// a few tens of milliseconds (the kernel's BTF, the BPF
-				// objects); collecting them while they are built only
-				// takes CPU from the loads on the session's critical
-				// path. The collector is back as soon as the agent runs.
-				restoreGC := pauseGC()
-				opts.Started = func(int) { restoreGC() }
-				res, err = session.Run(ctx, opts)
-				restoreGC()
-			}
-			if err != nil && res == nil {
-				if ctx.Err() != nil {
-					// Ctrl-C or SIGTERM while the session was being set up
-					// (waiting for leases, taking the backup): an
-					// interruption, as after the start; nothing ran.
-					return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted before the agent started (nothing ran): %w", err)}
-				}
-				if errors.Is(err, session.ErrLeaseConflict) {
-					return &exitError{code: exitLeaseConflict, err: errors.New(termsafe.String(err.Error()))}
-				}
-				return &exitError{code: exitNoStart, err: err}
-			}
-			if res.Log != nil && !quiet && learn == "" {
-				fmt.Fprintln(os.Stderr)
-				_ = vlog.Render(os.Stderr, res.Log, vlog.RenderOptions{})
-				fmt.Fprintf(os.Stderr, "verification log: %s\n", res.LogPath)
-			}
-			if err != nil {
-				return &exitError{code: exitNoStart, err: err}
-			}
-			gw.killed(os.Stderr, res, permissive)
-			if learn != "" {
-				if err := writeLearned(os.Stderr, learn, m, manifest, res, quiet); err != nil {
-					return &exitError{code: exitNoStart, err: err}
-				}
-			}
-			if kept := keptOnInterrupt(res, permissive, rollbackOnInterrupt); kept != "" {
-				fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, manifest, res.ID)
-			}
-			return runExit(res)
-		},
+		RunE: o.run,
 	}
-	c.Flags().StringVarP(&manifest, "manifest", "m", "", "the agent's manifest (required)")
-	c.Flags().StringVar(&mode, "mode", "", "strict or permissive (default: the manifest's mode)")
-	c.Flags().StringVar(&user, "user", "", "uid to run the agent as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
-	c.Flags().StringVar(&learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file (merged with what it holds when it exists); prints a short summary, the detail is in klock log -v")
-	c.Flags().StringVar(&logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
-	c.Flags().StringVar(&backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
-	c.Flags().BoolVar(&allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
-	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print neither the verification summary nor warnings (errors only)")
-	c.Flags().BoolVar(&keepTmp, "keep-tmp", false, "keep the session's private /tmp and /var/tmp ("+session.PrivateTmpRoot+"/<session>/{tmp,vartmp}) after it ends, for inspection (default: removed at its end)")
-	c.Flags().BoolVar(&rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
-	c.Flags().BoolVar(&noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
-	c.Flags().DurationVar(&wait, "wait", 0, "when another session holds a conflicting lease, keep trying this long (e.g. 30s, 10m) instead of exiting 75 at once")
+	c.Flags().StringVarP(&o.manifest, "manifest", "m", "", "the agent's manifest (required)")
+	c.Flags().StringVar(&o.mode, "mode", "", "strict or permissive (default: the manifest's mode)")
+	c.Flags().StringVar(&o.user, "user", "", "uid to run the agent as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
+	c.Flags().StringVar(&o.learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file (merged with what it holds when it exists); prints a short summary, the detail is in klock log -v")
+	c.Flags().StringVar(&o.logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
+	c.Flags().StringVar(&o.backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
+	c.Flags().BoolVar(&o.allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
+	c.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print neither the verification summary nor warnings (errors only)")
+	c.Flags().BoolVar(&o.keepTmp, "keep-tmp", false, "keep the session's private /tmp and /var/tmp ("+session.PrivateTmpRoot+"/<session>/{tmp,vartmp}) after it ends, for inspection (default: removed at its end)")
+	c.Flags().BoolVar(&o.rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
+	c.Flags().BoolVar(&o.noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
+	c.Flags().DurationVar(&o.wait, "wait", 0, "when another session holds a conflicting lease, keep trying this long (e.g. 30s, 10m) instead of exiting 75 at once")
 	// For tests: leases that expire in seconds, not a minute.
-	c.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "the leases' lifetime without a heartbeat (default 60s; heartbeats every third of it)")
-	c.Flags().DurationVar(&leaseGrace, "lease-grace", 0, "how long an expired lease still holds (default 15s)")
+	c.Flags().DurationVar(&o.leaseTTL, "lease-ttl", 0, "the leases' lifetime without a heartbeat (default 60s; heartbeats every third of it)")
+	c.Flags().DurationVar(&o.leaseGrace, "lease-grace", 0, "how long an expired lease still holds (default 15s)")
 	_ = c.Flags().MarkHidden("lease-ttl")
 	_ = c.Flags().MarkHidden("lease-grace")
-	c.Flags().StringArrayVarP(&extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
-	tf.register(c)
-	gw.register(c)
+	c.Flags().StringArrayVarP(&o.extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
+	o.tf.register(c)
+	o.gw.register(c)
 	_ = c.MarkFlagRequired("manifest")
 	return c
+}
+
+// run runs the agent under its manifest (the command's help says how),
+// then reports the session and exits as the help's exit status list says.
+func (o *runOptions) run(cmd *cobra.Command, args []string) error {
+	m, data, err := o.tf.load(o.manifest)
+	if err != nil {
+		return &exitError{code: exitNoStart, err: err}
+	}
+	permissive, be, err := o.checkMode(m)
+	if err != nil {
+		return err
+	}
+	cred, err := credential(o.user, m.Workdir)
+	if err != nil {
+		return &exitError{code: exitNoStart, err: err}
+	}
+	if permissive {
+		// Even with -q: it is the one warning that must be seen.
+		warnPermissive(os.Stderr)
+	}
+	// A closed terminal (SIGHUP) ends the session as Ctrl-C does:
+	// killed, rolled back in strict mode (kept in permissive mode
+	// unless --rollback-on-interrupt), logged.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	// A learning run's amendments are what it learns: they are in
+	// the log and the learned manifest, not on the terminal; -q
+	// leaves errors only.
+	var logger *slog.Logger
+	if o.quiet || o.learn != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	opts := session.Options{
+		Logger:   logger,
+		Manifest: m, ManifestPath: o.manifest, ManifestData: data, Mode: policy.Mode(o.mode),
+		Command: args, Env: agentEnv(o.extraEnv), User: cred, LogDir: o.logDir,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: o.allowDegraded, Backend: be,
+		Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: o.rollbackOnInterrupt, KeepTmp: o.keepTmp,
+		LeaseWait: o.wait, LeaseTTL: o.leaseTTL, LeaseGrace: o.leaseGrace, LeaseGroup: o.gw.leaseGroup(),
+	}
+	res, err := o.start(ctx, opts)
+	if err != nil && res == nil {
+		if ctx.Err() != nil {
+			// Ctrl-C or SIGTERM while the session was being set up
+			// (waiting for leases, taking the backup): an
+			// interruption, as after the start; nothing ran.
+			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted before the agent started (nothing ran): %w", err)}
+		}
+		if errors.Is(err, session.ErrLeaseConflict) {
+			return &exitError{code: exitLeaseConflict, err: errors.New(termsafe.String(err.Error()))}
+		}
+		return &exitError{code: exitNoStart, err: err}
+	}
+	return o.report(res, err, m, permissive)
+}
+
+// checkMode checks --mode, --learn and --backend against each other and the
+// manifest: --learn and --backend observe need permissive mode, the one
+// because strict mode stops at the first violation, the other because it
+// puts no file wall up.
+func (o *runOptions) checkMode(m *policy.Manifest) (permissive bool, be session.Backend, err error) {
+	if o.mode != "" && o.mode != string(policy.ModeStrict) && o.mode != string(policy.ModePermissive) {
+		return false, be, &exitError{code: exitUsage, err: fmt.Errorf("--mode %q: want strict or permissive", o.mode)}
+	}
+	permissive = policy.Mode(o.mode) == policy.ModePermissive || (o.mode == "" && m.Mode == policy.ModePermissive)
+	if o.learn != "" && !permissive {
+		return false, be, &exitError{code: exitUsage, err: errors.New("--learn needs permissive mode (--mode permissive): strict mode stops at the first violation")}
+	}
+	be, err = session.ParseBackend(o.backend)
+	if err != nil {
+		return false, be, &exitError{code: exitUsage, err: fmt.Errorf("--backend: %w", err)}
+	}
+	if be == session.BackendObserve && !permissive {
+		return false, be, &exitError{code: exitUsage, err: errors.New("--backend observe needs permissive mode (--mode permissive): it puts no file wall up, and strict mode promises one")}
+	}
+	return permissive, be, nil
+}
+
+// start runs the session through klockd, which keeps the BPF programs
+// loaded, when it runs (and --no-daemon is not given); embedded otherwise.
+func (o *runOptions) start(ctx context.Context, opts session.Options) (*session.Result, error) {
+	var (
+		res  *session.Result
+		used bool
+		err  error
+	)
+	if !o.noDaemon {
+		res, used, err = daemon.RunViaDaemon(ctx, "", opts)
+	}
+	if !used {
+		// Embedded, the start-up allocates tens of megabytes in
+		// a few tens of milliseconds (the kernel's BTF, the BPF
+		// objects); collecting them while they are built only
+		// takes CPU from the loads on the session's critical
+		// path. The collector is back as soon as the agent runs.
+		restoreGC := pauseGC()
+		opts.Started = func(int) { restoreGC() }
+		res, err = session.Run(ctx, opts)
+		restoreGC()
+	}
+	return res, err
+}
+
+// report prints the verification summary of a session that ran (not for
+// -q or a learning run), asks the gateway to roll back a killed run's
+// calls, writes the learned manifest, says how to undo work kept after an
+// interrupt, and returns klock run's exit (runExit).
+func (o *runOptions) report(res *session.Result, err error, m *policy.Manifest, permissive bool) error {
+	if res.Log != nil && !o.quiet && o.learn == "" {
+		fmt.Fprintln(os.Stderr)
+		_ = vlog.Render(os.Stderr, res.Log, vlog.RenderOptions{})
+		fmt.Fprintf(os.Stderr, "verification log: %s\n", res.LogPath)
+	}
+	if err != nil {
+		return &exitError{code: exitNoStart, err: err}
+	}
+	o.gw.killed(os.Stderr, res, permissive)
+	if o.learn != "" {
+		if err := writeLearned(os.Stderr, o.learn, m, o.manifest, res, o.quiet); err != nil {
+			return &exitError{code: exitNoStart, err: err}
+		}
+	}
+	if kept := keptOnInterrupt(res, permissive, o.rollbackOnInterrupt); kept != "" {
+		fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, o.manifest, res.ID)
+	}
+	return runExit(res)
 }
 
 func credential(user, workdir string) (*launch.Credential, error) {

@@ -65,6 +65,13 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
   klock tools rollback --agent refund-agent-01 --run run_42`,
 	}
 	t.register(c)
+	c.AddCommand(newToolsList(&t), newToolsDisable(&t), newToolsEnable(&t), newToolsLimit(&t), newToolsRollback(&t), newToolsServe())
+	return c
+}
+
+// newToolsList is klock tools list: the gateway's tools with their state
+// and limits, through its control socket.
+func newToolsList(t *toolsTarget) *cobra.Command {
 	var asJSON bool
 	list := &cobra.Command{
 		Use: "list", Short: "List the gateway's tools with their state and limits", Args: cobra.NoArgs,
@@ -93,6 +100,12 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return list
+}
+
+// newToolsDisable is klock tools disable: the tool vanishes from
+// tools/list and its calls are refused, until klock tools enable.
+func newToolsDisable(t *toolsTarget) *cobra.Command {
 	var reason string
 	disable := &cobra.Command{
 		Use: "disable TOOL", Short: "Disable a tool: hidden from tools/list, calls refused", Args: cobra.ExactArgs(1),
@@ -109,7 +122,12 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
 		},
 	}
 	disable.Flags().StringVar(&reason, "reason", "", "why (the agent sees it in the refusal)")
-	enable := &cobra.Command{
+	return disable
+}
+
+// newToolsEnable is klock tools enable: it undoes klock tools disable.
+func newToolsEnable(t *toolsTarget) *cobra.Command {
+	return &cobra.Command{
 		Use: "enable TOOL", Short: "Enable a tool disabled by klock tools disable", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := t.client()
@@ -123,6 +141,11 @@ Exit status: 0 done; 1 the gateway refused (unknown tool, bad limit);
 			return nil
 		},
 	}
+}
+
+// newToolsLimit is klock tools limit: it narrows the rate-limit windows
+// its flags name (governance may only narrow the manifest's).
+func newToolsLimit(t *toolsTarget) *cobra.Command {
 	var l policy.RateLimits
 	limit := &cobra.Command{
 		Use: "limit TOOL [--per-run N] [--per-minute N] [--per-hour N] [--per-day N]", Short: "Narrow a tool's rate limits below the manifest's (0 = the manifest's again)", Args: cobra.ExactArgs(1),
@@ -160,6 +183,5 @@ tools persist in the gateway's state directory across restarts.`,
 	limit.Flags().IntVar(&l.PerMinute, "per-minute", 0, "calls per minute (token bucket)")
 	limit.Flags().IntVar(&l.PerHour, "per-hour", 0, "calls per hour")
 	limit.Flags().IntVar(&l.PerDay, "per-day", 0, "calls per day")
-	c.AddCommand(list, disable, enable, limit, newToolsRollback(&t), newToolsServe())
-	return c
+	return limit
 }

@@ -21,11 +21,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// toolsServeOptions are klock tools serve's flags; run is the command.
+type toolsServeOptions struct {
+	f               gatewayFlags
+	listen, plugins string
+}
+
 func newToolsServe() *cobra.Command {
-	var (
-		f               gatewayFlags
-		listen, plugins string
-	)
+	o := &toolsServeOptions{}
 	c := &cobra.Command{
 		Use:   "serve -m MANIFEST --listen ADDR --plugins DIR",
 		Short: "Serve the HTTP tool proxy: declared tools, provided by plugins run under kernel enforcement",
@@ -74,78 +77,83 @@ Exit status: 0 stopped by a signal, 1 the manifest or a plugin is invalid,
   klock tools disable --agent my-agent-01 greet --reason "incident 12"
   klock receipts verify /srv/agent/.klock/receipts`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			callCtx, err := parseContext(f.context)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			ps, err := plugin.LoadDir(plugins)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			if len(ps) > 0 && os.Geteuid() != 0 {
-				return &exitError{code: exitNoStart, err: errors.New("plugins run only under kernel enforcement, which needs root: sudo klock tools serve ...")}
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			m, gw, closeGW, err := f.open(ctx)
-			if err != nil {
-				if manifestRefused(err) {
-					return &exitError{code: exitInvalid, err: err}
-				}
-				return &exitError{code: exitNoStart, err: err}
-			}
-			defer closeGW()
-			var shared *session.Shared
-			if len(ps) > 0 {
-				shared = session.LoadShared(observe.Options{})
-				defer shared.Close()
-			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			runner := &plugin.Runner{StateDir: filepath.Join(f.stateDir, "gateway", m.Agent.ID, "plugins"), Shared: shared, Log: log}
-			pl := gw.Pipeline()
-			prov, err := plugin.NewProvider(ps, pl.Tool, runner)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			var missing []string
-			for _, name := range pl.Tools() {
-				if !prov.Provides(name) {
-					missing = append(missing, name)
-				}
-			}
-			if len(missing) > 0 {
-				log.Warn("klock tools serve: declared tools no plugin provides (their calls get tool_internal_error no_provider)", "tools", strings.Join(missing, ","))
-			}
-			var opts []toolproxy.Option
-			if len(callCtx) > 0 {
-				opts = append(opts, toolproxy.WithContext(callCtx))
-			}
-			// The run is this process's (or --run-id), never the one a
-			// request names: per_run must not reset when the agent asks.
-			opts = append(opts, toolproxy.WithRunID(f.runID))
-			px := toolproxy.New(gw, prov, opts...)
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return &exitError{code: exitNoStart, err: fmt.Errorf("--listen: %w", err)}
-			}
-			srv := &http.Server{Handler: px, ReadHeaderTimeout: 10 * time.Second}
-			go func() {
-				<-ctx.Done()
-				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				srv.Shutdown(sctx)
-			}()
-			log.Info("klock tools serve: listening", "addr", "http://"+ln.Addr().String(), "agent", m.Agent.ID, "plugins", strings.Join(prov.Served(), ","))
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return &exitError{code: exitNoStart, err: err}
-			}
-			return nil
-		},
+		RunE: o.run,
 	}
-	f.register(c)
-	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8810", "address to serve the tool proxy on")
-	c.Flags().StringVar(&plugins, "plugins", "", "directory of plugins, one subdirectory with a plugin.json each (required)")
+	o.f.register(c)
+	c.Flags().StringVar(&o.listen, "listen", "127.0.0.1:8810", "address to serve the tool proxy on")
+	c.Flags().StringVar(&o.plugins, "plugins", "", "directory of plugins, one subdirectory with a plugin.json each (required)")
 	_ = c.MarkFlagRequired("plugins")
 	return c
+}
+
+// run loads the plugins, opens the gateway and serves the HTTP tool proxy
+// until SIGINT or SIGTERM; plugins need root, as they run under kernel
+// enforcement.
+func (o *toolsServeOptions) run(cmd *cobra.Command, _ []string) error {
+	callCtx, err := parseContext(o.f.context)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	ps, err := plugin.LoadDir(o.plugins)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	if len(ps) > 0 && os.Geteuid() != 0 {
+		return &exitError{code: exitNoStart, err: errors.New("plugins run only under kernel enforcement, which needs root: sudo klock tools serve ...")}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m, gw, closeGW, err := o.f.open(ctx)
+	if err != nil {
+		if manifestRefused(err) {
+			return &exitError{code: exitInvalid, err: err}
+		}
+		return &exitError{code: exitNoStart, err: err}
+	}
+	defer closeGW()
+	var shared *session.Shared
+	if len(ps) > 0 {
+		shared = session.LoadShared(observe.Options{})
+		defer shared.Close()
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	runner := &plugin.Runner{StateDir: filepath.Join(o.f.stateDir, "gateway", m.Agent.ID, "plugins"), Shared: shared, Log: log}
+	pl := gw.Pipeline()
+	prov, err := plugin.NewProvider(ps, pl.Tool, runner)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	var missing []string
+	for _, name := range pl.Tools() {
+		if !prov.Provides(name) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		log.Warn("klock tools serve: declared tools no plugin provides (their calls get tool_internal_error no_provider)", "tools", strings.Join(missing, ","))
+	}
+	var opts []toolproxy.Option
+	if len(callCtx) > 0 {
+		opts = append(opts, toolproxy.WithContext(callCtx))
+	}
+	// The run is this process's (or --run-id), never the one a
+	// request names: per_run must not reset when the agent asks.
+	opts = append(opts, toolproxy.WithRunID(o.f.runID))
+	px := toolproxy.New(gw, prov, opts...)
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return &exitError{code: exitNoStart, err: fmt.Errorf("--listen: %w", err)}
+	}
+	srv := &http.Server{Handler: px, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	log.Info("klock tools serve: listening", "addr", "http://"+ln.Addr().String(), "agent", m.Agent.ID, "plugins", strings.Join(prov.Served(), ","))
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return &exitError{code: exitNoStart, err: err}
+	}
+	return nil
 }

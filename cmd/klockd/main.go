@@ -27,22 +27,23 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// options are klockd's command-line flags (klockd has no config file).
+type options struct {
+	socket, group string
+	debug         bool
+	linger        time.Duration
+	trustKeys     multiFlag
+	requireSigned bool
+	trustDir      string
+	api           *apiOptions
+}
+
 func main() {
 	// Stage 2 of every session klockd launches: becomes the agent.
 	launch.Init()
-	socket := flag.String("socket", daemon.DefaultSocket, "unix socket to serve on")
-	group := flag.String("group", daemon.DefaultGroup, "group whose members may create sessions besides root")
-	debug := flag.Bool("debug", false, "log debug messages")
-	linger := flag.Duration("syscall-linger", daemon.DefaultSyscallLinger, "keep the syscall tracepoints attached this long after the last session that needs them (0: detach at once), so back-to-back sessions skip the attach")
-	var trustKeys multiFlag
-	requireSigned := flag.Bool("require-signed", false, "refuse every session whose manifest is unsigned, altered since signing, or signed by a key that is not trusted (klockd has no config file: this flag is its require_signature policy)")
-	flag.Var(&trustKeys, "trust", "trust this signing key besides those in --trust-dir (a .pub file or ed25519:<base64>; repeatable)")
-	trustDir := flag.String("trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
-	api := apiFlags()
-	flag.Parse()
-
+	o := parseFlags()
 	level := slog.LevelInfo
-	if *debug {
+	if o.debug {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -51,41 +52,73 @@ func main() {
 		fmt.Fprintln(os.Stderr, "klockd: needs root (it loads BPF programs and launches sessions)")
 		os.Exit(1)
 	}
-	cfg := daemon.Config{Socket: *socket, Group: *group, Logger: log}
-	if *trustDir == "" {
-		*trustDir = "-"
-	}
-	// Read once at start: a root added later needs a restart, as any
-	// change of klockd's policy does.
-	admit, err := trust.Options{RequireSigned: *requireSigned, Keys: trustKeys, Dir: *trustDir}.Admitter()
+	cfg, err := o.config(log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "klockd:", err)
-		os.Exit(1)
-	}
-	cfg.Admit = admit
-	cfg.Observe.SyscallLinger = *linger
-	if *linger == 0 {
-		cfg.Observe.SyscallLinger = -1 // none (a zero Config field means the default)
+		fatal(err)
 	}
 	// A refused API configuration (TCP without tokens, or without TLS
 	// off loopback) stops klockd before anything is loaded.
-	tcp, err := api.listenTCP()
+	tcp, err := o.api.listenTCP()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "klockd:", err)
-		os.Exit(1)
+		fatal(err)
 	}
 	srv, err := daemon.Listen(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "klockd:", err)
+		fatal(err)
+	}
+	log.Info("klockd listening", "socket", srv.Addr(), "group", o.group, "require_signed", o.requireSigned)
+	if !serve(srv, o, log, tcp) {
 		os.Exit(1)
 	}
-	log.Info("klockd listening", "socket", srv.Addr(), "group", *group, "require_signed", *requireSigned)
+	log.Info("klockd stopped")
+}
 
+// parseFlags reads klockd's command line.
+func parseFlags() *options {
+	o := &options{}
+	flag.StringVar(&o.socket, "socket", daemon.DefaultSocket, "unix socket to serve on")
+	flag.StringVar(&o.group, "group", daemon.DefaultGroup, "group whose members may create sessions besides root")
+	flag.BoolVar(&o.debug, "debug", false, "log debug messages")
+	flag.DurationVar(&o.linger, "syscall-linger", daemon.DefaultSyscallLinger, "keep the syscall tracepoints attached this long after the last session that needs them (0: detach at once), so back-to-back sessions skip the attach")
+	flag.BoolVar(&o.requireSigned, "require-signed", false, "refuse every session whose manifest is unsigned, altered since signing, or signed by a key that is not trusted (klockd has no config file: this flag is its require_signature policy)")
+	flag.Var(&o.trustKeys, "trust", "trust this signing key besides those in --trust-dir (a .pub file or ed25519:<base64>; repeatable)")
+	flag.StringVar(&o.trustDir, "trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
+	o.api = apiFlags()
+	flag.Parse()
+	return o
+}
+
+// config is the daemon's configuration from the flags: its socket and
+// group, the manifest admitter (--require-signed, the trusted keys) and
+// how long the syscall tracepoints linger.
+func (o *options) config(log *slog.Logger) (daemon.Config, error) {
+	cfg := daemon.Config{Socket: o.socket, Group: o.group, Logger: log}
+	if o.trustDir == "" {
+		o.trustDir = "-"
+	}
+	// Read once at start: a root added later needs a restart, as any
+	// change of klockd's policy does.
+	admit, err := trust.Options{RequireSigned: o.requireSigned, Keys: o.trustKeys, Dir: o.trustDir}.Admitter()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Admit = admit
+	cfg.Observe.SyscallLinger = o.linger
+	if o.linger == 0 {
+		cfg.Observe.SyscallLinger = -1 // none (a zero Config field means the default)
+	}
+	return cfg, nil
+}
+
+// serve serves sessions and the lease API until SIGTERM or SIGINT or a
+// server fails, then shuts both down (killing every session); it reports
+// whether all of that went without error.
+func serve(srv *daemon.Server, o *options, log *slog.Logger, tcp tcpListener) bool {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	served := make(chan error, 3)
 	go func() { served <- srv.Serve() }()
-	apiSrv, err := api.serve(srv.Leases(), *group, log, tcp, served)
+	apiSrv, err := o.api.serve(srv.Leases(), o.group, log, tcp, served)
 	if err != nil {
 		log.Error("lease API", "error", err)
 	}
@@ -110,8 +143,11 @@ func main() {
 		log.Error("shutdown", "error", err)
 		failed = true
 	}
-	if failed {
-		os.Exit(1)
-	}
-	log.Info("klockd stopped")
+	return !failed
+}
+
+// fatal reports an error that stops klockd before it serves.
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "klockd:", err)
+	os.Exit(1)
 }

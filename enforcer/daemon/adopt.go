@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -71,37 +72,34 @@ const adoptTimeout = 30 * time.Minute
 // maxEndWait bounds an end request's wait.
 const maxEndWait = 10 * time.Minute
 
+// adopt serves an adopt request (AdoptRequest): it checks it, registers
+// the container's session, starts it, and replies "started" once the
+// session runs, or the error that ended it first.
 func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequest) {
 	fail := func(err error) {
 		s.log.Warn("adopt refused", "peer", peer.String(), "error", err)
 		_ = w.send(&message{Type: typeError, Error: wireError(err)})
 	}
-	switch {
-	case peer.UID != 0:
-		fail(fmt.Errorf("%w: only root may hand klockd a container (uid %d asked)", ErrForbidden, peer.UID))
-		return
-	case req == nil || req.ContainerID == "" || req.Pid <= 0:
-		fail(fmt.Errorf("%w: an adopt request needs the container id and its init's pid", ErrBadRequest))
-		return
-	case strings.ContainsAny(req.ContainerID, "/\x00"):
-		fail(fmt.Errorf("%w: container id %q", ErrBadRequest, req.ContainerID))
-		return
-	}
-	backend, err := session.ParseBackend(req.Backend)
-	if err != nil {
-		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
-		return
-	}
-	m, err := s.admit(req.ManifestPath, req.Manifest)
-	if err != nil {
+	if err := checkAdoptRequest(peer, req); err != nil {
 		fail(err)
 		return
 	}
-	mode := m.Mode
+	as := &adoptSession{req: req}
+	var err error
+	if as.backend, err = session.ParseBackend(req.Backend); err != nil {
+		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
+		return
+	}
+	if as.m, err = s.admit(req.ManifestPath, req.Manifest); err != nil {
+		fail(err)
+		return
+	}
+	mode := as.m.Mode
 	if req.Mode != "" {
 		mode = req.Mode
 	}
-	id := session.NewID(time.Now())
+	as.id = session.NewID(time.Now())
+	id := as.id
 	ad := &adopted{id: id, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing {
@@ -121,53 +119,17 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	s.pruneEnded()
 	s.containers[req.ContainerID] = ad
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	info := SessionInfo{ID: id, Agent: m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID,
+	info := SessionInfo{ID: id, Agent: as.m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID,
 		Command: []string{"container " + req.ContainerID}, Container: req.ContainerID}
 	s.sessions[id] = &live{info: info, owner: peer.UID, cancel: cancel}
 	s.wg.Add(1)
 	s.mu.Unlock()
 
-	slg := s.log.With("session", id, "agent", m.Agent.ID, "container", req.ContainerID)
+	slg := s.log.With("session", id, "agent", as.m.Agent.ID, "container", req.ContainerID)
 	slg.Info("container session starting", "pid", req.Pid, "mode", mode)
 	started := make(chan struct{})
-	var once sync.Once
-	opts := session.Options{
-		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
-		AllowDegraded: req.AllowDegraded, Backend: backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
-		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg, Stage2: s.cfg.Stage2,
-		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
-			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups, Cwd: req.Cwd},
-		Started: func(pid int) {
-			s.mu.Lock()
-			if l := s.sessions[id]; l != nil {
-				l.info.PID, l.info.State = pid, StateRunning
-			}
-			s.mu.Unlock()
-			once.Do(func() { close(started) })
-		},
-	}
-	if opts.Snapshot == nil && !s.cfg.NoBackup {
-		opts.Snapshot = session.Backup(nil)
-	}
-	if s.cfg.NoBackup {
-		opts.Snapshot = nil
-	}
-	var ended sync.Once
-	finish := func(res *session.Result, err error) {
-		ended.Do(func() {
-			s.mu.Lock()
-			delete(s.sessions, id)
-			if res != nil {
-				ad.result = toWire(res, false)
-				if err != nil {
-					ad.result.Error = err.Error()
-				}
-			}
-			ad.err, ad.ended = err, time.Now()
-			s.mu.Unlock()
-			close(ad.done)
-		})
-	}
+	opts := s.adoptOptions(as, slg, started)
+	finish := s.adoptFinisher(ad)
 	// The poststop hook gets the result as soon as the log is written.
 	opts.Finished = func(res *session.Result) { finish(res, nil) }
 	go func() {
@@ -190,6 +152,81 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 			err = errors.New("the session ended before the container started")
 		}
 		fail(err)
+	}
+}
+
+// adoptSession is an admitted adopt request: what its session is built
+// from.
+type adoptSession struct {
+	req     *AdoptRequest
+	backend session.Backend
+	m       *policy.Manifest
+	id      string
+}
+
+// checkAdoptRequest refuses an adopt request from anyone but root (it names
+// any process) and one without a usable container id and init pid.
+func checkAdoptRequest(peer Peer, req *AdoptRequest) error {
+	switch {
+	case peer.UID != 0:
+		return fmt.Errorf("%w: only root may hand klockd a container (uid %d asked)", ErrForbidden, peer.UID)
+	case req == nil || req.ContainerID == "" || req.Pid <= 0:
+		return fmt.Errorf("%w: an adopt request needs the container id and its init's pid", ErrBadRequest)
+	case strings.ContainsAny(req.ContainerID, "/\x00"):
+		return fmt.Errorf("%w: container id %q", ErrBadRequest, req.ContainerID)
+	}
+	return nil
+}
+
+// adoptOptions are the session options of an admitted adopt request: the
+// container to wall, the daemon's shared backends and leases (root's), and
+// the hook that marks it running in klock ps and closes started once.
+func (s *Server) adoptOptions(as *adoptSession, slg *slog.Logger, started chan struct{}) session.Options {
+	req, m, id := as.req, as.m, as.id
+	var once sync.Once
+	opts := session.Options{
+		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
+		AllowDegraded: req.AllowDegraded, Backend: as.backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
+		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg, Stage2: s.cfg.Stage2,
+		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
+			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups, Cwd: req.Cwd},
+		Started: func(pid int) {
+			s.mu.Lock()
+			if l := s.sessions[id]; l != nil {
+				l.info.PID, l.info.State = pid, StateRunning
+			}
+			s.mu.Unlock()
+			once.Do(func() { close(started) })
+		},
+	}
+	if opts.Snapshot == nil && !s.cfg.NoBackup {
+		opts.Snapshot = session.Backup(nil)
+	}
+	if s.cfg.NoBackup {
+		opts.Snapshot = nil
+	}
+	return opts
+}
+
+// adoptFinisher returns the function that records a container session's
+// end, once: it leaves klock ps, and its result waits in ad for the
+// poststop hook (end).
+func (s *Server) adoptFinisher(ad *adopted) func(*session.Result, error) {
+	var ended sync.Once
+	return func(res *session.Result, err error) {
+		ended.Do(func() {
+			s.mu.Lock()
+			delete(s.sessions, ad.id)
+			if res != nil {
+				ad.result = toWire(res, false)
+				if err != nil {
+					ad.result.Error = err.Error()
+				}
+			}
+			ad.err, ad.ended = err, time.Now()
+			s.mu.Unlock()
+			close(ad.done)
+		})
 	}
 }
 

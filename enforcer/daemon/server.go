@@ -422,6 +422,10 @@ func (s *Server) credential(peer Peer, req *RunRequest, m *policy.Manifest) (*la
 	return cred, nil
 }
 
+// run serves a run request: it checks the request, registers the session
+// (klock ps lists it), runs it with the client's stdio and logging
+// forwarded, and replies its result. The session ends when the agent does,
+// or when the client cancels or goes away.
 func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest, files []*os.File) {
 	defer closeAll(files)
 	fail := func(err error) {
@@ -432,41 +436,33 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		fail(fmt.Errorf("%w: a run request needs argv", ErrBadRequest))
 		return
 	}
-	backend, err := session.ParseBackend(req.Backend)
-	if err != nil {
+	rs := &runSession{req: req, peer: peer}
+	var err error
+	if rs.backend, err = session.ParseBackend(req.Backend); err != nil {
 		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
 		return
 	}
-	var stdio [3]*os.File
-	if len(req.Stdio) != len(files) {
-		fail(fmt.Errorf("%w: %d descriptors attached, stdio names %d", ErrBadRequest, len(files), len(req.Stdio)))
-		return
-	}
-	for i, n := range req.Stdio {
-		if n < 0 || n > 2 || stdio[n] != nil {
-			fail(fmt.Errorf("%w: stdio %v", ErrBadRequest, req.Stdio))
-			return
-		}
-		stdio[n] = files[i]
-	}
-	m, err := s.admit(req.ManifestPath, req.Manifest)
-	if err != nil {
+	if rs.stdio, err = stdioFiles(req.Stdio, files); err != nil {
 		fail(err)
 		return
 	}
-	cred, err := s.credential(peer, req, m)
-	if err != nil {
+	if rs.m, err = s.admit(req.ManifestPath, req.Manifest); err != nil {
 		fail(err)
 		return
 	}
-	mode := m.Mode
+	if rs.cred, err = s.credential(peer, req, rs.m); err != nil {
+		fail(err)
+		return
+	}
+	mode := rs.m.Mode
 	if req.Mode != "" {
 		mode = req.Mode
 	}
-	id := session.NewID(time.Now())
+	rs.id = session.NewID(time.Now())
+	id := rs.id
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
-	info := SessionInfo{ID: id, Agent: m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID, Command: req.Argv}
+	info := SessionInfo{ID: id, Agent: rs.m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID, Command: req.Argv}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -482,32 +478,86 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		s.mu.Unlock()
 	}
 	defer unregister()
-	slg := s.log.With("session", id, "agent", m.Agent.ID)
-	slg.Info("session starting", "peer", peer.String(), "argv", req.Argv, "uid", cred.UID, "mode", mode)
+	slg := s.log.With("session", id, "agent", rs.m.Agent.ID)
+	slg.Info("session starting", "peer", peer.String(), "argv", req.Argv, "uid", rs.cred.UID, "mode", mode)
 	_ = w.send(&message{Type: typeStarted, Session: &info})
-
-	// The client ends its session by sending cancel (klock run got SIGINT
-	// or SIGTERM) or by going away.
-	go func() {
-		for {
-			m, fs, err := readFrame(c, 4096)
-			closeAll(fs)
-			if err != nil {
-				cancel(errors.New("the klock client disconnected"))
-				return
-			}
-			if m.Type == typeCancel {
-				reason := "the klock client was interrupted"
-				if m.Reason != "" {
-					reason = m.Reason
-				}
-				cancel(errors.New(reason))
-			}
-		}
-	}()
+	go watchClient(c, cancel)
 
 	fwd := newForwarder(w)
 	defer fwd.close()
+	res, err := session.Run(ctx, s.runOptions(rs, slg, fwd))
+	unregister() // before the reply: a client that gets its result no longer sees it in ps
+	fwd.close()
+	if err != nil && res == nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (the session was ended before the agent started: %v)", err, cause)
+		}
+		slg.Warn("session did not start", "error", err)
+		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+		return
+	}
+	wr := toWire(res, req.Learn)
+	if err != nil {
+		wr.Error = err.Error()
+	}
+	slg.Info("session ended", "exit", res.Exit.String(), "killed", res.Killed, "reason", res.Reason, "log", res.LogPath)
+	_ = c.SetWriteDeadline(time.Now().Add(requestTimeout))
+	_ = w.send(&message{Type: typeResult, Result: wr})
+}
+
+// runSession is an admitted run request: what its session is built from.
+type runSession struct {
+	req     *RunRequest
+	peer    Peer
+	backend session.Backend
+	stdio   [3]*os.File // by descriptor number; nil where the client attached none
+	m       *policy.Manifest
+	cred    *launch.Credential
+	id      string
+}
+
+// stdioFiles places the descriptors the client attached at the stdio
+// numbers the request names for them, each at most once.
+func stdioFiles(names []int, files []*os.File) ([3]*os.File, error) {
+	var stdio [3]*os.File
+	if len(names) != len(files) {
+		return stdio, fmt.Errorf("%w: %d descriptors attached, stdio names %d", ErrBadRequest, len(files), len(names))
+	}
+	for i, n := range names {
+		if n < 0 || n > 2 || stdio[n] != nil {
+			return stdio, fmt.Errorf("%w: stdio %v", ErrBadRequest, names)
+		}
+		stdio[n] = files[i]
+	}
+	return stdio, nil
+}
+
+// watchClient reads the connection until the client ends its session,
+// by sending cancel (klock run got SIGINT or SIGTERM) or by going away.
+func watchClient(c *net.UnixConn, cancel context.CancelCauseFunc) {
+	for {
+		m, fs, err := readFrame(c, 4096)
+		closeAll(fs)
+		if err != nil {
+			cancel(errors.New("the klock client disconnected"))
+			return
+		}
+		if m.Type == typeCancel {
+			reason := "the klock client was interrupted"
+			if m.Reason != "" {
+				reason = m.Reason
+			}
+			cancel(errors.New(reason))
+		}
+	}
+}
+
+// runOptions are the session options of an admitted run request: its
+// manifest, command and credential, the daemon's shared backends and
+// leases (the client's uid is the leases' tenant), the client's stdio, its
+// log forwarded to the client, and the hooks that keep klock ps current.
+func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) session.Options {
+	req, id, stdio := rs.req, rs.id, rs.stdio
 	snap := s.cfg.Snapshot
 	if snap == nil && !s.cfg.NoBackup {
 		var progress io.Writer // a nil *os.File must not become a non-nil Writer
@@ -520,13 +570,13 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 		snap = nil
 	}
 	opts := session.Options{
-		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
-		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: cred, AllowDegraded: req.AllowDegraded, Backend: backend,
+		Manifest: rs.m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
+		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: rs.cred, AllowDegraded: req.AllowDegraded, Backend: rs.backend,
 		RollbackOnInterrupt: req.RollbackOnInterrupt, KeepTmp: req.KeepTmp,
 		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
 		// The client's uid is the leases' tenant (klock leases shows each
 		// uid its own).
-		Leases: s.leases, LeaseTenant: fmt.Sprintf("uid:%d", peer.UID),
+		Leases: s.leases, LeaseTenant: fmt.Sprintf("uid:%d", rs.peer.UID),
 		LeaseWait: req.LeaseWait, LeaseTTL: req.LeaseTTL, LeaseGrace: req.LeaseGrace, LeaseGroup: req.LeaseGroup,
 		Logger: newLogger(slg.Handler(), fwd),
 		// ps shows "running" only once launch has handed over the agent.
@@ -555,24 +605,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	if stdio[2] != nil {
 		opts.Stderr = stdio[2]
 	}
-	res, err := session.Run(ctx, opts)
-	unregister() // before the reply: a client that gets its result no longer sees it in ps
-	fwd.close()
-	if err != nil && res == nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w (the session was ended before the agent started: %v)", err, cause)
-		}
-		slg.Warn("session did not start", "error", err)
-		_ = w.send(&message{Type: typeError, Error: wireError(err)})
-		return
-	}
-	wr := toWire(res, req.Learn)
-	if err != nil {
-		wr.Error = err.Error()
-	}
-	slg.Info("session ended", "exit", res.Exit.String(), "killed", res.Killed, "reason", res.Reason, "log", res.LogPath)
-	_ = c.SetWriteDeadline(time.Now().Add(requestTimeout))
-	_ = w.send(&message{Type: typeResult, Result: wr})
+	return opts
 }
 
 // connWriter serializes frames written to one connection.

@@ -57,6 +57,37 @@ func (l *Log) AddRecords(r decide.Records) {
 	if l.Mode == "" {
 		l.Mode = r.Mode
 	}
+	l.addIntents(r)
+	l.addObserved(r)
+	l.addViolations(r)
+	l.Amendments = nil
+	for _, a := range r.Amendments {
+		l.Amendments = append(l.Amendments, Amendment{
+			Time: a.Time, Intent: a.Intent.String(), Triple: a.Triple.String(), PID: a.PID, Comm: a.Comm, Blocked: a.Blocked,
+		})
+	}
+	l.Refused = nil
+	for _, x := range r.Refused {
+		l.Refused = append(l.Refused, Refused{Time: x.Time, Triple: x.Triple.String(), AllowedBy: x.AllowedBy, Count: x.Count,
+			PID: x.PID, Comm: x.Comm, Syscall: x.Syscall, Source: string(x.Source), Errno: x.Errno})
+	}
+	l.Created = append([]string(nil), r.Created...)
+	l.Lost = Lost{Total: r.LostTotal}
+	for _, x := range r.Lost {
+		l.Lost.Reports = append(l.Lost.Reports, LostReport{Time: x.Time, Count: x.Count, Action: x.Action.String()})
+	}
+	l.Events = r.Events
+	if r.Kill != nil {
+		l.Exit.KilledByKlock = true
+		if l.Exit.Reason == "" {
+			l.Exit.Reason = r.Kill.Message()
+		}
+	}
+}
+
+// addIntents fills the declared intents and the baseline's, apart, with
+// their use counts, and the declared intents that allowed nothing.
+func (l *Log) addIntents(r decide.Records) {
 	l.Intents, l.Baseline, l.Unused = nil, nil, nil
 	for i, in := range r.Intents {
 		u := IntentUse{Intent: in.String(), Origin: origin(in), Uses: r.Uses[i]}
@@ -69,6 +100,10 @@ func (l *Log) AddRecords(r decide.Records) {
 	for _, i := range r.Unused() {
 		l.Unused = append(l.Unused, r.Intents[i].String())
 	}
+}
+
+// addObserved fills the observed triples, each with what allowed it.
+func (l *Log) addObserved(r decide.Records) {
 	// What each intent is called where it allowed an observed triple,
 	// made once per intent rather than once per triple.
 	allowedBy := make([]string, len(r.Intents))
@@ -96,6 +131,11 @@ func (l *Log) AddRecords(r decide.Records) {
 		}
 		l.Observed = append(l.Observed, ob)
 	}
+}
+
+// addViolations fills the violations, each with the leases that conflicted
+// with its amendment.
+func (l *Log) addViolations(r decide.Records) {
 	l.Violations = make([]Violation, 0, len(r.Violations))
 	for _, v := range r.Violations {
 		path := v.Triple.Path
@@ -111,29 +151,6 @@ func (l *Log) AddRecords(r decide.Records) {
 			x.LeaseConflicts = append(x.LeaseConflicts, LeaseConflict{ID: c.ID, Session: c.Session, Agent: c.Agent, Lease: c.Lease})
 		}
 		l.Violations = append(l.Violations, x)
-	}
-	l.Amendments = nil
-	for _, a := range r.Amendments {
-		l.Amendments = append(l.Amendments, Amendment{
-			Time: a.Time, Intent: a.Intent.String(), Triple: a.Triple.String(), PID: a.PID, Comm: a.Comm, Blocked: a.Blocked,
-		})
-	}
-	l.Refused = nil
-	for _, x := range r.Refused {
-		l.Refused = append(l.Refused, Refused{Time: x.Time, Triple: x.Triple.String(), AllowedBy: x.AllowedBy, Count: x.Count,
-			PID: x.PID, Comm: x.Comm, Syscall: x.Syscall, Source: string(x.Source), Errno: x.Errno})
-	}
-	l.Created = append([]string(nil), r.Created...)
-	l.Lost = Lost{Total: r.LostTotal}
-	for _, x := range r.Lost {
-		l.Lost.Reports = append(l.Lost.Reports, LostReport{Time: x.Time, Count: x.Count, Action: x.Action.String()})
-	}
-	l.Events = r.Events
-	if r.Kill != nil {
-		l.Exit.KilledByKlock = true
-		if l.Exit.Reason == "" {
-			l.Exit.Reason = r.Kill.Message()
-		}
 	}
 }
 

@@ -13,30 +13,55 @@ func (l *Log) Headline() (verdict, summary string) {
 	if l.Incomplete() {
 		return VerdictIncomplete, fmt.Sprintf("INCOMPLETE (no end recorded: the session is still running, or klock (pid %d) was stopped before it ended it; what the agent did is not in this log, and klock rollback -m MANIFEST %s restores the pre-flight state)", l.KlockPID, l.Session)
 	}
-	var blocked, proxied, detected, amended, denied int
-	var failedErrnos []string // the errnos of attempts that failed without effect
-	for _, v := range l.Violations {
+	t := tallyViolations(l.Violations)
+	restored, failed := tallyRollback(l.Rollback)
+	verdict, q := l.verdict(t)
+	q = append(q, l.qualifiers(verdict, restored, failed)...)
+	if len(q) == 0 {
+		return verdict, verdict
+	}
+	return verdict, verdict + " (" + strings.Join(q, ", ") + ")"
+}
+
+// violationTally counts a log's violations by what became of them: the
+// verdict and its qualifiers are decided from these counts alone.
+type violationTally struct {
+	blocked, proxied, detected, amended, denied int
+	failedErrnos                                []string // the errnos of attempts that failed without effect
+}
+
+// tallyViolations counts violations by outcome (amended, blocked and of
+// those refused by the DNS proxy, failed without effect, detected after
+// it) and those whose amendment another session's lease denied.
+func tallyViolations(vs []Violation) violationTally {
+	var t violationTally
+	for _, v := range vs {
 		if v.LeaseDenied() {
-			denied++
+			t.denied++
 		}
 		switch {
 		case v.Action == "amended":
-			amended++
+			t.amended++
 		case v.Blocked:
-			blocked++
+			t.blocked++
 			if v.ByDNSProxy() {
-				proxied++
+				t.proxied++
 			}
 		case v.Failed():
-			if n := ErrnoName(v.Errno); !slices.Contains(failedErrnos, n) {
-				failedErrnos = append(failedErrnos, n)
+			if n := ErrnoName(v.Errno); !slices.Contains(t.failedErrnos, n) {
+				t.failedErrnos = append(t.failedErrnos, n)
 			}
 		default:
-			detected++
+			t.detected++
 		}
 	}
-	var restored, failed int
-	for _, r := range l.Rollback {
+	return t
+}
+
+// tallyRollback counts the rollback operations that restored a file and
+// those that failed; spared and successfully left files did nothing.
+func tallyRollback(ops []RollbackOp) (restored, failed int) {
+	for _, r := range ops {
 		if r.Action == RollbackSpared || r.Action == RollbackLeft && r.OK {
 			continue // nothing was done to it
 		}
@@ -46,27 +71,32 @@ func (l *Log) Headline() (verdict, summary string) {
 			failed++
 		}
 	}
-	var q []string
+	return restored, failed
+}
+
+// verdict decides the log's verdict from its violations and exit, with
+// the qualifiers that belong to that verdict.
+func (l *Log) verdict(t violationTally) (verdict string, q []string) {
 	switch {
 	// A permissive session whose amendment another session's lease
 	// refused did not get its scope widened: a violation, whatever the
 	// mode (and, when it was not blocked, a change in another session's
 	// scope).
-	case blocked+detected+len(failedErrnos) > 0 && (l.Mode != "permissive" || denied > 0) || l.Exit.KilledByKlock && len(l.Violations) > 0:
+	case t.blocked+t.detected+len(t.failedErrnos) > 0 && (l.Mode != "permissive" || t.denied > 0) || l.Exit.KilledByKlock && len(l.Violations) > 0:
 		verdict = VerdictViolation
-		if blocked > 0 {
+		if t.blocked > 0 {
 			q = append(q, "blocked")
 		}
-		if len(failedErrnos) > 0 {
+		if len(t.failedErrnos) > 0 {
 			// Attempted, and the kernel failed it for its own reasons
 			// (a rename across file systems: EXDEV): no effect to undo.
-			q = append(q, "failed in the kernel without effect ("+strings.Join(failedErrnos, ", ")+")")
+			q = append(q, "failed in the kernel without effect ("+strings.Join(t.failedErrnos, ", ")+")")
 		}
-		if detected > 0 {
+		if t.detected > 0 {
 			q = append(q, "detected after the effect")
 		}
-		if denied > 0 {
-			q = append(q, plural(denied, "amendment")+" denied: another session holds the lease")
+		if t.denied > 0 {
+			q = append(q, plural(t.denied, "amendment")+" denied: another session holds the lease")
 		}
 	case l.Exit.KilledByKlock:
 		verdict = VerdictKilled
@@ -79,15 +109,23 @@ func (l *Log) Headline() (verdict, summary string) {
 	case len(l.Violations) > 0:
 		verdict = VerdictAmended
 		q = append(q, plural(len(l.Amendments), "lease"))
-		if blocked > proxied {
-			q = append(q, fmt.Sprintf("%d blocked by the kernel", blocked-proxied))
+		if t.blocked > t.proxied {
+			q = append(q, fmt.Sprintf("%d blocked by the kernel", t.blocked-t.proxied))
 		}
-		if proxied > 0 {
-			q = append(q, fmt.Sprintf("%d refused by the DNS proxy", proxied))
+		if t.proxied > 0 {
+			q = append(q, fmt.Sprintf("%d refused by the DNS proxy", t.proxied))
 		}
 	default:
 		verdict = VerdictClean
 	}
+	return verdict, q
+}
+
+// qualifiers are the headline's qualifiers whatever the verdict: the kill,
+// the egress budget, klock's refusals, the rollback, lost events and other
+// sessions' changes, in that order.
+func (l *Log) qualifiers(verdict string, restored, failed int) []string {
+	var q []string
 	if l.Exit.KilledByKlock {
 		if verdict == VerdictViolation {
 			q = append(q, "killed")
@@ -112,10 +150,7 @@ func (l *Log) Headline() (verdict, summary string) {
 		// Not this agent's doing, so not its verdict; but never silent.
 		q = append(q, fmt.Sprintf("another session changed %s this one held (put back by its rollback: see below)", plural(n, "file")))
 	}
-	if len(q) == 0 {
-		return verdict, verdict
-	}
-	return verdict, verdict + " (" + strings.Join(q, ", ") + ")"
+	return q
 }
 
 func plural(n int, word string) string {

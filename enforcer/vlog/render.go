@@ -22,12 +22,44 @@ type RenderOptions struct {
 }
 
 // Render writes the human summary of a log (or its JSON).
+//
+// The sections come in the order klock log documents: the verdict, the
+// session's identity, then what enforced it and what happened under it.
 func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	if opts.JSON {
 		return l.encodeTo(w)
 	}
 	l = printableLog(l)
 	r := &renderer{w: w}
+	r.verdict(l)
+	r.identity(l)
+	if l.Incomplete() {
+		// Written when the session started: nothing more is in it.
+		return r.err
+	}
+	r.backends(l.Backends, opts.Verbose)
+	r.leases(l, opts.Verbose)
+	r.network(l.Network)
+	r.violations(l.Violations)
+	r.refused(l.Refused)
+	r.rollback(l.Rollback)
+	r.intrusions(l.Intrusions)
+	r.amendments(l.Amendments, l.Violations)
+	r.intents(l.Intents)
+	r.baseline(l.Baseline, opts.Verbose)
+	r.unused(l.Unused)
+	maxObserved := opts.MaxObserved
+	if opts.Verbose {
+		maxObserved = -1
+	}
+	r.observed(l, maxObserved)
+	r.lost(l.Lost)
+	return r.err
+}
+
+// verdict prints the headline and, for a violation or a kill, its first
+// cause: the line a reader needs before any detail.
+func (r *renderer) verdict(l *Log) {
 	verdict, summary := l.Headline()
 	r.line("%s", summary)
 	if verdict == VerdictViolation || verdict == VerdictKilled {
@@ -39,7 +71,12 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		}
 	}
 	r.line("")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// identity prints the session's table (session, time, manifest, exit,
+// events, container): all a log written at the start already holds.
+func (r *renderer) identity(l *Log) {
+	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "session\t%s (agent %s, %s mode)\n", l.Session, l.Agent, l.Mode)
 	fmt.Fprintf(tw, "time\t%s\n", span(l.Start, l.End))
 	sum := l.Manifest.SHA256
@@ -65,14 +102,14 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 	}
 	tw.Flush()
 	r.err = firstErr(r.err, tw.Flush())
+}
 
-	if l.Incomplete() {
-		// Written when the session started: nothing more is in it.
-		return r.err
-	}
-	r.section("Backends", len(l.Backends))
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, b := range l.Backends {
+// backends prints each enforcement backend's guarantee and first detail;
+// the further details (Landlock residuals, ...) one per line, on request.
+func (r *renderer) backends(bs []Backend, verbose bool) {
+	r.section("Backends", len(bs))
+	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', 0)
+	for _, b := range bs {
 		if len(b.Details) == 0 {
 			fmt.Fprintf(tw, "  %s\t%s\n", b.Name, b.Guarantee)
 			continue
@@ -80,114 +117,144 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Guarantee, b.Details[0])
 	}
 	r.err = firstErr(r.err, tw.Flush())
-	// Further details (Landlock residuals, ...) one per line, on request.
-	for _, b := range l.Backends {
+	for _, b := range bs {
 		if len(b.Details) < 2 {
 			continue
 		}
-		if !opts.Verbose {
-			fmt.Fprintf(w, "  (%s: %d more details: klock log -v)\n", b.Name, len(b.Details)-1)
+		if !verbose {
+			fmt.Fprintf(r.w, "  (%s: %d more details: klock log -v)\n", b.Name, len(b.Details)-1)
 			continue
 		}
-		fmt.Fprintf(w, "  %s:\n", b.Name)
+		fmt.Fprintf(r.w, "  %s:\n", b.Name)
 		for _, d := range b.Details[1:] {
-			fmt.Fprintf(w, "    - %s\n", d)
+			fmt.Fprintf(r.w, "    - %s\n", d)
 		}
 	}
+}
 
-	r.leases(l, opts.Verbose)
-	r.network(l.Network)
-	if len(l.Violations) > 0 {
-		r.section("Violations", len(l.Violations))
-		for _, v := range l.Violations {
-			how := "detected"
-			switch {
-			case v.ByDNSProxy():
-				// No process made this call: the proxy refused a name or
-				// withheld an answer; what it was asked is its syscall.
-				r.line("  %s  %s  refused by the session's DNS proxy → %s", clock(v.Time), v.Triple, v.Action)
-				r.line("      %s", v.Syscall)
-				how = ""
-			case v.Blocked:
-				how = "blocked by the kernel"
-			case v.Failed():
-				how = "failed in the kernel (" + ErrnoName(v.Errno) + "): no effect"
-			}
-			if how != "" {
-				r.line("  %s  %s  pid %d %s  %s → %s", clock(v.Time), v.Triple, v.PID, v.Comm, how, v.Action)
-			}
-			r.line("      %s", v.Error)
-			r.line("      would have been allowed by: %s", v.Needed)
-			if v.LeaseDenied() {
-				r.line("      not amended: %s", v.LeaseError)
-				for _, c := range v.LeaseConflicts {
-					r.line("      held by session %s (agent %s): %s  [%s]", c.Session, c.Agent, c.Lease, c.ID)
-				}
+// violations prints each violation: who made the call, what the kernel
+// did with it, and the intent that would have allowed it.
+func (r *renderer) violations(vs []Violation) {
+	if len(vs) == 0 {
+		return
+	}
+	r.section("Violations", len(vs))
+	for _, v := range vs {
+		how := "detected"
+		switch {
+		case v.ByDNSProxy():
+			// No process made this call: the proxy refused a name or
+			// withheld an answer; what it was asked is its syscall.
+			r.line("  %s  %s  refused by the session's DNS proxy → %s", clock(v.Time), v.Triple, v.Action)
+			r.line("      %s", v.Syscall)
+			how = ""
+		case v.Blocked:
+			how = "blocked by the kernel"
+		case v.Failed():
+			how = "failed in the kernel (" + ErrnoName(v.Errno) + "): no effect"
+		}
+		if how != "" {
+			r.line("  %s  %s  pid %d %s  %s → %s", clock(v.Time), v.Triple, v.PID, v.Comm, how, v.Action)
+		}
+		r.line("      %s", v.Error)
+		r.line("      would have been allowed by: %s", v.Needed)
+		if v.LeaseDenied() {
+			r.line("      not amended: %s", v.LeaseError)
+			for _, c := range v.LeaseConflicts {
+				r.line("      held by session %s (agent %s): %s  [%s]", c.Session, c.Agent, c.Lease, c.ID)
 			}
 		}
 	}
-	if len(l.Refused) > 0 {
-		r.section("Refused by klock's wall although declared (klock's failure, not the agent's)", len(l.Refused))
-		for _, x := range l.Refused {
-			r.line("  %s  %s  pid %d %s  %s, %d time(s)", clock(x.Time), x.Triple, x.PID, x.Comm, x.Syscall, x.Count)
-			r.line("      declared by: %s", x.AllowedBy)
-		}
-		r.line("  The wall could not express these rules exactly; klock log -v lists its residuals. Run the agent")
-		r.line("  with --backend bpf-lsm where the kernel has BPF LSM (klock doctor), and report the manifest and this log.")
+}
+
+// refused prints what klock's wall refused although the manifest declared
+// it: klock's failure, reported with what the user can do about it.
+func (r *renderer) refused(xs []Refused) {
+	if len(xs) == 0 {
+		return
 	}
-	if len(l.Rollback) > 0 {
-		r.section("Rollback", len(l.Rollback))
-		for _, op := range l.Rollback {
-			switch {
-			case op.Action == RollbackLeft && op.OK:
-				r.line("  %-9s %s  (%s)", op.Action, op.Path, op.Why)
-			case op.Action == RollbackLeft:
-				r.line("  %-9s %s  (%s)  FAILED: %s", op.Action, op.Path, op.Why, op.Error)
-			case op.OK:
-				r.line("  %-9s %s%s", op.Action, op.Path, inContainer(op))
-			default:
-				r.line("  %-9s %s%s  FAILED: %s", op.Action, op.Path, inContainer(op), op.Error)
-			}
-		}
+	r.section("Refused by klock's wall although declared (klock's failure, not the agent's)", len(xs))
+	for _, x := range xs {
+		r.line("  %s  %s  pid %d %s  %s, %d time(s)", clock(x.Time), x.Triple, x.PID, x.Comm, x.Syscall, x.Count)
+		r.line("      declared by: %s", x.AllowedBy)
 	}
-	if len(l.Intrusions) > 0 {
-		r.section("Touched by other sessions (files this session held a lease on)", len(l.Intrusions))
-		for _, x := range l.Intrusions {
-			r.line("  %s  %s  by session %s (agent %s)", clock(x.Time), x.Path, x.Session, x.Agent)
-			if x.What != "" {
-				r.line("      %s", x.What)
-			}
-			if x.OK {
-				r.line("      its rollback: %s (to its state when that session began: check this session's later work on it)", x.PutBack)
-			} else {
-				r.line("      its rollback: %s FAILED: %s", x.PutBack, x.Error)
-			}
+	r.line("  The wall could not express these rules exactly; klock log -v lists its residuals. Run the agent")
+	r.line("  with --backend bpf-lsm where the kernel has BPF LSM (klock doctor), and report the manifest and this log.")
+}
+
+// rollback prints each rollback operation and whether it succeeded.
+func (r *renderer) rollback(ops []RollbackOp) {
+	if len(ops) == 0 {
+		return
+	}
+	r.section("Rollback", len(ops))
+	for _, op := range ops {
+		switch {
+		case op.Action == RollbackLeft && op.OK:
+			r.line("  %-9s %s  (%s)", op.Action, op.Path, op.Why)
+		case op.Action == RollbackLeft:
+			r.line("  %-9s %s  (%s)  FAILED: %s", op.Action, op.Path, op.Why, op.Error)
+		case op.OK:
+			r.line("  %-9s %s%s", op.Action, op.Path, inContainer(op))
+		default:
+			r.line("  %-9s %s%s  FAILED: %s", op.Action, op.Path, inContainer(op), op.Error)
 		}
 	}
-	if len(l.Amendments) > 0 {
-		r.section("Amendments (Dynamic Lease Acquisition)", len(l.Amendments))
-		byProxy := map[string]bool{}
-		for _, v := range l.Violations {
-			if v.ByDNSProxy() {
-				byProxy[v.Triple] = true
-			}
+}
+
+// intrusions prints the files this session held a lease on that other
+// sessions touched, and what their rollback did to them.
+func (r *renderer) intrusions(xs []Intrusion) {
+	if len(xs) == 0 {
+		return
+	}
+	r.section("Touched by other sessions (files this session held a lease on)", len(xs))
+	for _, x := range xs {
+		r.line("  %s  %s  by session %s (agent %s)", clock(x.Time), x.Path, x.Session, x.Agent)
+		if x.What != "" {
+			r.line("      %s", x.What)
 		}
-		for _, a := range l.Amendments {
-			if a.PID == 0 && byProxy[a.Triple] {
-				// The proxy's names and withheld addresses are the
-				// manifest's: the lease is learned, the proxy refuses on.
-				r.line("  %s  + %s  (the session's DNS proxy still refused it)", clock(a.Time), a.Intent)
-				continue
-			}
-			note := ""
-			if a.Blocked {
-				note = "  (the kernel still refused this attempt)"
-			}
-			r.line("  %s  + %s  pid %d %s%s", clock(a.Time), a.Intent, a.PID, a.Comm, note)
+		if x.OK {
+			r.line("      its rollback: %s (to its state when that session began: check this session's later work on it)", x.PutBack)
+		} else {
+			r.line("      its rollback: %s FAILED: %s", x.PutBack, x.Error)
 		}
 	}
-	r.section("Declared intents (uses)", len(l.Intents))
-	for _, in := range l.Intents {
+}
+
+// amendments prints the leases learned during the session (Dynamic Lease
+// Acquisition), noting those the kernel or the DNS proxy still refused.
+func (r *renderer) amendments(as []Amendment, vs []Violation) {
+	if len(as) == 0 {
+		return
+	}
+	r.section("Amendments (Dynamic Lease Acquisition)", len(as))
+	byProxy := map[string]bool{}
+	for _, v := range vs {
+		if v.ByDNSProxy() {
+			byProxy[v.Triple] = true
+		}
+	}
+	for _, a := range as {
+		if a.PID == 0 && byProxy[a.Triple] {
+			// The proxy's names and withheld addresses are the
+			// manifest's: the lease is learned, the proxy refuses on.
+			r.line("  %s  + %s  (the session's DNS proxy still refused it)", clock(a.Time), a.Intent)
+			continue
+		}
+		note := ""
+		if a.Blocked {
+			note = "  (the kernel still refused this attempt)"
+		}
+		r.line("  %s  + %s  pid %d %s%s", clock(a.Time), a.Intent, a.PID, a.Comm, note)
+	}
+}
+
+// intents prints each declared intent's use count, tagging those not from
+// the manifest and those never used.
+func (r *renderer) intents(ins []IntentUse) {
+	r.section("Declared intents (uses)", len(ins))
+	for _, in := range ins {
 		tag := ""
 		switch {
 		case in.Origin != "manifest":
@@ -197,44 +264,56 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		}
 		r.line("  %8d  %s%s", in.Uses, in.Intent, tag)
 	}
-	if len(l.Baseline) > 0 {
-		var uses uint64
-		used := 0
-		var names []string // system-ro, and dns when a host is declared
-		for _, b := range l.Baseline {
-			uses += b.Uses
-			if b.Uses > 0 {
-				used++
-			}
-			if n := strings.TrimPrefix(b.Origin, "baseline:"); !slices.Contains(names, n) {
-				names = append(names, n)
-			}
-		}
-		r.line("  %8d  baseline %s: %d of %d intents used", uses, strings.Join(names, " + "), used, len(l.Baseline))
-		if opts.Verbose {
-			for _, b := range l.Baseline {
-				r.line("  %8d    %s", b.Uses, b.Intent)
-			}
-		}
+}
+
+// baseline prints the baseline intents as one total line (every program
+// reads the loader, libc and locale files), each of them on request.
+func (r *renderer) baseline(bs []IntentUse, verbose bool) {
+	if len(bs) == 0 {
+		return
 	}
-	if len(l.Unused) > 0 {
-		r.section("Under-utilization (declared, never used; not a violation)", len(l.Unused))
-		for _, u := range l.Unused {
-			r.line("  %s", u)
+	var uses uint64
+	used := 0
+	var names []string // system-ro, and dns when a host is declared
+	for _, b := range bs {
+		uses += b.Uses
+		if b.Uses > 0 {
+			used++
+		}
+		if n := strings.TrimPrefix(b.Origin, "baseline:"); !slices.Contains(names, n) {
+			names = append(names, n)
 		}
 	}
-	maxObserved := opts.MaxObserved
-	if opts.Verbose {
-		maxObserved = -1
-	}
-	r.observed(l, maxObserved)
-	if len(l.Lost.Reports) > 0 {
-		r.section("Lost events", int(l.Lost.Total))
-		for _, x := range l.Lost.Reports {
-			r.line("  %s  %d lost → %s", clock(x.Time), x.Count, x.Action)
+	r.line("  %8d  baseline %s: %d of %d intents used", uses, strings.Join(names, " + "), used, len(bs))
+	if verbose {
+		for _, b := range bs {
+			r.line("  %8d    %s", b.Uses, b.Intent)
 		}
 	}
-	return r.err
+}
+
+// unused prints the declared intents never used: under-utilization, not
+// a violation.
+func (r *renderer) unused(us []string) {
+	if len(us) == 0 {
+		return
+	}
+	r.section("Under-utilization (declared, never used; not a violation)", len(us))
+	for _, u := range us {
+		r.line("  %s", u)
+	}
+}
+
+// lost prints the kernel's reports of events it dropped, so a reader knows
+// the observed list may be short.
+func (r *renderer) lost(lost Lost) {
+	if len(lost.Reports) == 0 {
+		return
+	}
+	r.section("Lost events", int(lost.Total))
+	for _, x := range lost.Reports {
+		r.line("  %s  %d lost → %s", clock(x.Time), x.Count, x.Action)
+	}
 }
 
 // network prints the packet wall's and the relays' counters.

@@ -70,179 +70,212 @@ func (s *Store) syncer() {
 	var workers sync.WaitGroup
 	for i := 0; i < maxSyncs; i++ {
 		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			var f *os.File
-			defer func() {
-				if f != nil {
-					f.Close()
-				}
-			}()
-			for upTo := range reqs {
-				var err error
-				if s.cfg.sync {
-					if f == nil {
-						f, err = os.OpenFile(s.jr.path, os.O_RDWR, 0)
-					}
-					if err == nil {
-						err = datasync(f)
-					}
-					if err != nil {
-						err = fmt.Errorf("the decision journal: %w", err)
-					}
-				}
-				done <- syncDone{upTo, err}
-			}
-		}()
+		go s.syncWorker(reqs, done, &workers)
 	}
-	var (
-		pending                     []*committed // decided, not yet answered, in order
-		nw                          int          // pending[:nw] are written
-		written, requested, durable uint64
-		inflight                    int
-		failed                      error
-		in                          = s.syncQ
-		live                        []span // in ring order
-		head                        int64  // where the next record goes
-		buf                         []byte
-	)
-	fail := func(err error) {
-		if failed == nil {
-			// Whatever else happens, the records this covered may be
-			// lost: nothing pending is durable.
-			s.emitMu.Lock()
-			s.setBroken(ledgerErr(s.jr.path, "write", err))
-			s.emitMu.Unlock()
-			failed = s.broken()
-		}
-	}
-	// place returns where a record of n bytes goes, or false if that
-	// space still holds records SQLite lacks.
-	place := func(n int64) (int64, bool) {
-		if n > s.jr.size/4 {
-			if len(live) > 0 {
-				return 0, false
-			}
-			if err := s.jr.grow(4 * n); err != nil {
-				fail(err)
-				return 0, false
-			}
-			return 0, true
-		}
-		pos := head
-		if head+n > s.jr.size {
-			pos = 0
-		}
-		if len(live) == 0 {
-			return pos, true
-		}
-		tail := live[0].off
-		if tail < head { // live is [tail, head)
-			return pos, pos == head || n <= tail
-		}
-		return pos, pos == head && head+n <= tail // live wraps: [tail, size) and [0, head)
-	}
-	// write puts the records decided so far into the ring, one pwrite per
-	// contiguous run.
-	write := func() {
-		for nw < len(pending) && failed == nil {
-			at := int64(-1)
-			buf = buf[:0]
-			for nw < len(pending) {
-				c := pending[nw]
-				pos, ok := place(int64(len(c.rec)))
-				if !ok || (at >= 0 && pos != head) {
-					break
-				}
-				if at < 0 {
-					at = pos
-				}
-				buf = append(buf, c.rec...)
-				head = pos + int64(len(c.rec))
-				c.end = head
-				live = append(live, span{c.seq, pos, head})
-				nw++
-			}
-			if at < 0 {
-				if err := s.broken(); err != nil {
-					// The applier failed: the space will not come back.
-					fail(err)
-				} else if failed == nil {
-					s.ap.hurry() // out of ring space: let SQLite catch up
-				}
-				return
-			}
-			if _, err := s.jr.f.WriteAt(buf, at); err != nil {
-				fail(err)
-				return
-			}
-			written = pending[nw-1].seq
-		}
-	}
-	answer := func() {
-		n := 0
-		for ; n < len(pending) && (failed != nil || pending[n].seq <= durable); n++ {
-			c := pending[n]
-			if failed == nil {
-				if len(c.events) > 0 {
-					s.emitQ <- c.events
-				}
-				s.ap.push(c)
-			}
-			for _, o := range c.ops {
-				if failed != nil {
-					o.res = result{err: failed}
-				}
-				close(o.done)
-			}
-		}
-		pending = slices.Delete(pending, 0, n)
-		nw = max(0, nw-n)
-	}
-	for in != nil || inflight > 0 || (len(pending) > 0 && failed == nil) {
+	r := &syncState{s: s, in: s.syncQ}
+	for r.in != nil || r.inflight > 0 || (len(r.pending) > 0 && r.failed == nil) {
 		select {
-		case c, ok := <-in:
-			if !ok {
-				in = nil
-				break
-			}
-			pending = append(pending, c)
-		drain:
-			for {
-				select {
-				case c, ok := <-in:
-					if !ok {
-						in = nil
-						break drain
-					}
-					pending = append(pending, c)
-				default:
-					break drain
-				}
-			}
+		case c, ok := <-r.in:
+			r.receive(c, ok)
 		case d := <-done:
-			inflight--
+			r.inflight--
 			if d.err != nil {
-				fail(d.err)
+				r.fail(d.err)
 			}
-			durable = max(durable, d.upTo)
+			r.durable = max(r.durable, d.upTo)
 		case seq := <-s.ap.durable:
-			i := 0
-			for i < len(live) && live[i].seq <= seq {
-				i++
-			}
-			live = slices.Delete(live, 0, i)
+			r.release(seq)
 		}
-		write()
-		if failed == nil && inflight < maxSyncs && requested < written {
-			requested = written
-			inflight++
-			reqs <- requested
+		r.write()
+		if r.failed == nil && r.inflight < maxSyncs && r.requested < r.written {
+			r.requested = r.written
+			r.inflight++
+			reqs <- r.requested
 		}
-		answer()
+		r.answer()
 	}
 	close(reqs)
 	workers.Wait()
+}
+
+// syncWorker fdatasyncs the journal for each request, on a descriptor of
+// its own (see maxSyncs: Linux reports a writeback error once per open
+// file description), and reports up to which seq it made durable.
+func (s *Store) syncWorker(reqs <-chan uint64, done chan<- syncDone, workers *sync.WaitGroup) {
+	defer workers.Done()
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for upTo := range reqs {
+		var err error
+		if s.cfg.sync {
+			if f == nil {
+				f, err = os.OpenFile(s.jr.path, os.O_RDWR, 0)
+			}
+			if err == nil {
+				err = datasync(f)
+			}
+			if err != nil {
+				err = fmt.Errorf("the decision journal: %w", err)
+			}
+		}
+		done <- syncDone{upTo, err}
+	}
+}
+
+// syncState is the syncer's own state: the batches decided and not yet
+// answered, how far the journal is written, requested to sync and durable,
+// and the ring's live records. Only the syncer goroutine touches it.
+type syncState struct {
+	s                           *Store
+	pending                     []*committed // decided, not yet answered, in order
+	nw                          int          // pending[:nw] are written
+	written, requested, durable uint64
+	inflight                    int
+	failed                      error
+	in                          <-chan *committed
+	live                        []span // in ring order
+	head                        int64  // where the next record goes
+	buf                         []byte
+}
+
+// fail marks the Store broken on the first write or fsync failure: what
+// reached the disk is unknown, so every caller waiting is refused.
+func (r *syncState) fail(err error) {
+	if r.failed == nil {
+		// Whatever else happens, the records this covered may be
+		// lost: nothing pending is durable.
+		r.s.emitMu.Lock()
+		r.s.setBroken(ledgerErr(r.s.jr.path, "write", err))
+		r.s.emitMu.Unlock()
+		r.failed = r.s.broken()
+	}
+}
+
+// receive queues a decided batch, and every other one already waiting, so
+// that they are written with one pwrite; ok false means the batcher has
+// stopped.
+func (r *syncState) receive(c *committed, ok bool) {
+	if !ok {
+		r.in = nil
+		return
+	}
+	r.pending = append(r.pending, c)
+	for {
+		select {
+		case c, ok := <-r.in:
+			if !ok {
+				r.in = nil
+				return
+			}
+			r.pending = append(r.pending, c)
+		default:
+			return
+		}
+	}
+}
+
+// release frees the ring space of the records SQLite now holds durably
+// (up to seq), as the applier reports.
+func (r *syncState) release(seq uint64) {
+	i := 0
+	for i < len(r.live) && r.live[i].seq <= seq {
+		i++
+	}
+	r.live = slices.Delete(r.live, 0, i)
+}
+
+// place returns where a record of n bytes goes, or false if that
+// space still holds records SQLite lacks.
+func (r *syncState) place(n int64) (int64, bool) {
+	s := r.s
+	if n > s.jr.size/4 {
+		if len(r.live) > 0 {
+			return 0, false
+		}
+		if err := s.jr.grow(4 * n); err != nil {
+			r.fail(err)
+			return 0, false
+		}
+		return 0, true
+	}
+	pos := r.head
+	if r.head+n > s.jr.size {
+		pos = 0
+	}
+	if len(r.live) == 0 {
+		return pos, true
+	}
+	tail := r.live[0].off
+	if tail < r.head { // live is [tail, head)
+		return pos, pos == r.head || n <= tail
+	}
+	return pos, pos == r.head && r.head+n <= tail // live wraps: [tail, size) and [0, head)
+}
+
+// write puts the records decided so far into the ring, one pwrite per
+// contiguous run.
+func (r *syncState) write() {
+	for r.nw < len(r.pending) && r.failed == nil {
+		at := int64(-1)
+		r.buf = r.buf[:0]
+		for r.nw < len(r.pending) {
+			c := r.pending[r.nw]
+			pos, ok := r.place(int64(len(c.rec)))
+			if !ok || (at >= 0 && pos != r.head) {
+				break
+			}
+			if at < 0 {
+				at = pos
+			}
+			r.buf = append(r.buf, c.rec...)
+			r.head = pos + int64(len(c.rec))
+			c.end = r.head
+			r.live = append(r.live, span{c.seq, pos, r.head})
+			r.nw++
+		}
+		if at < 0 {
+			if err := r.s.broken(); err != nil {
+				// The applier failed: the space will not come back.
+				r.fail(err)
+			} else if r.failed == nil {
+				r.s.ap.hurry() // out of ring space: let SQLite catch up
+			}
+			return
+		}
+		if _, err := r.s.jr.f.WriteAt(r.buf, at); err != nil {
+			r.fail(err)
+			return
+		}
+		r.written = r.pending[r.nw-1].seq
+	}
+}
+
+// answer answers, in order, the batches now durable (or all of them once
+// the Store has failed), handing the durable ones' events to the emitter
+// and their changes to the applier first.
+func (r *syncState) answer() {
+	n := 0
+	for ; n < len(r.pending) && (r.failed != nil || r.pending[n].seq <= r.durable); n++ {
+		c := r.pending[n]
+		if r.failed == nil {
+			if len(c.events) > 0 {
+				r.s.emitQ <- c.events
+			}
+			r.s.ap.push(c)
+		}
+		for _, o := range c.ops {
+			if r.failed != nil {
+				o.res = result{err: r.failed}
+			}
+			close(o.done)
+		}
+	}
+	r.pending = slices.Delete(r.pending, 0, n)
+	r.nw = max(0, r.nw-n)
 }
 
 // finish makes one batch durable and answers it, for a Store without group

@@ -130,111 +130,181 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 // CallWith runs one call through the gateway; invoke reaches the tools the
 // gateway calls itself (must_belong_to lookups now, the contract's rollback
 // if the run is later killed). A nil invoke refuses calls that need one.
+//
+// The phases are the pipeline's: decide, check ownership, replay by
+// idempotency key, take leases, reserve budget, audit the dispatch,
+// dispatch, reconcile, check the output, audit the result.
 func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispatch, invoke Invoker) (Outcome, *toolerr.Error) {
-	start := time.Now()
-	rec := func(event string) *audit.Record {
-		return &audit.Record{Event: event, Actor: g.agent, RunID: call.RunID, Tool: call.Tool}
-	}
-	callID := newCallID()
-	d := g.p.Decide(call)
-	refuse := func(e *toolerr.Error, verdict string) (Outcome, *toolerr.Error) {
-		r := rec("decision")
-		r.CallID, r.Verdict, r.Result, r.Check, r.Reason, r.Message, r.ApprovalID = callID, verdict, string(e.Class), e.Check, e.Reason, e.Message, e.ApprovalID
-		r.SetArgs(call.Args, d.Confidential, g.hash)
-		r.DurationMS = ms(time.Since(start))
-		if err := g.audit.Append(r); err != nil {
-			// The refusal stands; the agent learns the audit failed too.
-			e = toolerr.New(toolerr.InternalError, "audit", "%s (and the refusal could not be audited: %v)", e.Message, err)
-		}
-		return Outcome{}, e
-	}
-	if d.Verdict == check.Deny {
-		return refuse(d.Err, "deny")
-	}
-	verdict := "allow"
-	var approvalID string
-	if d.Verdict == check.Escalate {
-		req, e := g.escalate(ctx, call, &d)
-		if e != nil {
-			return refuse(e, "escalate")
-		}
-		verdict, approvalID = "approved", req.ID
-		if d.Governance {
-			g.p.Governed(call.Tool, call.RunID)
-		}
-	}
-	// must_belong_to: each declared ownership is checked through its
-	// lookup tool before anything is reserved or dispatched.
-	if e := g.checkBelongs(ctx, call, d.Tool, invoke); e != nil {
-		return refuse(e, "deny")
+	c := &gatewayCall{g: g, ctx: ctx, call: call, invoke: invoke, start: time.Now()}
+	c.callID = newCallID()
+	c.d = g.p.Decide(call)
+	if e, verdict := c.authorize(); e != nil {
+		return c.refuse(e, verdict)
 	}
 	// Idempotency: one effect per key, whatever the retries.
-	if d.IdemKey != "" {
-		unlock := g.idem.Lock(d.IdemKey)
+	if c.d.IdemKey != "" {
+		unlock := g.idem.Lock(c.d.IdemKey)
 		defer unlock()
-		if e, ok := g.idem.Get(d.IdemKey); ok {
-			r := rec("decision")
-			r.CallID, r.Verdict, r.Result, r.Check, r.IdemKey, r.ApprovalID = callID, "replay", "ok", "idempotency", d.IdemKey, approvalID
-			r.SetArgs(call.Args, d.Confidential, g.hash)
-			r.SetOutput(e.Result)
-			if err := g.audit.Append(r); err != nil {
-				return Outcome{}, auditErr(err)
-			}
-			if approvalID != "" {
-				_ = g.approvals.MarkUsed(approvalID)
-			}
-			return Outcome{Result: e.Result, Replayed: true}, nil
+		if e, ok := g.idem.Get(c.d.IdemKey); ok {
+			return c.replay(e.Result)
 		}
 	}
 	// Leases on what the tool touches, held until the call ends, however
 	// it ends: taken before anything is reserved, so a refusal costs
 	// nothing.
 	if g.leases != nil {
-		release, holder, e := g.leases.acquire(ctx, call, callID, d.Tool)
+		release, holder, e := g.leases.acquire(c.ctx, call, c.callID, c.d.Tool)
 		if e != nil {
-			return refuse(e, "deny")
+			return c.refuse(e, "deny")
 		}
 		defer release()
 		if holder != (lease.Holder{}) {
 			// A plugin run under klock for this call takes its leases as
 			// the call's (session.Options.LeaseHolder).
-			ctx = lease.ContextWithHolder(ctx, holder)
+			c.ctx = lease.ContextWithHolder(c.ctx, holder)
 		}
 	}
-	var res check.Reservation
-	if g.charger != nil {
-		if d.Confidential {
-			d.ArgsDigest = g.hash.Digest(call.Args)
+	if e := c.reserve(); e != nil {
+		return c.refuse(e, "deny")
+	}
+	if e := c.recordDispatch(); e != nil {
+		return Outcome{}, e
+	}
+	out, te, err := c.dispatch(dispatch)
+	chargeErr := c.reconcile(&out, te, err)
+	te = c.accept(out, te)
+	c.recordResult(out, te, chargeErr)
+	if te != nil {
+		return Outcome{}, te
+	}
+	return out, nil
+}
+
+// gatewayCall is one call on its way through CallWith: what each phase
+// decided that the later ones and the audit records need.
+type gatewayCall struct {
+	g          *Gateway
+	ctx        context.Context // the call's, with its lease holder once leases are taken
+	call       *check.Call
+	invoke     Invoker
+	start      time.Time
+	callID     string
+	d          check.Decision
+	verdict    string // allow, or approved after an escalation
+	approvalID string
+	res        check.Reservation
+	dur        time.Duration // from the start to the dispatch's return
+}
+
+// rec starts an audit record of the call.
+func (c *gatewayCall) rec(event string) *audit.Record {
+	return &audit.Record{Event: event, Actor: c.g.agent, RunID: c.call.RunID, Tool: c.call.Tool}
+}
+
+// refuse audits a refusal and returns it: the refusal stands even if the
+// audit fails, which the agent is told too.
+func (c *gatewayCall) refuse(e *toolerr.Error, verdict string) (Outcome, *toolerr.Error) {
+	r := c.rec("decision")
+	r.CallID, r.Verdict, r.Result, r.Check, r.Reason, r.Message, r.ApprovalID = c.callID, verdict, string(e.Class), e.Check, e.Reason, e.Message, e.ApprovalID
+	r.SetArgs(c.call.Args, c.d.Confidential, c.g.hash)
+	r.DurationMS = ms(time.Since(c.start))
+	if err := c.g.audit.Append(r); err != nil {
+		// The refusal stands; the agent learns the audit failed too.
+		e = toolerr.New(toolerr.InternalError, "audit", "%s (and the refusal could not be audited: %v)", e.Message, err)
+	}
+	return Outcome{}, e
+}
+
+// authorize applies the pipeline's verdict: a deny refuses, an escalation
+// waits for a human's approval, and must_belong_to checks each declared
+// ownership through its lookup tool before anything is reserved or
+// dispatched. It returns the refusal and its audit verdict, if any.
+func (c *gatewayCall) authorize() (*toolerr.Error, string) {
+	if c.d.Verdict == check.Deny {
+		return c.d.Err, "deny"
+	}
+	c.verdict = "allow"
+	if c.d.Verdict == check.Escalate {
+		req, e := c.g.escalate(c.ctx, c.call, &c.d)
+		if e != nil {
+			return e, "escalate"
 		}
-		var err error
-		if res, err = g.charger.Reserve(ctx, call, &d); err != nil {
-			e := toolerr.From(err)
-			e.Check = "budget"
-			return refuse(e, "deny")
+		c.verdict, c.approvalID = "approved", req.ID
+		if c.d.Governance {
+			c.g.p.Governed(c.call.Tool, c.call.RunID)
 		}
 	}
-	r := rec("dispatch")
-	r.CallID, r.Verdict, r.Check, r.IdemKey, r.ApprovalID = callID, verdict, d.Check, d.IdemKey, approvalID
-	r.SetArgs(call.Args, d.Confidential, g.hash)
-	if err := g.audit.Append(r); err != nil {
-		g.release(ctx, call, res, "the dispatch could not be audited")
+	if e := c.g.checkBelongs(c.ctx, c.call, c.d.Tool, c.invoke); e != nil {
+		return e, "deny"
+	}
+	return nil, ""
+}
+
+// replay answers a call whose idempotency key already has a result with
+// that result, audited as a replay: one effect per key.
+func (c *gatewayCall) replay(result json.RawMessage) (Outcome, *toolerr.Error) {
+	r := c.rec("decision")
+	r.CallID, r.Verdict, r.Result, r.Check, r.IdemKey, r.ApprovalID = c.callID, "replay", "ok", "idempotency", c.d.IdemKey, c.approvalID
+	r.SetArgs(c.call.Args, c.d.Confidential, c.g.hash)
+	r.SetOutput(result)
+	if err := c.g.audit.Append(r); err != nil {
 		return Outcome{}, auditErr(err)
 	}
-	if approvalID != "" {
-		if err := g.approvals.MarkUsed(approvalID); err != nil {
-			g.release(ctx, call, res, "the approval could not be consumed")
-			return Outcome{}, toolerr.New(toolerr.InternalError, "approval_store", "could not consume approval %s: %v", approvalID, err)
+	if c.approvalID != "" {
+		_ = c.g.approvals.MarkUsed(c.approvalID)
+	}
+	return Outcome{Result: result, Replayed: true}, nil
+}
+
+// reserve holds the call's worst-case cost in the budget before dispatch.
+func (c *gatewayCall) reserve() *toolerr.Error {
+	if c.g.charger == nil {
+		return nil
+	}
+	if c.d.Confidential {
+		c.d.ArgsDigest = c.g.hash.Digest(c.call.Args)
+	}
+	var err error
+	if c.res, err = c.g.charger.Reserve(c.ctx, c.call, &c.d); err != nil {
+		e := toolerr.From(err)
+		e.Check = "budget"
+		return e
+	}
+	return nil
+}
+
+// recordDispatch audits the dispatch and consumes its approval; a call
+// that cannot be audited or whose approval cannot be consumed is not
+// dispatched, and its reservation is released.
+func (c *gatewayCall) recordDispatch() *toolerr.Error {
+	r := c.rec("dispatch")
+	r.CallID, r.Verdict, r.Check, r.IdemKey, r.ApprovalID = c.callID, c.verdict, c.d.Check, c.d.IdemKey, c.approvalID
+	r.SetArgs(c.call.Args, c.d.Confidential, c.g.hash)
+	if err := c.g.audit.Append(r); err != nil {
+		c.g.release(c.ctx, c.call, c.res, "the dispatch could not be audited")
+		return auditErr(err)
+	}
+	if c.approvalID != "" {
+		if err := c.g.approvals.MarkUsed(c.approvalID); err != nil {
+			c.g.release(c.ctx, c.call, c.res, "the approval could not be consumed")
+			return toolerr.New(toolerr.InternalError, "approval_store", "could not consume approval %s: %v", c.approvalID, err)
 		}
 	}
-	dctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	return nil
+}
+
+// dispatch runs the call within the tool's timeout and classifies its
+// error: a failed non-idempotent tool must not be retried blindly.
+func (c *gatewayCall) dispatch(dispatch Dispatch) (Outcome, *toolerr.Error, error) {
+	dctx, cancel := context.WithTimeout(c.ctx, c.d.Timeout)
 	out, err := dispatch(dctx)
 	cancel()
-	dur := time.Since(start)
+	c.dur = time.Since(c.start)
 	var te *toolerr.Error
 	switch {
 	case err == nil:
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		te = toolerr.New(toolerr.Timeout, "deadline", "%s did not answer within %s", call.Tool, d.Timeout).WithRetry(idempotent(d.Tool))
+	case errors.Is(err, context.DeadlineExceeded) && c.ctx.Err() == nil:
+		te = toolerr.New(toolerr.Timeout, "deadline", "%s did not answer within %s", c.call.Tool, c.d.Timeout).WithRetry(idempotent(c.d.Tool))
 	default:
 		te = toolerr.From(err)
 		if te.Class == toolerr.InternalError && te.Reason == "internal" {
@@ -242,48 +312,72 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 		}
 		// The gateway does not know whether the tool acted: a
 		// non-idempotent tool must not be retried blindly.
-		te.Retryable = te.Retryable && idempotent(d.Tool)
+		te.Retryable = te.Retryable && idempotent(c.d.Tool)
 	}
+	return out, te, err
+}
+
+// reconcile settles the reservation: released if the call never reached
+// the tool, kept charged if it failed (whether it acted is unknown),
+// charged at the reported cost otherwise. A failure leaves the hold open
+// and charged (never fails open) and is returned for the audit.
+func (c *gatewayCall) reconcile(out *Outcome, te *toolerr.Error, err error) error {
+	if c.g.charger == nil || c.res == nil {
+		return nil
+	}
+	ctx, call, d := c.ctx, c.call, &c.d
 	var chargeErr error
-	if g.charger != nil && res != nil {
-		switch {
-		case te != nil && errors.Is(err, ErrNotDispatched):
-			g.release(ctx, call, res, te.Message)
-		case te != nil:
-			u := check.Usage{Reason: fmt.Sprintf("the call ended with %s (%s): whether the tool acted is unknown, the reservation stays charged", te.Class, te.Message)}
-			u.ContentHash = g.contentHash(call.Args, nil, d.Confidential)
-			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, u)
-		default:
-			if !out.Usage.Known && out.Usage.Reason == "" {
-				out.Usage.Reason = call.Tool + " reported no cost; the reservation stays charged"
-			}
-			out.Usage.ContentHash = g.contentHash(call.Args, out.Result, d.Confidential)
-			out.Charged, chargeErr = g.charger.Reconcile(context.WithoutCancel(ctx), res, out.Usage)
+	switch {
+	case te != nil && errors.Is(err, ErrNotDispatched):
+		c.g.release(ctx, call, c.res, te.Message)
+	case te != nil:
+		u := check.Usage{Reason: fmt.Sprintf("the call ended with %s (%s): whether the tool acted is unknown, the reservation stays charged", te.Class, te.Message)}
+		u.ContentHash = c.g.contentHash(call.Args, nil, d.Confidential)
+		out.Charged, chargeErr = c.g.charger.Reconcile(context.WithoutCancel(ctx), c.res, u)
+	default:
+		if !out.Usage.Known && out.Usage.Reason == "" {
+			out.Usage.Reason = call.Tool + " reported no cost; the reservation stays charged"
 		}
-		if chargeErr != nil {
-			// The call ran; its hold stays open and charged in the ledger
-			// (never fails open). Say so in the log and the audit.
-			slog.Error("budget: reconcile failed; the reservation stays charged", "tool", call.Tool, "call_id", callID, "err", chargeErr)
-		}
+		out.Usage.ContentHash = c.g.contentHash(call.Args, out.Result, d.Confidential)
+		out.Charged, chargeErr = c.g.charger.Reconcile(context.WithoutCancel(ctx), c.res, out.Usage)
 	}
+	if chargeErr != nil {
+		// The call ran; its hold stays open and charged in the ledger
+		// (never fails open). Say so in the log and the audit.
+		slog.Error("budget: reconcile failed; the reservation stays charged", "tool", call.Tool, "call_id", c.callID, "err", chargeErr)
+	}
+	return chargeErr
+}
+
+// accept checks a successful result against the output contract, tells
+// the pipeline the outcome, registers the contract's rollback and stores
+// the result for idempotent replay; it returns the call's error, if any.
+func (c *gatewayCall) accept(out Outcome, te *toolerr.Error) *toolerr.Error {
+	call, d := c.call, &c.d
 	// The output contract: a result that breaks output_schema is the
 	// tool's failure and is withheld from the agent (it ran, so its cost
 	// above stands).
 	if te == nil && !out.ToolError {
-		te = g.checkOutput(call.Tool, out.Structured)
+		te = c.g.checkOutput(call.Tool, out.Structured)
 	}
-	g.p.Outcome(call.Tool, call.RunID, te != nil || out.ToolError)
+	c.g.p.Outcome(call.Tool, call.RunID, te != nil || out.ToolError)
 	if te == nil && !out.ToolError {
-		g.registerRollback(call, callID, d.Tool, out.Structured, invoke)
+		c.g.registerRollback(call, c.callID, d.Tool, out.Structured, c.invoke)
 	}
 	if te == nil && d.IdemKey != "" && !out.ToolError {
-		if err := g.idem.Put(d.IdemKey, call.Tool, out.Result); err != nil {
+		if err := c.g.idem.Put(d.IdemKey, call.Tool, out.Result); err != nil {
 			// The effect happened; a retry could repeat it. Say so.
 			te = toolerr.New(toolerr.InternalError, "idempotency_store", "%s ran, but its result could not be stored for replay (%v): do not retry", call.Tool, err)
 		}
 	}
-	r = rec("result")
-	r.CallID, r.DurationMS, r.IdemKey, r.ApprovalID = callID, ms(dur), d.IdemKey, approvalID
+	return te
+}
+
+// recordResult audits how the call ended; the agent gets its result even
+// if this record cannot be written.
+func (c *gatewayCall) recordResult(out Outcome, te *toolerr.Error, chargeErr error) {
+	r := c.rec("result")
+	r.CallID, r.DurationMS, r.IdemKey, r.ApprovalID = c.callID, ms(c.dur), c.d.IdemKey, c.approvalID
 	switch {
 	case te != nil:
 		r.Result, r.Reason, r.Message = string(te.Class), te.Reason, te.Message
@@ -297,18 +391,14 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 	}
 	r.SetOutput(out.Result)
 	if te == nil && !out.ToolError {
-		g.recordValues(r, &d, call.Args, out.Structured)
+		c.g.recordValues(r, &c.d, c.call.Args, out.Structured)
 	}
-	if err := g.audit.Append(r); err != nil {
+	if err := c.g.audit.Append(r); err != nil {
 		// The call ran and its dispatch is on record; the agent gets its
 		// result, and the next call's dispatch record will be refused if
 		// the log stays unwritable.
-		slog.Error("audit: result record not written", "tool", call.Tool, "call_id", callID, "err", err)
+		slog.Error("audit: result record not written", "tool", c.call.Tool, "call_id", c.callID, "err", err)
 	}
-	if te != nil {
-		return Outcome{}, te
-	}
-	return out, nil
 }
 
 // release reverses a reservation whose call did not reach the tool.

@@ -18,6 +18,7 @@ import (
 	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
+	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/policy/money"
 )
 
@@ -151,34 +152,56 @@ type call struct {
 	deadline time.Time
 }
 
+// serve meters one model call: estimate it, admit it through the Token
+// Guard, cap its output, reserve its worst case, then forward it. Each
+// phase that refuses has answered the client already.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body []byte) {
-	ctx := r.Context()
 	c := &call{req: req, estIn: (int64(len(body)) + bytesPerToken - 1) / bytesPerToken, started: time.Now()}
 	env := p.c.Guard.Envelope()
 	c.envelope = &receipt.Envelope{MaxTokensIn: units(env.MaxTokensIn), MaxTokensOut: units(env.MaxTokensOut), MaxLatencyMS: units(env.MaxLatencyMS)}
 	if env.MaxCost != nil {
 		c.envelope.MaxCost, c.envelope.Currency = receipt.U(env.MaxCost.Units), env.MaxCost.Currency
 	}
-	var err error
-	if c.price, err = p.c.Prices.lookup(req.Model); err != nil {
-		p.refuse(w, r, c, http.StatusBadRequest, "unpriced_model", err)
+	est, ok := p.estimate(w, r, c, env)
+	if !ok || !p.admit(w, r, c, env, est, body) || !p.capOutput(w, r, c, env) || !p.reserve(w, r, c) {
 		return
 	}
-	// The Token Guard judges the estimate: the output the client asked for,
-	// or the envelope's expected output when it did not say.
-	estOut := req.MaxOut
+	out, err := req.Rewrite(c.capOut)
+	if err != nil {
+		p.release(c, "request rewrite failed: "+err.Error())
+		writeError(w, http.StatusBadRequest, "bad_request", false, err)
+		return
+	}
+	p.forward(w, r, c, out)
+}
+
+// estimate prices the call and estimates it for the Token Guard: the
+// output the client asked for, or the envelope's expected output when it
+// did not say.
+func (p *Proxy) estimate(w http.ResponseWriter, r *http.Request, c *call, env policy.CostEnvelope) (tokenguard.Estimate, bool) {
+	var err error
+	if c.price, err = p.c.Prices.lookup(c.req.Model); err != nil {
+		p.refuse(w, r, c, http.StatusBadRequest, "unpriced_model", err)
+		return tokenguard.Estimate{}, false
+	}
+	estOut := c.req.MaxOut
 	if estOut == 0 {
 		estOut = env.ExpectedTokensOut
 	}
 	estCost, err := p.c.Prices.Cost(c.price, c.estIn, estOut)
 	if err != nil {
 		p.refuse(w, r, c, http.StatusBadRequest, "bad_request", err)
-		return
+		return tokenguard.Estimate{}, false
 	}
 	c.estimate = &receipt.Tokens{TokensIn: units(c.estIn), TokensOut: units(estOut), Cost: receipt.U(estCost.Units)}
-	// The envelope holds the invocation: this call is judged with what the
-	// invocation's earlier calls used, and its latency since it began.
-	est := tokenguard.Estimate{TokensIn: c.estIn, TokensOut: estOut, Cost: &estCost}
+	return tokenguard.Estimate{TokensIn: c.estIn, TokensOut: estOut, Cost: &estCost}, true
+}
+
+// admit asks the Token Guard to admit the call. The envelope holds the
+// invocation: this call is judged with what the invocation's earlier calls
+// used, and its latency since it began.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, c *call, env policy.CostEnvelope, est tokenguard.Estimate, body []byte) bool {
+	estCost := *est.Cost
 	started := c.started
 	if c.run = r.Header.Get(RunHeader); c.run == "" {
 		c.run = p.c.RunID
@@ -197,29 +220,33 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 		c.deadline = started.Add(time.Duration(env.MaxLatencyMS) * time.Millisecond)
 	}
 	fp := sha256.Sum256(append([]byte(p.c.AgentID+"\x00"+c.run+"\x00"+r.URL.Path+"\x00"), body...))
-	if _, err := p.c.Guard.AdmitRequest(ctx, tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + req.Model,
+	if _, err := p.c.Guard.AdmitRequest(r.Context(), tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + c.req.Model,
 		Fingerprint: hex.EncodeToString(fp[:]), Estimate: est}, p.c.Approver); err != nil {
 		p.refuseAdmission(w, r, c, err)
-		return
+		return false
 	}
-	// Cap the output to what the invocation's envelope has left and to
-	// what the money allows.
+	return true
+}
+
+// capOutput caps the output to what the invocation's envelope has left and
+// to what the money allows, refusing a call with nothing left for it.
+func (p *Proxy) capOutput(w http.ResponseWriter, r *http.Request, c *call, env policy.CostEnvelope) bool {
 	c.capOut = env.MaxTokensOut
 	if c.capOut > 0 {
 		c.capOut -= c.used.TokensOut
 		if c.capOut <= 0 {
 			p.refuse(w, r, c, http.StatusForbidden, "token_guard",
 				fmt.Errorf("%w: invocation %s has used its max_tokens_out (%d)", tokenguard.ErrRefused, c.run, env.MaxTokensOut))
-			return
+			return false
 		}
 	}
-	if req.MaxOut > 0 && (c.capOut == 0 || req.MaxOut < c.capOut) {
-		c.capOut = req.MaxOut
+	if c.req.MaxOut > 0 && (c.capOut == 0 || c.req.MaxOut < c.capOut) {
+		c.capOut = c.req.MaxOut
 	}
-	limit, err := p.moneyLimit(ctx, c)
+	limit, err := p.moneyLimit(r.Context(), c)
 	if err != nil {
 		p.refuse(w, r, c, http.StatusServiceUnavailable, "ledger", err)
-		return
+		return false
 	}
 	if limit != nil {
 		if a := p.c.Prices.affordable(c.price, c.estIn, *limit); c.capOut == 0 || a < c.capOut {
@@ -229,15 +256,22 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 	if c.capOut <= 0 {
 		p.refuse(w, r, c, http.StatusPaymentRequired, "budget_exhausted",
 			fmt.Errorf("%w: the remaining budget does not cover the input of this call", budget.ErrDenied))
-		return
+		return false
 	}
+	return true
+}
+
+// reserve holds the call's worst case (its input and capped output) in the
+// budget; a denial's receipt is the budget's to write.
+func (p *Proxy) reserve(w http.ResponseWriter, r *http.Request, c *call) bool {
+	req := c.req
 	worst, err := p.c.Prices.Cost(c.price, c.estIn, c.capOut)
 	if err != nil {
 		p.refuse(w, r, c, http.StatusBadRequest, "bad_request", err)
-		return
+		return false
 	}
 	params, _ := json.Marshal(map[string]any{"api": req.API, "model": req.Model, "stream": req.Stream, "max_output_tokens": c.capOut})
-	c.hold, err = p.c.Budget.Reserve(ctx, budget.Request{Key: p.c.Key, Cost: worst, Tool: req.Model, Server: p.c.Upstream.Host,
+	c.hold, err = p.c.Budget.Reserve(r.Context(), budget.Request{Key: p.c.Key, Cost: worst, Tool: req.Model, Server: p.c.Upstream.Host,
 		Parameters: params, PolicyHash: p.c.PolicyHash, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}})
 	if err != nil {
 		status, class, retry := http.StatusPaymentRequired, "budget_denied", false
@@ -245,15 +279,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, req *Request, body
 			status, class, retry = http.StatusServiceUnavailable, "ledger", true
 		}
 		writeError(w, status, class, retry, err) // the budget wrote the deny receipt
-		return
+		return false
 	}
-	out, err := req.Rewrite(c.capOut)
-	if err != nil {
-		p.release(c, "request rewrite failed: "+err.Error())
-		writeError(w, http.StatusBadRequest, "bad_request", false, err)
-		return
-	}
-	p.forward(w, r, c, out)
+	return true
 }
 
 // moneyLimit is the most one call may cost: the smallest of the envelope's

@@ -69,380 +69,518 @@ func openWrite(p string, flags int) error {
 
 func two(arg string) (string, string) { a, b, _ := strings.Cut(arg, ">"); return a, b }
 
+// step performs one probe step: the operation op on arg, as the table
+// below (or fileStep) defines it.
 func step(op, arg string) error {
-	switch op {
-	case "read":
-		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		_, err = io.ReadAll(os.NewFile(uintptr(fd), arg))
-		return err
-	case "retry-read": // read; while refused, retry every 10 ms for up to 3 s (a permissive lease may open the wall)
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			err := step("read", arg)
-			if err == nil || time.Now().After(deadline) || !(errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) {
-				return err
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	case "write": // an existing file, truncated, never created
-		return openWrite(arg, unix.O_WRONLY|unix.O_TRUNC)
-	case "writedev": // no O_TRUNC (device nodes)
-		return openWrite(arg, unix.O_WRONLY)
-	case "append":
-		return openWrite(arg, unix.O_WRONLY|unix.O_APPEND)
-	case "create":
-		return openWrite(arg, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
-	case "mkdir":
-		return unix.Mkdir(arg, 0o755)
-	case "mkfifo":
-		return unix.Mkfifo(arg, 0o644)
-	case "unlink":
-		return unix.Unlink(arg)
-	case "rename":
-		a, b := two(arg)
-		return unix.Rename(a, b)
-	case "exchange":
-		a, b := two(arg)
-		return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
-	case "link":
-		a, b := two(arg)
-		return unix.Link(a, b)
-	case "symlink":
-		target, p := two(arg)
-		return unix.Symlink(target, p)
-	case "trunc":
-		return unix.Truncate(arg, 0)
-	case "chmod":
-		return unix.Chmod(arg, 0o777)
-	case "utimes":
-		return unix.UtimesNano(arg, []unix.Timespec{{Sec: 1}, {Sec: 1}})
-	case "setxattr":
-		return unix.Setxattr(arg, "user.klock", []byte("x"), 0)
-	case "setflags": // FS_IOC_SETFLAGS through a read-only fd: the flags read back, plus nodump and noatime
-		return setFlags(arg, 0, FsIocSetflags)
-	case "setflags-dir": // the same on a directory (opened O_RDONLY|O_DIRECTORY)
-		return setFlags(arg, unix.O_DIRECTORY, FsIocSetflags)
-	case "setflags32": // the 32-bit number (FS_IOC32_SETFLAGS) from a 64-bit process
-		return setFlags(arg, 0, FsIoc32Setflags)
-	case "fsxattr": // FS_IOC_FSSETXATTR through a read-only fd: the fsxattr read back, plus the nodump xflag
-		return onReadOnly(arg, 0, func(fd int) error {
-			var fa [28]byte // struct fsxattr; fsx_xflags first (little endian)
-			if err := ioctlPtr(fd, fsIocFsgetxattr, unsafe.Pointer(&fa[0])); err != nil {
-				return err
-			}
-			fa[0] |= 0x80 // FS_XFLAG_NODUMP
-			return ioctlPtr(fd, fsIocFssetxattr, unsafe.Pointer(&fa[0]))
-		})
-	case "mmap-exec": // map a readable file PROT_READ|PROT_EXEC (no exec: what ld.so and dlopen do)
-		return mapExec(arg, false)
-	case "mprotect-exec": // map it PROT_READ, then mprotect it PROT_READ|PROT_EXEC
-		return mapExec(arg, true)
-	case "chattr": // add nodump and noatime (ChattrFlags) by FS_IOC_SETFLAGS on a read-only descriptor, as an owner may
-		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		fl, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
-		if err != nil {
-			return err
-		}
-		return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(fl|ChattrFlags))
-	case "exec":
-		parts := strings.Split(arg, ",")
-		return forkExec(parts[0], parts, []string{"PATH=/usr/bin:/bin"})
-	case "ldso": // the dynamic loader running a binary named as its argument
-		return forkExec(ldso(), []string{"ld.so", arg}, nil)
-	case "memfd-exec": // memfd_create(MFD_EXEC), copy /usr/bin/true in, exec it
-		return memfdExec(unix.MFD_EXEC)
-	case "memfd-plain-exec": // memfd_create without MFD_EXEC, then exec through /proc/self/fd
-		return memfdExec(0)
-	case "tmpfile": // O_TMPFILE in DIR, then linkat(/proc/self/fd/N) to DST
-		dir, dst := two(arg)
-		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		if _, err := unix.Write(fd, []byte(Payload)); err != nil {
-			return err
-		}
-		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
-	case "reopen-write": // open read-only, then reopen the fd for writing through /proc/self/fd
-		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return openWrite("/proc/self/fd/"+strconv.Itoa(fd), unix.O_WRONLY|unix.O_TRUNC)
-	case "openat-write": // a dirfd opened O_PATH, then openat(dirfd, NAME) for writing
-		dir, name := two(arg)
-		dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(dfd)
-		fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		return writeFD(fd)
-	case "cwd-write": // chdir DIR, write a relative path (the cwd is restored after)
-		dir, rel := two(arg)
-		old, _ := os.Getwd()
-		if err := unix.Chdir(dir); err != nil {
-			return err
-		}
-		defer unix.Chdir(old)
-		return openWrite(rel, unix.O_WRONLY|unix.O_TRUNC)
-	case "procfd-dir-write": // a directory fd, then /proc/self/fd/N/NAME for writing
-		dir, name := two(arg)
-		dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(dfd)
-		return openWrite("/proc/self/fd/"+strconv.Itoa(dfd)+"/"+name, unix.O_WRONLY|unix.O_TRUNC)
-	case "swap-write": // L>A>B: symlink L->A, write through L, close, then atomically point L at B
-		l, rest := two(arg)
-		a, b := two(rest)
-		if err := unix.Symlink(a, l); err != nil {
-			return err
-		}
-		if err := openWrite(l, unix.O_WRONLY|unix.O_TRUNC); err != nil {
-			return err
-		}
-		if err := unix.Symlink(b, l+".swap"); err != nil {
-			return err
-		}
-		return unix.Rename(l+".swap", l)
-	case "swap-chmod": // L>A>B: symlink L->A, chmod through L, then atomically point L at B
-		l, rest := two(arg)
-		a, b := two(rest)
-		if err := unix.Symlink(a, l); err != nil {
-			return err
-		}
-		if err := unix.Chmod(l, 0o777); err != nil {
-			return err
-		}
-		if err := unix.Symlink(b, l+".swap"); err != nil {
-			return err
-		}
-		return unix.Rename(l+".swap", l)
-	case "by-handle-write": // name_to_handle_at(FILE), then open_by_handle_at for writing (needs CAP_DAC_READ_SEARCH)
-		h, mnt, err := unix.NameToHandleAt(unix.AT_FDCWD, arg, 0)
-		if err != nil {
-			return err
-		}
-		mfd, err := unix.Open(filepath.Dir(arg), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(mfd)
-		_ = mnt // the directory's fd stands for the mount: the handle is resolved on its filesystem
-		fd, err := unix.OpenByHandleAt(mfd, h, unix.O_WRONLY|unix.O_CLOEXEC)
-		if err != nil {
-			return err
-		}
-		return writeFD(fd)
-	case "procsub": // what bash's <(...) does: a pipe, read back by opening /dev/fd/N (ARG: "dev" or "proc" for /proc/self/fd/N)
-		var p [2]int
-		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-			return err
-		}
-		defer unix.Close(p[0])
-		unix.Write(p[1], []byte("from-a-pipe\n"))
-		unix.Close(p[1])
-		name := "/dev/fd/" + strconv.Itoa(p[0])
-		if arg == "proc" {
-			name = "/proc/self/fd/" + strconv.Itoa(p[0])
-		}
-		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		buf := make([]byte, 64)
-		if n, err := unix.Read(fd, buf); err != nil || string(buf[:n]) != "from-a-pipe\n" {
-			return fmt.Errorf("read %q: %v", buf[:n], err)
-		}
-		return nil
-	case "bind-mount": // SRC>DST: bind-mount SRC over DST (needs CAP_SYS_ADMIN in the mount namespace's owner)
-		src, dst := two(arg)
-		return unix.Mount(src, dst, "", unix.MS_BIND, "")
-	case "hide-write": // L>A: symlink L->A, write through L, close, unlink L
-		l, a := two(arg)
-		if err := unix.Symlink(a, l); err != nil {
-			return err
-		}
-		if err := openWrite(l, unix.O_WRONLY|unix.O_TRUNC); err != nil {
-			return err
-		}
-		return unix.Unlink(l)
-	case "tcp":
-		return dial("tcp", arg)
-	case "udp":
-		return sendUDP(arg)
-	case "raw4":
-		return sock(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
-	case "raw6":
-		return sock(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6)
-	case "ping":
-		return sock(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)
-	case "packet":
-		return sock(unix.AF_PACKET, unix.SOCK_RAW, 0)
-	case "listen0": // bind the IPv4 ADDR:0 (any port: the kernel picks), then listen
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		a := net.ParseIP(arg).To4()
-		if a == nil {
-			return unix.EINVAL
-		}
-		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte(a)}); err != nil {
-			return err
-		}
-		return unix.Listen(fd, 1)
-	case "netlink": // what glibc's getifaddrs and getaddrinfo(AI_ADDRCONFIG) open
-		return sock(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)
-	case "unix":
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return unix.Connect(fd, &unix.SockaddrUnix{Name: arg})
-	case "unixdg": // connect an AF_UNIX datagram socket (no datagram)
-		return unixDgram(func(fd int) error { return unix.Connect(fd, &unix.SockaddrUnix{Name: arg}) })
-	case "unixsendto": // sendto from an unconnected AF_UNIX datagram socket
-		return unixDgram(func(fd int) error { return unix.Sendto(fd, []byte(Payload), 0, &unix.SockaddrUnix{Name: arg}) })
-	case "unixsendmsg": // sendmsg with the name as msg_name
-		return unixDgram(func(fd int) error {
-			_, err := unix.SendmsgN(fd, []byte(Payload), nil, &unix.SockaddrUnix{Name: arg}, 0)
-			return err
-		})
-	case "unixsendmmsg": // one sendmmsg of a datagram to each name (A>B>...)
-		names := strings.Split(arg, ">")
-		return unixDgram(func(fd int) error {
-			n, err := testutil.UnixSendmmsg(fd, []byte(Payload), names...)
-			if err == nil && n < len(names) {
-				// The kernel stops at the message it refuses and
-				// keeps no errno when one went before it.
-				return fmt.Errorf("sent %d of %d", n, len(names))
-			}
-			return err
-		})
-	case "unixown": // bind a stream socket at the name, listen, and connect to it
-		l, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(l)
-		if err := unix.Bind(l, &unix.SockaddrUnix{Name: arg}); err != nil {
-			return err
-		}
-		if err := unix.Listen(l, 1); err != nil {
-			return err
-		}
-		return step("unix", arg)
-	case "iouring":
-		var params [120]byte // struct io_uring_params
-		r, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
-		if e != 0 {
-			return e
-		}
-		unix.Close(int(r))
-		return nil
-	case "bpf": // BPF_PROG_LOAD of nothing: EINVAL/EFAULT without a wall, EPERM with one
-		var attr [128]byte
-		_, _, e := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_LOAD, uintptr(unsafe.Pointer(&attr[0])), uintptr(len(attr)))
-		if e != 0 {
-			return e
-		}
-		return nil
-	case "ptrace": // PTRACE_ATTACH to a pid of the agent's own namespace
-		pid, _ := strconv.Atoi(arg)
-		_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(pid), 0, 0, 0, 0)
-		if e != 0 {
-			return e
-		}
-		return nil
-	case "cgmove": // write "0" (= the writer) to a cgroup.procs file
-		return openWriteData(arg, "0")
-	case "cgroup": // print the unified-hierarchy line of /proc/self/cgroup
-		b, err := os.ReadFile("/proc/self/cgroup")
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "0::") {
-				fmt.Println("cgroup-line=" + l)
-			}
-		}
-		return err
-	case "chdir":
-		return unix.Chdir(arg)
-	case "readn": // read a file 2000 times (keeps the probe busy and alive)
-		for i := 0; i < 2000; i++ {
-			if err := step("read", arg); err != nil {
-				return err
-			}
-		}
-		return nil
-	case "print":
-		fmt.Println(arg)
-		return nil
-	case "wait-stdin":
-		_, err := io.ReadAll(os.Stdin)
-		return err
-	case "lookup": // look NAME up (IPv4) with Go's own resolver: /etc/resolv.conf's name servers
-		_, err := goResolver.LookupNetIP(context.Background(), "ip4", arg)
-		return err
-	case "sendn": // ADDR:PORT>N: connect (tcp), send N bytes, then read to the peer's close
-		addr, n := two(arg)
-		count, _ := strconv.Atoi(n)
-		return sendN(addr, count)
-	case "udpburst": // ADDR:PORT>N>SIZE: N datagrams of SIZE bytes, back to back, errors ignored (a full queue, a wall's drop)
-		addr, rest := two(arg)
-		n, size := two(rest)
-		count, _ := strconv.Atoi(n)
-		sz, _ := strconv.Atoi(size)
-		c, err := net.Dial("udp4", addr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		buf := make([]byte, sz)
-		for range count {
-			_, _ = c.Write(buf)
-		}
-		return nil
-	case "pingsend": // ADDR: one ICMP echo from an ICMP datagram socket; "ok" when a reply came within a second
-		return pingSend(arg)
-	case "resolve-dial": // NAME>PORT: look NAME up, connect to its first address on PORT (tcp)
-		name, port := two(arg)
-		addrs, err := goResolver.LookupNetIP(context.Background(), "ip4", name)
-		if err != nil {
-			return err
-		}
-		return dial("tcp", net.JoinHostPort(addrs[0].String(), port))
-	case "dnsleak": // NAME: a query for NAME hiding DNSSecret besides the name, over UDP and TCP (probe_dns.go)
-		return dnsLeak(arg)
-	case "txtburst": // DOMAIN>N: N TXT lookups of random subdomains of DOMAIN (DNS exfiltration)
-		domain, n := two(arg)
-		count, _ := strconv.Atoi(n)
-		for i := range count {
-			_, _ = goResolver.LookupTXT(context.Background(), fmt.Sprintf("%x-%d.%s", time.Now().UnixNano(), i, domain))
-		}
-		return nil
+	if f, ok := probeSteps[op]; ok {
+		return f(arg)
 	}
 	if ok, err := fileStep(op, arg); ok {
 		return err
 	}
 	return fmt.Errorf("unknown probe step %q", op)
+}
+
+// probeSteps are the probe's operations by name, each a function of the
+// step's argument: the escape tests name them in their "op:arg" steps.
+var probeSteps = map[string]func(arg string) error{
+	"read":       readFile,
+	"retry-read": retryRead,
+	// an existing file, truncated, never created
+	"write": func(arg string) error { return openWrite(arg, unix.O_WRONLY|unix.O_TRUNC) },
+	// no O_TRUNC (device nodes)
+	"writedev": func(arg string) error { return openWrite(arg, unix.O_WRONLY) },
+	"append":   func(arg string) error { return openWrite(arg, unix.O_WRONLY|unix.O_APPEND) },
+	"create":   func(arg string) error { return openWrite(arg, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL) },
+	"mkdir":    func(arg string) error { return unix.Mkdir(arg, 0o755) },
+	"mkfifo":   func(arg string) error { return unix.Mkfifo(arg, 0o644) },
+	"unlink":   unix.Unlink,
+	"rename": func(arg string) error {
+		a, b := two(arg)
+		return unix.Rename(a, b)
+	},
+	"exchange": func(arg string) error {
+		a, b := two(arg)
+		return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+	},
+	"link": func(arg string) error {
+		a, b := two(arg)
+		return unix.Link(a, b)
+	},
+	"symlink": func(arg string) error {
+		target, p := two(arg)
+		return unix.Symlink(target, p)
+	},
+	"trunc":    func(arg string) error { return unix.Truncate(arg, 0) },
+	"chmod":    func(arg string) error { return unix.Chmod(arg, 0o777) },
+	"utimes":   func(arg string) error { return unix.UtimesNano(arg, []unix.Timespec{{Sec: 1}, {Sec: 1}}) },
+	"setxattr": func(arg string) error { return unix.Setxattr(arg, "user.klock", []byte("x"), 0) },
+	// FS_IOC_SETFLAGS through a read-only fd: the flags read back, plus nodump and noatime
+	"setflags": func(arg string) error { return setFlags(arg, 0, FsIocSetflags) },
+	// the same on a directory (opened O_RDONLY|O_DIRECTORY)
+	"setflags-dir": func(arg string) error { return setFlags(arg, unix.O_DIRECTORY, FsIocSetflags) },
+	// the 32-bit number (FS_IOC32_SETFLAGS) from a 64-bit process
+	"setflags32": func(arg string) error { return setFlags(arg, 0, FsIoc32Setflags) },
+	"fsxattr":    setFsxattr,
+	// map a readable file PROT_READ|PROT_EXEC (no exec: what ld.so and dlopen do)
+	"mmap-exec": func(arg string) error { return mapExec(arg, false) },
+	// map it PROT_READ, then mprotect it PROT_READ|PROT_EXEC
+	"mprotect-exec": func(arg string) error { return mapExec(arg, true) },
+	"chattr":        chattr,
+	"exec":          execArgs,
+	// the dynamic loader running a binary named as its argument
+	"ldso": func(arg string) error { return forkExec(ldso(), []string{"ld.so", arg}, nil) },
+	// memfd_create(MFD_EXEC), copy /usr/bin/true in, exec it
+	"memfd-exec": func(string) error { return memfdExec(unix.MFD_EXEC) },
+	// memfd_create without MFD_EXEC, then exec through /proc/self/fd
+	"memfd-plain-exec": func(string) error { return memfdExec(0) },
+	"tmpfile":          tmpfileLink,
+	"reopen-write":     reopenWrite,
+	"openat-write":     openatWrite,
+	"cwd-write":        cwdWrite,
+	"procfd-dir-write": procfdDirWrite,
+	"swap-write":       swapWrite,
+	"swap-chmod":       swapChmod,
+	"by-handle-write":  byHandleWrite,
+	"procsub":          procSub,
+	"bind-mount":       bindMount,
+	"hide-write":       hideWrite,
+	"tcp":              func(arg string) error { return dial("tcp", arg) },
+	"udp":              sendUDP,
+	"raw4":             func(string) error { return sock(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP) },
+	"raw6":             func(string) error { return sock(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6) },
+	"ping":             func(string) error { return sock(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP) },
+	"packet":           func(string) error { return sock(unix.AF_PACKET, unix.SOCK_RAW, 0) },
+	"listen0":          listenAnyPort,
+	// what glibc's getifaddrs and getaddrinfo(AI_ADDRCONFIG) open
+	"netlink": func(string) error { return sock(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE) },
+	"unix":    connectUnix,
+	// connect an AF_UNIX datagram socket (no datagram)
+	"unixdg": func(arg string) error {
+		return unixDgram(func(fd int) error { return unix.Connect(fd, &unix.SockaddrUnix{Name: arg}) })
+	},
+	// sendto from an unconnected AF_UNIX datagram socket
+	"unixsendto": func(arg string) error {
+		return unixDgram(func(fd int) error { return unix.Sendto(fd, []byte(Payload), 0, &unix.SockaddrUnix{Name: arg}) })
+	},
+	// sendmsg with the name as msg_name
+	"unixsendmsg": func(arg string) error {
+		return unixDgram(func(fd int) error {
+			_, err := unix.SendmsgN(fd, []byte(Payload), nil, &unix.SockaddrUnix{Name: arg}, 0)
+			return err
+		})
+	},
+	"unixsendmmsg": unixSendmmsg,
+	"unixown":      unixOwn,
+	"iouring":      ioUringSetup,
+	"bpf":          bpfProgLoad,
+	"ptrace":       ptraceAttach,
+	// write "0" (= the writer) to a cgroup.procs file
+	"cgmove":     func(arg string) error { return openWriteData(arg, "0") },
+	"cgroup":     printCgroupLine,
+	"chdir":      unix.Chdir,
+	"readn":      readN,
+	"print":      func(arg string) error { fmt.Println(arg); return nil },
+	"wait-stdin": func(string) error { _, err := io.ReadAll(os.Stdin); return err },
+	"lookup":     lookup4,
+	"sendn":      sendNArg,
+	"udpburst":   udpBurst,
+	// ADDR: one ICMP echo from an ICMP datagram socket; "ok" when a reply came within a second
+	"pingsend":     pingSend,
+	"resolve-dial": resolveDial,
+	// NAME: a query for NAME hiding DNSSecret besides the name, over UDP and TCP (probe_dns.go)
+	"dnsleak":  dnsLeak,
+	"txtburst": txtBurst,
+}
+
+// readFile reads the whole file.
+func readFile(arg string) error {
+	fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = io.ReadAll(os.NewFile(uintptr(fd), arg))
+	return err
+}
+
+// retryRead reads; while refused, it retries every 10 ms for up to 3 s (a
+// permissive lease may open the wall).
+func retryRead(arg string) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := readFile(arg)
+		if err == nil || time.Now().After(deadline) || !(errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// setFsxattr does FS_IOC_FSSETXATTR through a read-only fd: the fsxattr
+// read back, plus the nodump xflag.
+func setFsxattr(arg string) error {
+	return onReadOnly(arg, 0, func(fd int) error {
+		var fa [28]byte // struct fsxattr; fsx_xflags first (little endian)
+		if err := ioctlPtr(fd, fsIocFsgetxattr, unsafe.Pointer(&fa[0])); err != nil {
+			return err
+		}
+		fa[0] |= 0x80 // FS_XFLAG_NODUMP
+		return ioctlPtr(fd, fsIocFssetxattr, unsafe.Pointer(&fa[0]))
+	})
+}
+
+// chattr adds nodump and noatime (ChattrFlags) by FS_IOC_SETFLAGS on a
+// read-only descriptor, as an owner may.
+func chattr(arg string) error {
+	fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	fl, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		return err
+	}
+	return unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(fl|ChattrFlags))
+}
+
+// execArgs runs PATH,ARG...: the path, then its argv.
+func execArgs(arg string) error {
+	parts := strings.Split(arg, ",")
+	return forkExec(parts[0], parts, []string{"PATH=/usr/bin:/bin"})
+}
+
+// tmpfileLink opens O_TMPFILE in DIR, then linkat(/proc/self/fd/N) to DST
+// (DIR>DST).
+func tmpfileLink(arg string) error {
+	dir, dst := two(arg)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(Payload)); err != nil {
+		return err
+	}
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
+}
+
+// reopenWrite opens read-only, then reopens the fd for writing through
+// /proc/self/fd.
+func reopenWrite(arg string) error {
+	fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return openWrite("/proc/self/fd/"+strconv.Itoa(fd), unix.O_WRONLY|unix.O_TRUNC)
+}
+
+// openatWrite opens a dirfd O_PATH, then openat(dirfd, NAME) for writing
+// (DIR>NAME).
+func openatWrite(arg string) error {
+	dir, name := two(arg)
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	return writeFD(fd)
+}
+
+// cwdWrite changes to DIR and writes a relative path (DIR>REL); the cwd is
+// restored after.
+func cwdWrite(arg string) error {
+	dir, rel := two(arg)
+	old, _ := os.Getwd()
+	if err := unix.Chdir(dir); err != nil {
+		return err
+	}
+	defer unix.Chdir(old)
+	return openWrite(rel, unix.O_WRONLY|unix.O_TRUNC)
+}
+
+// procfdDirWrite opens a directory fd, then /proc/self/fd/N/NAME for
+// writing (DIR>NAME).
+func procfdDirWrite(arg string) error {
+	dir, name := two(arg)
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	return openWrite("/proc/self/fd/"+strconv.Itoa(dfd)+"/"+name, unix.O_WRONLY|unix.O_TRUNC)
+}
+
+// swapWrite (L>A>B): symlink L->A, write through L, close, then atomically
+// point L at B.
+func swapWrite(arg string) error {
+	l, rest := two(arg)
+	a, b := two(rest)
+	if err := unix.Symlink(a, l); err != nil {
+		return err
+	}
+	if err := openWrite(l, unix.O_WRONLY|unix.O_TRUNC); err != nil {
+		return err
+	}
+	if err := unix.Symlink(b, l+".swap"); err != nil {
+		return err
+	}
+	return unix.Rename(l+".swap", l)
+}
+
+// swapChmod (L>A>B): symlink L->A, chmod through L, then atomically point L
+// at B.
+func swapChmod(arg string) error {
+	l, rest := two(arg)
+	a, b := two(rest)
+	if err := unix.Symlink(a, l); err != nil {
+		return err
+	}
+	if err := unix.Chmod(l, 0o777); err != nil {
+		return err
+	}
+	if err := unix.Symlink(b, l+".swap"); err != nil {
+		return err
+	}
+	return unix.Rename(l+".swap", l)
+}
+
+// byHandleWrite does name_to_handle_at(FILE), then open_by_handle_at for
+// writing (needs CAP_DAC_READ_SEARCH).
+func byHandleWrite(arg string) error {
+	h, mnt, err := unix.NameToHandleAt(unix.AT_FDCWD, arg, 0)
+	if err != nil {
+		return err
+	}
+	mfd, err := unix.Open(filepath.Dir(arg), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mfd)
+	_ = mnt // the directory's fd stands for the mount: the handle is resolved on its filesystem
+	fd, err := unix.OpenByHandleAt(mfd, h, unix.O_WRONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	return writeFD(fd)
+}
+
+// procSub does what bash's <(...) does: a pipe, read back by opening
+// /dev/fd/N (ARG: "dev", or "proc" for /proc/self/fd/N).
+func procSub(arg string) error {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	defer unix.Close(p[0])
+	unix.Write(p[1], []byte("from-a-pipe\n"))
+	unix.Close(p[1])
+	name := "/dev/fd/" + strconv.Itoa(p[0])
+	if arg == "proc" {
+		name = "/proc/self/fd/" + strconv.Itoa(p[0])
+	}
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 64)
+	if n, err := unix.Read(fd, buf); err != nil || string(buf[:n]) != "from-a-pipe\n" {
+		return fmt.Errorf("read %q: %v", buf[:n], err)
+	}
+	return nil
+}
+
+// bindMount (SRC>DST) bind-mounts SRC over DST (needs CAP_SYS_ADMIN in the
+// mount namespace's owner).
+func bindMount(arg string) error {
+	src, dst := two(arg)
+	return unix.Mount(src, dst, "", unix.MS_BIND, "")
+}
+
+// hideWrite (L>A): symlink L->A, write through L, close, unlink L.
+func hideWrite(arg string) error {
+	l, a := two(arg)
+	if err := unix.Symlink(a, l); err != nil {
+		return err
+	}
+	if err := openWrite(l, unix.O_WRONLY|unix.O_TRUNC); err != nil {
+		return err
+	}
+	return unix.Unlink(l)
+}
+
+// listenAnyPort binds the IPv4 ADDR:0 (any port: the kernel picks), then
+// listens.
+func listenAnyPort(arg string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	a := net.ParseIP(arg).To4()
+	if a == nil {
+		return unix.EINVAL
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte(a)}); err != nil {
+		return err
+	}
+	return unix.Listen(fd, 1)
+}
+
+// connectUnix connects an AF_UNIX stream socket to the name.
+func connectUnix(arg string) error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Connect(fd, &unix.SockaddrUnix{Name: arg})
+}
+
+// unixSendmmsg sends one sendmmsg of a datagram to each name (A>B>...).
+func unixSendmmsg(arg string) error {
+	names := strings.Split(arg, ">")
+	return unixDgram(func(fd int) error {
+		n, err := testutil.UnixSendmmsg(fd, []byte(Payload), names...)
+		if err == nil && n < len(names) {
+			// The kernel stops at the message it refuses and
+			// keeps no errno when one went before it.
+			return fmt.Errorf("sent %d of %d", n, len(names))
+		}
+		return err
+	})
+}
+
+// unixOwn binds a stream socket at the name, listens, and connects to it.
+func unixOwn(arg string) error {
+	l, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(l)
+	if err := unix.Bind(l, &unix.SockaddrUnix{Name: arg}); err != nil {
+		return err
+	}
+	if err := unix.Listen(l, 1); err != nil {
+		return err
+	}
+	return connectUnix(arg)
+}
+
+// ioUringSetup sets up an io_uring (a way around syscall-level walls).
+func ioUringSetup(string) error {
+	var params [120]byte // struct io_uring_params
+	r, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
+	if e != 0 {
+		return e
+	}
+	unix.Close(int(r))
+	return nil
+}
+
+// bpfProgLoad does BPF_PROG_LOAD of nothing: EINVAL/EFAULT without a wall,
+// EPERM with one.
+func bpfProgLoad(string) error {
+	var attr [128]byte
+	_, _, e := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_LOAD, uintptr(unsafe.Pointer(&attr[0])), uintptr(len(attr)))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// ptraceAttach does PTRACE_ATTACH to a pid of the agent's own namespace.
+func ptraceAttach(arg string) error {
+	pid, _ := strconv.Atoi(arg)
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(pid), 0, 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// printCgroupLine prints the unified-hierarchy line of /proc/self/cgroup.
+func printCgroupLine(string) error {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "0::") {
+			fmt.Println("cgroup-line=" + l)
+		}
+	}
+	return err
+}
+
+// readN reads a file 2000 times (keeps the probe busy and alive).
+func readN(arg string) error {
+	for i := 0; i < 2000; i++ {
+		if err := readFile(arg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lookup4 looks NAME up (IPv4) with Go's own resolver: /etc/resolv.conf's
+// name servers.
+func lookup4(arg string) error {
+	_, err := goResolver.LookupNetIP(context.Background(), "ip4", arg)
+	return err
+}
+
+// sendNArg (ADDR:PORT>N) connects (tcp), sends N bytes, then reads to the
+// peer's close.
+func sendNArg(arg string) error {
+	addr, n := two(arg)
+	count, _ := strconv.Atoi(n)
+	return sendN(addr, count)
+}
+
+// udpBurst (ADDR:PORT>N>SIZE) sends N datagrams of SIZE bytes, back to
+// back, errors ignored (a full queue, a wall's drop).
+func udpBurst(arg string) error {
+	addr, rest := two(arg)
+	n, size := two(rest)
+	count, _ := strconv.Atoi(n)
+	sz, _ := strconv.Atoi(size)
+	c, err := net.Dial("udp4", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, sz)
+	for range count {
+		_, _ = c.Write(buf)
+	}
+	return nil
+}
+
+// resolveDial (NAME>PORT) looks NAME up, then connects to its first
+// address on PORT (tcp).
+func resolveDial(arg string) error {
+	name, port := two(arg)
+	addrs, err := goResolver.LookupNetIP(context.Background(), "ip4", name)
+	if err != nil {
+		return err
+	}
+	return dial("tcp", net.JoinHostPort(addrs[0].String(), port))
+}
+
+// txtBurst (DOMAIN>N) does N TXT lookups of random subdomains of DOMAIN
+// (DNS exfiltration).
+func txtBurst(arg string) error {
+	domain, n := two(arg)
+	count, _ := strconv.Atoi(n)
+	for i := range count {
+		_, _ = goResolver.LookupTXT(context.Background(), fmt.Sprintf("%x-%d.%s", time.Now().UnixNano(), i, domain))
+	}
+	return nil
 }
 
 func unixDgram(f func(fd int) error) error {
