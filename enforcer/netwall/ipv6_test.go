@@ -1,0 +1,202 @@
+//go:build linux
+
+package netwall
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// requireIPv6 skips (a failure under KLOCK_REQUIRE_PRIVILEGED=1) where
+// the host cannot give sessions IPv6.
+func requireIPv6(t testing.TB) {
+	t.Helper()
+	if err := ipv6Available(); err != nil {
+		testutil.Unavailable(t, err.Error())
+	}
+}
+
+// testULA is address host of the test's /64 number net in fd6b:7465::/32
+// ("te"), kind telling host links (1) from remote namespaces (2) apart.
+func testULA(kind, net int, host byte) netip.Addr {
+	b := netip.MustParseAddr("fd6b:7465::").As16()
+	b[4], b[5], b[7], b[15] = byte(kind), byte(net>>8), byte(net), host
+	return netip.AddrFrom16(b)
+}
+
+// hostAddrs6 puts two IPv6 addresses on a link of the host (without
+// duplicate address detection: usable at once): the declared and the
+// undeclared peer.
+func hostAddrs6(t testing.TB) (declared, undeclared netip.Addr) {
+	t.Helper()
+	n := os.Getpid()%200 + int(testSeq.Add(1))
+	name := fmt.Sprintf("klw6%d", n)
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	d := &netlink.Veth{LinkAttrs: la, PeerName: name + "p"}
+	_ = netlink.LinkDel(d)
+	if err := netlink.LinkAdd(d); err != nil {
+		t.Fatalf("host link: %v", err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(d) })
+	if p, err := netlink.LinkByName(name + "p"); err == nil {
+		_ = netlink.LinkSetUp(p)
+	}
+	declared, undeclared = testULA(1, n, 1), testULA(1, n, 2)
+	for _, a := range []netip.Addr{declared, undeclared} {
+		if err := netlink.AddrAdd(d, &netlink.Addr{IPNet: ipnet6(a, 128), Flags: unix.IFA_F_NODAD}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := netlink.LinkSetUp(d); err != nil {
+		t.Fatal(err)
+	}
+	return declared, undeclared
+}
+
+// remoteNS6 is a namespace reached by IPv6 forwarding: a veth from the
+// host (…::1/64) to it (…::2/64), the "internet" seen from the session.
+func remoteNS6(t testing.TB) (netns.NsHandle, netip.Addr) {
+	t.Helper()
+	ns := testutil.NewNetNS(t)
+	n := os.Getpid()%200 + int(testSeq.Add(1))
+	name := fmt.Sprintf("klr6%d", n)
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
+	_ = netlink.LinkDel(v)
+	if err := netlink.LinkAdd(v); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(v) })
+	host, remote := testULA(2, n, 1), testULA(2, n, 2)
+	if err := netlink.AddrAdd(v, &netlink.Addr{IPNet: ipnet6(host, 64), Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(v); err != nil {
+		t.Fatal(err)
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Delete()
+	l, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipnet6(remote, 64), Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	return ns, remote
+}
+
+func peer6(name string, a netip.Addr, port uint16, proto policy.Proto) Peer {
+	return Peer{Name: name, Prefix: netip.PrefixFrom(a, 128), Ports: policy.PortRange{Lo: port, Hi: port}, Proto: proto}
+}
+
+// A process in the session's namespace reaches declared IPv6 peers, on a
+// host address (input path) and behind the host (forwarded, NAT66), by
+// TCP and UDP; an undeclared IPv6 peer, or a declared one on another
+// port, hears nothing and the drop counter shows it, as for IPv4.
+func TestIPv6DeclaredAndUndeclared(t *testing.T) {
+	privileged(t)
+	requireIPv6(t)
+	declared, undeclared := hostAddrs6(t)
+	remote, remoteAddr := remoteNS6(t)
+	ld := listen(t, -1, declared)
+	lu := listen(t, -1, undeclared)
+	lr := listen(t, remote, remoteAddr)
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{
+		peer6("host", declared, ld.port, policy.ProtoAny),
+		peer6("remote", remoteAddr, lr.port, policy.ProtoTCP),
+	}})
+	if !w.Addr6.IsValid() || w.NoIPv6 != nil {
+		t.Fatalf("the session has no IPv6: %v", w.NoIPv6)
+	}
+	if err := dial(t, ns, netip.AddrPortFrom(declared, ld.port), 1000, 3*time.Second); err != nil {
+		t.Fatalf("declared IPv6 host peer: %v", err)
+	}
+	if err := dial(t, ns, netip.AddrPortFrom(remoteAddr, lr.port), 1000, 3*time.Second); err != nil {
+		t.Fatalf("declared IPv6 remote peer (forwarded): %v", err)
+	}
+	udpSend(t, ns, netip.AddrPortFrom(declared, ld.port))
+	before := counters(t, w)[Dropped].OutPackets
+	if err := dial(t, ns, netip.AddrPortFrom(undeclared, lu.port), 10, 500*time.Millisecond); err == nil {
+		t.Error("undeclared IPv6 peer: connected")
+	}
+	if err := dial(t, ns, netip.AddrPortFrom(declared, lu.port), 10, 500*time.Millisecond); err == nil {
+		t.Error("declared IPv6 address, undeclared port: connected")
+	}
+	udpSend(t, ns, netip.AddrPortFrom(undeclared, lu.port))
+	time.Sleep(200 * time.Millisecond)
+	if n := lu.conns.Load() + lu.dgram.Load(); n != 0 {
+		t.Errorf("the undeclared listener got %d connections or datagrams", n)
+	}
+	if ld.dgram.Load() != 1 {
+		t.Errorf("the declared peer got %d datagrams, want 1", ld.dgram.Load())
+	}
+	c := counters(t, w)
+	if got := c[Dropped].OutPackets - before; got < 3 {
+		t.Errorf("drop counter: %d packets, want >= 3 (2 SYNs, 1 datagram)", got)
+	}
+	if ld.conns.Load() != 1 || lr.conns.Load() != 1 {
+		t.Errorf("declared listeners: %d and %d connections, want 1 each", ld.conns.Load(), lr.conns.Load())
+	}
+	for _, p := range []string{"host", "remote"} {
+		if c[p].OutPackets == 0 || c[p].InPackets == 0 {
+			t.Errorf("peer %s counters: %+v", p, c[p])
+		}
+	}
+}
+
+// A peer named by host only gets IPv6 addresses through AllowPeer (an
+// AAAA answer), as IPv4 ones.
+func TestIPv6AllowPeer(t *testing.T) {
+	privileged(t)
+	requireIPv6(t)
+	declared, _ := hostAddrs6(t)
+	l := listen(t, -1, declared)
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{{Name: "svc.test", Ports: policy.PortRange{Lo: l.port, Hi: l.port}, Proto: policy.ProtoTCP}}})
+	ap := netip.AddrPortFrom(declared, l.port)
+	if err := dial(t, ns, ap, 1, 300*time.Millisecond); err == nil {
+		t.Fatal("connected before AllowPeer")
+	}
+	if err := w.AllowPeer("svc.test", declared, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(t, ns, ap, 1, 2*time.Second); err != nil {
+		t.Fatalf("after AllowPeer: %v", err)
+	}
+	if c := counters(t, w)["svc.test"]; c.OutPackets == 0 {
+		t.Errorf("svc.test counters: %+v", c)
+	}
+}
+
+// The IPv6 metadata address and the host's ::1 stay dropped under a peer
+// covering every IPv6 address.
+func TestIPv6MetadataAndLoopbackDropped(t *testing.T) {
+	privileged(t)
+	requireIPv6(t)
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{{Name: "all6", Prefix: netip.MustParsePrefix("::/0"), Ports: policy.AllPorts}}})
+	before := counters(t, w)[Dropped].OutPackets
+	_ = dial(t, ns, netip.AddrPortFrom(Metadata6, 80), 1, 300*time.Millisecond)
+	if got := counters(t, w)[Dropped].OutPackets - before; got == 0 {
+		t.Error("a SYN to fd00:ec2::254 was not dropped")
+	}
+}
