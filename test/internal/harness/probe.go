@@ -429,6 +429,13 @@ func step(op, arg string) error {
 			return err
 		}
 		return dial("tcp", net.JoinHostPort(addrs[0].String(), port))
+	case "resolve-dial6": // NAME>PORT: look NAME's IPv6 addresses (AAAA) up, connect to the first on PORT (tcp)
+		name, port := two(arg)
+		addrs, err := goResolver.LookupNetIP(context.Background(), "ip6", name)
+		if err != nil {
+			return err
+		}
+		return dial("tcp", net.JoinHostPort(addrs[0].String(), port))
 	case "dnsleak": // NAME: a query for NAME hiding DNSSecret besides the name, over UDP and TCP (probe_dns.go)
 		return dnsLeak(arg)
 	case "txtburst": // DOMAIN>N: N TXT lookups of random subdomains of DOMAIN (DNS exfiltration)
