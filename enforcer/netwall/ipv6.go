@@ -40,7 +40,7 @@ const ipv6Conf = "/proc/sys/net/ipv6/conf/"
 // at all, as ARP for IPv4 (which no inet table sees). Router
 // advertisements and redirects from the session are never among them.
 var (
-	linkControlOut = []byte{131, 132, 135, 136, 143}      // MLD report/done, NS, NA, MLDv2 report
+	linkControlOut = []byte{131, 132, 133, 135, 136, 143} // MLD report/done, RS, NS, NA, MLDv2 report
 	linkControlIn  = []byte{130, 131, 132, 135, 136, 143} // MLD query, report/done, NS, NA, MLDv2 report
 	// hostErrors are the host's own ICMPv6 errors about the session's
 	// packets: destination unreachable (no route: the agent's connect
