@@ -32,7 +32,9 @@ var Metadata6 = netip.MustParseAddr("fd00:ec2::254")
 // wraps it with the reason and the fix).
 var ErrNoIPv6 = errors.New("netwall: no IPv6")
 
-const ipv6Conf = "/proc/sys/net/ipv6/conf/"
+// ipv6Conf is where the IPv6 sysctls are (a variable: a test points it
+// at a host without IPv6).
+var ipv6Conf = "/proc/sys/net/ipv6/conf/"
 
 // ICMPv6 types the wall lets pass between the session and the host side
 // of its link without a peer: neighbor discovery and multicast listener
@@ -104,7 +106,7 @@ func (w *Wall) hostSide6(l netlink.Link, slot uint32) error {
 // is 1: those are set to 2 first (accept them while forwarding), so a
 // host configured by SLAAC keeps its routes.
 func ensureForwarding6() error {
-	const p = ipv6Conf + "all/forwarding"
+	p := ipv6Conf + "all/forwarding"
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return fmt.Errorf("netwall: %w", err)

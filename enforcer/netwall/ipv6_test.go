@@ -3,9 +3,11 @@
 package netwall
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +200,39 @@ func TestIPv6MetadataAndLoopbackDropped(t *testing.T) {
 	_ = dial(t, ns, netip.AddrPortFrom(Metadata6, 80), 1, 300*time.Millisecond)
 	if got := counters(t, w)[Dropped].OutPackets - before; got == 0 {
 		t.Error("a SYN to fd00:ec2::254 was not dropped")
+	}
+}
+
+// On a host whose IPv6 is disabled (its sysctls say so: a copy here) the
+// wall is IPv4's alone: Setup takes IPv6 peers, NoIPv6 names the sysctl
+// and the fix, IPv4 peers are reached, and an IPv6 address cannot be
+// allowed.
+func TestIPv6DisabledOnTheHost(t *testing.T) {
+	privileged(t)
+	conf := t.TempDir() + "/"
+	for _, c := range []string{"all", "default"} {
+		if err := os.MkdirAll(conf+c, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(conf+c+"/disable_ipv6", []byte(map[string]string{"all": "1\n", "default": "0\n"}[c]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := ipv6Conf
+	ipv6Conf = conf
+	t.Cleanup(func() { ipv6Conf = real })
+	declared, _ := hostAddrs(t)
+	l := listen(t, -1, declared)
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{tcpPeer("v4", declared, l.port), peer6("v6", netip.MustParseAddr("2001:db8::10"), 443, policy.ProtoTCP),
+		{Name: "host", Ports: policy.PortRange{Lo: 443, Hi: 443}}}})
+	if w.Addr6.IsValid() || !errors.Is(w.NoIPv6, ErrNoIPv6) || !strings.Contains(w.NoIPv6.Error(), "sysctl -w net.ipv6.conf.all.disable_ipv6=0") {
+		t.Errorf("Addr6 %v, NoIPv6 %v", w.Addr6, w.NoIPv6)
+	}
+	if err := dial(t, ns, netip.AddrPortFrom(declared, l.port), 1, 2*time.Second); err != nil {
+		t.Errorf("the IPv4 peer: %v", err)
+	}
+	if err := w.AllowPeer("host", netip.MustParseAddr("2001:db8::11"), time.Minute); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("AllowPeer of an IPv6 address: %v, want ErrUnsupported", err)
 	}
 }
