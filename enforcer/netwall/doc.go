@@ -44,8 +44,8 @@
 //     metadata addresses (169.254.169.254 and fd00:ec2::254, unless
 //     Config.AllowMetadata) are dropped before any peer, and so is a
 //     packet whose source is not the session's address (forged with a raw
-//     socket), and any other protocol than IPv4 and IPv6 (IPv4 alone
-//     without NoIPv6 == nil); replies reach the session only on
+//     socket), and so is any protocol but IPv4 and IPv6 (but IPv4 when
+//     the session has no IPv6); replies reach the session only on
 //     connections it opened (conntrack established or related);
 //   - IPv6's link control, before any wall: the session's neighbor
 //     solicitations and advertisements, router solicitations and multicast

@@ -17,7 +17,6 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/klocklabs/klock/enforcer/netwall"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -164,7 +163,8 @@ func TestIPv6PeerReachable(t *testing.T) {
 	if c, ok := peerCounts(o.Log, tcp); ok && c.InPackets == 0 {
 		t.Errorf("no reply counted for %s: %+v", tcp, c)
 	}
-	if !logSays(o, "IPv6 "+netwall.Range6.Addr().String()[:len("fd6b:6c6f:636b:")]) {
+	if !logSays(o, "IPv6 fd6b:6c6f:636b:") { // netwall.Range6
+
 		t.Errorf("the wall's log entry does not name the session's IPv6 address\n%s", o.Dump())
 	}
 }
