@@ -146,14 +146,38 @@ func (w *Wall) nsSide6(h *netlink.Handle, l netlink.Link) error {
 	if err := h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.IP(w.HostAddr6.AsSlice())}); err != nil {
 		return fmt.Errorf("netwall: IPv6 default route: %w", err)
 	}
+	if err := w.neighbors6(h, l); err != nil {
+		return err
+	}
 	// An address added before its link was up stays tentative until the
-	// kernel's address worker has run, even without DAD: the host does
-	// not answer neighbor solicitations for it, and the agent's first
-	// packets would wait a second for the next one.
+	// kernel's address worker has run, even without DAD, and is no source
+	// until then.
 	if err := waitAddr6(h, nsLink, w.Addr6); err != nil {
 		return err
 	}
 	return waitAddr6(nil, w.Link, w.HostAddr6)
+}
+
+// neighbors6 makes each end of the link know the other's link-layer
+// address for good: until the kernel's address worker has run, the host
+// side has not joined its solicited-node group and ignores the session's
+// first neighbor solicitation, and the agent's first packets would wait
+// a second for the next one. Both addresses are ours and fixed for the
+// link's life: neighbor discovery has nothing to find.
+func (w *Wall) neighbors6(h *netlink.Handle, ns netlink.Link) error {
+	host, err := netlink.LinkByName(w.Link)
+	if err != nil {
+		return fmt.Errorf("netwall: %s: %w", w.Link, err)
+	}
+	if err := h.NeighSet(&netlink.Neigh{LinkIndex: ns.Attrs().Index, Family: netlink.FAMILY_V6, State: netlink.NUD_PERMANENT,
+		IP: net.IP(w.HostAddr6.AsSlice()), HardwareAddr: host.Attrs().HardwareAddr}); err != nil {
+		return fmt.Errorf("netwall: the gateway's neighbor entry: %w", err)
+	}
+	if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: w.ifindex, Family: netlink.FAMILY_V6, State: netlink.NUD_PERMANENT,
+		IP: net.IP(w.Addr6.AsSlice()), HardwareAddr: ns.Attrs().HardwareAddr}); err != nil {
+		return fmt.Errorf("netwall: the session's neighbor entry: %w", err)
+	}
+	return nil
 }
 
 // waitAddr6 polls a on link name (through h, or the host's netlink when

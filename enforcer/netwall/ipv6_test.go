@@ -53,16 +53,29 @@ func hostAddrs6(t testing.TB) (declared, undeclared netip.Addr) {
 	if p, err := netlink.LinkByName(name + "p"); err == nil {
 		_ = netlink.LinkSetUp(p)
 	}
+	if err := netlink.LinkSetUp(d); err != nil {
+		t.Fatal(err)
+	}
 	declared, undeclared = testULA(1, n, 1), testULA(1, n, 2)
 	for _, a := range []netip.Addr{declared, undeclared} {
 		if err := netlink.AddrAdd(d, &netlink.Addr{IPNet: ipnet6(a, 128), Flags: unix.IFA_F_NODAD}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := netlink.LinkSetUp(d); err != nil {
-		t.Fatal(err)
+		waitLocal(t, a)
 	}
 	return declared, undeclared
+}
+
+// waitLocal waits until the host routes a to itself: until then (the
+// kernel's address worker) a packet to a is forwarded, not delivered.
+func waitLocal(t testing.TB, a netip.Addr) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if rs, err := netlink.RouteGet(a.AsSlice()); err == nil && len(rs) > 0 && rs[0].Type == unix.RTN_LOCAL {
+			return
+		}
+	}
+	t.Fatalf("%s is not local after 2s", a)
 }
 
 // remoteNS6 is a namespace reached by IPv6 forwarding: a veth from the
@@ -234,5 +247,48 @@ func TestIPv6DisabledOnTheHost(t *testing.T) {
 	}
 	if err := w.AllowPeer("host", netip.MustParseAddr("2001:db8::11"), time.Minute); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("AllowPeer of an IPv6 address: %v, want ErrUnsupported", err)
+	}
+}
+
+// ping6 sends one ICMPv6 echo request from the namespace ns to a (a raw
+// socket: the kernel fills in the checksum).
+func ping6(t testing.TB, ns netns.NsHandle, a netip.Addr) {
+	t.Helper()
+	inNS(t, ns, func() {
+		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unix.Close(fd)
+		echo := []byte{128, 0, 0, 0, 0x12, 0x34, 0, 1, 'k', 'l'}
+		if err := unix.Sendto(fd, echo, 0, &unix.SockaddrInet6{Addr: a.As16()}); err != nil {
+			t.Errorf("icmpv6 send: %v", err)
+		}
+	})
+}
+
+// With PingPeer, an ICMPv6 echo request reaches a declared IPv6 peer's
+// address and its reply comes back, counted under the ping peer; one to
+// an undeclared address is dropped.
+func TestIPv6PingPeer(t *testing.T) {
+	privileged(t)
+	requireIPv6(t)
+	declared, undeclared := hostAddrs6(t)
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{peer6("host", declared, 443, policy.ProtoTCP)}, PingPeer: "raw"})
+	before := counters(t, w)[Dropped].OutPackets
+	ping6(t, ns, declared)
+	time.Sleep(200 * time.Millisecond)
+	if c := counters(t, w); c["raw"].OutPackets != 1 || c["raw"].InPackets != 1 || c["host"].OutPackets != 0 {
+		t.Errorf("ping counters %+v, want 1 out, 1 in, under the ping peer", c)
+	}
+	ping6(t, ns, undeclared)
+	time.Sleep(200 * time.Millisecond)
+	if c := counters(t, w)["raw"]; c.OutPackets != 1 {
+		t.Errorf("an echo to an undeclared address went out: %+v", c)
+	}
+	if got := counters(t, w)[Dropped].OutPackets - before; got != 1 {
+		t.Errorf("dropped %d packets, want the one echo", got)
 	}
 }

@@ -104,6 +104,16 @@ func startPeer6(t *testing.T) *peer6 {
 		t.Fatalf("the peer's namespace: %v", err)
 	}
 	t.Cleanup(func() { p.tcp.Close(); p.udp.Close() })
+	// The host routes to the peer once the kernel's address worker ran
+	// for the host side's address.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		if rs, err := netlink.RouteGet(p.addr.AsSlice()); err == nil && len(rs) > 0 && rs[0].LinkIndex == v.Attrs().Index {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no route from the host to %s on %s after 2s", p.addr, name)
+		}
+	}
 	return p
 }
 
