@@ -23,7 +23,9 @@
 //     slot), ::1 on the host side (accept_ra 0: the session never
 //     configures the host), ::2 in the namespace with a default route
 //     through it, both without duplicate address detection and waited for
-//     until no longer tentative; net.ipv6.conf.all.forwarding turned on
+//     until no longer tentative, each end's neighbor entry for the other
+//     permanent (the host side ignores solicitations until its address
+//     worker ran: the agent's first packets would wait a second); net.ipv6.conf.all.forwarding turned on
 //     when off, links whose accept_ra is 1 set to 2 first (forwarding
 //     makes the kernel ignore router advertisements otherwise, and a host
 //     configured by SLAAC would lose its routes). A host with IPv6 disabled
