@@ -25,10 +25,14 @@
 //     through it, both without duplicate address detection and waited for
 //     until no longer tentative, each end's neighbor entry for the other
 //     permanent (the host side ignores solicitations until its address
-//     worker ran: the agent's first packets would wait a second); net.ipv6.conf.all.forwarding turned on
-//     when off, links whose accept_ra is 1 set to 2 first (forwarding
-//     makes the kernel ignore router advertisements otherwise, and a host
-//     configured by SLAAC would lose its routes). A host with IPv6 disabled
+//     worker ran: the agent's first packets would wait a second);
+//     net.ipv6.conf.all.forwarding turned on when off, links whose
+//     accept_ra is 1 and that hold routes from router advertisements set
+//     to 2 first (forwarding makes the kernel ignore advertisements
+//     otherwise, and a host configured by SLAAC would lose its routes; no
+//     other link, nor the default for new ones, is changed: a link
+//     accepting them while the host forwards lets whoever is on it route
+//     the host). A host with IPv6 disabled
 //     (net.ipv6.conf.all or default.disable_ipv6 = 1) or without it gets
 //     the IPv4 wall alone, IPv6 off on the host side: Wall.NoIPv6 (wrapping
 //     ErrNoIPv6) says why and the fix, and IPv6 peers never match;

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -103,8 +102,11 @@ func (w *Wall) hostSide6(l netlink.Link, slot uint32) error {
 // ensureForwarding does for IPv4: the replies to the session arrive on
 // the host's uplink, and IPv6 forwards only with it on. Forwarding on
 // makes the kernel ignore router advertisements on links whose accept_ra
-// is 1: those are set to 2 first (accept them while forwarding), so a
-// host configured by SLAAC keeps its routes.
+// is 1: those that hold routes learned from them are set to 2 first
+// (accept them while forwarding), so a host configured by SLAAC keeps its
+// routes. No other link, and not the default for new ones, is changed: a
+// link accepting advertisements while the host forwards lets whoever is
+// on it (a container on a bridge) route the host.
 func ensureForwarding6() error {
 	p := ipv6Conf + "all/forwarding"
 	b, err := os.ReadFile(p)
@@ -114,21 +116,48 @@ func ensureForwarding6() error {
 	if strings.TrimSpace(string(b)) == "1" {
 		return nil
 	}
-	dirs, _ := filepath.Glob(ipv6Conf + "*")
-	for _, d := range dirs {
-		if filepath.Base(d) == "all" || strings.HasPrefix(filepath.Base(d), linkPrefix) {
-			continue
-		}
-		if ra, err := os.ReadFile(d + "/accept_ra"); err == nil && strings.TrimSpace(string(ra)) == "1" {
-			if err := os.WriteFile(d+"/accept_ra", []byte("2"), 0); err != nil {
-				return fmt.Errorf("netwall: keep router advertisements on %s before turning on IPv6 forwarding: %w", filepath.Base(d), err)
-			}
-		}
+	if err := keepRouterAdvertisements(); err != nil {
+		return err
 	}
 	if err := os.WriteFile(p, []byte("1"), 0); err != nil {
 		return fmt.Errorf("netwall: turn on %s: %w", p, err)
 	}
 	return nil
+}
+
+// keepRouterAdvertisements sets accept_ra to 2 on the links whose
+// accept_ra is 1 and that have routes from router advertisements.
+func keepRouterAdvertisements() error {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return fmt.Errorf("netwall: list links: %w", err)
+	}
+	for _, l := range links {
+		name := l.Attrs().Name
+		ra, err := os.ReadFile(ipv6Conf + name + "/accept_ra")
+		if err != nil || strings.TrimSpace(string(ra)) != "1" || !hasRARoutes(l) {
+			continue
+		}
+		if err := os.WriteFile(ipv6Conf+name+"/accept_ra", []byte("2"), 0); err != nil {
+			return fmt.Errorf("netwall: keep router advertisements on %s before turning on IPv6 forwarding: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// hasRARoutes reports whether l has IPv6 routes router advertisements
+// made (its default route, its on-link prefixes).
+func hasRARoutes(l netlink.Link) bool {
+	rs, err := netlink.RouteList(l, netlink.FAMILY_V6)
+	if err != nil {
+		return false
+	}
+	for _, r := range rs {
+		if r.Protocol == unix.RTPROT_RA {
+			return true
+		}
+	}
+	return false
 }
 
 // nsSide6 gives the namespace's eth0 its IPv6 address and a default

@@ -292,3 +292,45 @@ func TestIPv6PingPeer(t *testing.T) {
 		t.Errorf("dropped %d packets, want the one echo", got)
 	}
 }
+
+// Before turning on IPv6 forwarding, a link whose accept_ra is 1 and that
+// holds routes router advertisements made keeps accepting them (2); a
+// link with none is left alone.
+func TestKeepRouterAdvertisements(t *testing.T) {
+	privileged(t)
+	requireIPv6(t)
+	n := os.Getpid()%200 + int(testSeq.Add(1))
+	name := fmt.Sprintf("klra%d", n)
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	d := &netlink.Veth{LinkAttrs: la, PeerName: name + "p"}
+	_ = netlink.LinkDel(d)
+	if err := netlink.LinkAdd(d); err != nil {
+		t.Fatalf("host link: %v", err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(d) })
+	for _, l := range []string{name, name + "p"} {
+		if err := os.WriteFile(ipv6Conf+l+"/accept_ra", []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Name: l}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: ipnet6(testULA(3, n, 0), 64), Protocol: unix.RTPROT_RA}
+	if err := netlink.RouteAdd(r); err != nil {
+		t.Fatalf("a route as from a router advertisement: %v", err)
+	}
+	if err := keepRouterAdvertisements(); err != nil {
+		t.Fatal(err)
+	}
+	for l, want := range map[string]string{name: "2", name + "p": "1"} {
+		if b, _ := os.ReadFile(ipv6Conf + l + "/accept_ra"); strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s accept_ra %q, want %s", l, b, want)
+		}
+	}
+}
