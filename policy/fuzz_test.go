@@ -49,6 +49,8 @@ func FuzzParseIntent(f *testing.F) {
 		"MUTATES FILE:/srv/repo/src/**", "CONSUMES FILE:/a/*", "PROVIDES PROC:/usr/bin/git",
 		"CONSUMES NET:api.example.com:443/tcp", "CONSUMES NET:[fd00::/8]:1-2/udp", "CONSUMES NET:10.0.0.0/8:*",
 		"CONSUMES NET:raw", "DELETES FILE:${workdir}/x", "RENAMES FILE:/", "CONSUMES NET:*.example.com:443/tcp",
+		"CONSUMES NET:[2001:db8::10]:443", "CONSUMES NET:[::1]:8080/tcp", "CONSUMES NET:[2001:db8::/32]:*",
+		"CONSUMES NET:[2001:db8::1/32]:80", "CONSUMES NET:[fe80::1%eth0]:80", "CONSUMES NET:[::ffff:10.0.0.1]:80",
 	} {
 		f.Add(s)
 	}

@@ -113,11 +113,14 @@ func ParseNetPattern(s string) (NetPattern, error) {
 			return n, fmt.Errorf("IPv6 host %q lacks its closing bracket", host)
 		}
 		p, err := parsePrefix(inner)
-		if err != nil || !p.Addr().Is6() || p.Addr().Is4In6() {
-			if err == nil && p.Addr().Is4In6() {
-				return n, fmt.Errorf("%q is an IPv4-mapped address; write the IPv4 form %s (it matches both)", inner, p.Addr().Unmap())
-			}
-			return n, fmt.Errorf("%q is not an IPv6 address or prefix", inner)
+		switch {
+		case err != nil:
+			// The reason (host bits set, a zone) says what to write.
+			return n, fmt.Errorf("%q is not an IPv6 address or prefix: %w", inner, err)
+		case p.Addr().Is4In6():
+			return n, fmt.Errorf("%q is an IPv4-mapped address; write the IPv4 form %s (it matches both)", inner, p.Addr().Unmap())
+		case !p.Addr().Is6():
+			return n, fmt.Errorf("%q is not an IPv6 address or prefix: write an IPv4 address without brackets", inner)
 		}
 		n.Prefix = p
 	case strings.Contains(host, ":"):

@@ -52,3 +52,34 @@ func TestDeclaredPrefixes(t *testing.T) {
 		t.Errorf("DeclaredPrefixes = %v, want %s", got, want)
 	}
 }
+
+// TestIPv6NetObjects: bracketed IPv6 addresses and prefixes parse and
+// render back; a malformed one is a located diagnostic of the manifest
+// whose problem says what is wrong (host bits, a zone, a mapped address,
+// an IPv4 address in brackets), not only that it is no address.
+func TestIPv6NetObjects(t *testing.T) {
+	for _, s := range []string{"[2001:db8::10]:443", "[::1]:8080/tcp", "[2001:db8::/32]:*", "[fd00::/8]:53/udp"} {
+		p, err := ParseNetPattern(s)
+		if err != nil || p.String() != s || !p.Prefix.Addr().Is6() {
+			t.Errorf("%s: %v, %v", s, p, err)
+		}
+	}
+	for _, tc := range []struct{ obj, want string }{
+		{"[2001:db8::1/32]:80", "host bits set; write 2001:db8::/32"},
+		{"[fe80::1%eth0]:80", "zoned address"},
+		{"[::ffff:10.0.0.1]:80", "write the IPv4 form 10.0.0.1"},
+		{"[10.0.0.1]:80", "without brackets"},
+		{"[2001:db8::1:80", "closing bracket"},
+		{"2001:db8::1:80", "must be in brackets"},
+	} {
+		_, err := Parse("m.yaml", []byte(manifest([]string{"CONSUMES NET:" + tc.obj}, "")))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || len(ve.Diags) != 1 {
+			t.Errorf("%s: %v, want one diagnostic", tc.obj, err)
+			continue
+		}
+		if d := ve.Diags[0]; d.Pos.Line == 0 || !strings.Contains(d.Problem, tc.want) {
+			t.Errorf("%s: %+v, want it located and saying %q", tc.obj, d, tc.want)
+		}
+	}
+}

@@ -58,8 +58,9 @@
 //     Classify. An address that is not public unicast (unspecified,
 //     loopback, link-local, multicast, RFC 1918, RFC 4193 ULA, RFC 6598
 //     100.64/10, RFC 2544 198.18/15, 0/8, 240/4, site-local, the cloud
-//     metadata addresses 169.254.169.254 and fd00:ec2::254, NAT64 of any of
-//     these, this host's interfaces' addresses at the time of the answer
+//     metadata addresses 169.254.169.254 and fd00:ec2::254, NAT64
+//     (64:ff9b::/96) and 6to4 (2002::/16) of any of these, the local-use
+//     NAT64 prefix 64:ff9b:1::/48 (RFC 8215), this host's interfaces' addresses at the time of the answer
 //     and Config.Local's, the session's veth pair) is withheld from the
 //     reply and reported through Config.OnRebinding (name, pattern,
 //     address, why, client, transport), unless one of Config.Declared

@@ -305,6 +305,10 @@ func TestClassify(t *testing.T) {
 		{"2001:db8::7", "this host"},
 		{"64:ff9b::a00:1", "NAT64"},
 		{"64:ff9b::5db8:d822", ""},
+		{"64:ff9b:1::5db8:d822", "RFC 8215"},
+		{"2002:a00:1::1", "6to4 of a private"},
+		{"2002:7f00:1::1", "6to4 of a loopback"},
+		{"2002:5db8:d822::1", ""},
 		{"::ffff:127.0.0.1", "loopback"},
 		{"::ffff:10.1.1.1", "RFC 1918"},
 		{"::ffff:169.254.169.254", "metadata"},
@@ -369,6 +373,7 @@ func TestNonPublic(t *testing.T) {
 		{"93.184.216.0/24", false}, {"8.8.8.8/32", false}, {"169.254.169.254/32", true},
 		{"fd00::/8", true}, {"2001:db8::/32", false}, {"::/0", true}, {"::ffff:10.0.0.0/104", true},
 		{"::ffff:93.184.216.34/128", false},
+		{"2002::/16", true}, {"2002:5db8:d822::/48", false}, {"64:ff9b:1::/48", true},
 	} {
 		if got := NonPublic(netip.MustParsePrefix(tc.prefix)); got != tc.want {
 			t.Errorf("NonPublic(%s) = %v, want %v", tc.prefix, got, tc.want)

@@ -25,10 +25,15 @@ var (
 		{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking range (RFC 2544)"},
 		{netip.MustParsePrefix("240.0.0.0/4"), "reserved, or the broadcast address (RFC 1112, RFC 919)"},
 		{netip.MustParsePrefix("fec0::/10"), "site-local (RFC 3879)"},
+		{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64 prefix (RFC 8215), translated into the local network"},
 	}
 	// nat64 is the well-known NAT64 prefix: an address in it reaches the
 	// IPv4 address in its last 32 bits (RFC 6052), judged as that address.
 	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// sixToFour is 6to4 (RFC 3056): a host with a 6to4 relay sends an
+	// address in it to the IPv4 address in its bits 16-47, judged as
+	// that address.
+	sixToFour = netip.MustParsePrefix("2002::/16")
 )
 
 // Classify says why an answered address must not be given to the agent
@@ -55,6 +60,12 @@ func Classify(a netip.Addr, declared []netip.Prefix, local []netip.Addr) string 
 		b := a.As16()
 		if why := Classify(netip.AddrFrom4([4]byte(b[12:])), nil, local); why != "" {
 			return "NAT64 of a " + why
+		}
+	}
+	if sixToFour.Contains(a) {
+		b := a.As16()
+		if why := Classify(netip.AddrFrom4([4]byte(b[2:6])), nil, local); why != "" {
+			return "6to4 of a " + why
 		}
 	}
 	for _, l := range local {
@@ -109,7 +120,7 @@ func HostAddrs() []netip.Addr {
 
 // rangeStarts are the first addresses of the ranges Classify refuses.
 var rangeStarts = []string{"0.0.0.0", "10.0.0.0", "100.64.0.0", "127.0.0.0", "169.254.0.0", "172.16.0.0", "192.168.0.0",
-	"198.18.0.0", "224.0.0.0", "240.0.0.0", "::", "::1", "64:ff9b::", "fc00::", "fe80::", "fec0::", "ff00::"}
+	"198.18.0.0", "224.0.0.0", "240.0.0.0", "::", "::1", "64:ff9b::", "64:ff9b:1::", "2002::", "fc00::", "fe80::", "fec0::", "ff00::"}
 
 // NonPublic reports whether a declared prefix holds addresses Classify
 // refuses without a declaration: its answers for a declared name are given

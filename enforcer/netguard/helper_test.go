@@ -57,6 +57,7 @@ func sockaddr(ap netip.AddrPort, family int) unix.Sockaddr {
 //	udp4:127.0.0.1:P   sendto from an unconnected AF_INET datagram socket
 //	udp6:[A]:P         sendto from an unconnected AF_INET6 datagram socket
 //	udpc4:127.0.0.1:P  connect an AF_INET datagram socket (no packet)
+//	udpc6:[A]:P        connect an AF_INET6 datagram socket (no packet)
 //	bind4:127.0.0.1:P  bind an AF_INET stream socket
 //	bindu4:127.0.0.1:P bind an AF_INET datagram socket
 //	bind6:[A]:P        bind an AF_INET6 stream socket
@@ -129,7 +130,7 @@ func runOp(op string) error {
 		return unix.Sendto(fd, []byte("klock"), 0, sa)
 	case "udpc6via4", "mptcp4":
 		return unix.Connect(fd, sa)
-	case "tcp4", "tcp6", "udpc4":
+	case "tcp4", "tcp6", "udpc4", "udpc6":
 		return unix.Connect(fd, sa)
 	case "udp4", "udp6":
 		return unix.Sendto(fd, []byte("klock"), 0, sa)

@@ -684,3 +684,46 @@ func TestReportAllowed(t *testing.T) {
 		t.Errorf("after Update: %+v, want the allowed connect to %s reported", evs[0], B)
 	}
 }
+
+// TestIPv6Rules: connect6 and sendmsg6 decide global and unique local
+// IPv6 destinations as connect4 and sendmsg4 decide IPv4 ones: a prefix
+// covers its addresses, on its ports and protocol only, and a denial is
+// an event naming the bracketed address.
+func TestIPv6Rules(t *testing.T) {
+	g := newGuard(t)
+	cg := newCgroup(t, "ipv6")
+	s, err := g.Attach(cg, ruleset(t, nil, "CONSUMES NET:[fd6b:7465:9::/48]:5300-5310/udp", "CONSUMES NET:[2001:db8::10]:443/tcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	allowed := []string{"udpc6:[fd6b:7465:9:1::5]:5305", "udp6:[fd6b:7465:9:ffff::1]:5300"}
+	denied := map[string]string{
+		"udp6:[fd6b:7465:a::1]:5305":  "sendmsg CONSUMES NET:[fd6b:7465:a::1]:5305/udp",
+		"udp6:[fd6b:7465:9::1]:5311":  "sendmsg CONSUMES NET:[fd6b:7465:9::1]:5311/udp",
+		"tcp6:[fd6b:7465:9::1]:5305":  "connect CONSUMES NET:[fd6b:7465:9::1]:5305/tcp",
+		"tcp6:[2001:db8::11]:443":     "connect CONSUMES NET:[2001:db8::11]:443/tcp",
+		"udpc6:[2001:db8::10]:443":    "connect CONSUMES NET:[2001:db8::10]:443/udp",
+		"tcp6:[::ffff:192.0.2.1]:443": "connect CONSUMES NET:192.0.2.1:443/tcp",
+	}
+	ops := append(slices.Sorted(mapKeys(denied)), allowed...)
+	got, _ := runOps(t, cg, ops...)
+	for _, op := range allowed {
+		// Past the hook the kernel may still find no route: anything
+		// but the wall's EPERM.
+		if got[op] == "" || got[op] == "EPERM" {
+			t.Errorf("%s = %q, want it allowed", op, got[op])
+		}
+	}
+	var wantEv []string
+	for op, ev := range denied {
+		if got[op] != "EPERM" {
+			t.Errorf("%s = %q, want EPERM", op, got[op])
+		}
+		wantEv = append(wantEv, ev)
+	}
+	slices.Sort(wantEv)
+	if gotEv := triples(collect(t, s, len(wantEv))); !slices.Equal(gotEv, wantEv) {
+		t.Errorf("events:\n got %q\nwant %q", gotEv, wantEv)
+	}
+}

@@ -18,28 +18,59 @@
 //     link, and net.ipv4.ip_forward turned on when off (replies arrive on
 //     the host's uplink, whose forwarding the kernel checks, as Docker and
 //     Podman do);
-//   - the table "klock_<short id>" (inet family): masquerade of the
-//     session's address on the way out; the session's packets, forwarded
+//   - IPv6 (ipv6.go), when the host has it: the /64 of Range6
+//     (fd6b:6c6f:636b::/48) numbered as the /30 (the 4th group is the
+//     slot), ::1 on the host side (accept_ra 0: the session never
+//     configures the host), ::2 in the namespace with a default route
+//     through it, both without duplicate address detection and waited for
+//     until no longer tentative, each end's neighbor entry for the other
+//     permanent (the host side ignores solicitations until its address
+//     worker ran: the agent's first packets would wait a second);
+//     net.ipv6.conf.all.forwarding turned on when off, links whose
+//     accept_ra is 1 and that hold routes from router advertisements set
+//     to 2 first (forwarding makes the kernel ignore advertisements
+//     otherwise, and a host configured by SLAAC would lose its routes; no
+//     other link, nor the default for new ones, is changed: a link
+//     accepting them while the host forwards lets whoever is on it route
+//     the host). A host with IPv6 disabled
+//     (net.ipv6.conf.all or default.disable_ipv6 = 1) or without it gets
+//     the IPv4 wall alone, IPv6 off on the host side: Wall.NoIPv6 (wrapping
+//     ErrNoIPv6) says why and the fix, and IPv6 peers never match;
+//   - the table "klock_<short id>" (inet family: one table for IPv4 and
+//     IPv6, every rule below for both): masquerade of the session's
+//     addresses on the way out (NAT66 for IPv6: a unique local address is
+//     routed nowhere past the host); the session's packets, forwarded
 //     or to the host's own addresses (input hook), go through a chain that
 //     drops by default and accepts, per declared peer (address prefix,
 //     port range, tcp/udp), the peer's packets, with one named counter per
 //     peer and direction; peers named by host only (Peer.Prefix invalid)
-//     are a set of IPv4 addresses with timeouts, filled at run time by
-//     Allow (the session's DNS proxy answers) whose entries expire; the
-//     host's loopback (127.0.0.0/8) and the cloud metadata address
-//     (169.254.169.254, unless Config.AllowMetadata) are dropped before
-//     any peer, and so is a packet whose source is not the session's
-//     address (forged with a raw socket); IPv6 from the session is dropped (no IPv6 is routed: an
-//     IPv6 peer is refused by Setup with ErrUnsupported); replies reach
-//     the session only on connections it opened (conntrack established or
-//     related); with Config.MaxEgressBytes a named quota is consumed by
+//     are two sets, IPv4 and IPv6 addresses with timeouts, filled at run
+//     time by Allow (the session's DNS proxy's A and AAAA answers) whose
+//     entries expire; the host's loopback (127.0.0.0/8, ::1) and the cloud
+//     metadata addresses (169.254.169.254 and fd00:ec2::254, unless
+//     Config.AllowMetadata) are dropped before any peer, and so is a
+//     packet whose source is not the session's address (forged with a raw
+//     socket), and so is any protocol but IPv4 and IPv6 (but IPv4 when
+//     the session has no IPv6); replies reach the session only on
+//     connections it opened (conntrack established or related);
+//   - IPv6's link control, before any wall: the session's neighbor
+//     solicitations and advertisements, router solicitations and multicast
+//     listener reports to the host side (input hook only: never
+//     forwarded), the host's neighbor discovery and listener queries to
+//     the session, and the host's own ICMPv6 errors (destination
+//     unreachable, packet too big, time exceeded). IPv6 finds its gateway
+//     by ICMPv6 where IPv4 uses ARP (which no inet table sees); and the
+//     host reports "no route" for a peer before conntrack confirmed any
+//     flow the error could be related to, so without it the agent's
+//     connect would hang instead of failing with ENETUNREACH. Router
+//     advertisements and redirects from the session are dropped; with Config.MaxEgressBytes a named quota is consumed by
 //     every accepted packet out of the session, and once spent the kernel
 //     drops the rest (Exceeded reports it, for a strict session's kill):
 //     a peer's packet past it is counted apart (Counts.Over*, and in
 //     Dropped), so the counters say what was delivered (Out*) and what
 //     was sent (Out* + Over*: Spent) however fast the session ended;
-//   - with Config.PingPeer (NET:raw declared) the session's ICMP echo
-//     requests to any peer's address (a host-only peer's live Allow
+//   - with Config.PingPeer (NET:raw declared) the session's ICMP (and
+//     ICMPv6) echo requests to any peer's address (a host-only peer's live Allow
 //     entries) are accepted whatever the peer's ports and protocol,
 //     within the budget, and their replies let in, all counted under
 //     that name; no other ICMP type or protocol goes out.
@@ -64,8 +95,8 @@
 // (a forward chain with policy drop: klock doctor says so), never the
 // reverse.
 //
-// Errors: ErrUnsupported for a configuration netwall cannot wall (IPv6
-// peers); ErrNoAddress when 10.203.0.0/16 has no free /30; ErrUnknownPeer
+// Errors: ErrUnsupported from Allow for an IPv6 address when the session
+// has no IPv6 (Wall.NoIPv6 says why); ErrNoAddress when 10.203.0.0/16 has no free /30; ErrUnknownPeer
 // from AllowPeer; other errors wrap the failing netlink or nftables call's
 // error, and Setup leaves nothing behind when it fails.
 package netwall

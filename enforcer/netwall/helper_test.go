@@ -118,13 +118,13 @@ func listen(t testing.TB, ns netns.NsHandle, addr netip.Addr) *listener {
 	l := &listener{}
 	mk := func() {
 		var err error
-		l.tcp, err = net.Listen("tcp4", netip.AddrPortFrom(addr, 0).String())
+		l.tcp, err = net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		l.port = uint16(l.tcp.Addr().(*net.TCPAddr).Port)
-		l.udp, err = net.ListenPacket("udp4", netip.AddrPortFrom(addr, l.port).String())
+		l.udp, err = net.ListenPacket("udp", netip.AddrPortFrom(addr, l.port).String())
 		if err != nil {
 			t.Error(err)
 		}
@@ -177,7 +177,7 @@ func dial(t testing.TB, ns netns.NsHandle, ap netip.AddrPort, payload int, timeo
 	var err error
 	inNS(t, ns, func() {
 		var c net.Conn
-		c, err = net.DialTimeout("tcp4", ap.String(), timeout)
+		c, err = net.DialTimeout("tcp", ap.String(), timeout)
 		if err != nil {
 			return
 		}
@@ -204,7 +204,7 @@ func dial(t testing.TB, ns netns.NsHandle, ap netip.AddrPort, payload int, timeo
 func udpSend(t testing.TB, ns netns.NsHandle, ap netip.AddrPort) {
 	t.Helper()
 	inNS(t, ns, func() {
-		c, err := net.Dial("udp4", ap.String())
+		c, err := net.Dial("udp", ap.String())
 		if err != nil {
 			t.Error(err)
 			return

@@ -118,6 +118,10 @@ type Wall struct {
 	Link     string     // host side, "kl-<short>"
 	HostAddr netip.Addr // host side address: the namespace's gateway
 	Addr     netip.Addr // the session's address (eth0 in its namespace)
+	// HostAddr6 and Addr6 are the same for IPv6 (from Range6); both
+	// invalid when the session has no IPv6, and NoIPv6 says why.
+	HostAddr6, Addr6 netip.Addr
+	NoIPv6           error
 
 	mu      sync.Mutex
 	conn    *nftables.Conn
@@ -138,8 +142,9 @@ type Wall struct {
 
 type peerState struct {
 	Peer
-	idx int
-	set *nftables.Set // host-only peers: addresses added by Allow
+	idx  int
+	set  *nftables.Set // host-only peers: IPv4 addresses added by Allow
+	set6 *nftables.Set // and IPv6 ones
 }
 
 // ShortID is the 12 hex digits naming id's link and table.
@@ -182,9 +187,6 @@ func (c *Config) validate() error {
 			return fmt.Errorf("netwall: peer name %q empty or repeated", p.Name)
 		}
 		seen[p.Name] = true
-		if p.Prefix.IsValid() && !p.Prefix.Addr().Unmap().Is4() {
-			return fmt.Errorf("%w: IPv6 peer %s (%s): no IPv6 is routed to a walled session", ErrUnsupported, p.Name, p.Prefix)
-		}
 		if p.Proto > policy.ProtoUDP || p.Ports.Lo > p.Ports.Hi {
 			return fmt.Errorf("netwall: peer %s: bad ports or protocol", p.Name)
 		}
@@ -284,15 +286,13 @@ func (w *Wall) link(nsfd int) error {
 	if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: ipnet(w.HostAddr, 30)}); err != nil {
 		return fmt.Errorf("netwall: address %s: %w", w.Link, err)
 	}
-	for _, s := range []struct{ path, val string }{
-		{"/proc/sys/net/ipv6/conf/" + w.Link + "/disable_ipv6", "1"},
-		{"/proc/sys/net/ipv4/conf/" + w.Link + "/forwarding", "1"},
-	} {
-		if err := os.WriteFile(s.path, []byte(s.val), 0); err != nil && !strings.Contains(s.path, "ipv6") {
-			return fmt.Errorf("netwall: %w", err)
-		}
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+w.Link+"/forwarding", []byte("1"), 0); err != nil {
+		return fmt.Errorf("netwall: %w", err)
 	}
 	if err := ensureForwarding(); err != nil {
+		return err
+	}
+	if err := w.hostSide6(l, slot); err != nil {
 		return err
 	}
 	if err := netlink.LinkSetUp(l); err != nil {
@@ -371,6 +371,9 @@ func (w *Wall) namespaceSide(nsfd int) error {
 	if err := h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.IP(w.HostAddr.AsSlice())}); err != nil {
 		return fmt.Errorf("netwall: default route: %w", err)
 	}
+	if err := w.nsSide6(h, l); err != nil {
+		return err
+	}
 	// Until the kernel's link watcher has run for a link just up, it
 	// sends through a qdisc that drops everything: the agent's first
 	// packets would be lost (a connect waiting a second for its SYN's
@@ -434,20 +437,39 @@ func (w *Wall) buildTable(cfg Config) error {
 	c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: cat(metaEq(expr.MetaKeyIIF, u32(iif)), jump(chainEgress))})
 	c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: cat(metaEq(expr.MetaKeyOIF, u32(iif)), jump(chainIngress))})
 	in := base("input", nftables.ChainHookInput, nftables.ChainTypeFilter, nftables.ChainPriorityFilter)
-	c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: cat(metaEq(expr.MetaKeyIIF, u32(iif)), jump(chainEgress))})
 	out := base("output", nftables.ChainHookOutput, nftables.ChainTypeFilter, nftables.ChainPriorityFilter)
+	v6 := w.Addr6.IsValid()
+	if v6 {
+		// Neighbor discovery with the host side, and the host's errors,
+		// before the walls: IPv6 cannot reach its gateway without them.
+		w.linkControl6(in, expr.MetaKeyIIF, linkControlOut)
+		w.linkControl6(out, expr.MetaKeyOIF, linkControlIn)
+		w.linkControl6(out, expr.MetaKeyOIF, hostErrors)
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: cat(metaEq(expr.MetaKeyIIF, u32(iif)), jump(chainEgress))})
 	c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(metaEq(expr.MetaKeyOIF, u32(iif)), jump(chainIngress))})
 	post := base("postrouting", nftables.ChainHookPostrouting, nftables.ChainTypeNAT, nftables.ChainPriorityNATSource)
 	c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: cat(ipv4(), ipField(12, netip.PrefixFrom(w.Addr, 32)),
 		[]expr.Any{&expr.Meta{Key: expr.MetaKeyOIF, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: u32(iif)}},
 		[]expr.Any{&expr.Masq{}})})
+	if v6 {
+		w.masq6(post)
+	}
 
-	// egress: loopback, metadata and IPv6 first, then the peers, then
-	// established flows, then drop.
+	// egress: other protocols, forged sources, loopback and metadata
+	// first, then the peers, then established flows, then drop.
 	drop := func(e []expr.Any) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: egress, Exprs: cat(e, counterRef(counterDropped), verdict(expr.VerdictDrop))})
 	}
-	drop([]expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}}})
+	notProto := func(p byte) []expr.Any {
+		return []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{p}}}
+	}
+	if v6 {
+		drop(cat(notProto(unix.NFPROTO_IPV4), notProto(unix.NFPROTO_IPV6)))
+		w.egress6(drop, cfg.AllowMetadata)
+	} else {
+		drop(notProto(unix.NFPROTO_IPV4)) // IPv6 too: the session has none
+	}
 	// A source other than the session's address (a raw socket's forgery)
 	// would leave without masquerade.
 	drop(cat(ipv4(), ipField(12, netip.PrefixFrom(w.Addr, 32))[:1], []expr.Any{&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: w.Addr.AsSlice()}}))
@@ -462,8 +484,10 @@ func (w *Wall) buildTable(cfg Config) error {
 	if w.ping != "" {
 		// Echo replies (the requests' flows are the session's), counted
 		// apart: NET:raw's traffic.
-		c.AddRule(&nftables.Rule{Table: t, Chain: &nftables.Chain{Table: t, Name: chainPeersIn}, Exprs: cat(ipv4(), l4(unix.IPPROTO_ICMP), icmpType(0),
-			ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), counterRef(counterPingIn), verdict(expr.VerdictAccept))})
+		for _, f := range w.families() {
+			c.AddRule(&nftables.Rule{Table: t, Chain: &nftables.Chain{Table: t, Name: chainPeersIn}, Exprs: cat(f.proto(), l4(f.icmp), icmpType(f.echoReply),
+				ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), counterRef(counterPingIn), verdict(expr.VerdictAccept))})
+		}
 	}
 	c.AddRule(&nftables.Rule{Table: t, Chain: ingress, Exprs: jump(chainPeersIn)})
 	c.AddRule(&nftables.Rule{Table: t, Chain: ingress, Exprs: cat(ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept))})
@@ -490,44 +514,126 @@ func (w *Wall) addPeer(p Peer) error {
 	if w.budget > 0 {
 		c.AddObj(&nftables.CounterObj{Table: t, Name: ps.over()})
 	}
-	var dst, src []expr.Any
-	if p.Prefix.IsValid() {
-		pf := netip.PrefixFrom(p.Prefix.Addr().Unmap(), p.Prefix.Bits()-(p.Prefix.Addr().BitLen()-32)*boolInt(p.Prefix.Addr().Is4In6())).Masked()
-		dst, src = ipField(16, pf), ipField(12, pf)
-	} else {
-		w.nextSet++
-		ps.set = &nftables.Set{Table: t, Name: fmt.Sprintf("allow%d", ps.idx), ID: w.nextSet, KeyType: nftables.TypeIPAddr, HasTimeout: true}
-		if err := c.AddSet(ps.set, nil); err != nil {
-			return fmt.Errorf("netwall: set for %s: %w", p.Name, err)
+	for _, f := range w.families() {
+		dst, src, err := w.peerAddrs(ps, f)
+		if err != nil {
+			return err
 		}
-		dst = cat([]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4}},
-			[]expr.Any{&expr.Lookup{SourceRegister: 1, SetName: ps.set.Name, SetID: ps.set.ID}})
-		src = cat([]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}},
-			[]expr.Any{&expr.Lookup{SourceRegister: 1, SetName: ps.set.Name, SetID: ps.set.ID}})
+		if dst != nil { // nil: a prefix of the other family
+			w.peerRules(ps, f, dst, src)
+		}
 	}
+	w.peers = append(w.peers, ps)
+	return nil
+}
+
+// peerAddrs are the expressions matching ps's addresses of family f as
+// destination and as source (nil when ps's prefix is of the other
+// family); a host-only peer gets a set of f's addresses for Allow.
+func (w *Wall) peerAddrs(ps *peerState, f family) (dst, src []expr.Any, err error) {
+	if p := ps.Prefix; p.IsValid() {
+		// An IPv4-mapped prefix is its IPv4 prefix.
+		pf := netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-(p.Addr().BitLen()-32)*boolInt(p.Addr().Is4In6())).Masked()
+		if pf.Addr().Is6() != f.v6 {
+			return nil, nil, nil
+		}
+		return f.field(true, pf), f.field(false, pf), nil
+	}
+	w.nextSet++
+	set := &nftables.Set{Table: w.table, Name: fmt.Sprintf("allow%d", ps.idx), ID: w.nextSet, KeyType: nftables.TypeIPAddr, HasTimeout: true}
+	if f.v6 {
+		set.Name, set.KeyType = fmt.Sprintf("allow6_%d", ps.idx), nftables.TypeIP6Addr
+		ps.set6 = set
+	} else {
+		ps.set = set
+	}
+	if err := w.conn.AddSet(set, nil); err != nil {
+		return nil, nil, fmt.Errorf("netwall: set for %s: %w", ps.Name, err)
+	}
+	lookup := func(off uint32) []expr.Any {
+		return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: f.addrLen()},
+			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID}}
+	}
+	return lookup(f.offset(true)), lookup(f.offset(false)), nil
+}
+
+// peerRules queues ps's rules for family f: its flows out (within the
+// budget, then counted apart and dropped past it), their replies in, and
+// with PingPeer the echo requests to its addresses.
+func (w *Wall) peerRules(ps *peerState, f family, dst, src []expr.Any) {
+	c, t := w.conn, w.table
+	o, i := ps.counters()
 	out := &nftables.Chain{Table: t, Name: chainPeersOut}
 	in := &nftables.Chain{Table: t, Name: chainPeersIn}
-	for _, proto := range protos(p.Proto) {
-		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(ipv4(), dst, l4(proto), ports(2, p.Ports), w.quota(), counterRef(o), verdict(expr.VerdictAccept))})
+	for _, proto := range protos(ps.Proto) {
+		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(f.proto(), dst, l4(proto), ports(2, ps.Ports), w.quota(), counterRef(o), verdict(expr.VerdictAccept))})
 		if w.budget > 0 {
 			// Past the budget the quota no longer matches: the packet
 			// is the peer's all the same, counted as sent and not
 			// delivered, and dropped.
-			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(ipv4(), dst, l4(proto), ports(2, p.Ports), counterRef(ps.over()), counterRef(counterDropped), verdict(expr.VerdictDrop))})
+			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(f.proto(), dst, l4(proto), ports(2, ps.Ports), counterRef(ps.over()), counterRef(counterDropped), verdict(expr.VerdictDrop))})
 		}
-		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: cat(ipv4(), src, l4(proto), ports(0, p.Ports), ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), counterRef(i), verdict(expr.VerdictAccept))})
+		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: cat(f.proto(), src, l4(proto), ports(0, ps.Ports), ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), counterRef(i), verdict(expr.VerdictAccept))})
 	}
 	if w.ping != "" {
 		// NET:raw: an ICMP echo request to the peer's address, whatever
 		// its ports (the only ICMP a ping socket sends).
-		echo := cat(ipv4(), dst, l4(unix.IPPROTO_ICMP), icmpType(8))
+		echo := cat(f.proto(), dst, l4(f.icmp), icmpType(f.echo))
 		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(echo, w.quota(), counterRef(counterPingOut), verdict(expr.VerdictAccept))})
 		if w.budget > 0 {
 			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: cat(echo, counterRef(counterPingOv), counterRef(counterDropped), verdict(expr.VerdictDrop))})
 		}
 	}
-	w.peers = append(w.peers, ps)
-	return nil
+}
+
+// family is what the rules of one IP version differ in.
+type family struct {
+	v6              bool
+	icmp            byte // the ICMP protocol's number
+	echo, echoReply byte // its echo request and reply types
+}
+
+var (
+	fam4 = family{icmp: unix.IPPROTO_ICMP, echo: 8, echoReply: 0}
+	fam6 = family{v6: true, icmp: unix.IPPROTO_ICMPV6, echo: 128, echoReply: 129}
+)
+
+// families are the IP versions the session has.
+func (w *Wall) families() []family {
+	if w.Addr6.IsValid() {
+		return []family{fam4, fam6}
+	}
+	return []family{fam4}
+}
+
+func (f family) proto() []expr.Any {
+	if f.v6 {
+		return ipv6()
+	}
+	return ipv4()
+}
+
+func (f family) addrLen() uint32 { return uint32(4 + 12*boolInt(f.v6)) }
+
+// offset is where the destination (or the source) address is in f's
+// header.
+func (f family) offset(dst bool) uint32 {
+	switch {
+	case f.v6 && dst:
+		return 24
+	case f.v6:
+		return 8
+	case dst:
+		return 16
+	}
+	return 12
+}
+
+func (f family) field(dst bool, p netip.Prefix) []expr.Any {
+	if f.v6 {
+		return ip6Field(f.offset(dst), p)
+	}
+	return ipField(f.offset(dst), p)
 }
 
 func (ps *peerState) counters() (out, in string) {
@@ -544,7 +650,7 @@ func (w *Wall) AllowPeer(peer string, addr netip.Addr, ttl time.Duration) error 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ps := range w.peers {
-		if ps.Name == peer && ps.set != nil {
+		if ps.Name == peer && (ps.set != nil || ps.set6 != nil) {
 			return w.allow(ps, addr, ttl)
 		}
 	}
@@ -561,7 +667,7 @@ func (w *Wall) Allow(addr netip.Addr, ports policy.PortRange, proto policy.Proto
 		return errors.New("netwall: closed")
 	}
 	for _, ps := range w.peers {
-		if ps.set != nil && ps.Ports == ports && ps.Proto == proto {
+		if (ps.set != nil || ps.set6 != nil) && ps.Ports == ports && ps.Proto == proto {
 			return w.allow(ps, addr, ttl)
 		}
 	}
@@ -580,8 +686,11 @@ func (w *Wall) allow(ps *peerState, addr netip.Addr, ttl time.Duration) error {
 		return errors.New("netwall: closed")
 	}
 	addr = addr.Unmap()
+	set := ps.set
 	if !addr.Is4() {
-		return fmt.Errorf("%w: IPv6 address %s", ErrUnsupported, addr)
+		if set = ps.set6; set == nil {
+			return fmt.Errorf("%w: IPv6 address %s: %v", ErrUnsupported, addr, w.NoIPv6)
+		}
 	}
 	if ttl > 0 && ttl < time.Millisecond {
 		ttl = time.Millisecond
@@ -590,10 +699,10 @@ func (w *Wall) allow(ps *peerState, addr netip.Addr, ttl time.Duration) error {
 	// An add of an existing element keeps its old expiry: delete and add
 	// in one batch (atomic: no instant without the element), or, when the
 	// element is not there (the batch fails whole), add it alone.
-	if err := w.conn.SetDeleteElements(ps.set, []nftables.SetElement{{Key: addr.AsSlice()}}); err != nil {
+	if err := w.conn.SetDeleteElements(set, []nftables.SetElement{{Key: addr.AsSlice()}}); err != nil {
 		return fmt.Errorf("netwall: allow %s: %w", addr, err)
 	}
-	if err := w.conn.SetAddElements(ps.set, el); err != nil {
+	if err := w.conn.SetAddElements(set, el); err != nil {
 		return fmt.Errorf("netwall: allow %s: %w", addr, err)
 	}
 	if err := w.conn.Flush(); err == nil {
@@ -601,7 +710,7 @@ func (w *Wall) allow(ps *peerState, addr netip.Addr, ttl time.Duration) error {
 	} else if !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("netwall: allow %s: %w", addr, err)
 	}
-	if err := w.conn.SetAddElements(ps.set, el); err != nil {
+	if err := w.conn.SetAddElements(set, el); err != nil {
 		return fmt.Errorf("netwall: allow %s: %w", addr, err)
 	}
 	if err := w.conn.Flush(); err != nil {

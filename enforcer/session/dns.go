@@ -401,7 +401,11 @@ func (d *dnsScope) link() []netip.Addr {
 	if n == nil || n.wall == nil {
 		return nil
 	}
-	return []netip.Addr{n.wall.Addr, n.wall.HostAddr}
+	out := []netip.Addr{n.wall.Addr, n.wall.HostAddr}
+	if n.wall.Addr6.IsValid() {
+		out = append(out, n.wall.Addr6, n.wall.HostAddr6)
+	}
+	return out
 }
 
 func dnsProto(network string) policy.Proto {

@@ -42,7 +42,12 @@
 // The counters (per declared peer: delivered, and sent past the budget;
 // what was dropped) go into the verification log (vlog.Network) and,
 // live, to Options.Traffic (klockd's ps). Residuals: a server the agent starts is reachable from inside its
-// namespace only; IPv6 peers but ::1 are unreachable.
+// namespace only. IPv6 (netns6.go): the namespace has it when the host
+// does (netwall: a /64, NAT66), IPv6 peers and AAAA answers open the
+// wall as IPv4 ones; at the start the log names each declared IPv6 peer
+// the session cannot reach (the host has IPv6 disabled: with the sysctl
+// that fixes it; the host has no route to it: the agent's connect fails
+// with ENETUNREACH, as without klock).
 //
 // DNS (issue 23): when the ruleset names a host and the network is walled
 // (always in a namespace of the session's own), Run chooses the session's

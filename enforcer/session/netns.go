@@ -130,8 +130,6 @@ func planNet(rs *policy.Ruleset, budget uint64, dnsProxy netip.Addr) netPlan {
 			peer(name, viaRelay)
 		case a.IsLoopback():
 			p.unreachable = append(p.unreachable, name+": a loopback range is not relayed (name one address): unreachable from the session's namespace")
-		case !a.Unmap().Is4():
-			p.unreachable = append(p.unreachable, name+": no IPv6 is routed to the session's namespace")
 		default:
 			if !seen[name] {
 				p.cfg.Peers = append(p.cfg.Peers, netwall.Peer{Name: name, Prefix: pat.Prefix, Ports: pat.Ports, Proto: pat.Proto})
@@ -167,6 +165,10 @@ type sessionNet struct {
 	notRelayed []string
 	// amended: loopback peers a permissive amendment relayed.
 	amended []netPeer
+	// unrouted: declared IPv6 peers the session cannot reach, and why
+	// (netns6.go); noV6Answers: the host peers already noted there.
+	unrouted    []string
+	noV6Answers map[string]bool
 }
 
 // setupNet builds the wall around pid's network namespace and the relays
@@ -181,6 +183,7 @@ func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.L
 	if n.wall, err = netwall.Setup(ctx, id, netwall.Target{Pid: pid}, plan.cfg); err != nil {
 		return nil, err
 	}
+	n.checkIPv6()
 	for name, addrs := range plan.start {
 		for _, a := range addrs {
 			if err := n.wall.AllowPeer(name, a, 0); err != nil && !errors.Is(err, netwall.ErrUnsupported) {
@@ -240,10 +243,15 @@ func (n *sessionNet) answered(pattern string, addrs []netip.Addr, ttl time.Durat
 				} else if err != nil {
 					errs = append(errs, err)
 				}
-			case a.Is4():
+			case a.Is4() || n.wall.Addr6.IsValid():
 				if err := n.wall.AllowPeer(hp.name, a, ttl); err != nil {
 					errs = append(errs, err)
 				}
+			default:
+				// No IPv6 on this host: the agent's connect to the
+				// AAAA answer fails (no route in its namespace), and
+				// the log says why once.
+				n.noIPv6Answer(hp.name, a)
 			}
 		}
 	}
@@ -271,7 +279,7 @@ func (n *sessionNet) widen(t policy.Triple) error {
 		n.amended = append(n.amended, netPeer{name, viaRelay})
 		n.mu.Unlock()
 		return nil
-	case a.Is4():
+	case a.Is4() || n.wall.Addr6.IsValid():
 		return n.wall.Allow(a, ports, t.Proto, 0)
 	}
 	return nil
@@ -373,7 +381,7 @@ func (n *sessionNet) budgetReason(sp spending) string {
 // backend is the wall's entry in the verification log.
 func (n *sessionNet) backend() vlog.Backend {
 	d := []string{
-		fmt.Sprintf("own network namespace, joined to the host by veth %s (session address %s, gateway %s) and the nftables table %s: a packet to a peer no intent declares is dropped whatever socket call or protocol made it (ICMP, raw sockets)", n.wall.Link, n.wall.Addr, n.wall.HostAddr, netwall.TableName(n.id)),
+		fmt.Sprintf("own network namespace, joined to the host by veth %s (session address %s, gateway %s%s) and the nftables table %s: a packet to a peer no intent declares is dropped whatever socket call or protocol made it (ICMP, raw sockets)", n.wall.Link, n.wall.Addr, n.wall.HostAddr, n.ipv6Detail(), netwall.TableName(n.id)),
 		"the host's loopback and the cloud metadata address are unreachable unless declared; host names reach the addresses the session's DNS proxy answered, for their TTL",
 	}
 	if ls := n.relay.Listening(); len(ls) > 0 {
@@ -398,6 +406,9 @@ func (n *sessionNet) backend() vlog.Backend {
 	n.mu.Lock()
 	for _, u := range n.notRelayed {
 		d = append(d, "not relayed: "+u)
+	}
+	for _, u := range n.unrouted {
+		d = append(d, "unreachable: "+u)
 	}
 	n.mu.Unlock()
 	return vlog.Backend{Name: "netwall", Guarantee: vlog.GuaranteeBlocks, Details: d}

@@ -3,18 +3,22 @@
 package session
 
 import (
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/klocklabs/klock/enforcer/netwall"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 )
 
 // TestPlanNet: the CONSUMES NET rules sort into the packet wall's peers
-// (IPv4 addresses and host names), loopback relays (one loopback address),
-// and what the session's namespace cannot reach (a loopback range, IPv6);
+// (IPv4 and IPv6 addresses, host names), loopback relays (one loopback
+// address), and what the session's namespace cannot reach (a loopback
+// range);
 // a host's addresses resolved at the start join its peer (loopback ones
 // through a relay); binds are no peer, nor the session's DNS proxy
 // (it listens in the namespace: no relay); NET:raw is the pings' peer.
@@ -46,7 +50,7 @@ func TestPlanNet(t *testing.T) {
 	for _, pe := range p.cfg.Peers {
 		wall = append(wall, pe.Name)
 	}
-	if want := []string{"NET:192.0.2.1:443/tcp", "NET:api.example.com:443/tcp"}; !slices.Equal(wall, want) {
+	if want := []string{"NET:192.0.2.1:443/tcp", "NET:[2001:db8::1]:443/tcp", "NET:api.example.com:443/tcp"}; !slices.Equal(wall, want) {
 		t.Errorf("wall peers %v, want %v", wall, want)
 	}
 	if p.cfg.MaxEgressBytes != 1000 {
@@ -66,7 +70,7 @@ func TestPlanNet(t *testing.T) {
 		t.Errorf("host peers %+v", hp)
 	}
 	un := strings.Join(p.unreachable, "\n")
-	if !strings.Contains(un, "127.0.0.0/8") || !strings.Contains(un, "2001:db8::1") || len(p.unreachable) != 2 {
+	if !strings.Contains(un, "127.0.0.0/8") || len(p.unreachable) != 1 {
 		t.Errorf("unreachable:\n%s", un)
 	}
 	for _, pe := range p.peers {
@@ -80,5 +84,42 @@ func TestPlanNet(t *testing.T) {
 	}
 	if p.pingGID != 0 {
 		t.Errorf("the plan names no group; prepare does")
+	}
+}
+
+// TestNoIPv6SaysWhichPeers: on a host that gives the session no IPv6,
+// each declared IPv6 peer (an address, a host's IPv6 start address, an
+// AAAA answer) is named unreachable in the log, with the wall's reason
+// and fix; IPv4 peers are not.
+func TestNoIPv6SaysWhichPeers(t *testing.T) {
+	m, err := policy.Parse("m.yaml", []byte(testutil.ManifestYAML("coder", "strict", t.TempDir(),
+		"CONSUMES NET:192.0.2.1:443/tcp", "CONSUMES NET:[2001:db8::1]:443/tcp", "CONSUMES NET:api.example.com:443/tcp")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err = rs.Resolve(func(string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("203.0.113.5"), netip.MustParseAddr("2001:db8::5")}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := fmt.Errorf("%w: IPv6 is disabled on this host (the fix: sysctl -w net.ipv6.conf.all.disable_ipv6=0)", netwall.ErrNoIPv6)
+	n := &sessionNet{plan: planNet(rs, 0, netip.Addr{}), wall: &netwall.Wall{NoIPv6: why}, log: slog.New(slog.DiscardHandler)}
+	n.checkIPv6()
+	n.noIPv6Answer("NET:api.example.com:443/tcp", netip.MustParseAddr("2001:db8::6"))
+	n.noIPv6Answer("NET:api.example.com:443/tcp", netip.MustParseAddr("2001:db8::7"))
+	got := strings.Join(n.unrouted, "\n")
+	for _, want := range []string{"NET:[2001:db8::1]:443/tcp: netwall: no IPv6: IPv6 is disabled", "NET:api.example.com:443/tcp: 2001:db8::5: ",
+		"NET:api.example.com:443/tcp: the IPv6 answer 2001:db8::6"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("unreachable peers:\n%s\nwant %q", got, want)
+		}
+	}
+	if len(n.unrouted) != 3 || strings.Contains(got, "192.0.2.1") || !strings.Contains(got, "sysctl -w net.ipv6.conf.all.disable_ipv6=0") {
+		t.Errorf("unreachable peers:\n%s", got)
 	}
 }

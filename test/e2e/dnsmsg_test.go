@@ -51,9 +51,16 @@ func (d *msgDNS) serve(w dns.ResponseWriter, req *dns.Msg) {
 	d.mu.Unlock()
 	m := new(dns.Msg)
 	m.SetReply(req)
-	if q := req.Question[0]; q.Qtype == dns.TypeA {
+	// IPv4 addresses are A answers, IPv6 ones AAAA answers.
+	if q := req.Question[0]; q.Qtype == dns.TypeA || q.Qtype == dns.TypeAAAA {
 		for _, a := range d.answer(strings.ToLower(strings.TrimSuffix(q.Name, "."))) {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: a.AsSlice()})
+			hdr := dns.RR_Header{Name: q.Name, Rrtype: q.Qtype, Class: dns.ClassINET, Ttl: 60}
+			switch {
+			case a.Is4() && q.Qtype == dns.TypeA:
+				m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: a.AsSlice()})
+			case a.Is6() && q.Qtype == dns.TypeAAAA:
+				m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+			}
 		}
 	}
 	_ = w.WriteMsg(m)

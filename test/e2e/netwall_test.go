@@ -60,7 +60,8 @@ func hostPeer(t *testing.T) netip.Addr {
 	return a
 }
 
-// sink accepts TCP connections on addr and counts the bytes it reads.
+// sink accepts TCP connections on addr (IPv4 or IPv6) and counts the
+// bytes it reads.
 type sink struct {
 	port  int
 	bytes atomic.Int64
@@ -68,7 +69,7 @@ type sink struct {
 
 func startSink(t *testing.T, addr netip.Addr) *sink {
 	t.Helper()
-	ln, err := net.Listen("tcp4", netip.AddrPortFrom(addr, 0).String())
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -188,6 +188,8 @@ var probeSteps = map[string]func(arg string) error{
 	// ADDR: one ICMP echo from an ICMP datagram socket; "ok" when a reply came within a second
 	"pingsend":     pingSend,
 	"resolve-dial": resolveDial,
+	// NAME>PORT: look NAME's IPv6 addresses (AAAA) up, connect to the first on PORT (tcp)
+	"resolve-dial6": resolveDial6,
 	// NAME: a query for NAME hiding DNSSecret besides the name, over UDP and TCP (probe_dns.go)
 	"dnsleak":  dnsLeak,
 	"txtburst": txtBurst,
@@ -563,9 +565,14 @@ func udpBurst(arg string) error {
 
 // resolveDial (NAME>PORT) looks NAME up, then connects to its first
 // address on PORT (tcp).
-func resolveDial(arg string) error {
+func resolveDial(arg string) error { return resolveDialAs("ip4", arg) }
+
+// resolveDial6 is resolveDial with NAME's IPv6 addresses (AAAA).
+func resolveDial6(arg string) error { return resolveDialAs("ip6", arg) }
+
+func resolveDialAs(network, arg string) error {
 	name, port := two(arg)
-	addrs, err := goResolver.LookupNetIP(context.Background(), "ip4", name)
+	addrs, err := goResolver.LookupNetIP(context.Background(), network, name)
 	if err != nil {
 		return err
 	}
