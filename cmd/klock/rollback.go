@@ -2,17 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/klocklabs/klock/enforcer/session"
-	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/termsafe"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/snapshot"
@@ -32,67 +27,6 @@ func backupsRoot(manifest, dir string) (string, error) {
 		return session.BackupsDir(m.Workdir), nil
 	}
 	return "", &exitError{code: exitUsage, err: fmt.Errorf("say where the backups are: -m MANIFEST (its workdir's .klock/backups) or --dir DIR")}
-}
-
-// rollbackLimit is what klock rollback restores: what the session's
-// verification log says the agent touched (session.LoggedRollbackRoots),
-// or everything the backup holds (nil) with the reason.
-// started and ended are when the session ran, from its log (zero when
-// unknown; an INCOMPLETE log has a start and no end).
-func rollbackLimit(workdir, logPath, id string) (roots []snapshot.Scope, started, ended time.Time, why string) {
-	if logPath == "" {
-		if workdir == "" {
-			return nil, time.Time{}, time.Time{}, "no manifest (-m) or --log to find the session's verification log"
-		}
-		logPath = filepath.Join(session.DefaultLogDir(workdir), id)
-	}
-	lg, err := vlog.Read(logPath)
-	if err != nil {
-		return nil, time.Time{}, time.Time{}, fmt.Sprintf("no verification log for the session (%v)", err)
-	}
-	if lg.Incomplete() {
-		return nil, lg.Start, time.Time{}, "the session's verification log is INCOMPLETE (the session did not end: klock was stopped before it wrote what the agent touched)"
-	}
-	roots = session.LoggedRollbackRoots(workdir, lg)
-	if roots == nil {
-		return nil, lg.Start, lg.End, "the verification log reports lost events or an unresolved path: what the agent touched is not fully known"
-	}
-	return roots, lg.Start, lg.End, ""
-}
-
-// laterChanges refuses a rollback that would undo what changed after the
-// session ended (its agent was gone by then: someone else's work) unless
-// the operator asked for it. A restore that was interrupted is finished
-// without asking (it already began undoing).
-//
-// What a restore put back and nobody touched since is klock's own doing,
-// not news (snapshot.ChangedSince follows it path by path): undoing
-// sessions newest first goes through, and rolling a session back twice
-// too. A restore's time is not a cut-off: one that ran after the user's
-// edit would hide the edit.
-func laterChanges(root string, s *snapshot.Snapshot, ended time.Time, opts []snapshot.RestoreOption) error {
-	_, interrupted, err := snapshot.RestoreState(root, s.Session())
-	if err != nil || interrupted || ended.IsZero() {
-		return nil
-	}
-	changed, err := s.ChangedSince(ended, opts...)
-	if err != nil {
-		return &exitError{code: exitRefused, err: fmt.Errorf("cannot tell what changed after the session ended, so the rollback could undo someone else's work: %w; fix the cause, or run again with --include-later to restore regardless", err)}
-	}
-	if len(changed) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d path(s) changed after the session ended (%s), so not by its agent: a rollback would undo those changes:", len(changed), ended.UTC().Format(time.RFC3339))
-	for i, p := range changed {
-		if i == 20 {
-			fmt.Fprintf(&b, "\n  … %d more", len(changed)-i)
-			break
-		}
-		b.WriteString("\n  " + termsafe.String(p))
-	}
-	b.WriteString("\nReview them, then run again with --include-later to restore them too")
-	return &exitError{code: exitRefused, err: errors.New(b.String())}
 }
 
 // rollbackOptions are klock rollback's flags; run is the command.
@@ -192,7 +126,7 @@ func (o *rollbackOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		workdir = m.Workdir
 	}
-	roots, started, ended, why := rollbackLimit(workdir, o.logPath, args[0])
+	roots, started, ended, why := session.RollbackLimit(workdir, o.logPath, args[0])
 	opts := o.scope(cmd.ErrOrStderr(), s, roots, why)
 	// Other sessions' leases: what they held while this one ran is
 	// their work, and what running ones hold is not restored under
@@ -214,8 +148,8 @@ func (o *rollbackOptions) run(cmd *cobra.Command, args []string) error {
 	// --all widens what is restored, not when: what changed after
 	// the session ended is still someone else's work.
 	if !o.includeLater {
-		if err := laterChanges(root, s, ended, opts); err != nil {
-			return err
+		if err := session.LaterChanges(root, s, ended, opts); err != nil {
+			return &exitError{code: exitRefused, err: err}
 		}
 	}
 	rep, err := s.Restore(cmd.Context(), opts...)

@@ -127,7 +127,7 @@ func TestRollbackLimitOfAnIncompleteLog(t *testing.T) {
 	if _, err := l.Write(filepath.Join(session.DefaultLogDir(wd), id)); err != nil {
 		t.Fatal(err)
 	}
-	roots, _, _, why := rollbackLimit(wd, "", id)
+	roots, _, _, why := session.RollbackLimit(wd, "", id)
 	if roots != nil || !strings.Contains(why, "INCOMPLETE") {
 		t.Fatalf("rollbackLimit = %v, %q; want no limit, saying the log is INCOMPLETE", roots, why)
 	}
