@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestMaintainerApprovalIsASignature is issue 20 item 2: HOTL with an
+// TestMaintainerApprovalIsASignature: HOTL with an
 // organizational tool needed only free text; the approval is now a
 // maintainer's signature, voided by any later change.
 func TestMaintainerApprovalIsASignature(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Rules that keep a contract enforceable (issue 20, items 6 and 7): a field
+// Rules that keep a contract enforceable: a field
 // the gateway could not enforce is refused here, at validation, rather than
 // parsed and ignored at run time.
 

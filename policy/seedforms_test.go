@@ -13,8 +13,8 @@ import (
 
 // seed002Manifest wraps testdata/seed002-contract.yaml, seed 002's Tool
 // Trust Contract as the seed writes it, as a manifest's tool. Its
-// must_belong_to names no lookup, and issue 20 item 6 refuses what cannot
-// be enforced (TestSeed002ContractNeedsOnlyALookup): the one line added
+// must_belong_to names no lookup, and klock refuses what cannot be
+// enforced (TestSeed002ContractNeedsOnlyALookup): the one line added
 // here names one, with the READ tool it calls.
 func seed002Manifest(t *testing.T) string {
 	t.Helper()
@@ -56,7 +56,7 @@ func TestSeed002ContractNeedsOnlyALookup(t *testing.T) {
 	}
 }
 
-// Issue 20 item 4: seed 002's contract, as written, loads into klock's form.
+// Seed 002's contract, as written, loads into klock's form.
 func TestSeed002ContractLoads(t *testing.T) {
 	m := mustParse(t, seed002Manifest(t))
 	tl := &m.DeclaredTools[0]
@@ -106,7 +106,7 @@ func TestSeed002ContractLoads(t *testing.T) {
 	}
 }
 
-// Issue 20 item 4: KCC's *_usd fields and cost_per_invocation are read
+// KCC's *_usd fields and cost_per_invocation are read
 // exactly from their decimal text.
 func TestKCCManifestLoads(t *testing.T) {
 	m, err := Load("testdata/kcc-manifest.yaml")
@@ -127,7 +127,7 @@ func TestKCCManifestLoads(t *testing.T) {
 	}
 }
 
-// Issue 20 item 4: a tool declared with only KCC fields gets seed 002's safe
+// A tool declared with only KCC fields gets seed 002's safe
 // defaults (not idempotent, approval needed) instead of an error.
 func TestKCCOnlyToolSafeDefaults(t *testing.T) {
 	m, err := Load("testdata/kcc-manifest.yaml")

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestTrifectaInferred is issue 20 item 2: a manifest whose tools leave the
+// TestTrifectaInferred: a manifest whose tools leave the
 // three flags out is still a lethal trifecta when their types, categories
 // and contracts say so, or when the agent's own NET intents reach out.
 func TestTrifectaInferred(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestTakeOnlyWhatTheAgentCanChange is issue 18 D's /tmp/**: a shared,
+// TestTakeOnlyWhatTheAgentCanChange: /tmp/**, a shared,
 // sticky, world-writable scope with other users' files in it. Take stores
 // only what the agent's uid could change (its own file, a world-writable
 // one); another user's file costs no copy, a directory the agent cannot

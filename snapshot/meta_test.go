@@ -68,7 +68,7 @@ func (m metaState) equal(o metaState) bool {
 	return m.mode == o.mode && m.uid == o.uid && m.gid == o.gid && m.atime == o.atime && m.mtime == o.mtime && xattrsEqual(m.xattrs, o.xattrs) && m.flags == o.flags
 }
 
-// TestMetaRestoresTheAgentsFilesOutsideTheScopes is issue 19's item 3: a
+// TestMetaRestoresTheAgentsFilesOutsideTheScopes: a
 // file the agent owns outside every scope (its own file in /tmp, in no
 // intent) cannot be written, but its metadata can be changed (chmod,
 // utimes, xattrs, inode flags: no Landlock right covers them). Take
@@ -244,7 +244,7 @@ func TestUnrecordedChangeIsReported(t *testing.T) {
 	}
 }
 
-// TestInodeFlagsRestoredInScopes is issue 19's item 1, backup half: inode
+// TestInodeFlagsRestoredInScopes: inode
 // flags are metadata the owner sets by an ioctl on a read-only descriptor
 // (nodump, noatime), and a rollback puts them back on the files of the
 // scopes too: on a file left in place, and on one recreated from the

@@ -21,8 +21,8 @@ import (
 // else's: a path that changed after a session ended is news (a user's
 // work, which a rollback must not undo) unless it is still exactly what a
 // restore put there. A time cannot tell them apart: a restore that ran
-// after the user's edit would hide the edit (issue 18's lost
-// important-B.txt).
+// after the user's edit would hide the edit (a lost edit:
+// TestRollbackAfterAnotherSessionsRestoreKeepsLaterWork in cmd/klock).
 const restoredFile = "restored"
 
 // fileKey identifies one state of a path: the same inode with the same

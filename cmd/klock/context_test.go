@@ -8,7 +8,7 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// Issue 20 item 4: klock mcp --context account.tier=pro supplies nested
+// klock mcp --context account.tier=pro supplies nested
 // context, which the seed 002 condition reads as context.account.tier.
 func TestParseContextNests(t *testing.T) {
 	got, err := parseContext([]string{"account.tier=pro", "task.customer_id=c_42", "team_id=t_5"})

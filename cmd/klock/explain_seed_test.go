@@ -9,7 +9,7 @@ import (
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
-// Issue 20 item 4: klock explain shows the CEL a seed 002 condition runs as.
+// klock explain shows the CEL a seed 002 condition runs as.
 func TestExplainShowsConditionTranslation(t *testing.T) {
 	contract, err := os.ReadFile("../../policy/testdata/seed002-contract.yaml")
 	if err != nil {

@@ -53,7 +53,7 @@ func TestReceiptsVerifyAndReport(t *testing.T) {
 	}
 }
 
-// Issue 20 item 9: klock receipts verify checks a Chio-format receipt (the
+// klock receipts verify checks a Chio-format receipt (the
 // seed's example, signed) and refuses an altered one.
 func TestReceiptsVerifyChio(t *testing.T) {
 	fixture := filepath.Join("..", "..", "guard", "receipt", "testdata", "chio-receipt.json")

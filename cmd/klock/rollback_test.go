@@ -212,8 +212,8 @@ func twoFileWorkdir(t *testing.T) (wd, mpath string, rs *policy.Ruleset) {
 	return wd, mpath, rs
 }
 
-// TestRollbackAfterAnotherSessionsRestoreKeepsLaterWork is issue 18's data
-// loss: sessions A and B end cleanly, the user then writes important-B.txt,
+// TestRollbackAfterAnotherSessionsRestoreKeepsLaterWork (a data loss once):
+// sessions A and B end cleanly, the user then writes important-B.txt,
 // session C is killed and rolled back. C's restore wrote after the user's
 // file, but it did not put that file there: rolling back A must still
 // refuse (with its own exit status) and leave the file, and --include-later

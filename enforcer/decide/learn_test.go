@@ -415,7 +415,7 @@ func TestLearnedDeclaresBuiltProgramsOnTheirDirectory(t *testing.T) {
 // TestLearnedWorkdirReadsCoverTheNextInput: the files a run reads in its
 // workdir are its input, and the next run's differ: pytest's new
 // tests/test_more.py and npm's greet-2.3.0.tgz killed strict runs learned
-// from tests/test_calc.py and greet-1.0.0.tgz (issue 18 C). Reads outside
+// from tests/test_calc.py and greet-1.0.0.tgz. Reads outside
 // the workdir stay exact.
 func TestLearnedWorkdirReadsCoverTheNextInput(t *testing.T) {
 	m := manifest(t, "permissive", "none")

@@ -8,7 +8,7 @@ import (
 )
 
 // Containers says what klock gives a container in each of its two modes
-// on this kernel (issue 22): klock-runtime in front of the real OCI
+// on this kernel: klock-runtime in front of the real OCI
 // runtime, and OCI hooks alone (Podman's or CRI-O's hooks.d). Neither is
 // needed by klock run, so neither decides strict mode's readiness.
 func Containers(fileWall string) []Check {

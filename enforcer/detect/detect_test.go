@@ -72,7 +72,7 @@ func TestUnixSockets(t *testing.T) {
 }
 
 // TestFileClassesPerWall: doctor states, per file wall, what klock
-// guarantees for metadata ioctls and executable mappings (issue 19).
+// guarantees for metadata ioctls and executable mappings.
 func TestFileClassesPerWall(t *testing.T) {
 	for wall, want := range map[string][2]string{
 		"bpf-lsm":  {Blocks, Blocks},

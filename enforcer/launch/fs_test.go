@@ -162,7 +162,7 @@ func TestShellCommands(t *testing.T) {
 // agent do what it declared in directories it makes or replaces during the
 // session: `make clean && make` made build/ anew and its program could not
 // run (exit 126), and a RENAMES on a directory made during the session was
-// refused (issue 18 A).
+// refused.
 func TestRuleSurvivesReplacedDirectory(t *testing.T) {
 	wd := agentDir(t)
 	writeAgentFile(t, filepath.Join(wd, "build", "old.o"), "old\n")

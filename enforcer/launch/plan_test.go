@@ -310,7 +310,7 @@ func hasReason(p *LandlockPlan, k ResidualKind, sub string) bool {
 
 // TestPlanMissingRootTheAgentMakes: rules on paths the agent makes during
 // the session (git's .git/**, a build's out/*) are walled at the nearest
-// existing directory, not dropped (issue 18: `mkdir -p sub && mv
+// existing directory, not dropped (`mkdir -p sub && mv
 // sub/a.tmp sub/a` was refused under a declared RENAMES FILE:sub/**).
 func TestPlanMissingRootTheAgentMakes(t *testing.T) {
 	wd := planTree(t)
@@ -380,7 +380,7 @@ func planFor(t *testing.T, wd string, intents ...string) (*LandlockPlan, *policy
 	return plan, rs
 }
 
-// TestPlanRefuses: which refusals are the wall's (issue 18: a declared
+// TestPlanRefuses: which refusals are the wall's (a declared
 // operation the wall refused must not read CLEAN).
 func TestPlanRefuses(t *testing.T) {
 	wd := planTree(t)

@@ -13,7 +13,7 @@ import (
 //
 // The session asks this of every refused operation the manifest declares:
 // a declaration the wall does not honour is klock's failure, not the
-// agent's, and the verdict must not read CLEAN (issue 18). The answer is
+// agent's, and the verdict must not read CLEAN. The answer is
 // read from the rules as planned, which hold for the whole session:
 // PlanLandlock puts no rule on an inode the declaration lets the agent
 // replace (settle.go).

@@ -16,8 +16,8 @@ import (
 // its unix socket: 8 concurrent clients (each its own keep-alive
 // connection, plain net/http), each acquiring a one-intent manifest on a
 // resource of its own and releasing it. One op is one pair (ns/op is the
-// server's throughput, not a client's latency); pairs/s is reported. Goal
-// (issue 21): at least 10,000 pairs/s. The rate limit is set high enough
+// server's throughput, not a client's latency); pairs/s is reported. Goal:
+// at least 10,000 pairs/s. The rate limit is set high enough
 // never to refuse, so its bucket is still paid on every acquire.
 //
 //	go test ./enforcer/leaseapi -run '^$' -bench APIGrantRelease

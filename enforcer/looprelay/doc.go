@@ -20,7 +20,7 @@
 //
 // TCP is copied in klock's process (a 256 KiB buffer each way, every
 // read counted). Two in-kernel alternatives were built and measured on
-// 6.18 (issue 23's throughput goal) and left out: a sockmap splice (an
+// 6.18 (against the throughput goal in docs/benchmarks.md) and left out: a sockmap splice (an
 // sk_skb stream verdict redirecting each skb to the peer socket) was
 // slower, as its redirects go through a per-socket kernel worker that
 // waits a jiffy whenever the peer's send buffer is full, and it has no

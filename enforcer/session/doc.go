@@ -9,7 +9,7 @@
 // back in strict mode, amend the network rules in permissive mode), and
 // writes the verification log.
 //
-// Network namespace (issue 23): every session but an observe-only one or a
+// Network namespace: every session but an observe-only one or a
 // container's (which keeps its runtime's network) runs in a network
 // namespace of its own, made by stage 2 (launch.Spec.NewNetNS). Without a
 // NET intent it has only loopback. With NET intents, prepare builds,
@@ -49,7 +49,7 @@
 // that fixes it; the host has no route to it: the agent's connect fails
 // with ENETUNREACH, as without klock).
 //
-// DNS (issue 23): when the ruleset names a host and the network is walled
+// DNS: when the ruleset names a host and the network is walled
 // (always in a namespace of the session's own), Run chooses the session's
 // DNS proxy address (127.77.x.y, from the session id) before anything
 // else, writes a resolv.conf naming only it, which stage 2 binds read-only
@@ -130,7 +130,7 @@
 // caller's (Options.Env), and one passed there is a host directory,
 // declared like any other path.
 //
-// Containers (issue 22): with Options.Container the session adopts a
+// Containers: with Options.Container the session adopts a
 // container its runtime created instead of launching an agent: the
 // runtime's cgroup and its init (waiting in the OCI createRuntime hook),
 // never deleted by klock. The manifest names paths as the container sees

@@ -8,7 +8,7 @@ import (
 	"github.com/klocklabs/klock/policy/money"
 )
 
-// Issue 20 item 9: a tool that reports its cost in a currency the rate
+// A tool that reports its cost in a currency the rate
 // table cannot convert must not leave its hold open (money neither settled
 // nor released): the hold settles at the reserved worst case, and the
 // receipt says so and why.

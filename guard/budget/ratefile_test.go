@@ -10,7 +10,7 @@ import (
 	"github.com/klocklabs/klock/policy/money"
 )
 
-// Issue 20 item 9: rates come from a configured source whose evidence (each
+// Rates come from a configured source whose evidence (each
 // rate's source and time, the file's hash) reaches the receipt.
 func TestRatesFileEvidenceReachesTheReceipt(t *testing.T) {
 	rates, err := LoadRates("testdata/rates.yaml")

@@ -11,7 +11,7 @@ import (
 	"github.com/klocklabs/klock/guard/receipt"
 )
 
-// Issue 20 item 9: a tool call's receipts carry policy_hash (the
+// A tool call's receipts carry policy_hash (the
 // manifest's), content_hash (its arguments and result) and evidence (where
 // the charged cost came from), and a reported breakdown is recorded.
 func TestReceiptsCarryPolicyContentAndEvidence(t *testing.T) {

@@ -2,7 +2,7 @@ package check
 
 import "context"
 
-// Charger is the seam for budgets (issue 7): the gateway reserves the worst
+// Charger is the seam for budgets: the gateway reserves the worst
 // case before it dispatches an allowed call, reconciles with the actual cost
 // once the tool ran (or may have run), and releases the reservation when a
 // later refusal kept the call from the tool. A nil Charger means no budget

@@ -37,6 +37,6 @@
 // condition that cannot be evaluated never allows: it escalates (or denies
 // when the contract says else: DENY).
 //
-// The Charger interface is the seam for budgets (issue 7): check defines it,
+// The Charger interface is the seam for budgets: check defines it,
 // the gateway calls it, and a nil Charger means no budget is configured.
 package check

@@ -8,7 +8,7 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// TestGovernanceOnlyNarrows is issue 20 item 3: klock tools limit
+// TestGovernanceOnlyNarrows: klock tools limit
 // --per-run 0 lifted a manifest's per_run; governance may only narrow.
 func TestGovernanceOnlyNarrows(t *testing.T) {
 	p, err := New(example(t, "refund-agent.yaml"))
@@ -110,7 +110,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 }
 
 // TestTrifectaPrivateReadsWait: under the HITL the lethal trifecta forces,
-// a READ of private data waits for a human too (issue 20 item 2); a READ
+// a READ of private data waits for a human too; a READ
 // of nothing private does not.
 func TestTrifectaPrivateReadsWait(t *testing.T) {
 	p, err := New(example(t, "trifecta-agent.yaml"))

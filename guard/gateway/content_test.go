@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Issue 20 item 9: a receipt's content_hash covers the arguments and the
+// A receipt's content_hash covers the arguments and the
 // result; in confidential mode it is the deployment's keyed digest (as the
 // audit keeps), never a plain SHA-256 of guessable values.
 func TestContentHashIsKeyedWhenConfidential(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// Issue 20 item 6: a REVERSIBLE-WRITE's compensation survives a gateway
+// A REVERSIBLE-WRITE's compensation survives a gateway
 // restart (it is journaled beside the audit), runs through the invoker the
 // new gateway's proxy provides, and each rollback is a receipt as well as
 // an audit record.

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 20 item 9: an MCP server may itemize its reported cost (seed 003's
+// An MCP server may itemize its reported cost (seed 003's
 // ToolInvocationCost breakdown); the call is charged the sum, and a
 // breakdown that does not add up leaves the cost unknown.
 func TestMetaCostBreakdown(t *testing.T) {

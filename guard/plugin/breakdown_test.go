@@ -7,7 +7,7 @@ import (
 	"github.com/klocklabs/klock/policy/money"
 )
 
-// Issue 20 item 9: a plugin may itemize its cost; it is charged the sum and
+// A plugin may itemize its cost; it is charged the sum and
 // the breakdown is kept for the receipt.
 func TestPluginBreakdownIsChargedAsItsSum(t *testing.T) {
 	r, err := parseAnswer([]byte(`{"output": 1, "breakdown": {"compute": "0.12 USD", "io": {"units": 3, "currency": "USD"}}}`), "")

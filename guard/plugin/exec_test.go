@@ -23,7 +23,7 @@ func procIntents(t *testing.T, m *policy.Manifest) []string {
 	return out
 }
 
-// Issue 20 item 10: a plugin's session may execute exactly its entry and,
+// A plugin's session may execute exactly its entry and,
 // for a script, its interpreter; nothing its file permissions or the
 // baseline give makes another program executable, and permissions.exec
 // adds exactly the programs it names.

@@ -9,7 +9,7 @@ import (
 	"github.com/klocklabs/klock/policy/money"
 )
 
-// Issue 20 item 4: seed 004 §5.2's response, as the seed writes it, is a
+// Seed 004 §5.2's response, as the seed writes it, is a
 // plugin answer: ok, output, tokens_used and cost_1t read exactly.
 func TestSeed004AnswerAccepted(t *testing.T) {
 	data, err := os.ReadFile("testdata/seed004-answer.json")

@@ -24,7 +24,7 @@ func refundAgent(t *testing.T) *policy.Manifest {
 	return m
 }
 
-// TestPerDaySurvivesRestart is issue 20 item 3: a per_day: 1 tool stays
+// TestPerDaySurvivesRestart: a per_day: 1 tool stays
 // used after the gateway restarts, and governance stays as set.
 func TestPerDaySurvivesRestart(t *testing.T) {
 	m := refundAgent(t)

@@ -50,7 +50,7 @@ func TestChioFixtureFromTheSeed(t *testing.T) {
 	}
 }
 
-// Issue 20 item 9: klock receipts verify checks a Chio-format receipt (the
+// klock receipts verify checks a Chio-format receipt (the
 // seed's example, signed): signature, parameter_hash and the financial
 // record; any change is caught.
 func TestVerifyChioReceipt(t *testing.T) {

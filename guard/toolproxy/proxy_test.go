@@ -133,7 +133,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// TestRunIsTheProxys is issue 20 item 3: per_run was keyed by the run id
+// TestRunIsTheProxys: per_run was keyed by the run id
 // the agent sent, so a new agent_run_id per call lifted it. The run is the
 // proxy's.
 func TestRunIsTheProxys(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The exponents issue 20 names, and a sample of each class: a mistake here
+// The exponents ISO 4217 gives, and a sample of each class: a mistake here
 // mis-scales every amount in that currency by a power of ten.
 func TestISO4217Exponents(t *testing.T) {
 	want := map[string]int{

@@ -19,8 +19,8 @@ import (
 // filesystem and workdir. Each sub-benchmark reports its ns/op.
 // klock-runtime's also reports added-ms, the median over its iterations
 // of (its run - a plain runc run just before it, untimed): paired, so that
-// the machine's other load falls on both sides. Issue 22's goal is
-// added-ms <= 30. What klock-runtime adds: the wrapper and klock-runtime's
+// the machine's other load falls on both sides. The goal is
+// added-ms <= 30 (docs/benchmarks.md). What klock-runtime adds: the wrapper and klock-runtime's
 // start, the spec rewrite and klock-stage2's copy into the state
 // directory; the createRuntime hook (klock oci-hook) and klockd's session
 // start (leases, kernel backends on the container's cgroup, wall.json, the

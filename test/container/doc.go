@@ -1,5 +1,5 @@
 // Package container runs klock's container path end to end with real
-// runtimes (issue 22): klock-runtime in place of runc, under runc itself,
+// runtimes: klock-runtime in place of runc, under runc itself,
 // Podman (--runtime), and Podman's hooks.d (hook-only mode); containerd
 // and Docker where their daemon starts. klockd runs in the test process
 // (enforcer/daemon with the suite's kernel backends) on a private socket

@@ -103,7 +103,7 @@ func startResolve(context.Context, string) ([]netip.Addr, error) {
 	return []netip.Addr{netip.MustParseAddr("127.0.0.30")}, nil
 }
 
-// TestHostNameFollowsDNS (issue 23): a strict agent that declared
+// TestHostNameFollowsDNS: a strict agent that declared
 // svc.test:PORT/tcp looks it up through the session's DNS proxy (its
 // /etc/resolv.conf names the proxy, the proxy the test's server) and
 // connects to the answered address before and after the answer changes;

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Package e2e runs real klock sessions end to end (issue 3's "Done when"):
+// Package e2e runs real klock sessions end to end:
 // session.Run in-process with a real manifest, real processes as uid
 // 65534, the Landlock + tracepoints + cgroup-net backends of this host, and
 // assertions on the session result, the verification log on disk and the

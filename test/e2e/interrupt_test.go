@@ -15,7 +15,7 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// TestInterruptKeepsPermissiveWork is issue 18 D's Ctrl-C: a real session
+// TestInterruptKeepsPermissiveWork: Ctrl-C in a real session
 // whose agent writes a file and then waits is ended from outside (its
 // context, as klock run's signal handler does). Permissive mode keeps the
 // agent's work unless asked (RollbackOnInterrupt); strict mode rolls back.

@@ -141,8 +141,7 @@ func (r *klockRun) wait(t *testing.T) int {
 	return r.code
 }
 
-// TestTwoKlockRunsShareAWorkdir is issue 21's first "Done when" with real
-// `klock run` processes: two sessions in one workdir with disjoint MUTATES
+// TestTwoKlockRunsShareAWorkdir (real `klock run` processes): two sessions in one workdir with disjoint MUTATES
 // scopes run at the same time and both exit 0 with both changes present;
 // one whose scope overlaps the first's exits 75 naming it; with --wait
 // 30s it says whom it waits for, starts when the first ends, and exits 0.

@@ -17,7 +17,7 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// TestLeasesOfAKilledKlockExpire is issue 21's third "Done when": a klock
+// TestLeasesOfAKilledKlockExpire: a klock
 // that dies holding leases (kill -9 of an embedded klock run, and of
 // klockd running a session) keeps them until TTL + grace after its last
 // heartbeat; a session waiting for them is granted only then, and never

@@ -165,8 +165,7 @@ func ownLeases(lg *vlog.Log) []string {
 	return out
 }
 
-// TestLeasedSessionsShareAWorkdir is issue 21's first "Done when" in
-// process: two strict sessions in one workdir whose MUTATES scopes do not
+// TestLeasedSessionsShareAWorkdir (in process): two strict sessions in one workdir whose MUTATES scopes do not
 // overlap run at the same time (the second starts and ends while the first
 // runs), both end clean and both changes are there; each log lists its
 // leases, and none is held afterwards.
@@ -265,8 +264,7 @@ func TestOverlappingLeasesRefuseThenWait(t *testing.T) {
 	}
 }
 
-// TestStrictKillLeavesTheNeighbour is issue 21's second "Done when" in
-// process: of two strict sessions in one workdir, the one killed for a
+// TestStrictKillLeavesTheNeighbour (in process): of two strict sessions in one workdir, the one killed for a
 // violation is rolled back on its own scope byte for byte, while what the
 // other changed there before the kill and changes after it stays. The
 // killed session's backup holds the whole workdir (it started first), so

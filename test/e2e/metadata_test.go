@@ -53,8 +53,8 @@ func metaOf(t *testing.T, p string) fileMeta {
 	return fileMeta{st.Mode & 07777, st.Uid, st.Gid, st.Atim.Nano(), st.Mtim.Nano(), strings.Join(xs, ","), fl & settableFlags}
 }
 
-// TestStrictKillRestoresMetadataOutsideTheWorkdir is issue 19's item 3
-// (and item 1's backup half): the agent owns a file outside the workdir
+// TestStrictKillRestoresMetadataOutsideTheWorkdir (and the inode flags'
+// backup): the agent owns a file outside the workdir
 // that the manifest lets it read and nothing more. It sets the file's
 // inode flags (nodump, noatime: FS_IOC_SETFLAGS on a read-only
 // descriptor, which no wall refuses here: the manifest declares a

@@ -11,7 +11,7 @@ import (
 // named by looking its path up again after the fact, which found the
 // target's name once the rename had happened: MUTATES on the target,
 // which the manifest does not allow, and a strict session killed in 4 of
-// 7 runs (issue 18 B). A decision may not depend on how fast klock reads
+// 7 runs. A decision may not depend on how fast klock reads
 // its events: the name is the kernel's, at the call's exit. Many rounds,
 // so that the old race shows in most runs.
 func TestMetadataCallKeepsTheNameItUsed(t *testing.T) {

@@ -30,7 +30,7 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// Issue 23 item 2: a session with NET intents runs in a network namespace
+// A session with NET intents runs in a network namespace
 // of its own, joined to the host by netwall's veth and nftables table.
 // The peers here are addresses of a dummy link the test adds to the host
 // (a session reaches the host's own addresses through the wall's input

@@ -15,7 +15,7 @@ import (
 // cannot be walled by Landlock (its rules attach to files that exist at
 // start, and nothing declared lets the agent make it): the agent's read is
 // refused. That is klock's failure, not the agent's: the verdict is
-// REFUSED and names the operation, not CLEAN (issue 18 A: git's refused
+// REFUSED and names the operation, not CLEAN (git's refused
 // unlink of .git/HEAD.lock read CLEAN, exit 0). bpf-lsm decides by path
 // and lets the read through: CLEAN there.
 func TestRefusedDeclaredOperationIsNotClean(t *testing.T) {

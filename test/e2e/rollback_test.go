@@ -28,7 +28,7 @@ os.close(fd)
 print("mmap=ok")
 `
 
-// TestStrictRollbackRestoresEverything is issue 5's first "Done when": a
+// TestStrictRollbackRestoresEverything: a
 // real strict session, with the pre-flight backup klock run takes, whose
 // agent modifies, deletes, renames, creates, truncates, chmods, sets
 // xattrs, retargets a symlink and writes through mmap, all inside its

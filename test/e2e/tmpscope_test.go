@@ -18,7 +18,7 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// TestTmpScopeBacksUpOnlyTheAgents is issue 18 D's "Done when": a real
+// TestTmpScopeBacksUpOnlyTheAgents: a real
 // strict session whose manifest lets the agent change /tmp/**, and which
 // writes nothing there, stores under 1 MB of backup, though /tmp holds a
 // 64 MB file root owns (made here) and whatever else this machine keeps

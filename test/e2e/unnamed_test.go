@@ -11,7 +11,7 @@ import (
 // unlinked; or O_TMPFILE) that the agent writes, truncates, chmods and
 // retimes through its fd. pytest's default output capture does this, and a
 // strict session was killed with "Agent attempted MUTATES on  but declared
-// nothing there" (issue 18 B): no scope is about such a file, since
+// nothing there": no scope is about such a file, since
 // nothing outside the process reaches it. Giving it a name again is judged
 // as any creation.
 func TestUnnamedFileIsTheSessions(t *testing.T) {

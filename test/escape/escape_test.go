@@ -1,7 +1,7 @@
 //go:build linux
 
-// Package escape tries to get out of a klock session in every way issue 3
-// names, against this host's backend (Landlock + tracepoints + cgroup-net +
+// Package escape tries to get out of a klock session in every way we know
+// of, against this host's backend (Landlock + tracepoints + cgroup-net +
 // seccomp + namespaces), and asserts the exact outcome of each attempt.
 package escape
 
@@ -219,7 +219,7 @@ func changedTo(p func(e *env) string, landed, orig string) func(*testing.T, *env
 // mode; in strict mode rolled back to 0644, a file outside the workdir and
 // the wall's scopes included (the agent owns it in these tests: the
 // pre-flight backup records the metadata of what it owns in /tmp, where
-// they live, and issue 19's item 3 is this row).
+// they live).
 func chmodded(p func(e *env) string) func(*testing.T, *env, *harness.Outcome) {
 	return func(t *testing.T, e *env, o *harness.Outcome) {
 		t.Helper()
@@ -704,7 +704,7 @@ func rows(t *testing.T, n *nets) []row {
 		// --- IPC ---
 		{
 			name: "connect to a host abstract unix socket (agent with a NET intent)",
-			why: "a session with NET intents has its own network namespace too (joined to the host by netwall, issue 23): the host's abstract names do not exist for the agent (ECONNREFUSED); " +
+			why: "a session with NET intents has its own network namespace too (joined to the host by netwall): the host's abstract names do not exist for the agent (ECONNREFUSED); " +
 				"the attempt is still an undeclared NET:@name and strict mode kills (Landlock ABI >= 6 would also refuse a listener outside its domain: EPERM)",
 			extra: netIntent,
 			setup: abstractListener,

@@ -11,7 +11,7 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// Issue 19's classes: metadata changed by ioctl, and code run without an
+// Metadata changed by ioctl, and code run without an
 // exec.
 
 // flagBits are the inode flags the probe's ioctls add (nodump, noatime).

@@ -1,5 +1,5 @@
 // Package realworld runs real toolchains under klock the way a new user
-// would (issue 18's "Done when"): for each workload (git, Python, Node, C,
+// would: for each workload (git, Python, Node, C,
 // shell, Go in workloads_test.go; pip building a local project, npm with
 // local dependencies and npm ci, make -j2 with an install into a prefix,
 // the shell's file tools, git from clone to am, go with its caches in a

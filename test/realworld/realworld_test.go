@@ -312,7 +312,7 @@ func (r *run) headline() string {
 
 // refusedDeclared are the observed operations the wall refused (EACCES or
 // EPERM) although an intent the manifest declares allows them: klock said
-// yes and the kernel said no (issue 18 A). Baseline-allowed refusals are
+// yes and the kernel said no. Baseline-allowed refusals are
 // left out (DAC refuses nobody plenty of system files).
 func (r *run) refusedDeclared() []vlog.Observed {
 	if r.log == nil {
@@ -381,7 +381,7 @@ func (r *run) problems() []string {
 }
 
 // rollbackSummary says what the strict kill's rollback did: counts per
-// action, every path outside the workdir (issue 18 D: a rollback must touch
+// action, every path outside the workdir (a rollback must touch
 // only what the agent could change) and the first few inside it.
 func (r *run) rollbackSummary() string {
 	if r.log == nil || len(r.log.Rollback) == 0 {
@@ -444,7 +444,7 @@ func (r *run) klockMade() []string {
 }
 
 // backupSize is the size of the pre-flight backups stored in the workdir
-// after the run (issue 18 D: a /tmp/** scope backed up all of /tmp).
+// after the run (a /tmp/** scope backed up all of /tmp).
 func (r *run) backupSize() int64 {
 	var n int64
 	filepath.WalkDir(filepath.Join(r.work, ".klock", "backups"), func(_ string, d os.DirEntry, err error) error {
@@ -543,7 +543,7 @@ func related(intents []learnedIntent, p string) []string {
 
 // pinned are learned exact-path intents whose last element looks like a
 // name chosen anew at every run (a hash, a timestamp, a random suffix): the
-// next run will not have it (issue 18 C).
+// next run will not have it.
 func pinned(intents []learnedIntent) []string {
 	re := regexp.MustCompile(`[0-9a-f]{12,}|\d{4}-?\d{2}-?\d{2}T\d{2}|\d{8,}|tmp[_.]?[A-Za-z0-9]{6}|go-build\d+|\.[A-Za-z0-9]{6}$`)
 	var out []string

@@ -12,7 +12,7 @@ import (
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
-// Issue 20 item 9 on the wire: a real plugin itemizes its cost in EUR; the
+// A real plugin itemizes its cost in EUR; the
 // USD grant is charged the breakdown's sum converted with the --rates file,
 // and the signed receipt carries the breakdown, the rate's evidence (its
 // source, time and the file's hash), policy_hash, content_hash and the

@@ -72,7 +72,7 @@ hitl: {default_mode: HOTL}
 	}
 }
 
-// Issue 20 item 10: a plugin executes only its entry and its interpreter. A
+// A plugin executes only its entry and its interpreter. A
 // #!/bin/sh entry that runs `sh -c id` is stopped (its shell may not start
 // another program), as is one that runs a program directly; a plugin whose
 // permissions list a program may run exactly that one.

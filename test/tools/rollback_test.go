@@ -12,7 +12,7 @@ import (
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
-// Issue 20 item 6: a REVERSIBLE-WRITE's declared rollback runs when the
+// A REVERSIBLE-WRITE's declared rollback runs when the
 // run's session is killed: `klock tools rollback --run` reaches the running
 // gateway over its control socket, the compensation (a real plugin) undoes
 // the effect, and it is audited and receipted. The compensation is
@@ -100,7 +100,7 @@ func agentID(t *testing.T, base string) string {
 	return id
 }
 
-// Issue 20 item 6, the kernel side: a strict klock run session bound to the
+// A strict klock run session bound to the
 // gateway (--gateway, --gateway-run) that is killed for a violation makes
 // the gateway run its calls' declared rollbacks.
 func TestStrictKillReachesTheGateway(t *testing.T) {

@@ -206,8 +206,8 @@ hitl: {default_mode: HOTL}
 	}
 
 	// A declared call works: the plugin got the args and the run context,
-	// whose run is the proxy's, not the one the request named (issue 20
-	// item 3: per_run keyed by it reset whenever the agent sent a new one).
+	// whose run is the proxy's, not the one the request named (per_run
+	// keyed by it reset whenever the agent sent a new one).
 	start := time.Now()
 	r := post(t, url, `{"tool":"greet","args":{"who":"ada"},"context":{"agent_run_id":"ar_1","team_id":"t_5"}}`)
 	t.Logf("one plugin call under a klock session: %s", time.Since(start).Round(time.Millisecond))

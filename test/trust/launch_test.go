@@ -106,7 +106,7 @@ func entries() []entry {
 	}
 }
 
-// TestRequireSignedAtEveryEntryPoint is issue 20 item 1's "Done when": with
+// TestRequireSignedAtEveryEntryPoint: with
 // --require-signed each entry point refuses a manifest tampered with after
 // signing (naming the key and the intent that differs), an unsigned one and
 // one a stranger signed, and runs the one a trusted key signed.
