@@ -88,6 +88,13 @@ type resolver struct {
 	names map[ident]string
 	// mounts caches each agent mount namespace's table (sbname.go).
 	mounts map[string][]mountEnt
+	// fds names what each process's descriptors were opened on, from the
+	// open records in the order the kernel wrote them: a path written
+	// through /proc/self/fd/N names N's file as it was at that record,
+	// whatever the process closed or reused N for before the reader got
+	// there (procSelf). Descriptors made otherwise (dup, a socket) are not
+	// in it: /proc tells then.
+	fds map[pidFD]string
 	// gen counts forgets (watches re-seed their KnownDirs after one).
 	gen uint64
 }
@@ -142,7 +149,34 @@ func (rv *resolver) cacheObj(k objKey, v objVal) {
 func newResolver() *resolver {
 	return &resolver{dirs: make(map[ident]string), parent: make(map[uint32]uint32),
 		objs: make(map[objKey]objVal), parents: make(map[string]objVal), names: make(map[ident]string),
-		mounts: make(map[string][]mountEnt)}
+		mounts: make(map[string][]mountEnt), fds: make(map[pidFD]string)}
+}
+
+type pidFD struct {
+	pid uint32
+	fd  int32
+}
+
+const maxFDCache = 1 << 16
+
+// opened records that pid's open returned fd on p (a kernel or verified
+// path).
+func (rv *resolver) opened(pid uint32, fd int32, p string) {
+	if len(rv.fds) >= maxFDCache {
+		clear(rv.fds)
+	}
+	rv.fds[pidFD{pid, fd}] = p
+}
+
+// fdAt names pid's fd by the open records, its own or, for a descriptor it
+// inherited, its ancestors'.
+func (rv *resolver) fdAt(pid uint32, fd int32) (string, bool) {
+	for i := 0; i < 8 && pid > 1; i, pid = i+1, rv.parent[pid] {
+		if p, ok := rv.fds[pidFD{pid, fd}]; ok {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // forget drops every cache keyed by inode or pid (see Observer.forget).
@@ -154,6 +188,7 @@ func (rv *resolver) forget() {
 	clear(rv.parents)
 	clear(rv.names)
 	clear(rv.mounts)
+	clear(rv.fds)
 }
 
 func (rv *resolver) forked(child, parent uint32) {
@@ -384,7 +419,12 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 	case q.path == "/proc" || strings.HasPrefix(q.path, "/proc/"):
 		// The agent's /proc is its own procfs (its pid namespace): resolving
 		// the string through the observer's /proc would name other processes.
-		return sessionProc(cleanAbs(q.path)), PathBestEffort
+		p := sessionProc(cleanAbs(q.path))
+		real, ok := rv.procSelf(q, p)
+		if !ok {
+			return p, PathBestEffort
+		}
+		full = real
 	case strings.HasPrefix(q.path, "/"):
 		full = q.path
 	default:
@@ -456,6 +496,66 @@ func (rv *resolver) resolve(q pathReq) (string, PathSource) {
 		return p, PathVerified
 	}
 	return p, PathBestEffort
+}
+
+// procSelf names, in the agent's own process (q.pid), what a path through
+// its /proc/self (p, as SessionProc writes it) leads to: its executable
+// (/proc/self/exe: a program running itself again), a directory it holds
+// open written as a path (/proc/self/fd/N/NAME, as an *at call's dirfd:
+// Claude Code renames through them) or its working directory
+// (/proc/self/cwd/NAME). The caller resolves the result as any path. ok
+// is false for anything else (the descriptor itself, /proc/self/fd/N, is
+// the agent's own: named as it is), and when the process is gone and
+// nothing else names its executable.
+func (rv *resolver) procSelf(q pathReq, p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, "/proc/self/")
+	if !ok {
+		return "", false
+	}
+	if rest == "exe" {
+		if q.hasObj {
+			// The binary the kernel loaded, named where it was seen.
+			if n, ok := rv.byInode(q.obj); ok {
+				return n, true
+			}
+		}
+		return absMagic(procPath(q.pid, "exe"))
+	}
+	link, tail, ok := strings.Cut(rest, "/")
+	if !ok || tail == "" {
+		return "", false
+	}
+	var dir string
+	switch {
+	case link == "cwd":
+		dir, ok = absMagic(procPath(q.pid, "cwd"))
+	case link == "fd":
+		n, name, found := strings.Cut(tail, "/")
+		fd, err := strconv.ParseInt(n, 10, 32)
+		if !found || name == "" || err != nil {
+			return "", false
+		}
+		tail = name
+		if dir, ok = rv.fdAt(q.pid, int32(fd)); !ok {
+			dir, ok = absMagic(fdLink(q.pid, int32(fd)))
+		}
+	default:
+		return "", false
+	}
+	if !ok {
+		return "", false
+	}
+	return strings.TrimSuffix(dir, "/") + "/" + tail, true
+}
+
+// absMagic reads a /proc magic link that names a path (not a pipe, socket
+// or anonymous inode).
+func absMagic(link string) (string, bool) {
+	p, _, ok := readMagic(link)
+	if !ok || !strings.HasPrefix(p, "/") {
+		return "", false
+	}
+	return p, true
 }
 
 // fdPath names the object behind pid's fd via /proc, checked against the

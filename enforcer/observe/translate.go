@@ -350,6 +350,9 @@ func (o *Observer) translateOpen(r *raw, rec *Record, obj ident, hasObj bool, q 
 		q.obj, q.hasObj = obj, hasObj
 		p, src = o.res.resolve(q)
 	}
+	if r.ret >= 0 && (src == PathKernel || src == PathVerified) {
+		o.res.opened(r.pid, int32(r.ret), p)
+	}
 	pred := policy.Consumes
 	switch {
 	case r.flags&oTmpfile == oTmpfile:

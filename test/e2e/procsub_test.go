@@ -88,3 +88,32 @@ tr a-z A-Z < <(echo sub) > ` + w.W("out.txt")
 		t.Errorf("out.txt = %q, want SUB", got)
 	}
 }
+
+// TestProcSelfPathsNameTheAgentsObjects: paths written through the agent's
+// own /proc/self name what they lead to in the agent's process, never the
+// literal /proc path (which no intent declares) and never klock's: files
+// made, renamed, chmodded and a directory made through a descriptor of
+// the workdir (/proc/self/fd/N/NAME, as Claude Code renames its
+// temporaries), and a program that runs itself again as /proc/self/exe
+// and is gone at once. Strict: CLEAN, each named in the workdir or as the
+// probe's binary.
+func TestProcSelfPathsNameTheAgentsObjects(t *testing.T) {
+	w := harness.NewWorld(t)
+	o := w.Run(harness.Spec{
+		Intents: append(harness.ProbeIntents(), "PROVIDES FILE:"+w.W("**"), "MUTATES FILE:"+w.W("**"), "RENAMES FILE:"+w.W("**"),
+			"CONSUMES NET:127.0.0.1:9/tcp"),
+		Command: []string{harness.Probe, "procfd:" + w.Workdir, "selfexe:read:/dev/null", "selfexe:read:/dev/null", "selfexe:read:/dev/null"},
+	})
+	o.AssertClean(t, 0)
+	if got := o.Probe["procfd:"+w.Workdir]; got != "ok" {
+		t.Fatalf("procfd = %q\n%s", got, o.Dump())
+	}
+	for _, ob := range o.Log.Observed {
+		if strings.Contains(ob.Triple, "/proc/self/fd/") || strings.Contains(ob.Triple, "/proc/self/exe") {
+			t.Errorf("observed %s: named by its /proc/self path, not the object", ob.Triple)
+		}
+	}
+	if _, err := os.Stat(w.W("b")); err != nil {
+		t.Errorf("the renamed file: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -143,6 +144,10 @@ var probeSteps = map[string]func(arg string) error{
 	"swap-chmod":       swapChmod,
 	"by-handle-write":  byHandleWrite,
 	"procsub":          procSub,
+	// DIR: make, rename, chmod and mkdir by names through /proc/self/fd/N/ of DIR opened
+	"procfd": procFD,
+	// STEP: run the probe again through /proc/self/exe, doing STEP (a program re-executing itself)
+	"selfexe": selfExe,
 	"bind-mount":       bindMount,
 	"hide-write":       hideWrite,
 	"tcp":              func(arg string) error { return dial("tcp", arg) },
@@ -371,6 +376,41 @@ func byHandleWrite(arg string) error {
 		return err
 	}
 	return writeFD(fd)
+}
+
+// procFD changes files in DIR by names written through a descriptor of
+// DIR in /proc/self/fd (as Claude Code renames its temporaries): a new
+// file a, renamed to b, chmodded, and a directory d.
+func procFD(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	at := "/proc/self/fd/" + strconv.Itoa(fd) + "/"
+	if err := openWrite(at+"a", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL); err != nil {
+		return err
+	}
+	if err := unix.Rename(at+"a", at+"b"); err != nil {
+		return err
+	}
+	if err := unix.Chmod(at+"b", 0o600); err != nil {
+		return err
+	}
+	return unix.Mkdir(at+"d", 0o755)
+}
+
+// selfExe runs the probe again as /proc/self/exe with one step, and fails
+// unless that step printed ok.
+func selfExe(stepArg string) error {
+	out, err := exec.Command("/proc/self/exe", stepArg).Output()
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(strings.TrimSpace(string(out)), "=ok") {
+		return fmt.Errorf("child: %s", out)
+	}
+	return nil
 }
 
 // procSub does what bash's <(...) does: a pipe, read back by opening
