@@ -223,6 +223,11 @@ func (p *planner) place(rule policy.PathRule, r FSRights, typ string) error {
 			res(Widened, "", rWrite|rTruncate, "PROVIDES needs WRITE_FILE and TRUNCATE so created files can be filled; files that already exist there are writable too (overwriting one is MUTATES)")
 		}()
 	}
+	if provides && !rule.Grants.Has(policy.Consumes) && !rule.Grants.Has(policy.DependsOn) {
+		defer func() {
+			res(Widened, "", rRead, "PROVIDES needs READ_FILE so a file made for reading and writing (O_RDWR, O_TMPFILE: SQLite, tempfile) can be read back; files that already exist there are readable too (reading one is CONSUMES, detected)")
+		}()
+	}
 	if rule.Grants.Has(policy.Renames) && !rule.Grants.Has(policy.Deletes) {
 		defer func() {
 			res(Widened, "", rRemoveFile|rRemoveDir, "Landlock checks the source of a rename as a removal: RENAMES needs REMOVE_FILE and REMOVE_DIR, so unlink and rmdir (DELETES) are allowed there too")

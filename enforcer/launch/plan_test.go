@@ -67,8 +67,8 @@ func TestPlanPlacement(t *testing.T) {
 		{"MUTATES FILE:${workdir}/a.txt", wd + "/a.txt", rRead | rWrite | rTruncate | rIoctlDev, false, ""},
 		{"CONSUMES FILE:${workdir}/src/*", wd + "/src", read, true, Widened},
 		{"CONSUMES FILE:${workdir}/src", wd + "/src", rReadDir, true, Widened},
-		{"PROVIDES FILE:${workdir}/build/**", wd, rMake | rRefer | rWrite | rTruncate, true, Widened},
-		{"PROVIDES FILE:${workdir}/new.txt", wd, rMake | rRefer | rWrite | rTruncate, true, Widened},
+		{"PROVIDES FILE:${workdir}/build/**", wd, rMake | rRefer | rWrite | rTruncate | rRead, true, Widened},
+		{"PROVIDES FILE:${workdir}/new.txt", wd, rMake | rRefer | rWrite | rTruncate | rRead, true, Widened},
 		{"DELETES FILE:${workdir}/a.txt", wd, rRemoveFile, true, Widened},
 		{"DELETES FILE:${workdir}/src/**", wd + "/src", rRemoveFile | rRemoveDir, true, Widened}, // removing src itself: REMOVE_DIR on wd
 		// Missing, and nothing declared lets the agent make it: nothing to

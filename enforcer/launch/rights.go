@@ -43,7 +43,8 @@ const (
 //	CONSUMES, DEPENDS_ON  READ_FILE, READ_DIR
 //	MUTATES               WRITE_FILE, TRUNCATE, IOCTL_DEV, RESOLVE_UNIX
 //	PROVIDES              MAKE_{REG,DIR,SYM,SOCK,FIFO} on the directory, REFER,
-//	                      and WRITE_FILE, TRUNCATE so a created file can be filled
+//	                      and WRITE_FILE, TRUNCATE, READ_FILE so a created file
+//	                      can be filled and read back (O_RDWR, O_TMPFILE)
 //	DELETES               REMOVE_FILE, REMOVE_DIR (on the containing directory)
 //	RENAMES               REMOVE_FILE, REMOVE_DIR, REFER (the source leaves its directory)
 //
@@ -59,7 +60,7 @@ func rightsFor(g policy.Access) FSRights {
 		r |= rWrite | rTruncate | rIoctlDev | rResolveUnx
 	}
 	if g.Has(policy.Provides) {
-		r |= rMake | rRefer | rWrite | rTruncate
+		r |= rMake | rRefer | rWrite | rTruncate | rRead
 	}
 	if g.Has(policy.Deletes) {
 		r |= rRemoveFile | rRemoveDir

@@ -358,6 +358,7 @@ func (o *Observer) translateOpen(r *raw, rec *Record, obj ident, hasObj bool, q 
 	case r.flags&oTmpfile == oTmpfile:
 		pred = policy.Provides // an unnamed file in the directory p
 		rec.Event.Tmpfile = true
+		p = tmpfileDir(p)
 	case created:
 		pred = policy.Provides
 	case r.ret < 0 && r.flags&unix.O_CREAT != 0:
@@ -460,3 +461,23 @@ func newBootClock() bootClock {
 }
 
 func (c bootClock) at(ns uint64) time.Time { return time.Unix(0, int64(ns)+int64(c.offset)) }
+
+// tmpfileDir is the directory of an O_TMPFILE open: the kernel's walk of
+// the new file's dentry names it "#<inode>" in that directory (d_tmpfile),
+// a name no other run's file will have and nothing can open.
+func tmpfileDir(p string) string {
+	dir, name := splitLast(p)
+	if len(name) < 2 || name[0] != '#' || !allDigits(name[1:]) || dir == "." {
+		return p
+	}
+	return dir
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

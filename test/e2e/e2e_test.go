@@ -1009,3 +1009,46 @@ func TestObserveBackendLearnsTheWholeRun(t *testing.T) {
 		t.Errorf("strict session with --backend observe: %v, want ErrObserveStrict", err)
 	}
 }
+
+// TestProvidesReadsBackWhatItMade: a manifest that lets the agent make
+// files in its workdir and nothing more (no CONSUMES there) lets it read
+// back what it made, as SQLite and tempfile's w+ do: a file made O_RDWR
+// and an unnamed O_TMPFILE one, CLEAN under the wall. A file that was
+// there before stays out of reach (CONSUMES of it is a violation).
+func TestProvidesReadsBackWhatItMade(t *testing.T) {
+	w := harness.NewWorld(t)
+	o := w.Run(harness.Spec{
+		Intents: append(harness.ProbeIntents(), "PROVIDES FILE:"+w.W("**")),
+		Command: []string{harness.Probe, "create-rw:" + w.W("made.db"), "tmpfile-rw:" + w.Workdir},
+	})
+	o.AssertClean(t, 0)
+	for _, step := range []string{"create-rw:" + w.W("made.db"), "tmpfile-rw:" + w.Workdir} {
+		if got := o.Probe[step]; got != "ok" {
+			t.Errorf("%s = %q, want ok\n%s", step, got, o.Dump())
+		}
+	}
+	w2 := harness.NewWorld(t)
+	w2.File(w2.W("before.txt"), "was here\n")
+	o2 := w2.Run(harness.Spec{
+		Intents: append(harness.ProbeIntents(), "PROVIDES FILE:"+w2.W("**")),
+		Command: []string{harness.Probe, "read:" + w2.W("before.txt")},
+	})
+	if !o2.Res.Killed || o2.Res.Violation == nil || !strings.Contains(o2.Res.Violation.Error(), "CONSUMES on "+w2.W("before.txt")) {
+		t.Errorf("reading a file that was there before: killed %v, violation %v; want CONSUMES of it killed\n%s", o2.Res.Killed, o2.Res.Violation, o2.Dump())
+	}
+}
+
+// TestTmpfileLearnedByItsDirectory: an unnamed file (O_TMPFILE) the
+// kernel names "#<inode>" in its directory is learned by the directory,
+// never by that name (which no later run's file has): the strict run of
+// what was learned, making another one, is CLEAN.
+func TestTmpfileLearnedByItsDirectory(t *testing.T) {
+	w := harness.NewWorld(t)
+	cmd := []string{harness.Probe, "tmpfile-rw:" + w.Workdir}
+	o := w.Run(harness.Spec{Mode: policy.ModePermissive, Backend: session.BackendObserve, Intents: harness.ProbeIntents(), Command: cmd})
+	if o.Res.Learned == nil || strings.Contains(string(o.Res.Learned), "/#") {
+		t.Fatalf("learned manifest names the unnamed file's inode:\n%s", o.Res.Learned)
+	}
+	o2 := w.Run(harness.Spec{Mode: policy.ModeStrict, Manifest: o.Res.Learned, Command: cmd})
+	o2.AssertClean(t, 0)
+}

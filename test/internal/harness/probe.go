@@ -144,6 +144,10 @@ var probeSteps = map[string]func(arg string) error{
 	"swap-chmod":       swapChmod,
 	"by-handle-write":  byHandleWrite,
 	"procsub":          procSub,
+	// PATH: make a new file for reading and writing, write it and read it back
+	"create-rw": createRW,
+	// DIR: an unnamed file (O_TMPFILE) in DIR for reading and writing, written and read back
+	"tmpfile-rw": tmpfileRW,
 	// DIR: make, rename, chmod and mkdir by names through /proc/self/fd/N/ of DIR opened
 	"procfd": procFD,
 	// STEP: run the probe again through /proc/self/exe, doing STEP (a program re-executing itself)
@@ -376,6 +380,39 @@ func byHandleWrite(arg string) error {
 		return err
 	}
 	return writeFD(fd)
+}
+
+// createRW makes PATH for reading and writing (O_RDWR|O_CREAT|O_EXCL, as
+// SQLite and tempfile's w+ do), writes it and reads it back.
+func createRW(p string) error {
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return writeReadBack(fd)
+}
+
+// tmpfileRW makes an unnamed file in DIR (O_TMPFILE|O_RDWR), writes it and
+// reads it back.
+func tmpfileRW(dir string) error {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return writeReadBack(fd)
+}
+
+func writeReadBack(fd int) error {
+	if _, err := unix.Pwrite(fd, []byte("back"), 0); err != nil {
+		return err
+	}
+	buf := make([]byte, 4)
+	if n, err := unix.Pread(fd, buf, 0); err != nil || string(buf[:n]) != "back" {
+		return fmt.Errorf("read back %q: %v", buf[:n], err)
+	}
+	return nil
 }
 
 // procFD changes files in DIR by names written through a descriptor of
