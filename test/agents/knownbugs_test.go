@@ -44,6 +44,12 @@ var knownBugs = []knownBug{
 		},
 	},
 	{
+		name: "PRIVATE_TMP_WALL_REFUSES_DECLARED",
+		what: "with tmp: private, the Landlock wall refuses a /tmp operation the learned manifest declares (\"refused by the wall although declared: PROVIDES FILE:/tmp/7ih4vqac <- PROVIDES FILE:/tmp/*\"): Python's tempfile then falls back to /var/tmp, a violation, e.g. \"ScopeViolationError: Agent attempted PROVIDES on /var/tmp/csw2rynr but declared nothing there\"",
+		// Matched in knownBugsOf: it needs the run's refusals.
+		match: func(v vlog.Violation) bool { return false },
+	},
+	{
 		name: "PRIVATE_TMP_HOST_PATH",
 		what: "a change in the session's private /tmp (a chmod of Claude Code's cc-socks/N.sock) is named by its host path /var/lib/klock/tmp/<session>/tmp/...: learned with one session's id, a violation in every other session, e.g. \"ScopeViolationError: Agent attempted MUTATES on /var/lib/klock/tmp/20261128T151622-3d8bd4/tmp/cc-socks/1.sock but declared nothing there\"",
 		match: func(v vlog.Violation) bool {
@@ -60,9 +66,21 @@ func knownBugsOf(r *run) string {
 	}
 	names := map[string]bool{}
 	var order []string
+	tmpRefused := false
+	for _, o := range r.refusedDeclared() {
+		if strings.Contains(o.Triple, "FILE:/tmp/") || strings.Contains(o.Triple, "FILE:/var/tmp/") {
+			tmpRefused = true
+		}
+	}
 	for _, v := range r.log.Violations {
 		hit := ""
+		if tmpRefused && (strings.HasPrefix(v.Path, "/var/tmp/") || strings.HasPrefix(v.Path, "/tmp/")) {
+			hit = "PRIVATE_TMP_WALL_REFUSES_DECLARED"
+		}
 		for _, b := range knownBugs {
+			if hit != "" {
+				break
+			}
 			if b.match(v) {
 				hit = b.name
 				break
