@@ -27,6 +27,10 @@ type cliSpec struct {
 	prepare func(a *area, url string)
 	// argv runs task.
 	argv func(bin, task string) []string
+	// reviewed are intents the operator adds to the base manifest after
+	// reviewing a learned one that klock got wrong (each names the
+	// known bug it makes up for).
+	reviewed func(a *area) []string
 }
 
 // claudeCode: claude -p TASK, the permission prompts off (refused as root:
@@ -62,15 +66,38 @@ var claudeCode = cliSpec{
 var codex = cliSpec{
 	name: "codex",
 	env: func(a *area, url string) []string {
-		env := []string{"HOME=" + a.home, "CODEX_HOME=" + a.W(".codex"), "OPENAI_API_KEY=test", "SHELL=/bin/bash", "USER=nobody"}
-		return env
+		return []string{"HOME=" + a.home, "CODEX_HOME=" + a.W(".codex"), "OPENAI_API_KEY=test", "SHELL=/bin/bash", "USER=nobody",
+			// Its SQLite state databases' temporary files (O_TMPFILE),
+			// in a directory of the workdir the base manifest declares
+			// (see reviewed).
+			"SQLITE_TMPDIR=" + a.W(".sqlite-tmp")}
 	},
 	prepare: func(a *area, url string) {
 		a.file(a.W(".codex", "config.toml"), codexConfig(url), 0o644)
+		a.mkdir(a.W(".sqlite-tmp"))
 	},
 	argv: func(bin, task string) []string {
 		return []string{bin, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", task}
 	},
+	// LEARN_OTMPFILE_INODE_NAME: the learner declares SQLite's unnamed
+	// temporary files as <dir>/#<inode>/**, which the next run's never
+	// match: the operator declares their directory. codexAsLearned runs
+	// Codex without this, and skips naming the bug while it stands.
+	reviewed: func(a *area) []string {
+		d := "${workdir}/.sqlite-tmp/**"
+		return []string{"PROVIDES FILE:" + d, "CONSUMES FILE:" + d, "MUTATES FILE:" + d, "DELETES FILE:" + d}
+	},
+}
+
+// codexAsLearned is Codex with nothing added to what klock learns: its
+// SQLite temporary files in /var/tmp (the session's private one).
+var codexAsLearned = cliSpec{
+	name: "codex",
+	env: func(a *area, url string) []string {
+		return []string{"HOME=" + a.home, "CODEX_HOME=" + a.W(".codex"), "OPENAI_API_KEY=test", "SHELL=/bin/bash", "USER=nobody"}
+	},
+	prepare: codex.prepare,
+	argv:    codex.argv,
 }
 
 func codexConfig(url string) string {
@@ -103,9 +130,15 @@ func taskScript(a *area, n int) []step {
 		shellStep("echo edited >> src/existing.txt && ls src && cat src/*.txt README.md"),
 	}
 	if n == 1 {
-		// Another task: a directory of its own, a copy, a listing of the
-		// whole tree.
-		s = append(s, shellStep("mkdir -p src/sub && cp src/existing.txt src/sub/copy.txt && find . -path ./.klock -prune -o -type f -print | sort"))
+		// Another task: one more new file, other listings. The same
+		// kinds of operation, with the programs of task 0: a learned
+		// manifest names each program the agent ran (a task that runs cp
+		// where the learning run never did is killed for PROVIDES
+		// PROC:/usr/bin/cp) and the directories it made files in (a file
+		// in a new subdirectory, src/sub/notes.txt, is outside the learned
+		// PROVIDES FILE:${workdir}/src/*).
+		s = append(s, writeStep(a.W("src", "notes-1.txt"), "notes of task 1\n"),
+			shellStep("ls -la src && cat src/notes-1.txt README.md"))
 	}
 	return append(s, textStep(fmt.Sprintf("task %d done", n)))
 }
@@ -119,8 +152,8 @@ func taskCheck(a *area, n int, r *run) []string {
 		p = append(p, fmt.Sprintf("src/existing.txt: %q, want %q", got, want))
 	}
 	if n == 1 {
-		if got := read(a.W("src", "sub", "copy.txt")); got != fmt.Sprintf("original %d\nedited\n", n) {
-			p = append(p, fmt.Sprintf("src/sub/copy.txt: %q", got))
+		if got := read(a.W("src", "notes-1.txt")); got != "notes of task 1\n" {
+			p = append(p, fmt.Sprintf("src/notes-1.txt: %q", got))
 		}
 	}
 	if !strings.Contains(r.stdout, fmt.Sprintf("task %d done", n)) {
@@ -141,10 +174,10 @@ type agentRun struct {
 	learned string
 }
 
-func newAgentRun(t *testing.T, root string, spec cliSpec) *agentRun {
+func newAgentRun(t *testing.T, root, name string, spec cliSpec) *agentRun {
 	t.Helper()
 	bin := requireCLI(t, spec.name)
-	a := newArea(t, root, spec.name)
+	a := newArea(t, root, name)
 	ar := &agentRun{spec: spec, bin: bin, a: a,
 		model:   newModelServer(t, filepath.Join(a.dir, "model.log")),
 		base:    filepath.Join(a.dir, "base.yaml"),
@@ -158,9 +191,11 @@ func newAgentRun(t *testing.T, root string, spec cliSpec) *agentRun {
 // the CLI uses there), the model's port.
 func (ar *agentRun) writeBase(t *testing.T) {
 	t.Helper()
-	m := baseManifest("agents-"+ar.spec.name, ar.a.work,
-		"CONSUMES FILE:"+ar.a.H(".ssh")+"/**",
-		fmt.Sprintf("CONSUMES NET:127.0.0.1:%d/tcp", ar.port))
+	intents := []string{"CONSUMES FILE:" + ar.a.H(".ssh") + "/**", fmt.Sprintf("CONSUMES NET:127.0.0.1:%d/tcp", ar.port)}
+	if ar.spec.reviewed != nil {
+		intents = append(intents, ar.spec.reviewed(ar.a)...)
+	}
+	m := baseManifest("agents-"+ar.spec.name, ar.a.work, intents...)
 	if err := os.WriteFile(ar.base, []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +258,19 @@ func (ar *agentRun) learnAndStrict(t *testing.T) bool {
 	return learnedOK
 }
 
+// learnOnceStrictOnce is learn then one strict run of task 0.
+func (ar *agentRun) learnOnceStrictOnce(t *testing.T) {
+	ar.writeBase(t)
+	r := ar.do(t, "learn", true, taskScript(ar.a, 0), func() { taskInput(ar.a, 0) })
+	ar.a.retire("learn")
+	if _, err := os.Stat(ar.learned); err != nil {
+		t.Fatalf("no learned manifest: %v\n%s", err, r.output())
+	}
+	r = ar.do(t, "strict", false, taskScript(ar.a, 0), func() { taskInput(ar.a, 0) })
+	defer ar.a.retire("strict")
+	checkStrict(t, r, taskCheck(ar.a, 0, r)...)
+}
+
 // TestCLIs runs each CLI learn -> strict -> strict with another task, then
 // makes its tool do what the manifest does not allow, in strict runs.
 func TestCLIs(t *testing.T) {
@@ -231,7 +279,7 @@ func TestCLIs(t *testing.T) {
 	for _, spec := range []cliSpec{claudeCode, codex} {
 		t.Run(spec.name, func(t *testing.T) {
 			start := time.Now()
-			ar := newAgentRun(t, root, spec)
+			ar := newAgentRun(t, root, spec.name, spec)
 			if spec.name == "claude" {
 				// Claude Code's calls go through klock meter.
 				ar.url, ar.port = startMeter(t, ar, "0.50 USD", "20.00 USD")
@@ -242,6 +290,12 @@ func TestCLIs(t *testing.T) {
 			t.Run("out-of-scope", func(t *testing.T) { outOfScope(t, ar) })
 			if spec.name == "claude" {
 				t.Run("budget", func(t *testing.T) { budget(t, ar) })
+			}
+			if spec.reviewed != nil {
+				t.Run("as-learned", func(t *testing.T) {
+					raw := newAgentRun(t, root, spec.name+"-as-learned", codexAsLearned)
+					raw.learnOnceStrictOnce(t)
+				})
 			}
 			t.Logf("%s: %s in all (model log: %s)", spec.name, time.Since(start).Round(time.Second), filepath.Join(ar.a.dir, "model.log"))
 		})

@@ -91,7 +91,7 @@ func pytestWorkload(t *testing.T, root string) *workload {
 
 // cliWorkload: a CLI with task 0 against its scripted model.
 func cliWorkload(t *testing.T, root string, spec cliSpec) *workload {
-	ar := newAgentRun(t, root, spec)
+	ar := newAgentRun(t, root, spec.name, spec)
 	ar.writeBase(t)
 	w := &workload{name: spec.name, a: ar.a, base: ar.base, learn: ar.learned, ar: ar}
 	w.input = func() {

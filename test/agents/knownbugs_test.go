@@ -40,7 +40,7 @@ var knownBugs = []knownBug{
 				_, obj, _ := strings.Cut(v.Triple, " ")
 				_, p, _ = strings.Cut(obj, ":")
 			}
-			return tmpfileName.MatchString(p) || v.Syscall == "open" && (p == "/var/tmp" || p == "/tmp" || strings.HasPrefix(p, "/var/tmp/etilqs_") || strings.HasPrefix(p, "/tmp/etilqs_"))
+			return tmpfileName.MatchString(p) || strings.Contains(p, "/etilqs_") || v.Syscall == "open" && (p == "/var/tmp" || p == "/tmp")
 		},
 	},
 	{
@@ -73,25 +73,23 @@ func knownBugsOf(r *run) string {
 		}
 	}
 	for _, v := range r.log.Violations {
-		hit := ""
-		if tmpRefused && (strings.HasPrefix(v.Path, "/var/tmp/") || strings.HasPrefix(v.Path, "/tmp/")) {
-			hit = "PRIVATE_TMP_WALL_REFUSES_DECLARED"
-		}
+		var hits []string
 		for _, b := range knownBugs {
-			if hit != "" {
-				break
-			}
 			if b.match(v) {
-				hit = b.name
-				break
+				hits = append(hits, b.name)
 			}
 		}
-		if hit == "" {
+		if tmpRefused && (strings.HasPrefix(v.Path, "/var/tmp/") || strings.HasPrefix(v.Path, "/tmp/")) {
+			hits = append(hits, "PRIVATE_TMP_WALL_REFUSES_DECLARED")
+		}
+		if len(hits) == 0 {
 			return ""
 		}
-		if !names[hit] {
-			names[hit] = true
-			order = append(order, hit)
+		for _, h := range hits {
+			if !names[h] {
+				names[h] = true
+				order = append(order, h)
+			}
 		}
 	}
 	return strings.Join(order, ", ")
