@@ -25,10 +25,10 @@ var tmpfileName = regexp.MustCompile(`/#\d+(/|$)`)
 
 var knownBugs = []knownBug{
 	{
-		name: "OBSERVER_PROC_SELF_FD_PATH",
-		what: "the observer names a file reached through /proc/self/fd/N/<name> (Bun, Claude Code's runtime, renames and mkdirs there) by that literal path instead of the directory the descriptor is: the learned manifest pins /proc/self/fd/N/<random name> and the strict run is killed, e.g. \"ScopeViolationError: Agent attempted RENAMES on /proc/self/fd/12/new-0.txt.tmp.1.d0e8f3c44048 but only declared CONSUMES\"",
+		name: "OBSERVER_PROC_SELF_PATH",
+		what: "the observer names what the agent reaches through /proc/self (a file under /proc/self/fd/N/<name>: Bun, Claude Code's runtime, renames and mkdirs there; an execve of /proc/self/exe: Codex re-executing itself) by that literal path instead of what it is: the learned manifest pins /proc/self/fd/N/<random name>, and the strict run is killed, e.g. \"ScopeViolationError: Agent attempted RENAMES on /proc/self/fd/12/new-0.txt.tmp.1.d0e8f3c44048 but only declared CONSUMES\" or, now and then (a race), \"ScopeViolationError: Agent attempted PROVIDES on /proc/self/exe but declared nothing there\"",
 		match: func(v vlog.Violation) bool {
-			return strings.HasPrefix(v.Path, "/proc/self/fd/") || strings.Contains(v.Triple, "FILE:/proc/self/fd/")
+			return strings.HasPrefix(v.Path, "/proc/self/") || strings.Contains(v.Triple, ":/proc/self/")
 		},
 	},
 	{
