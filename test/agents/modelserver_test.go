@@ -42,8 +42,8 @@ type step struct {
 }
 
 func writeStep(path, content string) step { return step{writePath: path, writeContent: content} }
-func shellStep(cmd string) step         { return step{shell: cmd} }
-func textStep(s string) step            { return step{text: s} }
+func shellStep(cmd string) step           { return step{shell: cmd} }
+func textStep(s string) step              { return step{text: s} }
 
 // modelServer is the scripted model for one CLI.
 type modelServer struct {
