@@ -61,7 +61,7 @@ var claudeCode = cliSpec{
 // codex: codex exec, its own sandbox (Landlock and seccomp, which would
 // fight klock's) and approvals off, a model provider in
 // $CODEX_HOME/config.toml speaking the Responses API to the model server,
-// no update check, no analytics. CODEX_HOME (its state) is in the
+// no update check, no analytics, no plugin sync. CODEX_HOME (its state) is in the
 // workdir, HOME outside it.
 var codex = cliSpec{
 	name: "codex",
@@ -115,6 +115,12 @@ stream_max_retries = 0
 
 [analytics]
 enabled = false
+
+# Else it syncs its curated plugins at start: git ls-remote of
+# github.com/openai/plugins (a DNS query the learning run records as the
+# resolver's address), then GitHub's API, then chatgpt.com.
+[features]
+plugins = false
 `
 }
 
