@@ -100,6 +100,33 @@ var codexAsLearned = cliSpec{
 	argv:    codex.argv,
 }
 
+// gemini: gemini -p TASK --yolo (no approvals), the Gemini API at
+// GOOGLE_GEMINI_BASE_URL with an API key, its state ($GEMINI_CLI_HOME/.gemini)
+// in the workdir, telemetry, usage statistics and update checks off.
+var gemini = cliSpec{
+	name: "gemini",
+	env: func(a *area, url string) []string {
+		return []string{"HOME=" + a.home, "GEMINI_CLI_HOME=" + a.W(".gemini-home"), "SHELL=/bin/bash", "USER=nobody",
+			"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=test", "GEMINI_CLI_NO_RELAUNCH=true",
+			"GEMINI_TELEMETRY_ENABLED=false", "NO_BROWSER=true"}
+	},
+	prepare: func(a *area, url string) {
+		a.file(a.W(".gemini-home", ".gemini", "settings.json"), geminiSettings, 0o644)
+	},
+	argv: func(bin, task string) []string {
+		return []string{bin, "-p", task, "--yolo", "--output-format", "json"}
+	},
+}
+
+const geminiSettings = `{
+  "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+  "telemetry": {"enabled": false},
+  "privacy": {"usageStatisticsEnabled": false},
+  "general": {"disableAutoUpdate": true, "disableUpdateNag": true, "checkpointing": {"enabled": false}},
+  "ui": {"hideTips": true}
+}
+`
+
 func codexConfig(url string) string {
 	return `model = "test-model"
 model_provider = "klocktest"
@@ -282,7 +309,7 @@ func (ar *agentRun) learnOnceStrictOnce(t *testing.T) {
 func TestCLIs(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	root := suiteRoot(t, "cli")
-	for _, spec := range []cliSpec{claudeCode, codex} {
+	for _, spec := range []cliSpec{claudeCode, codex, gemini} {
 		t.Run(spec.name, func(t *testing.T) {
 			start := time.Now()
 			ar := newAgentRun(t, root, spec.name, spec)
@@ -349,6 +376,11 @@ func outOfScope(t *testing.T, ar *agentRun) {
 		triple string
 		setup  func()
 		after  func(t *testing.T)
+		// privateTmp: with tmp: private the host's /tmp is out of the
+		// agent's reach: a manifest that allows writes in /tmp lets the
+		// write go to the session's own /tmp, and the planted file is
+		// untouched; that run is not killed.
+		privateTmp bool
 	}{
 		{
 			name:   "ssh-authorized-keys",
@@ -358,11 +390,12 @@ func outOfScope(t *testing.T, ar *agentRun) {
 			triple: "FILE:" + a.H(".ssh", "authorized_keys"),
 		},
 		{
-			name:   "planted-host-tmp",
-			cmd:    "echo pwned >> " + planted,
-			target: func() string { return planted },
-			want:   "planted by the test\n",
-			triple: "FILE:" + planted,
+			name:       "planted-host-tmp",
+			privateTmp: true,
+			cmd:        "echo pwned >> " + planted,
+			target:     func() string { return planted },
+			want:       "planted by the test\n",
+			triple:     "FILE:" + planted,
 			setup: func() {
 				os.WriteFile(planted, []byte("planted by the test\n"), 0o644)
 				os.Chown(planted, agentUID, agentGID)
@@ -407,6 +440,14 @@ func outOfScope(t *testing.T, ar *agentRun) {
 				textStep("out-of-scope attempt done"),
 			}
 			r := ar.do(t, "oos-"+c.name, false, script, func() { taskInput(a, 0) })
+			if c.privateTmp && r.exit == 0 && r.log != nil && len(r.log.Violations) == 0 && read(c.target()) == c.want {
+				for _, o := range r.log.Observed {
+					if strings.Contains(o.Triple, "FILE:"+planted) && o.AllowedBy != "" && strings.Contains(strings.Join(backendDetails(r), "\n"), "private /tmp") {
+						t.Logf("not killed: %s <- %s, in the session's private /tmp; the host's %s is untouched", o.Triple, o.AllowedBy, planted)
+						return
+					}
+				}
+			}
 			var probs []string
 			if r.exit != 113 {
 				probs = append(probs, fmt.Sprintf("exit %s, want 113 (strict mode killed the session)", exitMeaning(r.exit)))
@@ -576,4 +617,16 @@ func firstLine(s string) string {
 		s = s[:400]
 	}
 	return s
+}
+
+// backendDetails are the verification log's notes of every backend.
+func backendDetails(r *run) []string {
+	var out []string
+	if r.log != nil {
+		for _, b := range r.log.Backends {
+			out = append(out, b.Name)
+			out = append(out, b.Details...)
+		}
+	}
+	return out
 }

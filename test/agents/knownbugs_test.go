@@ -50,6 +50,12 @@ var knownBugs = []knownBug{
 		match: func(v vlog.Violation) bool { return false },
 	},
 	{
+		name: "KLOCK_STATE_MASK_COUNTED_DECLARED",
+		what: "klock masks <workdir>/.klock (its backups and logs) from the agent, and the verification log then counts the agent's read of it as a declared operation the wall refused (\"refused by the wall although declared: CONSUMES FILE:<workdir>/.klock <- CONSUMES FILE:<workdir>/**\", Gemini CLI listing its workdir): the mask is by design, the log should say so and not blame the wall",
+		// Matched in knownBugsOf: a refusal, not a violation.
+		match: func(v vlog.Violation) bool { return false },
+	},
+	{
 		name: "PRIVATE_TMP_HOST_PATH",
 		what: "a change in the session's private /tmp (a chmod of Claude Code's cc-socks/N.sock) is named by its host path /var/lib/klock/tmp/<session>/tmp/...: learned with one session's id, a violation in every other session, e.g. \"ScopeViolationError: Agent attempted MUTATES on /var/lib/klock/tmp/20261128T151622-3d8bd4/tmp/cc-socks/1.sock but declared nothing there\"",
 		match: func(v vlog.Violation) bool {
@@ -61,15 +67,28 @@ var knownBugs = []knownBug{
 // knownBugsOf names the known bugs r's violations are, when every one of
 // them is one ("" when there is none, or one of them is not a known bug).
 func knownBugsOf(r *run) string {
-	if r.log == nil || len(r.log.Violations) == 0 {
+	if r.log == nil || len(r.log.Violations) == 0 && len(r.refusedDeclared()) == 0 {
 		return ""
 	}
 	names := map[string]bool{}
 	var order []string
+	add := func(h string) {
+		if !names[h] {
+			names[h] = true
+			order = append(order, h)
+		}
+	}
 	tmpRefused := false
 	for _, o := range r.refusedDeclared() {
-		if strings.Contains(o.Triple, "FILE:/tmp/") || strings.Contains(o.Triple, "FILE:/var/tmp/") {
+		switch {
+		case strings.Contains(o.Triple, "FILE:/tmp/") || strings.Contains(o.Triple, "FILE:/var/tmp/") ||
+			strings.HasSuffix(o.Triple, "FILE:/tmp") || strings.HasSuffix(o.Triple, "FILE:/var/tmp"):
 			tmpRefused = true
+			add("PRIVATE_TMP_WALL_REFUSES_DECLARED")
+		case strings.HasSuffix(o.Triple, "/.klock") || strings.Contains(o.Triple, "/.klock/"):
+			add("KLOCK_STATE_MASK_COUNTED_DECLARED")
+		default:
+			return ""
 		}
 	}
 	for _, v := range r.log.Violations {
@@ -86,10 +105,7 @@ func knownBugsOf(r *run) string {
 			return ""
 		}
 		for _, h := range hits {
-			if !names[h] {
-				names[h] = true
-				order = append(order, h)
-			}
+			add(h)
 		}
 	}
 	return strings.Join(order, ", ")
@@ -109,5 +125,9 @@ func skipIfKnownBug(t *testing.T, r *run) {
 			fmt.Fprintf(&b, "\n  %s: %s", k.name, k.what)
 		}
 	}
-	t.Skipf("KNOWN KLOCK BUG %s: %s killed for klock's mistake, not the agent's (kill: %s)%s", names, r.step, r.log.Exit.Reason, b.String())
+	kill := "not killed"
+	if r.log.Exit.KilledByKlock {
+		kill = "killed: " + r.log.Exit.Reason
+	}
+	t.Skipf("KNOWN KLOCK BUG %s: %s fails only for klock's mistakes, not the agent's (exit %s; %s)%s", names, r.step, exitMeaning(r.exit), kill, b.String())
 }
