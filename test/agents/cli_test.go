@@ -313,15 +313,16 @@ func TestCLIs(t *testing.T) {
 		t.Run(spec.name, func(t *testing.T) {
 			start := time.Now()
 			ar := newAgentRun(t, root, spec.name, spec)
-			if spec.name == "claude" {
-				// Claude Code's calls go through klock meter.
+			if spec.name != "gemini" {
+				// Claude Code's and Codex's calls go through klock meter
+				// (it meters the Messages and Responses APIs).
 				ar.url, ar.port = startMeter(t, ar, "0.50 USD", "20.00 USD")
 			}
 			if !ar.learnAndStrict(t) {
 				return
 			}
 			t.Run("out-of-scope", func(t *testing.T) { outOfScope(t, ar) })
-			if spec.name == "claude" {
+			if spec.name != "gemini" {
 				t.Run("budget", func(t *testing.T) { budget(t, ar) })
 			}
 			if spec.reviewed != nil {
@@ -566,7 +567,9 @@ func startMeter(t *testing.T, ar *agentRun, expectedCost, maxCost string) (strin
 	return fmt.Sprintf("http://127.0.0.1:%d", port), port
 }
 
-// budget: a meter with a budget smaller than one call of the CLI refuses
+// budget: a meter with a budget smaller than one call of the CLI (Claude
+// Code asks for 128,000 output tokens a call, Codex for its model's
+// default: the worst case is priced) refuses
 // the call; the agent stops without having done anything (the model never
 // saw the request, no file was written), in a clean strict run of the
 // learned manifest (the agent's own exit status is its failure).
@@ -606,17 +609,23 @@ func budget(t *testing.T, ar *agentRun) {
 	if r.log != nil && len(r.log.Violations) > 0 {
 		probs = append(probs, fmt.Sprintf("%d violations (the budget stops the agent, not klock)", len(r.log.Violations)))
 	}
+	refusal := ""
+	for _, line := range strings.Split(r.stdout+r.stderr, "\n") {
+		if strings.Contains(line, "klock meter") {
+			refusal = strings.TrimSpace(line)
+			break
+		}
+	}
+	if refusal == "" {
+		probs = append(probs, "the CLI's output does not carry the meter's refusal (\"klock meter: ...\")")
+	}
 	if len(probs) > 0 {
 		t.Errorf("budget (%s):\n  - %s\n%s", r.logPath, strings.Join(probs, "\n  - "), r.output())
 	}
-	t.Logf("the CLI under a tight budget: %s", strings.TrimSpace(firstLine(r.stdout+r.stderr)))
-}
-
-func firstLine(s string) string {
-	if len(s) > 400 {
-		s = s[:400]
+	if len(refusal) > 400 {
+		refusal = refusal[:400]
 	}
-	return s
+	t.Logf("the CLI under a tight budget: %s", refusal)
 }
 
 // backendDetails are the verification log's notes of every backend.
