@@ -366,13 +366,20 @@ func (r *run) headline() string {
 
 // refusedDeclared are the observed operations a wall refused although a
 // declared intent allows them (baseline-allowed refusals left out: DAC
-// refuses nobody plenty of system files).
+// refuses nobody plenty of system files; so is the masked <workdir>/.klock,
+// which Gemini CLI's file discovery opens).
 func (r *run) refusedDeclared() []vlog.Observed {
 	if r.log == nil {
 		return nil
 	}
 	var out []vlog.Observed
 	for _, o := range r.log.Observed {
+		// klock hides the workdir's .klock (its backups and logs) from
+		// the agent by design; its log does not count that as a refusal.
+		_, obj, _ := strings.Cut(o.Triple, " ")
+		if strings.HasSuffix(obj, "/.klock") || strings.Contains(obj, "/.klock/") {
+			continue
+		}
 		if o.Blocked > 0 && o.AllowedBy != "" && !o.Baseline {
 			out = append(out, o)
 		}

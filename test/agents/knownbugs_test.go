@@ -50,12 +50,6 @@ var knownBugs = []knownBug{
 		match: func(v vlog.Violation) bool { return false },
 	},
 	{
-		name: "KLOCK_STATE_MASK_COUNTED_DECLARED",
-		what: "klock masks <workdir>/.klock (its backups and logs) from the agent, and the verification log then counts the agent's read of it as a declared operation the wall refused (\"refused by the wall although declared: CONSUMES FILE:<workdir>/.klock <- CONSUMES FILE:<workdir>/**\", Gemini CLI listing its workdir): the mask is by design, the log should say so and not blame the wall",
-		// Matched in knownBugsOf: a refusal, not a violation.
-		match: func(v vlog.Violation) bool { return false },
-	},
-	{
 		name: "PRIVATE_TMP_HOST_PATH",
 		what: "a change in the session's private /tmp (a chmod of Claude Code's cc-socks/N.sock) is named by its host path /var/lib/klock/tmp/<session>/tmp/...: learned with one session's id, a violation in every other session, e.g. \"ScopeViolationError: Agent attempted MUTATES on /var/lib/klock/tmp/20261128T151622-3d8bd4/tmp/cc-socks/1.sock but declared nothing there\"",
 		match: func(v vlog.Violation) bool {
@@ -85,8 +79,6 @@ func knownBugsOf(r *run) string {
 			strings.HasSuffix(o.Triple, "FILE:/tmp") || strings.HasSuffix(o.Triple, "FILE:/var/tmp"):
 			tmpRefused = true
 			add("PRIVATE_TMP_WALL_REFUSES_DECLARED")
-		case strings.HasSuffix(o.Triple, "/.klock") || strings.Contains(o.Triple, "/.klock/"):
-			add("KLOCK_STATE_MASK_COUNTED_DECLARED")
 		default:
 			return ""
 		}
