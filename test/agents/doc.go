@@ -51,7 +51,7 @@
 // Strict runs killed only for a known klock bug (knownbugs_test.go: the
 // observer's literal /proc/self paths, O_TMPFILE files learned by their
 // #<inode> names, the private /tmp named by its host path, the wall
-// refusing a declared private /tmp operation) skip with the bug's name
+// refusing an O_RDWR create a PROVIDES intent declares) skip with the bug's name
 // after logging every problem; the assertions stay.
 //
 // The tests are privileged: they skip when not root (KLOCK_REQUIRE_PRIVILEGED=1

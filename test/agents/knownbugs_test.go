@@ -44,8 +44,8 @@ var knownBugs = []knownBug{
 		},
 	},
 	{
-		name: "PRIVATE_TMP_WALL_REFUSES_DECLARED",
-		what: "with tmp: private, the Landlock wall refuses a /tmp operation the learned manifest declares (\"refused by the wall although declared: PROVIDES FILE:/tmp/7ih4vqac <- PROVIDES FILE:/tmp/*\"): Python's tempfile then falls back to /var/tmp, a violation, e.g. \"ScopeViolationError: Agent attempted PROVIDES on /var/tmp/csw2rynr but declared nothing there\"",
+		name: "WALL_PROVIDES_WITHOUT_READ",
+		what: "a file created with O_RDWR (Python's tempfile, SQLite) is judged PROVIDES alone, and the learned manifest declares only PROVIDES (and DELETES) there; but the Landlock wall grants PROVIDES no READ_FILE (enforcer/launch rightsFor), so the open of the new file is refused although declared (\"refused by the wall although declared: PROVIDES FILE:/tmp/7ih4vqac <- PROVIDES FILE:/tmp/*\"), in a private /tmp or the host's alike; Python then falls back to /var/tmp, a violation (\"ScopeViolationError: Agent attempted PROVIDES on /var/tmp/csw2rynr but declared nothing there\"). Reproduced with a manifest of PROVIDES and DELETES FILE:/tmp/* and python3 -c 'os.open(\"/tmp/x\", os.O_RDWR|os.O_CREAT|os.O_EXCL)': EACCES",
 		// Matched in knownBugsOf: it needs the run's refusals.
 		match: func(v vlog.Violation) bool { return false },
 	},
@@ -72,16 +72,15 @@ func knownBugsOf(r *run) string {
 			order = append(order, h)
 		}
 	}
-	tmpRefused := false
+	// A create refused although declared: its program may then try
+	// elsewhere (Python's tempfile: /tmp, then /var/tmp, then /usr/tmp).
+	createRefused := false
 	for _, o := range r.refusedDeclared() {
-		switch {
-		case strings.Contains(o.Triple, "FILE:/tmp/") || strings.Contains(o.Triple, "FILE:/var/tmp/") ||
-			strings.HasSuffix(o.Triple, "FILE:/tmp") || strings.HasSuffix(o.Triple, "FILE:/var/tmp"):
-			tmpRefused = true
-			add("PRIVATE_TMP_WALL_REFUSES_DECLARED")
-		default:
+		if !strings.HasPrefix(o.Triple, "PROVIDES FILE:") {
 			return ""
 		}
+		createRefused = true
+		add("WALL_PROVIDES_WITHOUT_READ")
 	}
 	for _, v := range r.log.Violations {
 		var hits []string
@@ -90,8 +89,8 @@ func knownBugsOf(r *run) string {
 				hits = append(hits, b.name)
 			}
 		}
-		if tmpRefused && (strings.HasPrefix(v.Path, "/var/tmp/") || strings.HasPrefix(v.Path, "/tmp/")) {
-			hits = append(hits, "PRIVATE_TMP_WALL_REFUSES_DECLARED")
+		if createRefused && (strings.HasPrefix(v.Path, "/var/tmp/") || strings.HasPrefix(v.Path, "/tmp/") || strings.HasPrefix(v.Path, "/usr/tmp/")) {
+			hits = append(hits, "WALL_PROVIDES_WITHOUT_READ")
 		}
 		if len(hits) == 0 {
 			return ""
