@@ -42,8 +42,12 @@ npm)
 	exit 0 ;;
 agents)
 	dir="$(cd "$(dirname "$0")/../test/agents" && pwd)"
+	# The native binaries too: an install with optional dependencies
+	# omitted leaves the launchers without them.
 	if [ -x "$dir/node_modules/.bin/claude" ] && [ -x "$dir/node_modules/.bin/codex" ] &&
-		[ -x "$dir/node_modules/.bin/gemini" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+		[ -x "$dir/node_modules/.bin/gemini" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ] &&
+		compgen -G "$dir/node_modules/@anthropic-ai/claude-code-*/claude" >/dev/null &&
+		compgen -G "$dir/node_modules/@openai/codex-*/vendor/*/bin/codex" >/dev/null; then
 		exit 0
 	fi
 	command -v npm >/dev/null 2>&1 || { echo "klock: npm is missing (install nodejs and npm)" >&2; exit 1; }
