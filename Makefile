@@ -22,6 +22,7 @@ help: ## Show this help
 deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh build
 	@scripts/deps.sh npm
+	@scripts/deps.sh agents
 	@scripts/deps.sh realworld
 	@scripts/deps.sh containers
 

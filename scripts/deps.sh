@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|realworld|containers|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
 #   vm     qemu, busybox, cpio (BPF-LSM VM tests)
 #   bench  hyperfine, strace
 #   npm    the pinned MCP servers and conformance suite in test/mcp (npm ci)
+#   agents the pinned coding-agent CLIs test/agents runs under klock (Claude
+#          Code, Codex, Gemini CLI; npm ci in test/agents): their native
+#          binaries come as optional platform packages, which npm ci installs
 #   realworld  the real toolchains test/realworld runs under klock: git, gcc,
 #          make, Debian's python3 with venv, pip and pytest (node, npm and Go
 #          come with the machine)
@@ -37,6 +40,22 @@ npm)
 	echo "klock: installing the MCP test servers (npm ci in test/mcp)" >&2
 	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 	exit 0 ;;
+agents)
+	dir="$(cd "$(dirname "$0")/../test/agents" && pwd)"
+	# The native binaries too: an install with optional dependencies
+	# omitted leaves the launchers without them.
+	if [ -x "$dir/node_modules/.bin/claude" ] && [ -x "$dir/node_modules/.bin/codex" ] &&
+		[ -x "$dir/node_modules/.bin/gemini" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ] &&
+		compgen -G "$dir/node_modules/@anthropic-ai/claude-code-*/claude" >/dev/null &&
+		compgen -G "$dir/node_modules/@openai/codex-*/vendor/*/bin/codex" >/dev/null; then
+		exit 0
+	fi
+	command -v npm >/dev/null 2>&1 || { echo "klock: npm is missing (install nodejs and npm)" >&2; exit 1; }
+	echo "klock: installing the coding-agent CLIs (npm ci in test/agents)" >&2
+	# --include=optional: the CLIs' native binaries are optional platform
+	# dependencies (a global omit=optional would leave only their stubs).
+	(cd "$dir" && npm ci --include=optional --no-audit --no-fund --loglevel=error >/dev/null)
+	exit 0 ;;
 realworld)
 	need git git; need gcc gcc; need make make; need tar tar; need xargs findutils
 	# Debian's own python3 (/usr/bin/python3, whatever else is on PATH): the
@@ -50,8 +69,8 @@ containers)
 	[ -x /usr/lib/cni/bridge ] || want+=(containernetworking-plugins)
 	need containerd containerd; need ctr containerd; need dockerd docker.io
 	[ -e /bin/busybox ] || want+=(busybox-static) ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" realworld; "$0" containers; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|npm|realworld|containers|all]" >&2; exit 2 ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
