@@ -449,10 +449,6 @@ func checkStrict(t *testing.T, r *run, extra ...string) bool {
 	if len(probs) == 0 {
 		return true
 	}
-	if knownBugsOf(r) != "" {
-		t.Logf("strict run %q is not a clean pass (%s):\n  - %s\n%s", r.step, r.logPath, strings.Join(probs, "\n  - "), r.output())
-		skipIfKnownBug(t, r)
-	}
 	t.Errorf("strict run %q is not a clean pass (%s):\n  - %s\n%s", r.step, r.logPath, strings.Join(probs, "\n  - "), r.output())
 	return false
 }
@@ -479,9 +475,8 @@ func checkLearn(t *testing.T, klock string, r *run, learned string, extra ...str
 		t.Errorf("klock validate %s: %v\n%s", learned, err, out)
 		ok = false
 	}
-	if hostPaths := checkNoHostTmp(t, learned, string(data), ok); ok && hostPaths {
-		// The only failure: the private /tmp named by its host path.
-		t.Skipf("KNOWN KLOCK BUG PRIVATE_TMP_HOST_PATH: the learned manifest names the session's private /tmp by its host path (above); the learning run is otherwise good")
+	if !checkNoHostTmp(t, learned, string(data)) {
+		ok = false
 	}
 	return ok
 }
@@ -496,40 +491,28 @@ var (
 // checkNoHostTmp asserts that no learned intent names a host /tmp or
 // /var/tmp path: scratch space is under ${tmpdir}, or, in a manifest that
 // says tmp: private, in /tmp, the session's own. A private /tmp's host
-// directory (/var/lib/klock/tmp/<session>/...) is a host path too.
-//
-// It reports whether the only such paths are a private /tmp's host
-// directory (the known bug PRIVATE_TMP_HOST_PATH), and then only logs
-// them when skipOK (the caller skips, naming the bug).
-func checkNoHostTmp(t *testing.T, path, manifest string, skipOK bool) (privateHostOnly bool) {
+// directory (/var/lib/klock/tmp/<session>/...) is a host path too. It
+// reports whether there was none.
+func checkNoHostTmp(t *testing.T, path, manifest string) bool {
 	t.Helper()
-	private := regexp.MustCompile(`(?m)^tmp:\s*private\b`).MatchString(manifest)
+	private := !regexp.MustCompile(`(?m)^tmp:\s*host\b`).MatchString(manifest)
 	var bad, literal []string
-	privateHostOnly = true
 	for _, line := range strings.Split(manifest, "\n") {
 		obj, _, _ := strings.Cut(line, " #")
 		switch {
-		case privateTmpHost.MatchString(obj):
+		case privateTmpHost.MatchString(obj), hostTmp.MatchString(obj) && !private:
 			bad = append(bad, strings.TrimSpace(line))
-		case hostTmp.MatchString(obj) && !private:
-			bad = append(bad, strings.TrimSpace(line))
-			privateHostOnly = false
 		case hostTmp.MatchString(obj):
 			literal = append(literal, strings.TrimSpace(obj))
 		}
 	}
 	if len(bad) > 0 {
-		msg := fmt.Sprintf("the learned manifest %s declares host /tmp or /var/tmp paths (scratch space belongs under ${tmpdir}, or in the session's private /tmp):\n    %s", path, strings.Join(bad, "\n    "))
-		if privateHostOnly && skipOK {
-			t.Log(msg)
-		} else {
-			t.Error(msg)
-		}
+		t.Errorf("the learned manifest %s declares host /tmp or /var/tmp paths (scratch space belongs under ${tmpdir}, or in the session's private /tmp):\n    %s", path, strings.Join(bad, "\n    "))
 	}
 	if len(literal) > 0 {
-		t.Logf("the learned manifest (tmp: private) declares the private /tmp by its literal path, not ${tmpdir}:\n    %s", strings.Join(literal, "\n    "))
+		t.Logf("the learned manifest (private /tmp) declares the private /tmp by its literal path:\n    %s", strings.Join(literal, "\n    "))
 	}
-	return len(bad) > 0 && privateHostOnly
+	return len(bad) == 0
 }
 
 // envArgs turns KEY=VALUE pairs into klock run -e flags.

@@ -27,10 +27,6 @@ type cliSpec struct {
 	prepare func(a *area, url string)
 	// argv runs task.
 	argv func(bin, task string) []string
-	// reviewed are intents the operator adds to the base manifest after
-	// reviewing a learned one that klock got wrong (each names the
-	// known bug it makes up for).
-	reviewed func(a *area) []string
 }
 
 // claudeCode: claude -p TASK, the permission prompts off (refused as root:
@@ -66,38 +62,14 @@ var claudeCode = cliSpec{
 var codex = cliSpec{
 	name: "codex",
 	env: func(a *area, url string) []string {
-		return []string{"HOME=" + a.home, "CODEX_HOME=" + a.W(".codex"), "OPENAI_API_KEY=test", "SHELL=/bin/bash", "USER=nobody",
-			// Its SQLite state databases' temporary files (O_TMPFILE),
-			// in a directory of the workdir the base manifest declares
-			// (see reviewed).
-			"SQLITE_TMPDIR=" + a.W(".sqlite-tmp")}
+		return []string{"HOME=" + a.home, "CODEX_HOME=" + a.W(".codex"), "OPENAI_API_KEY=test", "SHELL=/bin/bash", "USER=nobody"}
 	},
 	prepare: func(a *area, url string) {
 		a.file(a.W(".codex", "config.toml"), codexConfig(url), 0o644)
-		a.mkdir(a.W(".sqlite-tmp"))
 	},
 	argv: func(bin, task string) []string {
 		return []string{bin, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", task}
 	},
-	// LEARN_OTMPFILE_INODE_NAME: the learner declares SQLite's unnamed
-	// temporary files as <dir>/#<inode>/**, which the next run's never
-	// match: the operator declares their directory. codexAsLearned runs
-	// Codex without this, and skips naming the bug while it stands.
-	reviewed: func(a *area) []string {
-		d := "${workdir}/.sqlite-tmp/**"
-		return []string{"PROVIDES FILE:" + d, "CONSUMES FILE:" + d, "MUTATES FILE:" + d, "DELETES FILE:" + d}
-	},
-}
-
-// codexAsLearned is Codex with nothing added to what klock learns: its
-// SQLite temporary files in /var/tmp (the session's private one).
-var codexAsLearned = cliSpec{
-	name: "codex",
-	env: func(a *area, url string) []string {
-		return []string{"HOME=" + a.home, "CODEX_HOME=" + a.W(".codex"), "OPENAI_API_KEY=test", "SHELL=/bin/bash", "USER=nobody"}
-	},
-	prepare: codex.prepare,
-	argv:    codex.argv,
 }
 
 // gemini: gemini -p TASK --yolo (no approvals), the Gemini API at
@@ -225,9 +197,6 @@ func newAgentRun(t *testing.T, root, name string, spec cliSpec) *agentRun {
 func (ar *agentRun) writeBase(t *testing.T) {
 	t.Helper()
 	intents := []string{"CONSUMES FILE:" + ar.a.H(".ssh") + "/**", fmt.Sprintf("CONSUMES NET:127.0.0.1:%d/tcp", ar.port)}
-	if ar.spec.reviewed != nil {
-		intents = append(intents, ar.spec.reviewed(ar.a)...)
-	}
 	m := baseManifest("agents-"+ar.spec.name, ar.a.work, intents...)
 	if err := os.WriteFile(ar.base, []byte(m), 0o644); err != nil {
 		t.Fatal(err)
@@ -291,19 +260,6 @@ func (ar *agentRun) learnAndStrict(t *testing.T) bool {
 	return learnedOK
 }
 
-// learnOnceStrictOnce is learn then one strict run of task 0.
-func (ar *agentRun) learnOnceStrictOnce(t *testing.T) {
-	ar.writeBase(t)
-	r := ar.do(t, "learn", true, taskScript(ar.a, 0), func() { taskInput(ar.a, 0) })
-	ar.a.retire("learn")
-	if _, err := os.Stat(ar.learned); err != nil {
-		t.Fatalf("no learned manifest: %v\n%s", err, r.output())
-	}
-	r = ar.do(t, "strict", false, taskScript(ar.a, 0), func() { taskInput(ar.a, 0) })
-	defer ar.a.retire("strict")
-	checkStrict(t, r, taskCheck(ar.a, 0, r)...)
-}
-
 // TestCLIs runs each CLI learn -> strict -> strict with another task, then
 // makes its tool do what the manifest does not allow, in strict runs.
 func TestCLIs(t *testing.T) {
@@ -324,12 +280,6 @@ func TestCLIs(t *testing.T) {
 			t.Run("out-of-scope", func(t *testing.T) { outOfScope(t, ar) })
 			if spec.name != "gemini" {
 				t.Run("budget", func(t *testing.T) { budget(t, ar) })
-			}
-			if spec.reviewed != nil {
-				t.Run("as-learned", func(t *testing.T) {
-					raw := newAgentRun(t, root, spec.name+"-as-learned", codexAsLearned)
-					raw.learnOnceStrictOnce(t)
-				})
 			}
 			t.Logf("%s: %s in all (model log: %s)", spec.name, time.Since(start).Round(time.Second), filepath.Join(ar.a.dir, "model.log"))
 		})
@@ -485,10 +435,6 @@ func outOfScope(t *testing.T, ar *agentRun) {
 					probs = append(probs, fmt.Sprintf("%s after the run: %q, want it unchanged (%q)", c.target(), got, c.want))
 				}
 			}
-			if len(probs) > 0 && !found {
-				t.Logf("out-of-scope %s (%s):\n  - %s\n%s", c.name, r.logPath, strings.Join(probs, "\n  - "), r.output())
-				skipIfKnownBug(t, r)
-			}
 			if len(probs) > 0 {
 				t.Errorf("out-of-scope %s (%s):\n  - %s\n%s", c.name, r.logPath, strings.Join(probs, "\n  - "), r.output())
 			}
@@ -595,7 +541,6 @@ func budget(t *testing.T, ar *agentRun) {
 	var probs []string
 	if r.exit == 113 {
 		t.Logf("budget run killed by klock (%s):\n%s", r.logPath, r.output())
-		skipIfKnownBug(t, r)
 	}
 	if r.exit == 0 || r.exit == 113 || r.exit == 125 || r.exit < 0 {
 		probs = append(probs, fmt.Sprintf("exit %s, want the agent's own failure (the meter refused its call)", exitMeaning(r.exit)))

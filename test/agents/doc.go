@@ -48,12 +48,6 @@
 // all four at once in workdirs of their own: every one CLEAN, none
 // refused its leases (exit 75).
 //
-// Strict runs killed only for a known klock bug (knownbugs_test.go: the
-// observer's literal /proc/self paths, O_TMPFILE files learned by their
-// #<inode> names, the private /tmp named by its host path, the wall
-// refusing an O_RDWR create a PROVIDES intent declares) skip with the bug's name
-// after logging every problem; the assertions stay.
-//
 // The tests are privileged: they skip when not root (KLOCK_REQUIRE_PRIVILEGED=1
 // makes that a failure), and when the CLIs are not installed, unless
 // KLOCK_REQUIRE_PRIVILEGED=1 (CI runs scripts/deps.sh agents: a missing
