@@ -32,7 +32,7 @@ build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session lau
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-stage2 ./cmd/klock-stage2
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-runtime ./cmd/klock-runtime
 
-demo: deps build ## Run the demo: validate and explain the example agents
+demo: deps build ## Run the demo (as root): a real agent session under enforcement, then the manifest tooling
 	@scripts/demo.sh $(BIN)
 
 test: deps build unit vmtest ## Run every test: unit, privileged host tests (as root), VM tests

@@ -71,7 +71,7 @@ hitl: {default_mode: HOTL}
 }
 
 // TestPathWithin: a type path argument is checked where the tool will take
-// it, not as written: the README's ^/srv/data/ pattern let every one of the
+// it, not as written: docs/gateway.md's ^/srv/data/ pattern let every one of the
 // escapes below through.
 func TestPathWithin(t *testing.T) {
 	root, p := pathTree(t)

@@ -163,3 +163,30 @@ func TestCommentsCiteNoIssueNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// docPath is a source file a doc names: a path with a directory and a
+// source extension, in backquotes.
+var docPath = regexp.MustCompile("`([a-z0-9_./-]+/[a-z0-9_.-]+\\.(?:go|c|h))`")
+
+// TestDocsNameFilesThatExist: every source file docs/architecture.md and
+// the README name exists, so the walk from the kernel to the log is one a
+// newcomer can follow.
+func TestDocsNameFilesThatExist(t *testing.T) {
+	root := moduleRoot(t)
+	for _, doc := range []string{"docs/architecture.md", "README.md"} {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range docPath.FindAllStringSubmatch(string(b), -1) {
+			n++
+			if _, err := os.Stat(filepath.Join(root, m[1])); err != nil {
+				t.Errorf("%s names %s: %v", doc, m[1], err)
+			}
+		}
+		if doc == "docs/architecture.md" && n < 10 {
+			t.Errorf("%s names %d source files; its walk of one file open names each step's", doc, n)
+		}
+	}
+}

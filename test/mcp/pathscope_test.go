@@ -14,7 +14,7 @@ import (
 // root, behind a contract that confines its path arguments to root/data
 // with type path. Every way out (.., //, a link that leaves, a file to be
 // created through such a link) is refused before the server sees it, and
-// the in-scope calls still work. With the README's old ^/srv/data/ pattern
+// the in-scope calls still work. With docs/gateway.md's old ^/srv/data/ pattern
 // the first of these read outside/secret.txt.
 func TestFilesystemPathWithin(t *testing.T) {
 	server := npmBin(t, "mcp-server-filesystem")

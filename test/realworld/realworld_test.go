@@ -136,7 +136,7 @@ func newWorld(t *testing.T, root, name string) *world {
 func (w *world) W(rel ...string) string { return filepath.Join(append([]string{w.work}, rel...)...) }
 
 // fresh makes an empty workdir owned by the agent, with the agent's home
-// (HOME, as the README suggests for tools that keep a cache: -e
+// (HOME, as docs/cli.md suggests for tools that keep a cache: -e
 // HOME=<workdir>/home) in it.
 func (w *world) fresh() {
 	w.t.Helper()
@@ -283,7 +283,7 @@ func (w *world) klockRun(step, manifest string, args ...string) *run {
 	return r
 }
 
-// exitMeaning explains klock run's own exit statuses (README, "Exit status").
+// exitMeaning explains klock run's own exit statuses (docs/cli.md, "Exit status").
 func exitMeaning(code int) string {
 	switch code {
 	case 0:
@@ -603,7 +603,7 @@ type workload struct {
 	check func(w *world, n int, r *run) error
 }
 
-// agentPATH is klock's PATH for the agent (README: the agent's environment).
+// agentPATH is klock's PATH for the agent (docs/cli.md: the agent's environment).
 const agentPATH = "/usr/local/bin:/usr/bin:/bin"
 
 func TestRealWorld(t *testing.T) {
