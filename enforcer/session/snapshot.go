@@ -4,6 +4,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -63,12 +64,23 @@ func Backup(progress io.Writer) Snapshotter {
 			opts.Progress = snapshot.TerminalProgress(progress)
 		}
 		s, err := snapshot.Take(ctx, rs, opts)
+		for i := 1; i < takeAttempts && errors.Is(err, snapshot.ErrChanged) && ctx.Err() == nil; i++ {
+			s, err = snapshot.Take(ctx, rs, opts)
+		}
 		if err != nil {
 			return nil, err
 		}
 		return restorer{s}, nil
 	}
 }
+
+// takeAttempts bounds the backup's attempts when the tree changed under
+// it in a way it cannot record consistently (snapshot.ErrChanged: a
+// hard-link group's first name removed while its others stay): a shared
+// scope, the host's /tmp, changes while it is walked, and a new attempt
+// sees the tree after the change. Past that, the session does not start
+// and says why.
+const takeAttempts = 3
 
 // outsideTmp drops the scopes in /tmp or /var/tmp (a private tmp's); never
 // nil (Take reads nil as "the wall's scopes").
