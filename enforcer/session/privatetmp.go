@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/klocklabs/klock/enforcer/decide"
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
@@ -197,4 +199,32 @@ func privateTmpGate(gate decide.AmendGate) decide.AmendGate {
 		}
 		return gate(r)
 	}
+}
+
+// agentView names ev's objects as the agent sees them when a backend
+// named them at the private directories' host paths: bpf-lsm's time and
+// xattr hooks see a dentry but no mount, and name it through the mount
+// the session last reached its file system by, which for the private
+// /tmp (a bind of a directory of the host's root file system) can be the
+// root's (lsm's doc). No-op without a private /tmp.
+func (p *privateTmp) agentView(ev *event.Event) {
+	if p == nil {
+		return
+	}
+	ev.Triple.Path = p.agentPath(ev.Triple.Path)
+	ev.Extra.Path = p.agentPath(ev.Extra.Path)
+}
+
+// agentPath is host path h as the agent names it (h itself when it is not
+// in the private directories).
+func (p *privateTmp) agentPath(h string) string {
+	for _, b := range p.binds {
+		if h == b.Src {
+			return b.Dst
+		}
+		if rest, ok := strings.CutPrefix(h, b.Src+"/"); ok {
+			return b.Dst + "/" + rest
+		}
+	}
+	return h
 }

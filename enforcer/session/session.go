@@ -101,8 +101,9 @@ type running struct {
 	// ctr is the adopted container (nil: klock launched the agent).
 	ctr *Container
 	// privTmp: the agent's /tmp and /var/tmp are the session's own, which
-	// started empty.
+	// started empty; priv names them (nil without).
 	privTmp bool
+	priv    *privateTmp
 	// overBudget says once that the agent spent its egress budget;
 	// budgetSpent, that it was acted on.
 	overBudget  chan string
@@ -401,6 +402,7 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 		s.act(s.eng.Lost(l))
 	case ev := <-f.lsm:
 		socketAbsent(&ev)
+		s.priv.agentView(&ev)
 		s.act(s.eng.Observe(ev))
 	case l := <-f.lsmLost:
 		s.act(s.eng.Lost(l))
