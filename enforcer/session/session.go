@@ -401,9 +401,7 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 	case l := <-f.unixLost:
 		s.act(s.eng.Lost(l))
 	case ev := <-f.lsm:
-		socketAbsent(&ev)
-		s.priv.agentView(&ev)
-		s.act(s.eng.Observe(ev))
+		s.observeLSM(ev)
 	case l := <-f.lsmLost:
 		s.act(s.eng.Lost(l))
 	case ev := <-f.dns:
@@ -420,6 +418,14 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 	return false
 }
 
+// observeLSM judges one bpf-lsm decision, its objects named as the agent
+// sees them (privateTmp.agentView).
+func (s *running) observeLSM(ev event.Event) {
+	socketAbsent(&ev)
+	s.priv.agentView(&ev)
+	s.act(s.eng.Observe(ev))
+}
+
 // drainLSM delivers the bpf-lsm decisions still in flight after the agent
 // exited, then its loss count.
 func (s *running) drainLSM() {
@@ -430,8 +436,7 @@ func (s *running) drainLSM() {
 	for {
 		select {
 		case ev := <-s.be.lsms.Events():
-			socketAbsent(&ev)
-			s.act(s.eng.Observe(ev))
+			s.observeLSM(ev)
 			continue
 		case l := <-s.be.lsms.Lost():
 			s.act(s.eng.Lost(l))
@@ -453,6 +458,7 @@ func (s *running) drainLSM() {
 		s.log.Warn("bpf-lsm repeats", "error", err)
 	}
 	for _, ev := range evs {
+		s.priv.agentView(&ev)
 		s.act(s.eng.Repeated(ev))
 	}
 	s.be.lsms.Sync()
