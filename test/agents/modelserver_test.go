@@ -291,9 +291,15 @@ func (m *modelServer) anthropic(w http.ResponseWriter, r *http.Request, body []b
 		writeJSON(w, map[string]any{"id": msgID, "type": "message", "role": "assistant", "model": req.Model, "content": content, "stop_reason": stop, "stop_sequence": nil, "usage": usage})
 		return
 	}
+	streamMessage(w, msgID, req.Model, content, stop, inTok, outTok)
+}
+
+// streamMessage writes a Messages API answer as the API streams it: the
+// message, each content block (a tool's input in two pieces), its end.
+func streamMessage(w http.ResponseWriter, msgID, model string, content []map[string]any, stop string, inTok, outTok int) {
 	sse := sseWriter(w)
 	sse("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": msgID, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"id": msgID, "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": inTok, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}})
 	for i, c := range content {
@@ -407,6 +413,13 @@ func (m *modelServer) openai(w http.ResponseWriter, r *http.Request, body []byte
 		writeJSON(w, resp("completed", []any{item}, usage))
 		return
 	}
+	streamResponse(w, item, st.text, resp, usage)
+}
+
+// streamResponse writes a Responses API answer of the one output item as
+// the API streams it (a function call's arguments, or the text, then the
+// item done); resp makes the response object for a status.
+func streamResponse(w http.ResponseWriter, item map[string]any, text string, resp func(status string, output []any, u any) map[string]any, usage any) {
 	write, seq := sseWriter(w), 0
 	sse := func(event string, data map[string]any) {
 		data["type"] = event
@@ -431,9 +444,9 @@ func (m *modelServer) openai(w http.ResponseWriter, r *http.Request, body []byte
 		sse("response.function_call_arguments.done", map[string]any{"output_index": 0, "item_id": item["id"], "arguments": item["arguments"]})
 	} else {
 		sse("response.content_part.added", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-		sse("response.output_text.delta", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "delta": st.text})
-		sse("response.output_text.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "text": st.text})
-		sse("response.content_part.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "part": map[string]any{"type": "output_text", "text": st.text, "annotations": []any{}}})
+		sse("response.output_text.delta", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "delta": text})
+		sse("response.output_text.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "text": text})
+		sse("response.content_part.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}})
 	}
 	sse("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	sse("response.completed", map[string]any{"response": resp("completed", []any{item}, usage)})
