@@ -52,6 +52,24 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	_ = c.MarkFlagRequired("manifest")
 }
 
+// start is open for a command that serves until Ctrl-C or SIGTERM: ctx
+// ends then; an error is an exitError (exitInvalid for a refused
+// manifest, else exitNoStart); closeAll closes the gateway, then stops
+// listening for the signals.
+func (f *gatewayFlags) start(parent context.Context) (ctx context.Context, m *policy.Manifest, gw *gateway.Gateway, closeAll func(), err error) {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	m, gw, closeGW, err := f.open(ctx)
+	if err != nil {
+		stop()
+		code := exitNoStart
+		if manifestRefused(err) {
+			code = exitInvalid
+		}
+		return nil, nil, nil, nil, &exitError{code: code, err: err}
+	}
+	return ctx, m, gw, func() { closeGW(); stop() }, nil
+}
+
 // open loads the manifest and opens the gateway and its control socket.
 func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gateway, func(), error) {
 	m, data, err := f.trust.load(f.manifest)
@@ -289,14 +307,9 @@ func (o *mcpOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	m, gw, closeGW, err := o.f.open(ctx)
+	ctx, m, gw, closeGW, err := o.f.start(cmd.Context())
 	if err != nil {
-		if manifestRefused(err) {
-			return &exitError{code: exitInvalid, err: err}
-		}
-		return &exitError{code: exitNoStart, err: err}
+		return err
 	}
 	defer closeGW()
 	popts := []mcpproxy.Option{mcpproxy.WithContext(callCtx), mcpproxy.WithRunID(o.f.runID)}

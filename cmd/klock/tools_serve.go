@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
@@ -101,14 +96,9 @@ func (o *toolsServeOptions) run(cmd *cobra.Command, _ []string) error {
 	if len(ps) > 0 && os.Geteuid() != 0 {
 		return &exitError{code: exitNoStart, err: errors.New("plugins run only under kernel enforcement, which needs root: sudo klock tools serve ...")}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	m, gw, closeGW, err := o.f.open(ctx)
+	ctx, m, gw, closeGW, err := o.f.start(cmd.Context())
 	if err != nil {
-		if manifestRefused(err) {
-			return &exitError{code: exitInvalid, err: err}
-		}
-		return &exitError{code: exitNoStart, err: err}
+		return err
 	}
 	defer closeGW()
 	var shared *session.Shared
@@ -144,15 +134,8 @@ func (o *toolsServeOptions) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return &exitError{code: exitNoStart, err: fmt.Errorf("--listen: %w", err)}
 	}
-	srv := &http.Server{Handler: px, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
 	log.Info("klock tools serve: listening", "addr", "http://"+ln.Addr().String(), "agent", m.Agent.ID, "plugins", strings.Join(prov.Served(), ","))
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serveUntilDone(ctx, ln, px); err != nil {
 		return &exitError{code: exitNoStart, err: err}
 	}
 	return nil

@@ -29,24 +29,35 @@ func inNS(t testing.TB, ns netns.NsHandle, f func()) {
 	}
 }
 
+// testVeth adds a veth <prefix><n>, n unique to the test, deleted at the
+// end of the test: its other end is <prefix><n>p on the host when ns is
+// -1 (a pair with both ends on the host: no dummy module needed), else
+// eth0 in the namespace ns.
+func testVeth(t testing.TB, prefix string, ns netns.NsHandle) (v *netlink.Veth, n int) {
+	t.Helper()
+	n = os.Getpid()%200 + int(testSeq.Add(1))
+	la := netlink.NewLinkAttrs()
+	la.Name = fmt.Sprintf("%s%d", prefix, n)
+	v = &netlink.Veth{LinkAttrs: la, PeerName: la.Name + "p"}
+	if ns != -1 {
+		v.PeerName, v.PeerNamespace = "eth0", netlink.NsFd(int(ns))
+	}
+	_ = netlink.LinkDel(v)
+	if err := netlink.LinkAdd(v); err != nil {
+		t.Fatalf("host link: %v", err)
+	}
+	t.Cleanup(func() { _ = netlink.LinkDel(v) })
+	return v, n
+}
+
 // hostAddrs puts two addresses on a link of the host, removed at the
 // end of the test: the declared and the undeclared peer.
 func hostAddrs(t testing.TB) (declared, undeclared netip.Addr) {
 	t.Helper()
-	n := os.Getpid()%200 + int(testSeq.Add(1))
-	name := fmt.Sprintf("klwt%d", n)
-	la := netlink.NewLinkAttrs()
-	la.Name = name
-	// A veth pair with both ends on the host (no dummy module needed).
-	d := &netlink.Veth{LinkAttrs: la, PeerName: name + "p"}
-	_ = netlink.LinkDel(d)
-	if err := netlink.LinkAdd(d); err != nil {
-		t.Fatalf("host link: %v", err)
-	}
-	if p, err := netlink.LinkByName(name + "p"); err == nil {
+	d, n := testVeth(t, "klwt", -1)
+	if p, err := netlink.LinkByName(d.PeerName); err == nil {
 		_ = netlink.LinkSetUp(p)
 	}
-	t.Cleanup(func() { _ = netlink.LinkDel(d) })
 	declared = netip.AddrFrom4([4]byte{10, 204, byte(n), 1})
 	undeclared = netip.AddrFrom4([4]byte{10, 204, byte(n), 2})
 	for _, a := range []netip.Addr{declared, undeclared} {
@@ -65,26 +76,25 @@ func hostAddrs(t testing.TB) (declared, undeclared netip.Addr) {
 func remoteNS(t testing.TB) (netns.NsHandle, netip.Addr) {
 	t.Helper()
 	ns := testutil.NewNetNS(t)
-	n := os.Getpid()%200 + int(testSeq.Add(1))
-	name := fmt.Sprintf("klwr%d", n)
-	la := netlink.NewLinkAttrs()
-	la.Name = name
-	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
-	_ = netlink.LinkDel(v)
-	if err := netlink.LinkAdd(v); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netlink.LinkDel(v) })
+	v, n := testVeth(t, "klwr", ns)
 	host := netip.AddrFrom4([4]byte{10, 205, byte(n), 1})
 	remote := netip.AddrFrom4([4]byte{10, 205, byte(n), 2})
-	if err := netlink.AddrAdd(v, &netlink.Addr{IPNet: ipnet(host, 24)}); err != nil {
+	linkUp(t, v, &netlink.Addr{IPNet: ipnet(host, 24)}, ns, &netlink.Addr{IPNet: ipnet(remote, 24)})
+	_ = os.WriteFile("/proc/sys/net/ipv4/conf/"+v.Name+"/forwarding", []byte("1"), 0)
+	return ns, remote
+}
+
+// linkUp gives the host's end of a testVeth into ns its address host and
+// the namespace's end (eth0) remote, and sets both up.
+func linkUp(t testing.TB, v *netlink.Veth, host *netlink.Addr, ns netns.NsHandle, remote *netlink.Addr) {
+	t.Helper()
+	if err := netlink.AddrAdd(v, host); err != nil {
 		t.Fatal(err)
 	}
 	if err := netlink.LinkSetUp(v); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.WriteFile("/proc/sys/net/ipv4/conf/"+name+"/forwarding", []byte("1"), 0)
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +103,12 @@ func remoteNS(t testing.TB) (netns.NsHandle, netip.Addr) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipnet(remote, 24)}); err != nil {
+	if err := h.AddrAdd(l, remote); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.LinkSetUp(l); err != nil {
 		t.Fatal(err)
 	}
-	return ns, remote
 }
 
 // listener counts what reaches a TCP and a UDP port of addr (in the
@@ -200,6 +209,54 @@ func dial(t testing.TB, ns netns.NsHandle, ap netip.AddrPort, payload int, timeo
 	return err
 }
 
+// ipFamily is "IPv6 " for an IPv6 address, for a failure message.
+func ipFamily(a netip.Addr) string {
+	if a.Is6() {
+		return "IPv6 "
+	}
+	return ""
+}
+
+// reachDeclared connects from the namespace ns to the declared peers (the
+// host's listener ld on declared, the remote namespace's lr on remote)
+// and sends them data; a failure ends the test.
+func reachDeclared(t *testing.T, ns netns.NsHandle, declared netip.Addr, ld *listener, remote netip.Addr, lr *listener) {
+	t.Helper()
+	if err := dial(t, ns, netip.AddrPortFrom(declared, ld.port), 1000, 3*time.Second); err != nil {
+		t.Fatalf("declared %shost peer: %v", ipFamily(declared), err)
+	}
+	if err := dial(t, ns, netip.AddrPortFrom(remote, lr.port), 1000, 3*time.Second); err != nil {
+		t.Fatalf("declared %sremote peer (forwarded): %v", ipFamily(remote), err)
+	}
+}
+
+// refuseUndeclared tries the undeclared peer and the declared address on
+// another port (lu's): neither may connect.
+func refuseUndeclared(t *testing.T, ns netns.NsHandle, declared, undeclared netip.Addr, lu *listener) {
+	t.Helper()
+	if err := dial(t, ns, netip.AddrPortFrom(undeclared, lu.port), 10, 500*time.Millisecond); err == nil {
+		t.Errorf("undeclared %speer: connected", ipFamily(undeclared))
+	}
+	if err := dial(t, ns, netip.AddrPortFrom(declared, lu.port), 10, 500*time.Millisecond); err == nil {
+		t.Errorf("declared %saddress, undeclared port: connected", ipFamily(declared))
+	}
+}
+
+// checkDeclaredPeers: each declared listener (ld on the host, lr behind
+// it) got its one connection, and the peers host and remote counted
+// packets both ways.
+func checkDeclaredPeers(t *testing.T, c map[string]Counts, ld, lr *listener) {
+	t.Helper()
+	if ld.conns.Load() != 1 || lr.conns.Load() != 1 {
+		t.Errorf("declared listeners: %d and %d connections, want 1 each", ld.conns.Load(), lr.conns.Load())
+	}
+	for _, p := range []string{"host", "remote"} {
+		if c[p].OutPackets == 0 || c[p].InPackets == 0 {
+			t.Errorf("peer %s counters: %+v", p, c[p])
+		}
+	}
+}
+
 // udpSend sends one datagram from the namespace ns to ap.
 func udpSend(t testing.TB, ns netns.NsHandle, ap netip.AddrPort) {
 	t.Helper()
@@ -216,17 +273,17 @@ func udpSend(t testing.TB, ns netns.NsHandle, ap netip.AddrPort) {
 	})
 }
 
-// ping sends one raw ICMP echo request from the namespace ns to a.
+// ping sends one raw ICMP echo request from the namespace ns to a, an
+// ICMPv6 one when a is IPv6 (there the kernel fills in the checksum).
 func ping(t testing.TB, ns netns.NsHandle, a netip.Addr) {
 	t.Helper()
-	inNS(t, ns, func() {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer unix.Close(fd)
-		echo := []byte{8, 0, 0, 0, 0x12, 0x34, 0, 1, 'k', 'l'}
+	family, proto, echo := unix.AF_INET, unix.IPPROTO_ICMP, []byte{8, 0, 0, 0, 0x12, 0x34, 0, 1, 'k', 'l'}
+	var to unix.Sockaddr
+	if a.Is6() {
+		family, proto, echo[0] = unix.AF_INET6, unix.IPPROTO_ICMPV6, 128
+		to = &unix.SockaddrInet6{Addr: a.As16()}
+	} else {
+		to = &unix.SockaddrInet4{Addr: a.As4()}
 		sum := uint32(0)
 		for i := 0; i < len(echo); i += 2 {
 			sum += uint32(echo[i])<<8 | uint32(echo[i+1])
@@ -234,7 +291,15 @@ func ping(t testing.TB, ns netns.NsHandle, a netip.Addr) {
 		sum = (sum >> 16) + (sum & 0xffff)
 		cs := ^uint16(sum + sum>>16)
 		echo[2], echo[3] = byte(cs>>8), byte(cs)
-		if err := unix.Sendto(fd, echo, 0, &unix.SockaddrInet4{Addr: a.As4()}); err != nil {
+	}
+	inNS(t, ns, func() {
+		fd, err := unix.Socket(family, unix.SOCK_RAW, proto)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Sendto(fd, echo, 0, to); err != nil {
 			t.Errorf("icmp send: %v", err)
 		}
 	})

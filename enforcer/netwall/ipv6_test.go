@@ -4,7 +4,6 @@ package netwall
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"os"
 	"strings"
@@ -40,17 +39,8 @@ func testULA(kind, net int, host byte) netip.Addr {
 // undeclared peer.
 func hostAddrs6(t testing.TB) (declared, undeclared netip.Addr) {
 	t.Helper()
-	n := os.Getpid()%200 + int(testSeq.Add(1))
-	name := fmt.Sprintf("klw6%d", n)
-	la := netlink.NewLinkAttrs()
-	la.Name = name
-	d := &netlink.Veth{LinkAttrs: la, PeerName: name + "p"}
-	_ = netlink.LinkDel(d)
-	if err := netlink.LinkAdd(d); err != nil {
-		t.Fatalf("host link: %v", err)
-	}
-	t.Cleanup(func() { _ = netlink.LinkDel(d) })
-	if p, err := netlink.LinkByName(name + "p"); err == nil {
+	d, n := testVeth(t, "klw6", -1)
+	if p, err := netlink.LinkByName(d.PeerName); err == nil {
 		_ = netlink.LinkSetUp(p)
 	}
 	if err := netlink.LinkSetUp(d); err != nil {
@@ -83,38 +73,9 @@ func waitLocal(t testing.TB, a netip.Addr) {
 func remoteNS6(t testing.TB) (netns.NsHandle, netip.Addr) {
 	t.Helper()
 	ns := testutil.NewNetNS(t)
-	n := os.Getpid()%200 + int(testSeq.Add(1))
-	name := fmt.Sprintf("klr6%d", n)
-	la := netlink.NewLinkAttrs()
-	la.Name = name
-	v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
-	_ = netlink.LinkDel(v)
-	if err := netlink.LinkAdd(v); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netlink.LinkDel(v) })
+	v, n := testVeth(t, "klr6", ns)
 	host, remote := testULA(2, n, 1), testULA(2, n, 2)
-	if err := netlink.AddrAdd(v, &netlink.Addr{IPNet: ipnet6(host, 64), Flags: unix.IFA_F_NODAD}); err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.LinkSetUp(v); err != nil {
-		t.Fatal(err)
-	}
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Delete()
-	l, err := h.LinkByName("eth0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipnet6(remote, 64), Flags: unix.IFA_F_NODAD}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
+	linkUp(t, v, &netlink.Addr{IPNet: ipnet6(host, 64), Flags: unix.IFA_F_NODAD}, ns, &netlink.Addr{IPNet: ipnet6(remote, 64), Flags: unix.IFA_F_NODAD})
 	return ns, remote
 }
 
@@ -142,20 +103,10 @@ func TestIPv6DeclaredAndUndeclared(t *testing.T) {
 	if !w.Addr6.IsValid() || w.NoIPv6 != nil {
 		t.Fatalf("the session has no IPv6: %v", w.NoIPv6)
 	}
-	if err := dial(t, ns, netip.AddrPortFrom(declared, ld.port), 1000, 3*time.Second); err != nil {
-		t.Fatalf("declared IPv6 host peer: %v", err)
-	}
-	if err := dial(t, ns, netip.AddrPortFrom(remoteAddr, lr.port), 1000, 3*time.Second); err != nil {
-		t.Fatalf("declared IPv6 remote peer (forwarded): %v", err)
-	}
+	reachDeclared(t, ns, declared, ld, remoteAddr, lr)
 	udpSend(t, ns, netip.AddrPortFrom(declared, ld.port))
 	before := counters(t, w)[Dropped].OutPackets
-	if err := dial(t, ns, netip.AddrPortFrom(undeclared, lu.port), 10, 500*time.Millisecond); err == nil {
-		t.Error("undeclared IPv6 peer: connected")
-	}
-	if err := dial(t, ns, netip.AddrPortFrom(declared, lu.port), 10, 500*time.Millisecond); err == nil {
-		t.Error("declared IPv6 address, undeclared port: connected")
-	}
+	refuseUndeclared(t, ns, declared, undeclared, lu)
 	udpSend(t, ns, netip.AddrPortFrom(undeclared, lu.port))
 	time.Sleep(200 * time.Millisecond)
 	if n := lu.conns.Load() + lu.dgram.Load(); n != 0 {
@@ -168,14 +119,7 @@ func TestIPv6DeclaredAndUndeclared(t *testing.T) {
 	if got := c[Dropped].OutPackets - before; got < 3 {
 		t.Errorf("drop counter: %d packets, want >= 3 (2 SYNs, 1 datagram)", got)
 	}
-	if ld.conns.Load() != 1 || lr.conns.Load() != 1 {
-		t.Errorf("declared listeners: %d and %d connections, want 1 each", ld.conns.Load(), lr.conns.Load())
-	}
-	for _, p := range []string{"host", "remote"} {
-		if c[p].OutPackets == 0 || c[p].InPackets == 0 {
-			t.Errorf("peer %s counters: %+v", p, c[p])
-		}
-	}
+	checkDeclaredPeers(t, c, ld, lr)
 }
 
 // A peer named by host only gets IPv6 addresses through AllowPeer (an
@@ -207,13 +151,7 @@ func TestIPv6AllowPeer(t *testing.T) {
 func TestIPv6MetadataAndLoopbackDropped(t *testing.T) {
 	privileged(t)
 	requireIPv6(t)
-	ns := testutil.NewNetNS(t)
-	w := setup(t, ns, Config{Peers: []Peer{{Name: "all6", Prefix: netip.MustParsePrefix("::/0"), Ports: policy.AllPorts}}})
-	before := counters(t, w)[Dropped].OutPackets
-	_ = dial(t, ns, netip.AddrPortFrom(Metadata6, 80), 1, 300*time.Millisecond)
-	if got := counters(t, w)[Dropped].OutPackets - before; got == 0 {
-		t.Error("a SYN to fd00:ec2::254 was not dropped")
-	}
+	checkDroppedUnderAll(t, Peer{Name: "all6", Prefix: netip.MustParsePrefix("::/0"), Ports: policy.AllPorts}, Metadata6)
 }
 
 // On a host whose IPv6 is disabled (its sysctls say so: a copy here) the
@@ -250,24 +188,6 @@ func TestIPv6DisabledOnTheHost(t *testing.T) {
 	}
 }
 
-// ping6 sends one ICMPv6 echo request from the namespace ns to a (a raw
-// socket: the kernel fills in the checksum).
-func ping6(t testing.TB, ns netns.NsHandle, a netip.Addr) {
-	t.Helper()
-	inNS(t, ns, func() {
-		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer unix.Close(fd)
-		echo := []byte{128, 0, 0, 0, 0x12, 0x34, 0, 1, 'k', 'l'}
-		if err := unix.Sendto(fd, echo, 0, &unix.SockaddrInet6{Addr: a.As16()}); err != nil {
-			t.Errorf("icmpv6 send: %v", err)
-		}
-	})
-}
-
 // With PingPeer, an ICMPv6 echo request reaches a declared IPv6 peer's
 // address and its reply comes back, counted under the ping peer; one to
 // an undeclared address is dropped.
@@ -275,22 +195,7 @@ func TestIPv6PingPeer(t *testing.T) {
 	privileged(t)
 	requireIPv6(t)
 	declared, undeclared := hostAddrs6(t)
-	ns := testutil.NewNetNS(t)
-	w := setup(t, ns, Config{Peers: []Peer{peer6("host", declared, 443, policy.ProtoTCP)}, PingPeer: "raw"})
-	before := counters(t, w)[Dropped].OutPackets
-	ping6(t, ns, declared)
-	time.Sleep(200 * time.Millisecond)
-	if c := counters(t, w); c["raw"].OutPackets != 1 || c["raw"].InPackets != 1 || c["host"].OutPackets != 0 {
-		t.Errorf("ping counters %+v, want 1 out, 1 in, under the ping peer", c)
-	}
-	ping6(t, ns, undeclared)
-	time.Sleep(200 * time.Millisecond)
-	if c := counters(t, w)["raw"]; c.OutPackets != 1 {
-		t.Errorf("an echo to an undeclared address went out: %+v", c)
-	}
-	if got := counters(t, w)[Dropped].OutPackets - before; got != 1 {
-		t.Errorf("dropped %d packets, want the one echo", got)
-	}
+	checkPingPeer(t, peer6("host", declared, 443, policy.ProtoTCP), declared, undeclared)
 }
 
 // Before turning on IPv6 forwarding, a link whose accept_ra is 1 and that
@@ -299,16 +204,8 @@ func TestIPv6PingPeer(t *testing.T) {
 func TestKeepRouterAdvertisements(t *testing.T) {
 	privileged(t)
 	requireIPv6(t)
-	n := os.Getpid()%200 + int(testSeq.Add(1))
-	name := fmt.Sprintf("klra%d", n)
-	la := netlink.NewLinkAttrs()
-	la.Name = name
-	d := &netlink.Veth{LinkAttrs: la, PeerName: name + "p"}
-	_ = netlink.LinkDel(d)
-	if err := netlink.LinkAdd(d); err != nil {
-		t.Fatalf("host link: %v", err)
-	}
-	t.Cleanup(func() { _ = netlink.LinkDel(d) })
+	d, n := testVeth(t, "klra", -1)
+	name := d.Name
 	for _, l := range []string{name, name + "p"} {
 		if err := os.WriteFile(ipv6Conf+l+"/accept_ra", []byte("1"), 0); err != nil {
 			t.Fatal(err)

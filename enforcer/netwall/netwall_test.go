@@ -62,22 +62,12 @@ func TestDeclaredAndUndeclared(t *testing.T) {
 		tcpPeer("remote", remoteAddr, lr.port),
 	}})
 
-	if err := dial(t, ns, netip.AddrPortFrom(declared, ld.port), 1000, 3*time.Second); err != nil {
-		t.Fatalf("declared host peer: %v", err)
-	}
-	if err := dial(t, ns, netip.AddrPortFrom(remoteAddr, lr.port), 1000, 3*time.Second); err != nil {
-		t.Fatalf("declared remote peer (forwarded): %v", err)
-	}
+	reachDeclared(t, ns, declared, ld, remoteAddr, lr)
 	before := counters(t, w)[Dropped].OutPackets
 	reps := icmpOutEchoReps(t)
-	if err := dial(t, ns, netip.AddrPortFrom(undeclared, lu.port), 10, 500*time.Millisecond); err == nil {
-		t.Error("undeclared peer: connected")
-	}
-	// The declared address on another port, and by UDP: not declared.
-	if err := dial(t, ns, netip.AddrPortFrom(declared, lu.port), 10, 500*time.Millisecond); err == nil {
-		t.Error("declared address, undeclared port: connected")
-	}
+	refuseUndeclared(t, ns, declared, undeclared, lu)
 	udpSend(t, ns, netip.AddrPortFrom(undeclared, lu.port))
+	// The declared address by UDP: not declared.
 	udpSend(t, ns, netip.AddrPortFrom(declared, ld.port))
 	ping(t, ns, undeclared)
 	ping(t, ns, declared)
@@ -97,27 +87,54 @@ func TestDeclaredAndUndeclared(t *testing.T) {
 	if got := c[Dropped].OutPackets - before; got < 7 {
 		t.Errorf("drop counter: %d packets, want >= 7", got)
 	}
-	if ld.conns.Load() != 1 || lr.conns.Load() != 1 {
-		t.Errorf("declared listeners: %d and %d connections, want 1 each", ld.conns.Load(), lr.conns.Load())
-	}
-	for _, p := range []string{"host", "remote"} {
-		if c[p].OutPackets == 0 || c[p].InPackets == 0 {
-			t.Errorf("peer %s counters: %+v", p, c[p])
-		}
-	}
+	checkDeclaredPeers(t, c, ld, lr)
 }
 
 // The cloud metadata address is dropped even when a peer covers
 // everything (IPv6's: TestIPv6MetadataAndLoopbackDropped).
 func TestMetadataDropped(t *testing.T) {
 	privileged(t)
+	checkDroppedUnderAll(t, Peer{Name: "all", Prefix: netip.MustParsePrefix("0.0.0.0/0"), Ports: policy.AllPorts}, Metadata)
+}
+
+// checkDroppedUnderAll: with the one peer all (covering every address),
+// a SYN from the session to a:80 is still dropped.
+func checkDroppedUnderAll(t *testing.T, all Peer, a netip.Addr) {
+	t.Helper()
 	ns := testutil.NewNetNS(t)
-	w := setup(t, ns, Config{Peers: []Peer{{Name: "all", Prefix: netip.MustParsePrefix("0.0.0.0/0"), Ports: policy.AllPorts}}})
+	w := setup(t, ns, Config{Peers: []Peer{all}})
 	before := counters(t, w)[Dropped].OutPackets
-	_ = dial(t, ns, netip.AddrPortFrom(Metadata, 80), 1, 300*time.Millisecond)
+	_ = dial(t, ns, netip.AddrPortFrom(a, 80), 1, 300*time.Millisecond)
 	if got := counters(t, w)[Dropped].OutPackets - before; got == 0 {
-		t.Error("a SYN to 169.254.169.254 was not dropped")
+		t.Errorf("a SYN to %s was not dropped", a)
 	}
+}
+
+// checkPingPeer sets up a wall with the peer host (on declared, port 443)
+// and the ping peer raw, and pings declared, then undeclared: the first
+// echo goes out and its reply comes back, counted under raw; the second is
+// dropped. It returns the session's namespace.
+func checkPingPeer(t *testing.T, host Peer, declared, undeclared netip.Addr) netns.NsHandle {
+	t.Helper()
+	ns := testutil.NewNetNS(t)
+	w := setup(t, ns, Config{Peers: []Peer{host}, PingPeer: "raw"})
+	before := counters(t, w)[Dropped].OutPackets
+	ping(t, ns, declared)
+	time.Sleep(200 * time.Millisecond)
+	// Out: the request went; in: the host's reply came back through the
+	// wall.
+	if c := counters(t, w); c["raw"].OutPackets != 1 || c["raw"].InPackets != 1 || c["host"].OutPackets != 0 {
+		t.Errorf("ping counters %+v, want 1 out, 1 in, under the ping peer", c)
+	}
+	ping(t, ns, undeclared)
+	time.Sleep(200 * time.Millisecond)
+	if c := counters(t, w)["raw"]; c.OutPackets != 1 {
+		t.Errorf("an echo to an undeclared address went out: %+v", c)
+	}
+	if got := counters(t, w)[Dropped].OutPackets - before; got != 1 {
+		t.Errorf("dropped %d packets, want the one echo", got)
+	}
+	return ns
 }
 
 // Allow opens a peer named by host at run time, and its timeout closes it.
@@ -458,24 +475,7 @@ func TestOverBudgetCountedApart(t *testing.T) {
 func TestPingPeer(t *testing.T) {
 	privileged(t)
 	declared, undeclared := hostAddrs(t)
-	ns := testutil.NewNetNS(t)
-	w := setup(t, ns, Config{Peers: []Peer{tcpPeer("host", declared, 443)}, PingPeer: "raw"})
-	before := counters(t, w)[Dropped].OutPackets
-	ping(t, ns, declared)
-	time.Sleep(200 * time.Millisecond)
-	// Out: the request went; in: the host's reply came back through the
-	// wall.
-	if c := counters(t, w); c["raw"].OutPackets != 1 || c["raw"].InPackets != 1 || c["host"].OutPackets != 0 {
-		t.Errorf("ping counters %+v, want 1 out, 1 in, under the ping peer", c)
-	}
-	ping(t, ns, undeclared)
-	time.Sleep(200 * time.Millisecond)
-	if c := counters(t, w)["raw"]; c.OutPackets != 1 {
-		t.Errorf("an echo to an undeclared address went out: %+v", c)
-	}
-	if got := counters(t, w)[Dropped].OutPackets - before; got != 1 {
-		t.Errorf("dropped %d packets, want the one echo", got)
-	}
+	ns := checkPingPeer(t, tcpPeer("host", declared, 443), declared, undeclared)
 	if _, err := Setup(context.Background(), testID(t), Target{FD: int(ns)}, Config{Peers: []Peer{tcpPeer("raw", declared, 443)}, PingPeer: "raw"}); err == nil {
 		t.Error("a peer named as the ping peer was accepted")
 	}

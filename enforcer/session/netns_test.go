@@ -15,6 +15,29 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
+// resolvedRules compiles a strict manifest with the given intents, every
+// host name in it resolving to the addresses resolved.
+func resolvedRules(t *testing.T, resolved []string, intents ...string) *policy.Ruleset {
+	t.Helper()
+	m, err := policy.Parse("m.yaml", []byte(testutil.ManifestYAML("coder", "strict", t.TempDir(), intents...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := policy.Compile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []netip.Addr
+	for _, a := range resolved {
+		addrs = append(addrs, netip.MustParseAddr(a))
+	}
+	rs, err = rs.Resolve(func(string) ([]netip.Addr, error) { return slices.Clone(addrs), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
 // TestPlanNet: the CONSUMES NET rules sort into the packet wall's peers
 // (IPv4 and IPv6 addresses, host names), loopback relays (one loopback
 // address), and what the session's namespace cannot reach (a loopback
@@ -23,25 +46,12 @@ import (
 // through a relay); binds are no peer, nor the session's DNS proxy
 // (it listens in the namespace: no relay); NET:raw is the pings' peer.
 func TestPlanNet(t *testing.T) {
-	m, err := policy.Parse("m.yaml", []byte(testutil.ManifestYAML("coder", "strict", t.TempDir(),
+	rs := resolvedRules(t, []string{"203.0.113.5", "127.0.0.9"},
 		"CONSUMES NET:192.0.2.1:443/tcp", "CONSUMES NET:127.0.0.1:8080/tcp", "CONSUMES NET:127.0.0.0/8:80/tcp",
 		"CONSUMES NET:[2001:db8::1]:443/tcp", "CONSUMES NET:api.example.com:443/tcp", "PROVIDES NET:127.0.0.1:9000/tcp",
-		"CONSUMES NET:raw", "CONSUMES NET:192.0.2.1:443/tcp")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err = rs.Resolve(func(string) ([]netip.Addr, error) {
-		return []netip.Addr{netip.MustParseAddr("203.0.113.5"), netip.MustParseAddr("127.0.0.9")}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+		"CONSUMES NET:raw", "CONSUMES NET:192.0.2.1:443/tcp")
 	proxy := netip.MustParseAddr("127.77.1.2")
-	rs, err = rs.WithResolvers([]netip.Addr{proxy})
+	rs, err := rs.WithResolvers([]netip.Addr{proxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,21 +102,8 @@ func TestPlanNet(t *testing.T) {
 // AAAA answer) is named unreachable in the log, with the wall's reason
 // and fix; IPv4 peers are not.
 func TestNoIPv6SaysWhichPeers(t *testing.T) {
-	m, err := policy.Parse("m.yaml", []byte(testutil.ManifestYAML("coder", "strict", t.TempDir(),
-		"CONSUMES NET:192.0.2.1:443/tcp", "CONSUMES NET:[2001:db8::1]:443/tcp", "CONSUMES NET:api.example.com:443/tcp")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := policy.Compile(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err = rs.Resolve(func(string) ([]netip.Addr, error) {
-		return []netip.Addr{netip.MustParseAddr("203.0.113.5"), netip.MustParseAddr("2001:db8::5")}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := resolvedRules(t, []string{"203.0.113.5", "2001:db8::5"},
+		"CONSUMES NET:192.0.2.1:443/tcp", "CONSUMES NET:[2001:db8::1]:443/tcp", "CONSUMES NET:api.example.com:443/tcp")
 	why := fmt.Errorf("%w: IPv6 is disabled on this host (the fix: sysctl -w net.ipv6.conf.all.disable_ipv6=0)", netwall.ErrNoIPv6)
 	n := &sessionNet{plan: planNet(rs, 0, netip.Addr{}), wall: &netwall.Wall{NoIPv6: why}, log: slog.New(slog.DiscardHandler)}
 	n.checkIPv6()

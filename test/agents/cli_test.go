@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/test/internal/realrun"
 )
 
 // cliSpec is how one coding-agent CLI is run non-interactively against the
@@ -65,7 +66,7 @@ var codex = cliSpec{
 		return []string{"HOME=" + a.home, "CODEX_HOME=" + a.W(".codex"), "OPENAI_API_KEY=test", "SHELL=/bin/bash", "USER=nobody"}
 	},
 	prepare: func(a *area, url string) {
-		a.file(a.W(".codex", "config.toml"), codexConfig(url), 0o644)
+		a.File(a.W(".codex", "config.toml"), codexConfig(url), 0o644)
 	},
 	argv: func(bin, task string) []string {
 		return []string{bin, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", task}
@@ -83,7 +84,7 @@ var gemini = cliSpec{
 			"GEMINI_TELEMETRY_ENABLED=false", "NO_BROWSER=true"}
 	},
 	prepare: func(a *area, url string) {
-		a.file(a.W(".gemini-home", ".gemini", "settings.json"), geminiSettings, 0o644)
+		a.File(a.W(".gemini-home", ".gemini", "settings.json"), geminiSettings, 0o644)
 	},
 	argv: func(bin, task string) []string {
 		return []string{bin, "-p", task, "--yolo", "--output-format", "json"}
@@ -125,8 +126,8 @@ plugins = false
 
 // task n: the input (an existing file to edit) and the model's script.
 func taskInput(a *area, n int) {
-	a.file(a.W("src", "existing.txt"), fmt.Sprintf("original %d\n", n), 0o644)
-	a.file(a.W("README.md"), fmt.Sprintf("# project %d\n", n), 0o644)
+	a.File(a.W("src", "existing.txt"), fmt.Sprintf("original %d\n", n), 0o644)
+	a.File(a.W("README.md"), fmt.Sprintf("# project %d\n", n), 0o644)
 }
 
 func taskScript(a *area, n int) []step {
@@ -161,7 +162,7 @@ func taskCheck(a *area, n int, r *run) []string {
 			p = append(p, fmt.Sprintf("src/notes-1.txt: %q", got))
 		}
 	}
-	if !strings.Contains(r.stdout, fmt.Sprintf("task %d done", n)) {
+	if !strings.Contains(r.Stdout, fmt.Sprintf("task %d done", n)) {
 		p = append(p, fmt.Sprintf("the CLI did not print the model's final answer %q", fmt.Sprintf("task %d done", n)))
 	}
 	return p
@@ -184,9 +185,9 @@ func newAgentRun(t *testing.T, root, name string, spec cliSpec) *agentRun {
 	bin := requireCLI(t, spec.name)
 	a := newArea(t, root, name)
 	ar := &agentRun{spec: spec, bin: bin, a: a,
-		model:   newModelServer(t, filepath.Join(a.dir, "model.log")),
-		base:    filepath.Join(a.dir, "base.yaml"),
-		learned: filepath.Join(a.dir, "learned.yaml")}
+		model:   newModelServer(t, filepath.Join(a.Dir, "model.log")),
+		base:    filepath.Join(a.Dir, "base.yaml"),
+		learned: filepath.Join(a.Dir, "learned.yaml")}
 	ar.url, ar.port = ar.model.URL(), ar.model.Port()
 	return ar
 }
@@ -197,7 +198,7 @@ func newAgentRun(t *testing.T, root, name string, spec cliSpec) *agentRun {
 func (ar *agentRun) writeBase(t *testing.T) {
 	t.Helper()
 	intents := []string{"CONSUMES FILE:" + ar.a.H(".ssh") + "/**", fmt.Sprintf("CONSUMES NET:127.0.0.1:%d/tcp", ar.port)}
-	m := baseManifest("agents-"+ar.spec.name, ar.a.work, intents...)
+	m := baseManifest("agents-"+ar.spec.name, ar.a.Work, intents...)
 	if err := os.WriteFile(ar.base, []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func (ar *agentRun) writeBase(t *testing.T) {
 // manifest.
 func (ar *agentRun) do(t *testing.T, step string, learn bool, script []step, input func()) *run {
 	t.Helper()
-	ar.a.t = t
+	ar.a.T = t
 	ar.a.fresh()
 	ar.spec.prepare(ar.a, ar.url)
 	if input != nil {
@@ -225,7 +226,7 @@ func (ar *agentRun) do(t *testing.T, step string, learn bool, script []step, inp
 	args = append(args, envArgs(ar.spec.env(ar.a, ar.url))...)
 	args = append(append(args, "--"), ar.spec.argv(ar.bin, "Do the scripted task.")...)
 	r := ar.a.klockRun(step, args...)
-	t.Log(r.headline())
+	t.Log(r.Headline())
 	return r
 }
 
@@ -251,7 +252,7 @@ func (ar *agentRun) learnAndStrict(t *testing.T) bool {
 				// failed check here is reported, not fatal to them).
 				_, err := os.Stat(ar.learned)
 				learnedOK = err == nil
-				checkLearn(t, ar.a.klock, r, ar.learned, check...)
+				checkLearn(t, ar.a.Klock, r, ar.learned, check...)
 				return
 			}
 			checkStrict(t, r, check...)
@@ -264,7 +265,7 @@ func (ar *agentRun) learnAndStrict(t *testing.T) bool {
 // makes its tool do what the manifest does not allow, in strict runs.
 func TestCLIs(t *testing.T) {
 	testutil.RequirePrivileged(t)
-	root := suiteRoot(t, "cli")
+	root := suite.Root(t, "cli")
 	for _, spec := range []cliSpec{claudeCode, codex, gemini} {
 		t.Run(spec.name, func(t *testing.T) {
 			start := time.Now()
@@ -281,7 +282,7 @@ func TestCLIs(t *testing.T) {
 			if spec.name != "gemini" {
 				t.Run("budget", func(t *testing.T) { budget(t, ar) })
 			}
-			t.Logf("%s: %s in all (model log: %s)", spec.name, time.Since(start).Round(time.Second), filepath.Join(ar.a.dir, "model.log"))
+			t.Logf("%s: %s in all (model log: %s)", spec.name, time.Since(start).Round(time.Second), filepath.Join(ar.a.Dir, "model.log"))
 		})
 	}
 }
@@ -349,7 +350,7 @@ func outOfScope(t *testing.T, ar *agentRun) {
 			triple:     "FILE:" + planted,
 			setup: func() {
 				os.WriteFile(planted, []byte("planted by the test\n"), 0o644)
-				os.Chown(planted, agentUID, agentGID)
+				os.Chown(planted, realrun.AgentUID, realrun.AgentGID)
 			},
 			after: func(t *testing.T) { os.Remove(planted) },
 		},
@@ -391,8 +392,8 @@ func outOfScope(t *testing.T, ar *agentRun) {
 				textStep("out-of-scope attempt done"),
 			}
 			r := ar.do(t, "oos-"+c.name, false, script, func() { taskInput(a, 0) })
-			if c.privateTmp && r.exit == 0 && r.log != nil && len(r.log.Violations) == 0 && read(c.target()) == c.want {
-				for _, o := range r.log.Observed {
+			if c.privateTmp && r.Exit == 0 && r.Log != nil && len(r.Log.Violations) == 0 && read(c.target()) == c.want {
+				for _, o := range r.Log.Observed {
 					if strings.Contains(o.Triple, "FILE:"+planted) && o.AllowedBy != "" && strings.Contains(strings.Join(backendDetails(r), "\n"), "private /tmp") {
 						t.Logf("not killed: %s <- %s, in the session's private /tmp; the host's %s is untouched", o.Triple, o.AllowedBy, planted)
 						return
@@ -400,30 +401,30 @@ func outOfScope(t *testing.T, ar *agentRun) {
 				}
 			}
 			var probs []string
-			if r.exit != 113 {
-				probs = append(probs, fmt.Sprintf("exit %s, want 113 (strict mode killed the session)", exitMeaning(r.exit)))
+			if r.Exit != 113 {
+				probs = append(probs, fmt.Sprintf("exit %s, want 113 (strict mode killed the session)", realrun.ExitMeaning(r.Exit)))
 			}
 			found := false
-			if r.log == nil {
-				probs = append(probs, fmt.Sprint(r.logErr))
+			if r.Log == nil {
+				probs = append(probs, fmt.Sprint(r.LogErr))
 			} else {
-				if !r.log.Exit.KilledByKlock {
+				if !r.Log.Exit.KilledByKlock {
 					probs = append(probs, "the verification log does not say klock killed the session")
 				}
-				for _, v := range r.log.Violations {
+				for _, v := range r.Log.Violations {
 					if strings.Contains(v.Triple, c.triple) || strings.Contains(v.Path, c.triple) {
 						found = true
-						t.Logf("killed for: %s", violationLine(v))
+						t.Logf("killed for: %s", realrun.ViolationLine(v))
 					}
 				}
 				if !found {
 					var vs []string
-					for _, v := range r.log.Violations {
-						vs = append(vs, violationLine(v))
+					for _, v := range r.Log.Violations {
+						vs = append(vs, realrun.ViolationLine(v))
 					}
-					probs = append(probs, fmt.Sprintf("no violation names %q; violations: %v; kill reason: %q", c.triple, vs, r.log.Exit.Reason))
+					probs = append(probs, fmt.Sprintf("no violation names %q; violations: %v; kill reason: %q", c.triple, vs, r.Log.Exit.Reason))
 				}
-				if !strings.Contains(r.stderr, c.triple) {
+				if !strings.Contains(r.Stderr, c.triple) {
 					probs = append(probs, fmt.Sprintf("klock's message does not name %q", c.triple))
 				}
 			}
@@ -436,7 +437,7 @@ func outOfScope(t *testing.T, ar *agentRun) {
 				}
 			}
 			if len(probs) > 0 {
-				t.Errorf("out-of-scope %s (%s):\n  - %s\n%s", c.name, r.logPath, strings.Join(probs, "\n  - "), r.output())
+				t.Errorf("out-of-scope %s (%s):\n  - %s\n%s", c.name, r.LogPath, strings.Join(probs, "\n  - "), r.output())
 			}
 		})
 	}
@@ -465,7 +466,7 @@ models:
 // meter's URL and port.
 func startMeter(t *testing.T, ar *agentRun, expectedCost, maxCost string) (string, int) {
 	t.Helper()
-	dir := filepath.Join(ar.a.dir, "meter-"+strings.ReplaceAll(maxCost, " ", ""))
+	dir := filepath.Join(ar.a.Dir, "meter-"+strings.ReplaceAll(maxCost, " ", ""))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func startMeter(t *testing.T, ar *agentRun, expectedCost, maxCost string) (strin
 	os.WriteFile(manifest, []byte(m), 0o644)
 	os.WriteFile(filepath.Join(dir, "prices.yaml"), []byte(prices), 0o644)
 	port := freePort(t)
-	cmd := exec.Command(ar.a.klock, "meter", "-m", manifest, "--prices", filepath.Join(dir, "prices.yaml"),
+	cmd := exec.Command(ar.a.Klock, "meter", "-m", manifest, "--prices", filepath.Join(dir, "prices.yaml"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--upstream", ar.model.URL(),
 		"--receipts", filepath.Join(dir, "receipts"), "--state-dir", filepath.Join(dir, "state"),
 		"--approval-wait", "1s")
@@ -532,18 +533,18 @@ func budget(t *testing.T, ar *agentRun) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tight := filepath.Join(ar.a.dir, "learned-budget.yaml")
+	tight := filepath.Join(ar.a.Dir, "learned-budget.yaml")
 	os.WriteFile(tight, []byte(strings.ReplaceAll(string(data), fmt.Sprintf("127.0.0.1:%d/tcp", ar.port), fmt.Sprintf("127.0.0.1:%d/tcp", port))), 0o644)
 	ar.learned, ar.url, ar.port = tight, url, port
 	before := ar.model.requests()
 	defer ar.a.retire("budget")
 	r := ar.do(t, "budget", false, taskScript(ar.a, 0), func() { taskInput(ar.a, 0) })
 	var probs []string
-	if r.exit == 113 {
-		t.Logf("budget run killed by klock (%s):\n%s", r.logPath, r.output())
+	if r.Exit == 113 {
+		t.Logf("budget run killed by klock (%s):\n%s", r.LogPath, r.output())
 	}
-	if r.exit == 0 || r.exit == 113 || r.exit == 125 || r.exit < 0 {
-		probs = append(probs, fmt.Sprintf("exit %s, want the agent's own failure (the meter refused its call)", exitMeaning(r.exit)))
+	if r.Exit == 0 || r.Exit == 113 || r.Exit == 125 || r.Exit < 0 {
+		probs = append(probs, fmt.Sprintf("exit %s, want the agent's own failure (the meter refused its call)", realrun.ExitMeaning(r.Exit)))
 	}
 	if n := ar.model.requests() - before; n > 0 {
 		probs = append(probs, fmt.Sprintf("the model server got %d requests through a meter whose budget is smaller than one call", n))
@@ -551,11 +552,11 @@ func budget(t *testing.T, ar *agentRun) {
 	if _, err := os.Stat(ar.a.W("src", "new-0.txt")); err == nil {
 		probs = append(probs, "the agent wrote src/new-0.txt: it went on without the model")
 	}
-	if r.log != nil && len(r.log.Violations) > 0 {
-		probs = append(probs, fmt.Sprintf("%d violations (the budget stops the agent, not klock)", len(r.log.Violations)))
+	if r.Log != nil && len(r.Log.Violations) > 0 {
+		probs = append(probs, fmt.Sprintf("%d violations (the budget stops the agent, not klock)", len(r.Log.Violations)))
 	}
 	refusal := ""
-	for _, line := range strings.Split(r.stdout+r.stderr, "\n") {
+	for _, line := range strings.Split(r.Stdout+r.Stderr, "\n") {
 		if strings.Contains(line, "klock meter") {
 			refusal = strings.TrimSpace(line)
 			break
@@ -565,7 +566,7 @@ func budget(t *testing.T, ar *agentRun) {
 		probs = append(probs, "the CLI's output does not carry the meter's refusal (\"klock meter: ...\")")
 	}
 	if len(probs) > 0 {
-		t.Errorf("budget (%s):\n  - %s\n%s", r.logPath, strings.Join(probs, "\n  - "), r.output())
+		t.Errorf("budget (%s):\n  - %s\n%s", r.LogPath, strings.Join(probs, "\n  - "), r.output())
 	}
 	if len(refusal) > 400 {
 		refusal = refusal[:400]
@@ -576,8 +577,8 @@ func budget(t *testing.T, ar *agentRun) {
 // backendDetails are the verification log's notes of every backend.
 func backendDetails(r *run) []string {
 	var out []string
-	if r.log != nil {
-		for _, b := range r.log.Backends {
+	if r.Log != nil {
+		for _, b := range r.Log.Backends {
 			out = append(out, b.Name)
 			out = append(out, b.Details...)
 		}

@@ -65,4 +65,10 @@
 //	                    outputs for inspection (the path is logged)
 //	KLOCK_AGENTS_REPEAT=N run TestFourAtOnce's four strict sessions at once N
 //	                    times (default 1)
+//
+// What this suite shares with test/realworld (building klock once, the
+// directories under the root, the agent-owned workdir, one `klock run` and
+// its verification log) is test/internal/realrun's; what is its own here:
+// the CLIs, the scripted model server, HOME with its planted secrets, the
+// out-of-scope attempts and the meter's budget.
 package agents

@@ -40,21 +40,21 @@ func goBuildWorkload(t *testing.T, root string) *workload {
 	}
 	a := newArea(t, root, "gobuild")
 	a.keepHome = true
-	w := &workload{name: "go-build", a: a, base: filepath.Join(a.dir, "base.yaml"), learn: filepath.Join(a.dir, "learned.yaml")}
-	os.WriteFile(w.base, []byte(baseManifest("agents-gobuild", a.work,
+	w := &workload{name: "go-build", a: a, base: filepath.Join(a.Dir, "base.yaml"), learn: filepath.Join(a.Dir, "learned.yaml")}
+	os.WriteFile(w.base, []byte(baseManifest("agents-gobuild", a.Work,
 		"CONSUMES FILE:"+a.home+"/**", "PROVIDES FILE:"+a.home+"/**", "MUTATES FILE:"+a.home+"/**",
 		"DELETES FILE:"+a.home+"/**", "RENAMES FILE:"+a.home+"/**")), 0o644)
 	w.input = func() {
-		a.file(a.W("go.mod"), "module example.com/hello\n\ngo 1.22\n", 0o644)
-		a.file(a.W("main.go"), "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from go\", 42) }\n", 0o644)
+		a.File(a.W("go.mod"), "module example.com/hello\n\ngo 1.22\n", 0o644)
+		a.File(a.W("main.go"), "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from go\", 42) }\n", 0o644)
 	}
 	w.args = func() []string {
 		return append(envArgs([]string{"HOME=" + a.home, "GOCACHE=" + a.H(".cache", "go-build"), "GOPATH=" + a.H("go"),
-			"GOTOOLCHAIN=local", "GOTELEMETRY=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "WORKDIR=" + a.work}),
+			"GOTOOLCHAIN=local", "GOTELEMETRY=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "WORKDIR=" + a.Work}),
 			"--", "/bin/sh", "-c", `cd "$WORKDIR" && `+goBin+` build -o hello . && ./hello`)
 	}
 	w.check = func(r *run) []string {
-		if !strings.Contains(r.stdout, "hello from go 42") {
+		if !strings.Contains(r.Stdout, "hello from go 42") {
 			return []string{"the built program did not print its line"}
 		}
 		return nil
@@ -70,18 +70,18 @@ func pytestWorkload(t *testing.T, root string) *workload {
 	}
 	a := newArea(t, root, "pytest")
 	a.homeInWork = true
-	w := &workload{name: "pytest", a: a, base: filepath.Join(a.dir, "base.yaml"), learn: filepath.Join(a.dir, "learned.yaml")}
-	os.WriteFile(w.base, []byte(baseManifest("agents-pytest", a.work)), 0o644)
+	w := &workload{name: "pytest", a: a, base: filepath.Join(a.Dir, "base.yaml"), learn: filepath.Join(a.Dir, "learned.yaml")}
+	os.WriteFile(w.base, []byte(baseManifest("agents-pytest", a.Work)), 0o644)
 	w.input = func() {
-		a.file(a.W("calc.py"), "def add(a, b):\n    return a + b\n", 0o644)
-		a.file(a.W("test_calc.py"), "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_neg():\n    assert add(-1, 1) == 0\n", 0o644)
+		a.File(a.W("calc.py"), "def add(a, b):\n    return a + b\n", 0o644)
+		a.File(a.W("test_calc.py"), "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_neg():\n    assert add(-1, 1) == 0\n", 0o644)
 	}
 	w.args = func() []string {
-		return append(envArgs([]string{"HOME=" + a.W("home"), "WORKDIR=" + a.work}),
+		return append(envArgs([]string{"HOME=" + a.W("home"), "WORKDIR=" + a.Work}),
 			"--", "/bin/sh", "-c", `cd "$WORKDIR" && `+py+` -m pytest -q`)
 	}
 	w.check = func(r *run) []string {
-		if !strings.Contains(r.stdout, "2 passed") {
+		if !strings.Contains(r.Stdout, "2 passed") {
 			return []string{"pytest did not report 2 passed"}
 		}
 		return nil
@@ -107,7 +107,7 @@ func cliWorkload(t *testing.T, root string, spec cliSpec) *workload {
 }
 
 func (w *workload) run(t *testing.T, step string, learn bool) *run {
-	w.a.t = t
+	w.a.T = t
 	w.a.fresh()
 	w.input()
 	var args []string
@@ -134,14 +134,14 @@ func TestFourAtOnce(t *testing.T) {
 		}
 		repeat = n
 	}
-	root := suiteRoot(t, "four")
+	root := suite.Root(t, "four")
 	ws := []*workload{cliWorkload(t, root, claudeCode), cliWorkload(t, root, codex), goBuildWorkload(t, root), pytestWorkload(t, root)}
 	for _, w := range ws {
 		ok := t.Run("learn/"+w.name, func(t *testing.T) {
 			defer w.a.retire("learn")
 			r := w.run(t, "learn", true)
-			t.Log(r.headline())
-			checkLearn(t, w.a.klock, r, w.learn, w.check(r)...)
+			t.Log(r.Headline())
+			checkLearn(t, w.a.Klock, r, w.learn, w.check(r)...)
 		})
 		if _, err := os.Stat(w.learn); err != nil {
 			t.Fatalf("%s: no learned manifest (learn ok=%v)", w.name, ok)
@@ -167,8 +167,8 @@ func TestFourAtOnce(t *testing.T) {
 		for j, w := range ws {
 			t.Run(fmt.Sprintf("%d/%s", i, w.name), func(t *testing.T) {
 				r := runs[j]
-				t.Log(r.headline())
-				if r.exit == 75 {
+				t.Log(r.Headline())
+				if r.Exit == 75 {
 					t.Errorf("lease conflict (exit 75) with the other sessions:\n%s", r.output())
 				}
 				checkStrict(t, r, checks[j]...)

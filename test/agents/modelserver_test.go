@@ -154,15 +154,43 @@ func (m *modelServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// next is the step a conversation with done tool results is at, and
-// whether the request is a side request (no shell tool offered).
-func (m *modelServer) next(done int) step {
+// next is the step a conversation with done tool results is at, the last
+// of them lastOutput (kept for outputs, once).
+func (m *modelServer) next(done int, lastOutput string) step {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if done > 0 && len(m.toolOutputs) < done {
+		m.toolOutputs = append(m.toolOutputs, lastOutput)
+	}
 	if done < len(m.script) {
 		return m.script[done]
 	}
 	return textStep("done")
+}
+
+// decode reads a request's JSON body into req; on an error it answers 400
+// and reports false.
+func (m *modelServer) decode(w http.ResponseWriter, r *http.Request, body []byte, req any) bool {
+	if err := json.Unmarshal(body, req); err != nil {
+		m.log("POST %s: bad JSON: %v", r.URL.Path, err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// sseWriter starts a server-sent events answer on w and returns what
+// writes one event (its data as JSON), flushed at once.
+func sseWriter(w http.ResponseWriter) func(event string, data any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	return func(event string, data any) {
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -214,9 +242,7 @@ func (m *modelServer) anthropic(w http.ResponseWriter, r *http.Request, body []b
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		m.log("POST %s: bad JSON: %v", r.URL.Path, err)
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if !m.decode(w, r, body, &req) {
 		return
 	}
 	done := 0
@@ -244,14 +270,7 @@ func (m *modelServer) anthropic(w http.ResponseWriter, r *http.Request, body []b
 	if !main {
 		content = []map[string]any{{"type": "text", "text": "ok"}}
 	} else {
-		if done > 0 {
-			m.mu.Lock()
-			if len(m.toolOutputs) < done {
-				m.toolOutputs = append(m.toolOutputs, lastOutput)
-			}
-			m.mu.Unlock()
-		}
-		st = m.next(done)
+		st = m.next(done, lastOutput)
 		id := fmt.Sprintf("toolu_%02d_%d", done, time.Now().UnixNano()%1e6)
 		switch {
 		case st.writePath != "":
@@ -272,17 +291,15 @@ func (m *modelServer) anthropic(w http.ResponseWriter, r *http.Request, body []b
 		writeJSON(w, map[string]any{"id": msgID, "type": "message", "role": "assistant", "model": req.Model, "content": content, "stop_reason": stop, "stop_sequence": nil, "usage": usage})
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	sse := func(event string, data any) {
-		b, _ := json.Marshal(data)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-	}
+	streamMessage(w, msgID, req.Model, content, stop, inTok, outTok)
+}
+
+// streamMessage writes a Messages API answer as the API streams it: the
+// message, each content block (a tool's input in two pieces), its end.
+func streamMessage(w http.ResponseWriter, msgID, model string, content []map[string]any, stop string, inTok, outTok int) {
+	sse := sseWriter(w)
 	sse("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": msgID, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"id": msgID, "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": inTok, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}})
 	for i, c := range content {
@@ -333,9 +350,7 @@ func (m *modelServer) openai(w http.ResponseWriter, r *http.Request, body []byte
 			Output json.RawMessage `json:"output"`
 		} `json:"input"`
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		m.log("POST %s: bad JSON: %v", r.URL.Path, err)
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if !m.decode(w, r, body, &req) {
 		return
 	}
 	done := 0
@@ -360,14 +375,7 @@ func (m *modelServer) openai(w http.ResponseWriter, r *http.Request, body []byte
 	if shellTool == "" {
 		st = textStep("ok")
 	} else {
-		if done > 0 {
-			m.mu.Lock()
-			if len(m.toolOutputs) < done {
-				m.toolOutputs = append(m.toolOutputs, lastOutput)
-			}
-			m.mu.Unlock()
-		}
-		st = m.next(done)
+		st = m.next(done, lastOutput)
 	}
 	cmd := st.shell
 	if st.writePath != "" {
@@ -405,18 +413,19 @@ func (m *modelServer) openai(w http.ResponseWriter, r *http.Request, body []byte
 		writeJSON(w, resp("completed", []any{item}, usage))
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	seq := 0
+	streamResponse(w, item, st.text, resp, usage)
+}
+
+// streamResponse writes a Responses API answer of the one output item as
+// the API streams it (a function call's arguments, or the text, then the
+// item done); resp makes the response object for a status.
+func streamResponse(w http.ResponseWriter, item map[string]any, text string, resp func(status string, output []any, u any) map[string]any, usage any) {
+	write, seq := sseWriter(w), 0
 	sse := func(event string, data map[string]any) {
 		data["type"] = event
 		data["sequence_number"] = seq
 		seq++
-		b, _ := json.Marshal(data)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
+		write(event, data)
 	}
 	sse("response.created", map[string]any{"response": resp("in_progress", []any{}, nil)})
 	added := map[string]any{}
@@ -435,9 +444,9 @@ func (m *modelServer) openai(w http.ResponseWriter, r *http.Request, body []byte
 		sse("response.function_call_arguments.done", map[string]any{"output_index": 0, "item_id": item["id"], "arguments": item["arguments"]})
 	} else {
 		sse("response.content_part.added", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-		sse("response.output_text.delta", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "delta": st.text})
-		sse("response.output_text.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "text": st.text})
-		sse("response.content_part.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "part": map[string]any{"type": "output_text", "text": st.text, "annotations": []any{}}})
+		sse("response.output_text.delta", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "delta": text})
+		sse("response.output_text.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "text": text})
+		sse("response.content_part.done", map[string]any{"output_index": 0, "item_id": item["id"], "content_index": 0, "part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}})
 	}
 	sse("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	sse("response.completed", map[string]any{"response": resp("completed", []any{item}, usage)})
@@ -483,9 +492,7 @@ func (m *modelServer) gemini(w http.ResponseWriter, r *http.Request, body []byte
 			ResponseMimeType string `json:"responseMimeType"`
 		} `json:"generationConfig"`
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		m.log("POST %s: bad JSON: %v", r.URL.Path, err)
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if !m.decode(w, r, body, &req) {
 		return
 	}
 	done := 0
@@ -513,14 +520,7 @@ func (m *modelServer) gemini(w http.ResponseWriter, r *http.Request, body []byte
 	case !main:
 		part = map[string]any{"text": "ok"}
 	default:
-		if done > 0 {
-			m.mu.Lock()
-			if len(m.toolOutputs) < done {
-				m.toolOutputs = append(m.toolOutputs, lastOutput)
-			}
-			m.mu.Unlock()
-		}
-		st := m.next(done)
+		st := m.next(done, lastOutput)
 		switch {
 		case st.writePath != "":
 			part = map[string]any{"functionCall": map[string]any{"name": "write_file", "args": map[string]any{"file_path": st.writePath, "content": st.writeContent}}}

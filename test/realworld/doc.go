@@ -32,6 +32,12 @@
 //	                     learned manifest does not cover for the step's input (the
 //	                     strict run stops at the first violation)
 //
+// What this suite shares with test/agents (building klock once, the
+// directories under the root, the agent-owned workdir, one `klock run` and
+// its verification log) is test/internal/realrun's; what is its own here:
+// the workloads, the learned-intent analysis of a failed strict run and the
+// permissive rerun that lists what the learned manifest does not cover.
+//
 // The suite runs on the host's own /tmp and lease store, beside whatever
 // else runs there: every session's /tmp is private (the default), so the
 // learned scratch scopes lease nothing and a rollback never reaches

@@ -3,9 +3,6 @@
 package realworld
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,92 +10,22 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/test/internal/realrun"
 )
 
-// The agent: nobody/nogroup owns every workdir, so `klock run` runs the
-// agent as nobody (the owner of the workdir) and DAC never refuses it
-// anything there: a refusal can only come from klock.
-const agentUID, agentGID = 65534, 65534
+// suite: its directories under $KLOCK_REALWORLD_ROOT, kept when
+// KLOCK_REALWORLD_KEEP=1; a toolchain's step may take 4 minutes.
+var suite = realrun.Suite{Name: "realworld", RootEnv: "KLOCK_REALWORLD_ROOT", KeepEnv: "KLOCK_REALWORLD_KEEP", Timeout: 4 * time.Minute}
 
-const (
-	binEnv  = "KLOCK_BIN"
-	rootEnv = "KLOCK_REALWORLD_ROOT"
-	keepEnv = "KLOCK_REALWORLD_KEEP"
-	// diagnoseEnv=0: no permissive rerun of a failed strict step.
-	diagnoseEnv = "KLOCK_REALWORLD_DIAGNOSE"
-)
+// diagnoseEnv=0: no permissive rerun of a failed strict step.
+const diagnoseEnv = "KLOCK_REALWORLD_DIAGNOSE"
 
-// stepTimeout bounds one `klock run`; a hung agent fails its step, not the
-// whole package.
-const stepTimeout = 4 * time.Minute
-
-var (
-	buildOnce sync.Once
-	buildDir  string
-	klockPath string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// rootBase is where the suite makes its directories: $KLOCK_REALWORLD_ROOT,
-// else /srv (a workdir where real ones live; not /tmp or /var/tmp, which
-// the agents use as scratch space and the learner treats specially).
-func rootBase() string {
-	dir := os.Getenv(rootEnv)
-	if dir == "" {
-		dir = "/srv"
-	}
-	os.MkdirAll(dir, 0o755)
-	return dir
-}
-
-// klockBin is the klock under test: $KLOCK_BIN, else klock (and its stage 2
-// launcher) built from this tree once for the package, so a stale bin/klock
-// is never what is tested.
-func klockBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv(binEnv); p != "" {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	if _, err := exec.LookPath("go"); err != nil {
-		testutil.Unavailable(t, "no go toolchain to build klock (or set "+binEnv+")")
-	}
-	buildOnce.Do(func() {
-		// Not in /tmp: the agents' learned /tmp/** scope is backed up.
-		if buildDir, buildErr = os.MkdirTemp(rootBase(), "klock-realworld-bin-"); buildErr != nil {
-			return
-		}
-		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
-			return
-		}
-		if _, buildErr = testutil.Build(buildDir, "klock-stage2"); buildErr != nil {
-			return
-		}
-		klockPath, buildErr = testutil.Build(buildDir, "klock")
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return klockPath
-}
+func TestMain(m *testing.M) { os.Exit(realrun.Main(m)) }
 
 // baseManifest is what a new user writes following the README: the agent's
 // id and its workdir, and nothing about what the tool does (that is what
@@ -113,95 +40,52 @@ func baseManifest(agent, workdir string) string {
 // it), each step's workdir is moved to root/<workload>/<step>.workdir after
 // the step, and the manifests and klock's outputs sit beside them.
 type world struct {
-	t     *testing.T
-	klock string
-	dir   string // root/<workload>
-	work  string // the workdir
-	in    string // inputs the test prepared (tarballs, caches), outside the workdir
+	*realrun.Area
+	in string // inputs the test prepared (tarballs, caches), outside the workdir
 }
 
 func newWorld(t *testing.T, root, name string) *world {
 	t.Helper()
-	dir := filepath.Join(root, name)
-	w := &world{t: t, klock: klockBin(t), dir: dir, work: filepath.Join(dir, "work"), in: filepath.Join(dir, "inputs")}
-	for _, d := range []string{dir, w.in} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	w := &world{Area: suite.NewArea(t, root, name)}
+	w.in = filepath.Join(w.Dir, "inputs")
+	if err := os.MkdirAll(w.in, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return w
 }
-
-// W joins path elements under the workdir.
-func (w *world) W(rel ...string) string { return filepath.Join(append([]string{w.work}, rel...)...) }
 
 // fresh makes an empty workdir owned by the agent, with the agent's home
 // (HOME, as docs/cli.md suggests for tools that keep a cache: -e
 // HOME=<workdir>/home) in it.
 func (w *world) fresh() {
-	w.t.Helper()
-	if _, err := os.Lstat(w.work); err == nil {
-		w.t.Fatalf("workdir %s already exists", w.work)
-	}
-	w.mkdir(w.work)
-	w.mkdir(w.W("home"))
+	w.T.Helper()
+	w.Fresh()
+	w.Mkdir(w.W("home"))
 }
 
 // retire moves the workdir aside as <step>.workdir, for inspection.
 func (w *world) retire(step string) {
-	w.t.Helper()
-	if _, err := os.Lstat(w.work); err != nil {
-		return // retired already
-	}
-	dst := filepath.Join(w.dir, step+".workdir")
-	os.RemoveAll(dst)
-	if err := os.Rename(w.work, dst); err != nil && !errors.Is(err, os.ErrNotExist) {
-		w.t.Fatal(err)
-	}
-}
-
-func (w *world) mkdir(p string) {
-	w.t.Helper()
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		w.t.Fatal(err)
-	}
-	// MkdirAll may have made parents below the workdir too.
-	for d := p; strings.HasPrefix(d, w.work); d = filepath.Dir(d) {
-		if err := os.Chown(d, agentUID, agentGID); err != nil {
-			w.t.Fatal(err)
-		}
-	}
+	w.T.Helper()
+	w.MoveAside(w.Work, step+".workdir")
 }
 
 // file writes an agent-owned file under the workdir (rel), making its
 // directories.
 func (w *world) file(rel, content string, mode os.FileMode) {
-	w.t.Helper()
-	p := w.W(rel)
-	w.mkdir(filepath.Dir(p))
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.Chown(p, agentUID, agentGID); err != nil {
-		w.t.Fatal(err)
-	}
+	w.T.Helper()
+	w.File(w.W(rel), content, mode)
 }
 
 // copyIn copies src (a file or a tree) to rel under the workdir, owned by
 // the agent.
 func (w *world) copyIn(src, rel string) {
-	w.t.Helper()
+	w.T.Helper()
 	dst := w.W(rel)
-	w.mkdir(filepath.Dir(dst))
+	w.Mkdir(filepath.Dir(dst))
 	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
-		w.t.Fatalf("cp -a %s %s: %v\n%s", src, dst, err, out)
+		w.T.Fatalf("cp -a %s %s: %v\n%s", src, dst, err, out)
 	}
-	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", agentUID, agentGID), dst).CombinedOutput(); err != nil {
-		w.t.Fatalf("chown %s: %v\n%s", dst, err, out)
-	}
+	realrun.ChownTree(w.T, dst)
 }
 
 // asAgent runs a command outside klock as the agent user (to prepare
@@ -211,170 +95,35 @@ func asAgent(t *testing.T, dir string, env []string, name string, args ...string
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentGID}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: realrun.AgentUID, Gid: realrun.AgentGID}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("preparing inputs: %s %s (as uid %d, in %s): %v\n%s", name, strings.Join(args, " "), agentUID, dir, err, out)
+		t.Fatalf("preparing inputs: %s %s (as uid %d, in %s): %v\n%s", name, strings.Join(args, " "), realrun.AgentUID, dir, err, out)
 	}
 	return string(out)
 }
 
-// chownTree gives a tree the test made to the agent.
-func chownTree(t *testing.T, p string) {
-	t.Helper()
-	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", agentUID, agentGID), p).CombinedOutput(); err != nil {
-		t.Fatalf("chown %s: %v\n%s", p, err, out)
-	}
+// run is one `klock run` of a step, with what this suite reads from it
+// beyond realrun's.
+type run struct{ *realrun.Run }
+
+// klockRun runs klock with args in the workdir (realrun.Area.KlockRun).
+func (w *world) klockRun(step string, args ...string) *run {
+	w.T.Helper()
+	return &run{w.KlockRun(step, args...)}
 }
 
-// run is one `klock run` of a step.
-type run struct {
-	step     string
-	args     []string
-	exit     int
-	err      error // a failure to run klock at all, or the timeout
-	dur      time.Duration
-	stdout   string // the agent's
-	stderr   string // the agent's and klock's (summary, learned-manifest notice)
-	log      *vlog.Log
-	logPath  string
-	logErr   error
-	manifest string // the manifest this run used
-	work     string // the workdir
-}
-
-// klockRun runs klock with args in the workdir and reads back the session's
-// verification log (the only session of this fresh workdir).
-func (w *world) klockRun(step, manifest string, args ...string) *run {
-	w.t.Helper()
-	r := &run{step: step, args: args, manifest: manifest, work: w.work}
-	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, w.klock, args...)
-	cmd.Dir = w.work
-	// klock's own environment: the test's, minus what would change klock's
-	// behaviour from run to run (a klockd of another engineer).
-	cmd.Env = append(os.Environ(), "KLOCK_SOCKET="+filepath.Join(w.dir, "no-klockd.sock"))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	r.dur = time.Since(start)
-	r.stdout, r.stderr = out.String(), errb.String()
-	os.WriteFile(filepath.Join(w.dir, step+".stdout"), out.Bytes(), 0o644)
-	os.WriteFile(filepath.Join(w.dir, step+".stderr"), errb.Bytes(), 0o644)
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		r.exit, r.err = -1, fmt.Errorf("klock run did not end within %s (killed)", stepTimeout)
-	case errors.As(err, &ee):
-		r.exit = ee.ExitCode()
-	case err != nil:
-		r.exit, r.err = -1, err
-	}
-	logs, _ := filepath.Glob(w.W(".klock", "sessions", "*", vlog.FileName))
-	sort.Strings(logs) // session ids start with the time
-	if len(logs) == 0 {
-		r.logErr = fmt.Errorf("no verification log under %s", w.W(".klock", "sessions"))
-	} else {
-		r.logPath = logs[len(logs)-1]
-		r.log, r.logErr = vlog.Read(r.logPath)
-	}
-	return r
-}
-
-// exitMeaning explains klock run's own exit statuses (docs/cli.md, "Exit status").
-func exitMeaning(code int) string {
-	switch code {
-	case 0:
-		return "ok"
-	case 113:
-		return "113: strict mode killed the session"
-	case 125:
-		return "125: klock refused or failed to start the session"
-	case 130:
-		return "130: ended from outside"
-	case -1:
-		return "klock did not run to its end"
-	}
-	return fmt.Sprintf("%d: the agent's own exit status", code)
-}
-
-// headline is one line about a run for -v output.
+// headline is one line about a run for -v output, with the size of its
+// pre-flight backup.
 func (r *run) headline() string {
-	s := fmt.Sprintf("%s: exit %s in %s", r.step, exitMeaning(r.exit), r.dur.Round(10*time.Millisecond))
-	if r.log != nil {
-		s += fmt.Sprintf("; verdict %s; %d events, %d distinct triples, %d violations, %d lost", r.log.Summary, r.log.Events, len(r.log.Observed), len(r.log.Violations), r.log.Lost.Total)
-	}
-	s += fmt.Sprintf("; pre-flight backup %.1f MB", float64(r.backupSize())/(1<<20))
-	return s
+	return r.Headline() + fmt.Sprintf("; pre-flight backup %.1f MB", float64(r.backupSize())/(1<<20))
 }
 
-// refusedDeclared are the observed operations the wall refused (EACCES or
-// EPERM) although an intent the manifest declares allows them: klock said
-// yes and the kernel said no. Baseline-allowed refusals are
-// left out (DAC refuses nobody plenty of system files).
-func (r *run) refusedDeclared() []vlog.Observed {
-	if r.log == nil {
-		return nil
-	}
-	var out []vlog.Observed
-	for _, o := range r.log.Observed {
-		if o.Blocked > 0 && o.AllowedBy != "" && !o.Baseline {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// problems are the reasons a strict run is not a pass as far as klock is
-// concerned (the workload's own check comes on top): each one precise
-// enough to say what broke.
+// problems are realrun's Problems of a strict run and what its rollback
+// did.
 func (r *run) problems() []string {
-	var p []string
-	if r.err != nil {
-		p = append(p, r.err.Error())
-	}
-	if r.exit != 0 {
-		p = append(p, "klock run exited "+exitMeaning(r.exit))
-	}
-	if r.logErr != nil {
-		p = append(p, r.logErr.Error())
-		return p
-	}
-	l := r.log
-	if l.Verdict != vlog.VerdictClean {
-		p = append(p, fmt.Sprintf("verdict %s, want CLEAN", l.Summary))
-	}
-	if l.Exit.KilledByKlock {
-		p = append(p, fmt.Sprintf("killed by klock: %s", l.Exit.Reason))
-	}
-	// The same violation repeated (pytest truncates its capture file per
-	// test) is one line with a count.
-	var order []string
-	seen := map[string]int{}
-	for _, v := range l.Violations {
-		line := fmt.Sprintf("violation: %s (%s; action %s, blocked=%v; %s pid %d %s via %s; declared there: %q; would need: %q)",
-			v.Triple, v.Error, v.Action, v.Blocked, v.Comm, v.PID, v.Syscall, v.Source, v.Declared, v.Needed)
-		if seen[line] == 0 {
-			order = append(order, line)
-		}
-		seen[line]++
-	}
-	for _, line := range order {
-		if n := seen[line]; n > 1 {
-			line += fmt.Sprintf(" ×%d", n)
-		}
-		p = append(p, line)
-	}
-	for _, o := range r.refusedDeclared() {
-		p = append(p, fmt.Sprintf("refused by the wall although declared: %s ← %s [%d of %d blocked; %s pid %d %s]",
-			o.Triple, o.AllowedBy, o.Blocked, o.Count, o.Comm, o.PID, o.Syscall))
-	}
-	if l.Lost.Total > 0 {
-		p = append(p, fmt.Sprintf("%d kernel events lost", l.Lost.Total))
-	}
-	if rb := r.rollbackSummary(); rb != "" {
+	p := r.Problems()
+	if rb := r.rollbackSummary(); r.LogErr == nil && rb != "" {
 		p = append(p, rb)
 	}
 	return p
@@ -384,18 +133,18 @@ func (r *run) problems() []string {
 // action, every path outside the workdir (a rollback must touch
 // only what the agent could change) and the first few inside it.
 func (r *run) rollbackSummary() string {
-	if r.log == nil || len(r.log.Rollback) == 0 {
+	if r.Log == nil || len(r.Log.Rollback) == 0 {
 		return ""
 	}
 	count := map[string]int{}
 	var outside, inside, failed []string
-	for _, op := range r.log.Rollback {
+	for _, op := range r.Log.Rollback {
 		count[op.Action]++
 		desc := op.Action + " " + op.Path
 		switch {
 		case !op.OK:
 			failed = append(failed, desc+": "+op.Error)
-		case op.Path != r.workdir() && !strings.HasPrefix(op.Path, r.workdir()+"/"):
+		case op.Path != r.Work && !strings.HasPrefix(op.Path, r.Work+"/"):
 			outside = append(outside, desc)
 		default:
 			inside = append(inside, desc)
@@ -422,18 +171,15 @@ func (r *run) rollbackSummary() string {
 	return s
 }
 
-// workdir is the session's workdir.
-func (r *run) workdir() string { return r.work }
-
 // klockMade are the backends' notes on what klock did to the workdir before
 // the agent started (directories it made for PROVIDES rules): context for
 // a failure, since the agent did not make them.
 func (r *run) klockMade() []string {
-	if r.log == nil {
+	if r.Log == nil {
 		return nil
 	}
 	var out []string
-	for _, b := range r.log.Backends {
+	for _, b := range r.Log.Backends {
 		for _, d := range b.Details {
 			if strings.Contains(d, "made before the agent started") {
 				out = append(out, b.Name+": "+d)
@@ -447,7 +193,7 @@ func (r *run) klockMade() []string {
 // after the run (a /tmp/** scope backed up all of /tmp).
 func (r *run) backupSize() int64 {
 	var n int64
-	filepath.WalkDir(filepath.Join(r.work, ".klock", "backups"), func(_ string, d os.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(r.Work, ".klock", "backups"), func(_ string, d os.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if info, err := d.Info(); err == nil {
 				n += info.Size()
@@ -460,7 +206,7 @@ func (r *run) backupSize() int64 {
 
 // paths are the file paths the problems of r are about.
 func (r *run) problemPaths() []string {
-	if r.log == nil {
+	if r.Log == nil {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -473,10 +219,10 @@ func (r *run) problemPaths() []string {
 			out = append(out, p)
 		}
 	}
-	for _, v := range r.log.Violations {
+	for _, v := range r.Log.Violations {
 		add(v.Triple)
 	}
-	for _, o := range r.refusedDeclared() {
+	for _, o := range r.RefusedDeclared() {
 		add(o.Triple)
 	}
 	return out
@@ -560,25 +306,16 @@ func pinned(intents []learnedIntent) []string {
 	return out
 }
 
-// tail is the last n lines of s, indented.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = append([]string{fmt.Sprintf("[... %d lines]", len(lines)-n)}, lines[len(lines)-n:]...)
-	}
-	return "    " + strings.Join(lines, "\n    ")
-}
-
 // agentOutput is the agent's part of a run's output for a failure message:
 // stdout, and stderr up to klock's summary.
 func (r *run) agentOutput() string {
-	errPart := r.stderr
+	errPart := r.Stderr
 	for _, mark := range []string{"\nCLEAN\n", "\nVIOLATION", "\nKILLED", "\nAMENDED", "\nINCOMPLETE"} {
 		if i := strings.Index(errPart, mark); i >= 0 {
 			errPart = errPart[:i]
 		}
 	}
-	return fmt.Sprintf("  agent stdout:\n%s\n  agent stderr (and klock's messages before its summary):\n%s", tail(r.stdout, 25), tail(errPart, 40))
+	return fmt.Sprintf("  agent stdout:\n%s\n  agent stderr (and klock's messages before its summary):\n%s", realrun.Tail(r.Stdout, 25), realrun.Tail(errPart, 40))
 }
 
 // workload is one real toolchain's job.
@@ -603,39 +340,9 @@ type workload struct {
 	check func(w *world, n int, r *run) error
 }
 
-// agentPATH is klock's PATH for the agent (docs/cli.md: the agent's environment).
-const agentPATH = "/usr/local/bin:/usr/bin:/bin"
-
 func TestRealWorld(t *testing.T) {
 	testutil.RequirePrivileged(t)
-	root, err := os.MkdirTemp(rootBase(), "klock-realworld-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The agent must be able to reach its workdir.
-	for p := root; p != "/"; p = filepath.Dir(p) {
-		st, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Mode().Perm()&0o005 != 0o005 {
-			if p == root {
-				os.Chmod(p, 0o755)
-			} else {
-				t.Fatalf("%s (mode %v) is not traversable by the agent user; set %s", p, st.Mode().Perm(), rootEnv)
-			}
-		}
-	}
-	if os.Getenv(keepEnv) == "1" {
-		t.Logf("%s=1: workdirs, manifests and outputs kept under %s", keepEnv, root)
-	} else {
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("removing %s (set %s=1 to keep the workdirs for inspection)", root, keepEnv)
-			}
-			os.RemoveAll(root)
-		})
-	}
+	root := suite.Root(t, "")
 	for _, wl := range workloads() {
 		t.Run(wl.name, func(t *testing.T) { runWorkload(t, root, wl) })
 	}
@@ -663,28 +370,26 @@ func runWorkload(t *testing.T, root string, wl workload) {
 	if wl.prepare != nil {
 		wl.prepare(t, w)
 	}
-	base := filepath.Join(w.dir, "base.yaml")
-	learnedPath := filepath.Join(w.dir, "learned.yaml")
-	if err := os.WriteFile(base, []byte(baseManifest("rw-"+wl.name+"-agent", w.work)), 0o644); err != nil {
+	base := filepath.Join(w.Dir, "base.yaml")
+	learnedPath := filepath.Join(w.Dir, "learned.yaml")
+	if err := os.WriteFile(base, []byte(baseManifest("rw-"+wl.name+"-agent", w.Work)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var envArgs []string
-	for _, kv := range append([]string{"WORKDIR=" + w.work, "HOME=" + w.W("home")}, wl.env(w)...) {
+	for _, kv := range append([]string{"WORKDIR=" + w.Work, "HOME=" + w.W("home")}, wl.env(w)...) {
 		envArgs = append(envArgs, "-e", kv)
 	}
 	var learned []learnedIntent
 	parent := t
 	for _, st := range steps {
 		ok := t.Run(st.name, func(t *testing.T) {
-			w.t = t
-			defer func() { w.t = parent }()
+			w.T = t
+			defer func() { w.T = parent }()
 			w.fresh()
 			wl.input(t, w, st.input)
 			defer w.retire(st.name)
 			var args []string
-			manifest := learnedPath
 			if st.learn {
-				manifest = base
 				os.Remove(learnedPath)
 				args = []string{"run", "-m", base, "--mode", "permissive", "--backend", "observe", "--learn", learnedPath}
 			} else {
@@ -694,7 +399,7 @@ func runWorkload(t *testing.T, root string, wl workload) {
 				args = []string{"run", "-m", learnedPath}
 			}
 			args = append(append(args, envArgs...), "--", "/bin/sh", "-c", wl.script)
-			r := w.klockRun(st.name, manifest, args...)
+			r := w.klockRun(st.name, args...)
 			t.Log(r.headline())
 			checkErr := wl.check(w, st.input, r)
 			if st.learn {
@@ -711,10 +416,10 @@ func runWorkload(t *testing.T, root string, wl workload) {
 			w.fresh()
 			wl.input(t, w, st.input)
 			args = append([]string{"run", "-m", learnedPath, "--mode", "permissive", "--backend", "observe"}, args[3:]...)
-			d := w.klockRun(st.name+"-diagnose", learnedPath, args...)
+			d := w.klockRun(st.name+"-diagnose", args...)
 			w.retire(st.name + "-diagnose")
 			t.Log(d.headline())
-			t.Logf("the same step in permissive mode with no wall (`klock run -m learned.yaml --mode permissive --backend observe`), to see everything the learned manifest does not cover for this input:\n%s", d.uncovered(w.work))
+			t.Logf("the same step in permissive mode with no wall (`klock run -m learned.yaml --mode permissive --backend observe`), to see everything the learned manifest does not cover for this input:\n%s", d.uncovered(w.Work))
 		})
 		if !ok && st.learn && learned == nil {
 			return
@@ -726,28 +431,28 @@ func runWorkload(t *testing.T, root string, wl workload) {
 // job, and write a manifest klock validate accepts.
 func checkLearn(t *testing.T, w *world, r *run, learnedPath string, checkErr error, learned *[]learnedIntent) {
 	t.Helper()
-	if r.err != nil || r.exit != 0 {
-		t.Errorf("learning run (%s): exit %s, want 0 (permissive mode lets everything through)\n%s", strings.Join(r.args, " "), exitMeaning(r.exit), r.agentOutput())
+	if r.Err != nil || r.Exit != 0 {
+		t.Errorf("learning run (%s): exit %s, want 0 (permissive mode lets everything through)\n%s", strings.Join(r.Args, " "), realrun.ExitMeaning(r.Exit), r.agentOutput())
 	}
-	if r.err != nil {
-		t.Error(r.err)
+	if r.Err != nil {
+		t.Error(r.Err)
 	}
-	if r.logErr != nil {
-		t.Errorf("learning run: %v", r.logErr)
+	if r.LogErr != nil {
+		t.Errorf("learning run: %v", r.LogErr)
 	}
 	if checkErr != nil {
 		t.Errorf("learning run: the workload's own check failed (the job did not get done under observation, so what was learned is not the job): %v\n%s", checkErr, r.agentOutput())
 	}
 	// The issue: a learning run printed 725 to 14,941 lines (C).
-	t.Logf("learning run printed %d lines on stderr", strings.Count(r.stderr, "\n"))
+	t.Logf("learning run printed %d lines on stderr", strings.Count(r.Stderr, "\n"))
 	data, err := os.ReadFile(learnedPath)
 	if err != nil {
 		t.Fatalf("learning run wrote no manifest (--learn %s): %v\n%s", learnedPath, err, r.agentOutput())
 	}
-	if out, err := exec.Command(w.klock, "validate", learnedPath).CombinedOutput(); err != nil {
+	if out, err := exec.Command(w.Klock, "validate", learnedPath).CombinedOutput(); err != nil {
 		t.Errorf("klock validate %s: %v\n%s", learnedPath, err, out)
 	}
-	*learned = learnedIntents(string(data), w.work)
+	*learned = learnedIntents(string(data), w.Work)
 	t.Logf("learned %d intents (%s)", len(*learned), learnedPath)
 	if p := pinned(*learned); len(p) > 0 {
 		t.Logf("learned exact paths that look chosen anew at every run (the next run will not have them):\n    %s", strings.Join(p, "\n    "))
@@ -758,10 +463,10 @@ func checkLearn(t *testing.T, w *world, r *run, learnedPath string, checkErr err
 // operation its manifest did not declare: grouped by predicate and
 // directory, with an example name.
 func (r *run) uncovered(workdir string) string {
-	if r.log == nil {
-		return "    (no verification log: " + fmt.Sprint(r.logErr) + ")"
+	if r.Log == nil {
+		return "    (no verification log: " + fmt.Sprint(r.LogErr) + ")"
 	}
-	if len(r.log.Violations) == 0 {
+	if len(r.Log.Violations) == 0 {
 		return "    nothing: every operation was declared (the strict run's failure is the wall's, not the learned manifest's)"
 	}
 	type group struct {
@@ -770,7 +475,7 @@ func (r *run) uncovered(workdir string) string {
 	}
 	groups := map[string]*group{}
 	var order []string
-	for _, v := range r.log.Violations {
+	for _, v := range r.Log.Violations {
 		pred, obj, _ := strings.Cut(v.Triple, " ")
 		typ, p, _ := strings.Cut(obj, ":")
 		key, example := pred+" "+typ+":"+filepath.Dir(p)+"/", filepath.Base(p)
@@ -794,7 +499,7 @@ func (r *run) uncovered(workdir string) string {
 	var b strings.Builder
 	for i, k := range order {
 		if i == 25 {
-			fmt.Fprintf(&b, "    ... %d more groups (klock log -v %s)\n", len(order)-25, r.logPath)
+			fmt.Fprintf(&b, "    ... %d more groups (klock log -v %s)\n", len(order)-25, r.LogPath)
 			break
 		}
 		g := groups[k]
@@ -812,7 +517,7 @@ func checkStrict(t *testing.T, r *run, checkErr error, learned []learnedIntent) 
 		return true
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "strict run %q is not a clean pass (%s):\n", r.step, r.logPath)
+	fmt.Fprintf(&b, "strict run %q is not a clean pass (%s):\n", r.Step, r.LogPath)
 	for _, p := range probs {
 		fmt.Fprintf(&b, "  - %s\n", p)
 	}
@@ -847,7 +552,7 @@ func checkStrict(t *testing.T, r *run, checkErr error, learned []learnedIntent) 
 // not write one from the README alone: it showed cost_envelope as a
 // placeholder and never said it is required).
 func TestREADMEBaseManifest(t *testing.T) {
-	klock := klockBin(t)
+	klock := suite.Klock(t)
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

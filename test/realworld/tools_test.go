@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klocklabs/klock/test/internal/realrun"
 )
 
 // The workloads below use the tools the way agents do beyond the first
@@ -81,7 +83,7 @@ venv/bin/pip list --format=freeze | grep -i '^mylib=='
 			if m, _ := filepath.Glob(w.W("dist", "mylib-"+in.version+"-*.whl")); len(m) == 0 {
 				return fmt.Errorf("no wheel mylib-%s in dist/", in.version)
 			}
-			return need(r.stdout, "installed: "+in.msg, "editable: "+in.msg, "wheel: "+in.msg, "mylib=="+in.version)
+			return need(r.Stdout, "installed: "+in.msg, "editable: "+in.msg, "wheel: "+in.msg, "mylib=="+in.version)
 		},
 	}
 }
@@ -125,13 +127,13 @@ echo "$(cat out/built.txt)"
 `,
 		check: func(w *world, n int, r *run) error {
 			in := npmProjectInput[n]
-			if c := strings.Count(r.stdout, fmt.Sprintf("main: %s n=%d", in.msg, n)); c != 2 {
+			if c := strings.Count(r.Stdout, fmt.Sprintf("main: %s n=%d", in.msg, n)); c != 2 {
 				return fmt.Errorf("npm start printed the expected line %d times, want 2 (before and after npm ci)", c)
 			}
 			if lock, _ := readRel(w, "app/package-lock.json"); !strings.Contains(lock, "greetlib-"+in.version+".tgz") {
 				return fmt.Errorf("package-lock.json does not name the tarball: %s", lock)
 			}
-			return need(r.stdout, "built "+in.msg)
+			return need(r.Stdout, "built "+in.msg)
 		},
 	}
 }
@@ -178,7 +180,7 @@ var makeInstallMsg = []string{"made by input one", "made by input two"}
 // made afresh (empty, the agent's) for every step. install -d makes every
 // directory of its path, and gets EEXIST for /srv and the like: learned,
 // PROVIDES FILE:/srv made the strict run's Landlock wall impossible (125).
-func (w *world) prefix() string { return filepath.Join(w.dir, "prefix") }
+func (w *world) prefix() string { return filepath.Join(w.Dir, "prefix") }
 
 func makeInstallWorkload() workload {
 	return workload{
@@ -190,7 +192,7 @@ func makeInstallWorkload() workload {
 			if err := os.Mkdir(w.prefix(), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			chownTree(t, w.prefix())
+			realrun.ChownTree(t, w.prefix())
 			w.file("Makefile", makeInstallTop, 0o644)
 			w.file("README", fmt.Sprintf("readme of input %d\n", n), 0o644)
 			w.file("lib/Makefile", makeInstallLib, 0o644)
@@ -218,7 +220,7 @@ ls lib/libmsg.a
 			if _, err := os.Stat(w.W("app", "hello")); err == nil {
 				return fmt.Errorf("app/hello is still there after make clean")
 			}
-			return need(r.stdout, "installed: "+makeInstallMsg[n]+" 1", "lib/libmsg.a")
+			return need(r.Stdout, "installed: "+makeInstallMsg[n]+" 1", "lib/libmsg.a")
 		},
 	}
 }
@@ -241,7 +243,7 @@ func fileToolsWorkload() workload {
 			for rel, body := range fileToolsInput[n] {
 				w.file(rel, body, 0o644)
 			}
-			w.mkdir(w.W("dest"))
+			w.Mkdir(w.W("dest"))
 		},
 		script: `set -eu
 cd "$WORKDIR"
@@ -291,7 +293,7 @@ find dest -type f | sort | xargs sha256sum > manifest.sha
 					return err
 				}
 			}
-			return need(r.stdout, "link: NAME=", fileToolsSum[n])
+			return need(r.Stdout, "link: NAME=", fileToolsSum[n])
 		},
 	}
 }
@@ -313,7 +315,7 @@ func gitFlowWorkload() workload {
 		input: func(t *testing.T, w *world, n int) {
 			in := gitFlowInput[n]
 			w.file("upstream/"+in.file, in.body, 0o644)
-			env := []string{"HOME=" + w.W("home"), "PATH=" + agentPATH, "GIT_AUTHOR_NAME=Up", "GIT_AUTHOR_EMAIL=up@example.com", "GIT_COMMITTER_NAME=Up", "GIT_COMMITTER_EMAIL=up@example.com"}
+			env := []string{"HOME=" + w.W("home"), "PATH=" + realrun.AgentPATH, "GIT_AUTHOR_NAME=Up", "GIT_AUTHOR_EMAIL=up@example.com", "GIT_COMMITTER_NAME=Up", "GIT_COMMITTER_EMAIL=up@example.com"}
 			up := w.W("upstream")
 			asAgent(t, up, env, "git", "init", "-q", "-b", "main", ".")
 			asAgent(t, up, env, "git", "add", "-A")
@@ -349,7 +351,7 @@ echo "described: $(git describe --tags topic)"
 echo "applied: $(git log --format=%s -2 applied | tr '\n' '|')"
 `,
 		check: func(w *world, n int, r *run) error {
-			return need(r.stdout, "fsck-ok", "topic: [hooked] wip commit", "described: v1.0", "applied: wip commit|topic change|")
+			return need(r.Stdout, "fsck-ok", "topic: [hooked] wip commit", "described: v1.0", "applied: wip commit|topic change|")
 		},
 	}
 }
@@ -362,7 +364,7 @@ var goHomeInput = []struct{ op, want string }{{"a + b", "5"}, {"a * b", "6"}}
 // the workdir, kept from step to step as a user's is (the learning run
 // finds it empty; the strict runs find the caches it made).
 func (w *world) home() string {
-	return filepath.Join("/home", "klock-rw-"+filepath.Base(filepath.Dir(w.dir)))
+	return filepath.Join("/home", "klock-rw-"+filepath.Base(filepath.Dir(w.Dir)))
 }
 
 func goHomeWorkload() workload {
@@ -375,9 +377,9 @@ func goHomeWorkload() workload {
 			if err := os.MkdirAll(h, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			chownTree(t, h)
+			realrun.ChownTree(t, h)
 			t.Cleanup(func() {
-				if os.Getenv(keepEnv) != "1" {
+				if os.Getenv(suite.KeepEnv) != "1" {
 					os.RemoveAll(h)
 				}
 			})
@@ -386,7 +388,7 @@ func goHomeWorkload() workload {
 		// ~/go/pkg/mod, telemetry in ~/.config/go. No network, no
 		// toolchain download.
 		env: func(w *world) []string {
-			return []string{"HOME=" + w.home(), "PATH=" + goBinDir() + ":" + agentPATH, "GOTOOLCHAIN=local", "GOPROXY=off"}
+			return []string{"HOME=" + w.home(), "PATH=" + goBinDir() + ":" + realrun.AgentPATH, "GOTOOLCHAIN=local", "GOPROXY=off"}
 		},
 		input: func(t *testing.T, w *world, n int) {
 			in := goHomeInput[n]
@@ -405,13 +407,13 @@ go run ./cmd/app
 `,
 		check: func(w *world, n int, r *run) error {
 			want := "result: " + goHomeInput[n].want
-			if c := strings.Count(r.stdout, want); c != 2 {
+			if c := strings.Count(r.Stdout, want); c != 2 {
 				return fmt.Errorf("%q printed %d times, want 2 (bin/app and go run)", want, c)
 			}
 			if _, err := os.Stat(filepath.Join(w.home(), ".cache", "go-build")); err != nil {
 				return fmt.Errorf("no build cache in the home: %v", err)
 			}
-			return need(r.stdout, "ok  \texample.com/proj/pkg/calc\t")
+			return need(r.Stdout, "ok  \texample.com/proj/pkg/calc\t")
 		},
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/klocklabs/klock/test/internal/realrun"
 )
 
 func workloads() []workload {
@@ -80,7 +82,7 @@ echo "commits: $(git rev-list --all --count)"
 `,
 		check: func(w *world, n int, r *run) error {
 			git := func(args ...string) (string, error) {
-				out, err := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", w.work}, args...)...).CombinedOutput()
+				out, err := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", w.Work}, args...)...).CombinedOutput()
 				if err != nil {
 					return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
 				}
@@ -117,7 +119,7 @@ echo "commits: $(git rev-list --all --count)"
 			if status, err := git("status", "--porcelain"); err != nil || status != "" {
 				return fmt.Errorf("work tree not clean after the stash: %q %v", status, err)
 			}
-			return need(r.stdout, "1 file changed", "stash@{0}", "commits: 3") // main, and the stash's two (work tree and index)
+			return need(r.Stdout, "1 file changed", "stash@{0}", "commits: 3") // main, and the stash's two (work tree and index)
 		},
 	}
 }
@@ -223,7 +225,7 @@ venv/bin/python -c 'import greet; print("imported:", greet.hello())'
 			if n == 1 {
 				passed = "4 passed"
 			}
-			return need(r.stdout, "Successfully installed greet-"+in.version, passed, "imported: "+in.greeting)
+			return need(r.Stdout, "Successfully installed greet-"+in.version, passed, "imported: "+in.greeting)
 		},
 	}
 }
@@ -282,7 +284,7 @@ cd "$WORKDIR"
 python3 -m pytest -p no:randomly --rootdir=. tests
 `,
 		check: func(w *world, n int, r *run) error {
-			return need(r.stdout, []string{"1 passed", "3 passed"}[n])
+			return need(r.Stdout, []string{"1 passed", "3 passed"}[n])
 		},
 	}
 }
@@ -338,7 +340,7 @@ node main.js
 			if app, _ := readRel(w, "app/package.json"); !strings.Contains(app, "greet-"+in.version+".tgz") {
 				return fmt.Errorf("app/package.json does not depend on the tarball: %s", app)
 			}
-			return need(r.stdout, "greet says: "+in.greeting)
+			return need(r.Stdout, "greet says: "+in.greeting)
 		},
 	}
 }
@@ -404,7 +406,7 @@ echo "run 2: $(./build/hello)"
 				return fmt.Errorf("build/hello: %v", err)
 			}
 			msg := cInput[n].msg
-			return need(r.stdout, "run 1: "+msg, "run 2: "+msg)
+			return need(r.Stdout, "run 1: "+msg, "run 2: "+msg)
 		},
 	}
 }
@@ -485,7 +487,7 @@ echo "matches: $(wc -l < out/matches.txt)"
 			if got, _ := readRel(w, "out/files.txt"); got != strings.Join(files, "\n")+"\n" {
 				return fmt.Errorf("out/files.txt = %q, want %q (find)", got, strings.Join(files, "\n")+"\n")
 			}
-			return need(r.stdout, fmt.Sprintf("matches: %d", len(matches)))
+			return need(r.Stdout, fmt.Sprintf("matches: %d", len(matches)))
 		},
 	}
 }
@@ -523,7 +525,7 @@ func goBinDir() string {
 // GOPATH in the workdir, no network, no toolchain download.
 func goEnv(w *world) []string {
 	return []string{
-		"PATH=" + goBinDir() + ":" + agentPATH,
+		"PATH=" + goBinDir() + ":" + realrun.AgentPATH,
 		"GOCACHE=" + w.W(".cache", "go-build"),
 		"GOPATH=" + w.W("go"),
 		"GOFLAGS=-mod=mod",
@@ -547,7 +549,7 @@ func goWorkload() workload {
 			os.WriteFile(filepath.Join(seed, "main.go"), []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"strings\"\n)\n\nfunc main() { fmt.Println(strings.ToUpper(\"seed\")) }\n"), 0o644)
 			os.WriteFile(filepath.Join(seed, "main_test.go"), []byte("package main\n\nimport \"testing\"\n\nfunc TestSeed(t *testing.T) {}\n"), 0o644)
 			os.MkdirAll(filepath.Join(seed, "tmp"), 0o755)
-			chownTree(t, w.in)
+			realrun.ChownTree(t, w.in)
 			env := append([]string{"HOME=" + seed, "TMPDIR=" + filepath.Join(seed, "tmp")}, goEnv(w)...)
 			for i, kv := range env {
 				if strings.HasPrefix(kv, "GOCACHE=") {
@@ -583,7 +585,7 @@ go test -count=1 ./...
 			if n == 1 {
 				wants = append(wants, "ok  \texample.com/greet/internal/shout\t")
 			}
-			return need(r.stdout, wants...)
+			return need(r.Stdout, wants...)
 		},
 	}
 }
