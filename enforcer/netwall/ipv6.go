@@ -128,7 +128,7 @@ func ensureForwarding6() error {
 // keepRouterAdvertisements sets accept_ra to 2 on the links whose
 // accept_ra is 1 and that have routes from router advertisements.
 func keepRouterAdvertisements() error {
-	links, err := netlink.LinkList()
+	links, err := consistent(netlink.LinkList)
 	if err != nil {
 		return fmt.Errorf("netwall: list links: %w", err)
 	}
@@ -148,7 +148,7 @@ func keepRouterAdvertisements() error {
 // hasRARoutes reports whether l has IPv6 routes router advertisements
 // made (its default route, its on-link prefixes).
 func hasRARoutes(l netlink.Link) bool {
-	rs, err := netlink.RouteList(l, netlink.FAMILY_V6)
+	rs, err := consistent(func() ([]netlink.Route, error) { return netlink.RouteList(l, netlink.FAMILY_V6) })
 	if err != nil {
 		return false
 	}
@@ -221,7 +221,7 @@ func waitAddr6(h *netlink.Handle, name string, a netip.Addr) error {
 		if err != nil {
 			return fmt.Errorf("netwall: %s: %w", name, err)
 		}
-		addrs, err := h.AddrList(l, unix.AF_INET6)
+		addrs, err := consistent(func() ([]netlink.Addr, error) { return h.AddrList(l, unix.AF_INET6) })
 		if err != nil {
 			return fmt.Errorf("netwall: addresses of %s: %w", name, err)
 		}

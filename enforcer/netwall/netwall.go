@@ -321,7 +321,7 @@ func ensureForwarding() error {
 
 // usedSlots are the /30 slots of Range held by kl-* links.
 func usedSlots() (map[uint32]bool, error) {
-	links, err := netlink.LinkList()
+	links, err := consistent(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("netwall: list links: %w", err)
 	}
@@ -331,7 +331,7 @@ func usedSlots() (map[uint32]bool, error) {
 		if !strings.HasPrefix(l.Attrs().Name, linkPrefix) {
 			continue
 		}
-		addrs, err := netlink.AddrList(l, unix.AF_INET)
+		addrs, err := consistent(func() ([]netlink.Addr, error) { return netlink.AddrList(l, unix.AF_INET) })
 		if err != nil {
 			continue
 		}
@@ -896,7 +896,7 @@ func Sweep(alive func(id string) bool) ([]string, error) {
 		return nil, err
 	}
 	defer unlock()
-	links, err := netlink.LinkList()
+	links, err := consistent(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("netwall: list links: %w", err)
 	}
@@ -1045,4 +1045,16 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// consistent retries a netlink dump the kernel interrupted because a link
+// or an address changed meanwhile (NLM_F_DUMP_INTR: "results may be
+// incomplete or inconsistent"), as they do on a host where sessions are
+// made and ended side by side; a few tries see a quiet moment.
+func consistent[T any](dump func() (T, error)) (T, error) {
+	v, err := dump()
+	for i := 1; i < 10 && errors.Is(err, netlink.ErrDumpInterrupted); i++ {
+		v, err = dump()
+	}
+	return v, err
 }

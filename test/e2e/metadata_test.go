@@ -146,7 +146,8 @@ func TestStrictKillRestoresMetadataOutsideTheWorkdir(t *testing.T) {
 // place the pre-flight backup records metadata in (here under /srv, which
 // no intent names) cannot be put back after its detected chmod. The
 // rollback says so in the verification log, naming the path, instead of
-// ending as if everything had been undone.
+// ending as if everything had been undone. Where the wall refused the chmod
+// before its effect (bpf-lsm), the file is as it was.
 func TestUnrecordedMetadataChangeIsReported(t *testing.T) {
 	w := harness.NewWorld(t)
 	dir, err := os.MkdirTemp("/srv", "klock-e2e-unrecorded-")
@@ -162,6 +163,14 @@ func TestUnrecordedMetadataChangeIsReported(t *testing.T) {
 		Command: []string{harness.Probe, "chmod:" + far}})
 	if !o.Res.Killed {
 		t.Fatalf("strict session not killed\n%s", o.Dump())
+	}
+	if len(o.Log.Violations) > 0 && o.Log.Violations[0].Blocked {
+		// A wall that decides metadata before the effect (bpf-lsm's
+		// path_chmod) refused it: nothing changed, nothing to put back.
+		if fi, err := os.Stat(far); err != nil || fi.Mode().Perm() == 0o777 {
+			t.Errorf("%s after a refused chmod: %v %v, want its mode unchanged", far, fi.Mode(), err)
+		}
+		return
 	}
 	var found bool
 	for _, r := range o.Log.Rollback {
