@@ -76,6 +76,11 @@ func TestKlockdServesMetrics(t *testing.T) {
 	}
 	check("klock_rollback_files_total", nil, float64(len(clean.Log.Rollback)+len(killed.Log.Rollback)))
 	check("klock_rollback_files_total", map[string]string{"outcome": "failed"}, 0)
+	if len(clean.Log.Leases) == 0 {
+		t.Error("the clean session's log holds no leases: klock_leases_total is untested")
+	}
+	check("klock_leases_total", map[string]string{"outcome": "granted"}, float64(len(clean.Log.Leases)+len(killed.Log.Leases)))
+	check("klock_leases_total", map[string]string{"outcome": "denied"}, 0)
 	check("klock_kernel_events_lost_total", nil, float64(clean.Log.Lost.Total+killed.Log.Lost.Total))
 	if _, ok := after["go_goroutines"]; !ok {
 		t.Error("no Go collector")

@@ -24,6 +24,8 @@
 //	klock_kernel_events_lost_total{backend}        counter
 //	klock_kill_seconds                             histogram
 //	klock_rollback_files_total{outcome}            counter
+//	klock_leases_total{outcome}                    counter
+//	klock_lease_wait_seconds                       histogram
 //
 // See docs/operations.md for what each means.
 package metrics

@@ -35,6 +35,8 @@ type Metrics struct {
 	lost       *prometheus.CounterVec
 	kill       prometheus.Histogram
 	rollback   *prometheus.CounterVec
+	leases     *prometheus.CounterVec
+	leaseWait  prometheus.Histogram
 }
 
 // New makes the metrics and their registry.
@@ -59,8 +61,14 @@ func New() *Metrics {
 	m.rollback = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klock_rollback_files_total",
 		Help: "Files sessions' rollbacks handled, by outcome (restored, removed, recreated, spared, left, failed)."},
 		[]string{"outcome"})
+	m.leases = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klock_leases_total",
+		Help: "KLIS leases: granted (leases sessions held), denied (sessions refused for a conflicting lease)."},
+		[]string{"outcome"})
+	m.leaseWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "klock_lease_wait_seconds",
+		Help:    "How long sessions that had to wait for their leases (klock run --wait) waited.",
+		Buckets: []float64{.1, .5, 1, 5, 10, 30, 60, 300, 600, 1800}})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.active, m.sessions, m.start, m.violations, m.lost, m.kill, m.rollback)
+		m.active, m.sessions, m.start, m.violations, m.lost, m.kill, m.rollback, m.leases, m.leaseWait)
 	return m
 }
 
@@ -95,6 +103,9 @@ func (m *Metrics) SessionEnded(mode policy.Mode, res *session.Result, err error)
 	}
 	m.active.Dec()
 	m.sessions.WithLabelValues(modeLabel(mode), Result(res, err)).Inc()
+	if lc := (*session.LeaseConflictError)(nil); errors.As(err, &lc) {
+		m.leases.WithLabelValues("denied").Inc()
+	}
 	if res != nil && res.Log != nil {
 		m.observeLog(res.Log)
 	}
@@ -128,7 +139,7 @@ func Result(res *session.Result, err error) string {
 }
 
 // observeLog counts a finished session's violations, lost events, kill
-// latency and rollback.
+// latency, leases and rollback.
 func (m *Metrics) observeLog(l *vlog.Log) {
 	var first time.Time
 	for _, v := range l.Violations {
@@ -143,6 +154,12 @@ func (m *Metrics) observeLog(l *vlog.Log) {
 	}
 	if k := l.Exit.KilledAt; !k.IsZero() && !first.IsZero() && !k.Before(first) {
 		m.kill.Observe(k.Sub(first).Seconds())
+	}
+	if n := len(l.Leases); n > 0 {
+		m.leases.WithLabelValues("granted").Add(float64(n))
+	}
+	if w := l.LeaseWait; w != nil {
+		m.leaseWait.Observe(float64(w.WaitedMS) / 1000)
 	}
 	for _, op := range l.Rollback {
 		outcome := "failed"

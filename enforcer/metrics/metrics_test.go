@@ -45,6 +45,7 @@ func TestLabelsAreBounded(t *testing.T) {
 		},
 		Rollback: []vlog.RollbackOp{{Path: "/a", Action: "restored", OK: true}, {Path: "/b", Action: "removed"}},
 		Lost:     vlog.Lost{Total: 3},
+		Leases:   []vlog.HeldLease{{ID: "l1", Lease: "MUTATES FILE:/x/**"}, {ID: "l2", Lease: "CONSUMES FILE:/y/**"}},
 		Exit:     vlog.Exit{KilledAt: killedAt},
 	}}, nil)
 	for name, want := range map[string]float64{
@@ -60,6 +61,11 @@ func TestLabelsAreBounded(t *testing.T) {
 		if got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
+	}
+	m.SessionAdmitted()
+	m.SessionEnded("strict", nil, fmt.Errorf("x: %w", &session.LeaseConflictError{}))
+	if n := value(t, m, "klock_leases_total", `outcome="denied"`); n != 1 {
+		t.Errorf("leases denied %v", n)
 	}
 	if n := testutil.ToFloat64(m.active); n != 0 {
 		t.Errorf("active %v", n)
