@@ -36,6 +36,7 @@ type options struct {
 	requireSigned bool
 	trustDir      string
 	api           *apiOptions
+	metrics       *metricsOptions
 }
 
 func main() {
@@ -62,12 +63,20 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	// So does a refused metrics address (off loopback without TLS).
+	m, mln, err := o.metrics.open()
+	if err != nil {
+		fatal(err)
+	}
+	if m != nil {
+		cfg.Observer = m
+	}
 	srv, err := daemon.Listen(cfg)
 	if err != nil {
 		fatal(err)
 	}
 	log.Info("klockd listening", "socket", srv.Addr(), "group", o.group, "require_signed", o.requireSigned)
-	if !serve(srv, o, log, tcp) {
+	if !serve(srv, o, log, tcp, metricsListener{m, mln}) {
 		os.Exit(1)
 	}
 	log.Info("klockd stopped")
@@ -84,6 +93,7 @@ func parseFlags() *options {
 	flag.Var(&o.trustKeys, "trust", "trust this signing key besides those in --trust-dir (a .pub file or ed25519:<base64>; repeatable)")
 	flag.StringVar(&o.trustDir, "trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
 	o.api = apiFlags()
+	o.metrics = metricsFlags()
 	flag.Parse()
 	return o
 }
@@ -110,13 +120,14 @@ func (o *options) config(log *slog.Logger) (daemon.Config, error) {
 	return cfg, nil
 }
 
-// serve serves sessions and the lease API until SIGTERM or SIGINT or a
-// server fails, then shuts both down (killing every session); it reports
-// whether all of that went without error.
-func serve(srv *daemon.Server, o *options, log *slog.Logger, tcp tcpListener) bool {
+// serve serves sessions, the lease API and the metrics until SIGTERM or
+// SIGINT or a server fails, then shuts them down (killing every session);
+// it reports whether all of that went without error.
+func serve(srv *daemon.Server, o *options, log *slog.Logger, tcp tcpListener, ml metricsListener) bool {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	served := make(chan error, 3)
+	served := make(chan error, 4)
+	stopMetrics := serveMetrics(ml, *o.metrics.cert != "", log, served)
 	go func() { served <- srv.Serve() }()
 	apiSrv, err := o.api.serve(srv.Leases(), o.group, log, tcp, served)
 	if err != nil {
@@ -138,6 +149,10 @@ func serve(srv *daemon.Server, o *options, log *slog.Logger, tcp tcpListener) bo
 			log.Error("lease API shutdown", "error", err)
 			failed = true
 		}
+	}
+	if err := stopMetrics(ctx); err != nil {
+		log.Error("metrics shutdown", "error", err)
+		failed = true
 	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Error("shutdown", "error", err)

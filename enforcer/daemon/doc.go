@@ -20,6 +20,9 @@
 //     serves as the KLIS-7 lease API on a socket of its own
 //     (enforcer/leaseapi). Both sockets are made, and their peers
 //     identified, by the same code (enforcer/usock).
+//   - Telling Config.Observer (klockd --metrics-listen: enforcer/metrics)
+//     of each session it runs: admitted, agent running, what session.Run
+//     returned. The observer only reads; it never changes a session.
 //
 // # Who may use it
 //

@@ -83,6 +83,19 @@ type Config struct {
 	// (enforcer/leaseapi) share: nil is the host's (session.HostLeases),
 	// shared with embedded klock runs.
 	Leases lease.Store
+	// Observer, when set, is told of every session klockd runs (klockd
+	// --metrics-listen: package enforcer/metrics).
+	Observer Observer
+}
+
+// Observer watches the sessions klockd runs; its methods must not block.
+type Observer interface {
+	// SessionAdmitted: a run request was admitted; SessionEnded follows.
+	SessionAdmitted()
+	// SessionRunning: the agent runs, sinceRequest after its request.
+	SessionRunning(sinceRequest time.Duration)
+	// SessionEnded: what session.Run returned.
+	SessionEnded(mode policy.Mode, res *session.Result, err error)
 }
 
 // DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
@@ -428,6 +441,7 @@ func (s *Server) credential(peer Peer, req *RunRequest, m *policy.Manifest) (*la
 // or when the client cancels or goes away.
 func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest, files []*os.File) {
 	defer closeAll(files)
+	received := time.Now()
 	fail := func(err error) {
 		s.log.Warn("run refused", "peer", peer.String(), "error", err)
 		_ = w.send(&message{Type: typeError, Error: wireError(err)})
@@ -458,7 +472,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	if req.Mode != "" {
 		mode = req.Mode
 	}
-	rs.id = session.NewID(time.Now())
+	rs.id, rs.received = session.NewID(time.Now()), received
 	id := rs.id
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
@@ -485,7 +499,13 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 
 	fwd := newForwarder(w)
 	defer fwd.close()
+	if o := s.cfg.Observer; o != nil {
+		o.SessionAdmitted()
+	}
 	res, err := session.Run(ctx, s.runOptions(rs, slg, fwd))
+	if o := s.cfg.Observer; o != nil {
+		o.SessionEnded(mode, res, err)
+	}
 	unregister() // before the reply: a client that gets its result no longer sees it in ps
 	fwd.close()
 	if err != nil && res == nil {
@@ -514,6 +534,8 @@ type runSession struct {
 	m       *policy.Manifest
 	cred    *launch.Credential
 	id      string
+	// received is when klockd read the request.
+	received time.Time
 }
 
 // stdioFiles places the descriptors the client attached at the stdio
@@ -586,6 +608,9 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 				l.info.PID, l.info.State = pid, StateRunning
 			}
 			s.mu.Unlock()
+			if o := s.cfg.Observer; o != nil {
+				o.SessionRunning(time.Since(rs.received))
+			}
 		},
 		Traffic: func(read func() (uint64, uint64)) {
 			s.mu.Lock()
