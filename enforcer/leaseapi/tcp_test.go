@@ -87,12 +87,6 @@ func TestListenTCPRefuses(t *testing.T) {
 		}
 		t.Logf("%s: %v", name, err)
 	}
-	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "127.9.9.9:1": true,
-		"0.0.0.0:1": false, ":1": false, "[::]:1": false, "10.0.0.1:1": false} {
-		if got, err := loopback(addr); err != nil || got != want {
-			t.Errorf("loopback(%s) = %v %v", addr, got, err)
-		}
-	}
 }
 
 // On TCP the tenant is the bearer token's: none or a wrong one is 401;

@@ -4,7 +4,7 @@ package leaseapi
 
 import (
 	"context"
-	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/klocklabs/klock/enforcer/usock"
+	"github.com/klocklabs/klock/internal/hostlisten"
 )
 
 // ListenUnix makes the API's unix socket at path: 0660 root:group (its
@@ -105,46 +106,16 @@ func ListenTCP(o TCPOptions) (net.Listener, *Tokens, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if (o.CertFile == "") != (o.KeyFile == "") {
+	ln, err := hostlisten.Listen(o.Addr, o.CertFile, o.KeyFile)
+	switch {
+	case errors.Is(err, hostlisten.ErrHalfTLS):
 		return nil, nil, fmt.Errorf("%w: TLS needs both a certificate (--api-tls-cert) and its key (--api-tls-key)", ErrConfig)
-	}
-	loop, err := loopback(o.Addr)
-	if err != nil {
+	case errors.Is(err, hostlisten.ErrNotLoopback):
+		return nil, nil, fmt.Errorf("%w: --api-listen %s is not a loopback address: bearer tokens would cross the network in clear; give --api-tls-cert and --api-tls-key, or listen on 127.0.0.1", ErrConfig, o.Addr)
+	case err != nil:
 		return nil, nil, fmt.Errorf("%w: --api-listen %q: %v", ErrConfig, o.Addr, err)
 	}
-	var cfg *tls.Config
-	if o.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: TLS: %v", ErrConfig, err)
-		}
-		cfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	} else if !loop {
-		return nil, nil, fmt.Errorf("%w: --api-listen %s is not a loopback address: bearer tokens would cross the network in clear; give --api-tls-cert and --api-tls-key, or listen on 127.0.0.1", ErrConfig, o.Addr)
-	}
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("leaseapi: %w", err)
-	}
-	if cfg != nil {
-		ln = tls.NewListener(ln, cfg)
-	}
 	return ln, tokens, nil
-}
-
-// loopback reports whether a listen address reaches only this host: an IP
-// literal in 127.0.0.0/8 or ::1, or "localhost". An empty host is every
-// interface.
-func loopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, err
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
 }
 
 // ServeTCP serves the API on ln (from ListenTCP) until Shutdown: every
