@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -116,13 +115,13 @@ func TestKlockdRefusesInsecureMetricsListen(t *testing.T) {
 // bound address, read from its log.
 func startKlockd(t *testing.T) (sock, addr string) {
 	t.Helper()
-	bins := openDir(t, -1)
+	bins := testutil.OpenDir(t, -1)
 	bin := testutil.BuildCommand(t, bins, "klockd")
 	testutil.BuildCommand(t, bins, "klock-stage2")
-	dir := openDir(t, -1)
+	dir := testutil.OpenDir(t, -1)
 	sock = filepath.Join(dir, "klockd.sock")
 	cmd := exec.Command(bin, "--socket", sock, "--api-socket", filepath.Join(dir, "api.sock"), "--metrics-listen", "127.0.0.1:0")
-	log := &syncBuffer{}
+	log := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -222,43 +221,5 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 
 // agentDir is a workdir the agent owns.
 func agentDir(t *testing.T) string {
-	return openDir(t, metricsAgentUID)
-}
-
-// openDir makes a directory every uid can traverse (t.TempDir's parents
-// are 0700), owned by owner (-1: root), removed at the end of the test.
-func openDir(t *testing.T, owner int) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "klockd-metrics-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if owner >= 0 {
-		if err := os.Chown(d, owner, owner); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return d
-}
-
-// syncBuffer is a bytes.Buffer klockd writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return testutil.OpenDir(t, metricsAgentUID)
 }

@@ -263,7 +263,7 @@ func TestClientCancelKills(t *testing.T) {
 func helper(t *testing.T, socket, req string, attr *syscall.SysProcAttr) helperReply {
 	t.Helper()
 	// The test binary's directory is 0700: copy it where any uid can run it.
-	bin, err := testutil.CopySelf(openDir(t, -1), "client")
+	bin, err := testutil.CopySelf(testutil.OpenDir(t, -1), "client")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,33 +73,13 @@ func helperClient(req string) int {
 	return 0
 }
 
-// openDir makes a directory every uid can traverse (t.TempDir's parents
-// are 0700), removed at the end of the test.
-func openDir(t testing.TB, owner int) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "klockd-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if owner >= 0 {
-		if err := os.Chown(d, owner, owner); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return d
-}
-
 // startServer runs a klockd server in-process on a socket in a fresh
 // directory, and shuts it down at the end of the test.
 func startServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	if cfg.Socket == "" {
-		cfg.Socket = filepath.Join(openDir(t, -1), "klockd.sock")
+		cfg.Socket = filepath.Join(testutil.OpenDir(t, -1), "klockd.sock")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -141,10 +121,10 @@ const costEnvelope = testutil.CostEnvelope
 // manifest writes a tiny manifest for an agent-owned workdir.
 func manifest(t testing.TB, mode policy.Mode, intents ...string) (wd, path string, data []byte) {
 	t.Helper()
-	wd = openDir(t, agentUID)
+	wd = testutil.OpenDir(t, agentUID)
 	data = []byte(testutil.ManifestYAML("daemon-test", string(mode), wd,
 		append([]string{"CONSUMES FILE:${workdir}/**", "PROVIDES PROC:/usr/bin/**"}, intents...)...))
-	path = filepath.Join(openDir(t, -1), "agent.yaml")
+	path = filepath.Join(testutil.OpenDir(t, -1), "agent.yaml")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

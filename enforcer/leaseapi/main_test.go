@@ -95,21 +95,6 @@ type testServer struct {
 	hc     *http.Client
 }
 
-// openDir makes a directory every uid can traverse (t.TempDir's parents
-// are 0700), removed at the end of the test.
-func openDir(t testing.TB) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "leaseapi-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // testGroup is the group whose members the test server lets in: nogroup
 // as root (the tenancy tests run clients as uids in it), else this
 // process's own primary group, so unprivileged runs are members.
@@ -142,7 +127,7 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	socket := filepath.Join(openDir(t), "api.sock")
+	socket := filepath.Join(testutil.OpenDir(t, -1), "api.sock")
 	// Only root may give the socket to a group; otherwise it stays the
 	// test user's, who is also its only peer.
 	lg := cfg.Group
@@ -216,7 +201,7 @@ func callHTTP(t testing.TB, hc *http.Client, method, path string, body any) (int
 func asChild(t *testing.T, ts *testServer, uid, gid uint32, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	testutil.RequirePrivileged(t)
-	self, err := testutil.CopySelf(openDir(t), "leaseapi.test")
+	self, err := testutil.CopySelf(testutil.OpenDir(t, -1), "leaseapi.test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ type klockRun struct {
 	cmd    *exec.Cmd
 	lines  chan string // the agent's stdout, a line each, closed at its end
 	stdin  interface{ Close() error }
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 	done   chan struct{}
 	code   int
 }
@@ -81,7 +81,7 @@ func startKlockRun(t *testing.T, env []string, args ...string) *klockRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &klockRun{cmd: cmd, lines: make(chan string, 1024), stdin: stdin, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r := &klockRun{cmd: cmd, lines: make(chan string, 1024), stdin: stdin, stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = r.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

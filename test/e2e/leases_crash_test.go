@@ -128,7 +128,7 @@ func startKlockdProcess(t *testing.T) (*exec.Cmd, string) {
 	os.Chmod(dir, 0o755)
 	sock := filepath.Join(dir, "klockd.sock")
 	d := exec.Command(klockd, "--socket", sock, "--no-api")
-	stderr := &syncBuffer{}
+	stderr := &testutil.SyncBuffer{}
 	d.Stderr = stderr
 	if err := d.Start(); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -24,24 +23,6 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // leased is one real session run in the background on a shared lease
 // store: its agent's stdout is read line by line, its stdin is a pipe the
 // test closes to let it go on (`read` returns).
@@ -54,8 +35,8 @@ type leased struct {
 	started chan struct{}
 	res     *session.Result
 	err     error
-	logs    *syncBuffer
-	stderr  *syncBuffer
+	logs    *testutil.SyncBuffer
+	stderr  *testutil.SyncBuffer
 }
 
 type leasedSpec struct {
@@ -89,7 +70,7 @@ func startLeased(t *testing.T, w *harness.World, s leasedSpec) *leased {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &leased{t: t, id: harness.NewID(), out: bufio.NewReader(outR), done: make(chan struct{}), started: make(chan struct{}), logs: &syncBuffer{}, stderr: &syncBuffer{}}
+	l := &leased{t: t, id: harness.NewID(), out: bufio.NewReader(outR), done: make(chan struct{}), started: make(chan struct{}), logs: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}}
 	l.release = sync.OnceFunc(func() { inW.Close() })
 	t.Cleanup(func() {
 		l.release()

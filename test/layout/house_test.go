@@ -26,6 +26,21 @@ const maxReadmeLines = 200
 // TestFunctionsFitOnAScreen: no non-test Go function of the module (bpf2go's
 // generated files aside) is longer than maxFuncLines, help texts aside.
 func TestFunctionsFitOnAScreen(t *testing.T) {
+	walkSources(t, func(rel, p string) {
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || generated(p) {
+			return
+		}
+		for _, f := range longFuncs(t, p) {
+			t.Errorf("%s: %s", rel, f)
+		}
+	})
+}
+
+// walkSources calls f with every file of the module (node_modules and
+// hidden directories aside), by its path relative to the module and its
+// path.
+func walkSources(t *testing.T, f func(rel, p string)) {
+	t.Helper()
 	root := moduleRoot(t)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -37,13 +52,8 @@ func TestFunctionsFitOnAScreen(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || generated(p) {
-			return nil
-		}
-		for _, f := range longFuncs(t, p) {
-			rel, _ := filepath.Rel(root, p)
-			t.Errorf("%s: %s", rel, f)
-		}
+		rel, _ := filepath.Rel(root, p)
+		f(rel, p)
 		return nil
 	})
 	if err != nil {
@@ -131,37 +141,22 @@ var issueRef = regexp.MustCompile(`(?i)\bissues? #?[0-9]+`)
 // on (the spec section, the doc, the behaviour): an issue number is
 // nothing a reader of the code can look up.
 func TestCommentsCiteNoIssueNumbers(t *testing.T) {
-	root := moduleRoot(t)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); n == "node_modules" || strings.HasPrefix(n, ".") && p != root {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	walkSources(t, func(rel, p string) {
 		switch filepath.Ext(p) {
 		case ".go", ".c", ".h", ".sh":
 		default:
-			return nil
+			return
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		for i, line := range strings.Split(string(b), "\n") {
 			if issueRef.MatchString(line) {
-				rel, _ := filepath.Rel(root, p)
 				t.Errorf("%s:%d cites an issue number: %s", rel, i+1, strings.TrimSpace(line))
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // docPath is a source file a doc names: a path with a directory and a
