@@ -408,7 +408,7 @@ func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 	be, proc := ready.be, ready.proc
 	eng := decide.New(r.rs, r.mode, r.engineOptions(ctx, ready)...)
 	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer,
-		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, privTmp: r.priv != nil, priv: r.priv,
+		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, priv: r.priv,
 		forked: map[uint32]bool{}, entrants: map[uint32]int{}}
 	if r.dnsp != nil {
 		r.dnsp.attach(eng, s.wall)

@@ -100,10 +100,9 @@ type running struct {
 	stageExecs int
 	// ctr is the adopted container (nil: klock launched the agent).
 	ctr *Container
-	// privTmp: the agent's /tmp and /var/tmp are the session's own, which
-	// started empty; priv names them (nil without).
-	privTmp bool
-	priv    *privateTmp
+	// priv: the agent's /tmp and /var/tmp are the session's own, which
+	// started empty (nil: the host's).
+	priv *privateTmp
 	// overBudget says once that the agent spent its egress budget;
 	// budgetSpent, that it was acted on.
 	overBudget  chan string
@@ -314,7 +313,7 @@ func (s *running) renamedOntoNothing(dst string) bool {
 	if s.before == nil || dst == "" || s.eng.Created(dst) {
 		return false
 	}
-	if s.privTmp && policy.InTmp(dst) {
+	if s.priv != nil && policy.InTmp(dst) {
 		// The private /tmp started empty and only the session reaches
 		// it: what the session did not make there was not there.
 		return true

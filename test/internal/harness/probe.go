@@ -393,15 +393,22 @@ func createRW(p string) error {
 	return writeReadBack(fd)
 }
 
-// tmpfileRW makes an unnamed file in DIR (O_TMPFILE|O_RDWR), writes it and
-// reads it back.
+// tmpfileRW makes an unnamed file in DIR (O_TMPFILE|O_RDWR), writes it,
+// reads it back, then changes its mode and size through the descriptor
+// (as a SQLite temporary file is used).
 func tmpfileRW(dir string) error {
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	return writeReadBack(fd)
+	if err := writeReadBack(fd); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, 0o644); err != nil {
+		return err
+	}
+	return unix.Ftruncate(fd, 0)
 }
 
 func writeReadBack(fd int) error {
