@@ -1,0 +1,91 @@
+package eventlog
+
+import (
+	"context"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/lease"
+)
+
+// Leases wraps a lease store so that each decision it makes is a record:
+// lease.grant per lease granted, lease.wait or lease.die with the first
+// conflict, lease.revoke with the count freed. Heartbeats, releases and
+// lists are not decisions and pass through unrecorded. It composes with
+// other decorators of lease.Store (it holds only the store it wraps).
+func Leases(s lease.Store, sink Sink) lease.Store {
+	if sink == nil {
+		return s
+	}
+	l := &leases{Store: s, sink: sink}
+	if aw, ok := s.(lease.Awaiter); ok {
+		// A store that queues a WAIT must go on queueing (lease.AcquireWait
+		// asks for Awaiter).
+		return &awaiter{leases: l, aw: aw}
+	}
+	return l
+}
+
+type awaiter struct {
+	*leases
+	aw lease.Awaiter
+}
+
+func (a *awaiter) Await(ctx context.Context, req lease.Request, max time.Duration) (lease.Decision, error) {
+	d, err := a.aw.Await(ctx, req, max)
+	if err == nil || len(d.Leases) > 0 { // a grant racing ctx's end is held
+		a.decided(req, d)
+	}
+	return d, err
+}
+
+type leases struct {
+	lease.Store
+	sink Sink
+}
+
+// maxLeaseRecords bounds the records of one request (one per claim).
+const maxLeaseRecords = 64
+
+func (l *leases) Acquire(ctx context.Context, req lease.Request) (lease.Decision, error) {
+	d, err := l.Store.Acquire(ctx, req)
+	if err == nil {
+		l.decided(req, d)
+	}
+	return d, err
+}
+
+// decided publishes the records of one decision.
+func (l *leases) decided(req lease.Request, d lease.Decision) {
+	h := req.Holder
+	base := Record{Session: h.Session, Agent: h.Agent, Owner: h.Tenant}
+	switch d.Outcome {
+	case lease.Granted:
+		for i, g := range d.Leases {
+			if i == maxLeaseRecords {
+				break
+			}
+			r := base
+			r.Kind, r.Lease = KindLeaseGrant, &Lease{ID: g.ID, Predicate: g.Predicate.String(), Object: g.Object}
+			l.sink.Publish(r)
+		}
+	case lease.Wait, lease.Die:
+		r := base
+		r.Kind, r.Lease = KindLeaseWait, &Lease{}
+		if d.Outcome == lease.Die {
+			r.Kind = KindLeaseDie
+		}
+		if len(d.Conflicts) > 0 {
+			c := d.Conflicts[0]
+			r.Lease = &Lease{ID: c.Held.ID, Predicate: c.Claim.Predicate.String(), Object: c.Held.Object, Holder: c.Held.Holder.Session}
+		}
+		l.sink.Publish(r)
+	}
+}
+
+func (l *leases) Revoke(ctx context.Context, idOrSession string) (int, error) {
+	n, err := l.Store.Revoke(ctx, idOrSession)
+	if err == nil && n > 0 {
+		l.sink.Publish(Record{Kind: KindLeaseRevoke, Lease: &Lease{ID: idOrSession, Count: n}})
+	}
+	return n, err
+}
