@@ -34,7 +34,7 @@ func samples() []Record {
 		with(KindKill, func(r *Record) { r.Reason = "scope violation" }),
 		with(KindRollback, func(r *Record) { r.Rollback = &Rollback{Path: "/w/x", Action: "removed", OK: true} }),
 		with(KindDNSRefused, func(r *Record) { r.Op = &Op{Predicate: "CONSUMES", Object: "NET:evil.example:53/udp"} }),
-		with(KindLeaseGrant, func(r *Record) { r.Lease = &Lease{ID: "l1", Predicate: "MUTATES", Object: "FILE:/w/**"} }),
+		with(KindLeaseGrant, func(r *Record) { r.Lease = &Lease{Count: 1, Leases: []string{"l1 MUTATES FILE:/w/**"}} }),
 		with(KindLeaseWait, func(r *Record) { r.Lease = &Lease{ID: "l0", Holder: "s0"} }),
 		with(KindLeaseDie, func(r *Record) { r.Lease = &Lease{ID: "l0", Holder: "s0"} }),
 		{Kind: KindLeaseRevoke, Lease: &Lease{ID: "s0", Count: 2}},

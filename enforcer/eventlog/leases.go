@@ -8,7 +8,7 @@ import (
 )
 
 // Leases wraps a lease store so that each decision it makes is a record:
-// lease.grant per lease granted, lease.wait or lease.die with the first
+// lease.grant with the leases of a granted request, lease.wait or lease.die with the first
 // conflict, lease.revoke with the count freed. Heartbeats, releases and
 // lists are not decisions and pass through unrecorded. It composes with
 // other decorators of lease.Store (it holds only the store it wraps).
@@ -43,9 +43,6 @@ type leases struct {
 	sink Sink
 }
 
-// maxLeaseRecords bounds the records of one request (one per claim).
-const maxLeaseRecords = 64
-
 func (l *leases) Acquire(ctx context.Context, req lease.Request) (lease.Decision, error) {
 	d, err := l.Store.Acquire(ctx, req)
 	if err == nil {
@@ -60,14 +57,19 @@ func (l *leases) decided(req lease.Request, d lease.Decision) {
 	base := Record{Session: h.Session, Agent: h.Agent, Owner: h.Tenant}
 	switch d.Outcome {
 	case lease.Granted:
-		for i, g := range d.Leases {
-			if i == maxLeaseRecords {
+		// One record per request: a session's baseline alone is some
+		// thirty leases, taken as one decision.
+		g := &Lease{Count: len(d.Leases)}
+		for i, x := range d.Leases {
+			if i == maxList {
+				g.Leases = append(g.Leases, "…")
 				break
 			}
-			r := base
-			r.Kind, r.Lease = KindLeaseGrant, &Lease{ID: g.ID, Predicate: g.Predicate.String(), Object: g.Object}
-			l.sink.Publish(r)
+			g.Leases = append(g.Leases, x.ID+" "+x.Predicate.String()+" "+x.Object)
 		}
+		r := base
+		r.Kind, r.Lease = KindLeaseGrant, g
+		l.sink.Publish(r)
 	case lease.Wait, lease.Die:
 		r := base
 		r.Kind, r.Lease = KindLeaseWait, &Lease{}

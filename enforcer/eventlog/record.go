@@ -140,7 +140,10 @@ type Lease struct {
 	// Holder is the conflicting lease's session (wait, die), or who
 	// revoked (revoke).
 	Holder string `json:"holder,omitempty"`
-	Count  int    `json:"count,omitempty"` // revoke: leases freed
+	// Count: grant: leases granted; revoke: leases freed.
+	Count int `json:"count,omitempty"`
+	// Leases are a grant's, "ID PREDICATE OBJECT" each (at most maxList).
+	Leases []string `json:"leases,omitempty"`
 }
 
 // Tool is a gateway's tool call decision.
@@ -185,6 +188,9 @@ func (r *Record) clip() {
 	}
 	if l := r.Lease; l != nil {
 		l.Object, l.Holder = cut(l.Object), cut(l.Holder)
+		for i := range l.Leases {
+			l.Leases[i] = cut(l.Leases[i])
+		}
 	}
 	if t := r.Tool; t != nil {
 		t.Name, t.Call, t.Approver, t.Reason = cut(t.Name), cut(t.Call), cut(t.Approver), cut(t.Reason)

@@ -45,7 +45,17 @@ func detail(r Record) string {
 		return s
 	case r.Lease != nil:
 		l := r.Lease
-		return strings.TrimSpace(fmt.Sprintf("%s %s %s holder=%s count=%d", l.ID, l.Predicate, safe(l.Object), safe(l.Holder), l.Count))
+		if r.Kind == KindLeaseGrant {
+			return fmt.Sprintf("count=%d leases=%s", l.Count, safe(strings.Join(l.Leases, ", ")))
+		}
+		s := strings.TrimSpace(l.ID + " " + l.Predicate + " " + safe(l.Object))
+		if l.Holder != "" {
+			s += " holder=" + l.Holder
+		}
+		if l.Count != 0 {
+			s += fmt.Sprintf(" count=%d", l.Count)
+		}
+		return s
 	case r.Tool != nil:
 		t := r.Tool
 		return fmt.Sprintf("tool=%s call=%s approver=%s reason=%s", safe(t.Name), t.Call, safe(t.Approver), safe(t.Reason))
