@@ -17,30 +17,55 @@ func Leases(s lease.Store, sink Sink) lease.Store {
 		return s
 	}
 	l := &leases{Store: s, sink: sink}
-	if aw, ok := s.(lease.Awaiter); ok {
-		// A store that queues a WAIT must go on queueing (lease.AcquireWait
-		// asks for Awaiter).
-		return &awaiter{leases: l, aw: aw}
+	// What the store can do besides Store, the decorator does too: a
+	// store that queues a WAIT goes on queueing (lease.AcquireWait asks
+	// for Awaiter), and the lease API serves the store's own event
+	// stream (leaseapi.Events).
+	aw, isAW := s.(lease.Awaiter)
+	sub, isSub := s.(subscriber)
+	switch {
+	case isAW && isSub:
+		return &struct {
+			*leases
+			awaiter
+			subscriber
+		}{l, awaiter{l, aw}, sub}
+	case isAW:
+		return &struct {
+			*leases
+			awaiter
+		}{l, awaiter{l, aw}}
+	case isSub:
+		return &struct {
+			*leases
+			subscriber
+		}{l, sub}
 	}
 	return l
 }
 
-type awaiter struct {
-	*leases
-	aw lease.Awaiter
-}
-
-func (a *awaiter) Await(ctx context.Context, req lease.Request, max time.Duration) (lease.Decision, error) {
-	d, err := a.aw.Await(ctx, req, max)
-	if err == nil || len(d.Leases) > 0 { // a grant racing ctx's end is held
-		a.decided(req, d)
-	}
-	return d, err
+// subscriber is a store's event stream (lease.Host's, leaseapi.Events).
+type subscriber interface {
+	Subscribe(buf int) (<-chan lease.Event, func())
 }
 
 type leases struct {
 	lease.Store
 	sink Sink
+}
+
+// awaiter records the decisions of a store's Await.
+type awaiter struct {
+	l  *leases
+	aw lease.Awaiter
+}
+
+func (a awaiter) Await(ctx context.Context, req lease.Request, max time.Duration) (lease.Decision, error) {
+	d, err := a.aw.Await(ctx, req, max)
+	if err == nil || len(d.Leases) > 0 { // a grant racing ctx's end is held
+		a.l.decided(req, d)
+	}
+	return d, err
 }
 
 func (l *leases) Acquire(ctx context.Context, req lease.Request) (lease.Decision, error) {

@@ -26,6 +26,9 @@ func TestLeases(t *testing.T) {
 	if _, ok := store.(lease.Awaiter); !ok {
 		t.Fatal("the decorator hides the store's Awaiter")
 	}
+	if _, ok := store.(subscriber); !ok {
+		t.Fatal("the decorator hides the store's event stream")
+	}
 	res, err := lease.ParseResource("FILE:/srv/repo/**")
 	if err != nil {
 		t.Fatal(err)
