@@ -124,3 +124,46 @@ func startKlockdArgs(t *testing.T, bin, sock string, args ...string) (stop func(
 	t.Fatalf("klockd did not start:\n%s", log.String())
 	return stop
 }
+
+// TestKlockRunEventsFile: an embedded `klock run --events-file` writes a
+// strict session's records, as klockd's, labelled "klock run".
+func TestKlockRunEventsFile(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	bins := testutil.OpenDir(t, -1)
+	testutil.BuildCommand(t, bins, "klock-stage2")
+	klock := testutil.BuildCommand(t, bins, "klock")
+	dir := testutil.OpenDir(t, -1)
+	wd := agentDir(t)
+	mpath, file := filepath.Join(dir, "agent.yaml"), filepath.Join(dir, "events.jsonl")
+	data := testutil.ManifestYAML("events-run", "strict", wd, "CONSUMES FILE:${workdir}/**", "PROVIDES FILE:${workdir}/made", "PROVIDES PROC:/usr/bin/**")
+	if err := os.WriteFile(mpath, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(klock, "run", "-m", mpath, "--no-daemon", "-q", "--events-file", file, "--",
+		"/bin/sh", "-c", "echo x > "+wd+"/made; echo x > "+wd+"/undeclared; sleep 5")
+	cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("klock run: %v (want a killed session's exit)\n%s", err, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r eventlog.Record
+		if json.Unmarshal([]byte(line), &r) == nil && r.Kind == eventlog.KindSessionStart {
+			id = r.Session
+			if r.Source != "klock run" {
+				t.Errorf("source %q", r.Source)
+			}
+		}
+	}
+	got := kindsOf(t, "klock run --events-file", b, id)
+	for _, k := range []eventlog.Kind{eventlog.KindSessionStart, eventlog.KindViolation, eventlog.KindKill, eventlog.KindRollback, eventlog.KindSessionEnd, eventlog.KindLeaseGrant} {
+		if got[k] == 0 {
+			t.Errorf("no %s record of session %q:\n%s", k, id, b)
+		}
+	}
+}

@@ -126,7 +126,7 @@ type Violation struct {
 // Rollback is one step of a rollback.
 type Rollback struct {
 	Path   string `json:"path"`
-	Action string `json:"action"` // restored | removed | recreated | spared | left | emptied
+	Action string `json:"action"` // restored | removed | recreated | spared | left
 	OK     bool   `json:"ok"`
 	Error  string `json:"error,omitempty"`
 	Why    string `json:"why,omitempty"`

@@ -60,7 +60,7 @@ func detail(r Record) string {
 		t := r.Tool
 		return fmt.Sprintf("tool=%s call=%s approver=%s reason=%s", safe(t.Name), t.Call, safe(t.Approver), safe(t.Reason))
 	case r.Kind == KindLost:
-		return fmt.Sprintf("lost=%d (this reader read too slowly; the events file and klock log still hold them)", r.Lost)
+		return fmt.Sprintf("lost=%d (this reader read too slowly; each session's verification log still holds its decisions)", r.Lost)
 	case r.Reason != "":
 		return "reason=" + safe(r.Reason)
 	}
