@@ -46,7 +46,7 @@ type runOptions struct {
 	extraEnv                            []string
 	tf                                  trustFlags
 	gw                                  gatewayBinding
-	events                              runEvents
+	events                              eventsFile
 }
 
 func newRun() *cobra.Command {
@@ -206,7 +206,7 @@ session id), as klock tools rollback --run does.`,
 	c.Flags().StringArrayVarP(&o.extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	o.tf.register(c)
 	o.gw.register(c)
-	o.events.register(c)
+	o.events.register(c, "an embedded session's (through klockd they are klockd's: klock events, klockd --events-file)")
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }

@@ -262,3 +262,52 @@ func TestStalledReaderIsToldItsLoss(t *testing.T) {
 		t.Errorf("the next session's end (record %d) came before the lost record (%d)", endAt, lostAt)
 	}
 }
+
+// TestPublishLabelsThePeer: a gateway's records reach klock events
+// labelled with the peer's uid, whatever it claims; a record of a kind
+// only klockd makes (a violation) is not taken from a peer.
+func TestPublishLabelsThePeer(t *testing.T) {
+	s := startServer(t, Config{})
+	c := newCollector(t)
+	follow(t, s, c, EventsRequest{Follow: true, Since: time.Now()})
+	pub := NewPublisher(s.Addr())
+	pub.Publish(eventlog.Record{Kind: eventlog.KindViolation, Session: "forged", Source: "klockd",
+		Op: &eventlog.Op{Predicate: "MUTATES", Object: "FILE:/etc/passwd"}, Violation: &eventlog.Violation{Action: "violation-kill", Error: "x"}})
+	pub.Publish(eventlog.Record{Kind: eventlog.KindToolDenied, Session: "run1", Source: "klockd", Owner: "uid:4242",
+		Tool: &eventlog.Tool{Name: "drop_database", Reason: "undeclared"}})
+	pub.Publish(eventlog.Record{Kind: eventlog.KindSessionEnd, Session: "run1", End: &eventlog.End{Verdict: "clean", Exit: "0"}})
+	pub.Close()
+	if pub.Dropped() != 0 {
+		t.Fatalf("dropped %d", pub.Dropped())
+	}
+	// klock events sees the tool record; the end record a peer sent must
+	// not be there, so wait on a real session's end.
+	_, mpath, data := manifest(t, policy.ModePermissive)
+	cl, err := Dial(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Run(context.Background(), &Run{RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID,
+		AllowDegraded: true, Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.wait(res.ID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tools := 0
+	for _, r := range c.recs {
+		switch {
+		case r.Session == "forged" || r.Session == "run1" && r.Kind != eventlog.KindToolDenied:
+			t.Errorf("a peer's %s record was taken", r.Kind)
+		case r.Kind == eventlog.KindToolDenied:
+			tools++
+			if r.Source != "peer uid:0" || r.Owner != "uid:0" {
+				t.Errorf("peer record labelled source %q owner %q", r.Source, r.Owner)
+			}
+		}
+	}
+	if tools != 1 {
+		t.Errorf("%d tool.denied records, want 1", tools)
+	}
+}

@@ -44,6 +44,9 @@ const (
 	typeAdopt  = "adopt"
 	typeEnd    = "end"
 	typeEvents = "events"
+	// typePublish: one record of a tool gateway's (publish.go); the
+	// connection carries one a frame until the gateway goes away.
+	typePublish = "publish"
 	// server -> client
 	typeStarted  = "started"
 	typeLog      = "log"

@@ -386,6 +386,8 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.end(w, peer, m.End)
 	case typeEvents:
 		s.streamEvents(w, peer, m.Events)
+	case typePublish:
+		s.publish(c, peer, m)
 	case typeKill:
 		if err := s.kill(peer, m.ID); err != nil {
 			_ = w.send(&message{Type: typeError, Error: wireError(err)})

@@ -86,9 +86,8 @@ func (l *leases) decided(req lease.Request, d lease.Decision) {
 		// thirty leases, taken as one decision.
 		g := &Lease{Count: len(d.Leases)}
 		for i, x := range d.Leases {
-			if i == maxList {
-				g.Leases = append(g.Leases, "…")
-				break
+			if i > maxList {
+				break // clip says how many more there were
 			}
 			g.Leases = append(g.Leases, x.ID+" "+x.Predicate.String()+" "+x.Object)
 		}

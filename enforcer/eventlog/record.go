@@ -161,40 +161,63 @@ const (
 	maxList   = 64
 )
 
-// clip bounds r's strings and lists.
+// clip bounds r's strings and lists. It copies what r points to before
+// it cuts: the caller (or another sink of a Tee) may hold the same parts.
 func (r *Record) clip() {
 	for _, p := range []*string{&r.Source, &r.Session, &r.Agent, &r.Mode, &r.Owner, &r.Reason} {
 		*p = cut(*p)
 	}
 	if r.Start != nil {
-		if len(r.Start.Command) > maxList {
-			r.Start.Command = append(r.Start.Command[:maxList:maxList], "…")
-		}
-		for i := range r.Start.Command {
-			r.Start.Command[i] = cut(r.Start.Command[i])
-		}
+		x := *r.Start
+		x.Command = cutList(x.Command)
+		r.Start = &x
 	}
-	if o := r.Op; o != nil {
-		o.Object, o.Comm, o.Syscall = cut(o.Object), cut(o.Comm), cut(o.Syscall)
+	if r.Op != nil {
+		x := *r.Op
+		x.Object, x.Comm, x.Syscall = cut(x.Object), cut(x.Comm), cut(x.Syscall)
+		r.Op = &x
 	}
-	if v := r.Violation; v != nil {
-		v.Error, v.Needed = cut(v.Error), cut(v.Needed)
+	if r.Violation != nil {
+		x := *r.Violation
+		x.Error, x.Needed = cut(x.Error), cut(x.Needed)
+		r.Violation = &x
 	}
-	if b := r.Rollback; b != nil {
-		b.Path, b.Error, b.Why = cut(b.Path), cut(b.Error), cut(b.Why)
+	if r.Rollback != nil {
+		x := *r.Rollback
+		x.Path, x.Error, x.Why = cut(x.Path), cut(x.Error), cut(x.Why)
+		r.Rollback = &x
 	}
-	if e := r.End; e != nil {
-		e.LogPath = cut(e.LogPath)
+	if r.End != nil {
+		x := *r.End
+		x.LogPath = cut(x.LogPath)
+		r.End = &x
 	}
-	if l := r.Lease; l != nil {
-		l.Object, l.Holder = cut(l.Object), cut(l.Holder)
-		for i := range l.Leases {
-			l.Leases[i] = cut(l.Leases[i])
-		}
+	if r.Lease != nil {
+		x := *r.Lease
+		x.Object, x.Holder, x.Leases = cut(x.Object), cut(x.Holder), cutList(x.Leases)
+		r.Lease = &x
 	}
-	if t := r.Tool; t != nil {
-		t.Name, t.Call, t.Approver, t.Reason = cut(t.Name), cut(t.Call), cut(t.Approver), cut(t.Reason)
+	if r.Tool != nil {
+		x := *r.Tool
+		x.Name, x.Call, x.Approver, x.Reason = cut(x.Name), cut(x.Call), cut(x.Approver), cut(x.Reason)
+		r.Tool = &x
 	}
+}
+
+// cutList is a copy of l, at most maxList items (and "…") each cut.
+func cutList(l []string) []string {
+	if l == nil {
+		return nil
+	}
+	n := min(len(l), maxList)
+	out := make([]string, n, n+1)
+	for i := range n {
+		out[i] = cut(l[i])
+	}
+	if len(l) > maxList {
+		out = append(out, "…")
+	}
+	return out
 }
 
 // cut keeps at most maxString bytes of s, on a rune boundary.

@@ -58,3 +58,48 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("%w: %q: want a duration (10m) or an RFC 3339 time (2026-01-02T15:04:05Z)", ErrBadSince, s)
 }
+
+// Tee returns a Sink that hands each record to every sink (nil ones
+// skipped); nil when none is left.
+func Tee(sinks ...Sink) Sink {
+	var t tee
+	for _, s := range sinks {
+		if s != nil {
+			t = append(t, s)
+		}
+	}
+	switch len(t) {
+	case 0:
+		return nil
+	case 1:
+		return t[0]
+	}
+	return t
+}
+
+type tee []Sink
+
+func (t tee) Publish(r Record) {
+	for _, s := range t {
+		s.Publish(r)
+	}
+}
+
+func (t tee) WantsObserved() bool {
+	for _, s := range t {
+		if s.WantsObserved() {
+			return true
+		}
+	}
+	return false
+}
+
+// Guard reports whether k is a tool gateway's kind: the only kinds
+// klockd takes from a peer (a peer cannot report a session's records).
+func Guard(k Kind) bool {
+	switch k {
+	case KindApprovalAsked, KindApprovalGiven, KindBudgetRefused, KindToolDenied:
+		return true
+	}
+	return false
+}
