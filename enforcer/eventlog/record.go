@@ -167,41 +167,25 @@ func (r *Record) clip() {
 	for _, p := range []*string{&r.Source, &r.Session, &r.Agent, &r.Mode, &r.Owner, &r.Reason} {
 		*p = cut(*p)
 	}
-	if r.Start != nil {
-		x := *r.Start
-		x.Command = cutList(x.Command)
-		r.Start = &x
-	}
-	if r.Op != nil {
-		x := *r.Op
-		x.Object, x.Comm, x.Syscall = cut(x.Object), cut(x.Comm), cut(x.Syscall)
-		r.Op = &x
-	}
-	if r.Violation != nil {
-		x := *r.Violation
-		x.Error, x.Needed = cut(x.Error), cut(x.Needed)
-		r.Violation = &x
-	}
-	if r.Rollback != nil {
-		x := *r.Rollback
-		x.Path, x.Error, x.Why = cut(x.Path), cut(x.Error), cut(x.Why)
-		r.Rollback = &x
-	}
-	if r.End != nil {
-		x := *r.End
-		x.LogPath = cut(x.LogPath)
-		r.End = &x
-	}
-	if r.Lease != nil {
-		x := *r.Lease
-		x.Object, x.Holder, x.Leases = cut(x.Object), cut(x.Holder), cutList(x.Leases)
-		r.Lease = &x
-	}
-	if r.Tool != nil {
-		x := *r.Tool
+	edit(&r.Start, func(x *Start) { x.Command = cutList(x.Command) })
+	edit(&r.Op, func(x *Op) { x.Object, x.Comm, x.Syscall = cut(x.Object), cut(x.Comm), cut(x.Syscall) })
+	edit(&r.Violation, func(x *Violation) { x.Error, x.Needed = cut(x.Error), cut(x.Needed) })
+	edit(&r.Rollback, func(x *Rollback) { x.Path, x.Error, x.Why = cut(x.Path), cut(x.Error), cut(x.Why) })
+	edit(&r.End, func(x *End) { x.LogPath = cut(x.LogPath) })
+	edit(&r.Lease, func(x *Lease) { x.Object, x.Holder, x.Leases = cut(x.Object), cut(x.Holder), cutList(x.Leases) })
+	edit(&r.Tool, func(x *Tool) {
 		x.Name, x.Call, x.Approver, x.Reason = cut(x.Name), cut(x.Call), cut(x.Approver), cut(x.Reason)
-		r.Tool = &x
+	})
+}
+
+// edit replaces *p, when set, by a copy that f changed.
+func edit[T any](p **T, f func(*T)) {
+	if *p == nil {
+		return
 	}
+	x := **p
+	f(&x)
+	*p = &x
 }
 
 // cutList is a copy of l, at most maxList items (and "…") each cut.
