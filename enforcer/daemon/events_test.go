@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/eventlog"
+	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -309,5 +311,40 @@ func TestPublishLabelsThePeer(t *testing.T) {
 	}
 	if tools != 1 {
 		t.Errorf("%d tool.denied records, want 1", tools)
+	}
+}
+
+// TestEventsOfAMemberAreItsOwn: a klock-group member that is not root is
+// shown its own records only: not root's session, nor its leases.
+func TestEventsOfAMemberAreItsOwn(t *testing.T) {
+	s := startServer(t, Config{Group: "nogroup", SocketMode: 0o666})
+	if !s.hasGroup || s.gid != 65534 {
+		testutil.Unavailable(t, "this host has no group nogroup with gid 65534")
+	}
+	_, mpath, data := manifest(t, policy.ModePermissive)
+	cl, err := Dial(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Run(context.Background(), &Run{RunRequest: RunRequest{Manifest: data, ManifestPath: mpath, UID: agentUID, GID: agentUID,
+		AllowDegraded: true, Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}}}); err != nil {
+		t.Fatal(err)
+	}
+	rd := s.Events().Subscribe(eventlog.Filter{Since: time.Now().Add(-time.Minute)}, false, 0)
+	if _, err := rd.Next(context.Background()); err != nil {
+		t.Fatal("root's session left no records to hide")
+	}
+	member := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 12345, Groups: []uint32{65534}}}
+	r := helper(t, s.Addr(), "events", member)
+	if !r.OK {
+		t.Fatalf("member's events: %+v", r)
+	}
+	for _, seen := range strings.Split(r.Message, ",") {
+		if !strings.HasSuffix(seen, "/uid:65534") {
+			t.Errorf("the member was shown %s", seen)
+		}
+	}
+	if !strings.Contains(r.Message, "tool.denied/uid:65534") {
+		t.Errorf("the member was not shown its own record: %s", r.Message)
 	}
 }
