@@ -48,7 +48,7 @@ func TestGatewayEvents(t *testing.T) {
 		}
 	}()
 	big := refundCall()
-	big.Args["amount_usd"] = 400.0
+	big.Args["amount_usd"] = 417.25
 	big.Args["transaction_id"] = "t2"
 	dispatch := func(context.Context) (Outcome, error) {
 		return Outcome{Result: json.RawMessage(`{"refund_id":"rf_2"}`)}, nil
@@ -70,7 +70,7 @@ func TestGatewayEvents(t *testing.T) {
 		if err := eventlog.Validate(line); err != nil {
 			t.Error(err)
 		}
-		if strings.Contains(string(line), "s3cr3t") || strings.Contains(string(line), "400") {
+		if strings.Contains(string(line), "s3cr3t") || strings.Contains(string(line), "417.25") {
 			t.Errorf("a record quotes an argument: %s", line)
 		}
 		if r.Agent != m.Agent.ID || r.Session != "r" {
