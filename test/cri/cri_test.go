@@ -43,8 +43,8 @@ type node struct {
 	// (kubepods/...): the test's own, removed when it ends.
 	cgroup string
 	work   string // the agent's workdir on the node, its pod's hostPath
+	ctd    *ctrtest.ContainerdEnv
 	rt     cri.RuntimeServiceClient
-	img    cri.ImageServiceClient
 }
 
 func newNode(t *testing.T) *node {
@@ -59,11 +59,12 @@ func newNode(t *testing.T) *node {
 	wrapper := n.runtimeWrapper(bin, sock)
 	handlerConf := deployedHandler(t, wrapper)
 	c := ctrtest.ContainerdCRI(t, func(cdir string) string { return criConfig(cdir, handlerConf) })
+	n.ctd = c
 	n.importImages(c)
 	conn, err := grpc.NewClient("unix://"+c.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	must(t, err)
 	t.Cleanup(func() { conn.Close() })
-	n.rt, n.img = cri.NewRuntimeServiceClient(conn), cri.NewImageServiceClient(conn)
+	n.rt = cri.NewRuntimeServiceClient(conn)
 	// Registered after containerd's start: runs before its stop.
 	t.Cleanup(func() {
 		n.removePods()

@@ -4,10 +4,12 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/klocklabs/klock/test/internal/harness"
@@ -18,23 +20,44 @@ type pod struct {
 	sandbox, container string
 	status             *cri.ContainerStatus
 	stdout             string
+	// sandboxSpec is the sandbox's OCI spec as the runtime ran it.
+	sandboxSpec *specs.Spec
+}
+
+// sandboxSpec is the sandbox's config.json in its bundle, as the runtime
+// left it (klock-runtime rewrites the file; the CRI's own status shows
+// containerd's spec from before).
+func (n *node) sandboxSpec(t testing.TB, id string) *specs.Spec {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.ctd.Dir, "state", "io.containerd.runtime.v2.task", n.ctd.Namespace, id, "config.json"))
+	must(t, err)
+	var s specs.Spec
+	if err := json.Unmarshal(b, &s); err != nil || s.Process == nil {
+		t.Fatalf("the sandbox's config.json: %v; %.300s", err, b)
+	}
+	return &s
 }
 
 // runPod makes a kubelet's calls for a pod of RuntimeClass klock whose one
 // container, "agent", runs script in busybox with the workdir at
 // /workspace: RunPodSandbox (runtime_handler klock, the node's network),
 // CreateContainer, StartContainer; then it waits for the container's exit.
-func (n *node) runPod(t testing.TB, name, script string) *pod {
+func (n *node) runPod(t testing.TB, name, script string, podAnnotations ...map[string]string) *pod {
 	t.Helper()
 	ctx := context.Background()
 	logs := filepath.Join(n.dir, "logs", name)
 	must(t, os.MkdirAll(logs, 0o755))
 	// A hostNetwork pod: the kubelet sets no hostname (no UTS namespace).
 	node := &cri.NamespaceOption{Network: cri.NamespaceMode_NODE}
+	var ann map[string]string
+	if len(podAnnotations) > 0 {
+		ann = podAnnotations[0]
+	}
 	sc := &cri.PodSandboxConfig{
 		Metadata:     &cri.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
 		LogDirectory: logs,
 		Labels:       map[string]string{"io.kubernetes.pod.name": name},
+		Annotations:  ann,
 		Linux: &cri.LinuxPodSandboxConfig{
 			CgroupParent:    n.cgroup,
 			SecurityContext: &cri.LinuxSandboxSecurityContext{NamespaceOptions: node},
@@ -46,7 +69,7 @@ func (n *node) runPod(t testing.TB, name, script string) *pod {
 	}
 	p := &pod{sandbox: rp.PodSandboxId}
 	cc := &cri.ContainerConfig{
-		Metadata: &cri.ContainerMetadata{Name: "agent"},
+		Metadata: &cri.ContainerMetadata{Name: name},
 		Image:    &cri.ImageSpec{Image: busyboxImage},
 		Command:  []string{"sh", "-c", script},
 		Mounts:   []*cri.Mount{{ContainerPath: "/workspace", HostPath: n.work}},
@@ -64,6 +87,7 @@ func (n *node) runPod(t testing.TB, name, script string) *pod {
 		t.Fatalf("StartContainer: %v", err)
 	}
 	p.status = n.exited(t, p.container)
+	p.sandboxSpec = n.sandboxSpec(t, p.sandbox)
 	p.stdout = stdout(t, filepath.Join(logs, "agent.log"))
 	return p
 }
@@ -90,7 +114,7 @@ func (n *node) stop(t testing.TB, p *pod) {
 func TestKubeletCalls(t *testing.T) {
 	n := newNode(t)
 	t.Run("DeclaredWrite", func(t *testing.T) {
-		p := n.runPod(t, "clean", "id -u; echo declared > /workspace/out.txt")
+		p := n.runPod(t, "agent", "id -u; echo declared > /workspace/out.txt")
 		if p.status.ExitCode != 0 || p.stdout != "65534\n" {
 			t.Fatalf("agent: exit %d (%s), stdout %q; want 0 and uid 65534 (the rewritten spec's user)",
 				p.status.ExitCode, p.status.Message, p.stdout)
@@ -108,7 +132,7 @@ func TestKubeletCalls(t *testing.T) {
 	os.Remove(filepath.Join(n.work, "out.txt"))
 
 	t.Run("UndeclaredWrite", func(t *testing.T) {
-		p := n.runPod(t, "kill", "echo declared > /workspace/out.txt; echo changed > /workspace/keep.txt; sleep 30")
+		p := n.runPod(t, "agent", "echo declared > /workspace/out.txt; echo changed > /workspace/keep.txt; sleep 30")
 		if p.status.ExitCode != 137 {
 			t.Fatalf("agent: exit %d (%s), want 137 (killed)", p.status.ExitCode, p.status.Message)
 		}
@@ -125,4 +149,31 @@ func TestKubeletCalls(t *testing.T) {
 		harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(n.work, "keep.txt"))
 		n.stop(t, p)
 	})
+}
+
+// TestPodAnnotation: the manifest as a pod annotation (io.klock.manifest,
+// inline), which the kubelet passes in the sandbox's config and the
+// handler's pod_annotations let through to the sandbox and every container
+// of the pod. The container, which no runtime.yaml mapping names, runs
+// under klock; the sandbox, which has the annotation too, is left alone:
+// runc's spec as containerd wrote it, root, no klock session.
+func TestPodAnnotation(t *testing.T) {
+	n := newNode(t)
+	m, err := os.ReadFile(filepath.Join(n.dir, "agent.yaml"))
+	must(t, err)
+	p := n.runPod(t, "worker", "id -u; echo declared > /workspace/out.txt", map[string]string{"io.klock.manifest": string(m)})
+	if p.status.ExitCode != 0 || p.stdout != "65534\n" || n.content("out.txt") != "declared\n" {
+		t.Fatalf("worker: exit %d (%s), stdout %q, out.txt %q", p.status.ExitCode, p.status.Message, p.stdout, n.content("out.txt"))
+	}
+	if lg := n.log(t); lg.Verdict != "CLEAN" || lg.Container == nil || lg.Container.ID != p.container {
+		t.Fatalf("log: verdict %s, container %+v (want %s)", lg.Verdict, lg.Container, p.container)
+	}
+	s := p.sandboxSpec
+	if s.Annotations["io.klock.manifest"] != string(m) {
+		t.Fatalf("the sandbox's spec lacks the pod's annotation (pod_annotations): %v", s.Annotations)
+	}
+	if s.Annotations["io.klock.runtime"] != "" || s.Process.User.UID != 0 || s.Process.Args[0] != "/bin/sleep" {
+		t.Fatalf("klock-runtime rewrote the sandbox: annotations %v, user %+v, args %q", s.Annotations, s.Process.User, s.Process.Args)
+	}
+	n.stop(t, p)
 }
