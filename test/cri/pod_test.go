@@ -39,10 +39,11 @@ func (n *node) sandboxSpec(t testing.TB, id string) *specs.Spec {
 }
 
 // runPod makes a kubelet's calls for a pod of RuntimeClass klock whose one
-// container, "agent", runs script in busybox with the workdir at
+// container, named container, runs script in busybox with the workdir at
 // /workspace: RunPodSandbox (runtime_handler klock, the node's network),
 // CreateContainer, StartContainer; then it waits for the container's exit.
-func (n *node) runPod(t testing.TB, name, script string, podAnnotations ...map[string]string) *pod {
+// The pod is removed when t ends, as the kubelet removes a finished pod.
+func (n *node) runPod(t testing.TB, name, container, script string, podAnnotations ...map[string]string) *pod {
 	t.Helper()
 	ctx := context.Background()
 	logs := filepath.Join(n.dir, "logs", name)
@@ -68,8 +69,9 @@ func (n *node) runPod(t testing.TB, name, script string, podAnnotations ...map[s
 		t.Fatalf("RunPodSandbox (runtime_handler %s): %v", handler, err)
 	}
 	p := &pod{sandbox: rp.PodSandboxId}
+	t.Cleanup(func() { n.stop(t, p) })
 	cc := &cri.ContainerConfig{
-		Metadata: &cri.ContainerMetadata{Name: name},
+		Metadata: &cri.ContainerMetadata{Name: container},
 		Image:    &cri.ImageSpec{Image: busyboxImage},
 		Command:  []string{"sh", "-c", script},
 		Mounts:   []*cri.Mount{{ContainerPath: "/workspace", HostPath: n.work}},
@@ -92,17 +94,20 @@ func (n *node) runPod(t testing.TB, name, script string, podAnnotations ...map[s
 	return p
 }
 
-// stop removes the pod as the kubelet does once its container is done.
+// stop removes the pod (and its container, if made) as the kubelet does
+// once the pod is done.
 func (n *node) stop(t testing.TB, p *pod) {
 	ctx := context.Background()
-	if _, err := n.rt.RemoveContainer(ctx, &cri.RemoveContainerRequest{ContainerId: p.container}); err != nil {
-		t.Fatalf("RemoveContainer: %v", err)
+	if p.container != "" {
+		if _, err := n.rt.RemoveContainer(ctx, &cri.RemoveContainerRequest{ContainerId: p.container}); err != nil {
+			t.Errorf("RemoveContainer: %v", err)
+		}
 	}
 	if _, err := n.rt.StopPodSandbox(ctx, &cri.StopPodSandboxRequest{PodSandboxId: p.sandbox}); err != nil {
-		t.Fatalf("StopPodSandbox: %v", err)
+		t.Errorf("StopPodSandbox: %v", err)
 	}
 	if _, err := n.rt.RemovePodSandbox(ctx, &cri.RemovePodSandboxRequest{PodSandboxId: p.sandbox}); err != nil {
-		t.Fatalf("RemovePodSandbox: %v", err)
+		t.Errorf("RemovePodSandbox: %v", err)
 	}
 }
 
@@ -114,7 +119,7 @@ func (n *node) stop(t testing.TB, p *pod) {
 func TestKubeletCalls(t *testing.T) {
 	n := newNode(t)
 	t.Run("DeclaredWrite", func(t *testing.T) {
-		p := n.runPod(t, "agent", "id -u; echo declared > /workspace/out.txt")
+		p := n.runPod(t, "clean", "agent", "id -u; echo declared > /workspace/out.txt")
 		if p.status.ExitCode != 0 || p.stdout != "65534\n" {
 			t.Fatalf("agent: exit %d (%s), stdout %q; want 0 and uid 65534 (the rewritten spec's user)",
 				p.status.ExitCode, p.status.Message, p.stdout)
@@ -126,13 +131,12 @@ func TestKubeletCalls(t *testing.T) {
 		if lg.Verdict != "CLEAN" || lg.Container == nil || lg.Container.ID != p.container || lg.Container.Mode != "runtime" {
 			t.Fatalf("log: verdict %s, container %+v (want %s), violations %+v", lg.Verdict, lg.Container, p.container, lg.Violations)
 		}
-		n.stop(t, p)
 	})
 	os.RemoveAll(filepath.Join(n.work, ".klock", "sessions"))
 	os.Remove(filepath.Join(n.work, "out.txt"))
 
 	t.Run("UndeclaredWrite", func(t *testing.T) {
-		p := n.runPod(t, "agent", "echo declared > /workspace/out.txt; echo changed > /workspace/keep.txt; sleep 30")
+		p := n.runPod(t, "kill", "agent", "echo declared > /workspace/out.txt; echo changed > /workspace/keep.txt; sleep 30")
 		if p.status.ExitCode != 137 {
 			t.Fatalf("agent: exit %d (%s), want 137 (killed)", p.status.ExitCode, p.status.Message)
 		}
@@ -147,7 +151,6 @@ func TestKubeletCalls(t *testing.T) {
 			t.Fatalf("log: verdict %s, exit %+v, container %+v", lg.Verdict, lg.Exit, lg.Container)
 		}
 		harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(n.work, "keep.txt"))
-		n.stop(t, p)
 	})
 }
 
@@ -161,7 +164,7 @@ func TestPodAnnotation(t *testing.T) {
 	n := newNode(t)
 	m, err := os.ReadFile(filepath.Join(n.dir, "agent.yaml"))
 	must(t, err)
-	p := n.runPod(t, "worker", "id -u; echo declared > /workspace/out.txt", map[string]string{"io.klock.manifest": string(m)})
+	p := n.runPod(t, "annotated", "worker", "id -u; echo declared > /workspace/out.txt", map[string]string{"io.klock.manifest": string(m)})
 	if p.status.ExitCode != 0 || p.stdout != "65534\n" || n.content("out.txt") != "declared\n" {
 		t.Fatalf("worker: exit %d (%s), stdout %q, out.txt %q", p.status.ExitCode, p.status.Message, p.stdout, n.content("out.txt"))
 	}
@@ -175,5 +178,4 @@ func TestPodAnnotation(t *testing.T) {
 	if s.Annotations["io.klock.runtime"] != "" || s.Process.User.UID != 0 || s.Process.Args[0] != "/bin/sleep" {
 		t.Fatalf("klock-runtime rewrote the sandbox: annotations %v, user %+v, args %q", s.Annotations, s.Process.User, s.Process.Args)
 	}
-	n.stop(t, p)
 }
