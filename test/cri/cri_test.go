@@ -60,6 +60,9 @@ func newNode(t *testing.T) *node {
 	handlerConf := deployedHandler(t, wrapper)
 	c := ctrtest.ContainerdCRI(t, func(cdir string) string { return criConfig(cdir, handlerConf) })
 	n.ctd = c
+	if r := c.Cmd("plugins", "ls"); !criOK(r.Stdout) {
+		testutil.Unavailable(t, "containerd's CRI plugin did not load (ctr plugins ls):\n"+r.Stdout)
+	}
 	n.importImages(c)
 	conn, err := grpc.NewClient("unix://"+c.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	must(t, err)
@@ -203,6 +206,16 @@ func (n *node) removePods() {
 			n.t.Logf("RemovePodSandbox %s: %v", p.Id, err)
 		}
 	}
+}
+
+// criOK reports whether `ctr plugins ls` lists the CRI plugin as ok.
+func criOK(plugins string) bool {
+	for _, l := range strings.Split(plugins, "\n") {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "io.containerd.grpc.v1" && f[1] == "cri" {
+			return f[len(f)-1] == "ok"
+		}
+	}
+	return false
 }
 
 // removeCgroup removes the (empty, once the pods are gone) cgroup parent

@@ -20,6 +20,7 @@ type pod struct {
 	sandbox, container string
 	status             *cri.ContainerStatus
 	stdout             string
+	log                string // the container's CRI log
 	// sandboxSpec is the sandbox's OCI spec as the runtime ran it.
 	sandboxSpec *specs.Spec
 }
@@ -38,12 +39,22 @@ func (n *node) sandboxSpec(t testing.TB, id string) *specs.Spec {
 	return &s
 }
 
-// runPod makes a kubelet's calls for a pod of RuntimeClass klock whose one
-// container, named container, runs script in busybox with the workdir at
-// /workspace: RunPodSandbox (runtime_handler klock, the node's network),
-// CreateContainer, StartContainer; then it waits for the container's exit.
-// The pod is removed when t ends, as the kubelet removes a finished pod.
+// runPod starts a pod (startPod) and waits for its container's exit.
 func (n *node) runPod(t testing.TB, name, container, script string, podAnnotations ...map[string]string) *pod {
+	t.Helper()
+	p := n.startPod(t, name, container, script, podAnnotations...)
+	p.status = n.exited(t, p.container)
+	p.sandboxSpec = n.sandboxSpec(t, p.sandbox)
+	p.stdout = stdout(t, p.log)
+	return p
+}
+
+// startPod makes a kubelet's calls for a pod of RuntimeClass klock whose
+// one container, named container, runs script in busybox with the workdir
+// at /workspace: RunPodSandbox (runtime_handler klock, the node's
+// network), CreateContainer, StartContainer. The pod is removed when t
+// ends, as the kubelet removes a finished pod.
+func (n *node) startPod(t testing.TB, name, container, script string, podAnnotations ...map[string]string) *pod {
 	t.Helper()
 	ctx := context.Background()
 	logs := filepath.Join(n.dir, "logs", name)
@@ -68,7 +79,7 @@ func (n *node) runPod(t testing.TB, name, container, script string, podAnnotatio
 	if err != nil {
 		t.Fatalf("RunPodSandbox (runtime_handler %s): %v", handler, err)
 	}
-	p := &pod{sandbox: rp.PodSandboxId}
+	p := &pod{sandbox: rp.PodSandboxId, log: filepath.Join(logs, "agent.log")}
 	t.Cleanup(func() { n.stop(t, p) })
 	cc := &cri.ContainerConfig{
 		Metadata: &cri.ContainerMetadata{Name: container},
@@ -88,9 +99,6 @@ func (n *node) runPod(t testing.TB, name, container, script string, podAnnotatio
 	if _, err := n.rt.StartContainer(ctx, &cri.StartContainerRequest{ContainerId: p.container}); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}
-	p.status = n.exited(t, p.container)
-	p.sandboxSpec = n.sandboxSpec(t, p.sandbox)
-	p.stdout = stdout(t, filepath.Join(logs, "agent.log"))
 	return p
 }
 
@@ -178,4 +186,36 @@ func TestPodAnnotation(t *testing.T) {
 	if s.Annotations["io.klock.runtime"] != "" || s.Process.User.UID != 0 || s.Process.Args[0] != "/bin/sleep" {
 		t.Fatalf("klock-runtime rewrote the sandbox: annotations %v, user %+v, args %q", s.Annotations, s.Process.User, s.Process.Args)
 	}
+}
+
+// TestExecSync: `kubectl exec` is the CRI's ExecSync, which containerd's
+// shim turns into the runtime's exec: the new process starts behind the
+// same wall, as nobody, and klockd judges it (a declared write goes
+// through; an undeclared one kills the container, rolled back).
+func TestExecSync(t *testing.T) {
+	n := newNode(t)
+	p := n.startPod(t, "exec", "agent", "sleep 60")
+	ctx := context.Background()
+	r, err := n.rt.ExecSync(ctx, &cri.ExecSyncRequest{ContainerId: p.container, Timeout: 60,
+		Cmd: []string{"sh", "-c", "id -u; echo declared > /workspace/out.txt"}})
+	if err != nil || r.ExitCode != 0 || string(r.Stdout) != "65534\n" {
+		t.Fatalf("ExecSync: %v; exit %d, stdout %q, stderr %q", err, r.GetExitCode(), r.GetStdout(), r.GetStderr())
+	}
+	if got := n.content("out.txt"); got != "declared\n" {
+		t.Fatalf("out.txt = %q", got)
+	}
+	r, err = n.rt.ExecSync(ctx, &cri.ExecSyncRequest{ContainerId: p.container, Timeout: 60,
+		Cmd: []string{"sh", "-c", "echo changed > /workspace/keep.txt; sleep 30"}})
+	t.Logf("undeclared ExecSync: %v; exit %d", err, r.GetExitCode())
+	if st := n.exited(t, p.container); st.ExitCode != 137 {
+		t.Fatalf("agent: exit %d (%s), want 137 (killed)", st.ExitCode, st.Message)
+	}
+	if got := n.content("keep.txt"); got != "original\n" {
+		t.Fatalf("keep.txt = %q after the kill, want it restored", got)
+	}
+	lg := n.log(t)
+	if !lg.Exit.KilledByKlock || lg.Container == nil || lg.Container.ID != p.container {
+		t.Fatalf("log: verdict %s, exit %+v, container %+v", lg.Verdict, lg.Exit, lg.Container)
+	}
+	harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(n.work, "keep.txt"))
 }
