@@ -104,26 +104,24 @@ func containerdHandler(t *testing.T) ctdConfig {
 	return c
 }
 
-func runtimeClass(t *testing.T) *nodev1.RuntimeClass {
-	const rel = "deploy/kubernetes/runtimeclass.yaml"
+// single decodes a file of one document into a T.
+func single[T any](t *testing.T, rel, apiVersion, kind string) *T {
+	t.Helper()
 	docs := documents(t, rel)
 	if len(docs) != 1 {
 		t.Fatalf("%s: %d documents, want 1", rel, len(docs))
 	}
-	var rc nodev1.RuntimeClass
-	strict(t, rel, docs[0], &rc, "node.k8s.io/v1", "RuntimeClass")
-	return &rc
+	v := new(T)
+	strict(t, rel, docs[0], v, apiVersion, kind)
+	return v
+}
+
+func runtimeClass(t *testing.T) *nodev1.RuntimeClass {
+	return single[nodev1.RuntimeClass](t, "deploy/kubernetes/runtimeclass.yaml", "node.k8s.io/v1", "RuntimeClass")
 }
 
 func daemonSet(t *testing.T) *appsv1.DaemonSet {
-	const rel = "deploy/kubernetes/daemonset.yaml"
-	docs := documents(t, rel)
-	if len(docs) != 1 {
-		t.Fatalf("%s: %d documents, want 1", rel, len(docs))
-	}
-	var ds appsv1.DaemonSet
-	strict(t, rel, docs[0], &ds, "apps/v1", "DaemonSet")
-	return &ds
+	return single[appsv1.DaemonSet](t, "deploy/kubernetes/daemonset.yaml", "apps/v1", "DaemonSet")
 }
 
 // The RuntimeClass's handler is containerd's klock runtime: the runc shim
