@@ -6,9 +6,10 @@
 // BinaryName (the tree's klock-runtime, through a script naming the
 // test's klockd) and the shim's state directory. The pod shares the
 // node's network (no CNI), its sandbox image is a pause-like image built
-// and imported in the test (no registry), and the agent container's
-// manifest comes from runtime.yaml by the container's name, as a node
-// names it for a kubelet's pods. klockd runs in the test process
+// and imported in the test (no registry). The agent container's manifest
+// comes from runtime.yaml by the container's name, or from a pod
+// annotation (which reaches the sandbox too, and klock leaves the sandbox
+// alone); ExecSync is kubectl exec's call. klockd runs in the test process
 // (test/internal/harness). The kubelet itself, the DaemonSet and CRI-O are
 // not run here.
 package cri
