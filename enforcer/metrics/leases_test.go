@@ -48,8 +48,11 @@ func TestLeasesCountsDecisions(t *testing.T) {
 		}
 		waited <- d
 	}()
-	for value(t, m, "klock_lease_decisions_total", `outcome="wait"`) == 0 {
-		time.Sleep(10 * time.Millisecond) // until the older requester waits
+	// Until the older requester waits (a bound on a hang, not a timing).
+	for deadline := time.Now().Add(time.Minute); value(t, m, "klock_lease_decisions_total", `outcome="wait"`) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the older requester never got a WAIT")
+		}
 	}
 	if _, err := s.Release(ctx, holder); err != nil {
 		t.Fatal(err)
