@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/leaseapi"
 	"github.com/klocklabs/klock/enforcer/metrics"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/testutil"
@@ -29,7 +31,8 @@ func (r sessionsRun) all() []*vlog.Log { return []*vlog.Log{r.clean, r.killed, r
 // TestKlockdMetricsFourSessions: a real klockd (--metrics-listen
 // 127.0.0.1:0 --metrics-bpf-stats) runs, through bin/klock run, a clean
 // strict session, a strict session killed and rolled back, and a session
-// that waits (Wait-Die: dies and retries) for the lease another holds;
+// that waits (Wait-Die: dies and retries) for the lease another holds,
+// then takes, contends for and revokes a lease through klockd's lease API;
 // /metrics, scraped while they run and after, moved by exactly what their
 // verification logs say, and promtool check metrics accepts it. The
 // fourth row, a guard refusal, is guardRow's.
@@ -49,6 +52,7 @@ func TestKlockdMetricsFourSessions(t *testing.T) {
 	r.killed = k.run(k.manifest("killed", killedDir, "CONSUMES FILE:${workdir}/**", "MUTATES FILE:${workdir}/data.txt"), -1,
 		"/bin/sh", "-c", "echo changed > "+data+"; echo x > "+killedDir+"/undeclared; sleep 5")
 	r.holder, r.waiter = leaseWaitRow(t, k, addr, before)
+	leaseAPIRow(t, filepath.Join(filepath.Dir(sock), "api.sock"))
 	after := scrapeText(t, addr)
 	checkDeltas(t, before, parseMetrics(t, after), r)
 	if got, err := os.ReadFile(data); err != nil || len(got) != 1000 {
@@ -89,6 +93,28 @@ func leaseWaitRow(t *testing.T, k *klockRun, addr string, before map[string]*dto
 		t.Fatal(err)
 	}
 	return hold.wait(0), wait.wait(0)
+}
+
+// leaseAPIRow takes a lease through klockd's lease API, has a younger
+// client die on it, and revokes it: the API's decisions are counted with
+// the sessions' (checkLeaseDeltas), from the store they share.
+func leaseAPIRow(t *testing.T, apiSock string) {
+	t.Helper()
+	ctx, cl := context.Background(), leaseapi.Dial(apiSock)
+	defer cl.Close()
+	object := "MUTATES FILE:" + testutil.OpenDir(t, -1) + "/**"
+	r, err := cl.Acquire(ctx, leaseapi.ManifestRequest{AgentID: "api-older", SessionID: "metrics-api-1", Intents: []string{object},
+		Timestamp: time.Now().Add(-time.Minute).UnixMilli()})
+	if err != nil || r.Outcome != "GRANTED" {
+		t.Fatalf("lease API acquire: %+v %v", r, err)
+	}
+	r, err = cl.Acquire(ctx, leaseapi.ManifestRequest{AgentID: "api-younger", SessionID: "metrics-api-2", Intents: []string{object}})
+	if r == nil || r.Outcome != "DIE" {
+		t.Fatalf("lease API acquire of a held lease by a younger client: %+v %v", r, err)
+	}
+	if n, err := cl.Revoke(ctx, "metrics-api-1"); n != 1 || err != nil {
+		t.Fatalf("lease API revoke: %d %v", n, err)
+	}
 }
 
 // guardRow is the fourth session's row, a guard refusal: the guard
@@ -296,7 +322,8 @@ func checkRollbackDeltas(t *testing.T, check func(string, map[string]string, flo
 }
 
 // checkLeaseDeltas: one grant per session, the waiter's deaths, each
-// with its conflicts, and nothing revoked or denied.
+// with its conflicts, the lease API's grant, death and revocation, and
+// no session denied.
 func checkLeaseDeltas(t *testing.T, check func(string, map[string]string, float64), r sessionsRun) {
 	t.Helper()
 	w := r.waiter.LeaseWait
@@ -307,12 +334,14 @@ func checkLeaseDeltas(t *testing.T, check func(string, map[string]string, float6
 	for _, l := range r.all() {
 		held += float64(len(l.Leases))
 	}
-	check("klock_lease_decisions_total", map[string]string{"outcome": "granted"}, 4)
-	check("klock_lease_decisions_total", map[string]string{"outcome": "die"}, float64(w.Deaths))
+	// The sessions' and the lease API's (leaseAPIRow: one grant, one
+	// death on it, one revocation).
+	check("klock_lease_decisions_total", map[string]string{"outcome": "granted"}, 4+1)
+	check("klock_lease_decisions_total", map[string]string{"outcome": "die"}, float64(w.Deaths+1))
 	check("klock_lease_decisions_total", map[string]string{"outcome": "wait"}, float64(w.Waits))
-	check("klock_lease_grants_total", nil, held)
-	check("klock_lease_conflicts_total", nil, float64(w.Deaths*len(w.Behind)))
-	check("klock_lease_revocations_total", nil, 0)
+	check("klock_lease_grants_total", nil, held+1)
+	check("klock_lease_conflicts_total", nil, float64(w.Deaths*len(w.Behind)+1))
+	check("klock_lease_revocations_total", nil, 1)
 	check("klock_lease_store_errors_total", nil, 0)
 	check("klock_lease_denied_sessions_total", nil, 0)
 	check("klock_lease_wait_seconds", nil, 1)
