@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
@@ -20,6 +20,9 @@
 #          busybox-static, the tests' root filesystem
 #   report Debian's chromium: test/e2e renders `klock log --html` headless
 #          and reads the DOM the browser built (and screenshots it)
+#   ops    promtool (Debian's prometheus package, without its recommends):
+#          klockd's metrics test checks its /metrics with promtool check
+#          metrics; the package's service is not needed and not started
 set -euo pipefail
 want=()
 need() { # need CMD PACKAGE
@@ -72,8 +75,9 @@ containers)
 	need containerd containerd; need ctr containerd; need dockerd docker.io
 	[ -e /bin/busybox ] || want+=(busybox-static) ;;
 report) need chromium chromium ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|all]" >&2; exit 2 ;;
+ops) need promtool prometheus ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
