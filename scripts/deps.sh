@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
@@ -18,6 +18,11 @@
 #          needs no uidmap, fuse-overlayfs, slirp4netns, netavark or
 #          catatonit), containerd (and ctr), dockerd (docker.io), and
 #          busybox-static, the tests' root filesystem
+#   report Debian's chromium: test/e2e renders `klock log --html` headless
+#          and reads the DOM the browser built (and screenshots it)
+#   ops    promtool (Debian's prometheus package, without its recommends):
+#          klockd's metrics test checks its /metrics with promtool check
+#          metrics; the package's service is not needed and not started
 set -euo pipefail
 want=()
 need() { # need CMD PACKAGE
@@ -69,8 +74,10 @@ containers)
 	[ -x /usr/lib/cni/bridge ] || want+=(containernetworking-plugins)
 	need containerd containerd; need ctr containerd; need dockerd docker.io
 	[ -e /bin/busybox ] || want+=(busybox-static) ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|all]" >&2; exit 2 ;;
+report) need chromium chromium ;;
+ops) need promtool prometheus ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

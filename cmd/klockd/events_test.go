@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/eventlog"
+	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
@@ -44,7 +47,7 @@ func TestKlockEventsFollowJSON(t *testing.T) {
 	}
 	wd := agentDir(t)
 	data := []byte(testutil.ManifestYAML("events-test", "strict", wd, "CONSUMES FILE:${workdir}/**", "PROVIDES FILE:${workdir}/made", "PROVIDES PROC:/usr/bin/**"))
-	res := runSession(t, sock, data, "echo x > "+wd+"/made; echo x > "+wd+"/undeclared; sleep 5")
+	res := runStrict(t, sock, data, "echo x > "+wd+"/made; echo x > "+wd+"/undeclared; sleep 5")
 	if !res.Killed {
 		t.Fatalf("not killed: %+v", res)
 	}
@@ -166,4 +169,22 @@ func TestKlockRunEventsFile(t *testing.T) {
 			t.Errorf("no %s record of session %q:\n%s", k, id, b)
 		}
 	}
+}
+
+// runStrict runs script through klockd as the agent's uid, under manifest.
+func runStrict(t *testing.T, sock string, manifest []byte, script string) *session.Result {
+	t.Helper()
+	cl, err := daemon.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	res, err := cl.Run(context.Background(), &daemon.Run{RunRequest: daemon.RunRequest{
+		Manifest: manifest, ManifestPath: "agent.yaml", UID: metricsAgentUID, GID: metricsAgentUID,
+		Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

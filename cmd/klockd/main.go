@@ -69,15 +69,22 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	if m != nil {
-		cfg.Observer = m
+	if err := o.metrics.wire(m, &cfg); err != nil {
+		fatal(err)
 	}
 	srv, err := daemon.Listen(cfg)
 	if err != nil {
 		fatal(err)
 	}
+	bpfStatsOff, err := o.metrics.enableBPFStats(m, srv)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		fatal(err)
+	}
 	log.Info("klockd listening", "socket", srv.Addr(), "group", o.group, "require_signed", o.requireSigned)
-	if !serve(srv, o, log, tcp, metricsListener{m, mln}) {
+	ok := serve(srv, o, log, tcp, metricsListener{m, mln})
+	bpfStatsOff()
+	if !ok {
 		os.Exit(1)
 	}
 	log.Info("klockd stopped")

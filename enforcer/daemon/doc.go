@@ -21,7 +21,8 @@
 //     (enforcer/leaseapi). Both sockets are made, and their peers
 //     identified, by the same code (enforcer/usock).
 //   - Telling Config.Observer (klockd --metrics-listen: enforcer/metrics)
-//     of each session it runs: admitted, agent running, what session.Run
+//     of each session it runs, klock run's and the containers it adopts
+//     (KindRun, KindContainer): admitted, agent running, what session.Run
 //     returned. The observer only reads; it never changes a session.
 //   - The event hub (Config.Events, enforcer/eventlog): every session's
 //     records (container sessions' too) and the lease store's decisions

@@ -96,14 +96,25 @@ type Config struct {
 }
 
 // Observer watches the sessions klockd runs; its methods must not block.
+// kind is KindRun or KindContainer.
 type Observer interface {
-	// SessionAdmitted: a run request was admitted; SessionEnded follows.
-	SessionAdmitted()
+	// SessionAdmitted: a run or adopt request was admitted; SessionEnded
+	// follows.
+	SessionAdmitted(kind string)
 	// SessionRunning: the agent runs, sinceRequest after its request.
-	SessionRunning(sinceRequest time.Duration)
+	SessionRunning(kind string, sinceRequest time.Duration)
 	// SessionEnded: what session.Run returned.
-	SessionEnded(mode policy.Mode, res *session.Result, err error)
+	SessionEnded(kind string, mode policy.Mode, res *session.Result, err error)
 }
+
+// The kinds of session an Observer is told of.
+const (
+	// KindRun: klock run's, through klockd's socket.
+	KindRun = "run"
+	// KindContainer: a container klockd adopted (klock-runtime, klock
+	// oci-hook).
+	KindContainer = "container"
+)
 
 // DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
 // programs attached after the last Landlock session that needs them ends,
@@ -518,11 +529,11 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	fwd := newForwarder(w)
 	defer fwd.close()
 	if o := s.cfg.Observer; o != nil {
-		o.SessionAdmitted()
+		o.SessionAdmitted(KindRun)
 	}
 	res, err := session.Run(ctx, s.runOptions(rs, slg, fwd))
 	if o := s.cfg.Observer; o != nil {
-		o.SessionEnded(mode, res, err)
+		o.SessionEnded(KindRun, mode, res, err)
 	}
 	unregister() // before the reply: a client that gets its result no longer sees it in ps
 	fwd.close()
@@ -627,7 +638,7 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 			}
 			s.mu.Unlock()
 			if o := s.cfg.Observer; o != nil {
-				o.SessionRunning(time.Since(rs.received))
+				o.SessionRunning(KindRun, time.Since(rs.received))
 			}
 		},
 		Traffic: func(read func() (uint64, uint64)) {

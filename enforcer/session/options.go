@@ -251,6 +251,20 @@ type Result struct {
 	Log         *vlog.Log
 	// Learned is the manifest that would have allowed the run.
 	Learned []byte
+	// Rollback is what the rollback of a killed session cost; nil when
+	// none ran.
+	Rollback *RollbackStats
+}
+
+// RollbackStats are what a session's rollback cost.
+type RollbackStats struct {
+	// Duration is the whole rollback: the lease check, the restore, the
+	// notices, the private /tmp emptied.
+	Duration time.Duration
+	// Bytes are the sizes of the regular files it restored, recreated or
+	// moved back, as they are after it (what it put back, not what it
+	// read).
+	Bytes int64
 }
 
 // noticeDir is NoticeDir or its default.
