@@ -37,6 +37,7 @@ type options struct {
 	trustDir      string
 	api           *apiOptions
 	metrics       *metricsOptions
+	events        *eventsOptions
 }
 
 func main() {
@@ -101,13 +102,14 @@ func parseFlags() *options {
 	flag.StringVar(&o.trustDir, "trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
 	o.api = apiFlags()
 	o.metrics = metricsFlags()
+	o.events = eventsFlags()
 	flag.Parse()
 	return o
 }
 
 // config is the daemon's configuration from the flags: its socket and
-// group, the manifest admitter (--require-signed, the trusted keys) and
-// how long the syscall tracepoints linger.
+// group, the manifest admitter (--require-signed, the trusted keys), the
+// events file and how long the syscall tracepoints linger.
 func (o *options) config(log *slog.Logger) (daemon.Config, error) {
 	cfg := daemon.Config{Socket: o.socket, Group: o.group, Logger: log}
 	if o.trustDir == "" {
@@ -120,6 +122,9 @@ func (o *options) config(log *slog.Logger) (daemon.Config, error) {
 		return cfg, err
 	}
 	cfg.Admit = admit
+	if cfg.EventsFile, err = o.events.open(); err != nil {
+		return cfg, err
+	}
 	cfg.Observe.SyscallLinger = o.linger
 	if o.linger == 0 {
 		cfg.Observe.SyscallLinger = -1 // none (a zero Config field means the default)

@@ -197,6 +197,7 @@ func (s *Server) adoptOptions(as *adoptSession, slg *slog.Logger, started chan s
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
 		AllowDegraded: req.AllowDegraded, Backend: as.backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
 		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg, Stage2: s.cfg.Stage2,
+		Events: s.sessionEvents(0),
 		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
 			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups, Cwd: req.Cwd},
 		Started: func(pid int) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/observe"
@@ -86,6 +87,12 @@ type Config struct {
 	// Observer, when set, is told of every session klockd runs (klockd
 	// --metrics-listen: package enforcer/metrics).
 	Observer Observer
+	// Events is the hub every session's event records go to, and klock
+	// events reads (nil: Listen makes one).
+	Events *eventlog.Hub
+	// EventsFile, when set, is written every record (klockd
+	// --events-file) until Shutdown, which closes it.
+	EventsFile *eventlog.File
 }
 
 // Observer watches the sessions klockd runs; its methods must not block.
@@ -127,6 +134,11 @@ type Server struct {
 	shared    *session.Shared
 	ownShared bool
 	leases    lease.Store
+	events    *eventlog.Hub
+	// eventsFile reads for Config.EventsFile; eventsDone is closed when
+	// the file has written its last record (nil without one).
+	eventsFile *eventlog.Reader
+	eventsDone chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -198,6 +210,7 @@ func Listen(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("klockd: the host's lease store: %w", err)
 		}
 	}
+	s.startEvents()
 
 	s.shared = cfg.Backends
 	if s.shared == nil {
@@ -296,6 +309,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ownShared {
 		err = errors.Join(err, s.shared.Close())
 	}
+	s.stopEvents()
 	if rerr := os.Remove(s.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
@@ -381,6 +395,10 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.adopt(c, w, peer, m.Adopt)
 	case typeEnd:
 		s.end(w, peer, m.End)
+	case typeEvents:
+		s.streamEvents(w, peer, m.Events)
+	case typePublish:
+		s.publish(c, peer, m)
 	case typeKill:
 		if err := s.kill(peer, m.ID); err != nil {
 			_ = w.send(&message{Type: typeError, Error: wireError(err)})
@@ -611,7 +629,7 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 		// uid its own).
 		Leases: s.leases, LeaseTenant: fmt.Sprintf("uid:%d", rs.peer.UID),
 		LeaseWait: req.LeaseWait, LeaseTTL: req.LeaseTTL, LeaseGrace: req.LeaseGrace, LeaseGroup: req.LeaseGroup,
-		Logger: newLogger(slg.Handler(), fwd),
+		Logger: newLogger(slg.Handler(), fwd), Events: s.sessionEvents(rs.peer.UID),
 		// ps shows "running" only once launch has handed over the agent.
 		Started: func(pid int) {
 			s.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -209,6 +210,12 @@ type Options struct {
 	// function that reads the bytes the agent sent and received so far
 	// (klockd's ps).
 	Traffic func(read func() (out, in uint64))
+
+	// Events, when set, takes the session's event records (package
+	// eventlog: start, violations, refusals, DNS refusals, kill, rollback
+	// steps, end; observed triples when it WantsObserved). Publish must
+	// not block: the session's event loop calls it.
+	Events eventlog.Sink
 
 	// KeepTmp keeps the session's private /tmp and /var/tmp (under
 	// PrivateTmpRoot) after it ends, for inspection (klock run

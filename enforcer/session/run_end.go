@@ -26,6 +26,7 @@ func (r *runner) finish(ctx context.Context, ready *prepared, s *running) (*Resu
 	}
 	rollback, rolled := r.rollback(ctx, ready, s)
 	res.Rollback = rolled
+	r.ev.rollback(rollback)
 	backendsUsed := r.backendsUsed(ready)
 	// The wall's counters, read before it comes down with the backends.
 	network := r.networkCounters(ready, &backendsUsed)
@@ -41,10 +42,12 @@ func (r *runner) finish(ctx context.Context, ready *prepared, s *running) (*Resu
 	vl := r.buildLog(ready, s, exit, backendsUsed, network, rollback)
 	path, err := vl.Write(r.sessionDir)
 	if err != nil {
+		r.ev.end(res, vl)
 		return res, fmt.Errorf("write verification log: %w", err)
 	}
 	r.tl.mark("log written")
 	res.LogPath, res.Log = path, vl
+	r.ev.end(res, vl)
 	r.finished(res)
 	r.tl.log(r.log, "session end")
 	r.learn(s, res)
