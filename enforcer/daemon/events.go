@@ -32,16 +32,17 @@ const (
 	eventsFileRing = 16 * eventlog.DefaultRing
 )
 
-// startEvents makes the hub (unless Config.Events) and starts the events
-// file's writer.
+// startEvents makes the hub (unless Config.Events), tees it with
+// Config.EventSinks, and starts the events file's writer.
 func (s *Server) startEvents() {
 	s.events = s.cfg.Events
 	if s.events == nil {
 		s.events = eventlog.NewHub("klockd", 0)
 	}
+	s.sink = eventlog.Tee(append([]eventlog.Sink{s.events}, s.cfg.EventSinks...)...)
 	// Lease decisions are records too, whoever asked (a session, the
 	// lease API).
-	s.leases = eventlog.Leases(s.leases, s.events)
+	s.leases = eventlog.Leases(s.leases, s.sink)
 	if f := s.cfg.EventsFile; f != nil {
 		s.eventsFile = s.events.Subscribe(eventlog.Filter{}, true, eventsFileRing)
 		s.eventsDone = make(chan struct{})
@@ -68,7 +69,7 @@ func (s *Server) Events() *eventlog.Hub { return s.events }
 // sessionEvents is where a session of uid's records go: stamped with
 // its owner, so that a reader who is not root gets its own only.
 func (s *Server) sessionEvents(uid uint32) eventlog.Sink {
-	return eventlog.With(s.events, eventlog.Record{Owner: fmt.Sprintf("uid:%d", uid)})
+	return eventlog.With(s.sink, eventlog.Record{Owner: fmt.Sprintf("uid:%d", uid)})
 }
 
 // streamEvents serves klock events: the records req selects (a peer that

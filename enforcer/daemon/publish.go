@@ -36,7 +36,7 @@ func (s *Server) publish(c *net.UnixConn, peer Peer, first *message) {
 		if r := m.Event; r != nil && eventlog.Guard(r.Kind) {
 			if lim.Allow() {
 				r.Source, r.Owner, r.Seq = "peer "+label, label, 0
-				s.events.Publish(*r)
+				s.sink.Publish(*r)
 			} else {
 				dropped++
 			}

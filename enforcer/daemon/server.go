@@ -93,6 +93,10 @@ type Config struct {
 	// EventsFile, when set, is written every record (klockd
 	// --events-file) until Shutdown, which closes it.
 	EventsFile *eventlog.File
+	// EventSinks are told every record klockd publishes, beside Events,
+	// as it is published: a sink must not block (klockd --metrics-listen:
+	// the guard's records that gateways publish move its metrics).
+	EventSinks []eventlog.Sink
 }
 
 // Observer watches the sessions klockd runs; its methods must not block.
@@ -135,6 +139,8 @@ type Server struct {
 	ownShared bool
 	leases    lease.Store
 	events    *eventlog.Hub
+	// sink is where klockd publishes: events and Config.EventSinks.
+	sink eventlog.Sink
 	// eventsFile reads for Config.EventsFile; eventsDone is closed when
 	// the file has written its last record (nil without one).
 	eventsFile *eventlog.Reader

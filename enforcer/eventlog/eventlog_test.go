@@ -42,6 +42,8 @@ func samples() []Record {
 		{Kind: KindApprovalGiven, Tool: &Tool{Name: "deploy", Call: "c1", Approver: "alice"}},
 		{Kind: KindBudgetRefused, Tool: &Tool{Name: "search", Reason: "over budget"}},
 		{Kind: KindToolDenied, Tool: &Tool{Name: "rm", Reason: "not declared"}},
+		{Kind: KindToolDenied, Tool: &Tool{Name: "deploy", Call: "c2", Approval: "a1", Reason: "approval approval_denied"}},
+		{Kind: KindToolCall, Tool: &Tool{Name: "search", Call: "c3", Charged: &Money{Units: 125, Currency: "USD"}, Tokens: 900}},
 		with(KindObserved, func(r *Record) { r.Op = &Op{Predicate: "CONSUMES", Object: "FILE:/etc/hosts"} }),
 	}
 }

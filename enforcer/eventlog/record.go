@@ -39,6 +39,10 @@ const (
 	KindApprovalGiven Kind = "approval.given"
 	KindBudgetRefused Kind = "budget.refused"
 	KindToolDenied    Kind = "tool.denied"
+	// KindToolCall: a call the guard let through ran (Tool, with what its
+	// budget charged and the tokens it reported): the spend a security
+	// team accounts for.
+	KindToolCall Kind = "tool.call"
 	// KindObserved: one observed triple the scope allows (Op); only for
 	// readers that asked for them (klock events --all).
 	KindObserved Kind = "observed"
@@ -50,7 +54,7 @@ const (
 // Kinds lists every kind, in the order the schema does.
 var Kinds = []Kind{KindSessionStart, KindSessionEnd, KindViolation, KindRefused, KindKill, KindRollback,
 	KindDNSRefused, KindLeaseGrant, KindLeaseWait, KindLeaseDie, KindLeaseRevoke,
-	KindApprovalAsked, KindApprovalGiven, KindBudgetRefused, KindToolDenied, KindObserved, KindLost}
+	KindApprovalAsked, KindApprovalGiven, KindBudgetRefused, KindToolDenied, KindToolCall, KindObserved, KindLost}
 
 // Record is one event. Seq numbers the records of one hub (klockd's, or
 // one embedded klock run's) from 1: a gap a reader sees is a KindLost
@@ -152,6 +156,23 @@ type Tool struct {
 	Call     string `json:"call,omitempty"`
 	Approver string `json:"approver,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Approval is the approval request's id: on approval.asked and
+	// approval.given, on a tool.denied that an approval decided (denied
+	// or expired), so a reader can tell when one stops pending, and on the
+	// tool.call it let run.
+	Approval string `json:"approval,omitempty"`
+	// Charged is what the call's budget charged (tool.call; absent when
+	// the tool has no grant).
+	Charged *Money `json:"charged,omitempty"`
+	// Tokens is the tokens the call reported using (tool.call).
+	Tokens int64 `json:"tokens,omitempty"`
+}
+
+// Money is an amount in integer minor units of a currency (cents for
+// USD), never a float (KCC: money is counted, not measured).
+type Money struct {
+	Units    uint64 `json:"units"`
+	Currency string `json:"currency"`
 }
 
 // Bounds: a record is at most a few KiB whatever the agent names. Strings
@@ -174,7 +195,8 @@ func (r *Record) clip() {
 	edit(&r.End, func(x *End) { x.LogPath = cut(x.LogPath) })
 	edit(&r.Lease, func(x *Lease) { x.Object, x.Holder, x.Leases = cut(x.Object), cut(x.Holder), cutList(x.Leases) })
 	edit(&r.Tool, func(x *Tool) {
-		x.Name, x.Call, x.Approver, x.Reason = cut(x.Name), cut(x.Call), cut(x.Approver), cut(x.Reason)
+		x.Name, x.Call, x.Approver, x.Reason, x.Approval = cut(x.Name), cut(x.Call), cut(x.Approver), cut(x.Reason), cut(x.Approval)
+		edit(&x.Charged, func(m *Money) { m.Currency = cut(m.Currency) })
 	})
 }
 

@@ -98,7 +98,7 @@ func (t tee) WantsObserved() bool {
 // klockd takes from a peer (a peer cannot report a session's records).
 func Guard(k Kind) bool {
 	switch k {
-	case KindApprovalAsked, KindApprovalGiven, KindBudgetRefused, KindToolDenied:
+	case KindApprovalAsked, KindApprovalGiven, KindBudgetRefused, KindToolDenied, KindToolCall:
 		return true
 	}
 	return false

@@ -58,7 +58,19 @@ func detail(r Record) string {
 		return s
 	case r.Tool != nil:
 		t := r.Tool
-		return fmt.Sprintf("tool=%s call=%s approver=%s reason=%s", safe(t.Name), t.Call, safe(t.Approver), safe(t.Reason))
+		s := fmt.Sprintf("tool=%s call=%s", safe(t.Name), safe(t.Call))
+		for _, kv := range [][2]string{{"approval", t.Approval}, {"approver", t.Approver}, {"reason", t.Reason}} {
+			if kv[1] != "" {
+				s += " " + kv[0] + "=" + safe(kv[1])
+			}
+		}
+		if c := t.Charged; c != nil {
+			s += fmt.Sprintf(" charged=%d %s", c.Units, safe(c.Currency))
+		}
+		if t.Tokens != 0 {
+			s += fmt.Sprintf(" tokens=%d", t.Tokens)
+		}
+		return s
 	case r.Kind == KindLost:
 		return fmt.Sprintf("lost=%d (this reader read too slowly; each session's verification log still holds its decisions)", r.Lost)
 	case r.Reason != "":

@@ -45,10 +45,10 @@ func newGuardMetrics(register func(...prometheus.Collector)) guardMetrics {
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "klock_approvals_pending",
 			Help: "Escalated tool calls waiting for a human's approval."}),
 		spent: prometheus.NewCounterVec(counter("klock_budget_spent_minor_units_total",
-			"Budget spent, in the currency's minor units (cents for USD), by grant (operator-declared id) and currency (ISO 4217 code)."),
+			"Budget spent, in the currency's minor units (cents for USD), by grant (the granted tool, as the manifest declares it) and currency (ISO 4217 code)."),
 			[]string{"grant", "currency"}),
 		tokens: prometheus.NewCounterVec(counter("klock_tokens_metered_total",
-			"Model tokens the metering proxy counted, by kind (input, output)."), []string{"kind"}),
+			"Tokens metered, by kind: input and output (model calls), tool (what tool calls reported)."), []string{"kind"}),
 		grants: newBoundedSet(maxGrants),
 		curs:   newBoundedSet(maxCurrencies),
 	}
@@ -56,7 +56,7 @@ func newGuardMetrics(register func(...prometheus.Collector)) guardMetrics {
 	for _, o := range []string{GuardAllow, GuardApproved, GuardDeny, GuardEscalate, GuardReplay} {
 		g.decisions.WithLabelValues(o)
 	}
-	for _, k := range []string{TokensInput, TokensOutput} {
+	for _, k := range []string{TokensInput, TokensOutput, TokensTool} {
 		g.tokens.WithLabelValues(k)
 	}
 	return g
@@ -87,10 +87,10 @@ func (m *Metrics) BudgetSpent(grant, currency string, minor int64) {
 	m.guard.spent.WithLabelValues(m.guard.grants.label(grant), m.guard.curs.label(currency)).Add(float64(minor))
 }
 
-// TokensMetered adds n tokens of kind (TokensInput, TokensOutput; others
+// TokensMetered adds n tokens of kind (TokensInput, TokensOutput, TokensTool; others
 // are "other").
 func (m *Metrics) TokensMetered(kind string, n int64) {
 	if m != nil && n > 0 {
-		m.guard.tokens.WithLabelValues(oneOf(kind, TokensInput, TokensOutput)).Add(float64(n))
+		m.guard.tokens.WithLabelValues(oneOf(kind, TokensInput, TokensOutput, TokensTool)).Add(float64(n))
 	}
 }

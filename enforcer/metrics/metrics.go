@@ -18,6 +18,8 @@ type Metrics struct {
 	sess   sessionMetrics
 	leases leaseMetrics
 	guard  guardMetrics
+	// pending are the approvals gateways reported asked and not decided.
+	pending pendingApprovals
 }
 
 // New makes the metrics and their registry.

@@ -61,6 +61,7 @@ func TestGatewayEvents(t *testing.T) {
 	}
 	hub.Close()
 	var kinds []eventlog.Kind
+	var approvals, ran []string
 	for {
 		r, err := rd.Next(context.Background())
 		if err != nil {
@@ -79,9 +80,25 @@ func TestGatewayEvents(t *testing.T) {
 		if r.Kind == eventlog.KindApprovalGiven && r.Tool.Approver != "alice" {
 			t.Errorf("approval given %s", line)
 		}
+		if r.Kind == eventlog.KindApprovalAsked || r.Kind == eventlog.KindApprovalGiven {
+			approvals = append(approvals, r.Tool.Approval)
+		}
+		if r.Kind == eventlog.KindToolCall {
+			ran = append(ran, r.Tool.Name)
+			if (r.Tool.Name == "issue_refund") != (r.Tool.Approval != "") {
+				t.Errorf("only the approved refund's tool.call names its approval: %s", line)
+			}
+		}
 		kinds = append(kinds, r.Kind)
 	}
-	want := []eventlog.Kind{eventlog.KindApprovalAsked, eventlog.KindApprovalGiven, eventlog.KindToolDenied}
+	// The approved refund's must_belong_to lookup is a call of its own.
+	if strings.Join(ran, ",") != "get_transactions,issue_refund" {
+		t.Errorf("tool.call records of %v, want the lookup's and the refund's", ran)
+	}
+	if len(approvals) != 2 || approvals[0] == "" || approvals[0] != approvals[1] {
+		t.Errorf("approval ids %q: asked and given must name the same request", approvals)
+	}
+	want := []eventlog.Kind{eventlog.KindApprovalAsked, eventlog.KindApprovalGiven, eventlog.KindToolCall, eventlog.KindToolCall, eventlog.KindToolDenied}
 	if len(kinds) != len(want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}

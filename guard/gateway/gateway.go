@@ -179,6 +179,9 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 	}
 	out, te, err := c.dispatch(dispatch)
 	chargeErr := c.reconcile(&out, te, err)
+	if err == nil || out.Charged != nil {
+		c.g.ran(call, c.callID, c.approvalID, &out, te)
+	}
 	te = c.accept(out, te)
 	c.recordResult(out, te, chargeErr)
 	if te != nil {
@@ -452,7 +455,7 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 		return nil, toolerr.New(toolerr.InternalError, "approval_store", "%s needs approval (%s) and the approval queue failed: %v", call.Tool, d.Why, err)
 	}
 	if r.State == approval.Pending {
-		g.publish(eventlog.KindApprovalAsked, call, &eventlog.Tool{Name: call.Tool, Call: r.ID, Reason: d.Why})
+		g.publish(eventlog.KindApprovalAsked, call, &eventlog.Tool{Name: call.Tool, Approval: r.ID, Reason: d.Why})
 	}
 	r, err = g.approvals.Wait(ctx, r.ID, g.wait)
 	if err != nil {
@@ -461,7 +464,7 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 	var e *toolerr.Error
 	switch r.State {
 	case approval.Approved:
-		g.publish(eventlog.KindApprovalGiven, call, &eventlog.Tool{Name: call.Tool, Call: r.ID, Approver: r.DecidedBy})
+		g.publish(eventlog.KindApprovalGiven, call, &eventlog.Tool{Name: call.Tool, Approval: r.ID, Approver: r.DecidedBy})
 		return r, nil
 	case approval.Pending:
 		e = toolerr.New(toolerr.Restricted, "approval_pending",
@@ -502,5 +505,20 @@ func (g *Gateway) refused(call *check.Call, callID string, e *toolerr.Error) {
 	}
 	// The codes, not the message: a message may quote arguments, which
 	// confidential mode keeps out of records.
-	g.publish(k, call, &eventlog.Tool{Name: call.Tool, Call: callID, Reason: strings.TrimSpace(e.Check + " " + e.Reason)})
+	g.publish(k, call, &eventlog.Tool{Name: call.Tool, Call: callID, Approval: e.ApprovalID, Reason: strings.TrimSpace(e.Check + " " + e.Reason)})
+}
+
+// ran publishes a call that went through to its tool, or that its budget
+// charged although the dispatch failed (te: why): the approval that let it
+// (if one did), what the budget charged and the tokens it reported. A replay ran nothing and is not published
+// (its first run was).
+func (g *Gateway) ran(call *check.Call, callID, approvalID string, out *Outcome, te *toolerr.Error) {
+	t := &eventlog.Tool{Name: call.Tool, Call: callID, Approval: approvalID, Tokens: max(out.Usage.TokensUsed, 0)}
+	if te != nil {
+		t.Reason = strings.TrimSpace(te.Check + " " + te.Reason)
+	}
+	if c := out.Charged; c != nil {
+		t.Charged = &eventlog.Money{Units: c.Units, Currency: c.Currency}
+	}
+	g.publish(eventlog.KindToolCall, call, t)
 }
