@@ -17,11 +17,11 @@ type metricsOptions struct {
 	listen, cert, key *string
 }
 
-func metricsFlags() *metricsOptions {
+func metricsFlags(fs *flag.FlagSet) *metricsOptions {
 	return &metricsOptions{
-		listen: flag.String("metrics-listen", "", "serve Prometheus metrics on http://ADDR/metrics (off by default; TLS required unless the address is loopback; port 0 picks one, logged)"),
-		cert:   flag.String("metrics-tls-cert", "", "TLS certificate (PEM) of --metrics-listen"),
-		key:    flag.String("metrics-tls-key", "", "TLS private key (PEM) of --metrics-tls-cert"),
+		listen: fs.String("metrics-listen", "", "serve Prometheus metrics on http://ADDR/metrics (off by default; TLS required unless the address is loopback; port 0 picks one, logged)"),
+		cert:   fs.String("metrics-tls-cert", "", "TLS certificate (PEM) of --metrics-listen"),
+		key:    fs.String("metrics-tls-key", "", "TLS private key (PEM) of --metrics-tls-cert"),
 	}
 }
 

@@ -1,0 +1,251 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/enforcer/session"
+	"github.com/klocklabs/klock/internal/testutil"
+)
+
+// waitFor polls cond until it holds, failing the test with log after 30s.
+func waitFor(t *testing.T, what string, log *testutil.SyncBuffer, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: timed out\n%s", what, log.String())
+}
+
+// stopKlockd sends SIGTERM and expects a clean exit.
+func stopKlockd(t *testing.T, cmd *exec.Cmd, log *testutil.SyncBuffer) {
+	t.Helper()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("klockd on SIGTERM: %v\n%s", err, log.String())
+	}
+}
+
+// Under socket activation klockd serves the listening socket systemd
+// passes (LISTEN_FDS, LISTEN_PID: sd_listen_fds(3)) as its maker made it,
+// and leaves its file when it stops; klock ps gets an answer through it.
+func TestKlockdSocketActivation(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	bins := testutil.OpenDir(t, -1)
+	klockd := testutil.BuildCommand(t, bins, "klockd")
+	klock := testutil.BuildCommand(t, bins, "klock")
+	dir := testutil.OpenDir(t, -1)
+	sock := filepath.Join(dir, "klockd.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	// The mode systemd's SocketMode= would set; klockd must not change it.
+	if err := os.Chmod(sock, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	// LISTEN_PID must be klockd's own pid: the shell sets it to its pid,
+	// then becomes klockd (exec keeps the pid), as systemd does after fork.
+	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"`, klockd,
+		"--config", "", "--socket", sock, "--api-socket", filepath.Join(dir, "api.sock"))
+	cmd.ExtraFiles = []*os.File{f} // fd 3: SD_LISTEN_FDS_START
+	log := &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitFor(t, "klockd serving the passed socket", log, func() bool { return strings.Contains(log.String(), "systemd_socket=true") })
+	ps := exec.Command(klock, "ps")
+	ps.Env = append(os.Environ(), daemon.SocketEnv+"="+sock)
+	out, err := ps.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SESSION") {
+		t.Fatalf("klock ps through the passed socket: %v\n%s\nklockd:\n%s", err, out, log.String())
+	}
+	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o604 {
+		t.Fatalf("klockd changed the passed socket: %v %v", st.Mode(), err)
+	}
+	stopKlockd(t, cmd, log)
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("klockd removed the socket file systemd made: %v", err)
+	}
+}
+
+// A socket systemd passes that matches neither --socket nor --api-socket
+// is a configuration error: klockd says so and stops.
+func TestKlockdRefusesForeignSocket(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	klockd := testutil.BuildCommand(t, t.TempDir(), "klockd")
+	dir := testutil.OpenDir(t, -1)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "other.sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, err := ln.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"`, klockd,
+		"--config", "", "--socket", filepath.Join(dir, "klockd.sock"), "--api-socket", filepath.Join(dir, "api.sock"))
+	cmd.ExtraFiles = []*os.File{f}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "neither --socket") {
+		t.Fatalf("klockd given a foreign socket: %v\n%s", err, out)
+	}
+}
+
+// A session running across a SIGHUP survives it, and the reloaded file's
+// settings take effect: the log turns JSON, and --require-signed from the
+// file refuses the next unsigned manifest. A setting that needs a restart
+// is named in the log.
+func TestKlockdReloadKeepsSessions(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	bins := testutil.OpenDir(t, -1)
+	klockd := testutil.BuildCommand(t, bins, "klockd")
+	testutil.BuildCommand(t, bins, "klock-stage2")
+	dir := testutil.OpenDir(t, -1)
+	conf := filepath.Join(dir, "klockd.yaml")
+	writeFile(t, conf, "log_level: info\nrequire_signed: false\n")
+	sock := filepath.Join(dir, "klockd.sock")
+	cmd := exec.Command(klockd, "--config", conf, "--socket", sock, "--api-socket", filepath.Join(dir, "api.sock"))
+	log := &testutil.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stopKlockd(t, cmd, log)
+	waitFor(t, "klockd listening", log, func() bool { _, err := os.Stat(sock); return err == nil })
+
+	wd := agentDir(t)
+	gate := filepath.Join(wd, "go")
+	data := []byte(testutil.ManifestYAML("reload-test", "strict", wd, "CONSUMES FILE:${workdir}/**", "PROVIDES PROC:/usr/bin/**"))
+	type outcome struct {
+		res *session.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := runVia(sock, data, "while [ ! -e "+gate+" ]; do sleep 0.1; done")
+		done <- outcome{res, err}
+	}()
+	waitFor(t, "the session running", log, func() bool { return len(sessions(t, sock)) == 1 })
+
+	// A file klockd cannot apply (signatures required, no key trusted)
+	// is refused whole: the running settings stay.
+	writeFile(t, conf, "log_format: json\nrequire_signed: true\n")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refused reload logged", log, func() bool { return strings.Contains(log.String(), `msg="reload refused: settings unchanged"`) })
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, conf, "log_format: json\nrequire_signed: true\napi_rate: 5\ntrust:\n  - ed25519:"+base64.StdEncoding.EncodeToString(pub)+"\n")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload logged in JSON", log, func() bool { return strings.Contains(log.String(), `"msg":"configuration reloaded"`) })
+	if !strings.Contains(log.String(), `"settings":["api-rate"]`) {
+		t.Errorf("the restart-only setting is not named:\n%s", log.String())
+	}
+	if n := len(sessions(t, sock)); n != 1 {
+		t.Fatalf("%d sessions after SIGHUP, want the one running", n)
+	}
+	if _, err := runVia(sock, data, "true"); err == nil || !strings.Contains(err.Error(), "manifest is not signed") {
+		t.Fatalf("an unsigned manifest after require_signed was reloaded: %v", err)
+	}
+	writeFile(t, gate, "")
+	o := <-done
+	if o.err != nil || o.res.Killed || o.res.Exit.ExitCode() != 0 {
+		t.Fatalf("the session across the reload: %+v %v\n%s", o.res, o.err, log.String())
+	}
+}
+
+// A bad configuration file stops klockd before anything starts, naming
+// the file, the line and the key; a flag on the command line overrides the
+// file.
+func TestKlockdConfigErrors(t *testing.T) {
+	klockd := testutil.BuildCommand(t, t.TempDir(), "klockd")
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "klockd.yaml")
+	for data, want := range map[string]string{
+		"log_level: info\nsyscall_lingr: 2s\n": conf + `:2: unknown key "syscall_lingr"`,
+		"log_format: xml\n":                    "log format must be text or json",
+		"log_level: loud\n":                    "log level must be",
+		"require_signed: sometimes\n":          conf + `:1: bad value "require_signed"`,
+	} {
+		writeFile(t, conf, data)
+		out, err := exec.Command(klockd, "--config", conf).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), want) {
+			t.Errorf("%q: %v\n%s", data, err, out)
+		}
+	}
+	// The command line's --log-format wins over the file's bad one: klockd
+	// gets past its settings, to its root check or (as root) to the next
+	// error, an --api-tokens without --api-listen.
+	writeFile(t, conf, "log_format: xml\n")
+	out, _ := exec.Command(klockd, "--config", conf, "--log-format", "json", "--api-tokens", "t").CombinedOutput()
+	if !strings.Contains(string(out), "needs root") && !strings.Contains(string(out), "--api-listen, which is not set") {
+		t.Errorf("the command line did not override the file:\n%s", out)
+	}
+	if out, err := exec.Command(klockd, "--config", filepath.Join(dir, "missing.yaml")).CombinedOutput(); err == nil || !strings.Contains(string(out), "missing.yaml") {
+		t.Errorf("a named missing file: %v\n%s", err, out)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runVia runs script as a strict session through klockd.
+func runVia(sock string, manifest []byte, script string) (*session.Result, error) {
+	cl, err := daemon.Dial(sock)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return cl.Run(context.Background(), &daemon.Run{RunRequest: daemon.RunRequest{
+		Manifest: manifest, ManifestPath: "agent.yaml", UID: metricsAgentUID, GID: metricsAgentUID, AllowDegraded: true,
+		Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
+	}})
+}
+
+func sessions(t *testing.T, sock string) []daemon.SessionInfo {
+	t.Helper()
+	cl, err := daemon.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ss, err := cl.PS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
