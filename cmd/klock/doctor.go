@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/klocklabs/klock/enforcer/detect"
-	"github.com/klocklabs/klock/internal/svccheck"
+	"github.com/klocklabs/klock/enforcer/svccheck"
 	"github.com/spf13/cobra"
 )
 
