@@ -224,4 +224,3 @@ func listSource(path string) (mirror, suite string) {
 	}
 	return "", ""
 }
-
