@@ -86,6 +86,10 @@ func run(o *options, log *slog.Logger, logs *logswitch.Switch) bool {
 		fatal(err)
 	}
 	cfg.Listener = sockets.session
+	if *o.api.off && sockets.api != nil {
+		// Clients of the API socket would wait on a socket nobody serves.
+		log.Warn("--no-api, yet systemd passed the lease API socket: drop its ListenStream= from klockd.socket", "socket", sockets.api.Addr().String())
+	}
 	// A refused API configuration (TCP without tokens, or without TLS
 	// off loopback) stops klockd before anything is loaded.
 	tcp, err := o.api.listenTCP()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
+	"github.com/klocklabs/klock/enforcer/leaseapi"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/internal/testutil"
 )
@@ -49,32 +51,23 @@ func TestKlockdSocketActivation(t *testing.T) {
 	klockd := testutil.BuildCommand(t, bins, "klockd")
 	klock := testutil.BuildCommand(t, bins, "klock")
 	dir := testutil.OpenDir(t, -1)
-	sock := filepath.Join(dir, "klockd.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.SetUnlinkOnClose(false)
+	sock, api := filepath.Join(dir, "klockd.sock"), filepath.Join(dir, "api.sock")
+	// In the lease API's, then the session's order: klockd matches them by
+	// path, not by place.
+	files := []*os.File{passSocket(t, api), passSocket(t, sock)}
 	// The mode systemd's SocketMode= would set; klockd must not change it.
 	if err := os.Chmod(sock, 0o604); err != nil {
 		t.Fatal(err)
 	}
-	f, err := ln.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
-	// LISTEN_PID must be klockd's own pid: the shell sets it to its pid,
-	// then becomes klockd (exec keeps the pid), as systemd does after fork.
-	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"`, klockd,
-		"--config", "", "--socket", sock, "--api-socket", filepath.Join(dir, "api.sock"))
-	cmd.ExtraFiles = []*os.File{f} // fd 3: SD_LISTEN_FDS_START
+	cmd := activatedKlockd(klockd, files, "--config", "", "--socket", sock, "--api-socket", api)
 	log := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	for _, f := range files {
+		f.Close()
+	}
 	waitFor(t, "klockd serving the passed socket", log, func() bool { return strings.Contains(log.String(), "systemd_socket=true") })
 	ps := exec.Command(klock, "ps")
 	ps.Env = append(os.Environ(), daemon.SocketEnv+"="+sock)
@@ -85,10 +78,46 @@ func TestKlockdSocketActivation(t *testing.T) {
 	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o604 {
 		t.Fatalf("klockd changed the passed socket: %v %v", st.Mode(), err)
 	}
-	stopKlockd(t, cmd, log)
-	if _, err := os.Stat(sock); err != nil {
-		t.Fatalf("klockd removed the socket file systemd made: %v", err)
+	cl := leaseapi.Dial(api)
+	defer cl.Close()
+	r, err := cl.Acquire(context.Background(), leaseapi.ManifestRequest{AgentID: "orch", SessionID: "s1", Intents: []string{"MUTATES FILE:/srv/x/**"}})
+	if err != nil || r.Outcome != "GRANTED" {
+		t.Fatalf("the lease API on the passed socket: %+v %v\n%s", r, err, log.String())
 	}
+	stopKlockd(t, cmd, log)
+	for _, p := range []string{sock, api} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("klockd removed the socket file systemd made: %v", err)
+		}
+	}
+}
+
+// passSocket listens on path and returns the listening socket as a file,
+// as systemd holds it for a .socket unit; the file stays when it closes.
+func passSocket(t *testing.T, path string) *os.File {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	defer ln.Close()
+	f, err := ln.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// activatedKlockd is klockd started as systemd starts a socket-activated
+// service: the sockets from fd 3 on (SD_LISTEN_FDS_START), LISTEN_FDS
+// their number and LISTEN_PID its own pid, which the shell sets to its pid
+// and keeps as it becomes klockd (exec keeps the pid).
+func activatedKlockd(klockd string, files []*os.File, args ...string) *exec.Cmd {
+	script := fmt.Sprintf(`LISTEN_PID=$$ LISTEN_FDS=%d exec "$0" "$@"`, len(files))
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, klockd}, args...)...)
+	cmd.ExtraFiles = files
+	return cmd
 }
 
 // A socket systemd passes that matches neither --socket nor --api-socket
@@ -97,19 +126,9 @@ func TestKlockdRefusesForeignSocket(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	klockd := testutil.BuildCommand(t, t.TempDir(), "klockd")
 	dir := testutil.OpenDir(t, -1)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "other.sock"), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	f, err := ln.File()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := passSocket(t, filepath.Join(dir, "other.sock"))
 	defer f.Close()
-	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"`, klockd,
-		"--config", "", "--socket", filepath.Join(dir, "klockd.sock"), "--api-socket", filepath.Join(dir, "api.sock"))
-	cmd.ExtraFiles = []*os.File{f}
+	cmd := activatedKlockd(klockd, []*os.File{f}, "--config", "", "--socket", filepath.Join(dir, "klockd.sock"), "--api-socket", filepath.Join(dir, "api.sock"))
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "neither --socket") {
 		t.Fatalf("klockd given a foreign socket: %v\n%s", err, out)

@@ -12,17 +12,7 @@ import (
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		t.Fatalf("module root %s: %v", dir, err)
-	}
-	return dir
-}
+func moduleRoot(t *testing.T) string { return testutil.ModuleRoot(t, "../..") }
 
 // need makes the test unavailable without the tools it drives.
 func need(t *testing.T, tools ...string) {
