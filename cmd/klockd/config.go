@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/internal/flagfile"
 	"github.com/klocklabs/klock/internal/logswitch"
 	"github.com/klocklabs/klock/policy"
@@ -45,6 +46,7 @@ var configKeys = []flagfile.Key{
 var liveFlags = map[string]bool{
 	"log-format": true, "log-level": true, "debug": true,
 	"require-signed": true, "trust": true, "trust-dir": true,
+	"syscall-linger": true,
 }
 
 // loadConfig applies --config's file under the command line. The default
@@ -65,6 +67,8 @@ type reloader struct {
 	log   *slog.Logger
 	logs  *logswitch.Switch
 	admit atomic.Pointer[func(*policy.Manifest) error]
+	// observer is the daemon's (nil: unavailable), set once it is loaded.
+	observer *observe.Observer
 	// applied are the settings in effect, by flag, as their flags print
 	// them; a reload compares the file's new ones with these.
 	applied map[string]string
@@ -105,6 +109,9 @@ func (r *reloader) reload() {
 	}
 	r.logs.Set(f, l)
 	r.admit.Store(&admit)
+	if r.observer != nil {
+		r.observer.SetSyscallLinger(n.linger) // 0: none, as the flag says
+	}
 	var applied, restart []string
 	for name, v := range flagValues(n.fs) {
 		if r.applied[name] == v {

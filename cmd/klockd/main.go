@@ -108,6 +108,7 @@ func run(o *options, log *slog.Logger, logs *logswitch.Switch) bool {
 	if err != nil {
 		fatal(err)
 	}
+	r.observer = srv.Backends().Observer
 	log.Info("klockd listening", "socket", srv.Addr(), "systemd_socket", cfg.Listener != nil, "group", o.group,
 		"require_signed", o.requireSigned, "config", o.configFile)
 	return serve(srv, o, log, tcp, metricsListener{m, mln}, sockets.api, r)

@@ -106,8 +106,8 @@ command line wins.
 .TP
 .B SIGHUP
 Reads the command line and the configuration file again and applies the log format and level,
-\fB\-\-require\-signed\fR and the trusted keys (\fB\-\-trust\fR, \fB\-\-trust\-dir\fR) without touching any
-session. A file that cannot be applied changes nothing; other changed settings are logged as needing
+\fB\-\-require\-signed\fR, the trusted keys (\fB\-\-trust\fR, \fB\-\-trust\-dir\fR) and \fB\-\-syscall\-linger\fR
+without touching any session. A file that cannot be applied changes nothing; other changed settings are logged as needing
 a restart.
 .TP
 .B SIGTERM, SIGINT

@@ -182,13 +182,16 @@ func TestKlockdReloadKeepsSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, conf, "log_format: json\nrequire_signed: true\napi_rate: 5\ntrust:\n  - ed25519:"+base64.StdEncoding.EncodeToString(pub)+"\n")
+	writeFile(t, conf, "log_format: json\nrequire_signed: true\napi_rate: 5\nsyscall_linger: 0s\ntrust:\n  - ed25519:"+base64.StdEncoding.EncodeToString(pub)+"\n")
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the reload logged in JSON", log, func() bool { return strings.Contains(log.String(), `"msg":"configuration reloaded"`) })
 	if !strings.Contains(log.String(), `"settings":["api-rate"]`) {
 		t.Errorf("the restart-only setting is not named:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), `"applied":["log-format","require-signed","syscall-linger","trust"]`) {
+		t.Errorf("the live settings applied are not named:\n%s", log.String())
 	}
 	if n := len(sessions(t, sock)); n != 1 {
 		t.Fatalf("%d sessions after SIGHUP, want the one running", n)

@@ -276,7 +276,7 @@ func (s *Server) Serve() error {
 // Shutdown stops accepting, kills every running session (each ends as
 // killed, with its rollback and verification log, and its client gets the
 // result), waits for them within ctx, unloads the backends it loaded and
-// removes the socket.
+// removes the socket (one given as Config.Listener stays: its maker's).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
