@@ -39,6 +39,8 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh agents
 	@scripts/deps.sh realworld
 	@scripts/deps.sh containers
+	@scripts/deps.sh report
+	@scripts/deps.sh ops
 	@scripts/deps.sh install
 
 build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)

@@ -31,6 +31,7 @@ type gatewayFlags struct {
 	approvalWait, leaseWait                       time.Duration
 	confidential                                  bool
 	trust                                         trustFlags
+	events                                        eventsFile
 	data                                          []byte // the manifest's bytes as admitted
 }
 
@@ -49,6 +50,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.rates, "rates", "", "rates file for charges in another currency than their grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
 	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
 	f.trust.register(c)
+	f.events.register(c, "the gateway's (approvals asked and given, budget refusals, denied calls; also sent to klockd when it runs)")
 	_ = c.MarkFlagRequired("manifest")
 }
 
@@ -117,7 +119,14 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 		return nil, nil, nil, fmt.Errorf("refusing to start without the lease store: %w", err)
 	}
 	gopts = append(gopts, gateway.WithLeases(leases, gateway.LeaseWait(f.leaseWait)))
-	closeStores := func() { closeBudget(); closeLeases() }
+	events, closeEvents, err := f.events.gatewayEvents()
+	if err != nil {
+		closeBudget()
+		closeLeases()
+		return nil, nil, nil, err
+	}
+	gopts = append(gopts, gateway.WithEvents(events))
+	closeStores := func() { closeBudget(); closeLeases(); closeEvents() }
 	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID}
 	gw, st, err := gateway.Open(m, l, f.auditPath, copts, gopts...)
 	if err != nil {

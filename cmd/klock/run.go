@@ -46,6 +46,7 @@ type runOptions struct {
 	extraEnv                            []string
 	tf                                  trustFlags
 	gw                                  gatewayBinding
+	events                              eventsFile
 }
 
 func newRun() *cobra.Command {
@@ -205,6 +206,7 @@ session id), as klock tools rollback --run does.`,
 	c.Flags().StringArrayVarP(&o.extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	o.tf.register(c)
 	o.gw.register(c)
+	o.events.register(c, "an embedded session's (through klockd they are klockd's: klock events, klockd --events-file)")
 	_ = c.MarkFlagRequired("manifest")
 	return c
 }
@@ -303,6 +305,11 @@ func (o *runOptions) start(ctx context.Context, opts session.Options) (*session.
 		// objects); collecting them while they are built only
 		// takes CPU from the loads on the session's critical
 		// path. The collector is back as soon as the agent runs.
+		closeEvents, err := o.events.attach(&opts)
+		if err != nil {
+			return nil, err
+		}
+		defer closeEvents()
 		restoreGC := pauseGC()
 		opts.Started = func(int) { restoreGC() }
 		res, err = session.Run(ctx, opts)

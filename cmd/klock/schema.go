@@ -3,12 +3,13 @@ package main
 import (
 	"fmt"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/spf13/cobra"
 )
 
 func newSchema() *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema of the manifest (for editors)",
 		Long: `Schema prints the JSON Schema (draft 2020-12) of the klock/v1 manifest.
@@ -30,4 +31,18 @@ string pattern such as ^/srv/data/ cannot (/srv/data/../etc matches it).`,
 			return err
 		},
 	}
+	c.AddCommand(&cobra.Command{
+		Use:   "events",
+		Short: "Print the JSON Schema of an event record (klock events, --events-file)",
+		Long: `schema events prints the JSON Schema (draft 2020-12) of one record of
+klock events -o json and of the files klockd --events-file and klock run
+--events-file write. Its version is the record's "v"; a new kind or
+optional field keeps it, a removed or changed field makes a new one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := cmd.OutOrStdout().Write(eventlog.Schema())
+			return err
+		},
+	})
+	return c
 }

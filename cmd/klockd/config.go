@@ -39,6 +39,10 @@ var configKeys = []flagfile.Key{
 	{Name: "metrics_listen", Flag: "metrics-listen"},
 	{Name: "metrics_tls_cert", Flag: "metrics-tls-cert"},
 	{Name: "metrics_tls_key", Flag: "metrics-tls-key"},
+	{Name: "metrics_bpf_stats", Flag: "metrics-bpf-stats"},
+	{Name: "events_file", Flag: "events-file"},
+	{Name: "events_file_max_size", Flag: "events-file-max-size"},
+	{Name: "events_file_keep", Flag: "events-file-keep"},
 }
 
 // liveFlags are the settings a reload (SIGHUP) applies to the running

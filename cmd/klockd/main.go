@@ -48,6 +48,7 @@ type options struct {
 	trustDir            string
 	api                 *apiOptions
 	metrics             *metricsOptions
+	events              *eventsOptions
 }
 
 func main() {
@@ -101,13 +102,19 @@ func run(o *options, log *slog.Logger, logs *logswitch.Switch) bool {
 	if err != nil {
 		fatal(err)
 	}
-	if m != nil {
-		cfg.Observer = m
+	if err := o.metrics.wire(m, &cfg); err != nil {
+		fatal(err)
 	}
 	srv, err := daemon.Listen(cfg)
 	if err != nil {
 		fatal(err)
 	}
+	bpfStatsOff, err := o.metrics.enableBPFStats(m, srv)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		fatal(err)
+	}
+	defer bpfStatsOff()
 	r.observer = srv.Backends().Observer
 	log.Info("klockd listening", "socket", srv.Addr(), "systemd_socket", cfg.Listener != nil, "group", o.group,
 		"require_signed", o.requireSigned, "config", o.configFile)
@@ -131,6 +138,7 @@ func newOptions() *options {
 	fs.StringVar(&o.trustDir, "trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
 	o.api = apiFlags(fs)
 	o.metrics = metricsFlags(fs)
+	o.events = eventsFlags(fs)
 	return o
 }
 
@@ -192,8 +200,8 @@ func (o *options) admitter() (func(*policy.Manifest) error, error) {
 }
 
 // config is the daemon's configuration from the options: its socket and
-// group, the manifest admitter (r's, which a reload replaces) and how long
-// the syscall tracepoints linger.
+// group, the manifest admitter (r's, which a reload replaces), the events
+// file and how long the syscall tracepoints linger.
 func (o *options) config(log *slog.Logger, r *reloader) (daemon.Config, error) {
 	cfg := daemon.Config{Socket: o.socket, Group: o.group, Logger: log}
 	admit, err := o.admitter()
@@ -202,6 +210,9 @@ func (o *options) config(log *slog.Logger, r *reloader) (daemon.Config, error) {
 	}
 	r.admit.Store(&admit)
 	cfg.Admit = r.admitNow
+	if cfg.EventsFile, err = o.events.open(); err != nil {
+		return cfg, err
+	}
 	cfg.Observe.SyscallLinger = o.linger
 	if o.linger == 0 {
 		cfg.Observe.SyscallLinger = -1 // none (a zero Config field means the default)

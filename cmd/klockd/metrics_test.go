@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"os"
@@ -16,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klocklabs/klock/enforcer/daemon"
-	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -26,71 +23,6 @@ import (
 )
 
 const metricsAgentUID = 65534
-
-// TestKlockdServesMetrics: a real klockd with --metrics-listen
-// 127.0.0.1:0 runs a clean strict session and a strict session killed for
-// a violation; its /metrics moved by exactly those two sessions.
-func TestKlockdServesMetrics(t *testing.T) {
-	testutil.RequirePrivileged(t)
-	sock, addr := startKlockd(t)
-	before := scrape(t, addr)
-	if v := value(before, "klock_sessions_active", nil); v != 0 {
-		t.Fatalf("klock_sessions_active before any session: %v", v)
-	}
-	wd := agentDir(t)
-	data := []byte(testutil.ManifestYAML("metrics-test", "strict", wd, "CONSUMES FILE:${workdir}/**", "PROVIDES PROC:/usr/bin/**"))
-	clean := runSession(t, sock, data, "/usr/bin/true")
-	if clean.Killed || clean.Log == nil || clean.Log.Verdict != "CLEAN" {
-		t.Fatalf("clean session: killed %v log %+v", clean.Killed, clean.Log)
-	}
-	killed := runSession(t, sock, data, "echo x > "+wd+"/undeclared; sleep 5")
-	if !killed.Killed || killed.Log == nil || len(killed.Log.Violations) == 0 {
-		t.Fatalf("strict session: killed %v log %+v", killed.Killed, killed.Log)
-	}
-	after := scrape(t, addr)
-	check := func(name string, labels map[string]string, want float64) {
-		t.Helper()
-		if d := value(after, name, labels) - value(before, name, labels); d != want {
-			t.Errorf("%s%v moved by %v, want %v", name, labels, d, want)
-		}
-	}
-	check("klock_sessions_total", map[string]string{"mode": "strict", "result": "clean"}, 1)
-	check("klock_sessions_total", map[string]string{"mode": "strict", "result": "killed"}, 1)
-	check("klock_sessions_total", nil, 2)
-	check("klock_sessions_active", nil, 0)
-	check("klock_session_start_seconds", nil, 2) // histograms: their count
-	check("klock_kill_seconds", nil, 1)
-	check("klock_violations_total", nil, float64(len(killed.Log.Violations)))
-	byLabels := map[[3]string]float64{}
-	for _, v := range killed.Log.Violations {
-		pred, obj, _ := strings.Cut(v.Triple, " ")
-		typ, _, _ := strings.Cut(obj, ":")
-		byLabels[[3]string{pred, typ, v.Action}]++
-	}
-	if byLabels[[3]string{"PROVIDES", "FILE", "violation-kill"}] == 0 {
-		t.Errorf("the killed session's log has no PROVIDES FILE violation-kill: %+v", killed.Log.Violations)
-	}
-	for l, n := range byLabels {
-		check("klock_violations_total", map[string]string{"predicate": l[0], "object_type": l[1], "action": l[2]}, n)
-	}
-	check("klock_rollback_files_total", nil, float64(len(clean.Log.Rollback)+len(killed.Log.Rollback)))
-	check("klock_rollback_files_total", map[string]string{"outcome": "failed"}, 0)
-	if len(clean.Log.Leases) == 0 {
-		t.Error("the clean session's log holds no leases: klock_leases_total is untested")
-	}
-	check("klock_leases_total", map[string]string{"outcome": "granted"}, float64(len(clean.Log.Leases)+len(killed.Log.Leases)))
-	check("klock_leases_total", map[string]string{"outcome": "denied"}, 0)
-	check("klock_kernel_events_lost_total", nil, float64(clean.Log.Lost.Total+killed.Log.Lost.Total))
-	if _, ok := after["go_goroutines"]; !ok {
-		t.Error("no Go collector")
-	}
-	if _, ok := after["process_start_time_seconds"]; !ok {
-		t.Error("no process collector")
-	}
-	if t.Failed() {
-		t.Logf("killed session's log: violations %+v rollback %+v", killed.Log.Violations, killed.Log.Rollback)
-	}
-}
 
 // A metrics address off loopback without TLS stops klockd before it
 // starts, saying what to do.
@@ -113,14 +45,14 @@ func TestKlockdRefusesInsecureMetricsListen(t *testing.T) {
 // startKlockd runs klockd (beside its klock-stage2) with metrics on
 // 127.0.0.1:0 until the test ends; it returns its socket and the metrics'
 // bound address, read from its log.
-func startKlockd(t *testing.T) (sock, addr string) {
+func startKlockd(t *testing.T, args ...string) (sock, addr string) {
 	t.Helper()
 	bins := testutil.OpenDir(t, -1)
 	bin := testutil.BuildCommand(t, bins, "klockd")
 	testutil.BuildCommand(t, bins, "klock-stage2")
 	dir := testutil.OpenDir(t, -1)
 	sock = filepath.Join(dir, "klockd.sock")
-	cmd := exec.Command(bin, "--socket", sock, "--api-socket", filepath.Join(dir, "api.sock"), "--metrics-listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"--socket", sock, "--api-socket", filepath.Join(dir, "api.sock"), "--metrics-listen", "127.0.0.1:0"}, args...)...)
 	log := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -144,26 +76,14 @@ func startKlockd(t *testing.T) (sock, addr string) {
 	return "", ""
 }
 
-// runSession runs script as a strict session through klockd.
-func runSession(t *testing.T, sock string, manifest []byte, script string) *session.Result {
-	t.Helper()
-	cl, err := daemon.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	res, err := cl.Run(context.Background(), &daemon.Run{RunRequest: daemon.RunRequest{
-		Manifest: manifest, ManifestPath: "agent.yaml", UID: metricsAgentUID, GID: metricsAgentUID, AllowDegraded: true,
-		Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
 // scrape reads klockd's /metrics.
 func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	return parseMetrics(t, scrapeText(t, addr))
+}
+
+// scrapeText is klockd's /metrics as served.
+func scrapeText(t *testing.T, addr string) []byte {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -174,6 +94,12 @@ func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics: %v %v", resp.Status, err)
 	}
+	return body
+}
+
+// parseMetrics parses the text exposition format.
+func parseMetrics(t *testing.T, body []byte) map[string]*dto.MetricFamily {
+	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {

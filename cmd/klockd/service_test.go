@@ -22,8 +22,8 @@ import (
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
-// waitFor polls cond until it holds, failing the test with log after 30s.
-func waitFor(t *testing.T, what string, log *testutil.SyncBuffer, cond func() bool) {
+// waitUntil polls cond until it holds, failing the test with log after 30s.
+func waitUntil(t *testing.T, what string, log *testutil.SyncBuffer, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if cond() {
@@ -68,7 +68,7 @@ func TestKlockdSocketActivation(t *testing.T) {
 	for _, f := range files {
 		f.Close()
 	}
-	waitFor(t, "klockd serving the passed socket", log, func() bool { return strings.Contains(log.String(), "systemd_socket=true") })
+	waitUntil(t, "klockd serving the passed socket", log, func() bool { return strings.Contains(log.String(), "systemd_socket=true") })
 	ps := exec.Command(klock, "ps")
 	ps.Env = append(os.Environ(), daemon.SocketEnv+"="+sock)
 	out, err := ps.CombinedOutput()
@@ -155,7 +155,7 @@ func TestKlockdReloadKeepsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stopKlockd(t, cmd, log)
-	waitFor(t, "klockd listening", log, func() bool { _, err := os.Stat(sock); return err == nil })
+	waitUntil(t, "klockd listening", log, func() bool { _, err := os.Stat(sock); return err == nil })
 
 	wd := agentDir(t)
 	gate := filepath.Join(wd, "go")
@@ -169,7 +169,7 @@ func TestKlockdReloadKeepsSessions(t *testing.T) {
 		res, err := runVia(sock, data, "while [ ! -e "+gate+" ]; do sleep 0.1; done")
 		done <- outcome{res, err}
 	}()
-	waitFor(t, "the session running", log, func() bool { return len(sessions(t, sock)) == 1 })
+	waitUntil(t, "the session running", log, func() bool { return len(sessions(t, sock)) == 1 })
 
 	// A file klockd cannot apply (signatures required, no key trusted)
 	// is refused whole: the running settings stay.
@@ -177,7 +177,7 @@ func TestKlockdReloadKeepsSessions(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the refused reload logged", log, func() bool { return strings.Contains(log.String(), `msg="reload refused: settings unchanged"`) })
+	waitUntil(t, "the refused reload logged", log, func() bool { return strings.Contains(log.String(), `msg="reload refused: settings unchanged"`) })
 	pub, _, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestKlockdReloadKeepsSessions(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the reload logged in JSON", log, func() bool { return strings.Contains(log.String(), `"msg":"configuration reloaded"`) })
+	waitUntil(t, "the reload logged in JSON", log, func() bool { return strings.Contains(log.String(), `"msg":"configuration reloaded"`) })
 	if !strings.Contains(log.String(), `"settings":["api-rate"]`) {
 		t.Errorf("the restart-only setting is not named:\n%s", log.String())
 	}

@@ -122,3 +122,18 @@ func TestLossesDeliverWithoutBlocking(t *testing.T) {
 	}
 	l.Deliver(func(uint64) bool { t.Fatal("nothing pending, yet delivered"); return true })
 }
+
+// Programs reads a bpf2go programs struct by its tags, leaving out the
+// programs not loaded and fields that are not programs.
+func TestPrograms(t *testing.T) {
+	a := &ebpf.Program{}
+	got := Programs(&struct {
+		A     *ebpf.Program `ebpf:"prog_a"`
+		B     *ebpf.Program `ebpf:"prog_b"`
+		NoTag *ebpf.Program
+		M     *ebpf.Map `ebpf:"a_map"`
+	}{A: a, NoTag: a})
+	if len(got) != 1 || got["prog_a"] != a {
+		t.Fatalf("Programs = %v", got)
+	}
+}

@@ -76,6 +76,7 @@ const maxEndWait = 10 * time.Minute
 // the container's session, starts it, and replies "started" once the
 // session runs, or the error that ended it first.
 func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequest) {
+	received := time.Now()
 	fail := func(err error) {
 		s.log.Warn("adopt refused", "peer", peer.String(), "error", err)
 		_ = w.send(&message{Type: typeError, Error: wireError(err)})
@@ -84,7 +85,7 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 		fail(err)
 		return
 	}
-	as := &adoptSession{req: req}
+	as := &adoptSession{req: req, received: received}
 	var err error
 	if as.backend, err = session.ParseBackend(req.Backend); err != nil {
 		fail(fmt.Errorf("%w: %v", ErrBadRequest, err))
@@ -132,10 +133,16 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	finish := s.adoptFinisher(ad)
 	// The poststop hook gets the result as soon as the log is written.
 	opts.Finished = func(res *session.Result) { finish(res, nil) }
+	if o := s.cfg.Observer; o != nil {
+		o.SessionAdmitted(KindContainer)
+	}
 	go func() {
 		defer s.wg.Done()
 		defer cancel(nil)
 		res, err := session.Run(ctx, opts)
+		if o := s.cfg.Observer; o != nil {
+			o.SessionEnded(KindContainer, mode, res, err)
+		}
 		finish(res, err)
 		if res != nil {
 			slg.Info("container session ended", "killed", res.Killed, "reason", res.Reason, "log", res.LogPath)
@@ -162,6 +169,8 @@ type adoptSession struct {
 	backend session.Backend
 	m       *policy.Manifest
 	id      string
+	// received is when klockd read the request.
+	received time.Time
 }
 
 // checkAdoptRequest refuses an adopt request from anyone but root (it names
@@ -188,6 +197,7 @@ func (s *Server) adoptOptions(as *adoptSession, slg *slog.Logger, started chan s
 		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
 		AllowDegraded: req.AllowDegraded, Backend: as.backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
 		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg, Stage2: s.cfg.Stage2,
+		Events: s.sessionEvents(0),
 		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
 			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups, Cwd: req.Cwd},
 		Started: func(pid int) {
@@ -196,7 +206,12 @@ func (s *Server) adoptOptions(as *adoptSession, slg *slog.Logger, started chan s
 				l.info.PID, l.info.State = pid, StateRunning
 			}
 			s.mu.Unlock()
-			once.Do(func() { close(started) })
+			once.Do(func() {
+				if o := s.cfg.Observer; o != nil {
+					o.SessionRunning(KindContainer, time.Since(as.received))
+				}
+				close(started)
+			})
 		},
 	}
 	if opts.Snapshot == nil && !s.cfg.NoBackup {

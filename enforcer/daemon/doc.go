@@ -1,6 +1,6 @@
 // Package daemon is klockd, the daemon that keeps klock's BPF programs
 // loaded and runs sessions for clients, and its client (used by klock run,
-// klock ps and klock kill).
+// klock ps, klock kill and klock events).
 //
 // # What it owns
 //
@@ -23,8 +23,15 @@
 //     (enforcer/leaseapi). Both sockets are made, and their peers
 //     identified, by the same code (enforcer/usock).
 //   - Telling Config.Observer (klockd --metrics-listen: enforcer/metrics)
-//     of each session it runs: admitted, agent running, what session.Run
+//     of each session it runs, klock run's and the containers it adopts
+//     (KindRun, KindContainer): admitted, agent running, what session.Run
 //     returned. The observer only reads; it never changes a session.
+//   - The event hub (Config.Events, enforcer/eventlog): every session's
+//     records (container sessions' too) and the lease store's decisions
+//     (the store is wrapped by eventlog.Leases), served to klock events
+//     and written to Config.EventsFile (klockd --events-file). A reader
+//     never slows a session: one that falls behind loses records and is
+//     told how many.
 //
 // # Who may use it
 //
@@ -60,6 +67,7 @@
 //	{"type":"run","v":1,"run":{RunRequest}}  + SCM_RIGHTS: the client's stdio
 //	{"type":"ps","v":1}
 //	{"type":"kill","v":1,"id":"SESSION"}
+//	{"type":"events","v":1,"events":{EventsRequest}}
 //
 // The run request's frame carries the client's stdin, stdout and stderr as
 // SCM_RIGHTS ("stdio" says which): the agent gets those very descriptors,
@@ -78,6 +86,12 @@
 // by {"type":"killed","id":...}; every refusal is an "error" frame whose
 // class (ClassForbidden, ClassDegraded, ...) maps to a sentinel error
 // (errors.Is(err, ErrForbidden), errors.Is(err, session.ErrDegraded)); a
+// events is answered by one {"type":"event","event":{eventlog.Record}}
+// per record (the backlog since "since", then, with "follow", each new
+// one until the client goes away), and {"type":"events_end"} when a
+// stream without follow has sent the backlog; a peer that is not root
+// gets the records of its own sessions and leases only (owner
+// "uid:<its uid>"). A
 // lease_conflict error also carries the lease manager's decision ("lease":
 // WireLeaseConflict), which errors.As turns back into the embedded path's
 // *session.LeaseConflictError.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
@@ -55,6 +56,8 @@ func helperClient(req string) int {
 			_, err = cl.Run(context.Background(), &Run{RunRequest: RunRequest{
 				Manifest:     []byte("apiVersion: klock/v1\nagent: {id: x}\nmode: permissive\nbaseline: system-ro\nintents: [PROVIDES PROC:/usr/bin/**]\n" + costEnvelope),
 				ManifestPath: "x.yaml", Argv: []string{"/bin/true"}, UID: 0, GID: 0, AllowRoot: true, AllowDegraded: true}})
+		case "events":
+			return helperEvents()
 		case "adopt":
 			_, err = cl.Adopt(&AdoptRequest{Manifest: []byte("x"), ContainerID: "c1", Pid: os.Getpid()})
 		default:
@@ -129,4 +132,34 @@ func manifest(t testing.TB, mode policy.Mode, intents ...string) (wd, path strin
 		t.Fatal(err)
 	}
 	return wd, path, data
+}
+
+// helperEvents publishes a gateway record as the helper's uid, then
+// follows klockd's records (from a minute back) until its own arrives,
+// and prints kind/owner of each it was shown.
+func helperEvents() int {
+	socket := os.Getenv(envHelperSocket)
+	pub := NewPublisher(socket)
+	pub.Publish(eventlog.Record{Kind: eventlog.KindToolDenied, Tool: &eventlog.Tool{Name: "x"}})
+	pub.Close()
+	cl, err := Dial(socket)
+	var seen []string
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		own := fmt.Sprintf("uid:%d", os.Getuid())
+		err = cl.Events(ctx, EventsRequest{Follow: true, Since: time.Now().Add(-time.Minute)}, func(r eventlog.Record) error {
+			seen = append(seen, string(r.Kind)+"/"+r.Owner)
+			if r.Kind == eventlog.KindToolDenied && r.Owner == own {
+				cancel()
+			}
+			return nil
+		})
+	}
+	r := helperReply{OK: err == nil, Message: strings.Join(seen, ",")}
+	if err != nil {
+		r.Message = err.Error()
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+	return 0
 }

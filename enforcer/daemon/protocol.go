@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -42,6 +43,10 @@ const (
 	typeCancel = "cancel"
 	typeAdopt  = "adopt"
 	typeEnd    = "end"
+	typeEvents = "events"
+	// typePublish: one record of a tool gateway's (publish.go); the
+	// connection carries one a frame until the gateway goes away.
+	typePublish = "publish"
 	// server -> client
 	typeStarted  = "started"
 	typeLog      = "log"
@@ -49,22 +54,28 @@ const (
 	typeSessions = "sessions"
 	typeKilled   = "killed"
 	typeError    = "error"
+	typeEvent    = "event"
+	// typeEventsEnd ends a stream that does not follow: the backlog is
+	// sent.
+	typeEventsEnd = "events_end"
 )
 
 // message is every frame's JSON body; Type says which fields are set.
 type message struct {
-	Type     string        `json:"type"`
-	V        int           `json:"v,omitempty"`
-	Run      *RunRequest   `json:"run,omitempty"`
-	ID       string        `json:"id,omitempty"`
-	Reason   string        `json:"reason,omitempty"`
-	Session  *SessionInfo  `json:"session,omitempty"`
-	Sessions []SessionInfo `json:"sessions,omitempty"`
-	Log      *LogEvent     `json:"log,omitempty"`
-	Result   *WireResult   `json:"result,omitempty"`
-	Error    *Error        `json:"error,omitempty"`
-	Adopt    *AdoptRequest `json:"adopt,omitempty"`
-	End      *EndRequest   `json:"end,omitempty"`
+	Type     string           `json:"type"`
+	V        int              `json:"v,omitempty"`
+	Run      *RunRequest      `json:"run,omitempty"`
+	ID       string           `json:"id,omitempty"`
+	Reason   string           `json:"reason,omitempty"`
+	Session  *SessionInfo     `json:"session,omitempty"`
+	Sessions []SessionInfo    `json:"sessions,omitempty"`
+	Log      *LogEvent        `json:"log,omitempty"`
+	Result   *WireResult      `json:"result,omitempty"`
+	Error    *Error           `json:"error,omitempty"`
+	Adopt    *AdoptRequest    `json:"adopt,omitempty"`
+	End      *EndRequest      `json:"end,omitempty"`
+	Events   *EventsRequest   `json:"events,omitempty"`
+	Event    *eventlog.Record `json:"event,omitempty"`
 }
 
 // RunRequest is what a client asks klockd to run: everything

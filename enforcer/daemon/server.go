@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/observe"
@@ -92,17 +93,34 @@ type Config struct {
 	// Observer, when set, is told of every session klockd runs (klockd
 	// --metrics-listen: package enforcer/metrics).
 	Observer Observer
+	// Events is the hub every session's event records go to, and klock
+	// events reads (nil: Listen makes one).
+	Events *eventlog.Hub
+	// EventsFile, when set, is written every record (klockd
+	// --events-file) until Shutdown, which closes it.
+	EventsFile *eventlog.File
 }
 
 // Observer watches the sessions klockd runs; its methods must not block.
+// kind is KindRun or KindContainer.
 type Observer interface {
-	// SessionAdmitted: a run request was admitted; SessionEnded follows.
-	SessionAdmitted()
+	// SessionAdmitted: a run or adopt request was admitted; SessionEnded
+	// follows.
+	SessionAdmitted(kind string)
 	// SessionRunning: the agent runs, sinceRequest after its request.
-	SessionRunning(sinceRequest time.Duration)
+	SessionRunning(kind string, sinceRequest time.Duration)
 	// SessionEnded: what session.Run returned.
-	SessionEnded(mode policy.Mode, res *session.Result, err error)
+	SessionEnded(kind string, mode policy.Mode, res *session.Result, err error)
 }
+
+// The kinds of session an Observer is told of.
+const (
+	// KindRun: klock run's, through klockd's socket.
+	KindRun = "run"
+	// KindContainer: a container klockd adopted (klock-runtime, klock
+	// oci-hook).
+	KindContainer = "container"
+)
 
 // DefaultSyscallLinger is how long klockd keeps the syscall tracepoint
 // programs attached after the last Landlock session that needs them ends,
@@ -122,6 +140,11 @@ type Server struct {
 	shared    *session.Shared
 	ownShared bool
 	leases    lease.Store
+	events    *eventlog.Hub
+	// eventsFile reads for Config.EventsFile; eventsDone is closed when
+	// the file has written its last record (nil without one).
+	eventsFile *eventlog.Reader
+	eventsDone chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -193,6 +216,7 @@ func Listen(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("klockd: the host's lease store: %w", err)
 		}
 	}
+	s.startEvents()
 
 	s.shared = cfg.Backends
 	if s.shared == nil {
@@ -306,6 +330,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ownShared {
 		err = errors.Join(err, s.shared.Close())
 	}
+	s.stopEvents()
 	if s.cfg.Listener != nil {
 		return err // the socket's file is its maker's (systemd's)
 	}
@@ -394,6 +419,10 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.adopt(c, w, peer, m.Adopt)
 	case typeEnd:
 		s.end(w, peer, m.End)
+	case typeEvents:
+		s.streamEvents(w, peer, m.Events)
+	case typePublish:
+		s.publish(c, peer, m)
 	case typeKill:
 		if err := s.kill(peer, m.ID); err != nil {
 			_ = w.send(&message{Type: typeError, Error: wireError(err)})
@@ -524,11 +553,11 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	fwd := newForwarder(w)
 	defer fwd.close()
 	if o := s.cfg.Observer; o != nil {
-		o.SessionAdmitted()
+		o.SessionAdmitted(KindRun)
 	}
 	res, err := session.Run(ctx, s.runOptions(rs, slg, fwd))
 	if o := s.cfg.Observer; o != nil {
-		o.SessionEnded(mode, res, err)
+		o.SessionEnded(KindRun, mode, res, err)
 	}
 	unregister() // before the reply: a client that gets its result no longer sees it in ps
 	fwd.close()
@@ -624,7 +653,7 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 		// uid its own).
 		Leases: s.leases, LeaseTenant: fmt.Sprintf("uid:%d", rs.peer.UID),
 		LeaseWait: req.LeaseWait, LeaseTTL: req.LeaseTTL, LeaseGrace: req.LeaseGrace, LeaseGroup: req.LeaseGroup,
-		Logger: newLogger(slg.Handler(), fwd),
+		Logger: newLogger(slg.Handler(), fwd), Events: s.sessionEvents(rs.peer.UID),
 		// ps shows "running" only once launch has handed over the agent.
 		Started: func(pid int) {
 			s.mu.Lock()
@@ -633,7 +662,7 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 			}
 			s.mu.Unlock()
 			if o := s.cfg.Observer; o != nil {
-				o.SessionRunning(time.Since(rs.received))
+				o.SessionRunning(KindRun, time.Since(rs.received))
 			}
 		},
 		Traffic: func(read func() (uint64, uint64)) {

@@ -228,11 +228,11 @@ func (e *Engine) decideAs(ev event.Event, t policy.Triple, via string) Verdict {
 		i := e.index[d.Intent]
 		e.uses[i] += 1 + ev.Repeat
 		o.Intent, v.Intent = i, d.Intent
-		e.refusal(ev, t, d.Intent.String())
+		v.Refused = e.refusal(ev, t, d.Intent.String())
 		return v
 	case e.create.allows(t):
 		o.Created, v.Created = true, true
-		e.refusal(ev, t, "created by the session")
+		v.Refused = e.refusal(ev, t, "created by the session")
 		return v
 	case absent(ev, t):
 		// Nothing was there: the kernel touched no object (a shell trying
@@ -314,14 +314,14 @@ func (e *Engine) decideAs(ev event.Event, t policy.Triple, via string) Verdict {
 
 // refusal records ev as a declared operation (allowed by what) that
 // klock's wall refused, when it was refused and the wall says it was its
-// doing.
-func (e *Engine) refusal(ev event.Event, t policy.Triple, by string) {
+// doing; it reports whether it did.
+func (e *Engine) refusal(ev event.Event, t policy.Triple, by string) bool {
 	if !ev.Blocked || e.refuses == nil || !e.refuses(ev, t) {
-		return
+		return false
 	}
 	if r := e.refused[t]; r != nil {
 		r.Count += 1 + ev.Repeat
-		return
+		return true
 	}
 	if e.refused == nil {
 		e.refused = map[policy.Triple]*Refusal{}
@@ -329,6 +329,7 @@ func (e *Engine) refusal(ev event.Event, t policy.Triple, by string) {
 	e.refused[t] = &Refusal{Time: ev.Time, Triple: t, AllowedBy: by, PID: ev.PID, Comm: ev.Comm,
 		Syscall: ev.Syscall, Source: ev.Source, Errno: ev.Errno, Count: 1 + ev.Repeat}
 	e.log.Error("klock's wall refused a declared operation", "triple", t.String(), "declared by", by, "pid", ev.PID, "comm", ev.Comm)
+	return true
 }
 
 func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {

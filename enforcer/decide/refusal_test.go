@@ -19,14 +19,18 @@ func TestDeclaredOperationRefusedByTheWall(t *testing.T) {
 	e := New(rs, policy.ModeStrict, WithClock(fakeClock()), WithWall(wall))
 	refused := event.Event{Triple: policy.FileTriple(policy.Deletes, "/srv/repo/.git/HEAD.lock"), Errno: int32(syscall.EACCES), Blocked: true, Syscall: "unlinkat", Comm: "git"}
 	for range 2 {
-		if v := e.Observe(refused); v.Action != ActionAllow || v.Violation() {
-			t.Fatalf("a declared operation is not a violation: %+v", v)
+		if v := e.Observe(refused); v.Action != ActionAllow || v.Violation() || !v.Refused {
+			t.Fatalf("a declared operation is not a violation, and the verdict says the wall refused it: %+v", v)
 		}
 	}
 	// Refused by the file's mode, not by the wall.
-	e.Observe(event.Event{Triple: policy.FileTriple(policy.Consumes, "/srv/repo/owned-by-root"), Errno: int32(syscall.EACCES), Blocked: true})
+	if v := e.Observe(event.Event{Triple: policy.FileTriple(policy.Consumes, "/srv/repo/owned-by-root"), Errno: int32(syscall.EACCES), Blocked: true}); v.Refused {
+		t.Errorf("a refusal of the file's mode is the wall's: %+v", v)
+	}
 	// Allowed and done.
-	e.Observe(event.Event{Triple: policy.FileTriple(policy.Consumes, "/srv/repo/a.go")})
+	if v := e.Observe(event.Event{Triple: policy.FileTriple(policy.Consumes, "/srv/repo/a.go")}); v.Refused {
+		t.Errorf("an allowed operation is a refusal: %+v", v)
+	}
 	r := e.Records()
 	if len(r.Refused) != 1 {
 		t.Fatalf("refused %+v, want the one declared unlink", r.Refused)

@@ -78,6 +78,9 @@ type Verdict struct {
 	Err *policy.ScopeViolationError
 	// Blocked is true when the kernel refused the operation before any effect.
 	Blocked bool
+	// Refused is true when klock's own wall refused an operation the
+	// scope allows (WithWall): recorded as a Refusal.
+	Refused bool
 	// Lease is the intent added to the scope (ActionAmended, ActionBlocked
 	// in permissive mode), nil otherwise.
 	Lease *policy.Intent

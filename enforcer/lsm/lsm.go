@@ -421,3 +421,9 @@ func Hooks() ([]string, error) {
 	slices.Sort(hooks)
 	return hooks, nil
 }
+
+// Programs are the loaded BPF LSM programs by name, for their run-time
+// statistics (klockd --metrics-bpf-stats).
+func (l *LSM) Programs() map[string]*ebpf.Program {
+	return bpfprog.Programs(&l.objs.lsmPrograms)
+}

@@ -36,25 +36,28 @@ func TestListenRefusesInsecure(t *testing.T) {
 // become "other", never a label value.
 func TestLabelsAreBounded(t *testing.T) {
 	m := New()
-	m.SessionAdmitted()
+	m.SessionAdmitted("made-up kind")
 	killedAt := time.Unix(100, 0)
-	m.SessionEnded("strict", &session.Result{Killed: true, Log: &vlog.Log{
+	m.SessionEnded("made-up kind", "strict", &session.Result{Killed: true, Rollback: &session.RollbackStats{Bytes: 42, Duration: time.Millisecond}, Log: &vlog.Log{
 		Violations: []vlog.Violation{
 			{Time: killedAt.Add(-time.Millisecond), Triple: "MUTATES FILE:/secret/path", Action: "violation-kill"},
 			{Time: killedAt, Triple: "/weird SYMBOL:x", Action: "made-up"},
 		},
 		Rollback: []vlog.RollbackOp{{Path: "/a", Action: "restored", OK: true}, {Path: "/b", Action: "removed"}},
 		Lost:     vlog.Lost{Total: 3},
-		Leases:   []vlog.HeldLease{{ID: "l1", Lease: "MUTATES FILE:/x/**"}, {ID: "l2", Lease: "CONSUMES FILE:/y/**"}},
+		Events:   7,
+		Backends: []vlog.Backend{{Name: "landlock"}, {Name: "tracepoints"}},
 		Exit:     vlog.Exit{KilledAt: killedAt},
 	}}, nil)
 	for name, want := range map[string]float64{
-		`klock_sessions_total{mode="strict",result="killed"}`:                                    1,
+		`klock_sessions_total{kind="other",mode="strict",result="killed"}`:                       1,
 		`klock_violations_total{predicate="MUTATES",object_type="FILE",action="violation-kill"}`: 1,
 		`klock_violations_total{predicate="other",object_type="other",action="other"}`:           1,
 		`klock_rollback_files_total{outcome="restored"}`:                                         1,
 		`klock_rollback_files_total{outcome="failed"}`:                                           1,
-		`klock_kernel_events_lost_total{backend="observe"}`:                                      3,
+		`klock_kernel_events_lost_total{backend="tracepoints"}`:                                  3,
+		`klock_kernel_events_total{backend="tracepoints"}`:                                       7,
+		`klock_rollback_bytes_total`:                                                             42,
 	} {
 		fam, labels, _ := strings.Cut(name, "{")
 		got := value(t, m, fam, strings.TrimSuffix(labels, "}"))
@@ -62,16 +65,24 @@ func TestLabelsAreBounded(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	m.SessionAdmitted()
-	m.SessionEnded("strict", nil, fmt.Errorf("x: %w", &session.LeaseConflictError{}))
-	if n := value(t, m, "klock_leases_total", `outcome="denied"`); n != 1 {
-		t.Errorf("leases denied %v", n)
+	m.SessionAdmitted(KindRun)
+	m.SessionEnded(KindRun, "strict", nil, fmt.Errorf("x: %w", &session.LeaseConflictError{}))
+	if n := value(t, m, "klock_lease_denied_sessions_total", ""); n != 1 {
+		t.Errorf("sessions denied %v", n)
 	}
-	if n := testutil.ToFloat64(m.active); n != 0 {
-		t.Errorf("active %v", n)
+	if n := value(t, m, "klock_sessions_total", `kind="run",mode="strict",result="refused"`); n != 1 {
+		t.Errorf("refused run sessions %v", n)
 	}
-	if n := testutil.CollectAndCount(m.kill); n != 1 {
+	for _, kind := range []string{"run", "other"} {
+		if n := value(t, m, "klock_sessions_active", `kind="`+kind+`"`); n != 0 {
+			t.Errorf("active %s %v", kind, n)
+		}
+	}
+	if n := testutil.CollectAndCount(m.sess.kill); n != 1 {
 		t.Errorf("kill histogram series %d", n)
+	}
+	if n := testutil.CollectAndCount(m.sess.rollbackTime); n != 1 {
+		t.Errorf("rollback histogram series %d", n)
 	}
 }
 
@@ -92,7 +103,7 @@ func value(t *testing.T, m *Metrics, fam, labels string) float64 {
 				parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 			}
 			if got := strings.Join(parts, ","); sameLabels(got, labels) {
-				return s.GetCounter().GetValue()
+				return s.GetCounter().GetValue() + s.GetGauge().GetValue()
 			}
 		}
 	}
@@ -101,6 +112,9 @@ func value(t *testing.T, m *Metrics, fam, labels string) float64 {
 
 // sameLabels compares two label lists in any order.
 func sameLabels(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
 	set := map[string]bool{}
 	for _, p := range strings.Split(a, ",") {
 		set[p] = true
@@ -135,4 +149,11 @@ func TestResult(t *testing.T) {
 			t.Errorf("Result(%+v, %v) = %s, want %s", c.res, c.err, got, want)
 		}
 	}
+}
+
+// series is value for `name{labels}`.
+func series(t *testing.T, m *Metrics, name string) float64 {
+	t.Helper()
+	fam, labels, _ := strings.Cut(name, "{")
+	return value(t, m, fam, strings.TrimSuffix(labels, "}"))
 }

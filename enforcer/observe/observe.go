@@ -819,3 +819,9 @@ func (o *Observer) pollLostLocked(w *Watch) {
 	}
 	w.losses.Kernel(s.Lost)
 }
+
+// Programs are the observer's loaded programs by name, for their
+// run-time statistics (klockd --metrics-bpf-stats).
+func (o *Observer) Programs() map[string]*ebpf.Program {
+	return bpfprog.Programs(&o.objs.observePrograms)
+}

@@ -25,6 +25,30 @@ const (
 	RuntimeFull = "klock-runtime"
 )
 
+// sandboxAnnotations mark a CRI pod's sandbox (the pause container), as
+// containerd's CRI plugin and CRI-O set them. A pod's annotations reach its
+// sandbox as they reach its containers (containerd's pod_annotations), but
+// the sandbox runs no agent code: the node's pause image, which holds the
+// pod's namespaces. Adopting it would make a session whose workdir is a
+// directory of the pause image's root.
+var sandboxAnnotations = map[string]string{
+	"io.kubernetes.cri.container-type":  "sandbox", // containerd
+	"io.kubernetes.cri-o.ContainerType": "sandbox", // CRI-O
+}
+
+// IsSandbox reports whether spec is a CRI pod's sandbox container.
+func IsSandbox(spec *specs.Spec) bool {
+	if spec == nil {
+		return false
+	}
+	for k, v := range sandboxAnnotations {
+		if spec.Annotations[k] == v {
+			return true
+		}
+	}
+	return false
+}
+
 // Found is the manifest a container runs under.
 type Found struct {
 	// Data is the manifest's bytes.
@@ -57,12 +81,16 @@ func IsManifestPath(v string) bool {
 
 // Discover finds the container's manifest: the io.klock.manifest
 // annotation, else the first runtime.yaml mapping that matches. None:
-// nil, nil, unless cfg.Require (ErrManifestRequired). A manifest that
+// nil, nil, unless cfg.Require (ErrManifestRequired). A CRI pod's sandbox
+// (IsSandbox) has none, whatever its annotations, even with cfg.Require. A manifest that
 // cannot be read or does not validate wraps ErrManifest (and, when invalid,
 // the located *policy.ValidationError). cfg may be nil (defaults).
 func Discover(spec *specs.Spec, containerID string, cfg *Config) (*Found, error) {
 	if cfg == nil {
 		cfg = &Config{}
+	}
+	if IsSandbox(spec) {
+		return nil, nil
 	}
 	var ann map[string]string
 	if spec != nil {

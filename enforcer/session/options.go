@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -210,6 +211,12 @@ type Options struct {
 	// (klockd's ps).
 	Traffic func(read func() (out, in uint64))
 
+	// Events, when set, takes the session's event records (package
+	// eventlog: start, violations, refusals, DNS refusals, kill, rollback
+	// steps, end; observed triples when it WantsObserved). Publish must
+	// not block: the session's event loop calls it.
+	Events eventlog.Sink
+
 	// KeepTmp keeps the session's private /tmp and /var/tmp (under
 	// PrivateTmpRoot) after it ends, for inspection (klock run
 	// --keep-tmp); else they are removed at its end.
@@ -244,6 +251,20 @@ type Result struct {
 	Log         *vlog.Log
 	// Learned is the manifest that would have allowed the run.
 	Learned []byte
+	// Rollback is what the rollback of a killed session cost; nil when
+	// none ran.
+	Rollback *RollbackStats
+}
+
+// RollbackStats are what a session's rollback cost.
+type RollbackStats struct {
+	// Duration is the whole rollback: the lease check, the restore, the
+	// notices, the private /tmp emptied.
+	Duration time.Duration
+	// Bytes are the sizes of the regular files it restored, recreated or
+	// moved back, as they are after it (what it put back, not what it
+	// read).
+	Bytes int64
 }
 
 // noticeDir is NoticeDir or its default.

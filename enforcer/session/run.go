@@ -69,6 +69,7 @@ type runner struct {
 	priv        *privateTmp
 	sessionDir  string
 	ctr         *vlog.Container
+	ev          emitter
 	// cleanups run last first when Run returns (the defers of one long
 	// function, spread over the phases).
 	cleanups []func()
@@ -97,6 +98,7 @@ func newRunner(o Options) (*runner, error) {
 	if r.id == "" {
 		r.id = NewID(time.Now())
 	}
+	r.ev = newEmitter(o, r.id, r.m.Agent.ID, r.mode)
 	if o.Backend == BackendObserve && r.mode != policy.ModePermissive {
 		return nil, fmt.Errorf("%w: it puts no file wall up, and strict mode promises one. Fix: --mode permissive (to learn what the agent does), or --backend auto", ErrObserveStrict)
 	}
@@ -397,6 +399,7 @@ func (r *runner) announce(ready *prepared) {
 			return c.OutBytes, c.InBytes
 		})
 	}
+	r.ev.start(ready.proc.Pid, r.o.Command)
 	if r.o.Started != nil {
 		r.o.Started(ready.proc.Pid)
 	}
@@ -409,7 +412,7 @@ func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 	eng := decide.New(r.rs, r.mode, r.engineOptions(ctx, ready)...)
 	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer,
 		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, priv: r.priv,
-		forked: map[uint32]bool{}, entrants: map[uint32]int{}}
+		forked: map[uint32]bool{}, entrants: map[uint32]int{}, ev: r.ev}
 	if r.dnsp != nil {
 		r.dnsp.attach(eng, s.wall)
 		s.dnsRefused = r.dnsp.refused

@@ -5,11 +5,13 @@ package session
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
 )
 
 // finish ends a session whose agent exited: the rollback of a kill, the
@@ -22,7 +24,9 @@ func (r *runner) finish(ctx context.Context, ready *prepared, s *running) (*Resu
 	if s.first != nil && s.first.Err != nil {
 		res.Violation = s.first.Err
 	}
-	rollback := r.rollback(ctx, ready, s)
+	rollback, rolled := r.rollback(ctx, ready, s)
+	res.Rollback = rolled
+	r.ev.rollback(rollback)
 	backendsUsed := r.backendsUsed(ready)
 	// The wall's counters, read before it comes down with the backends.
 	network := r.networkCounters(ready, &backendsUsed)
@@ -38,10 +42,12 @@ func (r *runner) finish(ctx context.Context, ready *prepared, s *running) (*Resu
 	vl := r.buildLog(ready, s, exit, backendsUsed, network, rollback)
 	path, err := vl.Write(r.sessionDir)
 	if err != nil {
+		r.ev.end(res, vl)
 		return res, fmt.Errorf("write verification log: %w", err)
 	}
 	r.tl.mark("log written")
 	res.LogPath, res.Log = path, vl
+	r.ev.end(res, vl)
 	r.finished(res)
 	r.tl.log(r.log, "session end")
 	r.learn(s, res)
@@ -51,12 +57,14 @@ func (r *runner) finish(ctx context.Context, ready *prepared, s *running) (*Resu
 // rollback undoes a killed session (rollsBack says when) from its
 // pre-flight backup: the workdir's roots and the changed paths outside,
 // at their host paths, the private /tmp emptied instead (it started
-// empty, and the backup holds nothing of it).
-func (r *runner) rollback(ctx context.Context, ready *prepared, s *running) []vlog.RollbackOp {
+// empty, and the backup holds nothing of it). Its stats are nil when no
+// rollback ran.
+func (r *runner) rollback(ctx context.Context, ready *prepared, s *running) ([]vlog.RollbackOp, *RollbackStats) {
 	restorer := ready.restorer
 	if !s.killed || restorer == nil || !rollsBack(r.mode, s.interrupted, r.o.RollbackOnInterrupt) {
-		return nil
+		return nil, nil
 	}
+	start := time.Now()
 	rec := s.eng.Records()
 	roots, changed := rollbackRoots(r.rs.Workdir, rec), changedPaths(rec)
 	c := r.o.Container
@@ -76,7 +84,24 @@ func (r *runner) rollback(ctx context.Context, ready *prepared, s *running) []vl
 	if r.priv != nil {
 		ops = append(ops, r.priv.empty()...)
 	}
-	return ops
+	return ops, &RollbackStats{Duration: time.Since(start), Bytes: restoredBytes(ops)}
+}
+
+// restoredBytes sums the sizes of the regular files ops put back (at
+// their host paths).
+func restoredBytes(ops []vlog.RollbackOp) int64 {
+	var n int64
+	for _, op := range ops {
+		switch op.Action {
+		case vlog.RollbackRestored, vlog.RollbackRecreated, string(snapshot.MovedBack):
+		default:
+			continue
+		}
+		if fi, err := os.Lstat(op.Path); op.OK && err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // backendsUsed lists what walled and watched the session, for its log.

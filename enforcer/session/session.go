@@ -118,6 +118,8 @@ type running struct {
 	forked   map[uint32]bool
 	entrants map[uint32]int
 	lostAny  bool
+	// ev is where the session's event records go (Options.Events).
+	ev emitter
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a
@@ -141,6 +143,7 @@ func (s *running) kill(reason string, v *decide.Verdict) {
 	s.once.Do(func() {
 		s.killed, s.reason, s.first = true, reason, v
 		s.killedAt = time.Now()
+		s.ev.kill(reason, s.killedAt)
 		if err := s.proc.Kill(); errors.Is(err, os.ErrNotExist) && s.ctr != nil {
 			// The container ended before the kill (its runtime removed
 			// its cgroup): there is nothing left to kill, the rollback
@@ -286,8 +289,7 @@ func (s *running) record(r observe.Record) {
 			ev.Extra.Predicate = policy.Provides
 		}
 		socketAbsent(&ev)
-		v := s.eng.Observe(ev)
-		s.act(v)
+		v := s.observe(ev)
 		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {
 			s.kill(fmt.Sprintf("klock could not verify which file a %s changed (the agent moved its directory or the name before klock resolved %q; it resolved to %s): metadata changes have no kernel wall, so strict mode fails closed",
 				r.Event.Syscall, r.Arg, r.Event.Triple.Path), nil)
@@ -391,12 +393,12 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 	case r := <-f.obs:
 		s.record(r)
 	case ev := <-f.net:
-		s.act(s.eng.Observe(ev))
+		s.observe(ev)
 	case l := <-f.netLost:
 		s.act(s.eng.Lost(l))
 	case ev := <-f.unix:
 		socketAbsent(&ev)
-		s.act(s.eng.Observe(ev))
+		s.observe(ev)
 	case l := <-f.unixLost:
 		s.act(s.eng.Lost(l))
 	case ev := <-f.lsm:
@@ -404,7 +406,7 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 	case l := <-f.lsmLost:
 		s.act(s.eng.Lost(l))
 	case ev := <-f.dns:
-		s.act(s.eng.Observe(ev))
+		s.observeDNS(ev)
 	case why := <-f.overBudget:
 		s.overBudgetAt(why)
 	case <-f.ctxDone:
@@ -422,7 +424,7 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 func (s *running) observeLSM(ev event.Event) {
 	socketAbsent(&ev)
 	s.priv.agentView(&ev)
-	s.act(s.eng.Observe(ev))
+	s.observe(ev)
 }
 
 // drainLSM delivers the bpf-lsm decisions still in flight after the agent
@@ -524,7 +526,7 @@ func (s *running) drainDNS() {
 	for {
 		select {
 		case ev := <-s.dnsRefused:
-			s.act(s.eng.Observe(ev))
+			s.observeDNS(ev)
 		default:
 			return
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/enforcer/netguard"
 	"github.com/klocklabs/klock/enforcer/observe"
@@ -68,6 +70,26 @@ func (s *Shared) Close() error {
 		s.UnixGuard = nil
 	}
 	return errors.Join(errs...)
+}
+
+// Programs are the BPF programs of the loaded backends by backend and
+// name ("observe", "lsm", "netguard", "unixguard"), for their run-time
+// statistics (klockd --metrics-bpf-stats). Read it while s is open.
+func (s *Shared) Programs() map[string]map[string]*ebpf.Program {
+	out := map[string]map[string]*ebpf.Program{}
+	if s.Observer != nil {
+		out["observe"] = s.Observer.Programs()
+	}
+	if s.LSM != nil {
+		out["lsm"] = s.LSM.Programs()
+	}
+	if s.Guard != nil {
+		out["netguard"] = s.Guard.Programs()
+	}
+	if s.UnixGuard != nil {
+		out["unixguard"] = s.UnixGuard.Programs()
+	}
+	return out
 }
 
 var errNotLoaded = errors.New("not loaded by the daemon")

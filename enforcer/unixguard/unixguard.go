@@ -258,3 +258,9 @@ func (s *Session) teardown() error {
 	g.mu.Unlock()
 	return errors.Join(errs...)
 }
+
+// Programs are the guard's loaded programs by name, for their run-time
+// statistics (klockd --metrics-bpf-stats).
+func (g *Guard) Programs() map[string]*ebpf.Program {
+	return bpfprog.Programs(&g.objs.unixguardPrograms)
+}

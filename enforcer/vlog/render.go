@@ -87,7 +87,7 @@ func (r *renderer) identity(l *Log) {
 	if l.Incomplete() {
 		fmt.Fprintf(tw, "exit\tnot recorded\n")
 	} else {
-		fmt.Fprintf(tw, "exit\t%s%s\n", exitText(l.Exit), killLatency(l))
+		fmt.Fprintf(tw, "exit\t%s%s\n", l.Exit.Text(), killLatency(l))
 	}
 	fmt.Fprintf(tw, "events\t%d kernel events, %d distinct triples, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
 	if c := l.Container; c != nil {
@@ -472,7 +472,9 @@ func killLatency(l *Log) string {
 	return fmt.Sprintf("; killed %s after the violation", d.Round(10*time.Microsecond))
 }
 
-func exitText(e Exit) string {
+// Text is how the agent ended, as the log prints it: its exit code or
+// signal, and whether klock ended it.
+func (e Exit) Text() string {
 	var s string
 	switch {
 	case e.Signal != "":

@@ -196,7 +196,7 @@ func TestRenderKeyLines(t *testing.T) {
 	// A violation read after the agent had exited on its own: the kill
 	// found no process, and the exit line says so instead of "killed".
 	code := 0
-	if got := exitText(Exit{Code: &code, KilledByKlock: true}); got != "exit code 0, then ended by klock: it read the violation after the agent had exited" {
+	if got := (Exit{Code: &code, KilledByKlock: true}).Text(); got != "exit code 0, then ended by klock: it read the violation after the agent had exited" {
 		t.Errorf("late kill rendered %q", got)
 	}
 }

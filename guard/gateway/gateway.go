@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/guard/approval"
 	"github.com/klocklabs/klock/guard/audit"
 	"github.com/klocklabs/klock/guard/check"
@@ -72,6 +73,7 @@ type Gateway struct {
 	receipts   ReceiptWriter // rollbacks' receipts (nil: audit only)
 	policyHash string
 	leases     *leasing // WithLeases (nil: calls take no leases)
+	events     eventlog.Sink
 }
 
 // Option configures New.
@@ -79,6 +81,11 @@ type Option func(*Gateway)
 
 // WithCharger sets the budget seam (nil: no budget).
 func WithCharger(c check.Charger) Option { return func(g *Gateway) { g.charger = c } }
+
+// WithEvents publishes the gateway's decisions that matter to a security
+// team as event records (package eventlog): approval asked and given,
+// budget refusals, denied calls. Publish must not block.
+func WithEvents(s eventlog.Sink) Option { return func(g *Gateway) { g.events = s } }
 
 // WithApprovalWait bounds how long one call blocks waiting for a human
 // (default: the whole approval timeout). A call still pending then gets a
@@ -208,6 +215,7 @@ func (c *gatewayCall) refuse(e *toolerr.Error, verdict string) (Outcome, *tooler
 	r.CallID, r.Verdict, r.Result, r.Check, r.Reason, r.Message, r.ApprovalID = c.callID, verdict, string(e.Class), e.Check, e.Reason, e.Message, e.ApprovalID
 	r.SetArgs(c.call.Args, c.d.Confidential, c.g.hash)
 	r.DurationMS = ms(time.Since(c.start))
+	c.g.refused(c.call, c.callID, e)
 	if err := c.g.audit.Append(r); err != nil {
 		// The refusal stands; the agent learns the audit failed too.
 		e = toolerr.New(toolerr.InternalError, "audit", "%s (and the refusal could not be audited: %v)", e.Message, err)
@@ -443,6 +451,9 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 	if err != nil {
 		return nil, toolerr.New(toolerr.InternalError, "approval_store", "%s needs approval (%s) and the approval queue failed: %v", call.Tool, d.Why, err)
 	}
+	if r.State == approval.Pending {
+		g.publish(eventlog.KindApprovalAsked, call, &eventlog.Tool{Name: call.Tool, Call: r.ID, Reason: d.Why})
+	}
 	r, err = g.approvals.Wait(ctx, r.ID, g.wait)
 	if err != nil {
 		return nil, toolerr.New(toolerr.InternalError, "approval_store", "waiting for approval %s: %v", r.ID, err)
@@ -450,6 +461,7 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 	var e *toolerr.Error
 	switch r.State {
 	case approval.Approved:
+		g.publish(eventlog.KindApprovalGiven, call, &eventlog.Tool{Name: call.Tool, Call: r.ID, Approver: r.DecidedBy})
 		return r, nil
 	case approval.Pending:
 		e = toolerr.New(toolerr.Restricted, "approval_pending",
@@ -467,4 +479,28 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 	e.ApprovalID = r.ID
 	e.Check = d.Check
 	return nil, e
+}
+
+// publish hands one event record of call to WithEvents' sink.
+func (g *Gateway) publish(k eventlog.Kind, call *check.Call, t *eventlog.Tool) {
+	if g.events == nil {
+		return
+	}
+	g.events.Publish(eventlog.Record{Kind: k, Session: call.RunID, Agent: g.agent, Tool: t})
+}
+
+// refused publishes a refused call: budget.refused for the budget's,
+// tool.denied for any other but a pending approval (not a refusal: the
+// agent is told to retry).
+func (g *Gateway) refused(call *check.Call, callID string, e *toolerr.Error) {
+	if e.Reason == "approval_pending" {
+		return
+	}
+	k := eventlog.KindToolDenied
+	if e.Check == "budget" {
+		k = eventlog.KindBudgetRefused
+	}
+	// The codes, not the message: a message may quote arguments, which
+	// confidential mode keeps out of records.
+	g.publish(k, call, &eventlog.Tool{Name: call.Tool, Call: callID, Reason: strings.TrimSpace(e.Check + " " + e.Reason)})
 }

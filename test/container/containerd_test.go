@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/klocklabs/klock/test/internal/ctrtest"
+	"github.com/klocklabs/klock/test/internal/harness"
 )
 
 var (
@@ -85,6 +86,6 @@ func TestContainerd(t *testing.T) {
 		if lg.Verdict == "CLEAN" || !lg.Exit.KilledByKlock || lg.Container.ID != "kc-ctd-kill" {
 			t.Fatalf("log: verdict %s, exit %+v, container %+v", lg.Verdict, lg.Exit, lg.Container)
 		}
-		assertLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
+		harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
 	})
 }

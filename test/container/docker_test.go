@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/klocklabs/klock/test/internal/ctrtest"
+	"github.com/klocklabs/klock/test/internal/harness"
 )
 
 // TestDocker: dockerd with a "klock" runtime (daemon.json runtimes: the
@@ -70,6 +71,6 @@ func TestDocker(t *testing.T) {
 		if lg.Verdict == "CLEAN" || !lg.Exit.KilledByKlock || lg.Container == nil || lg.Container.ID != id {
 			t.Fatalf("log: verdict %s, exit %+v, container %+v", lg.Verdict, lg.Exit, lg.Container)
 		}
-		assertLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
+		harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
 	})
 }

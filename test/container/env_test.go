@@ -3,11 +3,9 @@
 package container
 
 import (
-	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -122,30 +120,4 @@ func (w *world) log() *vlog.Log {
 func (w *world) bundle(args []string, annotations map[string]string) *ctrtest.Bundle {
 	return ctrtest.NewBundle(w.t, ctrtest.BundleOptions{Args: args, Annotations: annotations,
 		Binds: []ctrtest.Bind{{Host: w.work, Container: "/workspace"}}})
-}
-
-// violationAt checks the log's violation names the container's path and
-// its rollback the host's path of the same file.
-func assertLogged(t *testing.T, lg *vlog.Log, container, host string) {
-	t.Helper()
-	if lg.Container == nil {
-		t.Fatalf("the log names no container")
-	}
-	found := false
-	for _, v := range lg.Violations {
-		if strings.HasSuffix(v.Triple, ":"+container) {
-			found = true
-		}
-	}
-	if !found {
-		b, _ := json.MarshalIndent(lg.Violations, "", " ")
-		t.Fatalf("no violation on %s in the log: %s", container, b)
-	}
-	for _, op := range lg.Rollback {
-		if op.Path == host && op.ContainerPath == container && op.OK {
-			return
-		}
-	}
-	b, _ := json.MarshalIndent(lg.Rollback, "", " ")
-	t.Fatalf("no rollback of %s (container %s) in the log: %s", host, container, b)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/test/internal/ctrtest"
+	"github.com/klocklabs/klock/test/internal/harness"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -69,7 +70,7 @@ func TestPodmanRuntime(t *testing.T) {
 	if got := w.content("keep.txt"); got != "original\n" {
 		t.Fatalf("keep.txt = %q after the kill, want it restored", got)
 	}
-	assertLogged(t, w.log(), "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
+	harness.AssertContainerLogged(t, w.log(), "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
 }
 
 // TestPodmanHooksD: hook-only mode: klock oci-hook from a hooks.d file for
@@ -103,5 +104,5 @@ func TestPodmanHooksD(t *testing.T) {
 	if lg.Container == nil || lg.Container.Mode != "hook" {
 		t.Fatalf("log's container: %+v", lg.Container)
 	}
-	assertLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
+	harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/test/internal/ctrtest"
+	"github.com/klocklabs/klock/test/internal/harness"
 )
 
 // TestRuncDeclaredWrite: runc through klock-runtime; the container writes
@@ -56,7 +57,7 @@ func TestRuncStrictKill(t *testing.T) {
 	if lg.Verdict == "CLEAN" || !lg.Exit.KilledByKlock {
 		t.Fatalf("log: verdict %s, exit %+v", lg.Verdict, lg.Exit)
 	}
-	assertLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
+	harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
 }
 
 // TestRuncStrictKillAfterExit: a container whose undeclared operation

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -153,9 +154,20 @@ func TestUndeclaredNameIsRefusedAndKills(t *testing.T) {
 	w := harness.NewWorld(t)
 	d := startTestDNS(t, "127.0.0.31", "127.0.0.31")
 	steps := []string{"lookup:evil.example", "read:/etc/hostname"}
+	hub := eventlog.NewHub("test", 0)
+	rd := hub.Subscribe(eventlog.Filter{}, true, 0)
 	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), "CONSUMES NET:svc.test:80/tcp"),
 		Command: append([]string{harness.Probe}, steps...), Env: []string{"GODEBUG=netdns=go"},
-		DNSUpstreams: []string{d.addr}, Resolve: startResolve})
+		DNSUpstreams: []string{d.addr}, Resolve: startResolve, Events: hub})
+	hub.Close()
+	// The event stream says so too: a dns.refused record of the name.
+	refused := false
+	for r, err := rd.Next(context.Background()); err == nil; r, err = rd.Next(context.Background()) {
+		refused = refused || r.Kind == eventlog.KindDNSRefused && r.Op.Object == "NET:evil.example:53/udp"
+	}
+	if !refused {
+		t.Error("no dns.refused record of evil.example")
+	}
 	if o.Probe[steps[0]] == "ok" {
 		t.Errorf("evil.example resolved\n%s", o.Dump())
 	}

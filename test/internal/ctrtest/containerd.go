@@ -13,8 +13,8 @@ import (
 )
 
 // ContainerdEnv is a private containerd: its own root, state and socket
-// under a temporary directory, the CRI plugin off, and a namespace of its
-// own (klocktest-<dir>). (containerd's runc shim still keeps runc state in
+// under a temporary directory, and the CRI plugin off and a namespace of
+// its own (klocktest-<dir>), or the CRI plugin on (ContainerdCRI). (containerd's runc shim still keeps runc state in
 // /run/containerd/runc/<namespace> and its sockets in /run/containerd/s:
 // the shim's paths are not configurable.)
 type ContainerdEnv struct {
@@ -31,6 +31,22 @@ type ContainerdEnv struct {
 // ends.
 func Containerd(t testing.TB) *ContainerdEnv {
 	t.Helper()
+	return startContainerd(t, "", `disabled_plugins = ["io.containerd.grpc.v1.cri"]`)
+}
+
+// ContainerdCRI starts a private containerd as Containerd does, but with
+// the CRI plugin on, serving the CRI's gRPC services on Address. conf
+// returns the rest of the config (version 2) given Dir: the CRI plugin's
+// tables and its runtimes, which must keep the runc shims' state under Dir
+// (options Root), since the namespace is the CRI's own, k8s.io. The CRI's sandboxes and containers must be removed
+// before the test ends (the shims outlive containerd).
+func ContainerdCRI(t testing.TB, conf func(dir string) string) *ContainerdEnv {
+	t.Helper()
+	return startContainerd(t, "k8s.io", "", conf)
+}
+
+func startContainerd(t testing.TB, namespace, disabled string, conf ...func(dir string) string) *ContainerdEnv {
+	t.Helper()
 	Runc(t)
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
@@ -43,31 +59,41 @@ func Containerd(t testing.TB) *ContainerdEnv {
 	// A short path: the socket's must fit sun_path (108 bytes).
 	dir, err := os.MkdirTemp(shortTmp(), "ctd")
 	must(t, err)
-	c := &ContainerdEnv{t: t, Ctr: ctr, Dir: dir, Address: filepath.Join(dir, "c.sock"),
+	own := namespace == ""
+	if own {
 		// Unique: the shim keeps runc's state in /run/containerd/runc/<ns>,
 		// shared by every containerd on the host.
-		Namespace: "klocktest-" + filepath.Base(dir)}
+		namespace = "klocktest-" + filepath.Base(dir)
+	}
+	c := &ContainerdEnv{t: t, Ctr: ctr, Dir: dir, Address: filepath.Join(dir, "c.sock"), Namespace: namespace}
 	t.Cleanup(func() {
 		unmountUnder(dir)
 		_ = os.RemoveAll(dir)
-		_ = os.RemoveAll("/run/containerd/runc/" + c.Namespace)
+		if own {
+			_ = os.RemoveAll("/run/containerd/runc/" + c.Namespace)
+		}
 	})
-	conf := fmt.Sprintf(`version = 2
+	text := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+%s
 [grpc]
   address = %q
 [ttrpc]
   address = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc")
-	must(t, os.WriteFile(filepath.Join(dir, "config.toml"), []byte(conf), 0o644))
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), disabled, c.Address, c.Address+".ttrpc")
+	for _, f := range conf {
+		text += f(dir)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "config.toml"), []byte(text), 0o644))
 	d := startDaemon(t, "containerd", bin, []string{"--config", filepath.Join(dir, "config.toml")}, func() bool {
 		return exists(c.Address) && c.Cmd("version").Exit == 0
 	})
 	// Stop the daemon before its directory goes (cleanups run last first).
 	t.Cleanup(func() {
-		_ = c.Cmd("tasks", "kill", "--all") // nothing should be left; best effort
+		if own {
+			_ = c.Cmd("tasks", "kill", "--all") // nothing should be left; best effort
+		}
 		d.stop()
 	})
 	return c

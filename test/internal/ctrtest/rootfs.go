@@ -126,6 +126,12 @@ func RootfsTar(t testing.TB, rootfs, out string) string {
 // io.containerd.image.name annotation). Entrypoint-less: Cmd is sh.
 func OCIArchive(t testing.TB, rootfs, name, out string) string {
 	t.Helper()
+	return OCIArchiveCmd(t, rootfs, name, out, []string{"sh"})
+}
+
+// OCIArchiveCmd is OCIArchive with the image's Cmd.
+func OCIArchiveCmd(t testing.TB, rootfs, name, out string, cmd []string) string {
+	t.Helper()
 	dir := t.TempDir()
 	layer := RootfsTar(t, rootfs, filepath.Join(dir, "layer.tar"))
 	lb, err := os.ReadFile(layer)
@@ -144,7 +150,7 @@ func OCIArchive(t testing.TB, rootfs, name, out string) string {
 	ld := desc("application/vnd.oci.image.layer.v1.tar", lb)
 	cfg := mustJSON(t, map[string]any{
 		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": []string{"sh"}},
+		"config": map[string]any{"Env": []string{"PATH=/bin"}, "Cmd": cmd},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{ld["digest"].(string)}},
 	})
 	man := mustJSON(t, map[string]any{

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/launch/stage2"
 	"github.com/klocklabs/klock/enforcer/observe"
@@ -256,6 +257,8 @@ type Spec struct {
 	DNSUpstreams []string
 	// Resolve is session.Options.Resolve (default: the system resolver).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Events is session.Options.Events (nil: none).
+	Events eventlog.Sink
 }
 
 // Outcome is a finished session.
@@ -322,7 +325,7 @@ func (w *World) RunErr(s Spec) (*Outcome, error) {
 		User:    &launch.Credential{UID: AgentUID, GID: AgentGID},
 		Stdin:   s.Stdin, Stdout: stdout, Stderr: &errb,
 		Snapshot:     session.Backup(nil),
-		DNSUpstreams: s.DNSUpstreams, Resolve: s.Resolve,
+		DNSUpstreams: s.DNSUpstreams, Resolve: s.Resolve, Events: s.Events,
 	})
 	if err != nil {
 		return &Outcome{Stderr: errb.String()}, err
