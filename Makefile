@@ -13,8 +13,22 @@ BENCHTIME  ?= 1s
 # such skip a failure (.ci/run sets it).
 export KLOCK_REQUIRE_PRIVILEGED
 
+# make install: PREFIX and DESTDIR as usual; the configuration is under
+# SYSCONFDIR (/etc: klockd reads /etc/klock/klockd.yaml whatever PREFIX).
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SYSCONFDIR ?= /etc
+BINDIR     := $(PREFIX)/bin
+UNITDIR    := $(PREFIX)/lib/systemd/system
+MANDIR     := $(PREFIX)/share/man
+# A Debian version from git describe: v1.2.0-3-gabc -> 1.2.0+3+gabc; a
+# bare commit -> 0~gitabc.
+DEBVERSION := $(shell echo '$(VERSION)' | sed -E 's/^v//; s/-/+/g; /^[0-9]+\./!s/^/0~git/')
+DEBARCH    := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB        := bin/klock_$(DEBVERSION)_$(DEBARCH).deb
+
 .DEFAULT_GOAL := help
-.PHONY: help deps build demo test unit vmtest bench fuzz generate lint clean
+.PHONY: help deps build demo test unit vmtest bench fuzz generate lint clean install uninstall deb
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-z][a-zA-Z_-]*:.*## /{printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,12 +41,22 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh containers
 	@scripts/deps.sh report
 	@scripts/deps.sh ops
+	@scripts/deps.sh install
 
 build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klockd ./cmd/klockd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-stage2 ./cmd/klock-stage2
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-runtime ./cmd/klock-runtime
+
+install: build ## Install the binaries, systemd units, /etc/klock/klockd.yaml, completions and man pages (PREFIX=/usr/local, DESTDIR)
+	@scripts/install.sh install '$(DESTDIR)' '$(BINDIR)' '$(UNITDIR)' '$(MANDIR)' '$(PREFIX)/share' '$(SYSCONFDIR)'
+
+uninstall: ## Remove what make install installed (not /etc/klock, /var/lib/klock or the klock group)
+	@scripts/install.sh uninstall '$(DESTDIR)' '$(BINDIR)' '$(UNITDIR)' '$(MANDIR)' '$(PREFIX)/share' '$(SYSCONFDIR)'
+
+deb: build ## Build bin/klock_<version>_<arch>.deb (dpkg-deb; PREFIX=/usr; enables nothing)
+	@scripts/deb.sh '$(DEB)' '$(DEBVERSION)' '$(DEBARCH)'
 
 demo: deps build ## Run the demo (as root): a real agent session under enforcement, then the manifest tooling
 	@scripts/demo.sh $(BIN)
@@ -91,6 +115,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s)
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./guard/budget/; done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./enforcer/leaseapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/flagfile/
 	@set -e; for t in FuzzParseConfig FuzzManifestAnnotation; do \
 	  echo "fuzz: $$t ($(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./enforcer/oci/; done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
@@ -23,6 +23,10 @@
 #   ops    promtool (Debian's prometheus package, without its recommends):
 #          klockd's metrics test checks its /metrics with promtool check
 #          metrics; the package's service is not needed and not started
+#   install  what make install, make deb and test/install need: dpkg-deb
+#          (dpkg), debootstrap (the test's clean Debian root), systemd
+#          (systemd-analyze verify of the units) and bash-completion (the
+#          test loads the completions as a user's shell does)
 set -euo pipefail
 want=()
 need() { # need CMD PACKAGE
@@ -76,8 +80,11 @@ containers)
 	[ -e /bin/busybox ] || want+=(busybox-static) ;;
 report) need chromium chromium ;;
 ops) need promtool prometheus ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|all]" >&2; exit 2 ;;
+install)
+	need dpkg-deb dpkg; need debootstrap debootstrap; need systemd-analyze systemd
+	[ -e /usr/share/bash-completion/bash_completion ] || want+=(bash-completion) ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; "$0" install; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

@@ -3,10 +3,43 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/klocklabs/klock/enforcer/detect"
+	"github.com/klocklabs/klock/enforcer/svccheck"
 	"github.com/spf13/cobra"
 )
+
+// doctorReport is doctor --json: the kernel's report, and klockd's state
+// under "klockd".
+type doctorReport struct {
+	detect.Report
+	Klockd svccheck.Status `json:"klockd"`
+}
+
+// printService prints klockd's state as a service.
+func printService(w io.Writer, st svccheck.Status) {
+	yes := map[bool]string{true: "yes", false: "no"}
+	fmt.Fprintln(w, "\nklockd (the daemon; klock run works without it):")
+	fmt.Fprintf(w, "  installed  %s", yes[st.Installed])
+	if st.Installed {
+		fmt.Fprintf(w, " (%s, %s)", st.Binary, st.UnitFiles["klockd.service"])
+	}
+	fmt.Fprintln(w)
+	if st.Systemd {
+		fmt.Fprintf(w, "  enabled    klockd.socket %s, klockd.service %s\n", st.Enabled["klockd.socket"], st.Enabled["klockd.service"])
+	} else {
+		fmt.Fprintln(w, "  enabled    - (systemd is not running)")
+	}
+	fmt.Fprintf(w, "  reachable  %s (%s", yes[st.Reachable], st.Socket)
+	if st.Reachable {
+		fmt.Fprintf(w, ", %d sessions", st.Sessions)
+	}
+	fmt.Fprintln(w, ")")
+	for _, why := range st.Why {
+		fmt.Fprintf(w, "     why: %s\n", why)
+	}
+}
 
 func newDoctor() *cobra.Command {
 	var asJSON bool
@@ -18,15 +51,21 @@ every mechanism klock can use, and reports what is available, what each
 guarantees ("blocks before the effect" or "detects, kills and rolls back"),
 why a mechanism is missing and how to enable it.
 
-Exit status: 0 when strict mode can start here, 1 when it cannot.`,
+It then says whether klockd, klock's daemon, is installed (its systemd
+units and binary), enabled (as systemctl says, when systemd runs) and
+reachable (its socket answers a ps request).
+
+Exit status: 0 when strict mode can start here, 1 when it cannot (klockd's
+state does not change it: klock run works without klockd).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r := detect.All()
+			svc := svccheck.Check(cmd.Context(), "")
 			w := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(w)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
+				if err := enc.Encode(doctorReport{r, svc}); err != nil {
 					return err
 				}
 			} else {
@@ -57,6 +96,7 @@ Exit status: 0 when strict mode can start here, 1 when it cannot.`,
 				} else {
 					fmt.Fprintf(w, "\nstrict mode: NOT ready (%s)\n", r.StrictWhy)
 				}
+				printService(w, svc)
 			}
 			if !r.Strict {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("strict mode cannot start here: %s", r.StrictWhy)}

@@ -67,6 +67,6 @@ Start with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRun(), newLog(), newRollback(), newBackups(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion(), newPS(), newKill(), newEvents(), newLeases(), newMCP(), newApprovals(), newApprove(), newDeny(), newTools(), newMeter(), newReceipts(), newReport(), newAudit(), newOCIHook())
+	root.AddCommand(newRun(), newLog(), newRollback(), newBackups(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion(), newPS(), newKill(), newEvents(), newLeases(), newMCP(), newApprovals(), newApprove(), newDeny(), newTools(), newMeter(), newReceipts(), newReport(), newAudit(), newOCIHook(), newGenMan())
 	return root
 }

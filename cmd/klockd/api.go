@@ -18,15 +18,15 @@ type apiOptions struct {
 	off                               *bool
 }
 
-func apiFlags() *apiOptions {
+func apiFlags(fs *flag.FlagSet) *apiOptions {
 	return &apiOptions{
-		socket: flag.String("api-socket", leaseapi.DefaultSocket, "unix socket of the KLIS-7 lease API (0660 root:<group>; each uid of the group is its own tenant, root sees all)"),
-		listen: flag.String("api-listen", "", "also serve the lease API on TCP at this address (bearer tokens from --api-tokens; TLS required unless the address is loopback)"),
-		tokens: flag.String("api-tokens", "", `the lease API's bearer tokens on TCP: a 0600 file of "TENANT TOKEN [admin]" lines`),
-		cert:   flag.String("api-tls-cert", "", "TLS certificate (PEM) of the lease API on TCP"),
-		key:    flag.String("api-tls-key", "", "TLS private key (PEM) of --api-tls-cert"),
-		rate:   flag.Float64("api-rate", leaseapi.DefaultRate, "lease acquires per second per tenant through the API (0 or negative: no limit)"),
-		off:    flag.Bool("no-api", false, "serve no lease API (sessions still take leases)"),
+		socket: fs.String("api-socket", leaseapi.DefaultSocket, "unix socket of the KLIS-7 lease API (0660 root:<group>; each uid of the group is its own tenant, root sees all)"),
+		listen: fs.String("api-listen", "", "also serve the lease API on TCP at this address (bearer tokens from --api-tokens; TLS required unless the address is loopback)"),
+		tokens: fs.String("api-tokens", "", `the lease API's bearer tokens on TCP: a 0600 file of "TENANT TOKEN [admin]" lines`),
+		cert:   fs.String("api-tls-cert", "", "TLS certificate (PEM) of the lease API on TCP"),
+		key:    fs.String("api-tls-key", "", "TLS private key (PEM) of --api-tls-cert"),
+		rate:   fs.Float64("api-rate", leaseapi.DefaultRate, "lease acquires per second per tenant through the API (0 or negative: no limit)"),
+		off:    fs.Bool("no-api", false, "serve no lease API (sessions still take leases)"),
 	}
 }
 
@@ -45,9 +45,10 @@ func (o *apiOptions) listenTCP() (tcpListener, error) {
 	return tcpListener{ln, tokens}, err
 }
 
-// serve starts the API over store on its socket (and tcp, when set); its
-// listeners' failures go to served. nil Server with --no-api.
-func (o *apiOptions) serve(store lease.Store, group string, log *slog.Logger, tcp tcpListener, served chan<- error) (*leaseapi.Server, error) {
+// serve starts the API over store on its socket (sock, when systemd made
+// it; and tcp, when set); its listeners' failures go to served. nil
+// Server with --no-api.
+func (o *apiOptions) serve(store lease.Store, group string, log *slog.Logger, tcp tcpListener, sock *net.UnixListener, served chan<- error) (*leaseapi.Server, error) {
 	if *o.off {
 		return nil, nil
 	}
@@ -59,9 +60,11 @@ func (o *apiOptions) serve(store lease.Store, group string, log *slog.Logger, tc
 	if err != nil {
 		return nil, err
 	}
-	ln, err := leaseapi.ListenUnix(*o.socket, group)
-	if err != nil {
-		return s, err
+	ln := sock
+	if ln == nil {
+		if ln, err = leaseapi.ListenUnix(*o.socket, group); err != nil {
+			return s, err
+		}
 	}
 	go func() { served <- s.ServeUnix(ln) }()
 	log.Info("lease API listening", "socket", *o.socket)

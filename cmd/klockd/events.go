@@ -13,11 +13,11 @@ type eventsOptions struct {
 	keep    *int
 }
 
-func eventsFlags() *eventsOptions {
+func eventsFlags(fs *flag.FlagSet) *eventsOptions {
 	return &eventsOptions{
-		path:    flag.String("events-file", "", "also write every event record (klock events -o json, one a line) to this file, for a log shipper"),
-		maxSize: flag.Int64("events-file-max-size", eventlog.DefaultMaxSize, "rotate the events file at this size in bytes: PATH becomes PATH.1, PATH.1 PATH.2, ..."),
-		keep:    flag.Int("events-file-keep", eventlog.DefaultKeep, "rotated events files to keep besides PATH (0: none)"),
+		path:    fs.String("events-file", "", "also write every event record (klock events -o json, one a line) to this file, for a log shipper"),
+		maxSize: fs.Int64("events-file-max-size", eventlog.DefaultMaxSize, "rotate the events file at this size in bytes: PATH becomes PATH.1, PATH.1 PATH.2, ..."),
+		keep:    fs.Int("events-file-keep", eventlog.DefaultKeep, "rotated events files to keep besides PATH (0: none)"),
 	}
 }
 

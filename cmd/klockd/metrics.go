@@ -22,12 +22,12 @@ type metricsOptions struct {
 	bpfStats          *bool
 }
 
-func metricsFlags() *metricsOptions {
+func metricsFlags(fs *flag.FlagSet) *metricsOptions {
 	return &metricsOptions{
-		listen: flag.String("metrics-listen", "", "serve Prometheus metrics on http://ADDR/metrics (off by default; TLS required unless the address is loopback; port 0 picks one, logged)"),
-		cert:   flag.String("metrics-tls-cert", "", "TLS certificate (PEM) of --metrics-listen"),
-		key:    flag.String("metrics-tls-key", "", "TLS private key (PEM) of --metrics-tls-cert"),
-		bpfStats: flag.Bool("metrics-bpf-stats", false, "turn the kernel's BPF run-time statistics on while klockd runs and serve klockd's programs' run time "+
+		listen: fs.String("metrics-listen", "", "serve Prometheus metrics on http://ADDR/metrics (off by default; TLS required unless the address is loopback; port 0 picks one, logged)"),
+		cert:   fs.String("metrics-tls-cert", "", "TLS certificate (PEM) of --metrics-listen"),
+		key:    fs.String("metrics-tls-key", "", "TLS private key (PEM) of --metrics-tls-cert"),
+		bpfStats: fs.Bool("metrics-bpf-stats", false, "turn the kernel's BPF run-time statistics on while klockd runs and serve klockd's programs' run time "+
 			"(klock_bpf_program_run_seconds_total); costs tens of nanoseconds per run of every BPF program on the host, every syscall while the tracepoints are attached"),
 	}
 }

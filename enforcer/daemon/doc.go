@@ -12,7 +12,9 @@
 //   - The unix socket (DefaultSocket, /run/klock/klockd.sock): its directory
 //     is created 0750 root:klock when missing (an existing directory is left
 //     as it is), the socket is 0660 root:klock (root:root when the group
-//     does not exist).
+//     does not exist). Or a socket already listening (Config.Listener:
+//     klockd under systemd socket activation), whose mode, group and file
+//     are its maker's: Shutdown closes it and leaves the file.
 //   - The registry of running sessions (ps) and their cancellation (kill,
 //     client disconnect, shutdown).
 //   - The host's lease store (Config.Leases; an in-memory lease.Table

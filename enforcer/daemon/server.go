@@ -57,6 +57,12 @@ type Config struct {
 	// DirMode is the mode of the socket's directory when Listen creates it
 	// (default 0750, group Group). An existing directory is left as it is.
 	DirMode os.FileMode
+	// Listener, when set, is the socket to serve, already listening (klockd
+	// under systemd socket activation: the .socket unit made it, with its
+	// own SocketMode and SocketGroup). Listen then creates no socket, and
+	// Shutdown closes it but leaves its file, which is its maker's; Socket,
+	// SocketMode and DirMode are unused.
+	Listener *net.UnixListener
 	// Backends are the kernel backends sessions share; nil makes Listen
 	// load them (and Shutdown unload them).
 	Backends *session.Shared
@@ -200,14 +206,14 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, err
 	}
 
-	ln, err := usock.Listen(cfg.Socket, cfg.SocketMode, cfg.DirMode, owner)
-	if errors.Is(err, usock.ErrInUse) {
-		return nil, fmt.Errorf("klockd: another klockd is listening on %s", cfg.Socket)
-	}
+	ln, err := listen(cfg, owner)
 	if err != nil {
-		return nil, fmt.Errorf("klockd: %w", err)
+		return nil, err
 	}
 	s.ln = ln
+	if cfg.Listener != nil {
+		s.socket = ln.Addr().String()
+	}
 	s.leases = cfg.Leases
 	if s.leases == nil {
 		// The host's store is never closed: the process shares it.
@@ -234,6 +240,21 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s, nil
+}
+
+// listen is cfg.Listener, else a new socket at cfg.Socket.
+func listen(cfg Config, owner usock.Owner) (*net.UnixListener, error) {
+	if cfg.Listener != nil {
+		return cfg.Listener, nil
+	}
+	ln, err := usock.Listen(cfg.Socket, cfg.SocketMode, cfg.DirMode, owner)
+	if errors.Is(err, usock.ErrInUse) {
+		return nil, fmt.Errorf("klockd: another klockd is listening on %s", cfg.Socket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("klockd: %w", err)
+	}
+	return ln, nil
 }
 
 // Leases is the lease store klockd serves (Config.Leases).
@@ -285,7 +306,7 @@ func (s *Server) Serve() error {
 // Shutdown stops accepting, kills every running session (each ends as
 // killed, with its rollback and verification log, and its client gets the
 // result), waits for them within ctx, unloads the backends it loaded and
-// removes the socket.
+// removes the socket (one given as Config.Listener stays: its maker's).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
@@ -316,6 +337,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, s.shared.Close())
 	}
 	s.stopEvents()
+	if s.cfg.Listener != nil {
+		return err // the socket's file is its maker's (systemd's)
+	}
 	if rerr := os.Remove(s.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}

@@ -366,6 +366,15 @@ func (o *Observer) SyscallsAttached() bool {
 	return len(o.sysLinks) > 0
 }
 
+// SetSyscallLinger changes Options.SyscallLinger for the running observer
+// (klockd's reload): it applies from the next time the last full watch
+// goes; a linger already running ends when it was set to.
+func (o *Observer) SetSyscallLinger(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.opts.SyscallLinger = d
+}
+
 // attachSyscalls attaches sys_exit (required) and the ctime programs
 // (optional: one that does not attach is left out). Called with o.mu held.
 func (o *Observer) attachSyscalls() error {

@@ -167,6 +167,28 @@ func TestSyscallLinger(t *testing.T) {
 	}
 }
 
+// TestSetSyscallLinger: a linger changed on the running observer applies
+// when the next last full watch goes: none, and the programs detach at
+// once.
+func TestSetSyscallLinger(t *testing.T) {
+	o := loadObserverOpts(t, Options{SyscallLinger: time.Hour})
+	first := newSession(t, o)
+	if err := o.Unwatch(first.g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !o.SyscallsAttached() {
+		t.Fatal("detached at once despite an hour's SyscallLinger")
+	}
+	o.SetSyscallLinger(0)
+	second := newSession(t, o)
+	if err := o.Unwatch(second.g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if o.SyscallsAttached() {
+		t.Fatal("still attached after the last full watch went with the linger set to none")
+	}
+}
+
 // TestRepeatCacheForgetsOutsideRenames: a file the agent has opened is
 // renamed by a process outside the session; the agent's opens of the new
 // name are reported under the new name, not counted as repeats of the
