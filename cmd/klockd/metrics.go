@@ -55,6 +55,9 @@ func (o *metricsOptions) wire(m *metrics.Metrics, cfg *daemon.Config) error {
 		return nil
 	}
 	cfg.Observer = m
+	// The guard's records that gateways publish to klockd move the
+	// guard's metrics.
+	cfg.EventSinks = append(cfg.EventSinks, m)
 	store := cfg.Leases
 	if store == nil {
 		var err error
