@@ -305,8 +305,10 @@ func (o *runOptions) start(ctx context.Context, opts session.Options) (*session.
 		// objects); collecting them while they are built only
 		// takes CPU from the loads on the session's critical
 		// path. The collector is back as soon as the agent runs.
-		closeEvents, err := o.events.attach(&opts)
-		if err != nil {
+		// One err: a := here would leave the session's error in a
+		// shadow and hand report a nil result without it.
+		var closeEvents func()
+		if closeEvents, err = o.events.attach(&opts); err != nil {
 			return nil, err
 		}
 		defer closeEvents()
