@@ -57,6 +57,17 @@ printf 'v2\n' >> "$W/work/notes.txt"
 	}
 	must(t, os.WriteFile(page, out.Bytes(), 0o644))
 
+	if browser == "" {
+		// The page has no script: the DOM a browser builds is its source
+		// parsed. The host's run renders it in Chromium.
+		doc, err := html.Parse(bytes.NewReader(out.Bytes()))
+		if err != nil {
+			t.Fatalf("the page does not parse: %v", err)
+		}
+		assertReportDOM(t, doc, target, filepath.Join(work, "notes.txt"))
+		t.Log("no browser in the VM: the page's source was checked, the host run renders it")
+		return
+	}
 	dom := renderedDOM(t, browser, page)
 	assertReportDOM(t, dom, target, filepath.Join(work, "notes.txt"))
 
@@ -70,10 +81,15 @@ printf 'v2\n' >> "$W/work/notes.txt"
 	t.Logf("screenshot: %s", shot)
 }
 
-// chromium is Debian's chromium, or the test is unavailable.
+// chromium is Debian's chromium, or the test is unavailable; "" in the
+// VM (KLOCK_IN_VM, a busybox root with no browser), where the session is
+// what the kernel decides and the page is checked from its source.
 func chromium(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("chromium")
+	if err != nil && os.Getenv("KLOCK_IN_VM") == "1" {
+		return ""
+	}
 	if err != nil {
 		testutil.Unavailable(t, "no chromium (scripts/deps.sh report installs it)")
 	}
