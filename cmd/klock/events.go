@@ -25,7 +25,8 @@ func newEvents() *cobra.Command {
 session start and end (with its verdict), scope violation, a declared
 operation klock's wall refused, kill, each rollback step, DNS refusal,
 lease grant, wait, die and revoke, and the tool gateways' approvals asked
-and given, budget refusals and denied calls. --all adds every observed
+and given, budget refusals, denied calls and the calls that ran (with what
+their budget charged). --all adds every observed
 triple the scope allowed.
 
 -o json prints each record as one line of JSON valid against the schema
