@@ -39,6 +39,8 @@ diff <(echo "$before") <(echo "$after") && echo "(identical to before the sessio
 step "The verification log, again, from disk"
 id=$(ls -t "$demo/repo/.klock/sessions" | sed -n 1p)
 "$klock" log -m "$demo/agent.yaml" "$id" | sed -n '1,12p'
+"$klock" log -m "$demo/agent.yaml" --html "$id" >"$demo/report.html"
+echo "the same as a page to open in a browser (timeline, violation, restored files): $demo/report.html"
 
 step "Manifest tooling: a manifest with mistakes is rejected, each problem located"
 "$klock" validate examples/manifests/invalid/unknown-field.yaml examples/manifests/invalid/float-money-units.yaml \
