@@ -92,6 +92,12 @@ type Lease struct {
 	Grace      time.Duration    `json:"grace"`
 	State      State            `json:"state"`
 	EndedAt    time.Time        `json:"ended_at,omitempty"`
+	// Host is the machine whose store granted the lease (a fleet store
+	// shares leases across hosts); empty for a host-local store.
+	Host string `json:"host,omitempty"`
+	// Fence is the fencing token of the grant (a fleet store: the etcd
+	// revision that committed it); 0 when the store has none.
+	Fence int64 `json:"fence,omitempty"`
 }
 
 // HeldAt reports whether the lease still holds its resource at now: active
