@@ -49,6 +49,7 @@ type options struct {
 	api                 *apiOptions
 	metrics             *metricsOptions
 	events              *eventsOptions
+	fleet               *fleetOptions
 }
 
 func main() {
@@ -138,6 +139,7 @@ func newOptions() *options {
 	fs.StringVar(&o.trustDir, "trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
 	o.api = apiFlags(fs)
 	o.metrics = metricsFlags(fs)
+	o.fleet = fleetFlags(fs)
 	o.events = eventsFlags(fs)
 	return o
 }
@@ -210,6 +212,9 @@ func (o *options) config(log *slog.Logger, r *reloader) (daemon.Config, error) {
 	}
 	r.admit.Store(&admit)
 	cfg.Admit = r.admitNow
+	if err := o.fleet.wire(&cfg, log); err != nil {
+		return cfg, err
+	}
 	if cfg.EventsFile, err = o.events.open(); err != nil {
 		return cfg, err
 	}

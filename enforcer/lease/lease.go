@@ -14,6 +14,10 @@ var (
 	// ErrGone: the holder holds no active lease (they expired, were
 	// released or revoked); a heartbeat for it is refused.
 	ErrGone = errors.New("lease: no active lease")
+	// ErrLost: a shared store could not keep the holder's leases (its
+	// backend was unreachable past the TTL); a heartbeat returns it, with
+	// ErrGone, and the session must stop at once (fail closed).
+	ErrLost = errors.New("lease: leases lost: the store could not renew them")
 )
 
 // Defaults of KLIS-3: a lease lives TTL after its last heartbeat, and is

@@ -44,6 +44,7 @@ func (s *Store) holderLease(ctx context.Context, req *lease.Request) (*held, err
 		return o, nil
 	}
 	s.sess[req.Holder] = h
+	delete(s.gone, req.Holder)
 	s.mu.Unlock()
 	go s.watchKeepAlive(req.Holder, h, ch, kctx)
 	return h, nil
@@ -59,6 +60,9 @@ func (s *Store) watchKeepAlive(who lease.Holder, h *held, ch <-chan *clientv3.Le
 		return
 	}
 	s.forget(who, h)
+	s.mu.Lock()
+	s.gone[who] = true
+	s.mu.Unlock()
 	select {
 	case s.lost <- who:
 	default:
@@ -78,14 +82,21 @@ func (s *Store) forget(who lease.Holder, h *held) {
 // background keep-alive renews it too).
 func (s *Store) Heartbeat(ctx context.Context, who lease.Holder) (time.Time, error) {
 	s.mu.Lock()
-	h := s.sess[who]
+	h, lost := s.sess[who], s.gone[who]
 	s.mu.Unlock()
+	if lost {
+		return time.Time{}, fmt.Errorf("%w: %w", lease.ErrLost, lease.ErrGone)
+	}
 	if h == nil {
 		return time.Time{}, lease.ErrGone
 	}
 	r, err := s.cli.KeepAliveOnce(ctx, h.id)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %w", lease.ErrGone, unavailable(err))
+		// Not gone yet: the background keep-alive decides, at the TTL.
+		return time.Time{}, unavailable(err)
+	}
+	if r.TTL <= 0 {
+		return time.Time{}, lease.ErrGone
 	}
 	return time.Now().Add(time.Duration(r.TTL) * time.Second), nil
 }

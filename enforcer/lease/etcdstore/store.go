@@ -32,6 +32,9 @@ type Store struct {
 
 	mu   sync.Mutex
 	sess map[lease.Holder]*held
+	// gone are the holders whose keep-alive failed: their heartbeat
+	// returns lease.ErrLost until they acquire again.
+	gone map[lease.Holder]bool
 }
 
 // held is one holder's etcd lease and its keep-alive.
@@ -53,7 +56,7 @@ func New(cli *clientv3.Client, prefix, host string) *Store {
 	if prefix == "" {
 		prefix = "/klock"
 	}
-	return &Store{cli: cli, prefix: prefix, host: host, lost: make(chan lease.Holder, 64), sess: map[lease.Holder]*held{}}
+	return &Store{cli: cli, prefix: prefix, host: host, lost: make(chan lease.Holder, 64), sess: map[lease.Holder]*held{}, gone: map[lease.Holder]bool{}}
 }
 
 // Lost reports holders whose leases this store can no longer keep (the

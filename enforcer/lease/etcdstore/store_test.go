@@ -159,6 +159,10 @@ func TestKeepAliveLoss(t *testing.T) {
 		if who != h {
 			t.Fatalf("lost %v", who)
 		}
+		// The session's heartbeat hears it: it must stop (fail closed).
+		if _, err := a.Heartbeat(ctx, h); !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("heartbeat after the loss: %v", err)
+		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the holder was never told its lease is lost")
 	}
