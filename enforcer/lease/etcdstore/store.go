@@ -84,31 +84,37 @@ func (s *Store) ageRev(ctx context.Context, h lease.Holder) (int64, error) {
 
 // Acquire implements lease.Store.
 func (s *Store) Acquire(ctx context.Context, req lease.Request) (lease.Decision, error) {
+	d, _, err := s.acquire(ctx, req)
+	return d, err
+}
+
+// acquire decides req, returning the revision its decision read.
+func (s *Store) acquire(ctx context.Context, req lease.Request) (lease.Decision, int64, error) {
 	if req.Holder.Session == "" || len(req.Claims) == 0 {
-		return lease.Decision{}, fmt.Errorf("%w: no holder or no claim", lease.ErrInvalid)
+		return lease.Decision{}, 0, fmt.Errorf("%w: no holder or no claim", lease.ErrInvalid)
 	}
 	if req.Age.IsZero() {
 		req.Age = time.Now()
 	}
 	age, err := s.ageRev(ctx, req.Holder)
 	if err != nil {
-		return lease.Decision{}, err
+		return lease.Decision{}, 0, err
 	}
 	for try := 0; try < maxTries; try++ {
 		recs, rev, err := s.read(ctx)
 		if err != nil {
-			return lease.Decision{}, err
+			return lease.Decision{}, 0, err
 		}
 		d := decide(&req, age, recs, time.Now())
 		if d.Outcome != lease.Granted {
-			return d, nil
+			return d, rev, nil
 		}
 		ok, err := s.commit(ctx, &req, age, rev, &d)
 		if err != nil || ok {
-			return d, err
+			return d, rev, err
 		}
 	}
-	return lease.Decision{}, fmt.Errorf("%w: too much contention", ErrNoEtcd)
+	return lease.Decision{}, 0, fmt.Errorf("%w: too much contention", ErrNoEtcd)
 }
 
 func (s *Store) read(ctx context.Context) ([]record, int64, error) {

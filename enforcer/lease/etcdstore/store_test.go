@@ -167,3 +167,36 @@ func TestKeepAliveLoss(t *testing.T) {
 		t.Fatal("the holder was never told its lease is lost")
 	}
 }
+
+// TestAwaitAcrossHosts: an older session waiting on host B is granted when
+// the younger holder on host A releases (B watches the lease keys).
+func TestAwaitAcrossHosts(t *testing.T) {
+	_, a, b := twoHosts(t, 1)
+	ctx := context.Background()
+	old := lease.Holder{Agent: "o", Session: "old"}
+	young := lease.Holder{Agent: "y", Session: "young"}
+	if _, err := b.ageRev(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := a.Acquire(ctx, lease.Request{Holder: young, Claims: []lease.Claim{claim(t, "MUTATES FILE:/w/**")}}); err != nil || d.Outcome != lease.Granted {
+		t.Fatal(d.Outcome, err)
+	}
+	req := lease.Request{Holder: old, Claims: []lease.Claim{claim(t, "MUTATES FILE:/w/x")}}
+	if d, _ := b.Acquire(ctx, req); d.Outcome != lease.Wait {
+		t.Fatalf("older requester: %v, want WAIT", d.Outcome)
+	}
+	done := make(chan lease.Decision, 1)
+	go func() {
+		d, err := b.Await(ctx, req, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- d
+	}()
+	if n, err := a.Release(ctx, young); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	if d := <-done; d.Outcome != lease.Granted || d.Leases[0].Host != "hostB" {
+		t.Fatalf("after the release: %+v", d)
+	}
+}
