@@ -73,3 +73,12 @@ func (o *fleetOptions) wire(cfg *daemon.Config, log *slog.Logger) error {
 	log.Info("leases shared on etcd", "endpoints", *o.endpoints, "prefix", *o.prefix)
 	return nil
 }
+
+// unwire removes the fleet marker when klockd stops: embedded runs may use
+// the host's journal again (they still see no fleet lease: the operator
+// who mixes both on one host chose that).
+func (o *fleetOptions) unwire() {
+	if *o.store == "etcd" {
+		_ = os.Remove(session.FleetMarker)
+	}
+}

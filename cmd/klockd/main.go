@@ -82,6 +82,7 @@ func run(o *options, log *slog.Logger, logs *logswitch.Switch) bool {
 	if err != nil {
 		fatal(err)
 	}
+	defer o.fleet.unwire()
 	// Sockets systemd made (klockd.socket) replace the ones klockd would.
 	sockets, err := activated(o)
 	if err != nil {
