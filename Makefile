@@ -42,6 +42,7 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh report
 	@scripts/deps.sh ops
 	@scripts/deps.sh install
+	@scripts/deps.sh fleet
 
 build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
@@ -76,6 +77,7 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./policy/ ./policy/money/ ./enforcer/decide/
 	@echo "leases: acquire+release of a 10-intent manifest with 10,000 held (goal <= 2 us), conflict check of 1,000 intents against 10,000 held (goal <= 50 us), the host store's acquire+release"
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./enforcer/lease/
+	$(GO) test -run '^$$' -bench FleetGrantRelease -benchtime 200x ./enforcer/lease/etcdstore/
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
 	@echo "netwall: Setup of a session's veth+nftables wall (goal <= 15 ms; Close apart, after the agent ends), TCP throughput through it vs the same path without (goal >= 0.9x)"
 	$(GO) test -run '^$$' -bench . -benchtime 4x ./enforcer/netwall/

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|fleet|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
@@ -83,7 +83,11 @@ ops) need promtool prometheus ;;
 install)
 	need dpkg-deb dpkg; need debootstrap debootstrap; need systemd-analyze systemd
 	[ -e /usr/share/bash-completion/bash_completion ] || want+=(bash-completion) ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; "$0" install; exit 0 ;;
+fleet)
+	# The etcd server for the fleet lease store's tests (etcdtest starts
+	# its own members on loopback; the packaged service is not wanted).
+	need etcd etcd-server ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; "$0" install; "$0" fleet; exit 0 ;;
 *) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
@@ -95,3 +99,8 @@ echo "klock: installing ${want[*]} (apt)" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+if [ "${1:-all}" = fleet ]; then
+	# The package starts etcd as a service where systemd runs: stop it, the
+	# tests run their own clusters.
+	systemctl disable --now etcd >/dev/null 2>&1 || true
+fi

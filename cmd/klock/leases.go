@@ -138,15 +138,19 @@ func (o *leasesOptions) run(cmd *cobra.Command, _ []string) error {
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEASE\tPREDICATE\tRESOURCE\tAGENT\tSESSION\tTENANT\tAGE\tEXPIRES")
+	fmt.Fprintln(tw, "LEASE\tPREDICATE\tRESOURCE\tAGENT\tSESSION\tTENANT\tHOST\tAGE\tEXPIRES")
 	for _, l := range ls {
 		expires := "grace"
 		if d := l.ExpiresAt.Sub(now); d > 0 {
 			expires = "in " + d.Round(time.Second).String()
 		}
 		// Other tenants' names (root sees them): printable only.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.LeaseID, l.Predicate, termsafe.String(l.Object),
-			termsafe.String(l.AgentID), termsafe.String(l.SessionID), termsafe.String(l.Tenant),
+		host := l.Host
+		if host == "" {
+			host = "-" // a host-local store: this host
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.LeaseID, l.Predicate, termsafe.String(l.Object),
+			termsafe.String(l.AgentID), termsafe.String(l.SessionID), termsafe.String(l.Tenant), termsafe.String(host),
 			now.Sub(l.AcquiredAt).Round(time.Second), expires)
 	}
 	return tw.Flush()

@@ -43,6 +43,12 @@ var configKeys = []flagfile.Key{
 	{Name: "events_file", Flag: "events-file"},
 	{Name: "events_file_max_size", Flag: "events-file-max-size"},
 	{Name: "events_file_keep", Flag: "events-file-keep"},
+	{Name: "store", Flag: "store"},
+	{Name: "etcd_endpoints", Flag: "etcd-endpoints"},
+	{Name: "etcd_cacert", Flag: "etcd-cacert"},
+	{Name: "etcd_cert", Flag: "etcd-cert"},
+	{Name: "etcd_key", Flag: "etcd-key"},
+	{Name: "etcd_prefix", Flag: "etcd-prefix"},
 }
 
 // liveFlags are the settings a reload (SIGHUP) applies to the running

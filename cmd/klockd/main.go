@@ -49,6 +49,7 @@ type options struct {
 	api                 *apiOptions
 	metrics             *metricsOptions
 	events              *eventsOptions
+	fleet               *fleetOptions
 }
 
 func main() {
@@ -81,6 +82,7 @@ func run(o *options, log *slog.Logger, logs *logswitch.Switch) bool {
 	if err != nil {
 		fatal(err)
 	}
+	defer o.fleet.unwire()
 	// Sockets systemd made (klockd.socket) replace the ones klockd would.
 	sockets, err := activated(o)
 	if err != nil {
@@ -138,6 +140,7 @@ func newOptions() *options {
 	fs.StringVar(&o.trustDir, "trust-dir", trust.DefaultDir, "directory of trusted signing keys (*.pub)")
 	o.api = apiFlags(fs)
 	o.metrics = metricsFlags(fs)
+	o.fleet = fleetFlags(fs)
 	o.events = eventsFlags(fs)
 	return o
 }
@@ -210,6 +213,9 @@ func (o *options) config(log *slog.Logger, r *reloader) (daemon.Config, error) {
 	}
 	r.admit.Store(&admit)
 	cfg.Admit = r.admitNow
+	if err := o.fleet.wire(&cfg, log); err != nil {
+		return cfg, err
+	}
 	if cfg.EventsFile, err = o.events.open(); err != nil {
 		return cfg, err
 	}

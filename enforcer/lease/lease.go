@@ -14,6 +14,10 @@ var (
 	// ErrGone: the holder holds no active lease (they expired, were
 	// released or revoked); a heartbeat for it is refused.
 	ErrGone = errors.New("lease: no active lease")
+	// ErrLost: a shared store could not keep the holder's leases (its
+	// backend was unreachable past the TTL); a heartbeat returns it, with
+	// ErrGone, and the session must stop at once (fail closed).
+	ErrLost = errors.New("lease: leases lost: the store could not renew them")
 )
 
 // Defaults of KLIS-3: a lease lives TTL after its last heartbeat, and is
@@ -92,6 +96,12 @@ type Lease struct {
 	Grace      time.Duration    `json:"grace"`
 	State      State            `json:"state"`
 	EndedAt    time.Time        `json:"ended_at,omitempty"`
+	// Host is the machine whose store granted the lease (a fleet store
+	// shares leases across hosts); empty for a host-local store.
+	Host string `json:"host,omitempty"`
+	// Fence is the fencing token of the grant (a fleet store: the etcd
+	// revision that committed it); 0 when the store has none.
+	Fence int64 `json:"fence,omitempty"`
 }
 
 // HeldAt reports whether the lease still holds its resource at now: active

@@ -41,6 +41,10 @@ type Lease struct {
 	TTLMS       int64     `json:"ttl_ms,omitempty"`
 	GraceMS     int64     `json:"grace_ms,omitempty"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
+	// Host granted the lease (a fleet's shared store); Fence is its
+	// fencing token. Both are absent for a host-local store.
+	Host  string `json:"host,omitempty"`
+	Fence int64  `json:"fence,omitempty"`
 }
 
 // Holder names a lease holder. Redacted: another tenant's.
@@ -231,6 +235,7 @@ func view(l *lease.Lease, now time.Time) Lease {
 		Intent:    &Intent{Subject: l.Holder.Agent, Predicate: l.Predicate.String(), Object: l.Object},
 		Timestamp: l.Age.UnixMilli(), AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt,
 		ExpiresInMS: ms(l.ExpiresAt.Sub(now)), TTLMS: ms(l.TTL), GraceMS: ms(l.Grace), EndedAt: l.EndedAt,
+		Host: l.Host, Fence: l.Fence,
 	}
 	if v.Object == "" {
 		v.Object = l.Resource.String()

@@ -26,7 +26,12 @@ var hostLeases = sync.OnceValues(func() (lease.Store, error) {
 })
 
 // openHostLeases returns the host-wide lease store (hostLeases).
-func openHostLeases() (lease.Store, error) { return hostLeases() }
+func openHostLeases() (lease.Store, error) {
+	if err := fleetRefusal(); err != nil {
+		return nil, err
+	}
+	return hostLeases()
+}
 
 // HostLeases is the host-wide lease store a session uses when
 // Options.Leases is nil: what klock kill revokes and klock rollback

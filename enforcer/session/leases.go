@@ -276,7 +276,14 @@ func (l *leasing) keepAlive(lost func(error)) {
 					continue
 				}
 			case <-t.C:
-				if _, err := l.store.Heartbeat(ctx, l.holder); err != nil && !errors.Is(err, lease.ErrGone) {
+				_, err := l.store.Heartbeat(ctx, l.holder)
+				if errors.Is(err, lease.ErrLost) {
+					// A fleet store lost etcd past the TTL: the leases
+					// may be granted elsewhere now, and List cannot say.
+					lost(err)
+					return
+				}
+				if err != nil && !errors.Is(err, lease.ErrGone) {
 					if ctx.Err() == nil {
 						l.log.Warn("lease heartbeat failed: retrying (the leases hold until their TTL and grace run out)", "error", err)
 					}
