@@ -57,9 +57,14 @@ hitl: {default_mode: HOTL}
 			t.Fatalf("%s: %d %s, want %d", body, resp.StatusCode, out, want)
 		}
 	}
+	// A scrape gathers the families one after the other while klockd
+	// counts a record: wait until every family has it, then hold each to
+	// exactly its share.
 	after := waitFor(t, addr, "the gateway's records", func(f map[string]*dto.MetricFamily) bool {
 		return delta(before, f, "klock_guard_decisions_total", map[string]string{"outcome": metrics.GuardDeny}) >= 1 &&
-			delta(before, f, "klock_guard_decisions_total", map[string]string{"outcome": metrics.GuardAllow}) >= 1
+			delta(before, f, "klock_guard_decisions_total", map[string]string{"outcome": metrics.GuardAllow}) >= 1 &&
+			delta(before, f, "klock_budget_spent_minor_units_total", map[string]string{"grant": "greet", "currency": "USD"}) >= 1 &&
+			delta(before, f, "klock_tokens_metered_total", map[string]string{"kind": metrics.TokensTool}) >= 3
 	})
 	for name, want := range map[string]struct {
 		labels map[string]string

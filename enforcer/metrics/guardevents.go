@@ -54,11 +54,13 @@ func (m *Metrics) Publish(r eventlog.Record) {
 	case eventlog.KindApprovalAsked, eventlog.KindApprovalGiven:
 		m.ApprovalsPending(m.pending.change(t.Approval, r.Kind == eventlog.KindApprovalAsked))
 	case eventlog.KindToolCall:
-		m.GuardDecision(ifElse(t.Approval != "", GuardApproved, GuardAllow))
+		// The spend before the decision: a scrape that sees the call
+		// decided sees what it cost.
 		if c := t.Charged; c != nil {
 			m.BudgetSpent(t.Name, c.Currency, int64(min(c.Units, 1<<62)))
 		}
 		m.TokensMetered(TokensTool, t.Tokens)
+		m.GuardDecision(ifElse(t.Approval != "", GuardApproved, GuardAllow))
 	case eventlog.KindToolDenied:
 		if t.Approval != "" {
 			m.ApprovalsPending(m.pending.change(t.Approval, false))
