@@ -130,13 +130,32 @@ func TestKeepAliveLoss(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	c := etcdtest.Start(t, 3)
 	ctx := context.Background()
-	// Host A talks only to member 0; B to the others.
+	// Host A talks only to a follower, B to the two others: pausing A's
+	// member cuts A off without an election, so B decides at once
+	// while A's lease is still within its TTL.
+	probe := c.Client(t)
+	leader := c.Leader(ctx, probe)
+	for end := time.Now().Add(10 * time.Second); leader == nil && time.Now().Before(end); leader = c.Leader(ctx, probe) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if leader == nil {
+		t.Fatal("the cluster elected no leader")
+	}
+	var mine *etcdtest.Member
+	var others []string
+	for _, m := range c.Members {
+		if mine == nil && m != leader {
+			mine = m
+			continue
+		}
+		others = append(others, m.Client)
+	}
 	cliA := c.Client(t)
-	cliA.SetEndpoints(c.Members[0].Client)
+	cliA.SetEndpoints(mine.Client)
 	a := New(cliA, "/klock", "hostA")
 	defer a.Close()
 	bc := c.Client(t)
-	bc.SetEndpoints(c.Members[1].Client, c.Members[2].Client)
+	bc.SetEndpoints(others...)
 	b := New(bc, "/klock", "hostB")
 	defer b.Close()
 	h := lease.Holder{Agent: "x", Session: "old"}
@@ -144,8 +163,8 @@ func TestKeepAliveLoss(t *testing.T) {
 	if err != nil || d.Outcome != lease.Granted {
 		t.Fatal(d.Outcome, err)
 	}
-	c.Members[0].Pause()
-	defer c.Members[0].Resume()
+	mine.Pause()
+	defer mine.Resume()
 	young := lease.Request{Holder: lease.Holder{Agent: "y", Session: "young"}, Claims: []lease.Claim{claim(t, "MUTATES FILE:/r/x")}}
 	if d, err := b.Acquire(ctx, young); err != nil || d.Outcome != lease.Die {
 		t.Fatalf("while held: %v %v", d.Outcome, err)
