@@ -26,6 +26,6 @@ func fleetRefusal() error {
 	if err != nil {
 		return nil
 	}
-	return fmt.Errorf("%w: klockd on this host shares leases with a fleet (%s); an embedded run would not see them: run through klockd (klock run without --embedded)",
-		ErrSetup, strings.TrimSpace(string(b)))
+	return fmt.Errorf("%w: klockd on this host shares leases with a fleet (%s); an embedded run would not see them: run through klockd (klock run without --no-daemon; start klockd if it is not running), or remove %s if this host has left the fleet",
+		ErrSetup, strings.TrimSpace(string(b)), FleetMarker)
 }
