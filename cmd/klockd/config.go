@@ -49,6 +49,7 @@ var configKeys = []flagfile.Key{
 	{Name: "etcd_cert", Flag: "etcd-cert"},
 	{Name: "etcd_key", Flag: "etcd-key"},
 	{Name: "etcd_prefix", Flag: "etcd-prefix"},
+	{Name: "host_name", Flag: "host-name"},
 }
 
 // liveFlags are the settings a reload (SIGHUP) applies to the running
