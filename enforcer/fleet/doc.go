@@ -3,7 +3,8 @@
 // the client they dial, and the marker klockd writes while it shares this
 // host's leases, budgets and approvals with a fleet.
 //
-// The marker (/run/klock/fleet.json, root-written, world-readable) holds
+// The marker (/run/klock/fleet.json, or $KLOCK_FLEET_MARKER; root-written,
+// world-readable) holds
 // the Config itself, so that every klock process of the host that must
 // act fleet-wide (a tool gateway's leases and budget, klock approvals)
 // reaches the same cluster under the same prefix as klockd, and an

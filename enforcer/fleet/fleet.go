@@ -18,6 +18,19 @@ import (
 // Marker exists while this host's klockd shares its state with a fleet.
 const Marker = "/run/klock/fleet.json"
 
+// MarkerEnv, when set, names the marker file instead of Marker: two
+// klockd "hosts" on one machine (make fleet-demo, the fleet tests) each
+// keep their own, and so do the klock commands run for each.
+const MarkerEnv = "KLOCK_FLEET_MARKER"
+
+// MarkerPath is the marker file this process reads and writes.
+func MarkerPath() string {
+	if p := os.Getenv(MarkerEnv); p != "" {
+		return p
+	}
+	return Marker
+}
+
 // DefaultPrefix is the key prefix of a fleet that names none.
 const DefaultPrefix = "/klock"
 
@@ -113,28 +126,29 @@ func WriteMarker(c Config) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(Marker), 0o755); err != nil {
+	path := MarkerPath()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := Marker + ".tmp"
+	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, Marker)
+	return os.Rename(tmp, path)
 }
 
 // RemoveMarker says this host no longer shares its state with a fleet.
-func RemoveMarker() { _ = os.Remove(Marker) }
+func RemoveMarker() { _ = os.Remove(MarkerPath()) }
 
 // ReadMarker returns the fleet this host's klockd shares its state with,
 // or ErrNoFleet.
-func ReadMarker() (Config, error) { return readMarker(Marker) }
+func ReadMarker() (Config, error) { return readMarker(MarkerPath()) }
 
 func readMarker(path string) (Config, error) {
 	var c Config
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return c, ErrNoFleet
+		return c, fmt.Errorf("%w (%s)", ErrNoFleet, path)
 	}
 	if err != nil {
 		return c, fmt.Errorf("%w: read %s: %v", ErrConfig, path, err)

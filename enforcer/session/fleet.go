@@ -20,5 +20,5 @@ func fleetRefusal() error {
 		what = err.Error()
 	}
 	return fmt.Errorf("%w: klockd on this host shares leases with a fleet (%s); an embedded run would not see them: run through klockd (klock run without --no-daemon; start klockd if it is not running), or remove %s if this host has left the fleet",
-		ErrSetup, what, fleet.Marker)
+		ErrSetup, what, fleet.MarkerPath())
 }
