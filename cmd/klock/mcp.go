@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/charge"
@@ -33,6 +34,9 @@ type gatewayFlags struct {
 	trust                                         trustFlags
 	events                                        eventsFile
 	data                                          []byte // the manifest's bytes as admitted
+	// leases is the store the gateway's calls take their leases from,
+	// which the plugin sessions they run share (set by open).
+	leases lease.Store
 }
 
 func (f *gatewayFlags) register(c *cobra.Command) {
@@ -119,6 +123,7 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 		return nil, nil, nil, fmt.Errorf("refusing to start without the lease store: %w", err)
 	}
 	gopts = append(gopts, gateway.WithLeases(leases, gateway.LeaseWait(f.leaseWait)))
+	f.leases = leases
 	events, closeEvents, err := f.events.gatewayEvents()
 	if err != nil {
 		closeBudget()

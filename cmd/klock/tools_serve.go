@@ -107,7 +107,7 @@ func (o *toolsServeOptions) run(cmd *cobra.Command, _ []string) error {
 		defer shared.Close()
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-	runner := &plugin.Runner{StateDir: filepath.Join(o.f.stateDir, "gateway", m.Agent.ID, "plugins"), Shared: shared, Log: log}
+	runner := &plugin.Runner{StateDir: filepath.Join(o.f.stateDir, "gateway", m.Agent.ID, "plugins"), Shared: shared, Leases: o.f.leases, Log: log}
 	pl := gw.Pipeline()
 	prov, err := plugin.NewProvider(ps, pl.Tool, runner)
 	if err != nil {

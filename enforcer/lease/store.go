@@ -28,6 +28,16 @@ type Store interface {
 	Close() error
 }
 
+// Fencer is a store whose grants carry fencing tokens (Lease.Fence): a
+// shared store, where a holder paused past its TTL may find its scope
+// granted to another host. CheckFence returns nil while l's grant still
+// holds, an error wrapping ErrGone when it no longer does, and any other
+// error when the store cannot tell (which a caller must treat as gone:
+// acting on an unknown grant fails open).
+type Fencer interface {
+	CheckFence(ctx context.Context, l Lease) error
+}
+
 // Filter selects leases for List. The zero Filter selects every lease
 // held now.
 type Filter struct {

@@ -159,12 +159,14 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 	// Leases on what the tool touches, held until the call ends, however
 	// it ends: taken before anything is reserved, so a refusal costs
 	// nothing.
+	var held []lease.Lease
 	if g.leases != nil {
-		release, holder, e := g.leases.acquire(c.ctx, call, c.callID, c.d.Tool)
+		release, leases, holder, e := g.leases.acquire(c.ctx, call, c.callID, c.d.Tool)
 		if e != nil {
 			return c.refuse(e, "deny")
 		}
 		defer release()
+		held = leases
 		if holder != (lease.Holder{}) {
 			// A plugin run under klock for this call takes its leases as
 			// the call's (session.Options.LeaseHolder).
@@ -173,6 +175,14 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 	}
 	if e := c.reserve(); e != nil {
 		return c.refuse(e, "deny")
+	}
+	if g.leases != nil {
+		// The last moment before the effect: a gateway paused since it
+		// took its leases may have lost them to another host.
+		if e := g.leases.fenced(c.ctx, call.Tool, held); e != nil {
+			c.g.release(c.ctx, call, c.res, "the call's leases no longer held at dispatch")
+			return c.refuse(e, "deny")
+		}
 	}
 	if e := c.recordDispatch(); e != nil {
 		return Outcome{}, e

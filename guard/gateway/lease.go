@@ -123,7 +123,7 @@ const heartbeatEvery = lease.DefaultTTL / 3
 
 // acquire takes the call's leases. It returns the function that releases
 // them (call it when the call ends, whatever the outcome), or the refusal.
-func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, t *policy.Tool) (func(), lease.Holder, *toolerr.Error) {
+func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, t *policy.Tool) (func(), []lease.Lease, lease.Holder, *toolerr.Error) {
 	var claims []lease.Claim
 	for _, in := range l.intents(t) {
 		if c, ok, _ := lease.FromIntent(in); ok {
@@ -131,17 +131,17 @@ func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, 
 		}
 	}
 	if len(claims) == 0 {
-		return func() {}, lease.Holder{}, nil
+		return func() {}, nil, lease.Holder{}, nil
 	}
 	h := l.holder(call, callID)
 	d, err := lease.AcquireWait(ctx, l.store, lease.Request{Holder: h, Claims: claims}, lease.WaitOptions{For: l.wait})
 	if err != nil {
 		e := toolerr.New(toolerr.InternalError, "lease_store", "%s was not dispatched: its leases could not be decided (%v)", call.Tool, err).WithRetry(true)
 		e.Check = "lease"
-		return nil, lease.Holder{}, e
+		return nil, nil, lease.Holder{}, e
 	}
 	if d.Outcome != lease.Granted {
-		return nil, lease.Holder{}, conflictErr(call.Tool, d)
+		return nil, nil, lease.Holder{}, conflictErr(call.Tool, d)
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -164,7 +164,37 @@ func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, 
 		// Every lease of the call's holder: its own, and those a plugin
 		// session took as the call's.
 		_, _ = l.store.Release(context.WithoutCancel(ctx), h)
-	}, h, nil
+	}, d.Leases, h, nil
+}
+
+// ReasonLeaseLost is the reason of a call refused at dispatch because its
+// leases no longer hold: its gateway was paused (or cut off from a shared
+// store) past their TTL, and another holder may have been granted what
+// the tool touches since.
+const ReasonLeaseLost = "lease_lost"
+
+// fenced checks, just before dispatch, that every fenced lease of the call
+// still holds (lease.Fencer; a host-local store has no fencing tokens and
+// needs none: its leases cannot be granted elsewhere while this process
+// lives). This is the fencing Kleppmann describes for distributed locks:
+// a holder resumed after a pause must not act on a grant it lost.
+func (l *leasing) fenced(ctx context.Context, tool string, held []lease.Lease) *toolerr.Error {
+	f, ok := l.store.(lease.Fencer)
+	if !ok {
+		return nil
+	}
+	for _, h := range held {
+		if h.Fence == 0 {
+			continue
+		}
+		if err := f.CheckFence(ctx, h); err != nil {
+			e := toolerr.New(toolerr.Restricted, ReasonLeaseLost, "%s was not dispatched: its lease %s on %s (fencing token %d) no longer holds (%v); another holder may have been granted it. Retry: the call takes its leases again",
+				tool, h.ID, h.Object, h.Fence, err).WithRetry(true)
+			e.Check = "lease"
+			return e
+		}
+	}
+	return nil
 }
 
 // conflictErr is the refusal of a call whose leases were not granted:

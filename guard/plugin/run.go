@@ -35,7 +35,11 @@ type Runner struct {
 	Shared *session.Shared
 	// User runs the entry (default Nobody).
 	User *launch.Credential
-	Log  *slog.Logger
+	// Leases, when set, is the store the plugin sessions take their
+	// leases from: the gateway's, so that on a fleet host they are the
+	// fleet's (nil: the host's, as for any embedded session).
+	Leases lease.Store
+	Log    *slog.Logger
 	// Cost1TCurrency is the currency of seed 004's cost_1t answers
 	// (default DefaultCost1TCurrency).
 	Cost1TCurrency string
@@ -76,8 +80,8 @@ func (r *Runner) Run(ctx context.Context, p *Plugin, in Input) (*Result, error) 
 		holder = &h // the tool call's: the plugin acts for it
 	}
 	res, err := session.Run(ctx, session.Options{
-		LeaseHolder: holder,
-		Manifest:    m, ManifestPath: filepath.Join(p.Dir, ManifestFile), ManifestData: data, ID: id,
+		LeaseHolder: holder, Leases: r.Leases,
+		Manifest: m, ManifestPath: filepath.Join(p.Dir, ManifestFile), ManifestData: data, ID: id,
 		Command: []string{p.EntryPath}, Env: []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, Dir: p.Dir, User: user,
 		Stdin: bytes.NewReader(stdin), Stdout: stdout, Stderr: stderr,
 		Snapshot: session.Backup(nil), Backends: r.Shared, Logger: log,
