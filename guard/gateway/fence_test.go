@@ -86,7 +86,7 @@ func TestStaleFenceRefusesDispatch(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].Fence == 0 {
 		t.Fatalf("the call's lease on etcd: %+v %v", ls, err)
 	}
-	expireHolderLease(t, cli, "/fence/lease/"+ls[0].ID)
+	expireHolderLease(t, cli, "/fence/lease/")
 	in, _ := policy.ParseIntent("MUTATES FILE:/srv/repo/db/**")
 	cl, _, _ := lease.FromIntent(in)
 	d, err := b.Acquire(ctx, lease.Request{Holder: lease.Holder{Agent: "other", Session: "s-b"}, Claims: []lease.Claim{cl}})
@@ -108,14 +108,14 @@ func TestStaleFenceRefusesDispatch(t *testing.T) {
 	}
 }
 
-// expireHolderLease revokes the etcd lease key is bound to, as etcd
-// expires it when its holder stops renewing.
-func expireHolderLease(t *testing.T, cli *clientv3.Client, key string) {
+// expireHolderLease revokes the etcd lease the one lease key under prefix
+// is bound to, as etcd expires it when its holder stops renewing.
+func expireHolderLease(t *testing.T, cli *clientv3.Client, prefix string) {
 	t.Helper()
 	ctx := context.Background()
-	r, err := cli.Get(ctx, key)
+	r, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil || len(r.Kvs) != 1 || r.Kvs[0].Lease == 0 {
-		t.Fatalf("lease key %s: %v %v", key, r, err)
+		t.Fatalf("lease keys under %s: %v %v", prefix, r, err)
 	}
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(r.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)

@@ -6,34 +6,58 @@
 //
 // Under the tenant prefix P (default /klock):
 //
-//	P/lease/<id>              one granted claim (JSON record), bound to the holder's etcd lease
-//	P/age/<tenant>/<session>  created once per session: its create revision is the session's Wait-Die age
+//	P/lease/f<anchor>\x00<id>  a FILE lease (JSON record), bound to its holder's etcd lease;
+//	                           anchor is the path its pattern is rooted at (/repo/src for /repo/src/**)
+//	P/lease/n\x00<id>          a NET lease
+//	P/age/<tenant>/<session>/<agent>  its create revision is the session's Wait-Die age
+//
+// Two FILE patterns overlap only when one's anchor is an ancestor of, or
+// equal to, the other's (lease.PathOverlap: a pattern covers its anchor,
+// its children or its subtree). So every lease that can conflict with a
+// claim anchored at A lies under one of the claim's conflict ranges: the
+// exact prefix P/lease/f<X>\x00 of A and of each of its ancestors X, and
+// the prefix P/lease/f<A>/ of everything below A (a NUL never occurs in a
+// path, so these prefixes hold exactly those anchors). A claim on a path
+// of depth d reads d+2 ranges, however many leases the fleet holds in
+// other parts of the tree; NET claims read the one NET range.
+// TestConflictRangesCoverEveryOverlap checks the covering.
 //
 // # Why no two conflicting grants both commit
 //
-// Acquire reads the range P/lease/ at revision R (one range read), decides
-// Wait-Die against it exactly as lease.Table does, and commits a grant as
-// ONE transaction guarded by a revision fence:
+// Acquire reads the request's conflict ranges and its age key at one
+// revision R (one read-only transaction), decides Wait-Die against them
+// exactly as lease.Table does, and commits a grant as ONE transaction
+// guarded by a revision fence on the same ranges:
 //
-//	If(mod_revision(P/lease/ .. P/lease0) < R+1)  Then(put each lease key)
+//	If(mod_revision(range_i) < R+1 for every conflict range) Then(put each lease key)
 //
-// etcd evaluates the compare over every key of the range at commit time. A
-// grant G2 that conflicts with a grant G1 committed after R writes a key of
-// the range with a mod revision > R, so G2's compare fails and it decides
-// again on a fresh read, where it sees G1. If G1 committed at or before R,
-// G2's read saw G1 and the decision was not Granted. etcd serializes
-// transactions, so of two conflicting grants the second to commit always
-// fails one of the two cases. Deleting keys (release, expiry) only removes
-// conflicts, so a stale view can only make a grant wait, never double it.
-// The cost is one range read per attempt and a retry under write
-// contention on the prefix; a per-path-component layout would bound reads
-// by depth, and is left for when a fleet's lease count makes the range
-// read matter.
+// etcd evaluates each compare over every key of its range at commit time.
+// Let G1 and G2 be conflicting grants. G1's key lies under one of G2's
+// conflict ranges (and G2's under one of G1's: overlap is symmetric). If
+// G1 committed after G2's read at R, G1's key has a mod revision > R and
+// G2's compare fails, so G2 decides again on a fresh read, where it sees
+// G1. If G1 committed at or before R, G2's read saw G1 and the decision
+// was not Granted. etcd serializes transactions, so of two conflicting
+// grants the second to commit always fails one of the two cases. Deleting
+// keys (release, expiry) only removes conflicts, so a stale view can only
+// make a grant wait, never double it. Grants on disjoint parts of the tree
+// touch none of each other's ranges and never retry because of each other.
+//
+// A holder's etcd lease is granted on its first grant and kept alive; when
+// the holder releases everything, its keys (known to the store that put
+// them) are deleted in one transaction without a read and the etcd lease
+// goes to a pool for the next holder of the same TTL, so a steady grant
+// and release costs one read and two writes, the shape of a bare fenced
+// transaction (BenchmarkFleetGrantRelease).
 //
 // # Age
 //
 // A session's Wait-Die age is the etcd create revision of its age key: a
-// cluster-wide total order, never a host clock. Decision.Age keeps the
+// cluster-wide total order, never a host clock. A first request has no
+// age key yet; it is younger than every holder it read (their keys were
+// made before their grants), and its key is put in its grant's
+// transaction (guarded by "the age key does not exist"), or alone when
+// it must wait or die, so that it keeps its age across retries. Decision.Age keeps the
 // request's wall-clock age for callers; comparisons use revisions.
 //
 // # Fencing

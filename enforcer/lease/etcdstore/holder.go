@@ -10,21 +10,32 @@ import (
 	"github.com/klocklabs/klock/enforcer/lease"
 )
 
-// holderLease is the etcd lease h's keys are bound to, granted with the
-// request's TTL on its first grant and kept alive until released or lost.
+// poolMax bounds the idle etcd leases a store keeps alive.
+const poolMax = 64
+
+// holderLease is the etcd lease h's keys are bound to: taken on its first
+// grant from the pool (an etcd lease of the same TTL a released holder
+// left), else granted with the request's TTL, and kept alive until
+// released or lost.
 func (s *Store) holderLease(ctx context.Context, req *lease.Request) (*held, error) {
-	s.mu.Lock()
-	h := s.sess[req.Holder]
-	s.mu.Unlock()
-	if h != nil {
-		return h, nil
-	}
 	ttl := req.TTL
 	if ttl <= 0 {
 		ttl = lease.DefaultTTL
 	}
 	ttl = min(ttl, lease.MaxTTL)
 	secs := max(int64((ttl+time.Second-1)/time.Second), 1)
+	ttl = time.Duration(secs) * time.Second
+	s.mu.Lock()
+	if h := s.sess[req.Holder]; h != nil {
+		s.mu.Unlock()
+		return h, nil
+	}
+	if h := s.fromPool(ttl); h != nil {
+		s.own(req.Holder, h)
+		s.mu.Unlock()
+		return h, nil
+	}
+	s.mu.Unlock()
 	g, err := s.cli.Grant(ctx, secs)
 	if err != nil {
 		return nil, unavailable(err)
@@ -35,7 +46,8 @@ func (s *Store) holderLease(ctx context.Context, req *lease.Request) (*held, err
 		cancel()
 		return nil, unavailable(err)
 	}
-	h = &held{id: g.ID, ttl: time.Duration(secs) * time.Second, cancel: cancel}
+	h := &held{id: g.ID, ttl: ttl, cancel: cancel}
+	go s.watchKeepAlive(h, ch, kctx)
 	s.mu.Lock()
 	if o := s.sess[req.Holder]; o != nil { // raced: keep the first
 		s.mu.Unlock()
@@ -43,39 +55,88 @@ func (s *Store) holderLease(ctx context.Context, req *lease.Request) (*held, err
 		_, _ = s.cli.Revoke(ctx, g.ID)
 		return o, nil
 	}
-	s.sess[req.Holder] = h
-	delete(s.gone, req.Holder)
+	s.own(req.Holder, h)
 	s.mu.Unlock()
-	go s.watchKeepAlive(req.Holder, h, ch, kctx)
 	return h, nil
 }
 
+// fromPool takes a live pooled etcd lease of ttl (s.mu held).
+func (s *Store) fromPool(ttl time.Duration) *held {
+	for i := len(s.pool) - 1; i >= 0; i-- {
+		if h := s.pool[i]; h.ttl == ttl && !h.dead {
+			s.pool = append(s.pool[:i], s.pool[i+1:]...)
+			return h
+		}
+	}
+	return nil
+}
+
+// own gives h to who (s.mu held).
+func (s *Store) own(who lease.Holder, h *held) {
+	h.owner = &who
+	h.keys = map[string]bool{}
+	s.sess[who] = h
+	delete(s.gone, who)
+}
+
+// track records the keys a grant put for who under h; false when who
+// released h meanwhile (the keys must then go: h may be pooled, and its
+// next holder must not keep them alive).
+func (s *Store) track(who lease.Holder, h *held, keys []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess[who] != h {
+		return false
+	}
+	for _, k := range keys {
+		h.keys[k] = true
+	}
+	return true
+}
+
 // watchKeepAlive drains the keep-alive responses; when the channel closes
-// while the holder still holds the lease (etcd unreachable past the TTL,
-// or the lease revoked), the holder is lost and told on Lost.
-func (s *Store) watchKeepAlive(who lease.Holder, h *held, ch <-chan *clientv3.LeaseKeepAliveResponse, ctx context.Context) {
+// while the lease is still wanted (etcd unreachable past the TTL, or the
+// lease revoked), its owner, if any, is lost and told on Lost.
+func (s *Store) watchKeepAlive(h *held, ch <-chan *clientv3.LeaseKeepAliveResponse, ctx context.Context) {
 	for range ch {
 	}
 	if ctx.Err() != nil { // released on purpose
 		return
 	}
-	s.forget(who, h)
 	s.mu.Lock()
-	s.gone[who] = true
+	h.dead = true
+	who := h.owner
+	if who != nil && s.sess[*who] == h {
+		delete(s.sess, *who)
+		s.gone[*who] = true
+	}
 	s.mu.Unlock()
+	h.cancel()
+	if who == nil {
+		return
+	}
 	select {
-	case s.lost <- who:
+	case s.lost <- *who:
 	default:
 	}
 }
 
-func (s *Store) forget(who lease.Holder, h *held) {
+// forget ends who's use of h: h goes back to the pool when keep is true
+// and the pool has room, else its keep-alive stops.
+func (s *Store) forget(who lease.Holder, h *held, keep bool) {
 	s.mu.Lock()
 	if s.sess[who] == h {
 		delete(s.sess, who)
 	}
+	pooled := keep && !h.dead && len(s.pool) < poolMax
+	if pooled {
+		h.owner, h.keys = nil, nil
+		s.pool = append(s.pool, h)
+	}
 	s.mu.Unlock()
-	h.cancel()
+	if !pooled {
+		h.cancel()
+	}
 }
 
 // Heartbeat implements lease.Store: it renews h's etcd lease once (the
@@ -101,8 +162,39 @@ func (s *Store) Heartbeat(ctx context.Context, who lease.Holder) (time.Time, err
 	return time.Now().Add(time.Duration(r.TTL) * time.Second), nil
 }
 
-// Release implements lease.Store.
+// Release implements lease.Store. Releasing everything a holder of this
+// store holds deletes the keys it put in one transaction, without
+// reading, and pools its etcd lease; the rest reads the holder's keys
+// first. The age key stays: a holder that acquires again keeps its age,
+// as KLIS's requester keeps its timestamp across retries.
 func (s *Store) Release(ctx context.Context, who lease.Holder, ids ...string) (int, error) {
+	s.mu.Lock()
+	h := s.sess[who]
+	var keys []string
+	if h != nil && len(ids) == 0 {
+		for k := range h.keys {
+			keys = append(keys, k)
+		}
+	}
+	s.mu.Unlock()
+	if h != nil && len(ids) == 0 {
+		ops := make([]clientv3.Op, 0, len(keys))
+		for _, k := range keys {
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+		n, err := s.delete(ctx, ops)
+		if err != nil {
+			return 0, err
+		}
+		s.forget(who, h, true)
+		return n, nil
+	}
+	return s.releaseRead(ctx, who, h, ids)
+}
+
+// releaseRead frees who's leases found by reading them: some of them
+// (ids), or every one of a holder this store did not grant.
+func (s *Store) releaseRead(ctx context.Context, who lease.Holder, h *held, ids []string) (int, error) {
 	recs, _, err := s.read(ctx)
 	if err != nil {
 		return 0, err
@@ -112,28 +204,34 @@ func (s *Store) Release(ctx context.Context, who lease.Holder, ids ...string) (i
 		want[id] = true
 	}
 	var ops []clientv3.Op
+	var gone []string
 	left := 0
 	for _, rc := range recs {
 		if rc.Lease.Holder != who {
 			continue
 		}
 		if len(ids) == 0 || want[rc.Lease.ID] {
-			ops = append(ops, clientv3.OpDelete(s.leasePrefix()+rc.Lease.ID))
+			ops = append(ops, clientv3.OpDelete(rc.key))
+			gone = append(gone, rc.key)
 		} else {
 			left++
 		}
 	}
 	n, err := s.delete(ctx, ops)
-	if err == nil && left == 0 {
+	if err != nil {
+		return n, err
+	}
+	if h != nil {
 		s.mu.Lock()
-		h := s.sess[who]
+		for _, k := range gone {
+			delete(h.keys, k)
+		}
 		s.mu.Unlock()
-		if h != nil {
-			s.forget(who, h)
-			_, _ = s.cli.Revoke(ctx, h.id)
+		if left == 0 {
+			s.forget(who, h, true)
 		}
 	}
-	return n, err
+	return n, nil
 }
 
 func (s *Store) delete(ctx context.Context, ops []clientv3.Op) (int, error) {
@@ -160,7 +258,7 @@ func (s *Store) Revoke(ctx context.Context, idOrSession string) (int, error) {
 	var ops []clientv3.Op
 	for _, rc := range recs {
 		if rc.Lease.ID == idOrSession || rc.Lease.Holder.Session == idOrSession {
-			ops = append(ops, clientv3.OpDelete(s.leasePrefix()+rc.Lease.ID))
+			ops = append(ops, clientv3.OpDelete(rc.key))
 		}
 	}
 	return s.delete(ctx, ops)
@@ -192,6 +290,10 @@ func (s *Store) Close() error {
 		h.cancel()
 		delete(s.sess, who)
 	}
+	for _, h := range s.pool {
+		h.cancel()
+	}
+	s.pool = nil
 	return nil
 }
 
@@ -199,7 +301,7 @@ func (s *Store) Close() error {
 // write commits only while the lease l still holds (its key exists with the
 // create revision l.Fence): a lost lease's holder cannot act on it.
 func (s *Store) FenceCmp(l lease.Lease) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(s.leasePrefix()+l.ID), "=", l.Fence)
+	return clientv3.Compare(clientv3.CreateRevision(s.keyOf(l.Resource, l.ID)), "=", l.Fence)
 }
 
 // CheckFence reports whether l's grant still holds in etcd now; ErrGone

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/klocklabs/klock/enforcer/lease"
@@ -32,23 +33,36 @@ type Store struct {
 
 	mu   sync.Mutex
 	sess map[lease.Holder]*held
+	// pool holds etcd leases whose holders released everything, kept
+	// alive for the next holder of the same TTL: a grant then costs no
+	// etcd lease grant, a release one delete (see holder.go).
+	pool []*held
 	// gone are the holders whose keep-alive failed: their heartbeat
 	// returns lease.ErrLost until they acquire again.
 	gone map[lease.Holder]bool
 }
 
-// held is one holder's etcd lease and its keep-alive.
+// held is an etcd lease and its keep-alive: one holder's (owner), or
+// idle in the pool for the next holder of the same TTL. Its fields other
+// than id, ttl and cancel are guarded by Store.mu.
 type held struct {
 	id     clientv3.LeaseID
 	ttl    time.Duration
 	cancel context.CancelFunc
+	owner  *lease.Holder
+	keys   map[string]bool // the lease keys this store put for owner
+	dead   bool            // its keep-alive ended
 }
 
 // record is what a lease key holds.
 type record struct {
-	Lease    lease.Lease `json:"lease"`
-	AgeRev   int64       `json:"age_rev"`
-	Resource string      `json:"resource"`
+	Lease lease.Lease `json:"lease"`
+	// AgeRev is the holder's age; 0 in a record written with the
+	// holder's first grant, whose age is that grant's revision (the
+	// key's create revision).
+	AgeRev   int64  `json:"age_rev"`
+	Resource string `json:"resource"`
+	key      string // the etcd key, as read
 }
 
 // New is a store on cli under prefix (default "/klock"), granting as host.
@@ -67,10 +81,15 @@ func (s *Store) leasePrefix() string { return s.prefix + "/lease/" }
 
 func unavailable(err error) error { return fmt.Errorf("%w: %v", ErrNoEtcd, err) }
 
+// ageKey is where h's age is kept.
+func (s *Store) ageKey(h lease.Holder) string {
+	return s.prefix + "/age/" + h.Tenant + "/" + h.Session + "/" + h.Agent
+}
+
 // ageRev is the session's cluster-wide age: the create revision of its age
-// key, made on its first request.
+// key, made on its first request (put if absent).
 func (s *Store) ageRev(ctx context.Context, h lease.Holder) (int64, error) {
-	k := s.prefix + "/age/" + h.Tenant + "/" + h.Session + "/" + h.Agent
+	k := s.ageKey(h)
 	r, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, s.host)).Else(clientv3.OpGet(k)).Commit()
 	if err != nil {
@@ -88,6 +107,15 @@ func (s *Store) Acquire(ctx context.Context, req lease.Request) (lease.Decision,
 	return d, err
 }
 
+// view is what one decision read: the leases that may conflict with the
+// request, the requester's age (0: it has none yet) and the revision.
+type view struct {
+	recs   []record
+	age    int64
+	rev    int64
+	ranges []string
+}
+
 // acquire decides req, returning the revision its decision read.
 func (s *Store) acquire(ctx context.Context, req lease.Request) (lease.Decision, int64, error) {
 	if req.Holder.Session == "" || len(req.Claims) == 0 {
@@ -96,25 +124,62 @@ func (s *Store) acquire(ctx context.Context, req lease.Request) (lease.Decision,
 	if req.Age.IsZero() {
 		req.Age = time.Now()
 	}
-	age, err := s.ageRev(ctx, req.Holder)
-	if err != nil {
-		return lease.Decision{}, 0, err
-	}
+	ranges := s.conflictRanges(req.Claims)
 	for try := 0; try < maxTries; try++ {
-		recs, rev, err := s.read(ctx)
+		v, err := s.readFor(ctx, req.Holder, ranges)
 		if err != nil {
 			return lease.Decision{}, 0, err
 		}
-		d := decide(&req, age, recs, time.Now())
-		if d.Outcome != lease.Granted {
-			return d, rev, nil
+		// A first request has no age yet: it is younger than every
+		// holder read at v.rev (their age keys were made before their
+		// grants), which is what v.rev+1 says; its age key is made with
+		// its grant, or now if it must wait or die, so that it keeps its
+		// age across retries (Wait-Die's guarantee).
+		age := v.age
+		if age == 0 {
+			age = v.rev + 1
 		}
-		ok, err := s.commit(ctx, &req, age, rev, &d)
+		d := decide(&req, age, v.recs, time.Now())
+		if d.Outcome != lease.Granted {
+			if v.age == 0 {
+				if _, err := s.ageRev(ctx, req.Holder); err != nil {
+					return lease.Decision{}, 0, err
+				}
+			}
+			return d, v.rev, nil
+		}
+		ok, err := s.commit(ctx, &req, v, &d)
 		if err != nil || ok {
-			return d, rev, err
+			return d, v.rev, err
 		}
 	}
 	return lease.Decision{}, 0, fmt.Errorf("%w: too much contention", ErrNoEtcd)
+}
+
+// readFor reads, in one transaction, the leases under ranges and the
+// holder's age key.
+func (s *Store) readFor(ctx context.Context, h lease.Holder, ranges []string) (view, error) {
+	ops := make([]clientv3.Op, 0, len(ranges)+1)
+	for _, p := range ranges {
+		ops = append(ops, clientv3.OpGet(p, clientv3.WithPrefix()))
+	}
+	ops = append(ops, clientv3.OpGet(s.ageKey(h)))
+	r, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return view{}, unavailable(err)
+	}
+	v := view{rev: r.Header.Revision, ranges: ranges}
+	for i, resp := range r.Responses {
+		kvs := resp.GetResponseRange().Kvs
+		if i == len(ranges) {
+			if len(kvs) == 1 {
+				v.age = kvs[0].CreateRevision
+			}
+			continue
+		}
+		v.recs = appendRecords(v.recs, kvs)
+	}
+	return v, nil
 }
 
 func (s *Store) read(ctx context.Context) ([]record, int64, error) {
@@ -122,8 +187,13 @@ func (s *Store) read(ctx context.Context) ([]record, int64, error) {
 	if err != nil {
 		return nil, 0, unavailable(err)
 	}
-	recs := make([]record, 0, len(r.Kvs))
-	for _, kv := range r.Kvs {
+	return appendRecords(make([]record, 0, len(r.Kvs)), r.Kvs), r.Header.Revision, nil
+}
+
+// appendRecords parses lease keys' values (skipping what does not parse:
+// it was not written by a klock of this format).
+func appendRecords(recs []record, kvs []*mvccpb.KeyValue) []record {
+	for _, kv := range kvs {
 		var rc record
 		if json.Unmarshal(kv.Value, &rc) != nil {
 			continue
@@ -134,9 +204,13 @@ func (s *Store) read(ctx context.Context) ([]record, int64, error) {
 		}
 		rc.Lease.Resource = res
 		rc.Lease.Fence = kv.CreateRevision
+		if rc.AgeRev == 0 {
+			rc.AgeRev = kv.CreateRevision
+		}
+		rc.key = string(kv.Key)
 		recs = append(recs, rc)
 	}
-	return recs, r.Header.Revision, nil
+	return recs
 }
 
 // decide is Wait-Die of req (of age revision age) against recs, as
@@ -164,9 +238,10 @@ func decide(req *lease.Request, age int64, recs []record, now time.Time) lease.D
 	return d
 }
 
-// commit writes the grant behind the revision fence rev; false when a
-// lease key changed since rev (decide again).
-func (s *Store) commit(ctx context.Context, req *lease.Request, age, rev int64, d *lease.Decision) (bool, error) {
+// commit writes the grant behind the revision fence of v (and makes the
+// requester's age key if it has none); false when a lease key that could
+// conflict changed since v.rev, or the age key appeared (decide again).
+func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease.Decision) (bool, error) {
 	h, err := s.holderLease(ctx, req)
 	if err != nil {
 		return false, err
@@ -176,32 +251,51 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, age, rev int64, 
 	if grace <= 0 {
 		grace = lease.DefaultGrace
 	}
-	ops := make([]clientv3.Op, 0, len(req.Claims))
+	age := v.age
+	ops := make([]clientv3.Op, 0, len(req.Claims)+1)
+	cmps := rangeFence(v.ranges, v.rev)
+	if age == 0 {
+		k := s.ageKey(req.Holder)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+		ops = append(ops, clientv3.OpPut(k, s.host))
+	}
 	d.Leases = d.Leases[:0]
+	keys := make([]string, 0, len(req.Claims))
 	for _, c := range req.Claims {
 		l := lease.Lease{ID: newID(), Holder: req.Holder, Predicate: c.Predicate, Resource: c.Resource,
 			Object: c.Resource.String(), Intent: c.Intent, Age: req.Age, AcquiredAt: now,
 			ExpiresAt: now.Add(h.ttl), TTL: h.ttl, Grace: grace, State: lease.Active, Host: s.host}
+		// The record's age is filled in below once known; a first
+		// request's is the revision of this very transaction, which
+		// the readers of the record see as its key's create revision.
 		b, err := json.Marshal(record{Lease: l, AgeRev: age, Resource: l.Object})
 		if err != nil {
 			return false, err
 		}
-		ops = append(ops, clientv3.OpPut(s.leasePrefix()+l.ID, string(b), clientv3.WithLease(h.id)))
+		k := s.keyOf(c.Resource, l.ID)
+		keys = append(keys, k)
+		ops = append(ops, clientv3.OpPut(k, string(b), clientv3.WithLease(h.id)))
 		d.Leases = append(d.Leases, l)
 	}
-	r, err := s.cli.Txn(ctx).If(fence(s.leasePrefix(), rev)).Then(ops...).Commit()
+	r, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return false, unavailable(err)
+	}
+	if !r.Succeeded {
+		return false, nil
 	}
 	for i := range d.Leases {
 		d.Leases[i].Fence = r.Header.Revision
 	}
-	return r.Succeeded, nil
-}
-
-// fence holds while no key of the range changed after rev.
-func fence(prefix string, rev int64) clientv3.Cmp {
-	return clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
+	if !s.track(req.Holder, h, keys) { // released while granted: decide again
+		ops = ops[:0]
+		for _, k := range keys {
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+		_, _ = s.delete(ctx, ops)
+		return false, nil
+	}
+	return true, nil
 }
 
 func newID() string {
