@@ -285,3 +285,32 @@ func newest(t *testing.T, dir string) string {
 	}
 	return name
 }
+
+// On a host whose klockd shares its leases with a fleet, an embedded run
+// would decide its leases from this host's journal alone: it refuses
+// before anything runs, naming the fleet, the flag and the marker.
+func TestEmbeddedRunRefusesInAFleet(t *testing.T) {
+	w := harness.NewWorld(t)
+	marker := filepath.Join(t.TempDir(), "fleet.json")
+	if err := os.WriteFile(marker, []byte(`{"endpoints":["http://127.0.0.1:1"],"prefix":"/klock","host":"host-a"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := filepath.Join(filepath.Dir(w.Workdir), "m.yaml")
+	data := harness.ManifestYAML(w.Workdir, policy.ModeStrict, []string{"PROVIDES PROC:" + dash(t), "MUTATES FILE:" + w.Workdir + "/**", "PROVIDES FILE:" + w.Workdir + "/**"})
+	if err := os.WriteFile(m, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KLOCK_FLEET_MARKER=" + marker, daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "no-klockd.sock")}
+	r := startKlockRun(t, env, "-m", m, "--no-daemon", "--", "/bin/sh", "-c", "echo ran > ran.txt")
+	if code := r.wait(t); code == 0 {
+		t.Fatalf("an embedded run in a fleet ran:\n%s", r.stderr.String())
+	}
+	for _, want := range []string{"shares leases with a fleet", "host-a", "--no-daemon", marker} {
+		if !strings.Contains(r.stderr.String(), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr.String())
+		}
+	}
+	if w.Exists(w.W("ran.txt")) {
+		t.Fatal("the refused session ran")
+	}
+}
