@@ -178,11 +178,7 @@ func (s *Store) Release(ctx context.Context, who lease.Holder, ids ...string) (i
 	}
 	s.mu.Unlock()
 	if h != nil && len(ids) == 0 {
-		ops := make([]clientv3.Op, 0, len(keys))
-		for _, k := range keys {
-			ops = append(ops, clientv3.OpDelete(k))
-		}
-		n, err := s.delete(ctx, ops)
+		n, err := s.delete(ctx, keys, lease.Released)
 		if err != nil {
 			return 0, err
 		}
@@ -203,7 +199,6 @@ func (s *Store) releaseRead(ctx context.Context, who lease.Holder, h *held, ids 
 	for _, id := range ids {
 		want[id] = true
 	}
-	var ops []clientv3.Op
 	var gone []string
 	left := 0
 	for _, rc := range recs {
@@ -211,13 +206,12 @@ func (s *Store) releaseRead(ctx context.Context, who lease.Holder, h *held, ids 
 			continue
 		}
 		if len(ids) == 0 || want[rc.Lease.ID] {
-			ops = append(ops, clientv3.OpDelete(rc.key))
 			gone = append(gone, rc.key)
 		} else {
 			left++
 		}
 	}
-	n, err := s.delete(ctx, ops)
+	n, err := s.delete(ctx, gone, lease.Released)
 	if err != nil {
 		return n, err
 	}
@@ -234,10 +228,25 @@ func (s *Store) releaseRead(ctx context.Context, who lease.Holder, h *held, ids 
 	return n, nil
 }
 
-func (s *Store) delete(ctx context.Context, ops []clientv3.Op) (int, error) {
-	if len(ops) == 0 {
+// freeingMax bounds the deletions whose end the event stream is told; a
+// store without subscribers would otherwise keep them all.
+const freeingMax = 4096
+
+// delete runs the deletions of keys, telling the event stream they end as
+// st.
+func (s *Store) delete(ctx context.Context, keys []string, st lease.State) (int, error) {
+	if len(keys) == 0 {
 		return 0, nil
 	}
+	ops := make([]clientv3.Op, len(keys))
+	s.mu.Lock()
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+		if len(s.freeing) < freeingMax {
+			s.freeing[k] = st
+		}
+	}
+	s.mu.Unlock()
 	r, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return 0, unavailable(err)
@@ -255,13 +264,13 @@ func (s *Store) Revoke(ctx context.Context, idOrSession string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ops []clientv3.Op
+	var keys []string
 	for _, rc := range recs {
 		if rc.Lease.ID == idOrSession || rc.Lease.Holder.Session == idOrSession {
-			ops = append(ops, clientv3.OpDelete(rc.key))
+			keys = append(keys, rc.key)
 		}
 	}
-	return s.delete(ctx, ops)
+	return s.delete(ctx, keys, lease.Revoked)
 }
 
 // List implements lease.Store (leases held now; ended ones are not kept).

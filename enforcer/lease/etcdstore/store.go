@@ -37,6 +37,9 @@ type Store struct {
 	// alive for the next holder of the same TTL: a grant then costs no
 	// etcd lease grant, a release one delete (see holder.go).
 	pool []*held
+	// freeing says how the keys this store is deleting end (Released,
+	// Revoked), for its event stream; bounded by freeingMax.
+	freeing map[string]lease.State
 	// gone are the holders whose keep-alive failed: their heartbeat
 	// returns lease.ErrLost until they acquire again.
 	gone map[lease.Holder]bool
@@ -70,7 +73,7 @@ func New(cli *clientv3.Client, prefix, host string) *Store {
 	if prefix == "" {
 		prefix = "/klock"
 	}
-	return &Store{cli: cli, prefix: prefix, host: host, lost: make(chan lease.Holder, 64), sess: map[lease.Holder]*held{}, gone: map[lease.Holder]bool{}}
+	return &Store{cli: cli, prefix: prefix, host: host, lost: make(chan lease.Holder, 64), sess: map[lease.Holder]*held{}, gone: map[lease.Holder]bool{}, freeing: map[string]lease.State{}}
 }
 
 // Lost reports holders whose leases this store can no longer keep (the
@@ -194,21 +197,9 @@ func (s *Store) read(ctx context.Context) ([]record, int64, error) {
 // it was not written by a klock of this format).
 func appendRecords(recs []record, kvs []*mvccpb.KeyValue) []record {
 	for _, kv := range kvs {
-		var rc record
-		if json.Unmarshal(kv.Value, &rc) != nil {
-			continue
+		if rc, ok := parseRecord(kv); ok {
+			recs = append(recs, rc)
 		}
-		res, err := lease.ParseResource(rc.Resource)
-		if err != nil {
-			continue
-		}
-		rc.Lease.Resource = res
-		rc.Lease.Fence = kv.CreateRevision
-		if rc.AgeRev == 0 {
-			rc.AgeRev = kv.CreateRevision
-		}
-		rc.key = string(kv.Key)
-		recs = append(recs, rc)
 	}
 	return recs
 }
@@ -288,11 +279,7 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease
 		d.Leases[i].Fence = r.Header.Revision
 	}
 	if !s.track(req.Holder, h, keys) { // released while granted: decide again
-		ops = ops[:0]
-		for _, k := range keys {
-			ops = append(ops, clientv3.OpDelete(k))
-		}
-		_, _ = s.delete(ctx, ops)
+		_, _ = s.delete(ctx, keys, lease.Released)
 		return false, nil
 	}
 	return true, nil
