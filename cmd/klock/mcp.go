@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -85,6 +86,11 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	f.data = data
 	if f.stateDir == "" {
 		f.stateDir = gateway.StateDir()
+	}
+	// Relative paths are resolved once, here: the plugin sessions and
+	// the stores run with other working directories.
+	if err := absPaths(&f.stateDir, &f.auditPath, &f.receipts, &f.receiptKey, &f.rates); err != nil {
+		return nil, nil, nil, err
 	}
 	if f.runID == "" {
 		f.runID = fmt.Sprintf("run_%d", time.Now().UnixNano())
@@ -369,6 +375,22 @@ func serveStdio(ctx context.Context, p *mcpproxy.Proxy, args []string) error {
 	}
 	if perr != nil {
 		return &exitError{code: exitNoStart, err: perr}
+	}
+	return nil
+}
+
+// absPaths makes each non-empty path absolute against the working
+// directory.
+func absPaths(paths ...*string) error {
+	for _, p := range paths {
+		if *p == "" || filepath.IsAbs(*p) {
+			continue
+		}
+		a, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("resolve %s: %w", *p, err)
+		}
+		*p = a
 	}
 	return nil
 }

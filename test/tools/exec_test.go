@@ -47,6 +47,7 @@ hitl: {default_mode: HOTL}
 	srv := exec.CommandContext(ctx, klockBin, append([]string{"tools", "serve", "-m", manifest, "--listen", addr, "--plugins", plugins,
 		"--state-dir", state, "--control", filepath.Join(state, "control.sock")}, extra...)...)
 	srv.Stdout, srv.Stderr = logWriter{t}, logWriter{t}
+	srv.Dir = base // where a relative flag (--state-dir state) resolves
 	srv.Cancel = func() error { return srv.Process.Signal(os.Interrupt) }
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -114,5 +115,25 @@ printf '{"output":"%s"}\n' "$(echo hi)"
 	}
 	if r := post(t, url, `{"tool":"builtin","args":{}}`); !r.OK || string(r.Output) != `"hi"` {
 		t.Errorf("builtins: %+v", r)
+	}
+}
+
+// A relative --state-dir is resolved once, at start: the plugin sessions,
+// which run in their own directories, find their workdirs under it.
+func TestRelativeStateDir(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	os.Chmod(base, 0o755)
+	os.Chmod(filepath.Dir(base), 0o755)
+	plugins := filepath.Join(base, "plugins")
+	plugin(t, plugins, "hello", `{"network":false,"filesystem":false}`, `read -r line
+printf '{"output":"hi"}\n'
+`)
+	url, _ := serve(t, base, plugins, readTools("hello"), "--state-dir", "rel-state")
+	if r := post(t, url, `{"tool":"hello","args":{}}`); !r.OK || string(r.Output) != `"hi"` {
+		t.Fatalf("a plugin call with --state-dir rel-state: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(base, "rel-state", "gateway")); err != nil {
+		t.Fatalf("the state is not under the directory klock tools serve started in: %v", err)
 	}
 }
