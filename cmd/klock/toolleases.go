@@ -1,12 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-
-	"github.com/klocklabs/klock/enforcer/fleet"
-	"github.com/klocklabs/klock/enforcer/lease/etcdstore"
 
 	"github.com/klocklabs/klock/enforcer/lease"
 	"github.com/klocklabs/klock/enforcer/session"
@@ -22,10 +18,12 @@ import (
 // another user cannot take leases there: it says so on stderr and its
 // calls coordinate with each other only (an in-process table). Root that
 // cannot open it is refused.
+//
+// On a host whose klockd shares its leases with a fleet, the host's store
+// is the fleet's on etcd (session.HostLeases), so a tool call and a
+// session on another host see each other's leases; each grant's fencing
+// token is checked at dispatch.
 func toolLeases() (lease.Store, func(), error) {
-	if s, closeFn, err := fleetLeases(); !errors.Is(err, fleet.ErrNoFleet) {
-		return s, closeFn, err
-	}
 	s, err := session.HostLeases()
 	if err == nil {
 		return s, func() {}, nil
@@ -36,19 +34,4 @@ func toolLeases() (lease.Store, func(), error) {
 		return t, func() { _ = t.Close() }, nil
 	}
 	return nil, nil, err
-}
-
-// fleetLeases is the fleet's lease store when this host is in one
-// (fleet.ErrNoFleet otherwise).
-func fleetLeases() (lease.Store, func(), error) {
-	c, err := fleet.ReadMarker()
-	if err != nil {
-		return nil, nil, err
-	}
-	cli, c, err := fleet.Dial(c)
-	if err != nil {
-		return nil, nil, fmt.Errorf("tool calls take their leases in the fleet's store: %w", err)
-	}
-	s := etcdstore.New(cli, c.Prefix, c.Host)
-	return s, func() { _ = s.Close(); _ = cli.Close() }, nil
 }

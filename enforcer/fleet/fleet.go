@@ -13,6 +13,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Marker exists while this host's klockd shares its state with a fleet.
@@ -110,7 +111,10 @@ func Dial(c Config) (*clientv3.Client, Config, error) {
 	if err != nil {
 		return nil, c, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, TLS: tc})
+	// The client's own log (zap, warnings on every retry) would reach
+	// the terminal of klock commands and klockd's journal in another
+	// format: its failures come back as errors, which klock words.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, TLS: tc, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, c, fmt.Errorf("%w: etcd client: %v", ErrConfig, err)
 	}

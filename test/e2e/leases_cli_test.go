@@ -287,9 +287,11 @@ func newest(t *testing.T, dir string) string {
 }
 
 // On a host whose klockd shares its leases with a fleet, an embedded run
-// would decide its leases from this host's journal alone: it refuses
-// before anything runs, naming the fleet, the flag and the marker.
-func TestEmbeddedRunRefusesInAFleet(t *testing.T) {
+// takes its leases in the fleet's store (deciding from this host's journal
+// alone would be blind to the other hosts). With the fleet's etcd
+// unreachable nothing is granted: the run is refused before anything
+// runs, in bounded time, naming the cluster and what to check.
+func TestEmbeddedRunInAnUnreachableFleet(t *testing.T) {
 	w := harness.NewWorld(t)
 	marker := filepath.Join(t.TempDir(), "fleet.json")
 	if err := os.WriteFile(marker, []byte(`{"endpoints":["http://127.0.0.1:1"],"prefix":"/klock","host":"host-a"}`), 0o644); err != nil {
@@ -303,12 +305,15 @@ func TestEmbeddedRunRefusesInAFleet(t *testing.T) {
 	env := []string{"KLOCK_FLEET_MARKER=" + marker, daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "no-klockd.sock")}
 	r := startKlockRun(t, env, "-m", m, "--no-daemon", "--", "/bin/sh", "-c", "echo ran > ran.txt")
 	if code := r.wait(t); code == 0 {
-		t.Fatalf("an embedded run in a fleet ran:\n%s", r.stderr.String())
+		t.Fatalf("an embedded run ran without the fleet's etcd:\n%s", r.stderr.String())
 	}
-	for _, want := range []string{"shares leases with a fleet", "host-a", "--no-daemon", marker} {
+	for _, want := range []string{"etcd unavailable", "http://127.0.0.1:1", "endpoint health"} {
 		if !strings.Contains(r.stderr.String(), want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, r.stderr.String())
 		}
+	}
+	if strings.Contains(r.stderr.String(), `"level"`) {
+		t.Errorf("the etcd client's own log reached the terminal:\n%s", r.stderr.String())
 	}
 	if w.Exists(w.W("ran.txt")) {
 		t.Fatal("the refused session ran")

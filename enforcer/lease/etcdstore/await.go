@@ -20,7 +20,9 @@ func (s *Store) Await(ctx context.Context, req lease.Request, max time.Duration)
 	wctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
 	for {
-		d, rev, err := s.acquire(ctx, req)
+		actx, cancel := bound(ctx)
+		d, rev, err := s.acquire(actx, req)
+		cancel()
 		if err != nil || d.Outcome != lease.Wait {
 			return d, err
 		}

@@ -38,13 +38,13 @@ func (s *Store) holderLease(ctx context.Context, req *lease.Request) (*held, err
 	s.mu.Unlock()
 	g, err := s.cli.Grant(ctx, secs)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, s.unavailable(err)
 	}
 	kctx, cancel := context.WithCancel(context.Background())
 	ch, err := s.cli.KeepAlive(kctx, g.ID)
 	if err != nil {
 		cancel()
-		return nil, unavailable(err)
+		return nil, s.unavailable(err)
 	}
 	h := &held{id: g.ID, ttl: ttl, cancel: cancel}
 	go s.watchKeepAlive(h, ch, kctx)
@@ -142,6 +142,8 @@ func (s *Store) forget(who lease.Holder, h *held, keep bool) {
 // Heartbeat implements lease.Store: it renews h's etcd lease once (the
 // background keep-alive renews it too).
 func (s *Store) Heartbeat(ctx context.Context, who lease.Holder) (time.Time, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	s.mu.Lock()
 	h, lost := s.sess[who], s.gone[who]
 	s.mu.Unlock()
@@ -154,7 +156,7 @@ func (s *Store) Heartbeat(ctx context.Context, who lease.Holder) (time.Time, err
 	r, err := s.cli.KeepAliveOnce(ctx, h.id)
 	if err != nil {
 		// Not gone yet: the background keep-alive decides, at the TTL.
-		return time.Time{}, unavailable(err)
+		return time.Time{}, s.unavailable(err)
 	}
 	if r.TTL <= 0 {
 		return time.Time{}, lease.ErrGone
@@ -168,6 +170,8 @@ func (s *Store) Heartbeat(ctx context.Context, who lease.Holder) (time.Time, err
 // first. The age key stays: a holder that acquires again keeps its age,
 // as KLIS's requester keeps its timestamp across retries.
 func (s *Store) Release(ctx context.Context, who lease.Holder, ids ...string) (int, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	s.mu.Lock()
 	h := s.sess[who]
 	var keys []string
@@ -249,7 +253,7 @@ func (s *Store) delete(ctx context.Context, keys []string, st lease.State) (int,
 	s.mu.Unlock()
 	r, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return 0, unavailable(err)
+		return 0, s.unavailable(err)
 	}
 	n := 0
 	for _, op := range r.Responses {
@@ -260,6 +264,8 @@ func (s *Store) delete(ctx context.Context, keys []string, st lease.State) (int,
 
 // Revoke implements lease.Store.
 func (s *Store) Revoke(ctx context.Context, idOrSession string) (int, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	recs, _, err := s.read(ctx)
 	if err != nil {
 		return 0, err
@@ -275,6 +281,8 @@ func (s *Store) Revoke(ctx context.Context, idOrSession string) (int, error) {
 
 // List implements lease.Store (leases held now; ended ones are not kept).
 func (s *Store) List(ctx context.Context, f lease.Filter) ([]lease.Lease, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	recs, _, err := s.read(ctx)
 	if err != nil {
 		return nil, err
@@ -316,9 +324,11 @@ func (s *Store) FenceCmp(l lease.Lease) clientv3.Cmp {
 // CheckFence reports whether l's grant still holds in etcd now; ErrGone
 // when it does not (a stale token).
 func (s *Store) CheckFence(ctx context.Context, l lease.Lease) error {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	r, err := s.cli.Txn(ctx).If(s.FenceCmp(l)).Commit()
 	if err != nil {
-		return unavailable(err)
+		return s.unavailable(err)
 	}
 	if !r.Succeeded {
 		return fmt.Errorf("%w: fencing token %d of lease %s is stale", lease.ErrGone, l.Fence, l.ID)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,21 @@ var ErrNoEtcd = errors.New("etcdstore: etcd unavailable")
 
 // maxTries bounds the read-decide-commit loop under contention.
 const maxTries = 64
+
+// OpTimeout bounds one operation of the store on etcd when its caller
+// set no deadline: an unreachable cluster (every member down, or this
+// host cut off) refuses with ErrNoEtcd after it instead of hanging the
+// session that asked. It is longer than an election (etcd's default
+// election timeout is 1 s), so a leader change alone does not refuse.
+const OpTimeout = 5 * time.Second
+
+// bound gives ctx the store's deadline unless it has one.
+func bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, OpTimeout)
+}
 
 // Store is a lease.Store on etcd. Safe for concurrent use.
 type Store struct {
@@ -82,7 +98,14 @@ func (s *Store) Lost() <-chan lease.Holder { return s.lost }
 
 func (s *Store) leasePrefix() string { return s.prefix + "/lease/" }
 
-func unavailable(err error) error { return fmt.Errorf("%w: %v", ErrNoEtcd, err) }
+// unavailable is ErrNoEtcd for err, naming the cluster and what to check.
+func (s *Store) unavailable(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = errors.New("no answer in time")
+	}
+	return fmt.Errorf("%w (%s, prefix %s): %v; nothing is granted without the fleet's etcd: check the cluster (etcdctl --endpoints %s endpoint health) and this host's way to it",
+		ErrNoEtcd, strings.Join(s.cli.Endpoints(), ","), s.prefix, err, strings.Join(s.cli.Endpoints(), ","))
+}
 
 // ageKey is where h's age is kept.
 func (s *Store) ageKey(h lease.Holder) string {
@@ -96,7 +119,7 @@ func (s *Store) ageRev(ctx context.Context, h lease.Holder) (int64, error) {
 	r, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, s.host)).Else(clientv3.OpGet(k)).Commit()
 	if err != nil {
-		return 0, unavailable(err)
+		return 0, s.unavailable(err)
 	}
 	if r.Succeeded {
 		return r.Header.Revision, nil
@@ -106,6 +129,8 @@ func (s *Store) ageRev(ctx context.Context, h lease.Holder) (int64, error) {
 
 // Acquire implements lease.Store.
 func (s *Store) Acquire(ctx context.Context, req lease.Request) (lease.Decision, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	d, _, err := s.acquire(ctx, req)
 	return d, err
 }
@@ -169,7 +194,7 @@ func (s *Store) readFor(ctx context.Context, h lease.Holder, ranges []string) (v
 	ops = append(ops, clientv3.OpGet(s.ageKey(h)))
 	r, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return view{}, unavailable(err)
+		return view{}, s.unavailable(err)
 	}
 	v := view{rev: r.Header.Revision, ranges: ranges}
 	for i, resp := range r.Responses {
@@ -188,7 +213,7 @@ func (s *Store) readFor(ctx context.Context, h lease.Holder, ranges []string) (v
 func (s *Store) read(ctx context.Context) ([]record, int64, error) {
 	r, err := s.cli.Get(ctx, s.leasePrefix(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, unavailable(err)
+		return nil, 0, s.unavailable(err)
 	}
 	return appendRecords(make([]record, 0, len(r.Kvs)), r.Kvs), r.Header.Revision, nil
 }
@@ -270,7 +295,7 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease
 	}
 	r, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return false, unavailable(err)
+		return false, s.unavailable(err)
 	}
 	if !r.Succeeded {
 		return false, nil
