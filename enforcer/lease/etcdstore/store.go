@@ -56,6 +56,7 @@ type Store struct {
 	// freeing says how the keys this store is deleting end (Released,
 	// Revoked), for its event stream; bounded by freeingMax.
 	freeing map[string]lease.State
+	age     ageLease // what new age keys are bound to (age.go)
 	// gone are the holders whose keep-alive failed: their heartbeat
 	// returns lease.ErrLost until they acquire again.
 	gone map[lease.Holder]bool
@@ -116,8 +117,12 @@ func (s *Store) ageKey(h lease.Holder) string {
 // key, made on its first request (put if absent).
 func (s *Store) ageRev(ctx context.Context, h lease.Holder) (int64, error) {
 	k := s.ageKey(h)
+	put, err := s.agePut(ctx, k)
+	if err != nil {
+		return 0, err
+	}
 	r, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, s.host)).Else(clientv3.OpGet(k)).Commit()
+		Then(put).Else(clientv3.OpGet(k)).Commit()
 	if err != nil {
 		return 0, s.unavailable(err)
 	}
@@ -273,7 +278,11 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease
 	if age == 0 {
 		k := s.ageKey(req.Holder)
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
-		ops = append(ops, clientv3.OpPut(k, s.host))
+		put, err := s.agePut(ctx, k)
+		if err != nil {
+			return false, err
+		}
+		ops = append(ops, put)
 	}
 	d.Leases = d.Leases[:0]
 	keys := make([]string, 0, len(req.Claims))
