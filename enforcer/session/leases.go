@@ -44,8 +44,15 @@ func (e *LeaseConflictError) Error() string {
 		return b.String()
 	}
 	c := cs[0]
-	fmt.Fprintf(&b, ": session %s (agent %s) holds %s %s (lease %s, since %s), which conflicts with this session's intent %s",
-		c.Held.Holder.Session, c.Held.Holder.Agent, c.Held.Predicate, c.Held.Object, c.Held.ID,
+	on, kill := "", "klock kill "+c.Held.Holder.Session
+	if c.Held.Host != "" {
+		// A fleet's lease: the holder may run on another host, where
+		// klock kill must be run.
+		on = " on host " + c.Held.Host
+		kill += " on " + c.Held.Host
+	}
+	fmt.Fprintf(&b, ": session %s (agent %s)%s holds %s %s (lease %s, since %s), which conflicts with this session's intent %s",
+		c.Held.Holder.Session, c.Held.Holder.Agent, on, c.Held.Predicate, c.Held.Object, c.Held.ID,
 		c.Held.AcquiredAt.UTC().Format(time.RFC3339), c.Claim.Intent)
 	if n := len(cs) - 1; n > 0 {
 		fmt.Fprintf(&b, "; and %d more conflict(s)", n)
@@ -61,7 +68,7 @@ func (e *LeaseConflictError) Error() string {
 	default:
 		b.WriteString(". This session is younger (Wait-Die: it dies rather than wait), and was not asked to wait (--wait)")
 	}
-	fmt.Fprintf(&b, ". Fix: wait for it (klock run --wait DURATION, e.g. --wait 10m), end it (klock kill %s), or see who holds what (klock leases)", c.Held.Holder.Session)
+	fmt.Fprintf(&b, ". Fix: wait for it (klock run --wait DURATION, e.g. --wait 10m), end it (%s), or see who holds what (klock leases)", kill)
 	return b.String()
 }
 
