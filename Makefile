@@ -43,6 +43,7 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh ops
 	@scripts/deps.sh install
 	@scripts/deps.sh fleet
+	@scripts/deps.sh reflink
 
 build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
