@@ -285,8 +285,8 @@
 //     ends inside a 4 KiB block is copied as the whole block (zeros where
 //     the source had a hole, on a filesystem of smaller blocks), and space
 //     the filesystem reserved past what was written (xfs's speculative
-//     preallocation) is not reserved again. Unwritten (fallocated) extents
-//     are copied as the filesystem reports them through SEEK_DATA.
+//     preallocation) is not reserved again; nor is an unwritten
+//     (fallocated) extent that SEEK_DATA reports as a hole.
 //   - A move of a scoped file to another filesystem is seen as a delete
 //     (restored from the store) plus, when the destination is in a scope,
 //     a create (removed).

@@ -89,11 +89,7 @@ func blocksOf(t testing.TB, p string) int64 {
 // (st_blocks).
 func sameSparse(t testing.TB, what, a, b string) {
 	t.Helper()
-	da, err := os.ReadFile(a)
-	must(t, err)
-	db, err := os.ReadFile(b)
-	must(t, err)
-	if !bytes.Equal(da, db) {
+	if !bytes.Equal(readAll(t, a), readAll(t, b)) {
 		t.Errorf("%s: %s and %s differ in content", what, a, b)
 	}
 	if ma, mb := dataMap(t, a), dataMap(t, b); !slices.Equal(ma, mb) {
@@ -158,9 +154,7 @@ func TestSparseRoundTrip(t *testing.T) {
 		t.Fatalf("sparse file recorded as %q, want a sparse address", e.Hash)
 	}
 	for _, p := range []string{"dense.bin", "zeros"} {
-		data, err := os.ReadFile(W + "/data/" + p)
-		must(t, err)
-		if h := recordedEntry(t, s, W+"/data/"+p).Hash; h != sha256Hex(data) {
+		if h := recordedEntry(t, s, W+"/data/"+p).Hash; h != sha256Hex(readAll(t, W+"/data/"+p)) {
 			t.Errorf("dense %s recorded as %s, want its sha256", p, h)
 		}
 	}
@@ -186,8 +180,7 @@ func TestSparseRoundTrip(t *testing.T) {
 	restoreSparse(t, s, img, want, Restored)
 
 	// The same bytes, written dense (cp --sparse=never).
-	data, err := os.ReadFile(img)
-	must(t, err)
+	data := readAll(t, img)
 	must(t, os.WriteFile(img, data, 0o644))
 	if h, _, _ := hashPath(img); h != sha256Hex(data) {
 		t.Fatalf("a dense file's name is its sha256: %s", h)
@@ -198,7 +191,24 @@ func TestSparseRoundTrip(t *testing.T) {
 	makeSparse(t, W+"/data/new", 100<<20, run{50 << 20, []byte("x")})
 	must(t, os.Rename(W+"/data/new", img))
 	restoreSparse(t, s, img, want, Restored)
+
+	// Another Take names the restored file as the first did, and the
+	// store has it already; GC keeps its object while a session names it.
+	s2, err := Take(context.Background(), rs, Options{Session: "s2"})
+	must(t, err)
+	if s2.Stats.Copied-s2.Stats.Deduped != 0 || recordedEntry(t, s2, img).Hash != e.Hash {
+		t.Errorf("second Take: %+v, %s", s2.Stats, recordedEntry(t, s2, img).Hash)
+	}
+	root := filepath.Dir(s.Dir())
+	if _, err := GC(root, 1); err != nil || !fileExists(obj) {
+		t.Errorf("GC keeping s2 removed the sparse object (%v)", err)
+	}
+	if _, err := GC(root, 0); err != nil || fileExists(obj) {
+		t.Errorf("GC keeping nothing left the sparse object (%v)", err)
+	}
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // restoreSparse restores s and checks that img is want again, reported
 // as action.
@@ -261,11 +271,7 @@ func TestSparseCorrupt(t *testing.T) {
 			rep, err := s.Restore(context.Background())
 			if strings.HasPrefix(c.name, "zeros") {
 				must(t, err)
-				got, err := os.ReadFile(img)
-				must(t, err)
-				wantData, err := os.ReadFile(want)
-				must(t, err)
-				if !bytes.Equal(got, wantData) {
+				if !bytes.Equal(readAll(t, img), readAll(t, want)) {
 					t.Error("restored content differs")
 				}
 				return
