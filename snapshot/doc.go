@@ -34,9 +34,10 @@
 // directories: FS_IOC_GETFLAGS, and FS_IOC_FSGETXATTR's extended flags and
 // project id, where the filesystem has them; read in parallel, an open
 // each), symlink target, device number, hard-link group (members name the
-// group's first path) and, for regular files, the sha256 of the content. PROVIDES scopes are recorded with content too: the
-// wall must grant WRITE_FILE there so new files can be filled, so existing
-// files there are writable. The parent of each scope root inside the
+// group's first path) and, for regular files, the sha256 of the content
+// (of a file with holes, its sparse address: see "Sparse files"). PROVIDES
+// scopes are recorded with content too: the wall must grant WRITE_FILE
+// there so new files can be filled, so existing files there are writable. The parent of each scope root inside the
 // workdir is an "anchor": only its times are restored (creating or
 // removing a scope root changes them). <workdir>/.klock and the backup
 // root are never recorded nor removed. Manifest.Started is when Take
@@ -110,7 +111,7 @@
 //
 //	<root>/objects/ab/cdef…   content, one read-only file per sha256, shared by sessions
 //	<root>/objects/ab/cdef….sparse1   a file with holes, by its sparse address (below)
-//	<root>/index              stat cache: path -> (dev, ino, size, mtime, ctime, sha256)
+//	<root>/index              stat cache: path -> (dev, ino, size, mtime, ctime, object name)
 //	<root>/<session>/manifest.json   Manifest (scopes, excludes, entries in walk order; version 2, Open reads 1 too)
 //	<root>/<session>/info.json       Info (List reads only this)
 //	<root>/<session>/journal         Restore's intent log (JSON lines)

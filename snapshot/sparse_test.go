@@ -177,7 +177,12 @@ func TestSparseRoundTrip(t *testing.T) {
 	_, err = f.WriteAt([]byte("agent was here"), 20<<20)
 	must(t, err)
 	f.Close()
+	// A dense file of zeros stays dense: holes are only where they were.
+	must(t, os.WriteFile(W+"/data/zeros", []byte("agent"), 0o644))
 	restoreSparse(t, s, img, want, Restored)
+	if z := readAll(t, W+"/data/zeros"); !bytes.Equal(z, make([]byte, 1<<20)) || blocksOf(t, W+"/data/zeros") < 2048 {
+		t.Errorf("dense zeros restored as %d bytes in %d blocks, want 1 MiB of zeros, all allocated", len(z), blocksOf(t, W+"/data/zeros"))
+	}
 
 	// The same bytes, written dense (cp --sparse=never).
 	data := readAll(t, img)
