@@ -131,8 +131,9 @@
 //
 // # Sparse files
 //
-// A file with a hole (lseek(2) SEEK_HOLE finds one before its end) is
-// read, hashed, stored and restored by its data extents (SEEK_DATA /
+// A file with a hole that spans an aligned 4 KiB block (lseek(2)
+// SEEK_HOLE and SEEK_DATA find it) is read, hashed, stored and restored
+// by its data extents (SEEK_DATA /
 // SEEK_HOLE), never its holes: the object is a sparse file with the same
 // bytes and holes (a copy sets the size with ftruncate, so the holes are
 // never written), and Restore writes the data extents back into an empty
@@ -282,10 +283,11 @@
 //   - Sockets, FIFOs and device nodes are recreated as nodes (mknod), not
 //     as live objects; mounts are not recorded; the walk crosses mount
 //     points inside a scope.
-//   - Holes are kept at 4 KiB granularity: a data extent that starts or
-//     ends inside a 4 KiB block is copied as the whole block (zeros where
-//     the source had a hole, on a filesystem of smaller blocks), and space
-//     the filesystem reserved past what was written (xfs's speculative
+//   - Holes are kept at 4 KiB granularity: on a filesystem of smaller
+//     blocks, a file whose holes are all smaller is a plain file (copied
+//     dense), and a copy (not a clone) writes a data extent that starts
+//     or ends inside a 4 KiB block as the whole block. Space the
+//     filesystem reserved past what was written (xfs's speculative
 //     preallocation) is not reserved again; nor is an unwritten
 //     (fallocated) extent that SEEK_DATA reports as a hole.
 //   - A move of a scoped file to another filesystem is seen as a delete

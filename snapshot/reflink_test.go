@@ -18,10 +18,10 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// mountImage formats a sparse image file with fstype and loop-mounts it
-// (mkfs.btrfs, mkfs.xfs: scripts/deps.sh reflink installs them). Only a
-// kernel without the filesystem skips.
-func mountImage(t testing.TB, fstype string) string {
+// mountImage formats a sparse image file with fstype (and mkfs's args)
+// and loop-mounts it (mkfs.btrfs, mkfs.xfs: scripts/deps.sh reflink
+// installs them). Only a kernel without the filesystem skips.
+func mountImage(t testing.TB, fstype string, args ...string) string {
 	t.Helper()
 	testutil.RequirePrivileged(t)
 	fss, err := os.ReadFile("/proc/filesystems")
@@ -42,7 +42,7 @@ func mountImage(t testing.TB, fstype string) string {
 	// the filesystem writes.
 	must(t, os.WriteFile(img, nil, 0o600))
 	must(t, os.Truncate(img, 320<<20))
-	if out, err := exec.Command(mkfs, "-q", img).CombinedOutput(); err != nil {
+	if out, err := exec.Command(mkfs, append(append([]string{"-q"}, args...), img)...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", mkfs, err, out)
 	}
 	if out, err := exec.Command("mount", "-t", fstype, "-o", "loop", img, mnt).CombinedOutput(); err != nil {

@@ -37,17 +37,36 @@ var (
 
 func isSparseHash(h string) bool { return strings.HasSuffix(h, sparseTag) }
 
-// hasHoles says whether fd's file (size bytes) has a hole before its end
-// (lseek(2) SEEK_HOLE; a filesystem without hole support reports none).
-// fd's offset is left at 0, where the sequential copy reads from.
+// hasHoles says whether fd's file (size bytes) has a hole that spans a
+// whole block of the encoding (sparseBlock, aligned; the last one may
+// end at the size), found by lseek(2) SEEK_HOLE and SEEK_DATA (a
+// filesystem without hole support reports none). Smaller holes (of a
+// filesystem of smaller blocks) do not count: the copy fills them, and
+// the copy must be named as its source is. fd's offset is left at 0,
+// where the sequential copy reads from.
 func hasHoles(fd int, size int64) bool {
-	if size == 0 {
-		return false
+	defer unix.Seek(fd, 0, unix.SEEK_SET)
+	for pos := int64(0); pos < size; {
+		off, err := unix.Seek(fd, pos, unix.SEEK_HOLE)
+		if err != nil || off >= size {
+			return false
+		}
+		end, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		switch {
+		case err == unix.ENXIO:
+			end = alignUp(size) // a hole to the end
+		case err != nil:
+			return false
+		}
+		if alignUp(off) < end&^(sparseBlock-1) {
+			return true
+		}
+		pos = max(end, off+1) // onward, even if the file changes meanwhile
 	}
-	off, err := unix.Seek(fd, 0, unix.SEEK_HOLE)
-	unix.Seek(fd, 0, unix.SEEK_SET)
-	return err == nil && off < size
+	return false
 }
+
+func alignUp(n int64) int64 { return (n + sparseBlock - 1) &^ (sparseBlock - 1) }
 
 // sparseHasher hashes the canonical encoding of a file with holes:
 // sparseMagic, size (8 bytes, big-endian), then for each block of
@@ -105,7 +124,7 @@ func sparseCopy(dst, src int, size int64, buf []byte) (string, int64, error) {
 			return "", read, err
 		}
 		start := max(off&^(sparseBlock-1), next)
-		end = min((end+sparseBlock-1)&^(sparseBlock-1), size)
+		end = min(alignUp(end), size)
 		for start < end {
 			n, err := preadFull(src, buf[:min(int64(len(buf)), end-start)], start)
 			if err != nil {

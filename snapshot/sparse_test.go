@@ -338,3 +338,52 @@ func TestSparseChanging(t *testing.T) {
 	}
 	sameSparse(t, "copy", src, dir+"/obj")
 }
+
+// TestSparseSmallBlocks: on xfs of 1 KiB blocks, a file whose only hole
+// is smaller than 4 KiB is named and copied as a dense one, one with a
+// larger hole too as a sparse one. Backed up on the same filesystem
+// (clones) or on another (copies, by whole 4 KiB blocks), each comes
+// back byte-identical and, restored again, is unchanged: its copy is
+// named as its source was.
+func TestSparseSmallBlocks(t *testing.T) {
+	W := mountImage(t, "xfs", "-b", "size=1024")
+	for _, c := range []struct {
+		name string
+		dir  string
+		want [][2]int64 // the restored big file's data extents
+	}{
+		{"cloned", "", [][2]int64{{0, 1024}, {3072, 4096}, {40 << 10, 41 << 10}}},
+		{"copied", t.TempDir(), [][2]int64{{0, 4096}, {40 << 10, 44 << 10}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			small, big := W+"/"+c.name+"/small", W+"/"+c.name+"/big"
+			makeSparse(t, small, 8192, run{0, rnd(1, 1024)}, run{2048, rnd(2, 6144)})
+			makeSparse(t, big, 64<<10, run{0, rnd(3, 1024)}, run{3072, rnd(4, 1024)}, run{40 << 10, rnd(5, 100)})
+			wantSmall, wantBig := readAll(t, small), readAll(t, big)
+			rs := &policy.Ruleset{Workdir: W, Files: []policy.PathRule{rule(W+"/"+c.name, policy.MatchSubtree, policy.Mutates)}}
+			s, err := Take(context.Background(), rs, Options{Session: "s", Dir: c.dir})
+			must(t, err)
+			if h := recordedEntry(t, s, small).Hash; h != sha256Hex(wantSmall) {
+				t.Errorf("file with a 1 KiB hole named %s, want its sha256", h)
+			}
+			if h := recordedEntry(t, s, big).Hash; !isSparseHash(h) {
+				t.Errorf("file with a 36 KiB hole named %s, want a sparse address", h)
+			}
+			write(t, small, []byte("agent"), 0o644)
+			write(t, big, []byte("agent"), 0o644)
+			rep, err := s.Restore(context.Background())
+			must(t, err)
+			if rep.Count(Restored) != 2 || !bytes.Equal(readAll(t, small), wantSmall) || !bytes.Equal(readAll(t, big), wantBig) {
+				t.Fatalf("restore: %+v", rep.Changed())
+			}
+			if m := dataMap(t, big); !slices.Equal(m, c.want) {
+				t.Errorf("restored file's data extents %v, want %v", m, c.want)
+			}
+			rep, err = s.Restore(context.Background())
+			must(t, err)
+			if ch := rep.Changed(); len(ch) != 0 {
+				t.Errorf("second restore changed %+v, want nothing", ch)
+			}
+		})
+	}
+}
