@@ -74,13 +74,10 @@ func alignUp(n int64) int64 { return (n + sparseBlock - 1) &^ (sparseBlock - 1) 
 // order, its index (8 bytes, big-endian) and its bytes. Every block but
 // the last is whole and the size comes first, so the encoding is
 // parsed back unambiguously: two contents never share it.
-type sparseHasher struct {
-	h    hash.Hash
-	size int64
-}
+type sparseHasher struct{ h hash.Hash }
 
 func newSparseHasher(size int64) *sparseHasher {
-	s := &sparseHasher{h: sha256.New(), size: size}
+	s := &sparseHasher{h: sha256.New()}
 	s.h.Write(sparseMagic)
 	s.h.Write(binary.BigEndian.AppendUint64(nil, uint64(size)))
 	return s
@@ -103,10 +100,10 @@ func (s *sparseHasher) name() string { return hex.EncodeToString(s.h.Sum(nil)) +
 // sparseCopy reads src's data extents only (SEEK_DATA/SEEK_HOLE), never
 // its holes, and hashes them as sparseHasher says. With dst >= 0 it
 // writes them at their offsets in dst (an empty file) and sets dst's
-// size: the holes are made by the size, never written. It returns the name and the bytes read. A block is read
-// whole where a data extent starts or ends inside it (the part in the
-// hole reads as zeros): the encoding does not depend on the
-// filesystem's block size.
+// size: the holes are made by the size, never written. It returns the
+// name and the bytes read. A block is read whole where a data extent
+// starts or ends inside it (the part in the hole reads as zeros): the
+// encoding does not depend on the filesystem's block size.
 func sparseCopy(dst, src int, size int64, buf []byte) (string, int64, error) {
 	s := newSparseHasher(size)
 	buf = buf[:len(buf)/sparseBlock*sparseBlock]
