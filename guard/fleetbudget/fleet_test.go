@@ -77,7 +77,7 @@ func runFleet(t *testing.T, killLeader bool) {
 	if got := out.allowed.Load(); got != int64(pay.Limits.MaxInvocations) {
 		t.Errorf("the fleet allowed %d calls of a grant of %d invocations", got, pay.Limits.MaxInvocations)
 	}
-	checkLedger(t, cli, hosts, pay.Limits.MaxInvocations)
+	checkLedger(t, hosts, pay, pay.Limits.MaxInvocations)
 }
 
 // call makes one Reserve and Reconcile (actual 1..5 of the 5 reserved);
@@ -112,7 +112,7 @@ func call(t *testing.T, h *host, j int, out *outcome) (int64, bool) {
 // checkLedger closes the hosts (returning their blocks) and checks the
 // fleet ledger: invocations as expected, money within the grant, nothing
 // left allocated, and the receipts adding up to it.
-func checkLedger(t *testing.T, cli interface{}, hosts []*host, wantInv uint64) {
+func checkLedger(t *testing.T, hosts []*host, g budget.Grant, wantInv uint64) {
 	t.Helper()
 	for _, h := range hosts {
 		h.close(t)
@@ -121,7 +121,7 @@ func checkLedger(t *testing.T, cli interface{}, hosts []*host, wantInv uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := fl[pay.Key]
+	r := fl[g.Key]
 	if r == nil {
 		t.Fatal("no fleet record of the grant")
 	}
@@ -131,8 +131,8 @@ func checkLedger(t *testing.T, cli interface{}, hosts []*host, wantInv uint64) {
 	if inv != wantInv {
 		t.Errorf("fleet ledger: %d invocations used, want %d", inv, wantInv)
 	}
-	if units > *pay.Limits.Total {
-		t.Errorf("fleet ledger: %d units charged, over max_total_cost %d", units, *pay.Limits.Total)
+	if units > *g.Limits.Total {
+		t.Errorf("fleet ledger: %d units charged, over max_total_cost %d", units, *g.Limits.Total)
 	}
 	if allocInv != inv || allocUnits != units {
 		t.Errorf("closed hosts still hold blocks: allocated %d/%d, used %d/%d", allocInv, allocUnits, inv, units)

@@ -139,6 +139,11 @@ func (l *Ledger) Define(ctx context.Context, d budget.Grant) error {
 		slog.Warn("klock: fleet budget: etcd unreachable; calls of the grant are refused until a block can be taken", "grant", d.Key, "err", err)
 		return nil
 	}
+	if err != nil { // not shared: its calls would find no grant
+		l.mu.Lock()
+		delete(l.grants, d.Key)
+		l.mu.Unlock()
+	}
 	return err
 }
 
@@ -152,7 +157,12 @@ func (l *Ledger) grant(k budget.Key) *grant {
 // block from the fleet first when the block cannot cover it.
 func (l *Ledger) Reserve(ctx context.Context, req budget.Request) (budget.Hold, error) {
 	g := l.grant(req.Key)
-	if g == nil || !g.shared {
+	if g == nil {
+		// The local store may know it from an earlier run: charging it
+		// there alone would spend outside the fleet's grant.
+		return budget.Hold{}, fmt.Errorf("%w: %s (define it through the fleet budget first)", budget.ErrUnknownGrant, req.Key)
+	}
+	if !g.shared {
 		return l.store.Reserve(ctx, req)
 	}
 	c := g.cost(req)
