@@ -93,6 +93,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./guard/mcpproxy/
 	$(GO) test -run '^$$' -bench DurableAuthorizations -benchtime 1x ./guard/budget/
+	@echo "budgets across hosts: authorizations/s through the fleet budget (3-member etcd, blocks) vs one host's budget.Store, one run (goal >= 0.5x)"
+	$(GO) test -run '^$$' -bench FleetAuthorizations -benchtime 1x ./guard/fleetbudget/
 	@echo "leases: grant+release pairs/s through the KLIS-7 API on its unix socket, 8 clients (goal >= 10000)"
 	$(GO) test -run '^$$' -bench APIGrantRelease -benchtime $(BENCHTIME) ./enforcer/leaseapi/
 	@echo "events: a strict session's time with a stalled klock events --all reader vs none, alternated in one run (goal: within noise, ratio ~1.0; the reader's losses counted)"
