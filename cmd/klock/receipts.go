@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/fleet"
@@ -257,6 +258,6 @@ func (o *verifyOptions) compareFleet(cmd *cobra.Command, tally fleetbudget.Tally
 	if err != nil {
 		return &exitError{code: exitInvalid, err: err}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "the chains add up to the fleet ledger (%s): %d grant(s)\n", cfg, len(fl))
+	fmt.Fprintf(cmd.OutOrStdout(), "the chains add up to the fleet ledger (etcd %s prefix %s): %d grant(s)\n", strings.Join(cfg.Endpoints, ","), cfg.Prefix, len(fl))
 	return nil
 }
