@@ -146,6 +146,8 @@ type leasing struct {
 	// renewal ends the session while its leases still hold, so that its rollback can
 	// restore what they cover (rollBack's ownScopes).
 	killEarly bool
+	// notify is Options.LeaseStall.
+	notify func(vlog.LeaseStall)
 	// renewed is when the last heartbeat the store answered was sent:
 	// the leases hold at least until renewed + TTL.
 	renewed time.Time
@@ -374,10 +376,13 @@ func (l *leasing) stalled(on bool, outcome string, err error) {
 	if on {
 		st.Frozen = frozen
 		l.log.Warn("the lease store does not answer: the leases hold until their TTL runs out without a renewal", "frozen", frozen, "error", err)
-		return
+	} else {
+		st.To, st.Outcome = time.Now(), outcome
+		l.log.Info("the lease store's stall ended", "outcome", outcome, "after", st.Length().Round(time.Millisecond))
 	}
-	st.To, st.Outcome = time.Now(), outcome
-	l.log.Info("the lease store's stall ended", "outcome", outcome, "after", st.Length().Round(time.Millisecond))
+	if l.notify != nil {
+		l.notify(*st) // under l.mu: in order; the listener never calls back
+	}
 }
 
 // renewedAt is when the last answered heartbeat was sent.

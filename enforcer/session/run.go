@@ -292,6 +292,7 @@ func (r *runner) takeLeases(ctx context.Context) (context.Context, error) {
 	r.defer_(leases.release)
 	ctx, revoked := context.WithCancelCause(ctx)
 	r.defer_(func() { revoked(nil) })
+	leases.notify = r.o.LeaseStall
 	if r.mode == policy.ModePermissive {
 		leases.onStall = r.freezeAgent
 	} else {
