@@ -28,7 +28,7 @@ DEBARCH    := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB        := bin/klock_$(DEBVERSION)_$(DEBARCH).deb
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build demo test unit vmtest bench fuzz generate lint clean install uninstall deb
+.PHONY: help deps build demo fleet-demo test unit vmtest bench fuzz generate lint clean install uninstall deb
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-z][a-zA-Z_-]*:.*## /{printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -62,6 +62,9 @@ deb: build ## Build bin/klock_<version>_<arch>.deb (dpkg-deb; PREFIX=/usr; enabl
 
 demo: deps build ## Run the demo (as root): a real agent session under enforcement, then the manifest tooling
 	@scripts/demo.sh $(BIN)
+
+fleet-demo: deps build ## Run the fleet demo (as root): 3 etcd members, two klockd hosts sharing leases, a session waiting for another host's
+	@scripts/fleet-demo.sh $(BIN)
 
 test: deps build unit vmtest ## Run every test: unit, privileged host tests (as root), VM tests
 	@echo "make test: all suites passed"

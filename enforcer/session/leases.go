@@ -212,7 +212,11 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 		// One line when whom it waits for changes, and every few seconds
 		// while it does not: a WAIT is polled every 50 ms.
 		c := d.Conflicts[0].Held
-		now := fmt.Sprintf("waiting for session %s (agent %s) holding %s %s", c.Holder.Session, c.Holder.Agent, c.Predicate, c.Object)
+		on := ""
+		if c.Host != "" {
+			on = " on host " + c.Host
+		}
+		now := fmt.Sprintf("waiting for session %s (agent %s)%s holding %s %s", c.Holder.Session, c.Holder.Agent, on, c.Predicate, c.Object)
 		if now != said || time.Since(saidAt) >= 5*time.Second {
 			said, saidAt = now, time.Now()
 			log.Info(fmt.Sprintf("%s; retry in %s", now, next.Round(time.Millisecond)),

@@ -104,9 +104,9 @@ func (r *run) log(t *testing.T) *vlog.Log {
 	return lg
 }
 
-// fleet is a one-member etcd (pausing it is losing the whole cluster)
+// oneMemberFleet is a one-member etcd (pausing it is losing the whole cluster)
 // and this host's store on it.
-func fleet(t *testing.T) (*etcdtest.Cluster, *etcdstore.Store) {
+func oneMemberFleet(t *testing.T) (*etcdtest.Cluster, *etcdstore.Store) {
 	testutil.RequirePrivileged(t)
 	c := etcdtest.Start(t, 1)
 	s := etcdstore.New(c.Client(t), "/loss", "host-a")
@@ -118,7 +118,7 @@ func fleet(t *testing.T) (*etcdtest.Cluster, *etcdstore.Store) {
 // may be granted what a strict session changes: it is killed and rolled
 // back, and its log says the store stopped answering and since when.
 func TestEtcdLossKillsAStrictSession(t *testing.T) {
-	c, store := fleet(t)
+	c, store := oneMemberFleet(t)
 	w := harness.NewWorld(t)
 	w.File(w.W("a", "x"), "a v1\n")
 	r := start(t, w, store, policy.ModeStrict, 9*time.Second, "echo 'a v2' > a/x; echo up; exec sleep 60")
@@ -151,7 +151,7 @@ func TestEtcdLossKillsAStrictSession(t *testing.T) {
 // agent makes no progress until etcd answers again (then it is thawed and
 // goes on), or the leases run out (then it ends).
 func TestEtcdStallFreezesAPermissiveSession(t *testing.T) {
-	c, store := fleet(t)
+	c, store := oneMemberFleet(t)
 	w := harness.NewWorld(t)
 	w.Dir(w.W("a"))
 	ticks := w.W("a", "ticks")
@@ -219,7 +219,7 @@ func size(t *testing.T, p string) int64 {
 // A permissive session whose leases run out while it is frozen (etcd
 // away past the TTL) ends: it may no longer change what they covered.
 func TestEtcdLossEndsAFrozenPermissiveSession(t *testing.T) {
-	c, store := fleet(t)
+	c, store := oneMemberFleet(t)
 	w := harness.NewWorld(t)
 	w.Dir(w.W("a"))
 	r := start(t, w, store, policy.ModePermissive, 3*time.Second, "echo up; exec sleep 60")

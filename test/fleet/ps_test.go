@@ -19,7 +19,7 @@ import (
 // klock ps says which sessions' heartbeats the fleet's etcd does not
 // answer, since when, and that a permissive one's agent is frozen.
 func TestPSShowsALeaseStall(t *testing.T) {
-	c, store := fleet(t)
+	c, store := oneMemberFleet(t)
 	w := harness.NewWorld(t)
 	w.Dir(w.W("a"))
 	sock := filepath.Join(t.TempDir(), "klockd.sock")
