@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -188,8 +189,12 @@ func (l *leasing) fenced(ctx context.Context, tool string, held []lease.Lease) *
 			continue
 		}
 		if err := f.CheckFence(ctx, h); err != nil {
-			e := toolerr.New(toolerr.Restricted, ReasonLeaseLost, "%s was not dispatched: its lease %s on %s (fencing token %d) no longer holds (%v); another holder may have been granted it. Retry: the call takes its leases again",
-				tool, h.ID, h.Object, h.Fence, err).WithRetry(true)
+			state := "no longer holds"
+			if errors.Is(err, lease.ErrUnreachable) {
+				state = "cannot be confirmed"
+			}
+			e := toolerr.New(toolerr.Restricted, ReasonLeaseLost, "%s was not dispatched: its lease %s on %s (fencing token %d) %s (%v); another holder may have been granted it. Retry: the call takes its leases again",
+				tool, h.ID, h.Object, h.Fence, state, err).WithRetry(true)
 			e.Check = "lease"
 			return e
 		}
