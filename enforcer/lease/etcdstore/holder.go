@@ -331,7 +331,12 @@ func (s *Store) FenceCmp(l lease.Lease) clientv3.Cmp {
 func (s *Store) CheckFence(ctx context.Context, l lease.Lease) error {
 	ctx, cancel := bound(ctx)
 	defer cancel()
-	r, err := s.cli.Txn(ctx).If(s.FenceCmp(l)).Commit()
+	// A transaction of compares alone counts as a serializable read in
+	// etcd: any member answers from its own copy, which may not have the
+	// grant yet. The linearizable Get of the key makes it a read the
+	// leader confirms (ReadIndex).
+	key := s.keyOf(l.Resource, l.ID)
+	r, err := s.cli.Txn(ctx).If(s.FenceCmp(l)).Then(clientv3.OpGet(key)).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return s.unavailable(err)
 	}

@@ -219,3 +219,22 @@ func TestAwaitAcrossHosts(t *testing.T) {
 		t.Fatalf("after the release: %+v", d)
 	}
 }
+
+// A grant's fencing token checks out at once on every member: the check
+// is a linearizable read, never a member's stale copy.
+func TestFreshFenceHolds(t *testing.T) {
+	_, a, b := twoHosts(t, 3)
+	ctx := context.Background()
+	for i := range 30 {
+		h := lease.Holder{Agent: "ag", Session: fmt.Sprint("fresh", i)}
+		d, err := a.Acquire(ctx, lease.Request{Holder: h, Claims: []lease.Claim{claim(t, fmt.Sprintf("MUTATES FILE:/fresh/%d/**", i))}})
+		if err != nil || d.Outcome != lease.Granted {
+			t.Fatal(d, err)
+		}
+		for _, s := range []*Store{a, b} {
+			if err := s.CheckFence(ctx, d.Leases[0]); err != nil {
+				t.Fatalf("grant %d: its fence does not check out right after the grant: %v", i, err)
+			}
+		}
+	}
+}
