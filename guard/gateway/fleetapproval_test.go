@@ -3,35 +3,21 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/klocklabs/klock/guard/approval/etcdqueue"
 	"github.com/klocklabs/klock/internal/etcdtest"
-	"github.com/klocklabs/klock/policy"
 )
 
 // TestFleetQueueUnreachableRefuses: a gateway whose approval queue is a
 // fleet's on etcd, with the cluster gone, refuses a call that needs a
 // human with a typed, retryable approval_unreachable; the tool never runs.
 func TestFleetQueueUnreachableRefuses(t *testing.T) {
-	_, f, _, _ := runtime.Caller(0)
-	m, err := policy.Load(filepath.Join(filepath.Dir(f), "..", "..", "examples", "manifests", "refund-agent.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := refundManifest(t)
 	c := etcdtest.Start(t, 3)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	q := etcdqueue.New(cli, "/gw", "host-a", etcdqueue.WithTimeout(time.Second))
+	q := etcdqueue.New(c.Client(t), "/gw", "host-a", etcdqueue.WithTimeout(time.Second))
 	g, st, err := Open(m, Layout{Dir: t.TempDir(), Agent: m.Agent.ID, Queue: q}, "", nil)
 	if err != nil {
 		t.Fatal(err)

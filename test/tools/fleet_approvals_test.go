@@ -2,7 +2,6 @@ package tools
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,31 +94,11 @@ func tryPost(base, body string) reply {
 }
 
 // serveOn starts klock tools serve as host h (run run) and returns its
-// URL and a function that kills it (SIGKILL: a crash).
+// URL and a function that kills it (a crash).
 func serveOn(t *testing.T, h fleetHost, manifest, plugins, run string) (string, func()) {
 	t.Helper()
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := exec.CommandContext(ctx, klockBin, "tools", "serve", "-m", manifest, "--listen", addr, "--plugins", plugins,
-		"--state-dir", h.state, "--run-id", run)
-	srv.Env = h.env()
-	srv.Stdout, srv.Stderr = logWriter{t}, logWriter{t}
-	srv.Cancel = func() error { return srv.Process.Signal(os.Interrupt) }
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
-	crash := func() { srv.Process.Kill(); srv.Wait() }
-	url := "http://" + addr
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/v1/tools"); err == nil {
-			resp.Body.Close()
-			return url, crash
-		}
-		if time.Now().After(end) {
-			t.Fatal("klock tools serve did not start")
-		}
-	}
+	url, _, crash := startServe(t, "", h.env(), "-m", manifest, "--plugins", plugins, "--state-dir", h.state, "--run-id", run)
+	return url, crash
 }
 
 // TestFleetApprovals: a gateway on host A waits for a human; host B's

@@ -15,15 +15,7 @@ import (
 )
 
 // client is a client of c of its own (each "host" dials separately).
-func client(t *testing.T, c *etcdtest.Cluster) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func client(t *testing.T, c *etcdtest.Cluster) *clientv3.Client { return c.Client(t) }
 
 // pair is a gateway's queue and an operator's queue on the same store, on
 // two hosts for etcd; clk drives both deadlines.
