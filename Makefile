@@ -28,7 +28,7 @@ DEBARCH    := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB        := bin/klock_$(DEBVERSION)_$(DEBARCH).deb
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build demo test unit vmtest bench fuzz generate lint clean install uninstall deb
+.PHONY: help deps build demo fleet-demo test unit vmtest bench fuzz generate lint clean install uninstall deb
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-z][a-zA-Z_-]*:.*## /{printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,6 +43,7 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh ops
 	@scripts/deps.sh install
 	@scripts/deps.sh fleet
+	@scripts/deps.sh reflink
 
 build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
@@ -61,6 +62,9 @@ deb: build ## Build bin/klock_<version>_<arch>.deb (dpkg-deb; PREFIX=/usr; enabl
 
 demo: deps build ## Run the demo (as root): a real agent session under enforcement, then the manifest tooling
 	@scripts/demo.sh $(BIN)
+
+fleet-demo: deps build ## Run the fleet demo (as root): 3 etcd members, two klockd hosts sharing leases, a session waiting for another host's
+	@scripts/fleet-demo.sh $(BIN)
 
 test: deps build unit vmtest ## Run every test: unit, privileged host tests (as root), VM tests
 	@echo "make test: all suites passed"
@@ -83,6 +87,7 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@echo "netwall: Setup of a session's veth+nftables wall (goal <= 15 ms; Close apart, after the agent ends), TCP throughput through it vs the same path without (goal >= 0.9x)"
 	$(GO) test -run '^$$' -bench . -benchtime 4x ./enforcer/netwall/
 	@echo "test/perf (among its benchmarks): netwall in sessions, BenchmarkNetSessionStart: start with NET intents (own netns, veth, nft table, loopback relay) vs without, one run (goal <= +15 ms); BenchmarkNetThroughput: TCP throughput to a declared peer under the walls vs direct: a host address (veth+nft) and a host loopback service (relayed) (goal >= 0.9x)"
+	@echo "snapshot (among its benchmarks): BenchmarkSparse: backup and restore of a 4 GiB file holding 1 MB of data, seconds and backup bytes (goals <= 0.5 s each, <= 2 MB), against cp --sparse=always of it in the same run"
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
 	@echo "dns: an A query through the session's DNS proxy vs asked straight of the same resolver, alternated in one run (the proxy adds a second loopback exchange, its own question and a rebuilt answer)"
 	$(GO) test -run '^$$' -bench QueryThroughProxy -benchtime 2000x ./enforcer/dnsproxy/
@@ -91,6 +96,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@echo "guard: tools/call median through klock's MCP proxy vs direct (goal: overhead <= 500 us)"
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./guard/mcpproxy/
 	$(GO) test -run '^$$' -bench DurableAuthorizations -benchtime 1x ./guard/budget/
+	@echo "budgets across hosts: authorizations/s through the fleet budget (3-member etcd, blocks) vs one host's budget.Store, one run (goal >= 0.5x)"
+	$(GO) test -run '^$$' -bench FleetAuthorizations -benchtime 1x ./guard/fleetbudget/
 	@echo "leases: grant+release pairs/s through the KLIS-7 API on its unix socket, 8 clients (goal >= 10000)"
 	$(GO) test -run '^$$' -bench APIGrantRelease -benchtime $(BENCHTIME) ./enforcer/leaseapi/
 	@echo "events: a strict session's time with a stalled klock events --all reader vs none, alternated in one run (goal: within noise, ratio ~1.0; the reader's losses counted)"

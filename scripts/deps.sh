@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what klock's build, tests and demo need, only when missing.
-# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|fleet|all]
+# Usage: scripts/deps.sh [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|fleet|reflink|all]
 #   build  Go is assumed (the module proxy serves the rest); strace, and curl
 #          (the real client of the metering proxy's test)
 #   bpf    clang, llvm, bpftool, libbpf headers (only for `make generate`)
@@ -27,6 +27,9 @@
 #          (dpkg), debootstrap (the test's clean Debian root), systemd
 #          (systemd-analyze verify of the units) and bash-completion (the
 #          test loads the completions as a user's shell does)
+#   reflink  mkfs.btrfs (btrfs-progs) and mkfs.xfs (xfsprogs): the snapshot
+#          tests format loop-mounted btrfs and xfs images, where backups
+#          and restores are FICLONE clones, not copies
 set -euo pipefail
 want=()
 need() { # need CMD PACKAGE
@@ -87,8 +90,9 @@ fleet)
 	# The etcd server for the fleet lease store's tests (etcdtest starts
 	# its own members on loopback; the packaged service is not wanted).
 	need etcd etcd-server ;;
-all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; "$0" install; "$0" fleet; exit 0 ;;
-*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|all]" >&2; exit 2 ;;
+reflink) need mkfs.btrfs btrfs-progs; need mkfs.xfs xfsprogs ;;
+all) "$0" build; "$0" bpf; "$0" vm; "$0" bench; "$0" npm; "$0" agents; "$0" realworld; "$0" containers; "$0" report; "$0" ops; "$0" install; "$0" fleet; "$0" reflink; exit 0 ;;
+*) echo "usage: $0 [build|bpf|vm|bench|npm|agents|realworld|containers|report|ops|install|fleet|reflink|all]" >&2; exit 2 ;;
 esac
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

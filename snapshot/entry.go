@@ -36,7 +36,7 @@ type Entry struct {
 	Nlink  uint32            `json:"nlink,omitempty"`
 	Rdev   uint64            `json:"rdev,omitempty"`
 	Target string            `json:"target,omitempty"` // symlink target
-	Hash   string            `json:"hash,omitempty"`   // sha256 of the content (regular files)
+	Hash   string            `json:"hash,omitempty"`   // sha256 of the content (regular files), or of a file with holes its sparse address (doc.go)
 	Link   string            `json:"link,omitempty"`   // hard link: the group's first path
 	Xattrs map[string][]byte `json:"xattrs,omitempty"` // every extended attribute, values verbatim
 	// Attrs are the inode flags of a regular file or directory, where
@@ -154,7 +154,7 @@ type Stats struct {
 	IndexHits   int           // files whose hash came from the index (a stat, no read)
 	Hashed      int           // files read to compute their hash
 	Copied      int           // files whose content went into the store
-	CopiedBytes int64         // bytes of those
+	CopiedBytes int64         // bytes read to copy those (a file's holes are not read)
 	Reflinked   int           // of Copied, how many by FICLONE
 	Deduped     int           // files whose content the store already had
 	MetaEntries int           // Meta entries recorded (metadata only, outside the scopes)

@@ -722,7 +722,13 @@ func (r *restorer) reportReclaimed() {
 func (r *restorer) writeInPlace(jb *job, e *Entry) (done bool, err error) {
 	hook("inplace", e.Path)
 	open := func() (int, error) {
-		return unix.Open(e.Path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		// Read-write when allowed: copyOut verifies a clone by reading it.
+		const flags = unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+		fd, err := unix.Open(e.Path, unix.O_RDWR|flags, 0)
+		if err == unix.EACCES {
+			fd, err = unix.Open(e.Path, unix.O_WRONLY|flags, 0)
+		}
+		return fd, err
 	}
 	fd, err := open()
 	if err == unix.EPERM && liftBlocking(e.Path) {

@@ -1022,7 +1022,8 @@ func (r *restorer) makeTemp(jb *job, jobOf []*job, leaderIno []uint64) error {
 		if !validHash(e.Hash) {
 			return fmt.Errorf("%w: no content recorded for %s", ErrCorrupt, e.Path)
 		}
-		fd, err := unix.Open(jb.tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+		// Read-write: copyOut verifies a clone by reading it.
+		fd, err := unix.Open(jb.tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return err
 		}

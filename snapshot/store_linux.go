@@ -12,6 +12,7 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -26,7 +27,10 @@ func objectPath(root, h string) string {
 	return filepath.Join(root, objectsDir, h[:2], h[2:])
 }
 
+// validHash: a sha256 in hex, alone (a plain file) or followed by
+// sparseTag (a file with holes).
 func validHash(h string) bool {
+	h = strings.TrimSuffix(h, sparseTag)
 	if len(h) != 64 {
 		return false
 	}
@@ -128,7 +132,8 @@ func (e errWrite) Unwrap() error { return e.err }
 // copyResult is what copyIn learned about one file.
 type copyResult struct {
 	hash      string
-	size      int64
+	size      int64 // the copy's size
+	data      int64 // the bytes read to make it (holes are not read)
 	reflinked bool
 	st        unix.Stat_t // the source's fstat after the copy
 }
@@ -166,24 +171,30 @@ func copyInOnce(src, dstPath string, dstDev uint64, buf []byte, where string) (r
 	if err := unix.Fstat(sfd, &before); err != nil {
 		return res, false, pathErr("stat", src, err, src)
 	}
-	dfd, err := unix.Open(dstPath, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o400)
+	// Read-write: a clone is hashed from the copy itself.
+	dfd, err := unix.Open(dstPath, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o400)
 	if err != nil {
 		return res, false, pathErr("back up", src, err, where)
 	}
 	defer unix.Close(dfd)
+	sparse := hasHoles(sfd, before.Size)
 	ok, err := tryReflink(dfd, sfd, before.Dev, dstDev)
 	if err != nil {
 		return res, false, pathErr("back up (clone)", src, err, where)
 	}
 	if ok {
 		res.reflinked = true
-		res.hash, res.size, err = hashFD(dfd, buf)
+		res.hash, res.size, err = digestAs(dfd, sparse, buf)
+		if errors.Is(err, errShrank) {
+			return res, true, nil
+		}
 		if err != nil {
 			return res, false, pathErr("back up (hash)", src, err, where)
 		}
 	} else {
-		h := sha256.New()
-		res.size, err = copyHash(dfd, sfd, h, buf)
+		if res, err = copyData(dfd, sfd, before.Size, sparse, buf); errors.Is(err, errShrank) {
+			return res, true, nil
+		}
 		if err != nil {
 			var we errWrite
 			if errors.As(err, &we) {
@@ -191,7 +202,6 @@ func copyInOnce(src, dstPath string, dstDev uint64, buf []byte, where string) (r
 			}
 			return res, false, pathErr("read", src, err, src)
 		}
-		res.hash = hex.EncodeToString(h.Sum(nil))
 	}
 	if err := unix.Fstat(sfd, &res.st); err != nil {
 		return res, false, pathErr("stat", src, err, src)
@@ -199,7 +209,24 @@ func copyInOnce(src, dstPath string, dstDev uint64, buf []byte, where string) (r
 	return res, !sameVersion(&before, &res.st) || res.size != res.st.Size, nil
 }
 
-// hashPath hashes a file in place (no copy) and returns its stat.
+// copyData copies src (size bytes by its fstat) into the empty dst: a
+// file with holes by its data extents only, into a file with the same
+// holes (sparseCopy), any other in one read→sha256→write pass.
+func copyData(dst, src int, size int64, sparse bool, buf []byte) (res copyResult, err error) {
+	if sparse {
+		res.hash, res.data, err = sparseCopy(dst, src, size, buf)
+		res.size = size
+		return res, err
+	}
+	h := sha256.New()
+	res.size, err = copyHash(dst, src, h, buf)
+	res.data = res.size
+	res.hash = hex.EncodeToString(h.Sum(nil))
+	return res, err
+}
+
+// hashPath names a file's content in place (no copy), by its sha256 or,
+// when it has holes, its sparse address, and returns its stat.
 func hashPath(p string) (string, unix.Stat_t, error) {
 	var st unix.Stat_t
 	fd, err := openRead(p)
@@ -209,7 +236,7 @@ func hashPath(p string) (string, unix.Stat_t, error) {
 	defer unix.Close(fd)
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	h, _, err := hashFD(fd, *bp)
+	h, err := digestFD(fd, *bp)
 	if err != nil {
 		return "", st, err
 	}
@@ -218,7 +245,10 @@ func hashPath(p string) (string, unix.Stat_t, error) {
 }
 
 // copyOut fills the open, empty file dfd with object h, verifying that the
-// bytes written hash to h.
+// bytes written hash to h. A sparse object (sparseTag) is copied by its
+// data extents and leaves dfd with the same holes. dfd should be open
+// read-write: a clone is verified by reading it (a write-only one is
+// undone and copied instead).
 func copyOut(root, h string, dfd int, dstDev uint64) error {
 	obj := objectPath(root, h)
 	sfd, err := unix.Open(obj, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -235,17 +265,27 @@ func copyOut(root, h string, dfd int, dstDev uint64) error {
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	var got string
+	sparse := isSparseHash(h)
 	ok, err := tryReflink(dfd, sfd, sst.Dev, dstDev)
 	if err != nil {
 		return err
 	}
+	var got string
 	if ok {
-		got, _, err = hashFD(dfd, *bp)
-	} else {
-		hh := sha256.New()
-		_, err = copyHash(dfd, sfd, hh, *bp)
-		got = hex.EncodeToString(hh.Sum(nil))
+		got, _, err = digestAs(dfd, sparse, *bp)
+		if err == unix.EBADF {
+			// Write-only: the clone cannot be read back; copy instead.
+			ok = false
+			err = unix.Ftruncate(dfd, 0)
+		}
+	}
+	if !ok && err == nil {
+		var res copyResult
+		res, err = copyData(dfd, sfd, sst.Size, sparse, *bp)
+		got = res.hash
+	}
+	if errors.Is(err, errShrank) {
+		return &Error{Op: "verify object", Path: obj, Kind: ErrCorrupt, Err: err, Hint: "the object changed while it was read"}
 	}
 	if err != nil {
 		return err

@@ -564,7 +564,7 @@ func (c *copier) copyJob(j hashJob) bool {
 	refresh(e, &res.st)
 	c.copied[j.i] = true
 	c.counter.copied.Add(1)
-	c.counter.copiedBytes.Add(res.size)
+	c.counter.copiedBytes.Add(res.data)
 	if res.reflinked {
 		c.counter.reflinked.Add(1)
 	}
@@ -627,9 +627,19 @@ func (t *taker) storeObjects(entries []Entry, copied []bool) (int64, error) {
 			return 0, pathErr("store object for", e.Path, err, root)
 		}
 		t.renamed = append(t.renamed, obj)
-		newBytes += e.Size
+		newBytes += storedBytes(obj, e)
 	}
 	return newBytes, nil
+}
+
+// storedBytes is what object obj costs the store: e's size, or for a
+// file with holes the space its data takes (st_blocks).
+func storedBytes(obj string, e *Entry) int64 {
+	var st unix.Stat_t
+	if !isSparseHash(e.Hash) || unix.Stat(obj, &st) != nil {
+		return e.Size
+	}
+	return min(e.Size, st.Blocks*512)
 }
 
 // linkHashes gives hard-link members their leader's content hash (doc.go:

@@ -39,6 +39,16 @@ func printService(w io.Writer, st svccheck.Status) {
 	for _, why := range st.Why {
 		fmt.Fprintf(w, "     why: %s\n", why)
 	}
+	if f := st.Fleet; f != nil {
+		fmt.Fprintf(w, "  fleet      %s: reachable %s", f.Config, yes[f.Reachable])
+		if f.Reachable {
+			fmt.Fprintf(w, " (%d leases, every host's)", f.Leases)
+		}
+		fmt.Fprintln(w)
+		if f.Why != "" {
+			fmt.Fprintf(w, "     why: %s\n", f.Why)
+		}
+	}
 }
 
 func newDoctor() *cobra.Command {
@@ -53,7 +63,8 @@ why a mechanism is missing and how to enable it.
 
 It then says whether klockd, klock's daemon, is installed (its systemd
 units and binary), enabled (as systemctl says, when systemd runs) and
-reachable (its socket answers a ps request).
+reachable (its socket answers a ps request), and, on a host whose klockd
+shares its leases with a fleet, whether the fleet's etcd answers now.
 
 Exit status: 0 when strict mode can start here, 1 when it cannot (klockd's
 state does not change it: klock run works without klockd).`,

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
+	"github.com/klocklabs/klock/enforcer/fleet"
 	"github.com/klocklabs/klock/guard/budget"
+	"github.com/klocklabs/klock/guard/charge"
+	"github.com/klocklabs/klock/guard/fleetbudget"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -70,4 +75,35 @@ func loadRates(m *policy.Manifest, flag string) (*budget.RateTable, error) {
 func closeLedger(s *budget.Store) {
 	_ = s.Flush(context.Background())
 	s.Close()
+}
+
+// fleetLedger is the ledger the charger uses: store itself, or, when
+// this host is in a fleet (klockd's marker), store with its grants shared
+// fleet-wide in blocks (guard/fleetbudget), this ledger being member
+// host:dir. closeB returns the blocks, then closes the ledger.
+func fleetLedger(store *budget.Store, dir string) (charge.Ledger, func(), error) {
+	cfg, err := fleet.ReadMarker()
+	if errors.Is(err, fleet.ErrNoFleet) {
+		return store, func() { closeLedger(store) }, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	cli, cfg, err := fleet.Dial(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	led := fleetbudget.New(store, cli, cfg.Prefix, cfg.Host+":"+abs)
+	return led, func() {
+		if err := led.Close(); err != nil {
+			slog.Warn("klock: fleet budget: unused blocks stay this host's until it starts again", "err", err)
+		}
+		cli.Close()
+		closeLedger(store)
+	}, nil
 }

@@ -111,7 +111,7 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 		slog.Warn("klock: rollbacks of REVERSIBLE-WRITE calls will be audited but not receipted: pass --receipts DIR (or set workdir)", "manifest", f.manifest)
 	}
 	if len(m.Grants) > 0 || reversible(m) && noReceipts == nil {
-		ch, store, ph, err := f.openBudget(ctx, m)
+		ch, store, ph, closeB, err := f.openBudget(ctx, m)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -119,7 +119,7 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 			gopts = append(gopts, gateway.WithCharger(ch))
 		}
 		gopts = append(gopts, gateway.WithReceipts(store.Record), gateway.WithPolicyHash(ph))
-		closeBudget = func() { closeLedger(store) }
+		closeBudget = closeB
 	}
 	// Each call holds leases on what its tool touches while it runs
 	// (KLIS-6 §5): a tool cannot change what an agent session holds.
@@ -166,33 +166,37 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	return m, gw, func() { stop(); st.Close(); closeStores() }, nil
 }
 
-// openBudget opens the ledger and the charger for the manifest's grants: a
-// gateway whose grants cannot be charged does not start.
-func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (*charge.Charger, *budget.Store, string, error) {
+// openBudget opens the ledger and the charger for the manifest's grants
+// (shared with the fleet when the host is in one): a gateway whose grants
+// cannot be charged does not start. closeB closes what it opened.
+func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (ch *charge.Charger, store *budget.Store, ph string, closeB func(), err error) {
 	dir, err := receiptsDir(m, f.manifest, f.receipts)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("refusing to start: the manifest has grants to charge or rollbacks to receipt, and %w", err)
+		return nil, nil, "", nil, fmt.Errorf("refusing to start: the manifest has grants to charge or rollbacks to receipt, and %w", err)
 	}
 	// Every receipt names the policy it was decided under: the hash of
 	// the manifest's canonical (signed) form.
-	ph, err := charge.PolicyHash(f.data)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
+	if ph, err = charge.PolicyHash(f.data); err != nil {
+		return nil, nil, "", nil, fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
 	}
-	store, err := openLedger(m, dir, f.receiptKey, f.rates, ph)
+	store, err = openLedger(m, dir, f.receiptKey, f.rates, ph)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("refusing to start without the budget ledger and receipts: %w", err)
+		return nil, nil, "", nil, fmt.Errorf("refusing to start without the budget ledger and receipts: %w", err)
+	}
+	led, closeB, err := fleetLedger(store, dir)
+	if err != nil {
+		closeLedger(store)
+		return nil, nil, "", nil, fmt.Errorf("refusing to start: this host is in a fleet whose budgets cannot be shared: %w", err)
 	}
 	session := f.session
 	if session == "" {
 		session = m.Agent.ID
 	}
-	ch, err := charge.New(ctx, m, store, session, charge.WithPolicyHash(ph))
-	if err != nil {
-		closeLedger(store)
-		return nil, nil, "", err
+	if ch, err = charge.New(ctx, m, led, session, charge.WithPolicyHash(ph)); err != nil {
+		closeB()
+		return nil, nil, "", nil, err
 	}
-	return ch, store, ph, nil
+	return ch, store, ph, closeB, nil
 }
 
 // reversible: the manifest declares a REVERSIBLE-WRITE tool, whose

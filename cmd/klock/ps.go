@@ -46,7 +46,9 @@ func newPS() *cobra.Command {
 		Use:   "ps",
 		Short: "List the sessions klockd is running",
 		Long: `ps lists the sessions the klockd daemon runs: id, agent, the agent's pid,
-mode, start time, state (starting, running, killing), the uid that created
+mode, start time, state (starting, running, killing; with "lease store
+unreachable since T" while a fleet's etcd does not answer its heartbeats,
+and "frozen" for a permissive session frozen meanwhile), the uid that created
 it, the bytes its agent sent and received through its network wall ("-"
 without NET intents) and the command. Sessions run embedded in klock run (no klockd) are not
 listed. A caller that is not root sees its own sessions.
@@ -84,8 +86,16 @@ Exit status: 0; 3 when klockd is not running or refused the request.`,
 					traffic = byteSize(n.OutBytes) + "/" + byteSize(n.InBytes)
 				}
 				// Another klock-group user's agent name and command: printable.
+				state := s.State
+				if st := s.LeaseStall; st != nil {
+					state += " (lease store unreachable since " + st.Since.Local().Format(time.TimeOnly)
+					if st.Frozen {
+						state += ", frozen"
+					}
+					state += ")"
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, termsafe.String(s.Agent), pid, s.Mode,
-					s.Start.Local().Format(time.DateTime), s.State, s.UID, traffic, termsafe.String(strings.Join(s.Command, " ")))
+					s.Start.Local().Format(time.DateTime), state, s.UID, traffic, termsafe.String(strings.Join(s.Command, " ")))
 			}
 			return tw.Flush()
 		},

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
+	"github.com/klocklabs/klock/enforcer/fleet"
+	"github.com/klocklabs/klock/guard/fleetbudget"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
 	"github.com/klocklabs/klock/policy"
@@ -19,12 +24,12 @@ func newReceipts() *cobra.Command {
 		Short: "Work with signed receipts (klock receipts verify)",
 		Args:  cobra.NoArgs,
 	}
-	var keyFile, format string
+	o := &verifyOptions{}
 	verify := &cobra.Command{
-		Use:   "verify PATH",
-		Short: "Verify a receipt chain offline: every signature and every link",
-		Long: `Verify reads a receipt chain (a receipts.jsonl, or a receipts directory)
-and checks, with nothing but the file: that each line is the canonical
+		Use:   "verify PATH...",
+		Short: "Verify receipt chains offline: every signature and every link",
+		Long: `Verify reads receipt chains (receipts.jsonl files, or receipts directories)
+and checks, with nothing but the files: that each line is the canonical
 (RFC 8785) JSON of a receipt, that its ed25519 signature verifies with the
 chain's key (or with --key, to pin the key you trust), that seq counts
 1, 2, 3, ... and that each prev is the SHA-256 of the line before. The first
@@ -42,49 +47,29 @@ breakdown of amounts adding up to cost_charged, a usable oracle rate), and
 each prev_hash must be the SHA-256 of the canonical receipt before it. The
 format is recognized (klock lines carry seq and phase); --format picks it.
 
-Exit status: 0 verified, 1 not verified, 2 usage.`,
+--fleet: the chains are a fleet's hosts' (one receipts directory per host
+whose gateways share their grants through etcd, docs/gateway.md "Budgets
+across hosts"). Besides verifying each, it adds up per grant their
+invocations (invocation_delta) and charges (ledger_debit - ledger_credit)
+and compares the sums with the fleet ledger in etcd: every host's usage as
+it last recorded it, which is final once its gateways stopped or returned
+an idle block. It prints one line per grant and fails on a grant whose sums
+differ. etcd is the host's fleet (klockd's marker, $KLOCK_FLEET_MARKER),
+or --etcd-endpoints and --etcd-prefix.
+
+Exit status: 0 verified, 1 not verified (or not adding up), 2 usage.`,
 		Example: `  klock receipts verify /srv/agent/.klock/receipts
   klock receipts verify --key /srv/agent/.klock/receipts/receipts.pub receipts.jsonl
-  klock receipts verify --format chio receipt-with-financial.json`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var trusted ed25519.PublicKey
-			if keyFile != "" {
-				data, err := os.ReadFile(keyFile)
-				if err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				if trusted, err = policy.ParsePublicKey(data); err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-			}
-			path := chainPath(args[0])
-			chio, err := isChio(path, format)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if chio {
-				return verifyChio(cmd, path, trusted)
-			}
-			var allow, deny int
-			s, err := receipt.VerifyFile(path, trusted, func(r *receipt.Receipt) error {
-				if r.Decision.Verdict == receipt.Allow {
-					allow++
-				} else {
-					deny++
-				}
-				return nil
-			})
-			if err != nil {
-				return &exitError{code: exitInvalid, err: fmt.Errorf("%s: %w", path, err)}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "verified %s: %d receipts (%d allow, %d deny/other), signed by %s, head seq %d sha256 %s\n",
-				path, s.Receipts, allow, deny, s.KernelKey, s.Head.Seq, s.Head.Hash)
-			return nil
-		},
+  klock receipts verify --format chio receipt-with-financial.json
+  klock receipts verify --fleet hostA/receipts hostB/receipts`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: o.run,
 	}
-	verify.Flags().StringVar(&format, "format", "auto", "receipt format: auto, klock (a signed hash chain) or chio (seed 003's receipts)")
-	verify.Flags().StringVar(&keyFile, "key", "", "trusted public key (PEM or ed25519:<base64>); default: the chain's own key")
+	verify.Flags().StringVar(&o.format, "format", "auto", "receipt format: auto, klock (a signed hash chain) or chio (seed 003's receipts)")
+	verify.Flags().StringVar(&o.keyFile, "key", "", "trusted public key (PEM or ed25519:<base64>); default: each chain's own key")
+	verify.Flags().BoolVar(&o.fleet, "fleet", false, "the chains are a fleet's hosts': check that they add up to the fleet's budget ledger in etcd")
+	verify.Flags().StringVar(&o.endpoints, "etcd-endpoints", "", "--fleet: the fleet's etcd (URL,...) instead of this host's fleet marker")
+	verify.Flags().StringVar(&o.prefix, "etcd-prefix", "", "--fleet with --etcd-endpoints: the fleet's key prefix (default /klock)")
 	c.AddCommand(verify)
 	return c
 }
@@ -181,4 +166,98 @@ Exit status: 0 report printed (flagged or not), 1 a chain did not verify.`,
 	c.Flags().IntVar(&share, "share", 50, "percent of measured calls that must exceed the envelope to flag")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return c
+}
+
+type verifyOptions struct {
+	keyFile, format   string
+	fleet             bool
+	endpoints, prefix string
+}
+
+func (o *verifyOptions) run(cmd *cobra.Command, args []string) error {
+	var trusted ed25519.PublicKey
+	if o.keyFile != "" {
+		data, err := os.ReadFile(o.keyFile)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		if trusted, err = policy.ParsePublicKey(data); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
+	tally := fleetbudget.Tally{}
+	for _, a := range args {
+		path := chainPath(a)
+		chio, err := isChio(path, o.format)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		if chio {
+			if o.fleet {
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: --fleet adds up klock receipt chains, not Chio-format receipts", path)}
+			}
+			if err := verifyChio(cmd, path, trusted); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := verifyChain(cmd, path, trusted, tally); err != nil {
+			return err
+		}
+	}
+	if o.fleet || o.endpoints != "" {
+		return o.compareFleet(cmd, tally)
+	}
+	return nil
+}
+
+func verifyChain(cmd *cobra.Command, path string, trusted ed25519.PublicKey, tally fleetbudget.Tally) error {
+	var allow, deny int
+	s, err := receipt.VerifyFile(path, trusted, func(r *receipt.Receipt) error {
+		if r.Decision.Verdict == receipt.Allow {
+			allow++
+		} else {
+			deny++
+		}
+		tally.Add(r)
+		return nil
+	})
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%s: %w", path, err)}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "verified %s: %d receipts (%d allow, %d deny/other), signed by %s, head seq %d sha256 %s\n",
+		path, s.Receipts, allow, deny, s.KernelKey, s.Head.Seq, s.Head.Hash)
+	return nil
+}
+
+// compareFleet reads the fleet's budget ledger and compares it with the
+// chains' sums.
+func (o *verifyOptions) compareFleet(cmd *cobra.Command, tally fleetbudget.Tally) error {
+	cfg := fleet.Config{Endpoints: fleet.Endpoints(o.endpoints), Prefix: o.prefix}
+	if o.endpoints == "" {
+		var err error
+		if cfg, err = fleet.ReadMarker(); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--fleet: %w; or name the fleet's etcd with --etcd-endpoints", err)}
+		}
+	}
+	cli, cfg, err := fleet.Dial(cfg)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+	defer cancel()
+	fl, err := fleetbudget.ReadLedger(ctx, cli, cfg.Prefix)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	lines, err := fleetbudget.Compare(tally, fl)
+	for _, l := range lines {
+		fmt.Fprintln(cmd.OutOrStdout(), l)
+	}
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "the chains add up to the fleet ledger (etcd %s prefix %s): %d grant(s)\n", strings.Join(cfg.Endpoints, ","), cfg.Prefix, len(fl))
+	return nil
 }

@@ -149,6 +149,23 @@ func (g *Group) Kill() error {
 	return nil
 }
 
+// Freeze stops every process of the group where it is (cgroup.freeze),
+// returning once the kernel says the group is frozen.
+func (g *Group) Freeze() error {
+	if err := g.mgr.Freeze(); err != nil {
+		return fmt.Errorf("cgroup: freeze %s: %w", g.Path, err)
+	}
+	return nil
+}
+
+// Thaw lets a frozen group's processes run again.
+func (g *Group) Thaw() error {
+	if err := g.mgr.Thaw(); err != nil {
+		return fmt.Errorf("cgroup: thaw %s: %w", g.Path, err)
+	}
+	return nil
+}
+
 // Delete kills what is left, waits for the group to empty (bounded), and
 // removes it.
 func (g *Group) Delete() error {

@@ -136,6 +136,16 @@ type SessionInfo struct {
 	// packet wall and loopback relays (a session with NET intents in a
 	// network namespace of its own; nil otherwise).
 	Network *Traffic `json:"network,omitempty"`
+	// LeaseStall is set while the fleet's lease store does not answer the
+	// session's heartbeats: since when, and whether the agent is frozen.
+	LeaseStall *LeaseStall `json:"lease_stall,omitempty"`
+}
+
+// LeaseStall is SessionInfo.LeaseStall.
+type LeaseStall struct {
+	Since  time.Time `json:"since"`
+	Frozen bool      `json:"frozen"`
+	Why    string    `json:"why"`
 }
 
 // Traffic is a running session's bytes out and in.

@@ -23,6 +23,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/enforcer/usock"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -678,6 +679,7 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 			}
 			s.mu.Unlock()
 		},
+		LeaseStall: s.leaseStall(id),
 	}
 	// Assign only real files: a nil *os.File in an io.Reader is not nil.
 	if stdio[0] != nil {
@@ -717,4 +719,20 @@ func (s *Server) admit(path string, data []byte) (*policy.Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// leaseStall keeps session id's SessionInfo.LeaseStall current.
+func (s *Server) leaseStall(id string) func(vlog.LeaseStall) {
+	return func(st vlog.LeaseStall) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		l := s.sessions[id]
+		if l == nil {
+			return
+		}
+		l.info.LeaseStall = nil
+		if st.To.IsZero() {
+			l.info.LeaseStall = &LeaseStall{Since: st.From, Frozen: st.Frozen, Why: st.Why}
+		}
+	}
 }

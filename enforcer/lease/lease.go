@@ -18,6 +18,10 @@ var (
 	// backend was unreachable past the TTL); a heartbeat returns it, with
 	// ErrGone, and the session must stop at once (fail closed).
 	ErrLost = errors.New("lease: leases lost: the store could not renew them")
+	// ErrUnreachable: a shared store cannot reach its backend now; the
+	// leases still hold until their TTL runs out without a renewal (then
+	// ErrLost). A permissive session is frozen meanwhile.
+	ErrUnreachable = errors.New("lease: the shared store is unreachable")
 )
 
 // Defaults of KLIS-3: a lease lives TTL after its last heartbeat, and is

@@ -44,8 +44,15 @@ func (e *LeaseConflictError) Error() string {
 		return b.String()
 	}
 	c := cs[0]
-	fmt.Fprintf(&b, ": session %s (agent %s) holds %s %s (lease %s, since %s), which conflicts with this session's intent %s",
-		c.Held.Holder.Session, c.Held.Holder.Agent, c.Held.Predicate, c.Held.Object, c.Held.ID,
+	on, kill := "", "klock kill "+c.Held.Holder.Session
+	if c.Held.Host != "" {
+		// A fleet's lease: the holder may run on another host, where
+		// klock kill must be run.
+		on = " on host " + c.Held.Host
+		kill += " on " + c.Held.Host
+	}
+	fmt.Fprintf(&b, ": session %s (agent %s)%s holds %s %s (lease %s, since %s), which conflicts with this session's intent %s",
+		c.Held.Holder.Session, c.Held.Holder.Agent, on, c.Held.Predicate, c.Held.Object, c.Held.ID,
 		c.Held.AcquiredAt.UTC().Format(time.RFC3339), c.Claim.Intent)
 	if n := len(cs) - 1; n > 0 {
 		fmt.Fprintf(&b, "; and %d more conflict(s)", n)
@@ -61,7 +68,7 @@ func (e *LeaseConflictError) Error() string {
 	default:
 		b.WriteString(". This session is younger (Wait-Die: it dies rather than wait), and was not asked to wait (--wait)")
 	}
-	fmt.Fprintf(&b, ". Fix: wait for it (klock run --wait DURATION, e.g. --wait 10m), end it (klock kill %s), or see who holds what (klock leases)", c.Held.Holder.Session)
+	fmt.Fprintf(&b, ". Fix: wait for it (klock run --wait DURATION, e.g. --wait 10m), end it (%s), or see who holds what (klock leases)", kill)
 	return b.String()
 }
 
@@ -130,6 +137,20 @@ type leasing struct {
 	mu    sync.Mutex
 	ended map[string]lease.State // held leases that ended before the session did
 	stop  func()
+	// onStall, when set, is told when the leases stop being renewable
+	// (the store unreachable: true) and when they are renewed again or
+	// the session ends (false); it says whether it froze the agent.
+	onStall func(stalled bool) (frozen bool)
+	stalls  []vlog.LeaseStall // the last one open while stalled (To zero)
+	// killEarly (strict mode): a stall a third of the TTL after the last
+	// renewal ends the session while its leases still hold, so that its rollback can
+	// restore what they cover (rollBack's ownScopes).
+	killEarly bool
+	// notify is Options.LeaseStall.
+	notify func(vlog.LeaseStall)
+	// renewed is when the last heartbeat the store answered was sent:
+	// the leases hold at least until renewed + TTL.
+	renewed time.Time
 }
 
 // leaseTenant is the tenant of a session's leases: the uid klock runs as
@@ -191,7 +212,11 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 		// One line when whom it waits for changes, and every few seconds
 		// while it does not: a WAIT is polled every 50 ms.
 		c := d.Conflicts[0].Held
-		now := fmt.Sprintf("waiting for session %s (agent %s) holding %s %s", c.Holder.Session, c.Holder.Agent, c.Predicate, c.Object)
+		on := ""
+		if c.Host != "" {
+			on = " on host " + c.Host
+		}
+		now := fmt.Sprintf("waiting for session %s (agent %s)%s holding %s %s", c.Holder.Session, c.Holder.Agent, on, c.Predicate, c.Object)
 		if now != said || time.Since(saidAt) >= 5*time.Second {
 			said, saidAt = now, time.Now()
 			log.Info(fmt.Sprintf("%s; retry in %s", now, next.Round(time.Millisecond)),
@@ -214,7 +239,7 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 	if len(d.Leases) > 0 && !d.Leases[0].AcquiredAt.IsZero() {
 		granted = d.Leases[0].AcquiredAt
 	}
-	l := &leasing{store: store, holder: holder, borrowed: o.LeaseHolder != nil, granted: granted, held: d.Leases, baseline: baseline, log: log, ended: map[string]lease.State{}}
+	l := &leasing{store: store, holder: holder, borrowed: o.LeaseHolder != nil, granted: granted, held: d.Leases, baseline: baseline, log: log, ended: map[string]lease.State{}, renewed: granted}
 	if wait.Attempts > 0 {
 		wait.Attempts++ // the one granted
 		wait.WaitedMS = waited.Milliseconds()
@@ -261,7 +286,8 @@ func (l *leasing) keepAlive(lost func(error)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(max(l.ttl()/3, time.Millisecond))
+		every := max(l.ttl()/3, time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -276,18 +302,43 @@ func (l *leasing) keepAlive(lost func(error)) {
 					continue
 				}
 			case <-t.C:
-				_, err := l.store.Heartbeat(ctx, l.holder)
+				// A heartbeat waits half the time to the next: a store
+				// that does not answer by then is stalled, known by
+				// TTL/2 after the last renewal at the latest.
+				hctx, hcancel := context.WithTimeout(ctx, every/2)
+				sent := time.Now()
+				_, err := l.store.Heartbeat(hctx, l.holder)
+				hcancel()
 				if errors.Is(err, lease.ErrLost) {
 					// A fleet store lost etcd past the TTL: the leases
 					// may be granted elsewhere now, and List cannot say.
+					l.stalled(false, "lost", err)
 					lost(err)
 					return
+				}
+				if errors.Is(err, lease.ErrUnreachable) {
+					if ctx.Err() == nil {
+						l.stalled(true, "", err)
+					}
+					if since := l.renewedAt(); l.killEarly && time.Since(since) >= l.ttl()/3 {
+						l.stalled(false, "lost", nil)
+						lost(fmt.Errorf("%w: the fleet's lease store has not answered since %s (%v); the session is ended early in its leases' TTL (%s), while they are still its own, so that its rollback restores what they cover before another host may be granted it",
+							lease.ErrLost, since.UTC().Format(time.RFC3339), err, l.ttl()))
+						return
+					}
+					continue
 				}
 				if err != nil && !errors.Is(err, lease.ErrGone) {
 					if ctx.Err() == nil {
 						l.log.Warn("lease heartbeat failed: retrying (the leases hold until their TTL and grace run out)", "error", err)
 					}
 					continue
+				}
+				if err == nil {
+					l.mu.Lock()
+					l.renewed = sent
+					l.mu.Unlock()
+					l.stalled(false, "renewed", nil)
 				}
 			}
 			if err := l.check(ctx); err != nil {
@@ -300,7 +351,95 @@ func (l *leasing) keepAlive(lost func(error)) {
 		cancel()
 		<-done
 		unsub()
+		l.stalled(false, "ended", nil)
 	})
+}
+
+// stalled records the start (on) or the end of a time the leases could
+// not be renewed, and tells onStall: a permissive session's agent is
+// frozen from the first heartbeat the store does not answer until one it
+// does, since its leases may run out and be granted to another host.
+func (l *leasing) stalled(on bool, outcome string, err error) {
+	l.mu.Lock()
+	open := len(l.stalls) > 0 && l.stalls[len(l.stalls)-1].To.IsZero()
+	if on == open {
+		l.mu.Unlock()
+		return
+	}
+	if on {
+		l.stalls = append(l.stalls, vlog.LeaseStall{From: time.Now(), Why: err.Error()})
+	}
+	l.mu.Unlock()
+	frozen := false
+	if l.onStall != nil {
+		frozen = l.onStall(on)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := &l.stalls[len(l.stalls)-1]
+	if on {
+		st.Frozen = frozen
+		l.log.Warn("the lease store does not answer: the leases hold until their TTL runs out without a renewal", "frozen", frozen, "error", err)
+	} else {
+		st.To, st.Outcome = time.Now(), outcome
+		l.log.Info("the lease store's stall ended", "outcome", outcome, "after", st.Length().Round(time.Millisecond))
+	}
+	if l.notify != nil {
+		l.notify(*st) // under l.mu: in order; the listener never calls back
+	}
+}
+
+// renewedAt is when the last answered heartbeat was sent.
+func (l *leasing) renewedAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewed
+}
+
+// stillHeld: the leases cannot have run out yet (a store that does not
+// answer cannot have renewed them, nor given them to anyone before their
+// TTL from the last renewal; a tenth of it is kept as a margin for the
+// clocks and the network).
+func (l *leasing) stillHeld() bool {
+	return l != nil && time.Now().Before(l.heldUntil())
+}
+
+// stalledNow: the store did not answer the last heartbeat.
+func (l *leasing) stalledNow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.stalls) > 0 && (l.stalls[len(l.stalls)-1].To.IsZero() || l.stalls[len(l.stalls)-1].Outcome == "lost")
+}
+
+// heldUntil is when the leases may run out at the earliest, with the
+// margin of stillHeld.
+func (l *leasing) heldUntil() time.Time { return l.renewedAt().Add(l.ttl() * 9 / 10) }
+
+// ownScopes are the FILE trees and files this session's own leases cover.
+func (l *leasing) ownScopes() []snapshot.Scope {
+	var out []snapshot.Scope
+	for _, h := range l.held {
+		if h.Resource.Type != policy.ObjFile || !policy.Changing.Has(h.Predicate) {
+			continue
+		}
+		switch h.Resource.Path.Match {
+		case policy.MatchSubtree:
+			out = append(out, snapshot.Scope{Path: h.Resource.Path.Path, Tree: true})
+		case policy.MatchExact:
+			out = append(out, snapshot.Scope{Path: h.Resource.Path.Path})
+		}
+	}
+	return out
+}
+
+// stallsLog is what the verification log says of the stalls.
+func (l *leasing) stallsLog() []vlog.LeaseStall {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]vlog.LeaseStall(nil), l.stalls...)
 }
 
 // check returns an error naming the held leases that ended (and how),

@@ -161,6 +161,10 @@ type Options struct {
 	// done), with its pid; a cancel before that is a session that never
 	// started.
 	Started func(pid int)
+	// LeaseStall, when set, is told when the lease store stops answering
+	// the session's heartbeats (To zero) and when that ends (klockd shows
+	// it in klock ps).
+	LeaseStall func(vlog.LeaseStall)
 	// Logger receives progress and warnings (default slog.Default()).
 	Logger *slog.Logger
 	// Stage2 is launch.Spec.Stage2: the session launcher binary

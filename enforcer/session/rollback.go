@@ -4,6 +4,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -56,8 +57,21 @@ type intruder struct {
 func rollBack(ctx context.Context, r Restorer, p rollbackPlan) []vlog.RollbackOp {
 	var others []lease.Lease
 	var err error
-	if p.leases != nil {
-		others, err = p.leases.othersChanging(ctx)
+	switch {
+	case p.leases != nil && p.leases.stalledNow():
+		// The store does not answer: asking would spend the time the
+		// session's own leases surely hold.
+		err = fmt.Errorf("%w: it did not answer the session's last heartbeat", lease.ErrUnreachable)
+	case p.leases != nil:
+		lctx, cancel := context.WithDeadline(ctx, p.leases.heldUntil())
+		others, err = p.leases.othersChanging(lctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: no answer before the session's leases may run out", lease.ErrUnreachable)
+		}
+	}
+	if err != nil && errors.Is(err, lease.ErrUnreachable) && p.leases.stillHeld() {
+		return rollBackOwn(ctx, r, p, err)
 	}
 	if err != nil {
 		p.log.Error("rollback not done: cannot tell which paths other sessions' leases cover", "error", err)
@@ -104,6 +118,45 @@ func rollBack(ctx context.Context, r Restorer, p rollbackPlan) []vlog.RollbackOp
 		p.log.Warn(fmt.Sprintf("rollback left %d path(s) other sessions' leases cover (their work; klock log lists them)", left))
 	}
 	return ops
+}
+
+// rollBackOwn is the rollback of a session whose fleet store stopped
+// answering while its leases still held: what other sessions hold is
+// unknown, but nobody else can hold what this session's own leases
+// cover, so that is restored; the rest of the roots is left, said so, for
+// klock rollback once the store answers.
+func rollBackOwn(ctx context.Context, r Restorer, p rollbackPlan, why error) []vlog.RollbackOp {
+	own := intersectScopes(p.only, p.leases.ownScopes())
+	p.log.Warn("the lease store does not answer: rolling back only what this session's own leases cover", "scopes", len(own), "error", why)
+	ops, err := r.Restore(ctx, own, nil, nil)
+	if err != nil {
+		ops = append(ops, vlog.RollbackOp{Path: "*", Action: vlog.RollbackRestored, OK: false, Error: err.Error()})
+	}
+	return append(ops, vlog.RollbackOp{Path: "*", Action: vlog.RollbackLeft, OK: true,
+		Why: fmt.Sprintf("only what this session's own leases cover was restored: the lease store could not say what other sessions hold (%v); run klock rollback for the rest once it answers", why)})
+}
+
+// intersectScopes is what both a scope of as and one of bs cover.
+func intersectScopes(as, bs []snapshot.Scope) []snapshot.Scope {
+	var out []snapshot.Scope
+	for _, a := range as {
+		for _, b := range bs {
+			switch {
+			case scopeCovers(a, b):
+				out = append(out, b)
+			case scopeCovers(b, a):
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+func scopeCovers(a, b snapshot.Scope) bool {
+	if a.Path == b.Path {
+		return a.Tree || !b.Tree
+	}
+	return a.Tree && (a.Path == "/" || strings.HasPrefix(b.Path, strings.TrimSuffix(a.Path, "/")+"/"))
 }
 
 // inLeases are the paths some lease of ls covers.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
@@ -65,6 +66,9 @@ type runner struct {
 	mask        []string
 	leases      *leasing
 	g           *cgroup.Group
+	// stallGroup is g for freezeAgent, which the leases' keep-alive
+	// goroutine calls (it starts before g is made).
+	stallGroup  atomic.Pointer[cgroup.Group]
 	deleteGroup func()
 	priv        *privateTmp
 	sessionDir  string
@@ -288,8 +292,34 @@ func (r *runner) takeLeases(ctx context.Context) (context.Context, error) {
 	r.defer_(leases.release)
 	ctx, revoked := context.WithCancelCause(ctx)
 	r.defer_(func() { revoked(nil) })
+	leases.notify = r.o.LeaseStall
+	if r.mode == policy.ModePermissive {
+		leases.onStall = r.freezeAgent
+	} else {
+		leases.killEarly = true
+	}
 	leases.keepAlive(func(err error) { revoked(err) })
 	return ctx, nil
+}
+
+// freezeAgent freezes (true) or thaws the agent's cgroup, and says
+// whether it is frozen. Nothing to freeze before the agent's group is
+// made; a failure is logged and leaves the agent running (a permissive
+// session promises a record, not a wall).
+func (r *runner) freezeAgent(freeze bool) bool {
+	g := r.stallGroup.Load()
+	if g == nil {
+		return false
+	}
+	op, do := "thaw", g.Thaw
+	if freeze {
+		op, do = "freeze", g.Freeze
+	}
+	if err := do(); err != nil {
+		r.log.Warn("cannot "+op+" the agent while the lease store does not answer", "error", err)
+		return false
+	}
+	return freeze
 }
 
 // sweepStale removes what a killed klock's sessions left: their empty
@@ -313,6 +343,7 @@ func (r *runner) makeGroup() error {
 		return err
 	}
 	r.g, r.deleteGroup = g, deleteGroup
+	r.stallGroup.Store(g)
 	r.defer_(deleteGroup)
 	return nil
 }

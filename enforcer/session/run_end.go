@@ -158,6 +158,7 @@ func (r *runner) buildLog(ready *prepared, s *running, exit launch.Exit, backend
 		Mode: r.mode, Start: ready.start, Backends: backends, Leases: heldLeases, LeaseWait: leaseWait, Container: r.ctr,
 		Network: network,
 	})
+	vl.LeaseStalls = r.leases.stallsLog()
 	vl.AddRecords(s.eng.Records())
 	// Another session's agent may have changed a file this one held: its
 	// rollback said what it put back (notice.go).

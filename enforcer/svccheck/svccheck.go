@@ -35,6 +35,9 @@ type Status struct {
 	Sessions  int    `json:"sessions"`
 	// Why says what is missing, one line each.
 	Why []string `json:"why,omitempty"`
+	// Fleet is set on a host whose klockd shares its leases with a
+	// fleet on etcd.
+	Fleet *Fleet `json:"fleet,omitempty"`
 }
 
 // Check looks at the host; socket is klockd's ("" for the default).
@@ -46,6 +49,7 @@ func Check(ctx context.Context, socket string) Status {
 	st.installed()
 	st.enabled(ctx)
 	st.reachable()
+	st.Fleet = checkFleet(ctx)
 	return st
 }
 

@@ -49,3 +49,24 @@ type LeaseHolder struct {
 
 // Waited is LeaseWait.WaitedMS as a duration.
 func (w *LeaseWait) Waited() time.Duration { return time.Duration(w.WaitedMS) * time.Millisecond }
+
+// LeaseStall is a time the session's leases could not be renewed: a
+// fleet's store (etcd) did not answer. A permissive session's agent is
+// frozen meanwhile (its cgroup), since another host may be granted what it
+// changes once the leases run out; a strict one runs on until they do,
+// then is killed and rolled back.
+type LeaseStall struct {
+	From time.Time `json:"from"`
+	// To is when it ended: renewed, lost, or the session ended.
+	To time.Time `json:"to"`
+	// Why is the store's error when the stall began.
+	Why    string `json:"why"`
+	Frozen bool   `json:"frozen,omitempty"`
+	// Outcome is "renewed" (the store answered again in time), "lost"
+	// (the leases ran out: the session ended) or "ended" (the session
+	// ended first).
+	Outcome string `json:"outcome"`
+}
+
+// Length is how long the stall lasted.
+func (s *LeaseStall) Length() time.Duration { return s.To.Sub(s.From) }

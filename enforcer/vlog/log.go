@@ -107,6 +107,9 @@ type Log struct {
 	// klock that took no leases); LeaseWait, when it had to wait for them.
 	Leases    []HeldLease `json:"leases,omitempty"`
 	LeaseWait *LeaseWait  `json:"lease_wait,omitempty"`
+	// LeaseStalls are the times the leases could not be renewed (a
+	// fleet's store unreachable), in order.
+	LeaseStalls []LeaseStall `json:"lease_stalls,omitempty"`
 	// Container is set for a container's session (klock-runtime, klock
 	// oci-hook): its paths in Intents and Observed are as the container saw
 	// them; the rollback's are the host's, mapped through Mounts.

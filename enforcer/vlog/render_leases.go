@@ -9,7 +9,7 @@ import (
 // by one, the baseline's as a count (all with verbose), then how the
 // session waited for them and whether any ended before it did.
 func (r *renderer) leases(l *Log, verbose bool) {
-	if len(l.Leases) == 0 && l.LeaseWait == nil {
+	if len(l.Leases) == 0 && l.LeaseWait == nil && len(l.LeaseStalls) == 0 {
 		return
 	}
 	r.section("Leases (KLIS) held", len(l.Leases))
@@ -33,6 +33,13 @@ func (r *renderer) leases(l *Log, verbose bool) {
 	}
 	if ended == 0 && len(l.Leases) > 0 && !l.Incomplete() {
 		r.line("  released when the session ended")
+	}
+	for _, st := range l.LeaseStalls {
+		frozen := "the agent ran on"
+		if st.Frozen {
+			frozen = "the agent was frozen"
+		}
+		r.line("  the lease store did not answer from %s for %s (%s), then %s: %s", clock(st.From), st.Length().Round(time.Millisecond), frozen, st.Outcome, st.Why)
 	}
 	w := l.LeaseWait
 	if w == nil {

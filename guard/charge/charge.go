@@ -116,7 +116,7 @@ func reserveErr(tool string, err error) *toolerr.Error {
 	var de *budget.DenyError
 	switch {
 	case errors.As(err, &de):
-		e := toolerr.New(toolerr.Restricted, "budget", "%s refused by its budget: %s %s reached (grant %s; attempted %s; %s)",
+		e := toolerr.New(toolerr.Restricted, "budget", "%s refused by its budget: %s %s (grant %s; attempted %s; %s)",
 			tool, de.Limit, limitWord(de.Limit), de.Holder, de.Attempted, de.Detail)
 		return e
 	case errors.Is(err, budget.ErrLedger):

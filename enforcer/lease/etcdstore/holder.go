@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -98,17 +99,21 @@ func (s *Store) track(who lease.Holder, h *held, keys []string) bool {
 // while the lease is still wanted (etcd unreachable past the TTL, or the
 // lease revoked), its owner, if any, is lost and told on Lost.
 func (s *Store) watchKeepAlive(h *held, ch <-chan *clientv3.LeaseKeepAliveResponse, ctx context.Context) {
+	last := time.Now()
 	for range ch {
+		last = time.Now()
 	}
 	if ctx.Err() != nil { // released on purpose
 		return
 	}
+	why := fmt.Sprintf("etcd (%s) has not renewed this host's etcd lease (TTL %s) since %s: the fleet may have granted its scope to another host since",
+		strings.Join(s.cli.Endpoints(), ","), h.ttl, last.UTC().Format(time.RFC3339))
 	s.mu.Lock()
 	h.dead = true
 	who := h.owner
 	if who != nil && s.sess[*who] == h {
 		delete(s.sess, *who)
-		s.gone[*who] = true
+		s.gone[*who] = why
 	}
 	s.mu.Unlock()
 	h.cancel()
@@ -145,10 +150,10 @@ func (s *Store) Heartbeat(ctx context.Context, who lease.Holder) (time.Time, err
 	ctx, cancel := bound(ctx)
 	defer cancel()
 	s.mu.Lock()
-	h, lost := s.sess[who], s.gone[who]
+	h, why := s.sess[who], s.gone[who]
 	s.mu.Unlock()
-	if lost {
-		return time.Time{}, fmt.Errorf("%w: %w", lease.ErrLost, lease.ErrGone)
+	if why != "" {
+		return time.Time{}, fmt.Errorf("%w: %s (%w)", lease.ErrLost, why, lease.ErrGone)
 	}
 	if h == nil {
 		return time.Time{}, lease.ErrGone

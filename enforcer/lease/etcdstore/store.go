@@ -19,8 +19,13 @@ import (
 )
 
 // ErrNoEtcd: etcd could not be reached or refused an operation; nothing
-// was granted.
-var ErrNoEtcd = errors.New("etcdstore: etcd unavailable")
+// was granted. It is a lease.ErrUnreachable.
+var ErrNoEtcd error = noEtcd{}
+
+type noEtcd struct{}
+
+func (noEtcd) Error() string { return "etcdstore: etcd unavailable" }
+func (noEtcd) Unwrap() error { return lease.ErrUnreachable }
 
 // maxTries bounds the read-decide-commit loop under contention.
 const maxTries = 64
@@ -59,7 +64,7 @@ type Store struct {
 	age     ageLease // what new age keys are bound to (age.go)
 	// gone are the holders whose keep-alive failed: their heartbeat
 	// returns lease.ErrLost until they acquire again.
-	gone map[lease.Holder]bool
+	gone map[lease.Holder]string // why
 }
 
 // held is an etcd lease and its keep-alive: one holder's (owner), or
@@ -90,7 +95,7 @@ func New(cli *clientv3.Client, prefix, host string) *Store {
 	if prefix == "" {
 		prefix = "/klock"
 	}
-	return &Store{cli: cli, prefix: prefix, host: host, lost: make(chan lease.Holder, 64), sess: map[lease.Holder]*held{}, gone: map[lease.Holder]bool{}, freeing: map[string]lease.State{}}
+	return &Store{cli: cli, prefix: prefix, host: host, lost: make(chan lease.Holder, 64), sess: map[lease.Holder]*held{}, gone: map[lease.Holder]string{}, freeing: map[string]lease.State{}}
 }
 
 // Lost reports holders whose leases this store can no longer keep (the
