@@ -164,10 +164,11 @@ func TestRunObserveNeedsPermissive(t *testing.T) {
 // reorder or redraw what the approver reads before saying yes.
 func TestApprovalsShowArgsPrintable(t *testing.T) {
 	dir := t.TempDir()
-	s, err := approvalStore(dir)
+	s, closeQ, err := approvalQueue(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer closeQ()
 	args := []byte("{\"path\":\"/srv/data/report\u202efdp.exe\",\"note\":\"\u009b2J ok\"}")
 	if _, err := s.Submit(approval.Request{Agent: "a1", Tool: "write_file", Args: args, ArgsSHA256: strings.Repeat("0", 64), Why: "irreversible"}, time.Minute); err != nil {
 		t.Fatal(err)

@@ -137,8 +137,17 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 		return nil, nil, nil, err
 	}
 	gopts = append(gopts, gateway.WithEvents(events))
-	closeStores := func() { closeBudget(); closeLeases(); closeEvents() }
-	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID}
+	// In a fleet the approval queue is the fleet's (etcd), so an operator
+	// on any host decides the calls waiting here.
+	queue, closeQueue, err := approvalQueue(f.stateDir)
+	if err != nil {
+		closeBudget()
+		closeLeases()
+		closeEvents()
+		return nil, nil, nil, fmt.Errorf("refusing to start without an approval queue (--state-dir): %w", err)
+	}
+	closeStores := func() { closeBudget(); closeLeases(); closeEvents(); closeQueue() }
+	l := gateway.Layout{Dir: f.stateDir, Agent: m.Agent.ID, Queue: queue}
 	gw, st, err := gateway.Open(m, l, f.auditPath, copts, gopts...)
 	if err != nil {
 		closeStores()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/guard/approval"
+	"github.com/klocklabs/klock/guard/approval/etcdqueue"
 	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/charge"
 	"github.com/klocklabs/klock/guard/gateway"
@@ -201,7 +202,9 @@ func costApprover(m *policy.Manifest, stateDir string, wait time.Duration) (*app
 	if stateDir == "" {
 		stateDir = gateway.StateDir()
 	}
-	q, err := approval.Open(gateway.Layout{Dir: stateDir, Agent: m.Agent.ID}.Approvals())
+	// The fleet's queue when the host is in one; its client lives as long
+	// as the meter.
+	q, _, err := etcdqueue.OpenHost(gateway.Layout{Dir: stateDir, Agent: m.Agent.ID}.Approvals())
 	if err != nil {
 		return nil, fmt.Errorf("refusing to start without the approval queue (--state-dir): %w", err)
 	}

@@ -21,7 +21,34 @@ var (
 	ErrNotFound = errors.New("no such approval request")
 	ErrDecided  = errors.New("approval request already decided")
 	ErrStore    = errors.New("approval store")
+	// ErrUnreachable: the fleet's queue (etcd) did not answer. It wraps
+	// ErrStore; nothing was filed or decided by the failed operation.
+	ErrUnreachable = fmt.Errorf("%w: the fleet's approval queue is unreachable", ErrStore)
 )
+
+// Queue is an approval queue: Store (a directory, one host) and
+// etcdqueue.Queue (a fleet's etcd) implement it with the same semantics.
+type Queue interface {
+	// Submit returns the open request for the same call (same
+	// fingerprint, pending, or approved and not yet used) or files r.
+	Submit(r Request, timeout time.Duration) (*Request, error)
+	// Get returns a request, expiring it first when its deadline passed.
+	Get(id string) (*Request, error)
+	// Decide approves or denies a pending request, exactly once.
+	Decide(id string, approve bool, by, note string) (*Request, error)
+	// MarkUsed records that the approved call was dispatched.
+	MarkUsed(id string) error
+	// Wait blocks until the request is no longer pending, ctx ends, or
+	// max passes, and returns what it saw last (possibly still Pending).
+	Wait(ctx context.Context, id string, max time.Duration) (*Request, error)
+	// List returns every request (pending first, then newest first);
+	// with pendingOnly, only those still pending.
+	List(pendingOnly bool) ([]*Request, error)
+	// String names the queue for messages (a directory, or a fleet).
+	String() string
+}
+
+var _ Queue = (*Store)(nil)
 
 // State of a request.
 type State string
@@ -35,7 +62,10 @@ const (
 
 // Request is one call waiting for a human.
 type Request struct {
-	ID          string          `json:"id"`
+	ID string `json:"id"`
+	// Host is the fleet host whose gateway filed the request (empty in a
+	// host's own queue directory).
+	Host        string          `json:"host,omitempty"`
 	Agent       string          `json:"agent"`
 	RunID       string          `json:"run_id,omitempty"`
 	Tool        string          `json:"tool"`
@@ -93,6 +123,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // Dir is the queue directory.
 func (s *Store) Dir() string { return s.dir }
 
+// String names the queue for messages.
+func (s *Store) String() string { return "queue " + s.dir }
+
 func (s *Store) path(id string) string { return filepath.Join(s.dir, id+".json") }
 
 // lock holds an exclusive flock on the queue for one read-modify-write.
@@ -107,6 +140,19 @@ func (s *Store) lock() (func(), error) {
 	}
 	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
+
+// NewID is a fresh request id (ap_ and 12 hex digits).
+func NewID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return "ap_" + hex.EncodeToString(b[:]), nil
+}
+
+// ValidID: id has the shape of a request id (so it is safe in a path or
+// a key).
+func ValidID(id string) bool { return validID(id) }
 
 func validID(id string) bool {
 	if !strings.HasPrefix(id, "ap_") || len(id) != 15 {
@@ -164,12 +210,50 @@ func (s *Store) write(r *Request) error {
 }
 
 // expire turns a pending request past its deadline into Expired.
-func (s *Store) expire(r *Request) bool {
-	if r.State == Pending && !s.now().Before(r.Deadline) {
-		r.State, r.DecidedAt, r.DecidedBy, r.Note = Expired, s.now(), "klock", "no decision before the deadline"
+func (s *Store) expire(r *Request) bool { return Expire(r, s.now()) }
+
+// Expire turns r into Expired when it is pending and its deadline is not
+// after now; it reports whether it did.
+func Expire(r *Request, now time.Time) bool {
+	if r.State == Pending && !now.Before(r.Deadline) {
+		r.State, r.DecidedAt, r.DecidedBy, r.Note = Expired, now, "klock", "no decision before the deadline"
 		return true
 	}
 	return false
+}
+
+// Open reports whether r still stands for its call: pending, or approved
+// and not yet used (Submit's test for a retry of the same call).
+func (r *Request) Open() bool { return r.State == Pending || r.State == Approved && !r.Used }
+
+// decide sets r's decision (the caller checked that r is pending).
+func (r *Request) decide(approve bool, by, note string, now time.Time) {
+	r.State, r.DecidedBy, r.DecidedAt, r.Note = Denied, by, now, note
+	if approve {
+		r.State = Approved
+	}
+}
+
+// Decision applies a human's decision to r: ErrDecided (with r as it
+// stands) when r is not pending, after expiring it at now.
+func Decision(r *Request, approve bool, by, note string, now time.Time) error {
+	Expire(r, now)
+	if r.State != Pending {
+		return fmt.Errorf("%w: %s is %s", ErrDecided, r.ID, r.State)
+	}
+	r.decide(approve, by, note, now)
+	return nil
+}
+
+// Sort orders requests as List returns them: pending first, then newest
+// first.
+func Sort(out []*Request) {
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i].State == Pending) != (out[j].State == Pending) {
+			return out[i].State == Pending
+		}
+		return out[i].Created.After(out[j].Created)
+	})
 }
 
 // Submit returns the open request for the same call (same fingerprint,
@@ -186,7 +270,7 @@ func (s *Store) Submit(r Request, timeout time.Duration) (*Request, error) {
 		return nil, err
 	}
 	for _, old := range all {
-		if old.Fingerprint == r.Fingerprint && (old.State == Pending || old.State == Approved && !old.Used) {
+		if old.Fingerprint == r.Fingerprint && old.Open() {
 			if s.expire(old) {
 				if err := s.write(old); err != nil {
 					return nil, err
@@ -196,11 +280,9 @@ func (s *Store) Submit(r Request, timeout time.Duration) (*Request, error) {
 			return old, nil
 		}
 	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStore, err)
+	if r.ID, err = NewID(); err != nil {
+		return nil, err
 	}
-	r.ID = "ap_" + hex.EncodeToString(b[:])
 	r.Created = s.now()
 	r.Deadline = r.Created.Add(timeout)
 	r.State = Pending
@@ -240,17 +322,14 @@ func (s *Store) Decide(id string, approve bool, by, note string) (*Request, erro
 	if err != nil {
 		return nil, err
 	}
-	if s.expire(r) {
-		if err := s.write(r); err != nil {
-			return nil, err
+	was := r.State
+	if err := Decision(r, approve, by, note, s.now()); err != nil {
+		if r.State != was {
+			if werr := s.write(r); werr != nil {
+				return nil, werr
+			}
 		}
-	}
-	if r.State != Pending {
-		return r, fmt.Errorf("%w: %s is %s", ErrDecided, id, r.State)
-	}
-	r.State, r.DecidedBy, r.DecidedAt, r.Note = Denied, by, s.now(), note
-	if approve {
-		r.State = Approved
+		return r, err
 	}
 	return r, s.write(r)
 }
@@ -312,12 +391,7 @@ func (s *Store) List(pendingOnly bool) ([]*Request, error) {
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if (out[i].State == Pending) != (out[j].State == Pending) {
-			return out[i].State == Pending
-		}
-		return out[i].Created.After(out[j].Created)
-	})
+	Sort(out)
 	return out, nil
 }
 

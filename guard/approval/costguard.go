@@ -17,7 +17,7 @@ import (
 // of a cost-envelope max) in this queue, next to the gateway's tool calls:
 // klock approvals lists them, klock approve / deny decide them.
 type CostApprover struct {
-	Store *Store
+	Store Queue
 	Agent string
 	// Timeout is the request's deadline (a timeout denies).
 	Timeout time.Duration

@@ -8,7 +8,15 @@
 // the gateway crashes: a restarted gateway finds the request and its
 // decision where it left them.
 //
+// Queue is what the queue's users (the gateway, the Token Guard's
+// CostApprover, klock approvals / approve / deny) need; Store implements
+// it for one host, and the sibling package etcdqueue for a fleet (its
+// etcd, shared by every host), with the same semantics.
+//
 // Error semantics: ErrNotFound for an unknown id, ErrDecided when a request
-// was already decided (or expired), ErrStore wrapping any I/O failure. Wait
-// never blocks past its bound: it returns the state it saw.
+// was already decided (or expired), ErrStore wrapping any I/O failure, and
+// ErrUnreachable (an ErrStore) when a fleet's queue did not answer:
+// nothing was filed or decided, and the caller refuses the call that
+// needed approval, never lets it through. Wait never blocks past its
+// bound: it returns the state it saw.
 package approval

@@ -62,7 +62,7 @@ type Dispatch func(ctx context.Context) (Outcome, error)
 type Gateway struct {
 	p          *check.Pipeline
 	audit      *audit.Log
-	approvals  *approval.Store
+	approvals  approval.Queue
 	idem       *idem.Store
 	charger    check.Charger
 	agent      string
@@ -99,7 +99,7 @@ const DefaultApprovalTimeout = 5 * time.Minute
 
 // New builds a gateway. audit, approvals and idem are required: a gateway
 // that could not record, escalate or deduplicate must not start.
-func New(m *policy.Manifest, p *check.Pipeline, a *audit.Log, ap *approval.Store, is *idem.Store, opts ...Option) (*Gateway, error) {
+func New(m *policy.Manifest, p *check.Pipeline, a *audit.Log, ap approval.Queue, is *idem.Store, opts ...Option) (*Gateway, error) {
 	if p == nil || a == nil || ap == nil || is == nil {
 		return nil, errors.New("gateway: the pipeline, audit log, approval store and idempotency store are all required")
 	}
@@ -462,14 +462,15 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 	}
 	r, err := g.approvals.Submit(req, g.timeout)
 	if err != nil {
-		return nil, toolerr.New(toolerr.InternalError, "approval_store", "%s needs approval (%s) and the approval queue failed: %v", call.Tool, d.Why, err)
+		return nil, queueErr(call, d, "", err)
 	}
 	if r.State == approval.Pending {
 		g.publish(eventlog.KindApprovalAsked, call, &eventlog.Tool{Name: call.Tool, Approval: r.ID, Reason: d.Why})
 	}
-	r, err = g.approvals.Wait(ctx, r.ID, g.wait)
+	id := r.ID
+	r, err = g.approvals.Wait(ctx, id, g.wait)
 	if err != nil {
-		return nil, toolerr.New(toolerr.InternalError, "approval_store", "waiting for approval %s: %v", r.ID, err)
+		return nil, queueErr(call, d, id, err)
 	}
 	var e *toolerr.Error
 	switch r.State {
@@ -492,6 +493,25 @@ func (g *Gateway) escalate(ctx context.Context, call *check.Call, d *check.Decis
 	e.ApprovalID = r.ID
 	e.Check = d.Check
 	return nil, e
+}
+
+// queueErr refuses a call whose approval queue failed: never a silent
+// approval. A fleet's queue that etcd did not serve is reason
+// approval_unreachable (retryable: the request, if filed, is kept);
+// any other failure approval_store.
+func queueErr(call *check.Call, d *check.Decision, id string, err error) *toolerr.Error {
+	what := "filing its approval request"
+	if id != "" {
+		what = "waiting for approval " + id
+	}
+	reason := "approval_store"
+	if errors.Is(err, approval.ErrUnreachable) {
+		reason = "approval_unreachable"
+	}
+	e := toolerr.New(toolerr.InternalError, reason, "%s needs approval (%s) and the approval queue failed %s: refused: %v",
+		call.Tool, d.Why, what, err).WithRetry(reason == "approval_unreachable")
+	e.ApprovalID, e.Check = id, d.Check
+	return e
 }
 
 // publish hands one event record of call to WithEvents' sink.

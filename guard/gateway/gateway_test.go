@@ -12,13 +12,20 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-func refundGateway(t *testing.T) (*Gateway, *Stores) {
+// refundManifest is examples/manifests/refund-agent.yaml.
+func refundManifest(t *testing.T) *policy.Manifest {
 	t.Helper()
 	_, f, _, _ := runtime.Caller(0)
 	m, err := policy.Load(filepath.Join(filepath.Dir(f), "..", "..", "examples", "manifests", "refund-agent.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+func refundGateway(t *testing.T) (*Gateway, *Stores) {
+	t.Helper()
+	m := refundManifest(t)
 	dir := t.TempDir()
 	g, st, err := Open(m, Layout{Dir: dir, Agent: m.Agent.ID}, "", nil)
 	if err != nil {

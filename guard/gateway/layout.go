@@ -34,7 +34,12 @@ func StateDir() string {
 // Layout names the files of one agent's gateway under a state directory.
 // The approval queue is shared by every agent on the host, so one
 // `klock approvals` shows them all.
-type Layout struct{ Dir, Agent string }
+type Layout struct {
+	Dir, Agent string
+	// Queue, when set, is the approval queue instead of the directory
+	// Approvals(): a fleet's on etcd, shared by every host's gateways.
+	Queue approval.Queue
+}
 
 func (l Layout) Approvals() string { return filepath.Join(l.Dir, "approvals") }
 func (l Layout) agentDir() string  { return filepath.Join(l.Dir, "gateway", l.Agent) }
@@ -53,7 +58,7 @@ func (l Layout) Limits() string { return filepath.Join(l.agentDir(), "limits.db"
 // Stores are the durable pieces a gateway opened; Close closes them.
 type Stores struct {
 	Audit     *audit.Log
-	Approvals *approval.Store
+	Approvals approval.Queue
 	Idem      *idem.Store
 	// AuditPath is the audit log's file (klock audit verify reads it).
 	AuditPath string
@@ -101,9 +106,11 @@ func Open(m *policy.Manifest, l Layout, auditPath string, checkOpts []check.Opti
 		st.Close()
 		return nil, nil, fmt.Errorf("refusing to start without an audit log: %w", err)
 	}
-	if st.Approvals, err = approval.Open(l.Approvals()); err != nil {
-		st.Close()
-		return nil, nil, fmt.Errorf("refusing to start without an approval queue (--state-dir): %w", err)
+	if st.Approvals = l.Queue; st.Approvals == nil {
+		if st.Approvals, err = approval.Open(l.Approvals()); err != nil {
+			st.Close()
+			return nil, nil, fmt.Errorf("refusing to start without an approval queue (--state-dir): %w", err)
+		}
 	}
 	if st.Idem, err = idem.Open(l.Idem()); err != nil {
 		st.Close()

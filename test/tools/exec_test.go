@@ -1,11 +1,8 @@
 package tools
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,36 +38,11 @@ declared_tools:
 hitl: {default_mode: HOTL}
 `, time.Now().UnixNano(), base, decl), 0o644)
 	}
-	addr := freeAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
 	state := filepath.Join(base, "state")
-	srv := exec.CommandContext(ctx, klockBin, append([]string{"tools", "serve", "-m", manifest, "--listen", addr, "--plugins", plugins,
+	// srv runs in base, where a relative flag (--state-dir state) resolves.
+	url, stop, _ := startServe(t, base, nil, append([]string{"-m", manifest, "--plugins", plugins,
 		"--state-dir", state, "--control", filepath.Join(state, "control.sock")}, extra...)...)
-	srv.Stdout, srv.Stderr = logWriter{t}, logWriter{t}
-	srv.Dir = base // where a relative flag (--state-dir state) resolves
-	srv.Cancel = func() error { return srv.Process.Signal(os.Interrupt) }
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			srv.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	url := "http://" + addr
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/v1/tools"); err == nil {
-			resp.Body.Close()
-			return url, stop
-		}
-		if time.Now().After(end) {
-			t.Fatal("klock tools serve did not start")
-		}
-	}
+	return url, stop
 }
 
 // A plugin executes only its entry and its interpreter. A
