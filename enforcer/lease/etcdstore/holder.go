@@ -126,6 +126,23 @@ func (s *Store) watchKeepAlive(h *held, ch <-chan *clientv3.LeaseKeepAliveRespon
 	}
 }
 
+// drop forgets h, an etcd lease etcd no longer has, when who held nothing
+// on it yet (a grant put on it failed); false when who did hold keys on
+// it: those are gone, which its keep-alive reports as lost.
+func (s *Store) drop(who lease.Holder, h *held) bool {
+	s.mu.Lock()
+	h.dead = true
+	empty := len(h.keys) == 0
+	if s.sess[who] == h && empty {
+		delete(s.sess, who)
+	}
+	s.mu.Unlock()
+	if empty {
+		h.cancel()
+	}
+	return empty
+}
+
 // forget ends who's use of h: h goes back to the pool when keep is true
 // and the pool has room, else its keep-alive stops.
 func (s *Store) forget(who lease.Holder, h *held, keep bool) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/klocklabs/klock/enforcer/lease"
@@ -308,7 +309,21 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease
 		d.Leases = append(d.Leases, l)
 	}
 	r, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The holder's etcd lease ran out before its keep-alive said
+		// so (a pooled one, or one a leader change let lapse): nothing
+		// was put; drop it and decide again with a new one.
+		if !s.drop(req.Holder, h) {
+			return false, fmt.Errorf("%w: %s's etcd lease ran out with its leases", lease.ErrLost, req.Holder.Session)
+		}
+		return false, nil
+	}
 	if err != nil {
+		// The outcome is unknown (etcd may have applied the grant and
+		// lost the answer, as when its leader dies): the keys are
+		// tracked as if put, so the holder's release deletes them too
+		// instead of leaving them alive on a pooled etcd lease.
+		s.track(req.Holder, h, keys)
 		return false, s.unavailable(err)
 	}
 	if !r.Succeeded {
