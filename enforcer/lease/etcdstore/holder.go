@@ -180,6 +180,7 @@ func (s *Store) Heartbeat(ctx context.Context, who lease.Holder) (time.Time, err
 		// Not gone yet: the background keep-alive decides, at the TTL.
 		return time.Time{}, s.unavailable(err)
 	}
+	s.up()
 	if r.TTL <= 0 {
 		return time.Time{}, lease.ErrGone
 	}

@@ -63,6 +63,8 @@ type Store struct {
 	// Revoked), for its event stream; bounded by freeingMax.
 	freeing map[string]lease.State
 	age     ageLease // what new age keys are bound to (age.go)
+	// downSince is when etcd stopped answering (zero while it answers).
+	downSince time.Time
 	// gone are the holders whose keep-alive failed: their heartbeat
 	// returns lease.ErrLost until they acquire again.
 	gone map[lease.Holder]string // why
@@ -110,8 +112,35 @@ func (s *Store) unavailable(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = errors.New("no answer in time")
 	}
-	return fmt.Errorf("%w (%s, prefix %s): %v; nothing is granted without the fleet's etcd: check the cluster (etcdctl --endpoints %s endpoint health) and this host's way to it",
-		ErrNoEtcd, strings.Join(s.cli.Endpoints(), ","), s.prefix, err, strings.Join(s.cli.Endpoints(), ","))
+	since := s.down()
+	return fmt.Errorf("%w (%s, prefix %s) since %s: %v; nothing is granted without the fleet's etcd: check the cluster (etcdctl --endpoints %s endpoint health) and this host's way to it",
+		ErrNoEtcd, strings.Join(s.cli.Endpoints(), ","), s.prefix, since.UTC().Format(time.RFC3339), err, strings.Join(s.cli.Endpoints(), ","))
+}
+
+// down records that etcd did not answer, and returns since when it has
+// not (the first failure after the last answer).
+func (s *Store) down() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.downSince.IsZero() {
+		s.downSince = time.Now()
+	}
+	return s.downSince
+}
+
+// up records that etcd answered.
+func (s *Store) up() {
+	s.mu.Lock()
+	s.downSince = time.Time{}
+	s.mu.Unlock()
+}
+
+// Unreachable says since when etcd has not answered this store (zero:
+// its last request was answered).
+func (s *Store) Unreachable() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.downSince
 }
 
 // ageKey is where h's age is kept.
@@ -207,6 +236,7 @@ func (s *Store) readFor(ctx context.Context, h lease.Holder, ranges []string) (v
 	if err != nil {
 		return view{}, s.unavailable(err)
 	}
+	s.up()
 	v := view{rev: r.Header.Revision, ranges: ranges}
 	for i, resp := range r.Responses {
 		kvs := resp.GetResponseRange().Kvs
@@ -226,6 +256,7 @@ func (s *Store) read(ctx context.Context) ([]record, int64, error) {
 	if err != nil {
 		return nil, 0, s.unavailable(err)
 	}
+	s.up()
 	return appendRecords(make([]record, 0, len(r.Kvs)), r.Kvs), r.Header.Revision, nil
 }
 

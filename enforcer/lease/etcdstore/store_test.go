@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,5 +237,30 @@ func TestFreshFenceHolds(t *testing.T) {
 				t.Fatalf("grant %d: its fence does not check out right after the grant: %v", i, err)
 			}
 		}
+	}
+}
+
+// A store says since when etcd has not answered it, in its errors (which
+// klock leases shows through the lease API) and through Unreachable; an
+// answer clears it.
+func TestUnreachableSince(t *testing.T) {
+	c, a, _ := twoHosts(t, 1)
+	ctx := context.Background()
+	if _, err := a.List(ctx, lease.Filter{}); err != nil || !a.Unreachable().IsZero() {
+		t.Fatalf("a reachable etcd: %v, unreachable since %v", err, a.Unreachable())
+	}
+	c.Members[0].Pause()
+	before := time.Now()
+	_, err := a.List(ctx, lease.Filter{})
+	since := a.Unreachable()
+	if !errors.Is(err, ErrNoEtcd) || !errors.Is(err, lease.ErrUnreachable) || since.Before(before) || !strings.Contains(err.Error(), "since "+since.UTC().Format(time.RFC3339)) {
+		t.Fatalf("a paused etcd: %v, unreachable since %v", err, since)
+	}
+	if _, err := a.List(ctx, lease.Filter{}); err == nil || a.Unreachable() != since {
+		t.Fatalf("a second failure moved the start of the outage: %v %v", err, a.Unreachable())
+	}
+	c.Members[0].Resume()
+	if _, err := a.List(ctx, lease.Filter{}); err != nil || !a.Unreachable().IsZero() {
+		t.Fatalf("etcd back: %v, unreachable since %v", err, a.Unreachable())
 	}
 }
