@@ -45,8 +45,9 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh fleet
 	@scripts/deps.sh reflink
 
-build: ## Build bin/klock, bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
+build: ## Build bin/klock (the front) and bin/klock-cli (the full CLI), bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-cli ./cmd/klock-cli
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klockd ./cmd/klockd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-stage2 ./cmd/klock-stage2
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-runtime ./cmd/klock-runtime

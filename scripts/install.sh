@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make install / make uninstall: lays klock out under DESTDIR.
 # Usage: scripts/install.sh install|uninstall DESTDIR BINDIR UNITDIR MANDIR SHAREDIR SYSCONFDIR
-#   the four binaries      BINDIR (klock-stage2 beside klock and klockd:
+#   the five binaries      BINDIR (klock-stage2 beside klock and klockd,
+#                          klock-cli beside klock, which runs it for every
+#                          command but a klock run klockd serves:
 #                          they launch it from their own directory)
 #   klockd.service/.socket UNITDIR (ExecStart= pointed at BINDIR)
 #   klockd.yaml            SYSCONFDIR/klock, never over an existing one;
@@ -20,7 +22,7 @@ set -euo pipefail
 [ $# -eq 7 ] || { echo "usage: $0 install|uninstall DESTDIR BINDIR UNITDIR MANDIR SHAREDIR SYSCONFDIR" >&2; exit 2; }
 action=$1 dest=$2 bindir=$3 unitdir=$4 mandir=$5 share=$6 etc=$7
 top="$(cd "$(dirname "$0")/.." && pwd)"
-bins=(klock klockd klock-stage2 klock-runtime)
+bins=(klock klock-cli klockd klock-stage2 klock-runtime)
 bash_c=$share/bash-completion/completions/klock
 zsh_c=$share/zsh/site-functions/_klock
 fish_c=$share/fish/vendor_completions.d/klock.fish

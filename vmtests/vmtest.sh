@@ -111,6 +111,7 @@ if [ $bench = 1 ]; then
 fi
 mkdir -p "$root/var/tmp" && chmod 1777 "$root/var/tmp"
 CGO_ENABLED=0 go build -o "$root/bin/klock" ./cmd/klock
+CGO_ENABLED=0 go build -o "$root/bin/klock-cli" ./cmd/klock-cli
 # Its session launcher, beside it as make build puts it.
 CGO_ENABLED=0 go build -o "$root/bin/klock-stage2" ./cmd/klock-stage2
 # klockd, for the suites that run real klock and klockd processes

@@ -1,72 +1,43 @@
 // Command klock enforces what an AI agent declared it would do.
+//
+// This binary is klock's front: it serves `klock run` itself when klockd
+// runs the session (it only sends the request and prints the result, so
+// it links the daemon's wire protocol and nothing heavier), and hands
+// every other command, and a run klockd cannot serve, to the full CLI
+// (klock-cli, beside it) by exec, with the same arguments. The full CLI
+// is cmd/klock-cli; `klock --help` is its help.
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-
-	"github.com/klocklabs/klock/enforcer/launch"
-	"github.com/spf13/cobra"
+	"path/filepath"
+	"syscall"
 )
 
-// Exit statuses of klock itself (klock run passes the agent's own through).
-const (
-	exitOK      = 0
-	exitInvalid = 1 // a manifest or signature was rejected
-	exitUsage   = 2 // bad flags or arguments
-	exitRefused = 3 // klock rollback refused: it would undo what changed after the session ended
-)
-
-// exitError carries an exit status through cobra.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+// cliName is the full CLI's binary, installed beside klock.
+const cliName = "klock-cli"
 
 func main() {
-	// Stage 2 of klock run: becomes the agent and never returns.
-	launch.Init()
-	root := newRoot()
-	err := root.Execute()
-	if err == nil {
-		os.Exit(exitOK)
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(os.Stderr, "klock:", ee.err)
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		if code, served := serveRun(os.Args[2:]); served {
+			os.Exit(code)
 		}
-		os.Exit(ee.code)
 	}
-	fmt.Fprintln(os.Stderr, "klock:", err)
-	os.Exit(exitUsage)
+	execCLI()
 }
 
-func newRoot() *cobra.Command {
-	root := &cobra.Command{
-		Use:   "klock",
-		Short: "Enforce what an AI agent declared it would do",
-		Long: `klock enforces an AI agent's declared scope at the syscall level.
-
-An operator declares the agent's intents (KLIS triples such as
-"MUTATES FILE:/srv/repo/src/**"), its tools and its cost budget in one
-manifest. klock validates and explains that manifest, launches the agent
-under it (klock run), blocks what was not declared and writes a
-verification log.
-
-Start with:
-  klock doctor                                  # what this kernel can enforce
-  klock validate examples/manifests/coding-agent.yaml
-  klock explain  examples/manifests/refund-agent.yaml
-  sudo klock run -m agent.yaml -- ./agent.sh    # run an agent under its manifest
-  klock schema > klock-manifest.schema.json     # for your editor`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+// execCLI replaces this process with the full CLI, same arguments and
+// environment.
+func execCLI() {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "klock: cannot find its own binary:", err)
+		os.Exit(127)
 	}
-	root.AddCommand(newRun(), newLog(), newRollback(), newBackups(), newDoctor(), newValidate(), newExplain(), newSchema(), newKeygen(), newSign(), newVerify(), newVersion(), newPS(), newKill(), newEvents(), newLeases(), newMCP(), newApprovals(), newApprove(), newDeny(), newTools(), newMeter(), newReceipts(), newReport(), newAudit(), newOCIHook(), newGenMan())
-	return root
+	cli := filepath.Join(filepath.Dir(self), cliName)
+	argv := append([]string{os.Args[0]}, os.Args[1:]...)
+	err = syscall.Exec(cli, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "klock: cannot run the klock CLI %s: %v (it is installed beside klock: make install, or the klock package, puts both there)\n", cli, err)
+	os.Exit(127)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"log/slog"
 	"net"
 	"strings"
@@ -79,7 +80,7 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	received := time.Now()
 	fail := func(err error) {
 		s.log.Warn("adopt refused", "peer", peer.String(), "error", err)
-		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+		_ = w.send(errorMessage(err))
 	}
 	if err := checkAdoptRequest(peer, req); err != nil {
 		fail(err)
@@ -120,7 +121,7 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	s.pruneEnded()
 	s.containers[req.ContainerID] = ad
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	info := SessionInfo{ID: id, Agent: as.m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID,
+	info := SessionInfo{ID: id, Agent: as.m.Agent.ID, Mode: string(mode), Start: time.Now().UTC(), State: StateStarting, UID: peer.UID,
 		Command: []string{"container " + req.ContainerID}, Container: req.ContainerID}
 	s.sessions[id] = &live{info: info, owner: peer.UID, cancel: cancel}
 	s.wg.Add(1)
@@ -152,7 +153,7 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	}()
 	select {
 	case <-started:
-		_ = w.send(&message{Type: typeStarted, Session: &info})
+		_ = w.send(msg(wire.Message{Type: typeStarted, Session: &info}))
 	case <-ad.done:
 		err := ad.err
 		if err == nil {
@@ -262,18 +263,18 @@ func (s *Server) pruneEnded() {
 // end waits for a container's session to end and replies its result.
 func (s *Server) end(w *connWriter, peer Peer, req *EndRequest) {
 	if peer.UID != 0 {
-		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: only root may end a container's session", ErrForbidden))})
+		_ = w.send(errorMessage(fmt.Errorf("%w: only root may end a container's session", ErrForbidden)))
 		return
 	}
 	if req == nil || req.ContainerID == "" {
-		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: an end request needs the container id", ErrBadRequest))})
+		_ = w.send(errorMessage(fmt.Errorf("%w: an end request needs the container id", ErrBadRequest)))
 		return
 	}
 	s.mu.Lock()
 	ad, ok := s.containers[req.ContainerID]
 	s.mu.Unlock()
 	if !ok {
-		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: no session for container %q", ErrNoSession, req.ContainerID))})
+		_ = w.send(errorMessage(fmt.Errorf("%w: no session for container %q", ErrNoSession, req.ContainerID)))
 		return
 	}
 	wait := req.Wait
@@ -285,17 +286,17 @@ func (s *Server) end(w *connWriter, peer Peer, req *EndRequest) {
 	select {
 	case <-ad.done:
 	case <-t.C:
-		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: container %s's session %s has not ended after %s", ErrBadRequest, req.ContainerID, ad.id, wait))})
+		_ = w.send(errorMessage(fmt.Errorf("%w: container %s's session %s has not ended after %s", ErrBadRequest, req.ContainerID, ad.id, wait)))
 		return
 	}
 	s.mu.Lock()
 	delete(s.containers, req.ContainerID)
 	s.mu.Unlock()
 	if ad.result == nil {
-		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("container %s's session did not start: %v", req.ContainerID, ad.err))})
+		_ = w.send(errorMessage(fmt.Errorf("container %s's session did not start: %v", req.ContainerID, ad.err)))
 		return
 	}
-	_ = w.send(&message{Type: typeResult, Result: ad.result})
+	_ = w.send(msg(wire.Message{Type: typeResult, Result: ad.result}))
 }
 
 // Adopt hands klockd a container (AdoptRequest) and returns once its
@@ -303,7 +304,7 @@ func (s *Server) end(w *connWriter, peer Peer, req *EndRequest) {
 func (cl *Client) Adopt(req *AdoptRequest) (*SessionInfo, error) {
 	// The backup of a large workdir takes its time: the runtime's own
 	// hook timeout (if any) bounds it, not this one.
-	r, err := cl.roundTripWithin(&message{Type: typeAdopt, Adopt: req}, adoptTimeout)
+	r, err := cl.roundTripWithin(&message{Message: wire.Message{Type: typeAdopt}, Adopt: req}, adoptTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +317,7 @@ func (cl *Client) Adopt(req *AdoptRequest) (*SessionInfo, error) {
 // End waits up to wait for a container's session to end and returns its
 // result.
 func (cl *Client) End(containerID string, wait time.Duration) (*WireResult, error) {
-	r, err := cl.roundTripWithin(&message{Type: typeEnd, End: &EndRequest{ContainerID: containerID, Wait: wait}}, wait+requestTimeout)
+	r, err := cl.roundTripWithin(&message{Message: wire.Message{Type: typeEnd}, End: &EndRequest{ContainerID: containerID, Wait: wait}}, wait+requestTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -6,12 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
+
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
+
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/launch"
@@ -41,19 +42,7 @@ func Dial(path string) (*Client, error) {
 	return cl, nil
 }
 
-func (cl *Client) dial() (*net.UnixConn, error) {
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: cl.path, Net: "unix"})
-	switch {
-	case err == nil:
-		return c, nil
-	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOTDIR):
-		return nil, fmt.Errorf("%w (%s: %v)", ErrNoDaemon, cl.path, err)
-	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return nil, fmt.Errorf("%w: cannot connect to %s: %v (klockd serves root and the %s group)", ErrForbidden, cl.path, err, DefaultGroup)
-	default:
-		return nil, fmt.Errorf("klockd: %w", err)
-	}
-}
+func (cl *Client) dial() (*net.UnixConn, error) { return wire.Dial(cl.path) }
 
 func (cl *Client) conn() (*net.UnixConn, error) {
 	if c := cl.c; c != nil {
@@ -103,21 +92,12 @@ func (cl *Client) roundTripWithin(m *message, d time.Duration) (*message, error)
 
 // refusal returns the error klockd sent before it closed the connection
 // (it refuses a peer before reading its request, so the request's write may
-// fail), else err.
-func refusal(c *net.UnixConn, err error) error {
-	_ = c.SetReadDeadline(time.Now().Add(time.Second))
-	if r, fs, rerr := readFrame(c, maxReplyFrame); rerr == nil {
-		closeAll(fs)
-		if r.Type == typeError && r.Error != nil {
-			return r.Error
-		}
-	}
-	return err
-}
+// fail), typed; else err.
+func refusal(c *net.UnixConn, err error) error { return fromWire(wire.Refusal(c, err)) }
 
 // PS lists klockd's running sessions (a non-root caller sees its own).
 func (cl *Client) PS() ([]SessionInfo, error) {
-	r, err := cl.roundTrip(&message{Type: typePS})
+	r, err := cl.roundTrip(msg(wire.Message{Type: typePS}))
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +111,7 @@ func (cl *Client) PS() ([]SessionInfo, error) {
 // id). The session ends as killed, with rollback and its log; its klock run
 // gets the Killed result.
 func (cl *Client) Kill(id string) error {
-	r, err := cl.roundTrip(&message{Type: typeKill, ID: id})
+	r, err := cl.roundTrip(msg(wire.Message{Type: typeKill, ID: id}))
 	if err != nil {
 		return err
 	}
@@ -165,76 +145,12 @@ func (cl *Client) Run(ctx context.Context, r *Run) (*session.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	log := r.Logger
-	if log == nil {
-		log = slog.Default()
+	h := wire.RunHandlers{Started: r.Started, Log: wire.LogTo(ctx, r.Logger)}
+	w, err := wire.Run(ctx, c, r.RunRequest, [3]*os.File{r.Stdin, r.Stdout, r.Stderr}, h)
+	if err != nil {
+		return nil, fromWire(err)
 	}
-	req := r.RunRequest
-	req.Stdio = nil
-	var files []*os.File
-	for i, f := range []*os.File{r.Stdin, r.Stdout, r.Stderr} {
-		if f != nil {
-			req.Stdio = append(req.Stdio, i)
-			files = append(files, f)
-		}
-	}
-	if err := writeFrame(c, &message{Type: typeRun, V: ProtocolVersion, Run: &req}, files...); err != nil {
-		return nil, refusal(c, fmt.Errorf("klockd: send run request: %w", err))
-	}
-	stop := context.AfterFunc(ctx, func() {
-		reason := "klock was interrupted"
-		if cause := context.Cause(ctx); cause != nil {
-			reason = cause.Error()
-		}
-		_ = writeFrame(c, &message{Type: typeCancel, Reason: reason})
-	})
-	defer stop()
-	started := "" // the session's id, once klockd said it runs
-	for {
-		m, fs, err := readFrame(c, maxReplyFrame)
-		closeAll(fs)
-		if err != nil {
-			if (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && started != "" {
-				// klockd died with the session: its agent died with it
-				// (parent-death signal), its log says INCOMPLETE.
-				return nil, fmt.Errorf("klockd ended during session %s (%w): nothing was rolled back; klock log %s shows it INCOMPLETE, and klock rollback -m MANIFEST %s restores the pre-flight state", started, err, started, started)
-			}
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, fmt.Errorf("klockd closed the connection before the session's result: %w", err)
-			}
-			return nil, fmt.Errorf("klockd: %w", err)
-		}
-		switch m.Type {
-		case typeStarted:
-			if m.Session != nil {
-				started = m.Session.ID
-			}
-			if r.Started != nil && m.Session != nil {
-				r.Started(*m.Session)
-			}
-		case typeLog:
-			if ev := m.Log; ev != nil {
-				args := make([]any, 0, 2*len(ev.Attrs))
-				for k, v := range ev.Attrs {
-					args = append(args, k, v)
-				}
-				log.Log(ctx, ev.Level, ev.Message, args...)
-			}
-		case typeResult:
-			if m.Result == nil {
-				return nil, fmt.Errorf("%w: empty result", ErrProtocol)
-			}
-			return m.Result.result()
-		case typeError:
-			if m.Error == nil {
-				return nil, fmt.Errorf("%w: empty error", ErrProtocol)
-			}
-			return nil, m.Error
-		default:
-			return nil, fmt.Errorf("%w: unexpected %q", ErrProtocol, m.Type)
-		}
-	}
+	return fromWireResult(w)
 }
 
 // RunViaDaemon runs the session described by o in klockd when one listens
@@ -289,7 +205,7 @@ func RunViaDaemon(ctx context.Context, socket string, o session.Options) (res *s
 	}
 	r := &Run{
 		RunRequest: RunRequest{
-			Manifest: o.ManifestData, ManifestPath: abs(o.ManifestPath), Mode: o.Mode,
+			Manifest: o.ManifestData, ManifestPath: abs(o.ManifestPath), Mode: string(o.Mode),
 			Argv: o.Command, Env: o.Env, Dir: abs(o.Dir),
 			UID: cred.UID, GID: cred.GID, Groups: cred.Groups, AllowRoot: cred.AllowRoot,
 			AllowDegraded: o.AllowDegraded, Backend: string(o.Backend), Learn: true, LogDir: abs(o.LogDir),

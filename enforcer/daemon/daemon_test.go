@@ -184,7 +184,7 @@ func TestPSAndKill(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if info.ID != id || info.Agent != "daemon-test" || info.PID == 0 || info.Mode != policy.ModePermissive || info.UID != 0 ||
+	if info.ID != id || info.Agent != "daemon-test" || info.PID == 0 || policy.Mode(info.Mode) != policy.ModePermissive || info.UID != 0 ||
 		strings.Join(info.Command, " ") != "/bin/sleep 60" {
 		t.Fatalf("ps: %+v", info)
 	}
@@ -348,7 +348,7 @@ func TestWireResultRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		t.Fatal(err)
 	}
-	out, err := w.result()
+	out, err := fromWireResult(&w)
 	if err != nil {
 		t.Fatal(err)
 	}

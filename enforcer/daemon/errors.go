@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 	"github.com/klocklabs/klock/policy"
@@ -12,16 +14,16 @@ import (
 var (
 	// ErrForbidden: the peer may not use klockd (not root, not in the klock
 	// group, or inside a klock session), or may not do this request.
-	ErrForbidden = errors.New("klockd: permission denied")
+	ErrForbidden = wire.ErrForbidden
 	// ErrNoDaemon: nothing listens on the socket (RunViaDaemon then falls
 	// back to the embedded path).
-	ErrNoDaemon = errors.New("klockd is not running")
+	ErrNoDaemon = wire.ErrNoDaemon
 	// ErrNoSession: klock kill named a session klockd does not run.
 	ErrNoSession = errors.New("klockd: no such session")
 	// ErrBadRequest: the request is malformed or names something invalid.
 	ErrBadRequest = errors.New("klockd: bad request")
 	// ErrProtocol: a frame could not be read or decoded.
-	ErrProtocol = errors.New("klockd: protocol error")
+	ErrProtocol = wire.ErrProtocol
 	// ErrShutdown: klockd is shutting down and takes no new session.
 	ErrShutdown = errors.New("klockd: shutting down")
 )
@@ -35,7 +37,7 @@ const (
 	ClassInvalidManifest = "invalid_manifest"
 	ClassDegraded        = "degraded"
 	ClassObserveStrict   = "observe_strict"
-	ClassLeaseConflict   = "lease_conflict"
+	ClassLeaseConflict   = wire.ClassLeaseConflict
 	ClassSetup           = "setup"
 	ClassNotRoot         = "not_root"
 	ClassNoLandlock      = "no_landlock"
@@ -113,4 +115,21 @@ func wireError(err error) *Error {
 		}
 	}
 	return &Error{Class: ClassInternal, Message: err.Error()}
+}
+
+// fromWire is the typed form of a refusal a client read: its class's
+// sentinel for errors.Is, its lease conflict for errors.As.
+func fromWire(err error) error {
+	var we *wire.Error
+	if !errors.As(err, &we) {
+		return err
+	}
+	e := &Error{Class: we.Class, Message: we.Message}
+	if len(we.Lease) > 0 {
+		lc := &WireLeaseConflict{}
+		if json.Unmarshal(we.Lease, lc) == nil {
+			e.Lease = lc
+		}
+	}
+	return e
 }

@@ -5,6 +5,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/eventlog"
@@ -100,11 +101,11 @@ func (s *Server) streamEvents(w *connWriter, peer Peer, req *EventsRequest) {
 		r, err := rd.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil || s.ctx.Err() != nil {
-				_ = w.send(&message{Type: typeEventsEnd})
+				_ = w.send(msg(wire.Message{Type: typeEventsEnd}))
 			}
 			return
 		}
-		if err := w.send(&message{Type: typeEvent, Event: &r}); err != nil {
+		if err := w.send(&message{Message: wire.Message{Type: typeEvent}, Event: &r}); err != nil {
 			return
 		}
 	}
@@ -121,7 +122,7 @@ func (cl *Client) Events(ctx context.Context, req EventsRequest, fn func(eventlo
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	if err := writeFrame(c, &message{Type: typeEvents, V: ProtocolVersion, Events: &req}); err != nil {
+	if err := writeFrame(c, &message{Message: wire.Message{Type: typeEvents, V: ProtocolVersion}, Events: &req}); err != nil {
 		return refusal(c, fmt.Errorf("klockd: send: %w", err))
 	}
 	for {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"log/slog"
 	"sync"
 )
@@ -25,7 +26,7 @@ func newForwarder(w *connWriter) *forwarder {
 	go func() {
 		defer close(f.done)
 		for ev := range f.ch {
-			_ = f.w.send(&message{Type: typeLog, Log: ev})
+			_ = f.w.send(msg(wire.Message{Type: typeLog, Log: ev}))
 		}
 	}()
 	return f

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"net"
 	"os"
 	"sync"
@@ -141,7 +142,7 @@ func (p *Publisher) run() {
 			continue
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if err := writeFrame(c, &message{Type: typePublish, V: ProtocolVersion, Event: &r}); err != nil {
+		if err := writeFrame(c, &message{Message: wire.Message{Type: typePublish, V: ProtocolVersion}, Event: &r}); err != nil {
 			c.Close()
 			c, retry = nil, time.Now().Add(time.Second)
 			p.drop(1)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"io"
 	"log/slog"
 	"net"
@@ -27,21 +28,16 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// Defaults.
+// Defaults (enforcer/daemon/wire's).
 const (
-	DefaultSocket = "/run/klock/klockd.sock"
-	DefaultGroup  = "klock"
+	DefaultSocket = wire.DefaultSocket
+	DefaultGroup  = wire.DefaultGroup
 	// SocketEnv overrides DefaultSocket for clients (SocketPath).
-	SocketEnv = "KLOCK_SOCKET"
+	SocketEnv = wire.SocketEnv
 )
 
 // SocketPath is the socket clients use: $KLOCK_SOCKET, else DefaultSocket.
-func SocketPath() string {
-	if p := os.Getenv(SocketEnv); p != "" {
-		return p
-	}
-	return DefaultSocket
-}
+func SocketPath() string { return wire.SocketPath() }
 
 // requestTimeout bounds how long a connection may take to send its request.
 const requestTimeout = 30 * time.Second
@@ -393,14 +389,14 @@ func (s *Server) handle(c *net.UnixConn) {
 	}
 	if err != nil {
 		s.log.Warn("refused a connection", "peer", peer.String(), "error", err)
-		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+		_ = w.send(errorMessage(err))
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(requestTimeout))
 	m, files, err := readFrame(c, maxRequestFrame)
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
-			_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: %v", ErrBadRequest, err))})
+			_ = w.send(errorMessage(fmt.Errorf("%w: %v", ErrBadRequest, err)))
 		}
 		return
 	}
@@ -410,7 +406,7 @@ func (s *Server) handle(c *net.UnixConn) {
 	}
 	if m.V != ProtocolVersion {
 		closeAll(files)
-		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: protocol version %d, klockd speaks %d", ErrBadRequest, m.V, ProtocolVersion))})
+		_ = w.send(errorMessage(fmt.Errorf("%w: protocol version %d, klockd speaks %d", ErrBadRequest, m.V, ProtocolVersion)))
 		return
 	}
 	switch m.Type {
@@ -421,7 +417,7 @@ func (s *Server) handle(c *net.UnixConn) {
 		if peer.UID != 0 {
 			list = slices.DeleteFunc(list, func(i SessionInfo) bool { return i.UID != peer.UID })
 		}
-		_ = w.send(&message{Type: typeSessions, Sessions: list})
+		_ = w.send(msg(wire.Message{Type: typeSessions, Sessions: list}))
 	case typeAdopt:
 		s.adopt(c, w, peer, m.Adopt)
 	case typeEnd:
@@ -432,13 +428,13 @@ func (s *Server) handle(c *net.UnixConn) {
 		s.publish(c, peer, m)
 	case typeKill:
 		if err := s.kill(peer, m.ID); err != nil {
-			_ = w.send(&message{Type: typeError, Error: wireError(err)})
+			_ = w.send(errorMessage(err))
 			return
 		}
 		s.log.Info("session killed on request", "session", m.ID, "peer", peer.String())
-		_ = w.send(&message{Type: typeKilled, ID: m.ID})
+		_ = w.send(msg(wire.Message{Type: typeKilled, ID: m.ID}))
 	default:
-		_ = w.send(&message{Type: typeError, Error: wireError(fmt.Errorf("%w: unknown request type %q", ErrBadRequest, m.Type))})
+		_ = w.send(errorMessage(fmt.Errorf("%w: unknown request type %q", ErrBadRequest, m.Type)))
 	}
 }
 
@@ -468,6 +464,13 @@ func (s *Server) kill(peer Peer, id string) error {
 // run agents only as itself, with its own groups, in a workdir (and log
 // dir) it owns: klockd writes there as root.
 func (s *Server) credential(peer Peer, req *RunRequest, m *policy.Manifest) (*launch.Credential, error) {
+	if req.DefaultUser {
+		c, err := launch.DefaultUserOf(m.Workdir, req.SudoUID, req.SudoGID)
+		if err != nil {
+			return nil, err
+		}
+		req.UID, req.GID, req.Groups, req.AllowRoot = c.UID, c.GID, nil, false
+	}
 	cred := &launch.Credential{UID: req.UID, GID: req.GID, Groups: req.Groups, AllowRoot: req.AllowRoot}
 	if peer.UID == 0 {
 		return cred, nil
@@ -504,7 +507,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	received := time.Now()
 	fail := func(err error) {
 		s.log.Warn("run refused", "peer", peer.String(), "error", err)
-		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+		_ = w.send(errorMessage(err))
 	}
 	if req == nil || len(req.Argv) == 0 {
 		fail(fmt.Errorf("%w: a run request needs argv", ErrBadRequest))
@@ -530,13 +533,13 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	}
 	mode := rs.m.Mode
 	if req.Mode != "" {
-		mode = req.Mode
+		mode = policy.Mode(req.Mode)
 	}
 	rs.id, rs.received = session.NewID(time.Now()), received
 	id := rs.id
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
-	info := SessionInfo{ID: id, Agent: rs.m.Agent.ID, Mode: mode, Start: time.Now().UTC(), State: StateStarting, UID: peer.UID, Command: req.Argv}
+	info := SessionInfo{ID: id, Agent: rs.m.Agent.ID, Mode: string(mode), Start: time.Now().UTC(), State: StateStarting, UID: peer.UID, Command: req.Argv}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -554,7 +557,7 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 	defer unregister()
 	slg := s.log.With("session", id, "agent", rs.m.Agent.ID)
 	slg.Info("session starting", "peer", peer.String(), "argv", req.Argv, "uid", rs.cred.UID, "mode", mode)
-	_ = w.send(&message{Type: typeStarted, Session: &info})
+	_ = w.send(msg(wire.Message{Type: typeStarted, Session: &info}))
 	go watchClient(c, cancel)
 
 	fwd := newForwarder(w)
@@ -573,16 +576,19 @@ func (s *Server) run(c *net.UnixConn, w *connWriter, peer Peer, req *RunRequest,
 			err = fmt.Errorf("%w (the session was ended before the agent started: %v)", err, cause)
 		}
 		slg.Warn("session did not start", "error", err)
-		_ = w.send(&message{Type: typeError, Error: wireError(err)})
+		_ = w.send(errorMessage(err))
 		return
 	}
 	wr := toWire(res, req.Learn)
+	if req.Summary {
+		withSummary(wr, res)
+	}
 	if err != nil {
 		wr.Error = err.Error()
 	}
 	slg.Info("session ended", "exit", res.Exit.String(), "killed", res.Killed, "reason", res.Reason, "log", res.LogPath)
 	_ = c.SetWriteDeadline(time.Now().Add(requestTimeout))
-	_ = w.send(&message{Type: typeResult, Result: wr})
+	_ = w.send(msg(wire.Message{Type: typeResult, Result: wr}))
 }
 
 // runSession is an admitted run request: what its session is built from.
@@ -652,7 +658,7 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 		snap = nil
 	}
 	opts := session.Options{
-		Manifest: rs.m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
+		Manifest: rs.m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: policy.Mode(req.Mode), ID: id,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: rs.cred, AllowDegraded: req.AllowDegraded, Backend: rs.backend,
 		RollbackOnInterrupt: req.RollbackOnInterrupt, KeepTmp: req.KeepTmp,
 		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,

@@ -107,6 +107,12 @@ func MetaIoctlsRefused(rs *policy.Ruleset, lsm, observed bool) bool {
 // not root, else the invoking user of sudo (SUDO_UID, SUDO_GID). It fails
 // with ErrNoUser rather than defaulting to root.
 func DefaultUser(workdir string) (*Credential, error) {
+	return DefaultUserOf(workdir, os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID"))
+}
+
+// DefaultUserOf is DefaultUser for a client whose SUDO_UID and SUDO_GID
+// are sudoUID and sudoGID (klockd choosing for a klock run front).
+func DefaultUserOf(workdir, sudoUID, sudoGID string) (*Credential, error) {
 	if workdir != "" {
 		if info, err := os.Stat(workdir); err == nil {
 			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
@@ -114,8 +120,8 @@ func DefaultUser(workdir string) (*Credential, error) {
 			}
 		}
 	}
-	uid, err1 := strconv.ParseUint(os.Getenv("SUDO_UID"), 10, 32)
-	gid, err2 := strconv.ParseUint(os.Getenv("SUDO_GID"), 10, 32)
+	uid, err1 := strconv.ParseUint(sudoUID, 10, 32)
+	gid, err2 := strconv.ParseUint(sudoGID, 10, 32)
 	if err1 == nil && err2 == nil && uid != 0 {
 		return &Credential{UID: uint32(uid), GID: uint32(gid)}, nil
 	}

@@ -15,6 +15,13 @@ func Build(dir, name string, flags ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if name == "klock" {
+		// The klock front runs the full CLI from beside itself for
+		// every command but a run klockd serves.
+		if _, err := Build(dir, "klock-cli", flags...); err != nil {
+			return "", err
+		}
+	}
 	out := filepath.Join(dir, name)
 	args := append(append([]string{"build", "-trimpath", "-o", out}, flags...), "github.com/klocklabs/klock/cmd/"+name)
 	if b, err := exec.Command(goTool, args...).CombinedOutput(); err != nil {

@@ -63,7 +63,7 @@ func TestMakeInstallLayout(t *testing.T) {
 	top := moduleRoot(t)
 	dest := t.TempDir()
 	run(t, nil, "make", "-C", top, "--no-print-directory", "install", "DESTDIR="+dest)
-	bins := []string{"usr/local/bin/klock", "usr/local/bin/klockd", "usr/local/bin/klock-stage2", "usr/local/bin/klock-runtime"}
+	bins := []string{"usr/local/bin/klock", "usr/local/bin/klock-cli", "usr/local/bin/klockd", "usr/local/bin/klock-stage2", "usr/local/bin/klock-runtime"}
 	mustExist(t, dest, bins...)
 	mustExist(t, dest, "usr/local/lib/systemd/system/klockd.service", "usr/local/lib/systemd/system/klockd.socket",
 		"etc/klock/klockd.yaml", "etc/klock/trust",

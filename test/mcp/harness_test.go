@@ -29,9 +29,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	klockBin = filepath.Join(dir, "klock")
-	cmd := exec.Command("go", "build", "-o", klockBin, "github.com/klocklabs/klock/cmd/klock")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
+	if _, err := testutil.Build(dir, "klock"); err != nil {
 		fmt.Fprintln(os.Stderr, "build klock:", err)
 		os.Exit(1)
 	}

@@ -34,7 +34,7 @@ func TestCLIDocMatchesTheCommands(t *testing.T) {
 		return
 	}
 	if !strings.HasSuffix(string(data), got) {
-		t.Errorf("%s is not the commands' help: a command changed. Regenerate it: KLOCK_UPDATE_DOCS=1 go test ./cmd/klock -run TestCLIDocMatchesTheCommands", filepath.Base(cliDocPath))
+		t.Errorf("%s is not the commands' help: a command changed. Regenerate it: KLOCK_UPDATE_DOCS=1 go test ./cmd/klock-cli -run TestCLIDocMatchesTheCommands", filepath.Base(cliDocPath))
 	}
 }
 
@@ -42,7 +42,7 @@ func TestCLIDocMatchesTheCommands(t *testing.T) {
 // order klock --help lists them.
 func cliDoc(root *cobra.Command) string {
 	var b strings.Builder
-	b.WriteString(generatedMark + ": do not edit; KLOCK_UPDATE_DOCS=1 go test ./cmd/klock -run TestCLIDocMatchesTheCommands writes it again, and make test fails when it no longer matches. -->\n\n")
+	b.WriteString(generatedMark + ": do not edit; KLOCK_UPDATE_DOCS=1 go test ./cmd/klock-cli -run TestCLIDocMatchesTheCommands writes it again, and make test fails when it no longer matches. -->\n\n")
 	b.WriteString("## Reference: every command's --help\n")
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
