@@ -4,6 +4,7 @@ package snapshot
 
 import (
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,10 +87,27 @@ func (a *agent) canEnter(p string, st *unix.Stat_t) bool {
 
 // hasACL says whether p carries a POSIX access ACL, which may grant a
 // named user or group more than the mode bits show. Symlinks have none.
+// The answer is remembered per inode and change time (aclSeen): setting
+// or removing an ACL changes the inode's ctime, so a remembered answer
+// for the same (device, inode, ctime) is still true, and a backup walk of
+// a large declared tree (/usr/bin) asks the kernel once per file per
+// process rather than once per session. Only for a ctime at least a
+// second old: a file system's timestamps are coarse (a jiffy), so an ACL
+// set in the same tick as the change we saw would keep its ctime (git's
+// "racily clean" index entries, the same rule).
 func hasACL(p string, st *unix.Stat_t) bool {
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return false
 	}
+	k := aclKey{dev: st.Dev, ino: st.Ino, ctime: st.Ctim}
+	if has, ok := aclSeen.get(k); ok {
+		return has
+	}
 	n, err := unix.Lgetxattr(p, "system.posix_acl_access", nil)
-	return err == nil && n > 0
+	has := err == nil && n > 0
+	settled := time.Since(time.Unix(st.Ctim.Unix())) > time.Second
+	if settled && (err == nil || err == unix.ENODATA || err == unix.ENOTSUP) {
+		aclSeen.put(k, has) // a transient failure is asked again
+	}
+	return has
 }

@@ -690,19 +690,28 @@ func (t *taker) commit(m *Manifest, final string, newBytes int64) error {
 	if err != nil {
 		return err
 	}
-	// No fsync per file: the syncfs below makes them durable with
-	// everything else written for this snapshot (one flush, not three).
-	if err := os.WriteFile(filepath.Join(t.tmpDir, manifestFile), data, 0o600); err != nil {
+	// With objects copied, no fsync per file: the syncfs below makes
+	// them durable with everything else written for this snapshot (one
+	// flush, not three). Without (a workdir the store already holds, or
+	// an empty one), the two files and their directory are all there is
+	// to flush: three fsyncs, not a syncfs that would wait for every
+	// other writer's dirty data on the file system.
+	own := t.stats.Copied == 0
+	if err := writeFile(filepath.Join(t.tmpDir, manifestFile), data, own); err != nil {
 		return pathErr("write manifest", filepath.Join(final, manifestFile), err, root)
 	}
 	info := infoOf(m, newBytes)
 	idata, _ := json.Marshal(info)
-	if err := os.WriteFile(filepath.Join(t.tmpDir, infoFile), idata, 0o600); err != nil {
+	if err := writeFile(filepath.Join(t.tmpDir, infoFile), idata, own); err != nil {
 		return pathErr("write", filepath.Join(final, infoFile), err, root)
 	}
 	// Objects' names, fanout directories and the manifest are durable
 	// before the session directory appears under its final name.
-	if err := syncPath(t.tmpDir); err != nil {
+	sync := syncPath
+	if own {
+		sync = dirsync.Sync
+	}
+	if err := sync(t.tmpDir); err != nil {
 		return pathErr("sync", root, err, root)
 	}
 	if err := os.Rename(t.tmpDir, final); err != nil {
@@ -1064,4 +1073,20 @@ func recordEntry(p string, st *unix.Stat_t) (Entry, error) {
 	}
 	e.Xattrs = x
 	return e, nil
+}
+
+// writeFile writes data to a new file p (mode 0600), fsynced when durable.
+func writeFile(p string, data []byte, durable bool) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
