@@ -426,6 +426,12 @@ func BenchmarkRunTrueLatency(b *testing.B) {
 	// and what the embedded path pays before its first BPF load.
 	b.ReportMetric(ms(stage2Alone), "ms-stage2-start")
 	b.ReportMetric(ms(kernelBTF), "ms-kernel-btf")
+	// The goal for a run through klockd, from the same run: twice the
+	// start of a small Go program (stage 2 is the smallest klock has)
+	// plus 5 ms; klockd-over-goal is how far off it is (<= 1 meets it).
+	goal := 2*ms(stage2Alone) + 5
+	b.ReportMetric(goal, "ms-goal-klockd")
+	b.ReportMetric(ms(viaDaemon-base)/goal, "klockd-over-goal")
 }
 
 // decodeKernelBTF returns how long a fresh cache takes to decode the
