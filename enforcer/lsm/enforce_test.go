@@ -97,6 +97,12 @@ func agent(steps []string) int {
 			if fd, err = testutil.IOURingOpenat(a, unix.O_RDONLY); err == nil {
 				unix.Close(fd)
 			}
+		case "uring-stress": // n rounds of io_uring writes and renames of a; prints how many had an effect
+			var n int
+			if n, err = strconv.Atoi(b); err == nil {
+				fmt.Printf("%s=%d\n", s, uringStress(a, n))
+				continue
+			}
 		case "uring-write":
 			var fd int
 			if fd, err = testutil.IOURingOpenat(a, unix.O_WRONLY|unix.O_TRUNC); err == nil {

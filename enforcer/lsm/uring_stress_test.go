@@ -1,0 +1,85 @@
+package lsm
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/klocklabs/klock/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// uringStress opens p for writing with O_TRUNC and renames it, rounds
+// times each from four goroutines, every ring its own and every other
+// operation forced to the ring's io-wq workers (IOSQE_ASYNC), and returns
+// how many of them succeeded.
+func uringStress(p string, rounds int) int64 {
+	var succeeded atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				var flags uint8
+				if (i+w)%2 == 0 {
+					flags = testutil.IOSQEAsync
+				}
+				if fd, err := testutil.IOURingOpenatFlags(p, unix.O_WRONLY|unix.O_TRUNC, flags); err == nil {
+					unix.Close(fd)
+					succeeded.Add(1)
+				}
+				if testutil.IOURingRenameat(p, p+".moved."+strconv.Itoa(w), flags) == nil {
+					succeeded.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return succeeded.Load()
+}
+
+// TestIOURingStressNeverHasAnEffect: thousands of io_uring opens for
+// writing (O_TRUNC) and renames of a CONSUMES-only file, from several
+// rings at once, half of them forced to io-wq worker threads: bpf-lsm
+// refuses every one, and the file is as it was.
+func TestIOURingStressNeverHasAnEffect(t *testing.T) {
+	l := requireLSM(t)
+	if l == nil {
+		return
+	}
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work := filepath.Join(dir, "work")
+	ro := filepath.Join(work, "ro.txt")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ro, []byte("ro\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, agent := agentSession(t, l, "CONSUMES FILE:"+work+"/**")
+	step := "uring-stress:" + ro + ">1000"
+	cmd, out := agent(step)
+	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agent: %v\n%s", err, out.String())
+	}
+	if got := strings.TrimSpace(out.String()); got != step+"=0" {
+		t.Errorf("io_uring writes and renames that succeeded: %s, want %s=0", got, step)
+	}
+	if b, err := os.ReadFile(ro); err != nil || string(b) != "ro\n" {
+		t.Errorf("ro.txt = %q, %v: want it untouched", b, err)
+	}
+	if m, _ := filepath.Glob(ro + ".moved.*"); len(m) > 0 {
+		t.Errorf("renamed: %v", m)
+	}
+}
