@@ -128,6 +128,7 @@ func BenchmarkHostAcquireRelease(b *testing.B) {
 	}
 	defer h.Close()
 	heldByOthers(b, h, 10000)
+	h.split = opSplit{}
 	me := Holder{Agent: "me", Session: "me"}
 	req := Request{Holder: me, Claims: manifest(10)}
 	b.ReportAllocs()
@@ -140,4 +141,13 @@ func BenchmarkHostAcquireRelease(b *testing.B) {
 			b.Fatal(n)
 		}
 	}
+	// Where an operation's time goes (per acquire+release pair: two
+	// operations).
+	sp := h.split
+	pair := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(sp.n) * 2 / 1000 }
+	b.ReportMetric(pair(sp.lock), "µs-lock")
+	b.ReportMetric(pair(sp.catchUp), "µs-catchup")
+	b.ReportMetric(pair(sp.decide), "µs-decide")
+	b.ReportMetric(pair(sp.journal), "µs-journal")
+	b.ReportMetric(pair(sp.compact), "µs-compact")
 }

@@ -116,6 +116,8 @@ func (h *Host) catchUpLocked(locked bool) error {
 		h.base, h.line = h.off, 1+hd.Lines
 	} else if st.Size < h.off {
 		return h.loadLocked(locked) // cut by someone: read it all again
+	} else if st.Size == h.off {
+		return nil // nothing appended since: no read
 	}
 	return h.readLocked(locked)
 }
@@ -352,16 +354,16 @@ func (h *Host) appendLocked(recs []record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	buf := &h.wbuf
-	buf.Reset()
-	enc := json.NewEncoder(buf)
+	buf := h.wbuf[:0]
 	for i := range recs {
-		if err := enc.Encode(&recs[i]); err != nil {
+		var err error
+		if buf, err = encodeRecord(buf, &recs[i]); err != nil {
 			return fmt.Errorf("lease: host store: %w", err)
 		}
 	}
-	n, err := h.j.Write(buf.Bytes())
-	if err == nil && n < buf.Len() {
+	h.wbuf = buf
+	n, err := h.j.Write(buf)
+	if err == nil && n < len(buf) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
@@ -378,14 +380,14 @@ func (h *Host) compactLocked() error {
 	h.t.mu.Lock()
 	body := h.t.snapshotLocked()
 	h.t.mu.Unlock()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
+	var b []byte
 	for i := range body {
-		if err := enc.Encode(&body[i]); err != nil {
+		var err error
+		if b, err = encodeRecord(b, &body[i]); err != nil {
 			return err
 		}
 	}
-	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(b.Len()), Lines: len(body), Format: journalFormat})
+	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(len(b)), Lines: len(body), Format: journalFormat})
 	if err != nil {
 		return err
 	}
@@ -394,7 +396,7 @@ func (h *Host) compactLocked() error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(append(append(hd, '\n'), b.Bytes()...)); err != nil {
+	if _, err := f.Write(append(append(hd, '\n'), b...)); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return err
