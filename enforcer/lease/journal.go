@@ -191,7 +191,7 @@ func (h *Host) corrupt(err error) error {
 // applyLine decodes, checks and applies one journal line.
 func (h *Host) applyLine(line []byte) error {
 	var r record
-	if err := json.Unmarshal(line, &r); err != nil {
+	if err := decodeLine(line, &r); err != nil {
 		return h.corrupt(err)
 	}
 	if err := r.check(h.off == 0); err != nil {
