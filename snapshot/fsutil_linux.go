@@ -6,8 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -244,40 +247,69 @@ func walkDir(dir string, ex []string, visit visitFunc, tolerant bool) error {
 		return pathErr("open directory", dir, err, dir)
 	}
 	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil && !tolerant {
-		f.Close()
 		return pathErr("read directory", dir, err, dir)
 	}
 	sort.Strings(names)
-	for _, name := range names {
+	names = slices.DeleteFunc(names, func(name string) bool { return excluded(join(dir, name), ex) })
+	sts, errs := statAll(fd, names)
+	for i, name := range names {
 		p := join(dir, name)
-		if excluded(p, ex) {
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := errs[i]; err != nil {
 			if err == unix.ENOENT || tolerant {
 				continue
 			}
-			f.Close()
 			return pathErr("stat", p, err, p)
 		}
-		down, err := visit(p, &st)
+		down, err := visit(p, &sts[i])
 		if err != nil {
-			f.Close()
 			return err
 		}
-		if down && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if down && sts[i].Mode&unix.S_IFMT == unix.S_IFDIR {
 			// Pre-order: descend right away so children follow their parent.
 			if err := walkDir(p, ex, visit, tolerant); err != nil {
-				f.Close()
 				return err
 			}
 		}
 	}
-	return f.Close()
+	return nil
 }
+
+// statAll lstats every name of directory fd. A large directory is
+// stat'ed by several threads at once (path lookups in one directory run
+// in parallel in the kernel): a session's backup walks /usr/bin, a
+// node_modules or a home directory before its agent may start. The
+// results are in names' order, so the walk's order does not change.
+func statAll(fd int, names []string) ([]unix.Stat_t, []error) {
+	sts, errs := make([]unix.Stat_t, len(names)), make([]error, len(names))
+	stat := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			errs[i] = unix.Fstatat(fd, names[i], &sts[i], unix.AT_SYMLINK_NOFOLLOW)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), 4, len(names)/parallelStatMin)
+	if workers < 2 {
+		stat(0, len(names))
+		return sts, errs
+	}
+	var wg sync.WaitGroup
+	chunk := (len(names) + workers - 1) / workers
+	for lo := 0; lo < len(names); lo += chunk {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			stat(lo, hi)
+		}(lo, min(lo+chunk, len(names)))
+	}
+	wg.Wait()
+	return sts, errs
+}
+
+// parallelStatMin is how many entries each thread of statAll gets at
+// least: below it, starting threads costs more than they save.
+const parallelStatMin = 256
 
 // syncPath flushes the filesystem holding p (syncfs): one call makes every
 // write to that filesystem durable, far cheaper than an fsync per file.
