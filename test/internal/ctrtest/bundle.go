@@ -108,7 +108,9 @@ func Spec(rootfs string, opts BundleOptions) *specs.Spec {
 	}
 	caps := []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
 	s := &specs.Spec{
-		Version: specs.Version,
+		// runc 1.1's runc spec writes 1.0.2-dev; crun 1.8 refuses a
+		// version newer than the spec it knows (1.0).
+		Version: "1.0.2-dev",
 		Root:    &specs.Root{Path: rootfs, Readonly: opts.ReadonlyRootfs},
 		Process: &specs.Process{
 			Args: or(opts.Args, []string{"sh"}),
