@@ -102,10 +102,22 @@ func iouringSubmit(fill func(sqe []byte)) (int, error) {
 	t := atomic.LoadUint32(tail)
 	*(*uint32)(unsafe.Pointer(&sqRing[sq[6]+(t&mask)*4])) = 0
 	atomic.StoreUint32(tail, t+1)
-	if _, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, ringFD, 1, 1, 1 /* IORING_ENTER_GETEVENTS */, 0, 0); e != 0 {
+	if _, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, ringFD, 1, 1, 1 /* IORING_ENTER_GETEVENTS */, 0, 0); e != 0 && e != unix.EINTR {
 		return -1, e
 	}
+	// io_uring_enter returns once the entry is submitted when a signal
+	// (the Go runtime's preemption signal, often) cuts its wait short:
+	// the completion may not be there yet. Read it only once the
+	// kernel has posted it (the queue's tail moved past its head).
 	head := atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqRing[cq[0]])))
+	for atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqRing[cq[1]]))) == head {
+		// An entry the kernel has not consumed yet (a signal before the
+		// submission) is submitted again.
+		unsubmitted := t + 1 - atomic.LoadUint32((*uint32)(unsafe.Pointer(&sqRing[sq[0]])))
+		if _, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, ringFD, uintptr(unsubmitted), 1, 1, 0, 0); e != 0 && e != unix.EINTR {
+			return -1, e
+		}
+	}
 	cmask := *(*uint32)(unsafe.Pointer(&cqRing[cq[2]]))
 	res := *(*int32)(unsafe.Pointer(&cqRing[cq[5]+(head&cmask)*16+8]))
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&cqRing[cq[0]])), head+1)
