@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/launch"
@@ -34,16 +33,12 @@ const (
 
 // runOptions are klock run's flags; run is the command.
 type runOptions struct {
-	manifest, mode, user, learn, logDir string
-	backend                             string
-	allowDegraded, quiet, noDaemon      bool
-	rollbackOnInterrupt                 bool
-	keepTmp                             bool
-	wait, leaseTTL, leaseGrace          time.Duration
-	extraEnv                            []string
-	tf                                  trustFlags
-	gw                                  gatewayBinding
-	events                              eventsFile
+	runout.Flags
+	learn    string
+	noDaemon bool
+	tf       trustFlags
+	gw       gatewayBinding
+	events   eventsFile
 }
 
 func newRun() *cobra.Command {
@@ -183,24 +178,9 @@ session id), as klock tools rollback --run does.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: o.run,
 	}
-	c.Flags().StringVarP(&o.manifest, "manifest", "m", "", "the agent's manifest (required)")
-	c.Flags().StringVar(&o.mode, "mode", "", "strict or permissive (default: the manifest's mode)")
-	c.Flags().StringVar(&o.user, "user", "", "uid to run the agent as (default: owner of workdir, else SUDO_UID; 0 only when explicit)")
+	o.Register(c.Flags(), session.PrivateTmpRoot)
 	c.Flags().StringVar(&o.learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file (merged with what it holds when it exists); prints a short summary, the detail is in klock log -v")
-	c.Flags().StringVar(&o.logDir, "log-dir", "", "directory for session logs (default <workdir>/.klock/sessions)")
-	c.Flags().StringVar(&o.backend, "backend", "auto", "file wall: auto (bpf-lsm when it loads, else landlock), bpf-lsm (refuse without it), landlock, or observe (none: record only; permissive mode, for --learn)")
-	c.Flags().BoolVar(&o.allowDegraded, "allow-degraded", false, "run even when a mechanism the mode relies on is unavailable (recorded in the log)")
-	c.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "print neither the verification summary nor warnings (errors only)")
-	c.Flags().BoolVar(&o.keepTmp, "keep-tmp", false, "keep the session's private /tmp and /var/tmp ("+session.PrivateTmpRoot+"/<session>/{tmp,vartmp}) after it ends, for inspection (default: removed at its end)")
-	c.Flags().BoolVar(&o.rollbackOnInterrupt, "rollback-on-interrupt", false, "permissive mode: restore the pre-flight backup when the session is interrupted (strict mode always does; permissive keeps the agent's work)")
 	c.Flags().BoolVar(&o.noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
-	c.Flags().DurationVar(&o.wait, "wait", 0, "when another session holds a conflicting lease, keep trying this long (e.g. 30s, 10m) instead of exiting 75 at once")
-	// For tests: leases that expire in seconds, not a minute.
-	c.Flags().DurationVar(&o.leaseTTL, "lease-ttl", 0, "the leases' lifetime without a heartbeat (default 60s; heartbeats every third of it)")
-	c.Flags().DurationVar(&o.leaseGrace, "lease-grace", 0, "how long an expired lease still holds (default 15s)")
-	_ = c.Flags().MarkHidden("lease-ttl")
-	_ = c.Flags().MarkHidden("lease-grace")
-	c.Flags().StringArrayVarP(&o.extraEnv, "env", "e", nil, "add KEY=VALUE to the agent's environment (repeatable; KEY alone passes klock's own value), e.g. -e HOME=/srv/repo/.home")
 	o.tf.register(c)
 	o.gw.register(c)
 	o.events.register(c, "an embedded session's (through klockd they are klockd's: klock events, klockd --events-file)")
@@ -211,7 +191,7 @@ session id), as klock tools rollback --run does.`,
 // run runs the agent under its manifest (the command's help says how),
 // then reports the session and exits as the help's exit status list says.
 func (o *runOptions) run(cmd *cobra.Command, args []string) error {
-	m, data, err := o.tf.load(o.manifest)
+	m, data, err := o.tf.load(o.Manifest)
 	if err != nil {
 		return &exitError{code: exitNoStart, err: err}
 	}
@@ -219,7 +199,7 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	cred, err := credential(o.user, m.Workdir)
+	cred, err := credential(o.User, m.Workdir)
 	if err != nil {
 		return &exitError{code: exitNoStart, err: err}
 	}
@@ -236,16 +216,16 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 	// the log and the learned manifest, not on the terminal; -q
 	// leaves errors only.
 	var logger *slog.Logger
-	if o.quiet || o.learn != "" {
+	if o.Quiet || o.learn != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	opts := session.Options{
 		Logger:   logger,
-		Manifest: m, ManifestPath: o.manifest, ManifestData: data, Mode: policy.Mode(o.mode),
-		Command: args, Env: agentEnv(o.extraEnv), User: cred, LogDir: o.logDir,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: o.allowDegraded, Backend: be,
-		Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: o.rollbackOnInterrupt, KeepTmp: o.keepTmp,
-		LeaseWait: o.wait, LeaseTTL: o.leaseTTL, LeaseGrace: o.leaseGrace, LeaseGroup: o.gw.leaseGroup(),
+		Manifest: m, ManifestPath: o.Manifest, ManifestData: data, Mode: policy.Mode(o.Mode),
+		Command: args, Env: agentEnv(o.Env), User: cred, LogDir: o.LogDir,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, AllowDegraded: o.AllowDegraded, Backend: be,
+		Snapshot: session.Backup(os.Stderr), RollbackOnInterrupt: o.RollbackOnInterrupt, KeepTmp: o.KeepTmp,
+		LeaseWait: o.Wait, LeaseTTL: o.LeaseTTL, LeaseGrace: o.LeaseGrace, LeaseGroup: o.gw.leaseGroup(),
 	}
 	res, err := o.start(ctx, opts)
 	if err != nil && res == nil {
@@ -268,14 +248,14 @@ func (o *runOptions) run(cmd *cobra.Command, args []string) error {
 // because strict mode stops at the first violation, the other because it
 // puts no file wall up.
 func (o *runOptions) checkMode(m *policy.Manifest) (permissive bool, be session.Backend, err error) {
-	if o.mode != "" && o.mode != string(policy.ModeStrict) && o.mode != string(policy.ModePermissive) {
-		return false, be, &exitError{code: exitUsage, err: fmt.Errorf("--mode %q: want strict or permissive", o.mode)}
+	if o.Mode != "" && o.Mode != string(policy.ModeStrict) && o.Mode != string(policy.ModePermissive) {
+		return false, be, &exitError{code: exitUsage, err: fmt.Errorf("--mode %q: want strict or permissive", o.Mode)}
 	}
-	permissive = policy.Mode(o.mode) == policy.ModePermissive || (o.mode == "" && m.Mode == policy.ModePermissive)
+	permissive = policy.Mode(o.Mode) == policy.ModePermissive || (o.Mode == "" && m.Mode == policy.ModePermissive)
 	if o.learn != "" && !permissive {
 		return false, be, &exitError{code: exitUsage, err: errors.New("--learn needs permissive mode (--mode permissive): strict mode stops at the first violation")}
 	}
-	be, err = session.ParseBackend(o.backend)
+	be, err = session.ParseBackend(o.Backend)
 	if err != nil {
 		return false, be, &exitError{code: exitUsage, err: fmt.Errorf("--backend: %w", err)}
 	}
@@ -322,7 +302,7 @@ func (o *runOptions) start(ctx context.Context, opts session.Options) (*session.
 // calls, writes the learned manifest, says how to undo work kept after an
 // interrupt, and returns klock run's exit (runExit).
 func (o *runOptions) report(res *session.Result, err error, m *policy.Manifest, permissive bool) error {
-	if res.Log != nil && !o.quiet && o.learn == "" {
+	if res.Log != nil && !o.Quiet && o.learn == "" {
 		fmt.Fprintln(os.Stderr)
 		_ = vlog.Render(os.Stderr, res.Log, vlog.RenderOptions{})
 		fmt.Fprintf(os.Stderr, "verification log: %s\n", res.LogPath)
@@ -332,12 +312,12 @@ func (o *runOptions) report(res *session.Result, err error, m *policy.Manifest, 
 	}
 	o.gw.killed(os.Stderr, res, permissive)
 	if o.learn != "" {
-		if err := writeLearned(os.Stderr, o.learn, m, o.manifest, res, o.quiet); err != nil {
+		if err := writeLearned(os.Stderr, o.learn, m, o.Manifest, res, o.Quiet); err != nil {
 			return &exitError{code: exitNoStart, err: err}
 		}
 	}
-	if kept := keptOnInterrupt(res, permissive, o.rollbackOnInterrupt); kept != "" {
-		fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, o.manifest, res.ID)
+	if kept := keptOnInterrupt(res, permissive, o.RollbackOnInterrupt); kept != "" {
+		fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, o.Manifest, res.ID)
 	}
 	return runExit(res)
 }

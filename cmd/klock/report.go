@@ -23,7 +23,7 @@ type frontSession struct {
 // session's progress and warnings (errors only with -q).
 func (s *frontSession) handlers(ctx context.Context) wire.RunHandlers {
 	var logger *slog.Logger
-	if s.f.quiet {
+	if s.f.Quiet {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	return wire.RunHandlers{
@@ -41,7 +41,7 @@ func (s *frontSession) handlers(ctx context.Context) wire.RunHandlers {
 // with -q), says how to undo work kept after an interrupt, and returns
 // klock run's exit status, as the full CLI does.
 func (s *frontSession) report(res *wire.Result) int {
-	if res.Summary != "" && !s.f.quiet {
+	if res.Summary != "" && !s.f.Quiet {
 		fmt.Fprintln(os.Stderr)
 		fmt.Fprint(os.Stderr, res.Summary)
 		fmt.Fprintf(os.Stderr, "verification log: %s\n", res.LogPath)
@@ -50,8 +50,8 @@ func (s *frontSession) report(res *wire.Result) int {
 		return fail(runout.ExitNoStart, errors.New(res.Error))
 	}
 	o := outcome(res)
-	if kept := runout.KeptOnInterrupt(o, s.permissive, s.f.rbOnInt); kept != "" {
-		fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, s.f.manifest, res.ID)
+	if kept := runout.KeptOnInterrupt(o, s.permissive, s.f.RollbackOnInterrupt); kept != "" {
+		fmt.Fprintf(os.Stderr, "%s\n  klock rollback -m %s %s\n", kept, s.f.Manifest, res.ID)
 	}
 	return fail(runout.Exit(o))
 }

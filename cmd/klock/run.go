@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"github.com/klocklabs/klock/internal/runout"
@@ -17,16 +16,15 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// runFlags are the flags of klock run the front serves: those whose
-// meaning klockd implements. A run with any other flag (--learn,
-// --no-daemon, the trust, gateway and events flags, --help), an observe
-// backend, or an argument the full CLI would refuse goes to the full CLI,
-// which owns their checks and messages.
+// runFlags are the flags of klock run the front serves (runout.Flags:
+// those whose meaning klockd implements) and the agent's command. A run
+// with any other flag (--learn, --no-daemon, the trust, gateway and
+// events flags, --help), an observe backend, or an argument the full CLI
+// would refuse goes to the full CLI, which owns their checks and
+// messages.
 type runFlags struct {
-	manifest, mode, user, logDir, backend  string
-	allowDegraded, quiet, keepTmp, rbOnInt bool
-	wait, leaseTTL, leaseGrace             time.Duration
-	env, argv                              []string
+	runout.Flags
+	argv []string
 }
 
 // parseRun reads args as klock run's full CLI would; ok is false when the
@@ -36,33 +34,21 @@ func parseRun(args []string) (f *runFlags, ok bool) {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	fs.SetOutput(discard{})
 	fs.Usage = func() {}
-	fs.StringVarP(&f.manifest, "manifest", "m", "", "")
-	fs.StringVar(&f.mode, "mode", "", "")
-	fs.StringVar(&f.user, "user", "", "")
-	fs.StringVar(&f.logDir, "log-dir", "", "")
-	fs.StringVar(&f.backend, "backend", "auto", "")
-	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "")
-	fs.BoolVarP(&f.quiet, "quiet", "q", false, "")
-	fs.BoolVar(&f.keepTmp, "keep-tmp", false, "")
-	fs.BoolVar(&f.rbOnInt, "rollback-on-interrupt", false, "")
-	fs.DurationVar(&f.wait, "wait", 0, "")
-	fs.DurationVar(&f.leaseTTL, "lease-ttl", 0, "")
-	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "")
-	fs.StringArrayVarP(&f.env, "env", "e", nil, "")
+	f.Register(fs, "")
 	if fs.Parse(args) != nil {
 		return nil, false
 	}
 	f.argv = fs.Args()
 	switch {
-	case f.manifest == "" || len(f.argv) == 0:
+	case f.Manifest == "" || len(f.argv) == 0:
 		return nil, false
-	case f.mode != "" && f.mode != "strict" && f.mode != "permissive":
+	case f.Mode != "" && f.Mode != "strict" && f.Mode != "permissive":
 		return nil, false
-	case f.backend != "auto" && f.backend != "bpf-lsm" && f.backend != "landlock":
+	case f.Backend != "auto" && f.Backend != "bpf-lsm" && f.Backend != "landlock":
 		return nil, false
 	}
-	if f.user != "" {
-		if _, err := strconv.ParseUint(f.user, 10, 32); err != nil {
+	if f.User != "" {
+		if _, err := strconv.ParseUint(f.User, 10, 32); err != nil {
 			return nil, false
 		}
 	}
@@ -75,25 +61,25 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // request is the run request of f, the manifest's bytes read.
 func (f *runFlags) request() (wire.RunRequest, error) {
-	data, err := os.ReadFile(f.manifest)
+	data, err := os.ReadFile(f.Manifest)
 	if err != nil {
 		return wire.RunRequest{}, err
 	}
-	path, _ := filepath.Abs(f.manifest)
-	logDir := f.logDir
+	path, _ := filepath.Abs(f.Manifest)
+	logDir := f.LogDir
 	if logDir != "" {
 		logDir, _ = filepath.Abs(logDir)
 	}
 	req := wire.RunRequest{
-		Manifest: data, ManifestPath: path, Mode: f.mode, Argv: f.argv, Env: runout.AgentEnv(f.env),
-		AllowDegraded: f.allowDegraded, Backend: f.backend, Summary: !f.quiet, LogDir: logDir,
-		RollbackOnInterrupt: f.rbOnInt, KeepTmp: f.keepTmp,
-		LeaseWait: f.wait, LeaseTTL: f.leaseTTL, LeaseGrace: f.leaseGrace,
+		Manifest: data, ManifestPath: path, Mode: f.Mode, Argv: f.argv, Env: runout.AgentEnv(f.Env),
+		AllowDegraded: f.AllowDegraded, Backend: f.Backend, Summary: !f.Quiet, LogDir: logDir,
+		RollbackOnInterrupt: f.RollbackOnInterrupt, KeepTmp: f.KeepTmp,
+		LeaseWait: f.Wait, LeaseTTL: f.LeaseTTL, LeaseGrace: f.LeaseGrace,
 	}
-	if f.user == "" {
+	if f.User == "" {
 		req.DefaultUser, req.SudoUID, req.SudoGID = true, os.Getenv("SUDO_UID"), os.Getenv("SUDO_GID")
 	} else {
-		uid, _ := strconv.ParseUint(f.user, 10, 32)
+		uid, _ := strconv.ParseUint(f.User, 10, 32)
 		req.UID, req.GID, req.AllowRoot = uint32(uid), uint32(uid), uid == 0
 	}
 	return req, nil

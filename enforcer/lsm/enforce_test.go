@@ -202,14 +202,7 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 	if l == nil {
 		return
 	}
-	dir := t.TempDir()
-	// The agent (nobody) must traverse to its world: DAC is not the wall
-	// under test.
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := agentWorld(t)
 	w := func(n ...string) string { return filepath.Join(append([]string{dir}, n...)...) }
 	for _, d := range []string{"work", "work/rw", "outside"} {
 		os.MkdirAll(w(d), 0o755)
@@ -362,12 +355,7 @@ func TestCacheForgetsOutsideRenames(t *testing.T) {
 	if l == nil {
 		return
 	}
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := agentWorld(t)
 	a, b, ready := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "ready")
 	if err := os.WriteFile(a, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -432,4 +420,16 @@ func TestCacheForgetsOutsideRenames(t *testing.T) {
 	if opens[a] != 2 || opens[b] != 2 {
 		t.Errorf("reads logged: %d under %s, %d under %s; want 2 and 2", opens[a], a, opens[b], b)
 	}
+}
+
+// agentWorld is a temporary directory the agent (nobody) can traverse
+// to: DAC is not the wall under test.
+func agentWorld(t *testing.T) string {
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -57,12 +57,7 @@ func TestIOURingStressNeverHasAnEffect(t *testing.T) {
 	if l == nil {
 		return
 	}
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := agentWorld(t)
 	work := filepath.Join(dir, "work")
 	ro := filepath.Join(work, "ro.txt")
 	if err := os.MkdirAll(work, 0o755); err != nil {
