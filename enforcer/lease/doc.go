@@ -53,7 +53,10 @@
 //     conflicts with), NET leases by host name and address, and leases
 //     expire from a heap of deadlines, so that expiring costs what
 //     expires. Check is a dry run of Acquire. It remembers the last
-//     DefaultEndedHistory ended leases (Filter.EndedSince).
+//     DefaultEndedHistory ended leases of each kind (Filter.EndedSince):
+//     those that let their holder change files, which a strict rollback
+//     reads, apart from the others, so that ended reads never push them
+//     out.
 //   - Host (OpenHost, DefaultHostDir /run/klock/leases): the host-wide
 //     store that embedded sessions and klockd share, so that they see each
 //     other. Its directory (0700, this user's) holds a lock file that is

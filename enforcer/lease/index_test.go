@@ -304,3 +304,35 @@ func checkIndex(t *testing.T, tb *Table) {
 		t.Fatalf("%d live leases, the table counts %d", n, tb.held)
 	}
 }
+
+// TestEndedWritesOutliveManyEndedReads: the leases that let a session
+// change files stay in the ended history however many read leases end
+// after them (a strict rollback asks the history which files another
+// session changed while it ran), in a table and across the host store's
+// compaction.
+func TestEndedWritesOutliveManyEndedReads(t *testing.T) {
+	ctx := context.Background()
+	h, err := OpenHost(t.TempDir()+"/leases", WithCompactSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, s := range []Store{NewTable(WithEndedHistory(10)), h} {
+		writer, reader := Holder{Agent: "w", Session: "w"}, Holder{Agent: "r", Session: "r"}
+		start := time.Now()
+		if d, _ := s.Acquire(ctx, Request{Holder: writer, Claims: []Claim{claim(t, "MUTATES FILE:/r/src/**")}}); d.Outcome != Granted {
+			t.Fatal(d.Outcome)
+		}
+		s.Release(ctx, writer)
+		for i := range 5000 {
+			if d, _ := s.Acquire(ctx, Request{Holder: reader, Claims: []Claim{claim(t, fmt.Sprintf("CONSUMES FILE:/r/docs/%d", i))}}); d.Outcome != Granted {
+				t.Fatal(d.Outcome)
+			}
+			s.Release(ctx, reader)
+		}
+		ls, _ := s.List(ctx, Filter{EndedSince: start})
+		if !slices.ContainsFunc(ls, func(l Lease) bool { return l.Holder == writer && l.Object == "FILE:/r/src/**" }) {
+			t.Errorf("%T: the writer's ended lease was pushed out by %d ended reads", s, len(ls))
+		}
+	}
+}

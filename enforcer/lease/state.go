@@ -29,7 +29,7 @@ func (t *Table) heldLocked() map[string]Lease {
 func (t *Table) resetLocked() {
 	t.byGrant, t.byHolder, t.held = map[uint64]*grant{}, map[Holder][]*grant{}, 0
 	t.files, t.nets, t.exp = ptrie{}, netIndex{}, nil
-	t.ended = endedRing{max: t.ended.max}
+	t.ended = newEndedHistory(t.ended.changing.max)
 	t.waiters, t.free, t.freed = nil, nil, false
 }
 

@@ -17,10 +17,12 @@ import (
 
 const fileType = policy.ObjFile
 
-// DefaultEndedHistory is how many ended leases a Table remembers for
-// Filter.EndedSince: enough for a reconcile or a listing to say what became
-// of a lease that ended recently, not an archive (the verification log is
-// that).
+// DefaultEndedHistory is how many ended leases of each kind (those that
+// let their holder change files, and the others: endedHistory) a Table
+// remembers for Filter.EndedSince: enough for a rollback to know what
+// another session changed while it ran, and for a reconcile or a listing
+// to say what became of a lease that ended recently, not an archive (the
+// verification log is that).
 const DefaultEndedHistory = 4096
 
 // Table is the in-memory lease manager: klockd's store, and the engine of
@@ -37,7 +39,7 @@ type Table struct {
 	files    ptrie
 	nets     netIndex
 	exp      expHeap
-	ended    endedRing
+	ended    endedHistory
 	waiters  []*waiter               // oldest first
 	local    map[string]*localWaiter // the waiters blocked in this process
 	subs     map[chan Event]struct{}
@@ -86,7 +88,7 @@ func WithClock(now func() time.Time) TableOption { return func(t *Table) { t.now
 
 // WithEndedHistory sets how many ended leases the table remembers (default
 // DefaultEndedHistory; 0 remembers none).
-func WithEndedHistory(n int) TableOption { return func(t *Table) { t.ended.max = max(n, 0) } }
+func WithEndedHistory(n int) TableOption { return func(t *Table) { t.ended = newEndedHistory(max(n, 0)) } }
 
 // NewTable returns an empty table.
 func NewTable(opts ...TableOption) *Table {
@@ -94,7 +96,7 @@ func NewTable(opts ...TableOption) *Table {
 	_, _ = crand.Read(seed[:])
 	t := &Table{now: time.Now, byGrant: map[uint64]*grant{}, byHolder: map[Holder][]*grant{},
 		local: map[string]*localWaiter{}, subs: map[chan Event]struct{}{}, rng: rand.NewChaCha8(seed),
-		ended: endedRing{max: DefaultEndedHistory}}
+		ended: newEndedHistory(DefaultEndedHistory)}
 	for _, o := range opts {
 		o(t)
 	}
@@ -594,6 +596,38 @@ func list(ctx context.Context, e engine, f Filter) (out []Lease, err error) {
 
 // Close implements Store.
 func (t *Table) Close() error { return nil }
+
+// endedHistory is what a Table remembers of ended leases, in two rings
+// of the same size: the leases that let their holders change files
+// (MUTATES, DELETES, RENAMES, PROVIDES on FILE), which a strict rollback
+// reads to leave what another session changed while it ran, and the
+// others. A session that reads thousands of files then never pushes a
+// neighbour's writes out of what a rollback is told.
+type endedHistory struct{ changing, other endedRing }
+
+func newEndedHistory(n int) endedHistory {
+	return endedHistory{changing: endedRing{max: n}, other: endedRing{max: n}}
+}
+
+func (h *endedHistory) ring(p policy.Predicate, t policy.ObjectType) *endedRing {
+	if t == fileType && policy.Changing.Has(p) {
+		return &h.changing
+	}
+	return &h.other
+}
+
+func (h *endedHistory) push(l *Lease) { h.ring(l.Predicate, l.Resource.Type).push(l) }
+
+func (h *endedHistory) pushEntry(e *entry, s State, at time.Time) {
+	h.ring(e.predicate, e.res.Type).pushEntry(e, s, at)
+}
+
+// each calls f with the ended leases that ended at or after since: the
+// changing ones, then the others, each ring oldest first.
+func (h *endedHistory) each(since time.Time, f func(Lease)) {
+	h.changing.each(since, f)
+	h.other.each(since, f)
+}
 
 // endedRing keeps the last max ended leases, oldest first, compactly
 // (what List renders again when asked; the resource is parsed back from
