@@ -6,15 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/klocklabs/klock/enforcer/daemon/wire"
-
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"
 )

@@ -5,9 +5,9 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"github.com/klocklabs/klock/enforcer/eventlog"
 )
 

@@ -2,9 +2,10 @@ package daemon
 
 import (
 	"context"
-	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"log/slog"
 	"sync"
+
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 )
 
 // forwarder sends a session's log records to its client without ever

@@ -5,14 +5,13 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
-	"strings"
-
-	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"syscall"
 
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/session"

@@ -4,12 +4,12 @@ package daemon
 
 import (
 	"fmt"
-	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"net"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"github.com/klocklabs/klock/enforcer/eventlog"
 	"golang.org/x/time/rate"
 )

@@ -88,7 +88,9 @@ func WithClock(now func() time.Time) TableOption { return func(t *Table) { t.now
 
 // WithEndedHistory sets how many ended leases the table remembers (default
 // DefaultEndedHistory; 0 remembers none).
-func WithEndedHistory(n int) TableOption { return func(t *Table) { t.ended = newEndedHistory(max(n, 0)) } }
+func WithEndedHistory(n int) TableOption {
+	return func(t *Table) { t.ended = newEndedHistory(max(n, 0)) }
+}
 
 // NewTable returns an empty table.
 func NewTable(opts ...TableOption) *Table {
