@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/miekg/dns"
 )
 
@@ -37,15 +38,8 @@ type received struct {
 func startUpstream(t *testing.T, answer string) *upstream {
 	t.Helper()
 	u := &upstream{addr: answer, zone: map[string][]string{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, l := testutil.UDPAndTCP(t, "127.0.0.1")
 	u.at = pc.LocalAddr().String()
-	l, err := net.Listen("tcp", u.at)
-	if err != nil {
-		t.Fatal(err)
-	}
 	u.srv = []*dns.Server{
 		{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { u.serve(w, r, "udp") }), UDPSize: dns.MaxMsgSize},
 		{Listener: l, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { u.serve(w, r, "tcp") })},

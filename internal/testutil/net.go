@@ -26,3 +26,26 @@ func TCPListener(t testing.TB, network, addr string) net.Listener {
 	}()
 	return l
 }
+
+// UDPAndTCP listens on one port of host (IPv4) for both UDP and TCP, as a
+// DNS server does. The UDP port is the kernel's choice; the same TCP port
+// may be taken meanwhile (by an outgoing connection's local port: tests
+// on a busy host make many), so it tries again with another port.
+func UDPAndTCP(t testing.TB, host string) (net.PacketConn, net.Listener) {
+	t.Helper()
+	var lastErr error
+	for range 20 {
+		pc, err := net.ListenPacket("udp4", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp4", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln
+		}
+		pc.Close()
+		lastErr = err
+	}
+	t.Fatalf("no port free for both UDP and TCP on %s: %v", host, lastErr)
+	return nil, nil
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/klocklabs/klock/enforcer/eventlog"
+	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -29,15 +30,8 @@ type testDNS struct {
 func startTestDNS(t *testing.T, first, then string) *testDNS {
 	t.Helper()
 	d := &testDNS{first: first, then: then}
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := testutil.UDPAndTCP(t, "127.0.0.1")
 	d.addr = pc.LocalAddr().String()
-	ln, err := net.Listen("tcp4", d.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := dns.HandlerFunc(d.serve)
 	for _, s := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		go func() { _ = s.ActivateAndServe() }()

@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/klocklabs/klock/enforcer/netwall"
+	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
@@ -28,15 +29,8 @@ type msgDNS struct {
 func startMsgDNS(t *testing.T, answer func(name string) []netip.Addr) *msgDNS {
 	t.Helper()
 	d := &msgDNS{answer: answer}
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := testutil.UDPAndTCP(t, "127.0.0.1")
 	d.addr = pc.LocalAddr().String()
-	ln, err := net.Listen("tcp4", d.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := dns.HandlerFunc(d.serve)
 	for _, s := range []*dns.Server{{PacketConn: pc, Handler: h, UDPSize: dns.MaxMsgSize}, {Listener: ln, Handler: h}} {
 		go func() { _ = s.ActivateAndServe() }()
