@@ -57,6 +57,9 @@ type Host struct {
 	wbuf        []byte  // appendLocked's
 	split       opSplit // op's time, by step
 
+	okMu      sync.Mutex
+	readsBack map[Resource]struct{} // journalable's
+
 	watchOnce sync.Once
 	watch     *watcher
 	closed    bool
@@ -118,7 +121,7 @@ func OpenHost(dir string, opts ...HostOption) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{dir: dir, t: NewTable(cfg.tableOpts...), cfg: cfg, lock: lock, reload: true}
+	h := &Host{dir: dir, t: NewTable(cfg.tableOpts...), cfg: cfg, lock: lock, reload: true, readsBack: map[Resource]struct{}{}}
 	h.t.onDue = func() { _ = h.op(context.Background(), func(*Table, time.Time) {}) }
 	// Load the journal now, so that an unusable one is said at once.
 	if err := h.op(context.Background(), func(*Table, time.Time) {}); err != nil {
@@ -242,7 +245,7 @@ func (h *Host) recheck() time.Duration { return h.cfg.recheck }
 
 // Acquire implements Store.
 func (h *Host) Acquire(ctx context.Context, req Request) (Decision, error) {
-	if err := journalable(req); err != nil {
+	if err := h.journalable(req); err != nil {
 		return Decision{}, err
 	}
 	return acquire(ctx, h, req)
@@ -250,9 +253,16 @@ func (h *Host) Acquire(ctx context.Context, req Request) (Decision, error) {
 
 // journalable refuses a claim whose object would not read back from the
 // journal as the same resource: every process replays the journal, and a
-// record none can decide would stop them all.
-func journalable(req Request) error {
+// record none can decide would stop them all. The resources found to read
+// back are remembered (it is a function of the resource alone): a session
+// asks for the same ones again and again.
+func (h *Host) journalable(req Request) error {
+	h.okMu.Lock()
+	defer h.okMu.Unlock()
 	for i, c := range req.Claims {
+		if _, ok := h.readsBack[c.Resource]; ok {
+			continue
+		}
 		s := c.Resource.String()
 		r, err := ParseResource(s)
 		if err != nil {
@@ -261,14 +271,20 @@ func journalable(req Request) error {
 		if r.String() != s {
 			return fmt.Errorf("%w: claim %d (%s): its object %q reads back as %q", ErrInvalid, i, c.Intent, s, r.String())
 		}
+		if len(h.readsBack) >= maxReadsBack {
+			clear(h.readsBack)
+		}
+		h.readsBack[c.Resource] = struct{}{}
 	}
 	return nil
 }
 
+const maxReadsBack = 4096
+
 // Await implements Awaiter: the waiter is queued in the journal; any
 // process that frees what it waits for grants it, oldest waiter first.
 func (h *Host) Await(ctx context.Context, req Request, max time.Duration) (Decision, error) {
-	if err := journalable(req); err != nil {
+	if err := h.journalable(req); err != nil {
 		return Decision{}, err
 	}
 	h.startWatch()

@@ -380,7 +380,7 @@ func (h *Host) compactLocked() error {
 	h.t.mu.Lock()
 	body := h.t.snapshotLocked()
 	h.t.mu.Unlock()
-	var b []byte
+	b := make([]byte, 0, h.base+h.base/2) // about the last snapshot's size
 	for i := range body {
 		var err error
 		if b, err = encodeRecord(b, &body[i]); err != nil {
