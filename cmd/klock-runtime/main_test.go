@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 		stateRoot = os.Getenv("T_STATE")
 		dir := os.Getenv("T_EXE_DIR")
 		exeDir = func() string { return dir }
+		if d, ok := os.LookupEnv("T_RUNTIME_DIRS"); ok {
+			runtimeDirs = filepath.SplitList(d)
+		}
 		os.Exit(run(os.Args[1:]))
 	}
 	os.Exit(m.Run())
@@ -78,10 +81,16 @@ func write(t *testing.T, p, data string, mode os.FileMode) {
 // code and stderr.
 func (e *env) run(args ...string) (int, string) {
 	e.t.Helper()
+	return e.runEnv(nil, args...)
+}
+
+// runEnv is run with more environment (PATH=... replaces the default).
+func (e *env) runEnv(extra []string, args ...string) (int, string) {
+	e.t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = e.bundle
-	cmd.Env = append(os.Environ(), "KLOCK_RUNTIME_AS_MAIN=1", "T_CONFIG="+e.cfg, "T_STATE="+e.state,
-		"T_EXE_DIR="+e.exe, "T_OUT="+e.out, "T_BUNDLE="+e.bundle, "PATH=/usr/bin:/bin")
+	cmd.Env = append(append(os.Environ(), "KLOCK_RUNTIME_AS_MAIN=1", "T_CONFIG="+e.cfg, "T_STATE="+e.state,
+		"T_EXE_DIR="+e.exe, "T_OUT="+e.out, "T_BUNDLE="+e.bundle, "PATH=/usr/bin:/bin"), extra...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -461,6 +470,59 @@ func TestRuntimeIsNotSelf(t *testing.T) {
 	code, stderr := e.run("--runtime-path", link, "state", "c1")
 	if code != 1 || !strings.Contains(stderr, "klock-runtime itself") {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+// TestRuntimeChoice: with nothing said klock-runtime runs runc, else
+// crun when runc is missing; --runtime and runtime.yaml's runtime: name
+// one; a chosen runtime that is missing is an error naming what to
+// install, and so is a host with neither.
+func TestRuntimeChoice(t *testing.T) {
+	e := newEnv(t, "")
+	only := func(names ...string) string {
+		d := t.TempDir()
+		for _, n := range names {
+			write(t, filepath.Join(d, n), "#!/bin/sh\necho "+n+" > \"$T_OUT/which\"\n", 0o755)
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name     string
+		path     string
+		config   string
+		args     []string
+		want     string // the runtime that ran, or "" for an error
+		wantErrs []string
+	}{
+		{name: "default runc", path: only("runc", "crun"), want: "runc"},
+		{name: "probe crun", path: only("crun"), want: "crun"},
+		{name: "flag crun", path: only("runc", "crun"), args: []string{"--runtime=crun"}, want: "crun"},
+		{name: "config crun", path: only("runc", "crun"), config: "runtime: crun\n", want: "crun"},
+		{name: "flag over config", path: only("runc", "crun"), config: "runtime: crun\n", args: []string{"--runtime", "runc"}, want: "runc"},
+		{name: "chosen missing", path: only("runc"), args: []string{"--runtime=crun"}, wantErrs: []string{"crun (the chosen OCI runtime)", "apt-get install crun"}},
+		{name: "neither", path: only(), wantErrs: []string{"neither runc nor crun", "apt-get install runc", "apt-get install crun"}},
+		{name: "unknown", path: only("runc"), args: []string{"--runtime=youki"}, wantErrs: []string{"--runtime=youki: want one of runc, crun"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(filepath.Join(e.out, "which"))
+			os.Remove(e.cfg)
+			if tc.config != "" {
+				write(t, e.cfg, tc.config, 0o644)
+			}
+			code, stderr := e.runEnv([]string{"PATH=" + tc.path, "T_RUNTIME_DIRS="}, append(tc.args, "state", "c1")...)
+			got, _ := os.ReadFile(filepath.Join(e.out, "which"))
+			if tc.want != "" {
+				if code != 0 || strings.TrimSpace(string(got)) != tc.want {
+					t.Fatalf("exit %d, ran %q, want %s: %s", code, got, tc.want, stderr)
+				}
+				return
+			}
+			for _, w := range tc.wantErrs {
+				if code != 1 || len(got) != 0 || !strings.Contains(stderr, w) {
+					t.Fatalf("exit %d, ran %q: %s\nwant an error saying %q", code, got, stderr, w)
+				}
+			}
+		})
 	}
 }
 

@@ -74,6 +74,36 @@ func klockdLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// engine is an OCI runtime bare and klock-runtime in front of it.
+type engine struct {
+	name string // runc or crun
+	bare string // its binary
+	// klock is klock-runtime running it: the world's wrapper with
+	// --runtime=NAME.
+	klock string
+}
+
+// engineNames are the OCI runtimes klock-runtime runs in front of: the
+// tests that matter on both run once on each.
+var engineNames = []string{"runc", "crun"}
+
+// engine is the runtime called name, bare and behind klock-runtime
+// (Unavailable when it is not installed).
+// t is the (sub)test that needs it.
+func (w *world) engine(t testing.TB, name string) engine {
+	t.Helper()
+	if name == "runc" {
+		return engine{name: name, bare: ctrtest.Runc(t), klock: w.runtime}
+	}
+	bare := ctrtest.Crun(t)
+	p := filepath.Join(filepath.Dir(w.runtime), "klock-runtime-"+name)
+	script := "#!/bin/sh\nexec " + w.runtime + " --runtime=" + name + " \"$@\"\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return engine{name: name, bare: bare, klock: p}
+}
+
 func (w *world) file(rel, content string) {
 	p := filepath.Join(w.work, rel)
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
