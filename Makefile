@@ -103,7 +103,7 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench APIGrantRelease -benchtime $(BENCHTIME) ./enforcer/leaseapi/
 	@echo "events: a strict session's time with a stalled klock events --all reader vs none, alternated in one run (goal: within noise, ratio ~1.0; the reader's losses counted)"
 	$(GO) test -run '^$$' -bench SessionWithStalledReader -benchtime 10x ./enforcer/daemon/
-	@echo "containers: runc run of a busybox container running true, plain runc vs through klock-runtime with klockd serving (manifest, hooks, session, backup, log); added-ms is the difference (goal <= 30 ms)"
+	@echo "containers: run of a busybox container running true, bare runc and crun vs each through klock-runtime with klockd serving (manifest, hooks, session, backup, log); added-ms is the difference (goal <= 10 ms)"
 	$(GO) test -run '^$$' -bench RuncRunTrue -benchtime 30x ./test/container/
 	@echo "bpf-lsm in the VM: open/close and file workload ratios against no enforcement (goals 1.2x, 1.05x)"
 	vmtests/vmtest.sh --bench

@@ -14,9 +14,10 @@
 #          make, Debian's python3 with venv, pip and pytest (node, npm and Go
 #          come with the machine)
 #   containers  the real container runtimes test/container drives, as root:
-#          runc, podman (conmon and the CNI plugins come with it; as root it
-#          needs no uidmap, fuse-overlayfs, slirp4netns, netavark or
-#          catatonit), containerd (and ctr), dockerd (docker.io), and
+#          runc and crun (klock-runtime runs in front of either), podman
+#          (conmon and the CNI plugins come with it; as root it needs no
+#          uidmap, fuse-overlayfs, slirp4netns, netavark or catatonit),
+#          containerd (and ctr), dockerd (docker.io), and
 #          busybox-static, the tests' root filesystem
 #   report Debian's chromium: test/e2e renders `klock log --html` headless
 #          and reads the DOM the browser built (and screenshots it)
@@ -77,7 +78,7 @@ realworld)
 	/usr/bin/python3 -m pip --version >/dev/null 2>&1 || want+=(python3-pip)
 	/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || want+=(python3-pytest) ;;
 containers)
-	need runc runc; need podman podman; need conmon conmon
+	need runc runc; need crun crun; need podman podman; need conmon conmon
 	[ -x /usr/lib/cni/bridge ] || want+=(containernetworking-plugins)
 	need containerd containerd; need ctr containerd; need dockerd docker.io
 	[ -e /bin/busybox ] || want+=(busybox-static) ;;

@@ -13,6 +13,9 @@ type invocation struct {
 	argv []string
 	// runtimePath is --runtime-path, "" when not given.
 	runtimePath string
+	// runtimeName is --runtime (runc or crun, found on PATH), "" when not
+	// given.
+	runtimeName string
 	// config is --klock-config (runtime.yaml elsewhere: Docker's
 	// daemon.json runtimeArgs, tests), "" when not given.
 	config string
@@ -29,12 +32,14 @@ type invocation struct {
 
 // ownFlags are klock-runtime's global flags (with an example value), taken
 // out of the argv the real runtime gets.
-var ownFlags = map[string]string{"runtime-path": "/usr/bin/runc", "klock-config": "/etc/klock/runtime.yaml"}
+var ownFlags = map[string]string{"runtime-path": "/usr/bin/runc", "runtime": "crun", "klock-config": "/etc/klock/runtime.yaml"}
 
-// Global flags of runc (urfave/cli: -x and --x, "--x=v" and "--x v").
+// Global flags of runc (urfave/cli: -x and --x, "--x=v" and "--x v") and
+// crun (argp: its --cgroup-manager and --log-level besides runc's).
 var (
-	valueFlags = map[string]bool{"root": true, "log": true, "log-format": true, "criu": true, "rootless": true}
-	boolFlags  = map[string]bool{"debug": true, "systemd-cgroup": true, "help": true, "h": true, "version": true, "v": true}
+	valueFlags = map[string]bool{"root": true, "log": true, "log-format": true, "criu": true, "rootless": true,
+		"cgroup-manager": true, "log-level": true}
+	boolFlags = map[string]bool{"debug": true, "systemd-cgroup": true, "help": true, "h": true, "version": true, "v": true}
 )
 
 // flagName splits "-x", "--x" or "--x=v" into its name and value.
@@ -64,9 +69,12 @@ func parseArgs(args []string) (*invocation, error) {
 			if value == "" {
 				return nil, fmt.Errorf("--%s is empty", name)
 			}
-			if name == "runtime-path" {
+			switch name {
+			case "runtime-path":
 				inv.runtimePath = value
-			} else {
+			case "runtime":
+				inv.runtimeName = value
+			default:
 				inv.config = value
 			}
 			continue // ours: not passed on

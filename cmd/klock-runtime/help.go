@@ -4,7 +4,7 @@ package main
 // manifest, runtime.yaml, and how to install it in each engine.
 const helpText = `klock-runtime: an OCI runtime that runs containers under klock.
 
-It stands in for runc. Every command passes through to the real runtime
+It stands in for runc, or crun. Every command passes through to the real runtime
 unchanged. On create and run it reads the bundle's config.json and looks for
 the container's klock manifest; a container with none runs untouched (its
 config.json is not rewritten, byte for byte), unless runtime.yaml says
@@ -36,15 +36,21 @@ Manifests name paths as the agent sees them inside the container
 (workdir: /workspace, MUTATES FILE:/workspace/src/**).
 
 Usage:
-  klock-runtime [runc's global flags] [--runtime-path=PATH] [--klock-config=FILE] COMMAND [args...]
+  klock-runtime [runc's global flags] [--runtime=runc|crun] [--runtime-path=PATH]
+                [--klock-config=FILE] COMMAND [args...]
 
-  --runtime-path=PATH   the real OCI runtime (default: runtime_path in
-                        runtime.yaml, else runc on PATH); removed from the
-                        arguments the runtime sees
+  --runtime=runc|crun   the real OCI runtime by name, found on PATH (or in
+                        /usr/sbin, /usr/bin...); removed from the arguments
+                        the runtime sees
+  --runtime-path=PATH   the real OCI runtime by path; removed too
+                        Neither given: runtime_path, else runtime, in
+                        runtime.yaml; else runc on PATH; else crun. A named
+                        runtime that is missing is an error saying what
+                        to install.
   --klock-config=FILE   runtime.yaml elsewhere than /etc/klock/runtime.yaml;
                         removed from the arguments the runtime sees
   runc's global flags (--root, --log, --log-format, --systemd-cgroup, --debug,
-  --criu, --rootless) pass through; errors also go to the --log file, in JSON
+  --criu, --rootless) and crun's (--cgroup-manager, --log-level) pass through; errors also go to the --log file, in JSON
   with --log-format=json, where containerd and podman read them.
 
 Annotations:
@@ -57,6 +63,7 @@ Annotations:
 
 /etc/klock/runtime.yaml (optional; unknown fields are errors):
   runtime_path: /usr/bin/runc     # the real runtime (default: runc on PATH)
+  runtime: crun                   # or by name: runc or crun, found on PATH
   require: false                  # true: refuse containers with no manifest
   allow_root: false               # true: keep uid/gid 0 in every container
   manifests:                      # first match wins; both conditions must hold
@@ -72,6 +79,7 @@ Install:
   Docker, /etc/docker/daemon.json (then: systemctl restart docker):
     {"runtimes": {"klock": {"path": "/usr/local/bin/klock-runtime",
                             "runtimeArgs": ["--runtime-path=/usr/bin/runc"]}}}
+    (in front of crun: "runtimeArgs": ["--runtime=crun"])
     docker run --runtime klock \
       --annotation io.klock.manifest=/etc/klock/agents/coder.yaml \
       -v /srv/repo:/workspace IMAGE

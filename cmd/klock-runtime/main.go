@@ -1,8 +1,8 @@
 // Command klock-runtime is an OCI runtime that puts a container under
 // klock: on create and run it finds the container's manifest
 // (enforcer/oci.Discover), rewrites the bundle's config.json
-// (enforcer/oci.Rewrite) and execs the real runtime (runc by default)
-// with the same argv; on exec into a container it prepared it puts the
+// (enforcer/oci.Rewrite) and execs the real runtime (runc by default, or
+// crun: runtime.go) with the same argv; on exec into a container it prepared it puts the
 // exec'd process behind klock-stage2 too (exec.go); every other command,
 // and a container with no manifest, passes straight through with the
 // bundle untouched. It stays thin: the logic is enforcer/oci's; klock's
@@ -10,10 +10,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -59,7 +57,7 @@ func run(args []string) int {
 		fmt.Printf("klock-runtime version %s\n", version.Version)
 	}
 	var cfg *oci.Config
-	needConfig := inv.command == "create" || inv.command == "run" || inv.runtimePath == ""
+	needConfig := inv.command == "create" || inv.command == "run" || (inv.runtimePath == "" && inv.runtimeName == "")
 	if needConfig {
 		path := configPath
 		if inv.config != "" {
@@ -102,37 +100,6 @@ func run(args []string) int {
 	return 1
 }
 
-// realRuntime is --runtime-path, else runtime.yaml's runtime_path, else
-// runc on PATH; never klock-runtime itself (that would loop).
-func realRuntime(inv *invocation, cfg *oci.Config) (string, error) {
-	p := inv.runtimePath
-	if p == "" && cfg != nil {
-		p = cfg.RuntimePath
-	}
-	if p == "" {
-		found, err := findRunc()
-		if err != nil {
-			return "", fmt.Errorf("no OCI runtime: runc is neither on PATH nor in %s; install runc, or name the runtime with --runtime-path=/path/to/runc or runtime_path in %s",
-				strings.Join(runcDirs, ", "), configPath)
-		}
-		p = found
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", fmt.Errorf("the real OCI runtime %s: %w", p, err)
-	}
-	if self, err := os.Executable(); err == nil {
-		if s, err := filepath.EvalSymlinks(self); err == nil && s == real {
-			return "", errors.New("the real OCI runtime resolves to klock-runtime itself; name runc with --runtime-path or runtime_path")
-		}
-	}
-	return abs, nil
-}
-
 // asksHelp: "runc create --help" prints runc's help and creates nothing.
 func asksHelp(args []string) bool {
 	for _, a := range args {
@@ -144,22 +111,4 @@ func asksHelp(args []string) bool {
 		}
 	}
 	return false
-}
-
-// runcDirs are where distributions install runc (Debian: /usr/sbin). The
-// engines run their runtime with a PATH of their own: podman's cleanup
-// process runs "delete" with one that lacks /usr/sbin.
-var runcDirs = []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin", "/sbin", "/bin"}
-
-func findRunc() (string, error) {
-	if p, err := exec.LookPath("runc"); err == nil {
-		return p, nil
-	}
-	for _, d := range runcDirs {
-		p := filepath.Join(d, "runc")
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }

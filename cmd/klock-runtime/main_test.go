@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 		stateRoot = os.Getenv("T_STATE")
 		dir := os.Getenv("T_EXE_DIR")
 		exeDir = func() string { return dir }
+		if d, ok := os.LookupEnv("T_RUNTIME_DIRS"); ok {
+			runtimeDirs = filepath.SplitList(d)
+		}
 		os.Exit(run(os.Args[1:]))
 	}
 	os.Exit(m.Run())
@@ -78,10 +81,16 @@ func write(t *testing.T, p, data string, mode os.FileMode) {
 // code and stderr.
 func (e *env) run(args ...string) (int, string) {
 	e.t.Helper()
+	return e.runEnv(nil, args...)
+}
+
+// runEnv is run with more environment (PATH=... replaces the default).
+func (e *env) runEnv(extra []string, args ...string) (int, string) {
+	e.t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = e.bundle
-	cmd.Env = append(os.Environ(), "KLOCK_RUNTIME_AS_MAIN=1", "T_CONFIG="+e.cfg, "T_STATE="+e.state,
-		"T_EXE_DIR="+e.exe, "T_OUT="+e.out, "T_BUNDLE="+e.bundle, "PATH=/usr/bin:/bin")
+	cmd.Env = append(append(os.Environ(), "KLOCK_RUNTIME_AS_MAIN=1", "T_CONFIG="+e.cfg, "T_STATE="+e.state,
+		"T_EXE_DIR="+e.exe, "T_OUT="+e.out, "T_BUNDLE="+e.bundle, "PATH=/usr/bin:/bin"), extra...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -464,6 +473,59 @@ func TestRuntimeIsNotSelf(t *testing.T) {
 	}
 }
 
+// TestRuntimeChoice: with nothing said klock-runtime runs runc, else
+// crun when runc is missing; --runtime and runtime.yaml's runtime: name
+// one; a chosen runtime that is missing is an error naming what to
+// install, and so is a host with neither.
+func TestRuntimeChoice(t *testing.T) {
+	e := newEnv(t, "")
+	only := func(names ...string) string {
+		d := t.TempDir()
+		for _, n := range names {
+			write(t, filepath.Join(d, n), "#!/bin/sh\necho "+n+" > \"$T_OUT/which\"\n", 0o755)
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name     string
+		path     string
+		config   string
+		args     []string
+		want     string // the runtime that ran, or "" for an error
+		wantErrs []string
+	}{
+		{name: "default runc", path: only("runc", "crun"), want: "runc"},
+		{name: "probe crun", path: only("crun"), want: "crun"},
+		{name: "flag crun", path: only("runc", "crun"), args: []string{"--runtime=crun"}, want: "crun"},
+		{name: "config crun", path: only("runc", "crun"), config: "runtime: crun\n", want: "crun"},
+		{name: "flag over config", path: only("runc", "crun"), config: "runtime: crun\n", args: []string{"--runtime", "runc"}, want: "runc"},
+		{name: "chosen missing", path: only("runc"), args: []string{"--runtime=crun"}, wantErrs: []string{"crun (the chosen OCI runtime)", "apt-get install crun"}},
+		{name: "neither", path: only(), wantErrs: []string{"neither runc nor crun", "apt-get install runc", "apt-get install crun"}},
+		{name: "unknown", path: only("runc"), args: []string{"--runtime=youki"}, wantErrs: []string{"--runtime=youki: want one of runc, crun"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(filepath.Join(e.out, "which"))
+			os.Remove(e.cfg)
+			if tc.config != "" {
+				write(t, e.cfg, tc.config, 0o644)
+			}
+			code, stderr := e.runEnv([]string{"PATH=" + tc.path, "T_RUNTIME_DIRS="}, append(tc.args, "state", "c1")...)
+			got, _ := os.ReadFile(filepath.Join(e.out, "which"))
+			if tc.want != "" {
+				if code != 0 || strings.TrimSpace(string(got)) != tc.want {
+					t.Fatalf("exit %d, ran %q, want %s: %s", code, got, tc.want, stderr)
+				}
+				return
+			}
+			for _, w := range tc.wantErrs {
+				if code != 1 || len(got) != 0 || !strings.Contains(stderr, w) {
+					t.Fatalf("exit %d, ran %q: %s\nwant an error saying %q", code, got, stderr, w)
+				}
+			}
+		})
+	}
+}
+
 // hookRuntime is a runtime whose poststop hook ends the session as
 // T_OUTCOME says (written into the outcome file klock-runtime made, then
 // the state directory removed, as klock oci-hook does) and whose
@@ -535,6 +597,47 @@ func TestDetached(t *testing.T) {
 	} {
 		if got := detached(strings.Fields(args)); got != want {
 			t.Errorf("detached(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+// TestLinkStage2: containers share one copy of klock-stage2 (hard links:
+// no 3.5 MB write a container), byte for byte the installed binary; a new
+// install gets a new copy, and a container made before keeps the binary
+// it had.
+func TestLinkStage2(t *testing.T) {
+	dir := t.TempDir()
+	old := stateRoot
+	stateRoot = filepath.Join(dir, "state")
+	t.Cleanup(func() { stateRoot = old })
+	src := filepath.Join(dir, "klock-stage2")
+	write(t, src, "#!/bin/sh\n# v1\n", 0o755)
+	a, err := makeStateDir("a", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := makeStateDir("b", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := os.Stat(filepath.Join(a, "klock-stage2"))
+	sb, _ := os.Stat(filepath.Join(b, "klock-stage2"))
+	if sa == nil || sb == nil || !os.SameFile(sa, sb) || sa.Mode().Perm() != 0o755 {
+		t.Fatalf("a's and b's klock-stage2 are not one 0755 file: %v %v", sa, sb)
+	}
+	// A new install (a new file renamed over the old, as make install does).
+	write(t, src+".new", "#!/bin/sh\n# v2, longer\n", 0o755)
+	if err := os.Rename(src+".new", src); err != nil {
+		t.Fatal(err)
+	}
+	c, err := makeStateDir("c", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d, want := range map[string]string{a: "# v1", c: "# v2"} {
+		got, err := os.ReadFile(filepath.Join(d, "klock-stage2"))
+		if err != nil || !strings.Contains(string(got), want) {
+			t.Fatalf("%s: %q, %v; want %s", d, got, err, want)
 		}
 	}
 }

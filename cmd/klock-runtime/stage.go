@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 // findBinaries finds klock (the hooks run it) and klock-stage2 (copied
@@ -61,10 +62,47 @@ func makeStateDir(id, stage2 string) (string, error) {
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return "", fmt.Errorf("state directory: %w", err)
 	}
-	if err := copyExecutable(stage2, filepath.Join(dir, "klock-stage2")); err != nil {
+	if err := linkStage2(stage2, filepath.Join(dir, "klock-stage2")); err != nil {
 		return "", fmt.Errorf("copy klock-stage2 into %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// linkStage2 puts klock-stage2 at dst as a hard link to one copy kept in
+// stateRoot per installed binary (named by its inode, size and mtime, so
+// a new install gets a new copy): a container's start then writes no
+// 3.5 MB copy, which the backup's syncfs of the same filesystem would
+// also have to flush. The copy is root's, 0755, and reached only through
+// the read-only bind of the container's state directory. A filesystem
+// without hard links gets a copy of its own, as before.
+func linkStage2(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return copyExecutable(src, dst)
+	}
+	// "@" is in no container id (validID): no state directory has this name.
+	shared := filepath.Join(stateRoot, fmt.Sprintf("klock-stage2@%x-%x-%x-%x", sys.Dev, sys.Ino, st.Size(), st.ModTime().UnixNano()))
+	if _, err := os.Stat(shared); err != nil {
+		if err := copyExecutable(src, shared); err != nil {
+			return err
+		}
+	}
+	// Linked under a temporary name and renamed: a container of the same
+	// id still running keeps the binary it exec'd.
+	tmp := dst + ".klock-link"
+	_ = os.Remove(tmp)
+	if err := os.Link(shared, tmp); err != nil {
+		return copyExecutable(src, dst)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // copyExecutable copies src to dst through a temporary file and a rename:

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -14,10 +15,20 @@ import (
 // DefaultConfigPath is where klock-runtime reads its configuration.
 const DefaultConfigPath = "/etc/klock/runtime.yaml"
 
+// Runtimes are the OCI runtimes klock-runtime runs in front of by name
+// (runtime: in runtime.yaml, --runtime): runc, the default, and crun. Both
+// take runc's command line and run the spec's createRuntime and poststop
+// hooks, which is all klock-runtime needs of them.
+var Runtimes = []string{"runc", "crun"}
+
 // Config is /etc/klock/runtime.yaml.
 type Config struct {
-	// RuntimePath is the real OCI runtime; empty means runc on PATH.
+	// RuntimePath is the real OCI runtime; empty means Runtime, else runc
+	// on PATH, else crun.
 	RuntimePath string `json:"runtime_path,omitempty"`
+	// Runtime names the real OCI runtime (one of Runtimes) to find on
+	// PATH when RuntimePath is empty.
+	Runtime string `json:"runtime,omitempty"`
 	// Require refuses containers that name no manifest.
 	Require bool `json:"require,omitempty"`
 	// AllowRoot keeps a container's uid/gid 0 (else it becomes 65534).
@@ -110,6 +121,15 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 				return p.at(v, "runtime_path: %q is not absolute; write the real runtime's full path (e.g. /usr/bin/runc), or leave it out for runc on PATH", s)
 			}
 			cfg.RuntimePath = s
+		case "runtime":
+			s, err := p.str(v, key)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(Runtimes, s) {
+				return p.at(v, "runtime: %q; want one of %s (or runtime_path: /full/path for another)", s, strings.Join(Runtimes, ", "))
+			}
+			cfg.Runtime = s
 		case "require":
 			b, err := p.boolean(v, key)
 			cfg.Require = b
@@ -133,7 +153,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 				cfg.Manifests = append(cfg.Manifests, m)
 			}
 		default:
-			return p.at(k, "unknown field %q; want runtime_path, require, allow_root or manifests", key)
+			return p.at(k, "unknown field %q; want runtime_path, runtime, require, allow_root or manifests", key)
 		}
 		return nil
 	})

@@ -32,6 +32,8 @@ manifests:
 		{name: "unknown match field", in: "manifests:\n  - match: {name: x}\n    manifest: /a\n", err: "runtime.yaml:2:13: manifests[0].match: unknown field \"name\""},
 		{name: "unknown mapping field", in: "manifests:\n  - match: {id: x}\n    manifest: /a\n    mode: strict\n", err: "runtime.yaml:4:5: manifests[0]: unknown field \"mode\""},
 		{name: "relative manifest", in: "manifests:\n  - match: {id: x}\n    manifest: a.yaml\n", err: "runtime.yaml:3:15: manifests[0].manifest: \"a.yaml\" is not an absolute host path"},
+		{name: "runtime crun", in: "runtime: crun\n", want: func(c *Config) bool { return c.Runtime == "crun" && c.RuntimePath == "" }},
+		{name: "unknown runtime", in: "runtime: youki\n", err: "runtime.yaml:1:10: runtime: \"youki\"; want one of runc, crun"},
 		{name: "relative runtime", in: "runtime_path: runc\n", err: "runtime.yaml:1:15: runtime_path: \"runc\" is not absolute"},
 		{name: "bad glob", in: "manifests:\n  - match: {id: \"[\"}\n    manifest: /a\n", err: "runtime.yaml:2:17: manifests[0].match.id: \"[\" is not a glob"},
 		{name: "bad annotation", in: "manifests:\n  - match: {annotation: novalue}\n    manifest: /a\n", err: "manifests[0].match.annotation: \"novalue\"; want key=value"},

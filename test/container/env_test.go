@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -72,6 +73,58 @@ func klockdLogger(t testing.TB) *slog.Logger {
 	}
 	t.Cleanup(func() { f.Close() })
 	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// engine is an OCI runtime bare and klock-runtime in front of it.
+type engine struct {
+	name string // runc or crun
+	bare string // its binary
+	// klock is klock-runtime running it: the world's wrapper with
+	// --runtime=NAME.
+	klock string
+	// refuses says why the runtime runs no container on this host (crun
+	// on a hybrid cgroup layout); "" when it runs them.
+	refuses string
+}
+
+// engineNames are the OCI runtimes klock-runtime runs in front of: the
+// tests that matter on both run once on each.
+var engineNames = []string{"runc", "crun"}
+
+// engine is the runtime called name, bare and behind klock-runtime
+// (Unavailable when it is not installed).
+// t is the (sub)test that needs it.
+func (w *world) engine(t testing.TB, name string) engine {
+	t.Helper()
+	if name == "runc" {
+		return engine{name: name, bare: ctrtest.Runc(t), klock: w.runtime}
+	}
+	bare, refuses := ctrtest.Crun(t)
+	p := filepath.Join(filepath.Dir(w.runtime), "klock-runtime-"+name)
+	script := "#!/bin/sh\nexec " + w.runtime + " --runtime=" + name + " \"$@\"\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return engine{name: name, bare: bare, klock: p, refuses: refuses}
+}
+
+// refused checks a run on a host the engine refuses: klock-runtime fails
+// with the runtime's reason, and nothing of the container ran (the
+// workdir as it was). It reports whether the engine refuses here.
+func (w *world) refused(t *testing.T, e engine, b *ctrtest.Bundle, id string) bool {
+	t.Helper()
+	if e.refuses == "" {
+		return false
+	}
+	r := ctrtest.RunC(t, e.klock, b, id)
+	if r.Exit == 0 || !strings.Contains(r.Stderr, "hybrid") {
+		t.Fatalf("%s refuses this host (%s), yet klock-runtime's run: %+v", e.name, e.refuses, r)
+	}
+	if got := w.content("keep.txt"); got != "original\n" || w.content("out.txt") != "<absent>" {
+		t.Fatalf("%s refused the container, yet the workdir changed: keep.txt %q", e.name, got)
+	}
+	t.Logf("%s: %s; klock-runtime fails with its reason and nothing ran", e.name, e.refuses)
+	return true
 }
 
 func (w *world) file(rel, content string) {

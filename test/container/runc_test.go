@@ -15,13 +15,24 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// TestRuncDeclaredWrite: runc through klock-runtime; the container writes
-// what its manifest declares: exit 0, the file on the host, a CLEAN log in
-// the workdir's host path naming the container and runtime mode.
+// TestRuncDeclaredWrite: runc, and crun, through klock-runtime; the
+// container writes what its manifest declares: exit 0, the file on the
+// host, a CLEAN log in the workdir's host path naming the container and
+// runtime mode.
 func TestRuncDeclaredWrite(t *testing.T) {
+	for _, name := range engineNames {
+		t.Run(name, func(t *testing.T) { testDeclaredWrite(t, name) })
+	}
+}
+
+func testDeclaredWrite(t *testing.T, runtime string) {
 	w := newWorld(t)
+	e := w.engine(t, runtime)
 	b := w.bundle([]string{"sh", "-c", "id -u; echo declared > /workspace/out.txt"}, map[string]string{"io.klock.manifest": w.manifest()})
-	r := ctrtest.RunC(t, w.runtime, b, "kc-clean")
+	if w.refused(t, e, b, "kc-clean") {
+		return
+	}
+	r := ctrtest.RunC(t, e.klock, b, "kc-clean")
 	if r.Exit != 0 || strings.TrimSpace(r.Stdout) != "65534" {
 		t.Fatalf("klock-runtime run: %+v (want exit 0, uid 65534: the rewritten spec's user)", r)
 	}
@@ -38,12 +49,22 @@ func TestRuncDeclaredWrite(t *testing.T) {
 // is killed (runc reports SIGKILL), its bind-mounted workdir is restored
 // byte for byte (the undeclared write undone, the declared one too: a
 // strict kill rolls the whole session back), and the log names the
-// container's path and the host's.
+// container's path and the host's. On runc and on crun.
 func TestRuncStrictKill(t *testing.T) {
+	for _, name := range engineNames {
+		t.Run(name, func(t *testing.T) { testStrictKill(t, name) })
+	}
+}
+
+func testStrictKill(t *testing.T, runtime string) {
 	w := newWorld(t)
+	e := w.engine(t, runtime)
 	b := w.bundle([]string{"sh", "-c", "echo declared > /workspace/out.txt; echo changed > /workspace/keep.txt; sleep 30"},
 		map[string]string{"io.klock.manifest": w.manifest()})
-	r := ctrtest.RunC(t, w.runtime, b, "kc-kill")
+	if w.refused(t, e, b, "kc-kill") {
+		return
+	}
+	r := ctrtest.RunC(t, e.klock, b, "kc-kill")
 	if r.Exit != 137 {
 		t.Fatalf("klock-runtime run: %+v, want exit 137 (killed)", r)
 	}

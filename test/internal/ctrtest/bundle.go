@@ -108,8 +108,9 @@ func Spec(rootfs string, opts BundleOptions) *specs.Spec {
 	}
 	caps := []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
 	s := &specs.Spec{
-		// runc 1.1's runc spec writes 1.0.2-dev; crun 1.8 refuses a
-		// version newer than the spec it knows (1.0).
+		// What the engines write for runc 1.1 and crun 1.8: crun 1.8
+		// refuses an ociVersion that is not 1.0.x ("unknown version
+		// specified"), and the spec's fields used here are all 1.0's.
 		Version: "1.0.2-dev",
 		Root:    &specs.Root{Path: rootfs, Readonly: opts.ReadonlyRootfs},
 		Process: &specs.Process{

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,12 +32,41 @@ type Result struct {
 // Runc is the runc binary on PATH (Debian: /usr/sbin/runc), or Unavailable.
 func Runc(t testing.TB) string {
 	t.Helper()
+	return lookRuntime(t, "runc")
+}
+
+// lookRuntime is the OCI runtime name on PATH, or Unavailable.
+func lookRuntime(t testing.TB, name string) string {
+	t.Helper()
 	testutil.RequirePrivileged(t)
-	p, err := exec.LookPath("runc")
+	p, err := exec.LookPath(name)
 	if err != nil {
-		testutil.Unavailable(t, "no runc on PATH (scripts/deps.sh containers)")
+		testutil.Unavailable(t, "no "+name+" on PATH (scripts/deps.sh containers)")
 	}
 	return p
+}
+
+// Crun is the crun binary on PATH (Debian: /usr/bin/crun), or
+// Unavailable when missing, and why crun refuses every container on this
+// host ("" when it runs them: crunHybrid).
+func Crun(t testing.TB) (path, refuses string) {
+	t.Helper()
+	return lookRuntime(t, "crun"), crunHybrid()
+}
+
+// crunHybrid says why crun cannot run a container here, "" when it can:
+// on a hybrid cgroup layout (v1 controllers, cgroup2 at
+// /sys/fs/cgroup/unified) crun 1.8 refuses every container while the
+// cgroup2 hierarchy holds a controller ("cgroups in hybrid mode not
+// supported, drop all controllers from cgroupv2"); runc runs there.
+func crunHybrid() string {
+	b, err := os.ReadFile("/sys/fs/cgroup/unified/cgroup.controllers")
+	if err != nil || strings.TrimSpace(string(b)) == "" {
+		return ""
+	}
+	return fmt.Sprintf("crun refuses this host's hybrid cgroup layout: /sys/fs/cgroup/unified (cgroup2) holds controllers %q; "+
+		"a host on cgroup2 alone, or with those controllers mounted as v1 (mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb), runs crun",
+		strings.TrimSpace(string(b)))
 }
 
 // StateRoot is a private runc --root for t (runc keeps its state.json
@@ -47,7 +77,7 @@ func StateRoot(t testing.TB) string {
 }
 
 // RunC runs the bundle in the foreground with `RUNTIME --root ROOT
-// [global...] run --bundle DIR ID` (runtimePath is runc or klock-runtime,
+// [global...] run --bundle DIR ID` (runtimePath is runc, crun or klock-runtime,
 // global its extra global flags) and returns its output and exit status;
 // the state root is private to the test. A container left behind is
 // deleted when the test ends.
