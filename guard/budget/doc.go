@@ -57,7 +57,11 @@
 // The receipt chain is appended after the decision is durable and synced
 // on Flush, on Close and every 200 ms, not per batch: it is derived from
 // the ledger, which re-emits on Open any receipt a crash took from the
-// chain, byte for byte (ed25519 signatures are deterministic).
+// chain. Receipts are signed in batches (one ed25519 signature over a
+// Merkle root per up to 256 receipts, package receipt), and what a receipt
+// links and is signed over (its leaf) does not depend on the batching, so
+// a re-emitted receipt has the lost one's leaf byte for byte; only its
+// proof and batch signature may differ.
 //
 // # Errors
 //

@@ -236,13 +236,37 @@ func (s *Store) recover() error {
 		return fmt.Errorf("%w: the receipt chain records ledger event %d but the ledger %s ends at %d: they are not a pair; restore the matching ledger or move the chain aside",
 			ErrLedger, from, s.path, s.lastEv)
 	}
+	if err := s.reemit(from); err != nil {
+		return err
+	}
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("%w: sync receipt log: %v", ErrLedger, err)
+	}
+	s.emitted = s.lastEv
+	return nil
+}
+
+// reemit appends the receipts of the events after from, signed in batches
+// as the emitter signs them (so their links are the lost ones').
+func (s *Store) reemit(from uint64) error {
 	rows, err := s.db.Query(`SELECT id, receipt FROM events WHERE id > ? ORDER BY id`, from)
 	if err != nil {
 		return ledgerErr(s.path, "read events", err)
 	}
 	defer rows.Close()
+	var ps []*receipt.Prepared
+	var id uint64
+	flush := func() error {
+		if len(ps) == 0 {
+			return nil
+		}
+		if _, err := s.log.AppendBatch(ps); err != nil {
+			return fmt.Errorf("%w: re-emit receipts up to event %d: %v", ErrLedger, id, err)
+		}
+		ps = ps[:0]
+		return nil
+	}
 	for rows.Next() {
-		var id uint64
 		var body []byte
 		if err := rows.Scan(&id, &body); err != nil {
 			return ledgerErr(s.path, "read events", err)
@@ -251,18 +275,20 @@ func (s *Store) recover() error {
 		if err := json.Unmarshal(body, &r); err != nil {
 			return ledgerErr(s.path, fmt.Sprintf("decode event %d", id), err)
 		}
-		if _, err := s.log.Append(&r); err != nil {
+		p, err := receipt.Prepare(&r, s.log.Key())
+		if err != nil {
 			return fmt.Errorf("%w: re-emit receipt for event %d: %v", ErrLedger, id, err)
+		}
+		if ps = append(ps, p); len(ps) == emitChunk {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return ledgerErr(s.path, "read events", err)
 	}
-	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("%w: sync receipt log: %v", ErrLedger, err)
-	}
-	s.emitted = s.lastEv
-	return nil
+	return flush()
 }
 
 // Close waits for queued decisions and receipts, then closes the ledger.

@@ -38,7 +38,7 @@ func OpenLog(path string, priv ed25519.PrivateKey, opts ...LogOption) (*Log, err
 	for _, o := range opts {
 		o(&c)
 	}
-	w, err := hashchain.Open(path, c.chain...)
+	w, err := hashchain.Open(path, append(c.chain, hashchain.WithLinker(Linker))...)
 	if err != nil {
 		return nil, fmt.Errorf("open receipt log: %w", err)
 	}
@@ -92,24 +92,46 @@ func (l *Log) AppendPrepared(p *Prepared) ([]byte, error) {
 	return line, err
 }
 
-// AppendBatch links, signs and writes prepared receipts in order with one
-// write (and, unless WithoutSync, one fsync), returning the lines. Either
-// all are written or none is.
+// AppendBatch links and writes prepared receipts in order with one write
+// (and, unless WithoutSync, one fsync), returning the lines. Either all are
+// written or none is. The batch is signed once: the signature covers the
+// Merkle root of the receipts' leaves and each line carries its inclusion
+// proof (merkle.go), so it still verifies alone. A batch of one is signed
+// the same way (its root is its leaf hash), so that what a receipt links
+// and is signed over never depends on how receipts were batched: the
+// budget ledger re-emits a lost tail in other batches and gets the same
+// leaves.
 func (l *Log) AppendBatch(ps []*Prepared) ([][]byte, error) {
 	var lines [][]byte
 	_, err := l.w.AppendAll(func(h hashchain.Head) ([][]byte, error) {
-		lines = make([][]byte, len(ps))
-		for i, p := range ps {
-			sig := ed25519.Sign(l.priv, p.chained(h.Next(), h.Hash, ""))
-			lines[i] = p.chained(h.Next(), h.Hash, encodeSig(sig))
-			h = hashchain.Head{Seq: h.Next(), Hash: hashchain.Sum(lines[i])}
-		}
+		lines = l.batchLines(ps, h)
 		return lines, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return lines, nil
+}
+
+// batchLines links ps after h and signs them once, over the batch's
+// Merkle root.
+func (l *Log) batchLines(ps []*Prepared, h hashchain.Head) [][]byte {
+	lines := make([][]byte, len(ps))
+	leaves := make([][]byte, len(ps))
+	hashes := make([][32]byte, len(ps))
+	for i, p := range ps {
+		leaves[i] = p.chained(h.Next(), h.Hash, "")
+		hashes[i] = LeafHash(leaves[i])
+		h = hashchain.Head{Seq: h.Next(), Hash: hashchain.Sum(leaves[i])}
+	}
+	root, paths := MerkleTree(hashes)
+	sig := encodeSig(ed25519.Sign(l.priv, rootMessage(root[:], uint64(len(ps)))))
+	var proof []byte
+	for i, p := range ps {
+		proof = appendProof(proof[:0], uint64(i), uint64(len(ps)), paths[i], root)
+		lines[i] = p.proved(leaves[i], proof, sig)
+	}
+	return lines
 }
 
 // Key is the log's signing key.

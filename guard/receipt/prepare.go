@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -43,7 +44,7 @@ func Prepare(r *Receipt, priv ed25519.PrivateKey) (*Prepared, error) {
 }
 
 func prepare(c Receipt) (*Prepared, error) {
-	c.Seq, c.Prev, c.Signature = 0, "", "" // omitted: the chain adds them
+	c.Seq, c.Prev, c.Signature, c.Proof = 0, "", "", nil // omitted: the chain adds them
 	if c.Time == "" {
 		return nil, fmt.Errorf("%w: receipt %q has no time", ErrMalformed, c.ID)
 	}
@@ -100,6 +101,79 @@ func (p *Prepared) chained(seq uint64, prev, sig string) []byte {
 		b = append(b, '"')
 	}
 	return append(b, p.canon[p.at:]...)
+}
+
+// proved returns the line of a receipt signed in a batch: the leaf bytes
+// (chained without signature) with proof and signature inserted at their
+// sorted places, after prev and around seq.
+func (p *Prepared) proved(leaf []byte, proof []byte, sig string) []byte {
+	seqAt := bytes.LastIndex(leaf[:len(leaf)-(len(p.canon)-p.at)], []byte(`,"seq":`))
+	b := make([]byte, 0, len(leaf)+len(proof)+len(sig)+32)
+	b = append(b, leaf[:seqAt]...)
+	b = append(b, `,"proof":`...)
+	b = append(b, proof...)
+	tail := len(leaf) - (len(p.canon) - p.at)
+	b = append(b, leaf[seqAt:tail]...)
+	b = append(b, `,"signature":"`...)
+	b = append(b, sig...)
+	b = append(b, '"')
+	return append(b, leaf[tail:]...)
+}
+
+// appendProof renders a proof's canonical JSON (members sorted, hex and
+// integers need no escaping).
+func appendProof(b []byte, index, size uint64, path [][32]byte, root [32]byte) []byte {
+	b = append(b, `{"index":`...)
+	b = strconv.AppendUint(b, index, 10)
+	b = append(b, `,"path":[`...)
+	for i, h := range path {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = hex.AppendEncode(b, h[:])
+		b = append(b, '"')
+	}
+	b = append(b, `],"root":"`...)
+	b = hex.AppendEncode(b, root[:])
+	b = append(b, `","size":`...)
+	b = strconv.AppendUint(b, size, 10)
+	return append(b, '}')
+}
+
+// proofMember is how a batch-signed line's top-level proof starts. Only
+// scalars (seq, signature, time, timestamp, tool_name, tool_server) follow
+// "proof" in a canonical receipt and the proof holds no object, so the
+// last occurrence in a line is the top-level one (as for the signature).
+var proofMember = []byte(`,"proof":{`)
+
+// leafPart removes the proof and signature members from a canonical line,
+// giving a batch-signed receipt's leaf bytes; ok is false when the line
+// has no proof (a receipt signed alone).
+func leafPart(line []byte) (leaf []byte, ok bool) {
+	i := bytes.LastIndex(line, proofMember)
+	if i < 0 {
+		return nil, false
+	}
+	j := bytes.IndexByte(line[i:], '}')
+	if j < 0 {
+		return nil, false
+	}
+	rest, ok := signedPart(line[i+j+1:])
+	if !ok {
+		return nil, false
+	}
+	return append(append(make([]byte, 0, len(line)), line[:i]...), rest...), true
+}
+
+// Linker is the receipt chain's link rule (hashchain.WithLinker): the
+// next receipt's prev hashes a batch-signed receipt's leaf bytes, and a
+// receipt signed alone whole.
+func Linker(line []byte) ([]byte, error) {
+	if leaf, ok := leafPart(line); ok {
+		return leaf, nil
+	}
+	return line, nil
 }
 
 // signedPart removes the signature member from a canonical line, giving

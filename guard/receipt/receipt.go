@@ -54,12 +54,16 @@ type Receipt struct {
 	Phase       string   `json:"phase"`
 	PolicyHash  string   `json:"policy_hash,omitempty"`
 	Prev        string   `json:"prev,omitempty"`
-	Seq         uint64   `json:"seq,omitempty"`
-	Signature   string   `json:"signature,omitempty"`
-	Time        string   `json:"time"`      // RFC 3339 with nanoseconds
-	Timestamp   int64    `json:"timestamp"` // unix seconds
-	ToolName    string   `json:"tool_name"`
-	ToolServer  string   `json:"tool_server,omitempty"`
+	// Proof, on a receipt signed as part of a batch, places it in the
+	// batch whose Merkle root Signature signs (merkle.go); nil on a
+	// receipt signed alone.
+	Proof      *Proof `json:"proof,omitempty"`
+	Seq        uint64 `json:"seq,omitempty"`
+	Signature  string `json:"signature,omitempty"`
+	Time       string `json:"time"`      // RFC 3339 with nanoseconds
+	Timestamp  int64  `json:"timestamp"` // unix seconds
+	ToolName   string `json:"tool_name"`
+	ToolServer string `json:"tool_server,omitempty"`
 }
 
 // Action is what was attempted.

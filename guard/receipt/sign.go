@@ -20,7 +20,8 @@ var (
 const sigPrefix = "ed25519:"
 
 // Canonical returns the bytes a receipt's signature covers: the RFC 8785
-// canonical JSON of the receipt without its signature member.
+// canonical JSON of the receipt without its signature member (and, for a
+// receipt signed in a batch, without its proof: its Merkle leaf).
 func Canonical(r *Receipt) ([]byte, error) {
 	p, err := prepare(*r)
 	if err != nil {
@@ -40,7 +41,8 @@ func Sign(r *Receipt, priv ed25519.PrivateKey) error {
 	return nil
 }
 
-// Check verifies r's signature with its own kernel_key and, when trusted is
+// Check verifies r's signature (for a receipt signed in a batch: that it
+// hashes up to its batch root, and the root's signature) with its own kernel_key and, when trusted is
 // not nil, that the key is the trusted one.
 func Check(r *Receipt, trusted ed25519.PublicKey) error {
 	pub, sig, err := keyAndSig(r, trusted)
@@ -50,6 +52,9 @@ func Check(r *Receipt, trusted ed25519.PublicKey) error {
 	msg, err := Canonical(r)
 	if err != nil {
 		return err
+	}
+	if r.Proof != nil {
+		return checkProof(pub, msg, r.Proof, sig, r, nil)
 	}
 	return verifySig(pub, msg, sig, r)
 }

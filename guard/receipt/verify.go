@@ -25,7 +25,8 @@ type Summary struct {
 // receipt is passed to each (may be nil) in order.
 func Verify(r io.Reader, trusted ed25519.PublicKey, each func(*Receipt) error) (Summary, error) {
 	var s Summary
-	head, err := hashchain.Verify(r, func(seq uint64, line []byte) error {
+	roots := map[string]bool{} // batch roots whose signature verified
+	head, err := hashchain.VerifyWith(r, Linker, func(seq uint64, line []byte) error {
 		rc, err := Decode(line)
 		if err != nil {
 			return err
@@ -48,11 +49,7 @@ func Verify(r io.Reader, trusted ed25519.PublicKey, each func(*Receipt) error) (
 		if err != nil {
 			return err
 		}
-		msg, ok := signedPart(line)
-		if !ok {
-			return fmt.Errorf("%w: receipt %d has no signature member", ErrMalformed, seq)
-		}
-		if err := verifySig(pub, msg, sig, rc); err != nil {
+		if err := checkLine(pub, line, sig, rc, roots); err != nil {
 			return err
 		}
 		if each != nil {
@@ -72,4 +69,22 @@ func VerifyFile(path string, trusted ed25519.PublicKey, each func(*Receipt) erro
 	}
 	defer f.Close()
 	return Verify(f, trusted, each)
+}
+
+// checkLine verifies one canonical line's signature: over the line without
+// it, or, for a receipt signed in a batch, over its batch's Merkle root
+// that the line's leaf and proof hash up to.
+func checkLine(pub ed25519.PublicKey, line, sig []byte, rc *Receipt, roots map[string]bool) error {
+	if rc.Proof != nil {
+		leaf, ok := leafPart(line)
+		if !ok {
+			return fmt.Errorf("%w: receipt %d has a proof but no signature member", ErrMalformed, rc.Seq)
+		}
+		return checkProof(pub, leaf, rc.Proof, sig, rc, roots)
+	}
+	msg, ok := signedPart(line)
+	if !ok {
+		return fmt.Errorf("%w: receipt %d has no signature member", ErrMalformed, rc.Seq)
+	}
+	return verifySig(pub, msg, sig, rc)
 }
