@@ -165,10 +165,18 @@ func checkProof(pub ed25519.PublicKey, leaf []byte, p *Proof, sig []byte, r *Rec
 	return nil
 }
 
+// decodeHash reads a lowercase hex SHA-256. Only lowercase: hex.Decode
+// also takes "AB" for "ab", and a proof whose bytes could change without
+// changing what it proves would let a receipt line be altered unseen.
 func decodeHash(s string, out []byte) error {
 	if len(s) != 2*sha256.Size {
 		return fmt.Errorf("%q is not a hex SHA-256", s)
 	}
-	_, err := hex.Decode(out, []byte(s))
-	return err
+	if _, err := hex.Decode(out, []byte(s)); err != nil {
+		return err
+	}
+	if hex.EncodeToString(out) != s {
+		return fmt.Errorf("%q is not lowercase hex", s)
+	}
+	return nil
 }

@@ -148,6 +148,9 @@ func TestTamperedBatchReceiptIsRefused(t *testing.T) {
 		{"size", `"size":5`, `"size":6`, ErrSignature},
 		{"root", r.Proof.Root, otherRoot, ErrProof},
 		{"signature", r.Signature, flipSig(t, r.Signature), ErrSignature},
+		// The same hashes in capitals: the same proof, other bytes.
+		{"path's case", r.Proof.Path[0], strings.ToUpper(r.Proof.Path[0]), ErrMalformed},
+		{"root's case", r.Proof.Root, strings.ToUpper(r.Proof.Root), ErrMalformed},
 	} {
 		bad := bytes.Replace(target, []byte(c.old), []byte(c.new), 1)
 		if bytes.Equal(bad, target) {

@@ -3,12 +3,11 @@ package receipt
 import (
 	"bytes"
 	"crypto/ed25519"
-
 	"fmt"
-	"github.com/gowebpki/jcs"
 	"io"
 	"os"
 
+	"github.com/gowebpki/jcs"
 	"github.com/klocklabs/klock/internal/hashchain"
 )
 
