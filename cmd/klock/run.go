@@ -111,7 +111,7 @@ func serveRun(args []string) (code int, served bool) {
 	res, err := wire.Run(ctx, c, req, [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, s.handlers(ctx))
 	var we *wire.Error
 	switch {
-	case errors.As(err, &we) && we.Class == "invalid_manifest":
+	case errors.As(err, &we) && we.Class == wire.ClassInvalidManifest:
 		return 0, false
 	case err != nil && ctx.Err() != nil:
 		// Ctrl-C or SIGTERM while the session was being set up: an

@@ -34,7 +34,7 @@ const (
 	ClassNoSession       = "no_session"
 	ClassBadRequest      = "bad_request"
 	ClassShutdown        = "shutdown"
-	ClassInvalidManifest = "invalid_manifest"
+	ClassInvalidManifest = wire.ClassInvalidManifest
 	ClassDegraded        = "degraded"
 	ClassObserveStrict   = "observe_strict"
 	ClassLeaseConflict   = wire.ClassLeaseConflict

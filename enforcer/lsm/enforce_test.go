@@ -99,9 +99,8 @@ func agent(steps []string) int {
 			}
 		case "uring-stress": // n rounds of io_uring writes and renames of a; prints how many had an effect
 			var n int
-			rounds, ops, _ := strings.Cut(b, ":")
-			if n, err = strconv.Atoi(rounds); err == nil {
-				fmt.Printf("%s=%d\n", s, uringStress(a, n, ops))
+			if n, err = strconv.Atoi(b); err == nil {
+				fmt.Printf("%s=%d\n", s, uringStress(a, n))
 				continue
 			}
 		case "uring-write":

@@ -15,12 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// uringStress opens p for writing with O_TRUNC and renames it (ops
-// "open" or "rename" does only that), rounds times each from four
-// goroutines, every ring its own and every other operation forced to the
-// ring's io-wq workers (IOSQE_ASYNC), and returns how many of them
-// succeeded.
-func uringStress(p string, rounds int, ops string) int64 {
+// uringStress opens p for writing with O_TRUNC and renames it, rounds
+// times each from four goroutines, every ring its own and every other
+// operation forced to the ring's io-wq workers (IOSQE_ASYNC), and returns
+// how many of them succeeded.
+func uringStress(p string, rounds int) int64 {
 	var succeeded atomic.Int64
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -32,13 +31,11 @@ func uringStress(p string, rounds int, ops string) int64 {
 				if (i+w)%2 == 0 {
 					flags = testutil.IOSQEAsync
 				}
-				if ops != "rename" {
-					if fd, err := testutil.IOURingOpenatFlags(p, unix.O_WRONLY|unix.O_TRUNC, flags); err == nil {
-						unix.Close(fd)
-						succeeded.Add(1)
-					}
+				if fd, err := testutil.IOURingOpenatFlags(p, unix.O_WRONLY|unix.O_TRUNC, flags); err == nil {
+					unix.Close(fd)
+					succeeded.Add(1)
 				}
-				if ops != "open" && testutil.IOURingRenameat(p, p+".moved."+strconv.Itoa(w), flags) == nil {
+				if testutil.IOURingRenameat(p, p+".moved."+strconv.Itoa(w), flags) == nil {
 					succeeded.Add(1)
 				}
 			}

@@ -30,6 +30,10 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// ClassLeaseConflict is the class of a refusal because another session
-// holds a conflicting lease (klock run exits 75 for it).
-const ClassLeaseConflict = "lease_conflict"
+// Classes a client acts on: another session holds a conflicting lease
+// (klock run exits 75 for it); the manifest did not parse (the klock front
+// hands the run to the full CLI, whose located error the user then sees).
+const (
+	ClassLeaseConflict   = "lease_conflict"
+	ClassInvalidManifest = "invalid_manifest"
+)
