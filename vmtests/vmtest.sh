@@ -100,6 +100,16 @@ for p in "${pkgs[@]}"; do
 		echo "-test.skip=^TestEscapesInContainer\$" >"$root/t/$name.args"
 	fi
 done
+# The build whose walls enforce nothing (internal/brokenwall): its own
+# binary, running only the test that proves the canaries catch it.
+case " ${pkgs[*]} " in
+*" ./test/e2e "*)
+	if [ $bench = 0 ] && [ -z "${KLOCK_VM_RUN:-}" ]; then
+		CGO_ENABLED=0 go test -c -tags klocktest_brokenwall -o "$root/t/test-e2e-brokenwall.test" ./test/e2e
+		echo "-test.run=^TestCanariesCatchABrokenWall\$" >"$root/t/test-e2e-brokenwall.args"
+	fi
+	;;
+esac
 if [ $bench = 1 ]; then
 	# Benchmarks only, every figure printed (the VM's one vCPU per thread
 	# under TCG is slow: compare the ratios, not the absolute times).

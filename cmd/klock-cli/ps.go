@@ -94,6 +94,9 @@ Exit status: 0; 3 when klockd is not running or refused the request.`,
 					}
 					state += ")"
 				}
+				if len(s.NotEnforcing) > 0 {
+					state += " (WALL NOT ENFORCING: " + strings.Join(s.NotEnforcing, ", ") + ")"
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, termsafe.String(s.Agent), pid, s.Mode,
 					s.Start.Local().Format(time.DateTime), state, s.UID, traffic, termsafe.String(strings.Join(s.Command, " ")))
 			}

@@ -686,6 +686,13 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 			s.mu.Unlock()
 		},
 		LeaseStall: s.leaseStall(id),
+		NotEnforcing: func(walls []string) {
+			s.mu.Lock()
+			if l := s.sessions[id]; l != nil {
+				l.info.NotEnforcing = walls
+			}
+			s.mu.Unlock()
+		},
 	}
 	// Assign only real files: a nil *os.File in an io.Reader is not nil.
 	if stdio[0] != nil {

@@ -57,3 +57,39 @@ func BenchmarkSessionStart(b *testing.B) {
 		b.ReportMetric(float64(total[i].Microseconds())/1000/float64(b.N), "ms/"+l.name)
 	}
 }
+
+// BenchmarkCanaries: what proving the walls adds to a session's start
+// (Spec.Canaries: the write, exec and connect stage 2 tries before the
+// agent's exec), against the same session without them, alternated in
+// each iteration so load falls on both alike.
+func BenchmarkCanaries(b *testing.B) {
+	testutil.RequirePrivileged(b)
+	stage2 := buildStage2(b, b.TempDir())
+	wd := agentDir(b)
+	s := Spec{Ruleset: compile(b, wd, "PROVIDES PROC:/usr/bin/true"), Group: newGroup(b), User: agentUser(),
+		Args: []string{"/bin/true"}, NewNetNS: true, Stage2: stage2}
+	var without, with time.Duration
+	session := func(c *Canaries) time.Duration {
+		s.Canaries = c
+		start := time.Now()
+		p, err := Start(context.Background(), s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if exit, err := p.Wait(); err != nil || exit != (Exit{}) {
+			b.Fatalf("%v %v", exit, err)
+		}
+		return time.Since(start)
+	}
+	canaries := &Canaries{Strict: true, NetWall: "netns"}
+	session(nil)
+	session(canaries)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		without += session(nil)
+		with += session(canaries)
+	}
+	b.ReportMetric(float64(without.Microseconds())/1000/float64(b.N), "ms/start")
+	b.ReportMetric(float64(with.Microseconds())/1000/float64(b.N), "ms/start-canaries")
+	b.ReportMetric(float64((with-without).Microseconds())/float64(b.N), "µs/canaries")
+}

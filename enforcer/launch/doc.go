@@ -82,6 +82,18 @@
 // with RESOLVE_NO_SYMLINKS, so a link that appears after the plan fails
 // the start (ELOOP) rather than being followed.
 //
+// # Canaries
+//
+// With Spec.Canaries, stage 2 proves the walls after Release and before
+// the agent's exec: it writes, executes and connects to objects no
+// declaration covers (canary.go: a tmpfs it mounts on DefaultCanaryDir in
+// the agent's mount namespace, CanaryConnect), as the agent, and each
+// must be refused. Process.Canaries says what each wall did; a canary
+// the wall as planned allows is skipped (Skipped says why). In strict
+// mode one let through fails Release with a *StageError (step "canary")
+// matching ErrWallNotEnforcing, naming the wall and the kernel, and the
+// agent never runs.
+//
 // # Errors
 //
 // Refusals before anything runs wrap a sentinel: ErrNotRoot, ErrNoLandlock,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
 )
 
 var (
@@ -26,6 +28,10 @@ var (
 	// ErrSetup: stage 2 failed before exec; the agent never ran. The error is
 	// a *StageError.
 	ErrSetup = errors.New("launch: session setup failed before the agent started")
+	// ErrWallNotEnforcing: a wall let its canary through (Spec.Canaries,
+	// strict): the agent never ran. The error is a *StageError whose
+	// message names the canary and the kernel.
+	ErrWallNotEnforcing = errors.New("launch: a wall is not enforcing")
 )
 
 // StageError is a failure inside stage 2, reported over the status pipe
@@ -48,8 +54,11 @@ func (e *StageError) Error() string {
 	return fmt.Sprintf("launch: %s: %s", e.Step, e.Msg)
 }
 
-// Is makes errors.Is(err, ErrSetup) true.
-func (e *StageError) Is(target error) bool { return target == ErrSetup }
+// Is makes errors.Is(err, ErrSetup) true, and errors.Is(err,
+// ErrWallNotEnforcing) for a canary a wall let through.
+func (e *StageError) Is(target error) bool {
+	return target == ErrSetup || target == ErrWallNotEnforcing && e.Step == stage2.StepCanary
+}
 
 // Unwrap exposes the errno.
 func (e *StageError) Unwrap() error {

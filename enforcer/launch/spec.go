@@ -70,6 +70,8 @@ type Spec struct {
 	// re-executed: stage 2 does the same either way, the small binary only
 	// starts a few milliseconds sooner.
 	Stage2 string
+	// Canaries proves the walls before the agent runs (nil: no canary).
+	Canaries *Canaries
 }
 
 // Bind is one of Spec.Binds: the host directory Src over Dst.

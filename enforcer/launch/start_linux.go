@@ -30,6 +30,9 @@ type Process struct {
 	// Launcher is the stage-2 binary that set the session up: a
 	// klock-stage2's path, or "/proc/self/exe" (the running binary).
 	Launcher string
+	// Canaries is what the walls did with the canaries (Spec.Canaries),
+	// the skipped ones included.
+	Canaries []CanaryResult
 
 	cmd   *exec.Cmd // nil for an adopted process (Adopt)
 	group *cgroup.Group
@@ -136,7 +139,11 @@ func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 // spawn starts stage 2 from klock-stage2 when tryLauncher and one is fit,
 // else from the running binary.
 func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*Pending, error) {
-	spec, err := encodeStage2Spec(s, plan)
+	canary, skipped := stage2Canary(s, plan)
+	if err := makeCanaryMountPoint(canary); err != nil {
+		return nil, err
+	}
+	spec, err := encodeStage2Spec(s, plan, canary)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +183,7 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 		return nil, fmt.Errorf("launch: start stage 2: %w", err)
 	}
 	p := newPending(ctx, s, plan, cmd, launcher, lid, pp)
+	p.proc.Canaries = skipped
 	// The spec fits in the pipe buffer only when small: write it from a
 	// goroutine so Spawn never waits for stage 2.
 	go func() {
@@ -188,7 +196,7 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 // encodeStage2Spec is what stage 2 is told to set up (stage2.Spec, sent
 // on its spec pipe): the program defaults to Args[0], the directory to
 // the workdir, else "/".
-func encodeStage2Spec(s Spec, plan *LandlockPlan) ([]byte, error) {
+func encodeStage2Spec(s Spec, plan *LandlockPlan, canary *stage2.Canary) ([]byte, error) {
 	w := stage2.Spec{
 		Protocol: stage2.Protocol, Build: stage2.Build,
 		Path: s.Path, Args: s.Args, Env: s.Env, Dir: s.Dir,
@@ -197,6 +205,7 @@ func encodeStage2Spec(s Spec, plan *LandlockPlan) ([]byte, error) {
 		Landlock: plan.wall(), NoLandlock: s.NoLandlock, Mask: s.Mask,
 		ResolvConf: s.ResolvConf, Binds: s.Binds,
 		DenyMetaIoctls: s.DenyMetaIoctls,
+		Canary:         canary,
 	}
 	if w.Path == "" {
 		w.Path = s.Args[0]
@@ -352,6 +361,11 @@ func (p *Pending) Release() (*Process, error) {
 	if err != nil {
 		return p.abort(fmt.Errorf("launch: read stage 2 status: %w", err))
 	}
+	ran, status, err := splitStatus(status)
+	if err != nil {
+		return p.abort(fmt.Errorf("launch: read stage 2 canaries: %w", err))
+	}
+	p.proc.Canaries = append(p.proc.Canaries, ran...)
 	if len(status) > 0 {
 		se := &StageError{}
 		if jerr := json.Unmarshal(status, se); jerr != nil {
@@ -361,6 +375,9 @@ func (p *Pending) Release() (*Process, error) {
 			return p.relaunch()
 		}
 		se.Hint = execHint(se, p.uid)
+		if se.Step == stage2.StepCanary {
+			se.Hint = "The agent was not started. klock doctor says what this kernel enforces; a wall that loads and does not refuse is a defect of klock or of the kernel: report it with klock doctor --json"
+		}
 		return p.abort(se)
 	}
 	if werr != nil {

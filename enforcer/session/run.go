@@ -404,6 +404,7 @@ func (r *runner) start(ctx context.Context) (*prepared, error) {
 		Ruleset: r.rs, Group: r.g, Args: o.Command, Env: o.Env, Dir: startDir, User: o.User,
 		NewNetNS: ownNetNS(o.Backend), Mask: r.mask, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
 		Stage2: o.Stage2, ResolvConf: r.dnsp.conf(), Binds: r.priv.bindList(),
+		Canaries: canaries(r.mode, o.Backend),
 	}, dirs: []string{startDir}, logged: begun.wait, log: r.log})
 	if err != nil {
 		begun.discard()
@@ -431,6 +432,9 @@ func (r *runner) announce(ready *prepared) {
 		})
 	}
 	r.ev.start(ready.proc.Pid, r.o.Command)
+	if walls := vlog.NotEnforcing(canaryLog(ready.proc)); len(walls) > 0 && r.o.NotEnforcing != nil {
+		r.o.NotEnforcing(walls)
+	}
 	if r.o.Started != nil {
 		r.o.Started(ready.proc.Pid)
 	}
@@ -441,9 +445,10 @@ func (r *runner) announce(ready *prepared) {
 func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 	be, proc := ready.be, ready.proc
 	eng := decide.New(r.rs, r.mode, r.engineOptions(ctx, ready)...)
-	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer,
+	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer, canaried: len(proc.Canaries) > 0,
 		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, priv: r.priv,
 		forked: map[uint32]bool{}, entrants: map[uint32]int{}, ev: r.ev}
+	s.warnNotEnforcing()
 	if r.dnsp != nil {
 		r.dnsp.attach(eng, s.wall)
 		s.dnsRefused = r.dnsp.refused

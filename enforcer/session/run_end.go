@@ -156,7 +156,7 @@ func (r *runner) buildLog(ready *prepared, s *running, exit launch.Exit, backend
 	vl := vlog.New(vlog.Session{
 		ID: r.id, Agent: r.m.Agent.ID, ManifestPath: r.o.ManifestPath, ManifestBytes: r.o.ManifestData,
 		Mode: r.mode, Start: ready.start, Backends: backends, Leases: heldLeases, LeaseWait: leaseWait, Container: r.ctr,
-		Network: network,
+		Network: network, Canaries: canaryLog(ready.proc),
 	})
 	vl.LeaseStalls = r.leases.stallsLog()
 	vl.AddRecords(s.eng.Records())

@@ -70,11 +70,14 @@ func vlogExit(e launch.Exit, killed bool, reason string) vlog.Exit {
 
 // running is the event loop of one live session.
 type running struct {
-	eng  *decide.Engine
-	proc *launch.Process
-	be   *backends
-	log  *slog.Logger
-	mode policy.Mode
+	// canaried: stage 2 tried the canaries (launch.Canaries), whose
+	// events are not the agent's (isCanary).
+	canaried bool
+	eng      *decide.Engine
+	proc     *launch.Process
+	be       *backends
+	log      *slog.Logger
+	mode     policy.Mode
 	// before is the pre-flight backup: what existed when the agent
 	// started (nil without one).
 	before Restorer

@@ -27,6 +27,8 @@ type Session struct {
 	Container *Container
 	// Network is Log's.
 	Network *Network
+	// Canaries are Log's.
+	Canaries []Canary
 }
 
 // HashManifest is the hex sha256 of the manifest bytes.
@@ -48,6 +50,7 @@ func New(s Session) *Log {
 		Backends: append([]Backend(nil), s.Backends...),
 		Leases:   append([]HeldLease(nil), s.Leases...), LeaseWait: s.LeaseWait,
 		Container: s.Container, Network: s.Network,
+		Canaries: append([]Canary(nil), s.Canaries...),
 	}
 }
 

@@ -131,6 +131,9 @@ func (l *Log) qualifiers(verdict string, restored, failed int) []string {
 			q = append(q, "killed")
 		}
 	}
+	if walls := NotEnforcing(l.Canaries); len(walls) > 0 {
+		q = append(q, "WALL NOT ENFORCING (canary let through): "+strings.Join(walls, ", "))
+	}
 	if l.Network != nil && l.Network.Exceeded {
 		q = append(q, "egress budget exceeded")
 	}

@@ -103,6 +103,9 @@ type Log struct {
 	Verdict  string    `json:"verdict"`
 	Summary  string    `json:"summary"`
 	Backends []Backend `json:"backends"`
+	// Canaries: what the walls did with the operations tried before the
+	// agent's exec, each of which they must refuse.
+	Canaries []Canary `json:"canaries,omitempty"`
 	// Leases are the KLIS leases the session held (none in a log of a
 	// klock that took no leases); LeaseWait, when it had to wait for them.
 	Leases    []HeldLease `json:"leases,omitempty"`

@@ -38,6 +38,7 @@ func Render(w io.Writer, l *Log, opts RenderOptions) error {
 		return r.err
 	}
 	r.backends(l.Backends, opts.Verbose)
+	r.canaries(l.Canaries)
 	r.leases(l, opts.Verbose)
 	r.network(l.Network)
 	r.violations(l.Violations)
@@ -106,6 +107,18 @@ func (r *renderer) identity(l *Log) {
 
 // backends prints each enforcement backend's guarantee and first detail;
 // the further details (Landlock residuals, ...) one per line, on request.
+// canaries prints what the walls did with their canaries; nothing for a
+// log without any (older logs, containers).
+func (r *renderer) canaries(cs []Canary) {
+	if len(cs) == 0 {
+		return
+	}
+	r.section("Canaries (tried before the agent ran, each must be refused)", len(cs))
+	for _, c := range cs {
+		fmt.Fprintf(r.w, "  %s\n", c)
+	}
+}
+
 func (r *renderer) backends(bs []Backend, verbose bool) {
 	r.section("Backends", len(bs))
 	tw := tabwriter.NewWriter(r.w, 0, 0, 2, ' ', 0)

@@ -127,6 +127,10 @@ type SessionInfo struct {
 	// LeaseStall is set while the fleet's lease store does not answer the
 	// session's heartbeats: since when, and whether the agent is frozen.
 	LeaseStall *LeaseStall `json:"lease_stall,omitempty"`
+	// NotEnforcing names each wall that let its canary through before a
+	// permissive agent started (a strict one never starts so): the agent
+	// runs without it.
+	NotEnforcing []string `json:"not_enforcing,omitempty"`
 }
 
 // LeaseStall is SessionInfo.LeaseStall.

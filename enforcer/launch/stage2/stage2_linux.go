@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/klocklabs/klock/internal/brokenwall"
 	"github.com/klocklabs/klock/internal/netnsdo"
 	"golang.org/x/sys/unix"
 )
@@ -49,7 +50,7 @@ func Init() {
 	// its ELF interpreter under this name, which the logs show.
 	name := []byte("klock-stage2\x00")
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
-	err := runStage2(fds[0], fds[2])
+	err := runStage2(fds[0], fds[1], fds[2])
 	if !errors.Is(err, errNotReleased) {
 		report(fds[1], err)
 	}
@@ -112,7 +113,7 @@ func fail(step string, err error) error {
 }
 
 // runStage2 returns only on failure.
-func runStage2(specFD, goFD int) (err error) {
+func runStage2(specFD, statusFD, goFD int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &failure{Step: "stage2", Msg: fmt.Sprintf("panic: %v", r)}
@@ -151,32 +152,8 @@ func runStage2(specFD, goFD int) (err error) {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount", fmt.Errorf("proc on /proc: %w", err))
 	}
-	for _, b := range s.Binds {
-		// Before the Landlock rules are opened: a rule on Dst then
-		// attaches to Src's inode, which is what the agent reaches there.
-		if err := bindDir(b.Src, b.Dst); err != nil {
-			return fail("bind", err)
-		}
-	}
-	if s.ResolvConf != "" {
-		// Before the masks: the file lives in klock's state directory,
-		// which a mask may hide; the bind keeps the file itself.
-		if err := bindReadOnly(s.ResolvConf, "/etc/resolv.conf"); err != nil {
-			return fail("resolv.conf", err)
-		}
-	}
-	for _, p := range s.Mask {
-		// Empty, read-only, mode 000: nothing to read, nowhere to write, and
-		// the agent (no capabilities, umount denied by seccomp) cannot lift it.
-		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000"); err != nil {
-			return fail("mask", fmt.Errorf("%s: %w", p, err))
-		}
-	}
-	if s.Landlock != nil && s.Landlock.MemfdNoexec {
-		// Per pid namespace: memfds here can never be executed.
-		if err := os.WriteFile(MemfdNoexecSysctl, []byte("2"), 0); err != nil {
-			return fail("memfd_noexec", err)
-		}
+	if err := mountViews(&s); err != nil {
+		return err
 	}
 	if s.NewNetNS {
 		if err := netnsdo.LoopbackUp(); err != nil {
@@ -212,7 +189,7 @@ func runStage2(specFD, goFD int) (err error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("no_new_privs", err)
 	}
-	if rulesetFD >= 0 {
+	if rulesetFD >= 0 && !brokenwall.On {
 		if err := restrictSelf(rulesetFD); err != nil {
 			return fail("landlock", err)
 		}
@@ -226,10 +203,54 @@ func runStage2(specFD, goFD int) (err error) {
 	if err := awaitRelease(goFD); err != nil {
 		return err
 	}
+	if s.Canary != nil {
+		if err := runCanaries(s.Canary, s.Landlock != nil && s.Landlock.HandledNet != 0, statusFD); err != nil {
+			return err
+		}
+	}
 	err = syscall.Exec(path, s.Args, s.Env)
 	fe := fail("exec", fmt.Errorf("%s: %w", path, err)).(*failure)
 	fe.Path = path
 	return fe
+}
+
+// mountViews mounts what the agent sees in its own mount namespace: the
+// binds (a private /tmp), resolv.conf, the masks, the canaries' tmpfs; and
+// sets vm.memfd_noexec. A failure is the step's (fail).
+func mountViews(s *Spec) error {
+	for _, b := range s.Binds {
+		// Before the Landlock rules are opened: a rule on Dst then
+		// attaches to Src's inode, which is what the agent reaches there.
+		if err := bindDir(b.Src, b.Dst); err != nil {
+			return fail("bind", err)
+		}
+	}
+	if s.ResolvConf != "" {
+		// Before the masks: the file lives in klock's state directory,
+		// which a mask may hide; the bind keeps the file itself.
+		if err := bindReadOnly(s.ResolvConf, "/etc/resolv.conf"); err != nil {
+			return fail("resolv.conf", err)
+		}
+	}
+	for _, p := range s.Mask {
+		// Empty, read-only, mode 000: nothing to read, nowhere to write, and
+		// the agent (no capabilities, umount denied by seccomp) cannot lift it.
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=000"); err != nil {
+			return fail("mask", fmt.Errorf("%s: %w", p, err))
+		}
+	}
+	if s.Landlock != nil && s.Landlock.MemfdNoexec {
+		// Per pid namespace: memfds here can never be executed.
+		if err := os.WriteFile(MemfdNoexecSysctl, []byte("2"), 0); err != nil {
+			return fail("memfd_noexec", err)
+		}
+	}
+	if s.Canary != nil {
+		if err := makeCanaryDir(s.Canary); err != nil {
+			return fail("canary-dir", err)
+		}
+	}
+	return nil
 }
 
 // lookPath resolves name like execvp, with the agent's PATH and identity.

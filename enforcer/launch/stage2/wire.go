@@ -1,6 +1,9 @@
 package stage2
 
-import "syscall"
+import (
+	"fmt"
+	"syscall"
+)
 
 // Spec is what launch sends stage 2 over the spec pipe (JSON): the agent
 // and everything stage 2 must set up before exec'ing it.
@@ -30,6 +33,82 @@ type Spec struct {
 	Binds []Bind `json:"binds,omitempty"`
 	// DenyMetaIoctls: the seccomp filter refuses metaioctl.List (EPERM).
 	DenyMetaIoctls bool `json:"deny_meta_ioctls,omitempty"`
+	// Canary: the operations stage 2 tries under every wall after the
+	// release, before the agent's exec; nil for none.
+	Canary *Canary `json:"canary,omitempty"`
+}
+
+// Canary is what proves the walls before the agent runs: a write, an exec
+// and a connect that each must be refused. The walls are trusted only
+// once they have refused an operation in the session's own cgroup, with
+// the session's own identity, namespaces, Landlock domain and seccomp
+// filter, on the kernel that runs it: a wall that silently does nothing
+// (a kernel built without a hook, a program that did not attach, an
+// empty ruleset) is caught before the agent's first instruction.
+type Canary struct {
+	// Dir is where stage 2 mounts the canaries' tmpfs (an existing,
+	// empty directory no declared scope covers).
+	Dir   string `json:"dir"`
+	Write bool   `json:"write,omitempty"`
+	Exec  bool   `json:"exec,omitempty"`
+	// Connect is an IPv4 address and port no declared peer covers.
+	Connect string `json:"connect,omitempty"`
+	// Strict: a canary let through fails the start (step "canary").
+	Strict bool `json:"strict,omitempty"`
+	// FileWall and NetWall name the walls that must refuse the file and
+	// exec canaries and the connect canary, for the reports.
+	FileWall string `json:"file_wall,omitempty"`
+	NetWall  string `json:"net_wall,omitempty"`
+}
+
+// StepCanary is the failure's step when a wall let a canary through in
+// strict mode.
+const StepCanary = "canary"
+
+// The canaries' files in Canary.Dir.
+const (
+	CanaryWrite = "w"
+	CanaryExec  = "x"
+)
+
+// The kinds of canary.
+const (
+	CanaryKindWrite   = "write"
+	CanaryKindExec    = "exec"
+	CanaryKindConnect = "connect"
+)
+
+// CanaryResult is one canary's outcome.
+type CanaryResult struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	// Wall is the wall that must refuse it.
+	Wall    string `json:"wall,omitempty"`
+	Refused bool   `json:"refused"`
+	// Errno is the kernel's answer by name (EACCES), "" for success.
+	Errno string `json:"errno,omitempty"`
+	// Skipped says why the canary was not tried (launch sets it: the
+	// declared scope lets the agent do it).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+func (r CanaryResult) String() string {
+	if r.Skipped != "" {
+		return fmt.Sprintf("the %s canary (%s) was skipped: %s", r.Kind, r.Target, r.Skipped)
+	}
+	if r.Refused {
+		return fmt.Sprintf("%s refused the %s canary (%s: %s)", r.Wall, r.Kind, r.Target, r.Errno)
+	}
+	if r.Errno == "" {
+		return fmt.Sprintf("%s let the %s canary (%s) through", r.Wall, r.Kind, r.Target)
+	}
+	return fmt.Sprintf("%s did not refuse the %s canary (%s): the kernel answered %s", r.Wall, r.Kind, r.Target, r.Errno)
+}
+
+// CanaryReport is the line stage 2 writes on the status pipe before the
+// exec (and before a failure's report): the canaries' outcomes.
+type CanaryReport struct {
+	Canaries []CanaryResult `json:"canaries"`
 }
 
 // Wall is the Landlock ruleset stage 2 builds and enforces: the part of
@@ -68,7 +147,7 @@ type PortRule struct {
 
 // Protocol is the version of Spec, the environment variable and the
 // status report. Bump it with any change to them.
-const Protocol = 4
+const Protocol = 5
 
 // Build identifies the build (the Makefile sets it to klock's version with
 // -X, for klock, klockd and klock-stage2 alike); Spec.Build must match it.

@@ -259,6 +259,11 @@ type Spec struct {
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Events is session.Options.Events (nil: none).
 	Events eventlog.Sink
+	// Stage2 is session.Options.Stage2 (a klock-stage2 built for the test).
+	Stage2 string
+	// WallNotEnforcing: the test expects a wall to let its canary through
+	// (every other session must prove each of its walls).
+	WallNotEnforcing bool
 }
 
 // Outcome is a finished session.
@@ -326,6 +331,7 @@ func (w *World) RunErr(s Spec) (*Outcome, error) {
 		Stdin:   s.Stdin, Stdout: stdout, Stderr: &errb,
 		Snapshot:     session.Backup(nil),
 		DNSUpstreams: s.DNSUpstreams, Resolve: s.Resolve, Events: s.Events,
+		Stage2: s.Stage2,
 	})
 	if err != nil {
 		return &Outcome{Stderr: errb.String()}, err
@@ -343,6 +349,7 @@ func (w *World) RunErr(s Spec) (*Outcome, error) {
 		}
 	}
 	o := &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: ParseProbe(out.String()), ManifestPath: mpath}
+	w.checkCanaries(o, backend, s.WallNotEnforcing)
 	return o, nil
 }
 
@@ -538,4 +545,24 @@ func (w *World) manifest(s Spec) (mode policy.Mode, m *policy.Manifest, data []b
 		w.T.Fatalf("parse manifest: %v\n%s", err, data)
 	}
 	return mode, m, data, path
+}
+
+// checkCanaries fails the test when a session that walls its agent did
+// not prove its walls: no canary tried, or one let through unexpectedly.
+func (w *World) checkCanaries(o *Outcome, backend session.Backend, notEnforcing bool) {
+	w.T.Helper()
+	if backend == session.BackendObserve {
+		return
+	}
+	if len(o.Log.Canaries) == 0 {
+		w.T.Fatalf("the session tried no canary: its walls were never proved\n%s", o.Dump())
+	}
+	for _, c := range o.Log.Canaries {
+		switch {
+		case !notEnforcing && c.NotEnforcing():
+			w.T.Fatalf("a wall let its canary through: %s\n%s", c, o.Dump())
+		case notEnforcing && c.Kind == "write" && !c.NotEnforcing():
+			w.T.Fatalf("the test's broken file wall did not let its write canary through: %s\n%s", c, o.Dump())
+		}
+	}
 }

@@ -1,0 +1,131 @@
+package launch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/klocklabs/klock/enforcer/launch/stage2"
+	"github.com/klocklabs/klock/policy"
+)
+
+// DefaultCanaryDir is where stage 2 mounts the canaries' tmpfs in the
+// agent's mount namespace (Canaries.Dir unset). Spawn makes the empty
+// directory on the host; the host never sees what is mounted on it.
+const DefaultCanaryDir = "/run/klock-canary"
+
+// CanaryConnect is the connect canary's destination: TEST-NET-1 (RFC
+// 5737), an address no network routes, on the discard port.
+const CanaryConnect = "192.0.2.1:9"
+
+// Canaries asks stage 2 to prove the walls before the agent's exec: a
+// write to a file no declared scope covers, an exec of a program none
+// declares, and (Connect) a TCP connect to a peer none declares, each
+// tried as the agent, in its cgroup, namespaces, Landlock domain and
+// seccomp filter, after the caller's cgroup programs are attached
+// (Release). Each must be refused; Process.Canaries says what happened.
+// A canary the walls are meant to let through (a scope that covers its
+// object) is skipped, and says why.
+type Canaries struct {
+	// Dir: DefaultCanaryDir when "".
+	Dir string
+	// NetWall names the network wall that must refuse a connect to
+	// CanaryConnect; "" for no connect canary (a session whose network
+	// klock does not wall).
+	NetWall string
+	// Strict: a canary let through fails Release with a *StageError that
+	// matches ErrWallNotEnforcing; the agent never runs. Otherwise the
+	// agent runs and Process.Canaries reports the wall that let it
+	// through.
+	Strict bool
+}
+
+// CanaryResult is one canary's outcome (Skipped: why it was not tried).
+type CanaryResult = stage2.CanaryResult
+
+// stage2Canary decides which canaries apply to s (its walls must refuse
+// them as planned: plan for Landlock, the ruleset for bpf-lsm), and
+// returns stage 2's part and the skipped ones.
+func stage2Canary(s Spec, plan *LandlockPlan) (*stage2.Canary, []CanaryResult) {
+	c := s.Canaries
+	if c == nil {
+		return nil, nil
+	}
+	dir := c.Dir
+	if dir == "" {
+		dir = DefaultCanaryDir
+	}
+	sc := &stage2.Canary{Dir: dir, Strict: c.Strict, FileWall: "landlock", NetWall: c.NetWall}
+	if s.NoLandlock {
+		sc.FileWall = "bpf-lsm"
+	}
+	var skipped []CanaryResult
+	skip := func(kind, target, why string) {
+		skipped = append(skipped, CanaryResult{Kind: kind, Target: target, Wall: sc.FileWall, Skipped: why})
+	}
+	w := policy.FileTriple(policy.Mutates, filepath.Join(dir, stage2.CanaryWrite))
+	if sc.Write = refusedAsPlanned(s, plan, w, "openat"); !sc.Write {
+		skip(stage2.CanaryKindWrite, w.Path, "the wall as planned lets the agent write there")
+	}
+	x := policy.ExecTriple(filepath.Join(dir, stage2.CanaryExec))
+	if sc.Exec = refusedAsPlanned(s, plan, x, "execve"); !sc.Exec {
+		skip(stage2.CanaryKindExec, x.Path, "the wall as planned lets the agent execute it")
+	}
+	if c.NetWall != "" {
+		if s.Ruleset.Allows(canaryPeer()).Allowed {
+			skipped = append(skipped, CanaryResult{Kind: stage2.CanaryKindConnect, Target: CanaryConnect, Wall: c.NetWall, Skipped: "a declared peer covers it"})
+		} else {
+			sc.Connect = CanaryConnect
+		}
+	}
+	return sc, skipped
+}
+
+// refusedAsPlanned reports whether the session's file wall is meant to
+// refuse t: Landlock's plan (which may be wider than the declaration),
+// else the declaration itself (bpf-lsm decides by it).
+func refusedAsPlanned(s Spec, plan *LandlockPlan, t policy.Triple, syscall string) bool {
+	if s.Ruleset.Allows(t).Allowed {
+		return false
+	}
+	if plan != nil {
+		return plan.Refuses(t, syscall)
+	}
+	return s.NoLandlock
+}
+
+// splitStatus separates the canaries' line stage 2 wrote on its status
+// pipe from what follows (a failure's report, or nothing).
+func splitStatus(status []byte) ([]CanaryResult, []byte, error) {
+	if !bytes.HasPrefix(status, []byte(`{"canaries":`)) {
+		return nil, status, nil
+	}
+	line, rest, _ := bytes.Cut(status, []byte{'\n'})
+	var r stage2.CanaryReport
+	if err := json.Unmarshal(line, &r); err != nil {
+		return nil, nil, err
+	}
+	return r.Canaries, rest, nil
+}
+
+// makeCanaryMountPoint makes the empty directory stage 2 mounts the
+// canaries' tmpfs on (root's, 0755: the agent may look, not write).
+func makeCanaryMountPoint(c *stage2.Canary) error {
+	if c == nil {
+		return nil
+	}
+	if err := os.Mkdir(c.Dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: the canaries' mount point: %v", ErrBadSpec, err)
+	}
+	return nil
+}
+
+// canaryPeer is the connect canary as the triple a connect to it is.
+func canaryPeer() policy.Triple {
+	return policy.NetTriple(policy.Consumes, netip.MustParseAddrPort(CanaryConnect), policy.ProtoTCP)
+}

@@ -1,0 +1,130 @@
+//go:build linux
+
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/internal/brokenwall"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/test/internal/harness"
+)
+
+// TestCanariesProveTheWalls: before the agent runs, a write, an exec and
+// a connect the manifest does not declare are tried in the session's own
+// cgroup, namespaces and wall, and each is refused; the log says by
+// which wall, and none of them is the agent's violation.
+func TestCanariesProveTheWalls(t *testing.T) {
+	w := harness.NewWorld(t)
+	o := w.Run(harness.Spec{Intents: []string{"PROVIDES PROC:" + dash(t)}, Command: []string{"/bin/sh", "-c", "exit 0"}})
+	o.AssertClean(t, 0)
+	kinds := map[string]vlog.Canary{}
+	for _, c := range o.Log.Canaries {
+		kinds[c.Kind] = c
+	}
+	fileWall := "landlock"
+	if harness.LSM() {
+		fileWall = "bpf-lsm"
+	}
+	for _, k := range []string{"write", "exec", "connect"} {
+		c, ok := kinds[k]
+		if !ok || !c.Refused {
+			t.Fatalf("%s canary %+v, want refused\n%s", k, c, o.Dump())
+		}
+		if k != "connect" && (c.Wall != fileWall || c.Errno != harness.Refusal()) {
+			t.Errorf("%s canary refused by %s (%s), want %s (%s)", k, c.Wall, c.Errno, fileWall, harness.Refusal())
+		}
+	}
+	for _, ob := range o.Log.Observed {
+		if strings.Contains(ob.Triple, launch.DefaultCanaryDir) {
+			t.Errorf("a canary reached the engine as the agent's: %+v", ob)
+		}
+	}
+}
+
+// TestCanariesSkipWhatTheScopeAllows: a manifest that lets the agent
+// write where the write canary lives is not a broken wall: that canary
+// is skipped and says why, the others still run.
+func TestCanariesSkipWhatTheScopeAllows(t *testing.T) {
+	w := harness.NewWorld(t)
+	o := w.Run(harness.Spec{Intents: []string{"PROVIDES PROC:" + dash(t), "MUTATES FILE:" + launch.DefaultCanaryDir + "/**"},
+		Command: []string{"/bin/sh", "-c", "exit 0"}})
+	o.AssertClean(t, 0)
+	for _, c := range o.Log.Canaries {
+		if c.Kind == "write" && c.Skipped == "" || c.Kind != "write" && !c.Refused {
+			t.Errorf("canary %s, want the write skipped and the rest refused", c)
+		}
+	}
+}
+
+// TestCanariesCatchABrokenWall: a wall that enforces nothing (the
+// klocktest_brokenwall build: a Landlock ruleset never enforced, bpf-lsm
+// rules that grant everything) is caught by the write canary before the
+// agent runs: in strict mode the start fails with
+// launch.ErrWallNotEnforcing naming the wall and the kernel, and the
+// agent never ran; in permissive mode the agent runs and the log's
+// headline says the wall is not enforcing. On the host the test builds
+// the broken klock-stage2 itself (Landlock); the VM runs a test binary
+// built with the tag (vmtests/vmtest.sh: bpf-lsm), where stage 2 is that
+// binary.
+func TestCanariesCatchABrokenWall(t *testing.T) {
+	var broken string
+	switch {
+	case brokenwall.On:
+	case harness.LSM():
+		t.Skip("bpf-lsm's broken wall is this test in the klocktest_brokenwall build (the VM runs it)")
+	default:
+		broken = brokenStage2(t)
+	}
+	fileWall := "landlock"
+	if harness.LSM() {
+		fileWall = "bpf-lsm"
+	}
+	w := harness.NewWorld(t)
+	marker := w.W("agent-ran")
+	spec := harness.Spec{Intents: []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/touch", "PROVIDES FILE:" + marker},
+		Command: []string{"/usr/bin/touch", marker}, Stage2: broken}
+	_, err := w.RunErr(spec)
+	if !errors.Is(err, launch.ErrWallNotEnforcing) || !strings.Contains(err.Error(), fileWall) || !strings.Contains(err.Error(), "kernel") {
+		t.Fatalf("strict start with a broken wall: %v, want ErrWallNotEnforcing naming %s and the kernel", err, fileWall)
+	}
+	if w.Exists(marker) {
+		t.Fatal("the agent ran although its wall was not enforcing")
+	}
+	spec.Mode, spec.WallNotEnforcing = policy.ModePermissive, true
+	o := w.Run(spec)
+	if !w.Exists(marker) {
+		t.Fatalf("the permissive agent did not run\n%s", o.Dump())
+	}
+	if !strings.Contains(o.Log.Summary, "WALL NOT ENFORCING (canary let through): "+fileWall+" (write)") {
+		t.Errorf("headline %q does not say the wall is not enforcing", o.Log.Summary)
+	}
+}
+
+// brokenStage2 builds the klocktest_brokenwall klock-stage2 into a
+// root-owned directory (launch runs only such a stage 2).
+func brokenStage2(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "klock-brokenwall-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "klock-stage2")
+	cmd := exec.Command("go", "build", "-tags", "klocktest_brokenwall", "-o", bin, "github.com/klocklabs/klock/cmd/klock-stage2")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the broken stage 2: %v\n%s", err, out)
+	}
+	return bin
+}
