@@ -39,7 +39,7 @@ need() { # need CMD PACKAGE
 case "${1:-all}" in
 build) need strace strace; need curl curl ;;
 bpf) need clang clang; need llvm-strip llvm; need bpftool bpftool; [ -e /usr/include/bpf/bpf_helpers.h ] || want+=(libbpf-dev) ;;
-vm) need qemu-system-x86_64 qemu-system-x86; [ -e /bin/busybox ] || want+=(busybox-static); need cpio cpio ;;
+vm) need qemu-system-x86_64 qemu-system-x86; need jq jq; need xz xz-utils; need zstd zstd; need strings binutils; [ -e /bin/busybox ] || want+=(busybox-static); need cpio cpio ;;
 bench) need hyperfine hyperfine; need strace strace ;;
 npm)
 	# node and npm come with the machine; the packages come from the

@@ -1,38 +1,54 @@
 #!/usr/bin/env bash
-# Boots Debian's kernel (BPF LSM enabled on its boot line) under qemu and runs
-# klock's kernel suites there with the bpf-lsm backend forced: the enforcer
-# tests, the end-to-end and escape suites, and `klock doctor`.
+# Boots a Debian kernel under qemu and runs klock's kernel suites there, with
+# one file wall forced: bpf-lsm (bpf in the boot line's lsm=) or Landlock
+# (bpf left out, as most production kernels boot). The suites: the enforcer
+# tests, the end-to-end and escape suites, and `klock doctor`, whose JSON is
+# compared with the kernel's fixture (vmtests/doctor/).
 #
 # Usage: vmtests/vmtest.sh [go test package patterns...]
 #        vmtests/vmtest.sh --bench [packages...]
 #            benchmarks in the VM: by default test/perf's ratios against no
 #            enforcement and enforcer/lsm's split of the hooks' cost
+#   KLOCK_VM_KERNEL     the Debian package whose kernel boots (default
+#                       linux-image-amd64, Debian 12's 6.1; also
+#                       linux-image-6.12-amd64, linux-image-6.12-cloud-amd64)
+#   KLOCK_VM_WALL       bpf-lsm (default) or landlock
 #   KLOCK_VM_BENCH      the benchmarks' -test.bench pattern (default Ratio|HookCost)
 #   KLOCK_VM_BENCHTIME  their -test.benchtime (default 3x)
 #   KLOCK_VM_RUN    run only the tests this -test.run pattern selects, verbosely
-#   KLOCK_VM_CACHE  where the kernel package is kept (default ~/.cache/klock-vm)
+#   KLOCK_VM_CACHE  where kernel packages are kept (default ~/.cache/klock-vm)
 #   KLOCK_VM_SMP    vCPUs (default: the host's, at most 4)
 #   KLOCK_VM_MEM    memory in MiB (default 3072)
 # The verdict is read from the serial console, never from qemu's exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh vm
-cache=${KLOCK_VM_CACHE:-$HOME/.cache/klock-vm}
+meta=${KLOCK_VM_KERNEL:-linux-image-amd64}
+wall=${KLOCK_VM_WALL:-bpf-lsm}
+case $wall in
+bpf-lsm) lsm=lockdown,capability,landlock,bpf ;;
+landlock) lsm=lockdown,capability,landlock ;;
+*) echo "vmtest: KLOCK_VM_WALL is bpf-lsm or landlock, not $wall" >&2; exit 2 ;;
+esac
+cache=${KLOCK_VM_CACHE:-$HOME/.cache/klock-vm}/$meta
 mkdir -p "$cache"
 
-# The kernel: Debian's current linux-image-amd64 (CONFIG_BPF_LSM=y, BTF).
+# The kernel: the image package the meta-package depends on (BTF, and
+# CONFIG_BPF_LSM=y on Debian's), unpacked once and kept.
 if ! ls "$cache"/boot/vmlinuz-* >/dev/null 2>&1; then
-	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image/{print $2; exit}')
+	pkg=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image/{print $2; exit}')
 	if [ -z "$pkg" ]; then
 		apt-get update -qq >/dev/null
-		pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image/{print $2; exit}')
+		pkg=$(apt-cache depends "$meta" | awk '/Depends: linux-image/{print $2; exit}')
 	fi
+	[ -n "$pkg" ] || { echo "vmtest: no kernel package for $meta in the apt sources" >&2; exit 1; }
 	echo "vmtest: downloading $pkg (apt)" >&2
 	(cd "$cache" && apt-get download -qq "$pkg" >/dev/null) || { apt-get update -qq >/dev/null; (cd "$cache" && apt-get download -qq "$pkg"); }
 	dpkg-deb -x "$cache"/"$pkg"_*.deb "$cache"
 	rm -f "$cache"/*.deb
 fi
 kernel=$(ls "$cache"/boot/vmlinuz-* | head -1)
+release=${kernel##*/vmlinuz-}
 
 work=$(mktemp -d /tmp/klock-vm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -60,23 +76,40 @@ done
 # lacks, and is a real disk file system like the ones agents work on.
 kmod=$(ls -d "$cache"/lib/modules/* | head -1)
 mods=()
-want_mod() { # want_mod NAME: NAME and what it depends on, dependencies first
-	local ko
-	ko=$(find "$kmod" -name "$1.ko" | head -1)
-	[ -n "$ko" ] || { echo "vmtest: module $1 not in the kernel package" >&2; exit 1; }
-	for dep in $(strings "$ko" | sed -n 's/^depends=//p' | tr , ' '); do want_mod "$dep"; done
-	case " ${mods[*]} " in *" $1 "*) ;; *) mods+=("$1"); mkdir -p "$root/mod"; cp "$ko" "$root/mod/$1.ko" ;; esac
+want_mod() { # want_mod NAME [optional]: NAME and what it depends on, dependencies first
+	local ko dep
+	ko=$(find "$kmod" \( -name "$1.ko" -o -name "$1.ko.xz" -o -name "$1.ko.zst" \) | head -1)
+	if [ -z "$ko" ]; then
+		# Built into this kernel's image (ext4 on the cloud flavour), or
+		# merged into another module on this kernel (optional).
+		grep -q "/$1\.ko\$" "$kmod/modules.builtin" && return 0
+		[ "${2:-}" = optional ] && return 0
+		echo "vmtest: module $1 not in the kernel package" >&2
+		exit 1
+	fi
+	case " ${mods[*]} " in *" $1 "*) return 0 ;; esac
+	mkdir -p "$root/mod"
+	# busybox insmod takes plain modules: 6.12's packages compress them.
+	case $ko in
+	*.xz) xz -dc "$ko" >"$root/mod/$1.ko" ;;
+	*.zst) zstd -qdc "$ko" >"$root/mod/$1.ko" ;;
+	*) cp "$ko" "$root/mod/$1.ko" ;;
+	esac
+	for dep in $(strings "$root/mod/$1.ko" | sed -n 's/^depends=//p' | tr , ' '); do want_mod "$dep"; done
+	case " ${mods[*]} " in *" $1 "*) ;; *) mods+=("$1") ;; esac
 }
 want_mod brd
 want_mod crc32c_generic
 want_mod ext4
 # The packet wall of sessions with NET intents (enforcer/netwall): veth,
 # nf_tables (inet), conntrack state, masquerade, named quota and objects.
-for m in veth nf_tables nft_ct nft_chain_nat nft_masq nft_quota nft_objref; do want_mod $m; done
+for m in veth nf_tables nft_ct nft_chain_nat nft_masq nft_quota; do want_mod $m; done
+want_mod nft_objref optional # part of nf_tables since 6.x
 printf '%s\n' "${mods[@]}" >"$root/mod/order"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
+echo "$wall" >"$root/wall"
 cp vmtests/init "$root/init"
 
 bench=0
@@ -86,7 +119,11 @@ if [ "${1:-}" = --bench ]; then
 	[ $# -gt 0 ] || set -- ./test/perf ./enforcer/lsm
 fi
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(./enforcer/lsm ./enforcer/detect ./enforcer/daemon ./test/e2e ./test/escape)
+if [ ${#pkgs[@]} = 0 ]; then
+	pkgs=(./enforcer/detect ./enforcer/daemon ./test/e2e ./test/escape)
+	# bpf-lsm's own tests need it on the boot line.
+	[ "$wall" = landlock ] || pkgs=(./enforcer/lsm "${pkgs[@]}")
+fi
 echo "vmtest: building static test binaries: ${pkgs[*]}" >&2
 for p in "${pkgs[@]}"; do
 	name=$(echo "${p#./}" | tr / -)
@@ -127,10 +164,12 @@ CGO_ENABLED=0 go build -o "$root/bin/klock-stage2" ./cmd/klock-stage2
 # klockd, for the suites that run real klock and klockd processes
 # (KLOCK_BIN in init: the VM has no Go toolchain to build them).
 CGO_ENABLED=0 go build -o "$root/bin/klockd" ./cmd/klockd
-# klock doctor must find bpf-lsm available here.
-cat >"$root/t/doctor.cmd" <<'DOC'
+# klock doctor must find the forced wall, and print its JSON for the
+# fixture comparison below.
+cat >"$root/t/doctor.cmd" <<DOC
 /bin/klock doctor
-/bin/klock doctor --json | tr -d ' \n' | grep -q '"name":"bpf-lsm","ok":true' && /bin/klock doctor --json | tr -d ' \n' | grep -q '"file_wall":"bpf-lsm"'
+echo KLOCK-VM-DOCTOR-BEGIN; /bin/klock doctor --json; echo KLOCK-VM-DOCTOR-END
+/bin/klock doctor --json | tr -d ' \n' | grep -q '"file_wall":"$wall"'
 DOC
 
 # Extra command files (KLOCK_VM_CMDS=dir: every *.cmd in it runs as a suite).
@@ -138,20 +177,40 @@ if [ -n "${KLOCK_VM_CMDS:-}" ]; then cp "$KLOCK_VM_CMDS"/*.cmd "$root/t/"; fi
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
 smp=${KLOCK_VM_SMP:-$(nproc)}
 [ "$smp" -gt 4 ] && smp=4
-echo "vmtest: booting $(basename "$kernel") under qemu (TCG, $smp vCPUs)" >&2
+echo "vmtest: booting $release under qemu (TCG, $smp vCPUs), $wall forced" >&2
 start=$(date +%s)
 timeout --foreground 45m qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "${KLOCK_VM_MEM:-3072}" \
 	-nographic -no-reboot -kernel "$kernel" -initrd "$work/initrd.gz" \
-	-append "console=ttyS0 quiet panic=-1 lsm=lockdown,capability,landlock,bpf" </dev/null | tee "$work/console.log" | grep --line-buffered -E 'KLOCK-VM|--- FAIL|_test.go:[0-9]+:|^\s+(ok|FAIL)|panic|klock doctor|bpf-lsm|landlock|tracepoints|^Benchmark|^goos|^cpu' || true
+	-append "console=ttyS0 quiet panic=-1 lsm=$lsm" </dev/null | tee "$work/console.log" | grep --line-buffered -E 'KLOCK-VM|--- FAIL|_test.go:[0-9]+:|^\s+(ok|FAIL)|panic|klock doctor|bpf-lsm|landlock|tracepoints|^Benchmark|^goos|^cpu' || true
 echo "vmtest: VM ran $(( $(date +%s) - start ))s" >&2
 mkdir -p bin && cp "$work/console.log" bin/vm-console.log
-if grep -q 'KLOCK-VM-RESULT PASS' "$work/console.log"; then
-	echo "vmtest: PASS"
-	exit 0
-fi
+verdict=FAIL
+grep -q 'KLOCK-VM-RESULT PASS' "$work/console.log" && verdict=PASS
 if ! grep -q 'KLOCK-VM-RESULT' "$work/console.log"; then
 	echo "vmtest: no verdict on the console (the VM crashed or timed out); last lines:" >&2
 	tail -30 "$work/console.log" >&2
+fi
+# What klock enforces on this kernel under this wall, as klock doctor says
+# it, is pinned: a change is a reviewed diff of the fixture, never a
+# surprise (KLOCK_VM_UPDATE_FIXTURES=1 writes the new one).
+if [ $bench = 0 ] && [ -z "${KLOCK_VM_RUN:-}" ] && [ $verdict = PASS ]; then
+	fixture=vmtests/doctor/$meta.$wall.json
+	got=$work/doctor.json
+	sed -n '/^KLOCK-VM-DOCTOR-BEGIN/,/^KLOCK-VM-DOCTOR-END/p' "$work/console.log" | sed '1d;$d' | tr -d '\r' |
+		jq -S '{file_wall, strict_ready, checks: [.checks[] | {name, ok, guarantee, used_by_klock_run, why,
+			detail: (if .name == "launcher" or .name == "oci-runtime" then null else .detail end)}]}' >"$got" || verdict=FAIL
+	if [ "${KLOCK_VM_UPDATE_FIXTURES:-}" = 1 ]; then
+		mkdir -p vmtests/doctor && cp "$got" "$fixture"
+		echo "vmtest: wrote $fixture"
+	elif ! diff -u "$fixture" "$got"; then
+		echo "vmtest: klock doctor on $release ($wall) differs from $fixture (above): review it, and if the change is right, KLOCK_VM_UPDATE_FIXTURES=1 KLOCK_VM_KERNEL=$meta KLOCK_VM_WALL=$wall vmtests/vmtest.sh" >&2
+		verdict=FAIL
+	fi
+fi
+echo "KLOCK-VM-BOOT $release $wall $verdict $(( $(date +%s) - start ))s" | tee -a bin/vm-console.log
+if [ $verdict = PASS ]; then
+	echo "vmtest: PASS"
+	exit 0
 fi
 echo "vmtest: FAIL (the whole console is in bin/vm-console.log)" >&2
 exit 1

@@ -103,7 +103,7 @@ func TestCanariesCatchABrokenWall(t *testing.T) {
 	if !w.Exists(marker) {
 		t.Fatalf("the permissive agent did not run\n%s", o.Dump())
 	}
-	if !strings.Contains(o.Log.Summary, "WALL NOT ENFORCING (canary let through): "+fileWall+" (write)") {
+	if !strings.Contains(o.Log.Summary, "WALL NOT ENFORCING (canary let through): ") || !strings.Contains(o.Log.Summary, fileWall+" (write)") {
 		t.Errorf("headline %q does not say the wall is not enforcing", o.Log.Summary)
 	}
 }

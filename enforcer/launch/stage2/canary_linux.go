@@ -44,11 +44,17 @@ func makeCanaryDir(c *Canary) error {
 // wall let one through: the agent then never runs.
 func runCanaries(c *Canary, landlockNet bool, statusFD int) error {
 	var res []CanaryResult
+	// The exec first, and always (judged only when asked): bpf-lsm arms
+	// a session at its second exec, the first being stage 2's own, so
+	// that stage 2's setup is not judged as the agent. This exec is that
+	// second one: the write and the connect after it meet the armed wall.
+	// An exec the wall lets through gets ENOEXEC: nothing runs.
+	x := canaryExec(filepath.Join(c.Dir, CanaryExec), c.FileWall)
+	if c.Exec {
+		res = append(res, x)
+	}
 	if c.Write {
 		res = append(res, canaryWrite(filepath.Join(c.Dir, CanaryWrite), c.FileWall))
-	}
-	if c.Exec {
-		res = append(res, canaryExec(filepath.Join(c.Dir, CanaryExec), c.FileWall))
 	}
 	if c.Connect != "" {
 		res = append(res, canaryConnect(c.Connect, c.NetWall, landlockNet))
