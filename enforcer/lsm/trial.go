@@ -5,6 +5,9 @@ package lsm
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -23,6 +26,9 @@ import (
 // bpf-lsm is used; the trial can only skip a load bound to fail the same
 // way. It shares the kernel BTF the concurrent loads decode (kbtf).
 var Loadable = sync.OnceValue(func() error {
+	if err := lsmListed(securityLSM); err != nil {
+		return err
+	}
 	// Without it an old kernel's memlock limit would also say EPERM.
 	if err := bpfprog.Memlock(ErrLoad); err != nil {
 		return nil
@@ -49,3 +55,22 @@ var Loadable = sync.OnceValue(func() error {
 	coll.Close()
 	return nil
 })
+
+// securityLSM is the kernel's list of active LSMs (securityfs).
+const securityLSM = "/sys/kernel/security/lsm"
+
+// lsmListed fails when the kernel's active LSMs, as securityfs lists them,
+// do not include bpf. BPF-LSM programs then load and attach on some
+// kernels (6.1 among them) and never run: a wall that refuses nothing.
+// Where securityfs is not mounted, the load decides (and the session's
+// canaries prove the wall before the agent runs).
+func lsmListed(list string) error {
+	b, err := os.ReadFile(list)
+	if err != nil {
+		return nil
+	}
+	if !slices.Contains(strings.Split(strings.TrimSpace(string(b)), ","), "bpf") {
+		return fmt.Errorf("%w: bpf is not among the kernel's active LSMs (%s: %s): BPF LSM programs would attach and never run; add bpf to the lsm= boot parameter (klock doctor says why)", ErrLoad, list, strings.TrimSpace(string(b)))
+	}
+	return nil
+}

@@ -4,6 +4,8 @@ package lsm
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/klocklabs/klock/internal/testutil"
@@ -26,4 +28,30 @@ func TestLSMTrialNeverSkipsAWorkingLoad(t *testing.T) {
 		t.Fatalf("the trial's refusal %v is not an ErrLoad", trial)
 	}
 	t.Logf("trial: %v; load: %v", trial, err)
+}
+
+// TestLSMListed: a kernel whose active LSMs leave bpf out is no place for
+// bpf-lsm, even where its programs load and attach (they would never
+// run); one that lists it, or a host without securityfs, leaves the
+// decision to the load.
+func TestLSMListed(t *testing.T) {
+	dir := t.TempDir()
+	for list, wantErr := range map[string]bool{
+		"lockdown,capability,landlock\n":     true,
+		"lockdown,capability,landlock,bpf\n": false,
+		"bpf":                                false,
+		"capability,bpfx":                    true,
+	} {
+		p := filepath.Join(dir, "lsm")
+		if err := os.WriteFile(p, []byte(list), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := lsmListed(p)
+		if (err != nil) != wantErr || err != nil && !errors.Is(err, ErrLoad) {
+			t.Errorf("%q: %v, want an ErrLoad: %v", list, err, wantErr)
+		}
+	}
+	if err := lsmListed(filepath.Join(dir, "absent")); err != nil {
+		t.Errorf("no securityfs: %v, want the load to decide", err)
+	}
 }
