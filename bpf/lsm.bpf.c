@@ -30,6 +30,36 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define EPERM 1
+
+/* KLSM_PROG defines an LSM program like libbpf's BPF_PROG (typed
+ * arguments from the raw context), returning what its body returns as the
+ * verifier checks an LSM program's exit since 6.9: a 64-bit value in
+ * [-MAX_ERRNO, 0]. A body's int result (its ret argument passed on, a
+ * helper's verdict) is sign-extended and clamped in 64 bits, behind a
+ * barrier that keeps clang from narrowing the comparison back to the
+ * 32-bit register the verifier sees zero-extended (0..0xffffffff: every
+ * program was refused on 6.12). Anything outside the range, which no
+ * hook returns, is a refusal. */
+#define KLSM_MAX_ERRNO 4095
+static __always_inline long klsm_ret(int v)
+{
+	long r = v;
+	asm volatile("" : "+r"(r));
+	if (r < -KLSM_MAX_ERRNO || r > 0)
+		return -EPERM;
+	return r;
+}
+#define KLSM_PROG(name, args...)					\
+long name(unsigned long long *ctx);					\
+static __always_inline int ____##name(unsigned long long *ctx, ##args);	\
+long name(unsigned long long *ctx)					\
+{									\
+	_Pragma("GCC diagnostic push")					\
+	_Pragma("GCC diagnostic ignored \"-Wint-conversion\"")		\
+	return klsm_ret(____##name(___bpf_ctx_cast(args)));		\
+	_Pragma("GCC diagnostic pop")					\
+}									\
+static __always_inline int ____##name(unsigned long long *ctx, ##args)
 #define EXDEV 18
 #define PIPEFS_MAGIC 0x50495045
 #define SOCKFS_MAGIC 0x534F434B
@@ -455,7 +485,7 @@ static __always_inline int check2(struct klsm_session *s, __u32 op, __u32 flags,
 #include "lsm_ioctl_mmap.h"
 
 SEC("lsm/file_open")
-int BPF_PROG(klock_file_open, struct file *file, int ret)
+KLSM_PROG(klock_file_open, struct file *file, int ret)
 {
 	if (ret)
 		return ret;
@@ -531,7 +561,7 @@ int BPF_PROG(klock_file_open, struct file *file, int ret)
 }
 
 SEC("lsm/bprm_check_security")
-int BPF_PROG(klock_bprm_check, struct linux_binprm *bprm, int ret)
+KLSM_PROG(klock_bprm_check, struct linux_binprm *bprm, int ret)
 {
 	if (ret)
 		return ret;
@@ -553,7 +583,7 @@ int BPF_PROG(klock_bprm_check, struct linux_binprm *bprm, int ret)
 }
 
 SEC("lsm/path_mknod")
-int BPF_PROG(klock_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
+KLSM_PROG(klock_path_mknod, const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -562,7 +592,7 @@ int BPF_PROG(klock_path_mknod, const struct path *dir, struct dentry *dentry, um
 }
 
 SEC("lsm/path_mkdir")
-int BPF_PROG(klock_path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
+KLSM_PROG(klock_path_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -571,7 +601,7 @@ int BPF_PROG(klock_path_mkdir, const struct path *dir, struct dentry *dentry, um
 }
 
 SEC("lsm/path_symlink")
-int BPF_PROG(klock_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
+KLSM_PROG(klock_path_symlink, const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -580,7 +610,7 @@ int BPF_PROG(klock_path_symlink, const struct path *dir, struct dentry *dentry, 
 }
 
 SEC("lsm/path_unlink")
-int BPF_PROG(klock_path_unlink, const struct path *dir, struct dentry *dentry, int ret)
+KLSM_PROG(klock_path_unlink, const struct path *dir, struct dentry *dentry, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -598,7 +628,7 @@ int BPF_PROG(klock_path_unlink, const struct path *dir, struct dentry *dentry, i
 }
 
 SEC("lsm/path_rmdir")
-int BPF_PROG(klock_path_rmdir, const struct path *dir, struct dentry *dentry, int ret)
+KLSM_PROG(klock_path_rmdir, const struct path *dir, struct dentry *dentry, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -607,7 +637,7 @@ int BPF_PROG(klock_path_rmdir, const struct path *dir, struct dentry *dentry, in
 }
 
 SEC("lsm/path_truncate")
-int BPF_PROG(klock_path_truncate, const struct path *path, int ret)
+KLSM_PROG(klock_path_truncate, const struct path *path, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -616,7 +646,7 @@ int BPF_PROG(klock_path_truncate, const struct path *path, int ret)
 }
 
 SEC("lsm/path_chmod")
-int BPF_PROG(klock_path_chmod, const struct path *path, umode_t mode, int ret)
+KLSM_PROG(klock_path_chmod, const struct path *path, umode_t mode, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -625,7 +655,7 @@ int BPF_PROG(klock_path_chmod, const struct path *path, umode_t mode, int ret)
 }
 
 SEC("lsm/path_chown")
-int BPF_PROG(klock_path_chown, const struct path *path, unsigned int uid, unsigned int gid, int ret)
+KLSM_PROG(klock_path_chown, const struct path *path, unsigned int uid, unsigned int gid, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -634,7 +664,7 @@ int BPF_PROG(klock_path_chown, const struct path *path, unsigned int uid, unsign
 }
 
 SEC("lsm/path_link")
-int BPF_PROG(klock_path_link, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
+KLSM_PROG(klock_path_link, struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -645,7 +675,7 @@ int BPF_PROG(klock_path_link, struct dentry *old_dentry, const struct path *new_
 }
 
 SEC("lsm/path_rename")
-int BPF_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_dentry, const struct path *new_dir,
+KLSM_PROG(klock_path_rename, const struct path *old_dir, struct dentry *old_dentry, const struct path *new_dir,
 	     struct dentry *new_dentry, unsigned int flags, int ret)
 {
 	if (ret)
@@ -758,7 +788,7 @@ static __always_inline int check_unix_name(struct klsm_session *s, struct sockad
 }
 
 SEC("lsm/socket_connect")
-int BPF_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
+KLSM_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -793,7 +823,7 @@ int BPF_PROG(klock_socket_connect, struct socket *sock, struct sockaddr *address
  * socket (SOCK_RAW too) talks to the kernel, not the network (glibc lists
  * the interfaces through one), and is none of them. */
 SEC("lsm/socket_create")
-int BPF_PROG(klock_socket_create, int family, int type, int protocol, int kern, int ret)
+KLSM_PROG(klock_socket_create, int family, int type, int protocol, int kern, int ret)
 {
 	struct klsm_session *s;
 	if (ret || kern || !(s = armed()))
@@ -910,7 +940,7 @@ static __always_inline int check_unix_peer(struct klsm_session *s, struct sock *
 }
 
 SEC("lsm/unix_stream_connect")
-int BPF_PROG(klock_unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk, int ret)
+KLSM_PROG(klock_unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))
@@ -919,7 +949,7 @@ int BPF_PROG(klock_unix_stream_connect, struct sock *sock, struct sock *other, s
 }
 
 SEC("lsm/unix_may_send")
-int BPF_PROG(klock_unix_may_send, struct socket *sock, struct socket *other, int ret)
+KLSM_PROG(klock_unix_may_send, struct socket *sock, struct socket *other, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(s = armed()))

@@ -22,7 +22,7 @@
  * file_ioctl_compat (6.8) needs no program; the 32-bit command numbers are
  * listed anyway, for kernels before 6.8 that sent compat ioctls here. */
 SEC("lsm/file_ioctl")
-int BPF_PROG(klock_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+KLSM_PROG(klock_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !meta_ioctl(cmd) || !(s = armed()))
@@ -63,7 +63,7 @@ static __always_inline int map_exec(struct klsm_session *s, __u32 op, struct fil
  * binary and its ELF interpreter at exec come here too, after
  * bprm_check_security armed the session. */
 SEC("lsm/mmap_file")
-int BPF_PROG(klock_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot, unsigned long flags, int ret)
+KLSM_PROG(klock_mmap_file, struct file *file, unsigned long reqprot, unsigned long prot, unsigned long flags, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !file || !(prot & PROT_EXEC) || !(s = armed()))
@@ -73,7 +73,7 @@ int BPF_PROG(klock_mmap_file, struct file *file, unsigned long reqprot, unsigned
 
 /* A mapping made readable first and executable later. */
 SEC("lsm/file_mprotect")
-int BPF_PROG(klock_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot, unsigned long prot, int ret)
+KLSM_PROG(klock_file_mprotect, struct vm_area_struct *vma, unsigned long reqprot, unsigned long prot, int ret)
 {
 	struct klsm_session *s;
 	if (ret || !(prot & PROT_EXEC))

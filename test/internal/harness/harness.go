@@ -71,6 +71,16 @@ func Refusal() string {
 	return "EACCES"
 }
 
+// NetRefusal is the errno a connect to an undeclared TCP peer gets: EACCES
+// from Landlock's TCP port rules (ABI 4+, with the Landlock wall), else
+// EPERM from cgroup-net (bpf-lsm, or a kernel without them: 6.1).
+func NetRefusal() string {
+	if abi, err := launch.ProbeABI(); err == nil && abi >= 4 && !LSM() {
+		return "EACCES"
+	}
+	return "EPERM"
+}
+
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
 // session re-executes this binary), then the probe mode, then the tests.
 func Main(m *testing.M, after ...func()) {
