@@ -179,7 +179,7 @@ smp=${KLOCK_VM_SMP:-$(nproc)}
 [ "$smp" -gt 4 ] && smp=4
 echo "vmtest: booting $release under qemu (TCG, $smp vCPUs), $wall forced" >&2
 start=$(date +%s)
-timeout --foreground 45m qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$smp" -m "${KLOCK_VM_MEM:-3072}" \
+timeout --foreground 45m qemu-system-x86_64 -accel tcg,thread=${KLOCK_VM_TCG_THREAD:-multi} -cpu max -smp "$smp" -m "${KLOCK_VM_MEM:-3072}" \
 	-nographic -no-reboot -kernel "$kernel" -initrd "$work/initrd.gz" \
 	-append "console=ttyS0 quiet panic=-1 lsm=$lsm" </dev/null | tee "$work/console.log" | grep --line-buffered -E 'KLOCK-VM|--- FAIL|_test.go:[0-9]+:|^\s+(ok|FAIL)|panic|klock doctor|bpf-lsm|landlock|tracepoints|^Benchmark|^goos|^cpu' || true
 echo "vmtest: VM ran $(( $(date +%s) - start ))s" >&2

@@ -70,7 +70,9 @@ type Record struct {
 	ReplaceUnknown bool
 	// MetadataUnverified: a chmod/chown/utimes/xattr change that took
 	// effect on a relative name whose base directory could not be verified
-	// against the one the kernel used (Path is PathBestEffort). Metadata
+	// against the one the kernel used, or on an absolute name that led
+	// through a symlink (Path is PathBestEffort: the kernel did not name
+	// the inode, no ctime tracepoints before 6.13). Metadata
 	// has no kernel wall, so the reported path may be one the agent chose
 	// after the fact (chdir out, chmod, chdir back): strict mode must not
 	// trust it.

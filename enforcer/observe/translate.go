@@ -47,6 +47,7 @@ func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 		// name's base could not be verified, i.e. the agent may have moved
 		// its cwd or directory before the name was resolved.
 		t.rec.MetadataUnverified = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] != '/'
+		t.metaByName = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] == '/'
 		t.fileEvent(policy.Mutates, !nofollow)
 	case opSymlink:
 		t.symlink()
@@ -87,6 +88,9 @@ type translation struct {
 	rec    Record
 	obj    ident
 	hasObj bool
+	// metaByName: a metadata change that took effect on an absolute
+	// name (fileEvent checks whether resolving it went through a link).
+	metaByName bool
 }
 
 // newTranslation starts translating r: the event's time, process,
@@ -217,6 +221,12 @@ func (t *translation) fileEvent(pred policy.Predicate, follow bool) {
 	}
 	t.rec.Arg = string(r.path0)
 	t.rec.Path = src
+	if t.metaByName && p != cleanAbs(string(r.path0)) {
+		// The absolute name led through a symlink (or ".."): what it
+		// points at now need not be what the kernel changed (a link
+		// swapped after the call), and nothing verified it.
+		t.rec.MetadataUnverified = true
+	}
 	t.rec.MetadataUnverified = t.rec.MetadataUnverified && src == PathBestEffort
 	t.rec.Event.Triple = policy.FileTriple(pred, p)
 	t.out(t.rec)

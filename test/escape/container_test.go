@@ -40,10 +40,7 @@ func TestEscapesInContainer(t *testing.T) {
 		ran++
 		t.Run(r.name, func(t *testing.T) {
 			r := ctrRow(r)
-			here := r
-			if harness.LSM() {
-				here = lsmRow(r)
-			}
+			here := hereRow(r)
 			if here.escape != "" && os.Getenv(KnownEscapesEnv) == "" {
 				t.Skipf("KNOWN ESCAPE (set %s=1 to run): %s", KnownEscapesEnv, here.escape)
 			}
