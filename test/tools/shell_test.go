@@ -123,7 +123,8 @@ func TestPluginLaunchesNoShellReadsNothingReachesNothing(t *testing.T) {
 
 // A plugin whose permissions.exec lists a shell, by its name, a symlink
 // or a copy under another name, does not load: klock tools serve refuses
-// to start (exit 1) and names the shell.
+// to start (exit 1) and names the shell, and klock validate refuses its
+// plugin.json (plugin-shell).
 func TestPluginExecListingAShellIsRefused(t *testing.T) {
 	base, _ := filepath.EvalSymlinks(t.TempDir())
 	bin := filepath.Join(base, "bin")
@@ -151,6 +152,11 @@ cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1,
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "may not run a shell") {
 			t.Errorf("exec %s: %v\n%s", prog, err, out)
+		}
+		// klock validate reads a plugin.json the same way.
+		out, err = exec.Command(klockBin, "validate", "--json", filepath.Join(plugins, "p", "plugin.json")).Output()
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), `"code": "plugin-shell"`) {
+			t.Errorf("klock validate, exec %s: %v\n%s", prog, err, out)
 		}
 	}
 }
