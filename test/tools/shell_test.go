@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/klocklabs/klock/internal/testutil"
@@ -45,22 +44,7 @@ func TestPluginLaunchesNoShellReadsNothingReachesNothing(t *testing.T) {
 	plugin(t, plugins, "sibling", `{"network":false,"filesystem":false}`, "printf '{\"output\":\"x\"}\\n'\n")
 	write(t, filepath.Join(plugins, "sibling", "secret.txt"), "sibling secret\n", 0o644)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	l, accepted := testutil.CountingListener(t, "tcp4", "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port
 
 	out := `printf '{"output":"%s"}\n' "$x"` + "\n"
