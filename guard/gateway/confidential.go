@@ -37,7 +37,8 @@ import (
 //     otherwise: a tool that is not confidential is the one allowed to see
 //     it, and only in an argument its own contract marks. The same
 //     plaintext in one run is always the same handle, so a retry is the
-//     same call to the tool.
+//     same call to the tool. What such a tool returns (result or error)
+//     has the plaintext replaced by the handle again.
 //
 // A handle in an argument that is not marked is an opaque string, passed
 // as it is. In a confidential call every string in the tool's result
@@ -242,14 +243,28 @@ func compileRedact(t *policy.Tool) redactor {
 // redactOutcome removes what the patterns match from every string of the
 // tool's result and structured output.
 func (r redactor) redactOutcome(out *Outcome) {
-	if len(r) == 0 {
-		return
+	if len(r) > 0 {
+		mapOutcome(out, r.redactText)
 	}
-	out.Result = r.redactJSON(out.Result)
-	out.Structured = r.redactJSON(out.Structured)
 }
 
-func (r redactor) redactJSON(raw json.RawMessage) json.RawMessage {
+// scrubOutcome gives back a marked plaintext a tool allowed to see it
+// returned as its handle: the agent passed the handle and gets the handle.
+func (s secrets) scrubOutcome(out *Outcome) {
+	if len(s) > 0 {
+		mapOutcome(out, s.scrub)
+	}
+}
+
+func mapOutcome(out *Outcome, f func(string) string) {
+	out.Result = mapStrings(out.Result, f)
+	out.Structured = mapStrings(out.Structured, f)
+}
+
+// mapStrings applies f to every string value of the JSON document raw
+// (an MCP content item's "type" excepted: its kind stays what it is); raw
+// that is not JSON is taken as one text.
+func mapStrings(raw json.RawMessage, f func(string) string) json.RawMessage {
 	if len(raw) == 0 {
 		return raw
 	}
@@ -257,29 +272,28 @@ func (r redactor) redactJSON(raw json.RawMessage) json.RawMessage {
 	d := json.NewDecoder(strings.NewReader(string(raw)))
 	d.UseNumber()
 	if d.Decode(&v) != nil {
-		// Not JSON: the text itself.
-		b, _ := json.Marshal(r.redactText(string(raw)))
+		b, _ := json.Marshal(f(string(raw)))
 		return b
 	}
-	b, err := json.Marshal(r.redactValue(v))
+	b, err := json.Marshal(mapValue(v, f))
 	if err != nil {
 		return raw
 	}
 	return b
 }
 
-func (r redactor) redactValue(v any) any {
+func mapValue(v any, f func(string) string) any {
 	switch x := v.(type) {
 	case string:
-		return r.redactText(x)
+		return f(x)
 	case []any:
 		for i := range x {
-			x[i] = r.redactValue(x[i])
+			x[i] = mapValue(x[i], f)
 		}
 	case map[string]any:
 		for k := range x {
-			if k != "type" { // an MCP content item's kind stays what it is
-				x[k] = r.redactValue(x[k])
+			if k != "type" {
+				x[k] = mapValue(x[k], f)
 			}
 		}
 	}

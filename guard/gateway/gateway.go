@@ -362,6 +362,7 @@ func (c *gatewayCall) dispatch(dispatch Dispatch) (Outcome, *toolerr.Error, erro
 	if c.d.Confidential && c.d.Tool != nil {
 		c.g.vault.redactor(c.d.Tool).redactOutcome(&out)
 	}
+	c.secrets.scrubOutcome(&out)
 	c.dur = time.Since(c.start)
 	var te *toolerr.Error
 	switch {
@@ -376,6 +377,9 @@ func (c *gatewayCall) dispatch(dispatch Dispatch) (Outcome, *toolerr.Error, erro
 		// The gateway does not know whether the tool acted: a
 		// non-idempotent tool must not be retried blindly.
 		te.Retryable = te.Retryable && idempotent(c.d.Tool)
+	}
+	if te != nil {
+		te.Message = c.secrets.scrub(te.Message) // a tool allowed to see it may quote it
 	}
 	return out, te, err
 }

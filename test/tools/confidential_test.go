@@ -57,13 +57,13 @@ printf '{"output":{"seen":%s,"note":"customer ssn 123-45-6789 on file"},"cost":"
 	for _, name := range []string{"charge", "refund", "wire"} {
 		plugin(t, plugins, name, `{"network":false,"filesystem":false}`, echo)
 	}
-	// processor tells what it got without echoing it.
+	// processor tells what it got, and echoes it.
 	write(t, filepath.Join(plugins, "processor", "plugin.json"),
 		`{"name":"processor","version":"1.0.0","entry":"run.py","capabilities":["tool.processor.invoke"],"permissions":{"network":false,"filesystem":false}}`, 0o644)
 	write(t, filepath.Join(plugins, "processor", "run.py"), `#!/usr/bin/python3
 import hashlib, json, sys
 card = json.loads(sys.stdin.readline())["args"]["card"]
-print(json.dumps({"output": {"card_sha256": hashlib.sha256(card.encode()).hexdigest(), "handle": card.startswith("klock-handle:")}}))
+print(json.dumps({"output": {"card_sha256": hashlib.sha256(card.encode()).hexdigest(), "handle": card.startswith("klock-handle:"), "echo": "got " + card}}))
 `, 0o755)
 
 	manifest := filepath.Join(base, "agent.yaml")
@@ -123,16 +123,22 @@ hitl: {default_mode: HOTL}
 		t.Fatalf("wire: %+v", r)
 	}
 	// processor's contract is not confidential: a handle passed to it
-	// opens to the card (it hashes what it got), records keep the handle.
+	// opens to the card (it hashes what it got), records keep the handle, and
+// the card it echoes is the handle again on its way back.
 	want := sha256.Sum256([]byte(secret))
 	var proc struct {
 		Sum    string `json:"card_sha256"`
 		Handle bool   `json:"handle"`
+		Echo   string `json:"echo"`
 	}
 	r = post(t, url, fmt.Sprintf(`{"tool":"processor","args":{"card":%q}}`, handle))
 	json.Unmarshal(r.Output, &proc)
 	if !r.OK || proc.Handle || proc.Sum != hex.EncodeToString(want[:]) {
 		t.Fatalf("processor did not get the card behind the handle: %+v %+v", r, proc)
+	}
+	// What it echoes comes back as the handle the agent passed.
+	if proc.Echo != "got "+handle {
+		t.Fatalf("processor's echo reached the agent as %q, want the handle", proc.Echo)
 	}
 	stop()
 
