@@ -124,7 +124,7 @@ hitl: {default_mode: HOTL}
 	}
 	// processor's contract is not confidential: a handle passed to it
 	// opens to the card (it hashes what it got), records keep the handle, and
-// the card it echoes is the handle again on its way back.
+	// the card it echoes is the handle again on its way back.
 	want := sha256.Sum256([]byte(secret))
 	var proc struct {
 		Sum    string `json:"card_sha256"`
