@@ -67,6 +67,9 @@ func TestPluginLaunchesNoShellReadsNothingReachesNothing(t *testing.T) {
 		fmt.Sprintf("x = open(%q).read()\n%s", filepath.Join(plugins, "sibling", "secret.txt"), pyOut))
 	pyPlugin(t, plugins, "pyroot", `{"network":false,"filesystem":false}`, "x = str(os.listdir('/root'))\n"+pyOut)
 	pyPlugin(t, plugins, "pyshadow", `{"network":false,"filesystem":false}`, "x = open('/etc/shadow').read()\n"+pyOut)
+	// klock's own state: the audit log, the other calls' session logs.
+	pyPlugin(t, plugins, "pystate", `{"network":false,"filesystem":false}`,
+		fmt.Sprintf("x = str([r for r, _, _ in os.walk(%q)])\n%s", filepath.Join(base, "state"), pyOut))
 	pyPlugin(t, plugins, "pytcp", `{"network":false,"filesystem":false}`,
 		fmt.Sprintf("s = socket.create_connection(('127.0.0.1', %d), timeout=5)\nx = 'connected'\n%s", port, pyOut))
 	// A program exec lists, rewritten in place into a copy of a shell
@@ -83,7 +86,7 @@ func TestPluginLaunchesNoShellReadsNothingReachesNothing(t *testing.T) {
 		"x = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'plugin.json')).read()[:1]\n"+pyOut)
 
 	killed := []string{"subshell", "reexec", "bashc", "catpasswd", "readsibling", "readhome",
-		"pysystem", "pyshell", "pysibling", "pyroot", "pyshadow", "pytcp", "pymorph"}
+		"pysystem", "pyshell", "pysibling", "pyroot", "pyshadow", "pystate", "pytcp", "pymorph"}
 	url, _ := serve(t, base, plugins, readTools(append(killed, "shok", "pyok")...))
 	for _, tool := range killed {
 		r := post(t, url, fmt.Sprintf(`{"tool":%q,"args":{}}`, tool))
