@@ -109,6 +109,11 @@ type ParamSchema struct {
 	// calls it with the owner argument, and this argument's value must be
 	// in its result. Without it must_belong_to cannot be enforced.
 	Lookup string `yaml:"lookup" json:"lookup,omitempty" jsonschema:"description=with must_belong_to: a declared READ tool taking the owner argument whose result lists this argument's values"`
+
+	// Confidential marks the argument's value as confidential (seed 004
+	// §11): no record keeps its plaintext, and in a confidential call the
+	// tool receives an opaque handle in its place (guard/gateway).
+	Confidential bool `yaml:"confidential" json:"confidential,omitempty" jsonschema:"description=type string only: records keep a handle (klock-handle:...) instead of the value; in a confidential call the tool receives the handle, never the plaintext"`
 }
 
 // TypePath is the input_schema type of a file path argument.
@@ -161,6 +166,10 @@ type AuditLogging struct {
 	Records      []string `yaml:"records" json:"records,omitempty"`
 	Destination  string   `yaml:"destination" json:"destination,omitempty"`
 	Confidential bool     `yaml:"confidential" json:"confidential,omitempty" jsonschema:"description=store argument hashes and redact outputs (seed 004)"`
+	// Redact are RE2 patterns: in a confidential call each match in the
+	// tool's result text becomes [confidential section removed] (seed 004
+	// §11) before the agent, the records or the idempotency store see it.
+	Redact []string `yaml:"redact" json:"redact,omitempty" jsonschema:"description=RE2 patterns removed from the tool's text results in a confidential call (replaced by [confidential section removed])"`
 }
 
 // Autonomy is where the contract meets the autonomy ladder.

@@ -136,6 +136,7 @@ func validateTools(m *Manifest, r *report) {
 		validateSchema(t.InputSchema, f+".input_schema", m.Workdir, r)
 		validateSchema(t.OutputSchema, f+".output_schema", m.Workdir, r)
 		validateRates(t.RateLimits, f+".rate_limits", t, r)
+		validateConfidential(t, f, r)
 		if _, err := CompileAutonomy(t); err != nil {
 			r.errorf("cel", f+".autonomy.unsupervised_if", "write a CEL boolean over the arguments, e.g. amount_usd <= 50.0 && context.account.tier != \"enterprise\"", "%v", err)
 		}

@@ -12,7 +12,8 @@
 #          binaries come as optional platform packages, which npm ci installs
 #   realworld  the real toolchains test/realworld runs under klock: git, gcc,
 #          make, Debian's python3 with venv, pip and pytest (node, npm and Go
-#          come with the machine)
+#          come with the machine); test/tools' python plugins use the same
+#          /usr/bin/python3
 #   containers  the real container runtimes test/container drives, as root:
 #          runc and crun (klock-runtime runs in front of either), podman
 #          (conmon and the CNI plugins come with it; as root it needs no

@@ -48,7 +48,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.runID, "run-id", "", "run id for per_run limits and the audit (default: a new one per gateway process; a run id an agent sends is never used)")
 	c.Flags().DurationVar(&f.approvalWait, "approval-wait", 0, "how long one call blocks on a pending approval before it returns approval_pending (default: the approval timeout)")
 	c.Flags().DurationVar(&f.leaseWait, "lease-wait", 2*time.Second, "how long a call waits for the leases on what its tool touches (touches:, else the workdir) while another holder has them, before it is refused with tool_restricted (reason lease_conflict); 0 refuses at once")
-	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode: audit argument hashes only, for every tool")
+	c.Flags().BoolVar(&f.confidential, "confidential", false, "confidential mode for every tool (seed 004 §11): audit argument hashes only; arguments marked confidential reach the tool as handles; results redacted by audit_logging.redact")
 	c.Flags().StringVar(&f.control, "control", "", "control socket for klock tools (default <state-dir>/gateway/<agent>/control.sock)")
 	c.Flags().StringVar(&f.receipts, "receipts", "", "budget ledger and signed receipts for the manifest's grants (default <workdir>/.klock/receipts)")
 	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")

@@ -55,7 +55,9 @@ the system libraries, execute only its entry (and its #! interpreter), write
 nothing and reach no network, unless permissions name paths
 ("filesystem":{"read":[...],"write":[...]}), destinations
 ("network":["host:443/tcp"]) or programs ("exec":["/usr/bin/jq"]). A
-#!/bin/sh entry that starts another program (sh -c id) is stopped. A plugin that
+#!/bin/sh entry that starts another program is stopped, and a plugin launches
+no shell: exec may not list one, and the entry's #! shell runs once, as its
+interpreter (sh -c, bash -c, a system() call kill the session). A plugin that
 reaches past that is stopped by the kernel and the call returns
 tool_sandbox_violation. The entry reads {"tool","args","context"} on stdin
 and writes {"output":...,"tokens_used":N,"cost":"0.01 USD"} (or {"error":...})

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
+	"github.com/klocklabs/klock/guard/plugin"
 	"github.com/klocklabs/klock/policy"
 	"github.com/spf13/cobra"
 )
@@ -23,6 +25,9 @@ context_efficiency >= 0.3, integer money), REVERSIBLE-WRITE needs a named
 rollback, and path patterns the kernel can enforce exactly.
 
 Every error reads FILE:LINE:COLUMN: FIELD: what is wrong; what would be right.
+A FILE named plugin.json is a tool plugin's manifest (seed 004 §8): its
+entry, capabilities and permissions are checked as klock tools serve loads
+them (an exec permission naming a shell is refused: plugin-shell).
 
 Exit status: 0 all valid (warnings allowed), 1 any invalid, 2 usage.`,
 		Example: `  klock validate examples/manifests/*.yaml
@@ -39,6 +44,18 @@ Exit status: 0 all valid (warnings allowed), 1 any invalid, 2 usage.`,
 			var results []result
 			bad := 0
 			for _, f := range args {
+				if filepath.Base(f) == plugin.ManifestFile {
+					// A plugin's manifest: seed 004 §8's rules (no shell in exec).
+					d := validatePlugin(f)
+					if d != nil {
+						bad++
+						fmt.Fprintln(os.Stderr, *d)
+					} else if !quiet && !asJSON {
+						fmt.Fprintf(cmd.OutOrStdout(), "ok  %s (plugin)\n", f)
+					}
+					results = append(results, result{File: f, Valid: d == nil, Errors: diagList(d)})
+					continue
+				}
 				m, err := policy.Load(f)
 				r := result{File: f, Valid: err == nil}
 				var ve *policy.ValidationError
@@ -86,4 +103,24 @@ Exit status: 0 all valid (warnings allowed), 1 any invalid, 2 usage.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "print results as JSON on stdout")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing for valid manifests")
 	return c
+}
+
+// validatePlugin loads the plugin whose plugin.json is f; nil when valid.
+func validatePlugin(f string) *policy.Diagnostic {
+	_, err := plugin.Load(filepath.Dir(f))
+	if err == nil {
+		return nil
+	}
+	code := "plugin"
+	if errors.Is(err, plugin.ErrShell) {
+		code = "plugin-shell"
+	}
+	return &policy.Diagnostic{Severity: policy.SeverityError, Code: code, Pos: policy.Pos{File: f}, Problem: err.Error()}
+}
+
+func diagList(d *policy.Diagnostic) []policy.Diagnostic {
+	if d == nil {
+		return nil
+	}
+	return []policy.Diagnostic{*d}
 }

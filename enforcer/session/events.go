@@ -105,7 +105,21 @@ func (s *running) observe(ev event.Event) decide.Verdict {
 	v := s.eng.Observe(ev)
 	s.ev.verdict(ev, v)
 	s.act(v)
+	s.vetoExec(ev, v)
 	return v
+}
+
+// vetoExec asks Options.ExecVeto about an exec the scope allowed and
+// kills the session when it objects: a rule no triple can say (an
+// interpreter the scope must let run once, as a script's, but never again).
+func (s *running) vetoExec(ev event.Event, v decide.Verdict) {
+	if s.execVeto == nil || ev.Triple.Type != policy.ObjProc || ev.Errno != 0 || ev.Blocked || v.Action != decide.ActionAllow {
+		return
+	}
+	if why := s.execVeto(ev); why != "" {
+		s.log.Error("killing the session", "exec", ev.Triple.Path, "why", why)
+		s.kill(why, nil)
+	}
 }
 
 // observeDNS decides a name the session's DNS proxy refused.

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/eventlog"
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/lease"
@@ -223,6 +224,15 @@ type Options struct {
 	// steps, end; observed triples when it WantsObserved). Publish must
 	// not block: the session's event loop calls it.
 	Events eventlog.Sink
+
+	// ExecVeto, when set, is asked about every exec of the agent's that
+	// the scope allowed (a script's is two: the script, then its
+	// interpreter), in the order the kernel reported them; a non-empty
+	// answer kills the session with it as the reason, as a violation
+	// would (strict mode's rollback follows). It runs on the session's
+	// event loop: it must not block. guard/plugin's rule that a plugin's
+	// shell runs only as its entry's interpreter is one.
+	ExecVeto func(ev event.Event) string
 
 	// KeepTmp keeps the session's private /tmp and /var/tmp (under
 	// PrivateTmpRoot) after it ends, for inspection (klock run

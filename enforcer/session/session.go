@@ -123,6 +123,8 @@ type running struct {
 	lostAny  bool
 	// ev is where the session's event records go (Options.Events).
 	ev emitter
+	// execVeto is Options.ExecVeto.
+	execVeto func(event.Event) string
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a

@@ -36,6 +36,13 @@
 // /runs/{run}/rollback, from klock run --gateway or klock tools rollback.
 // Each rollback is audited and, with WithReceipts, receipted.
 //
+// Confidential arguments (confidential.go, seed 004 §11): the checks see
+// a marked argument's plaintext, every record its handle, and the tool
+// the handle in a confidential call (the plaintext otherwise); a
+// Dispatch sends ToolArgs, never the agent's bytes as they came. A
+// confidential call's result text is redacted by the contract's
+// audit_logging.redact patterns right after the dispatch.
+//
 // Error semantics: Call returns the tool's outcome or a *toolerr.Error, never
 // a Go error the agent could not read. The gateway never retries a call.
 package gateway

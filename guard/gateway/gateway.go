@@ -74,6 +74,7 @@ type Gateway struct {
 	policyHash string
 	leases     *leasing // WithLeases (nil: calls take no leases)
 	events     eventlog.Sink
+	vault      vault // confidential arguments' handles (confidential.go)
 }
 
 // Option configures New.
@@ -144,7 +145,9 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispatch, invoke Invoker) (Outcome, *toolerr.Error) {
 	c := &gatewayCall{g: g, ctx: ctx, call: call, invoke: invoke, start: time.Now()}
 	c.callID = newCallID()
-	c.d = g.p.Decide(call)
+	if e := c.decide(); e != nil {
+		return c.refuse(e, "deny")
+	}
 	if e, verdict := c.authorize(); e != nil {
 		return c.refuse(e, verdict)
 	}
@@ -214,6 +217,39 @@ type gatewayCall struct {
 	approvalID string
 	res        check.Reservation
 	dur        time.Duration // from the start to the dispatch's return
+	// toolArgs are what the tool receives when they are not call.Args
+	// (confidential.go); secrets the call's marked plaintexts.
+	toolArgs map[string]any
+	secrets  secrets
+}
+
+// decide runs the pipeline on the plaintext of the call's confidential
+// arguments and leaves c.call with their handles, for every record that
+// follows (confidential.go); a refusal is returned.
+func (c *gatewayCall) decide() *toolerr.Error {
+	plain, sealed, s, e := c.g.conceal(c.call)
+	c.call, c.secrets = sealed, s
+	conf := c.g.confidential(c.call.Tool)
+	if e != nil {
+		c.d = check.Decision{Verdict: check.Deny, Err: e, Check: "schema", Confidential: conf}
+		return e
+	}
+	c.d = c.g.p.Decide(plain)
+	// A refusal is as confidential as the call would have been.
+	c.d.Confidential = c.d.Confidential || conf
+	s.scrubDecision(&c.d)
+	if c.d.IdemKey != "" && (c.d.Confidential || len(s) > 0) {
+		// Never a plain hash of a confidential value in a record.
+		c.d.IdemKey = c.g.hash.Digest(c.d.IdemKey)
+	}
+	switch {
+	case len(s) == 0:
+	case c.d.Confidential:
+		c.toolArgs = sealed.Args
+	default:
+		c.toolArgs = plain.Args
+	}
+	return nil
 }
 
 // rec starts an audit record of the call.
@@ -318,8 +354,15 @@ func (c *gatewayCall) recordDispatch() *toolerr.Error {
 // error: a failed non-idempotent tool must not be retried blindly.
 func (c *gatewayCall) dispatch(dispatch Dispatch) (Outcome, *toolerr.Error, error) {
 	dctx, cancel := context.WithTimeout(c.ctx, c.d.Timeout)
+	if c.toolArgs != nil {
+		dctx = withToolArgs(dctx, c.call.Tool, c.toolArgs)
+	}
 	out, err := dispatch(dctx)
 	cancel()
+	if c.d.Confidential && c.d.Tool != nil {
+		c.g.vault.redactor(c.d.Tool).redactOutcome(&out)
+	}
+	c.secrets.scrubOutcome(&out)
 	c.dur = time.Since(c.start)
 	var te *toolerr.Error
 	switch {
@@ -334,6 +377,9 @@ func (c *gatewayCall) dispatch(dispatch Dispatch) (Outcome, *toolerr.Error, erro
 		// The gateway does not know whether the tool acted: a
 		// non-idempotent tool must not be retried blindly.
 		te.Retryable = te.Retryable && idempotent(c.d.Tool)
+	}
+	if te != nil {
+		te.Message = c.secrets.scrub(te.Message) // a tool allowed to see it may quote it
 	}
 	return out, te, err
 }

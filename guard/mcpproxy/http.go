@@ -73,7 +73,14 @@ func (p *Proxy) HTTPHandler(upstream *url.URL) http.Handler {
 			}
 			return
 		}
-		x.finish(p.call(r.Context(), *target, x.send, httpInvoker(client, upstream, r)))
+		x.finish(p.call(r.Context(), *target, func(ctx context.Context) (message, error) {
+			body, err := withToolArgs(ctx, *target, x.body)
+			if err != nil {
+				return message{}, err
+			}
+			x.body = body
+			return x.send(ctx)
+		}, httpInvoker(client, upstream, r)))
 	})
 }
 

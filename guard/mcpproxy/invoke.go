@@ -18,9 +18,9 @@ import (
 
 var ownIDs atomic.Uint64
 
-func ownCall(c *check.Call) (message, []byte, error) {
+func ownCall(ctx context.Context, c *check.Call) (message, []byte, error) {
 	id, _ := json.Marshal(fmt.Sprintf("klock-%d", ownIDs.Add(1)))
-	params, err := json.Marshal(map[string]any{"name": c.Tool, "arguments": c.Args})
+	params, err := json.Marshal(map[string]any{"name": c.Tool, "arguments": gateway.ToolArgs(ctx, c)})
 	if err != nil {
 		return message{}, nil, fmt.Errorf("encode the call of %s: %w", c.Tool, err)
 	}
@@ -41,7 +41,7 @@ func outcomeOf(resp message) gateway.Outcome {
 // stdioInvoker reaches the server of a stdio session.
 func (s *stdioSession) invoker() gateway.Invoker {
 	return func(ctx context.Context, c *check.Call) (gateway.Outcome, error) {
-		m, raw, err := ownCall(c)
+		m, raw, err := ownCall(ctx, c)
 		if err != nil {
 			return gateway.Outcome{}, fmt.Errorf("%w: %v", gateway.ErrNotDispatched, err)
 		}
@@ -59,7 +59,7 @@ func (s *stdioSession) invoker() gateway.Invoker {
 func httpInvoker(client *http.Client, upstream *url.URL, in *http.Request) gateway.Invoker {
 	hdr := in.Header.Clone()
 	return func(ctx context.Context, c *check.Call) (gateway.Outcome, error) {
-		m, raw, err := ownCall(c)
+		m, raw, err := ownCall(ctx, c)
 		if err != nil {
 			return gateway.Outcome{}, fmt.Errorf("%w: %v", gateway.ErrNotDispatched, err)
 		}

@@ -2,9 +2,12 @@ package mcpproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/klocklabs/klock/guard/gateway"
 )
 
 // ErrFrame is a frame that is not a JSON-RPC 2.0 message or batch.
@@ -147,4 +150,33 @@ func errorResponse(id json.RawMessage, code int, msg string) []byte {
 		Error   any             `json:"error"`
 	}{"2.0", id, map[string]any{"code": code, "message": msg}})
 	return b
+}
+
+// withToolArgs is raw, a tools/call request, with the arguments the
+// gateway gives the tool when they are not the agent's (a confidential
+// argument's handle): its other params (_meta) are kept as sent. It never
+// forwards the agent's arguments when it cannot replace them.
+func withToolArgs(ctx context.Context, m message, raw []byte) ([]byte, error) {
+	var p struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil {
+		return raw, nil
+	}
+	args, ok := gateway.ReplacedArgs(ctx, p.Name)
+	if !ok {
+		return raw, nil
+	}
+	var params map[string]json.RawMessage
+	if err := json.Unmarshal(m.Params, &params); err != nil {
+		return nil, fmt.Errorf("%w: re-encode the call with its handles: %v", gateway.ErrNotDispatched, err)
+	}
+	var err error
+	if params["arguments"], err = json.Marshal(args); err != nil {
+		return nil, fmt.Errorf("%w: re-encode the call with its handles: %v", gateway.ErrNotDispatched, err)
+	}
+	if m.Params, err = json.Marshal(params); err != nil {
+		return nil, fmt.Errorf("%w: %v", gateway.ErrNotDispatched, err)
+	}
+	return json.Marshal(m)
 }

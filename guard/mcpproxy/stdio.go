@@ -140,7 +140,13 @@ func (s *stdioSession) one(ctx context.Context, m message, raw []byte) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			out := s.p.call(ctx, m, func(ctx context.Context) (message, error) { return s.dispatch(ctx, m, raw) }, s.invoker())
+			out := s.p.call(ctx, m, func(ctx context.Context) (message, error) {
+				raw, err := withToolArgs(ctx, m, raw)
+				if err != nil {
+					return message{}, err
+				}
+				return s.dispatch(ctx, m, raw)
+			}, s.invoker())
 			_ = s.client.write(out)
 		}()
 		return nil

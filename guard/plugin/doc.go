@@ -17,9 +17,23 @@
 // adds path patterns, "network": ["host:port/tcp", ...] adds destinations,
 // "exec": ["/usr/bin/jq"] adds programs (absolute paths, no patterns). A
 // #!/bin/sh entry's shell is its interpreter: it runs its builtins, and
-// any program it starts (sh -c id starts id) that exec does not list is a
-// violation that kills the session. Readable or writable paths never
-// become executable: exec is PROC, never FILE.
+// any program it starts that exec does not list is a violation that kills
+// the session. Readable or writable paths never become executable: exec
+// is PROC, never FILE.
+//
+// A plugin launches no shell (seed 004 §8.3). exec may not list one
+// (ErrShell, at Load); and since the wall can only let a file execute or
+// not, each session also runs an exec rule (session.Options.ExecVeto,
+// shells.go): the entry's #! interpreter may be a shell once, as the
+// kernel starts the entry; any other exec of a shell (sh -c, bash -c,
+// exec sh, python's os.system, which runs /bin/sh -c) kills the session,
+// tool_sandbox_violation. A shell is known by its inode or its bytes
+// (Shells: /etc/shells and the usual shells' names, resolved, so a
+// symlink, a hard link or a copy under another name is one); the limits
+// are on Shells. The system-ro baseline a plugin reads (libraries,
+// /usr, locale, certificates, the name-service files /etc/passwd and
+// /etc/group) holds no home (/home, /root), no /etc/shadow, no other
+// plugin's directory and no klock state: a read there kills the session.
 // A plugin that breaks its scope is stopped by the kernel and klock kills
 // its session. internal_api is accepted and recorded; klock gives plugins no
 // internal service, so it grants nothing.

@@ -45,9 +45,9 @@ type Permissions struct {
 	// InternalAPI is recorded, not granted (klock has no internal services).
 	InternalAPI []string
 	// Exec lists the programs (absolute paths) the plugin may execute
-	// besides its entry and its interpreter; absent: none. Seed 004 says a
-	// plugin does not run a shell: this is how an operator says otherwise
-	// for a named program, never for "anything".
+	// besides its entry and its interpreter; absent: none. It names a
+	// program, never "anything", and never a shell (ErrShell): seed 004
+	// §8.3 says a plugin launches none.
 	Exec []string
 }
 
@@ -179,7 +179,7 @@ func Load(dir string) (*Plugin, error) {
 		return nil, bad("entry %s: %v", entry, err)
 	}
 	if p.Programs, err = programs(m.Permissions.Exec); err != nil {
-		return nil, bad("permissions.exec: %v", err)
+		return nil, fmt.Errorf("%w: %s: permissions.exec: %w", ErrManifest, path, err)
 	}
 	return p, nil
 }
@@ -200,6 +200,14 @@ func programs(list []string) ([]string, error) {
 		st, err := os.Stat(real)
 		if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
 			return nil, fmt.Errorf("%q (%s) is not an executable regular file", prog, real)
+		}
+		// Seed 004 §8.3: a plugin launches no shell, whatever it is
+		// called (a symlink or copy of one is one).
+		if sh, err := HostShells().Is(real); err != nil || sh != "" {
+			if err == nil {
+				err = fmt.Errorf("%w: %q is the shell %s; a plugin's only shell is its entry's #! interpreter", ErrShell, prog, sh)
+			}
+			return nil, err
 		}
 		out = append(out, real)
 	}

@@ -61,7 +61,7 @@ func (p *Provider) Invoke(ctx context.Context, call *check.Call) (gateway.Outcom
 		return gateway.Outcome{}, fmt.Errorf("%w: %w", gateway.ErrNotDispatched, toolerr.New(toolerr.InternalError, "no_provider", "no plugin provides %s", call.Tool))
 	}
 	team, _ := call.Context["team_id"].(string)
-	res, err := p.runner.Run(ctx, pl, Input{Tool: call.Tool, Args: call.Args,
+	res, err := p.runner.Run(ctx, pl, Input{Tool: call.Tool, Args: gateway.ToolArgs(ctx, call),
 		Context: InputContext{AgentRunID: call.RunID, TeamID: team, Capabilities: []string{p.caps[call.Tool]}}})
 	if err != nil {
 		return gateway.Outcome{}, err

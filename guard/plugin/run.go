@@ -85,6 +85,7 @@ func (r *Runner) Run(ctx context.Context, p *Plugin, in Input) (*Result, error) 
 		Command: []string{p.EntryPath}, Env: []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, Dir: p.Dir, User: user,
 		Stdin: bytes.NewReader(stdin), Stdout: stdout, Stderr: stderr,
 		Snapshot: session.Backup(nil), Backends: r.Shared, Logger: log,
+		ExecVeto: newShellGuard(p).check,
 	})
 	if res == nil {
 		if err == nil {

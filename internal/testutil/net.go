@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 )
 
@@ -10,21 +11,31 @@ import (
 // returns the listener (its port is in Addr).
 func TCPListener(t testing.TB, network, addr string) net.Listener {
 	t.Helper()
+	l, _ := CountingListener(t, network, addr)
+	return l
+}
+
+// CountingListener is TCPListener that also counts the connections it
+// accepted: a test shows that none came.
+func CountingListener(t testing.TB, network, addr string) (net.Listener, *atomic.Int64) {
+	t.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	var n atomic.Int64
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
+			n.Add(1)
 			c.Close()
 		}
 	}()
-	return l
+	return l, &n
 }
 
 // UDPAndTCP listens on one port of host (IPv4) for both UDP and TCP, as a

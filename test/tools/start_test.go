@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,10 +16,21 @@ import (
 // kills it (SIGKILL: a crash).
 func startServe(t *testing.T, dir string, env []string, args ...string) (url string, stop, crash func()) {
 	t.Helper()
+	return startServeLogged(t, dir, env, nil, args...)
+}
+
+// startServeLogged is startServe whose output also goes to log (nil: the
+// test's log only).
+func startServeLogged(t *testing.T, dir string, env []string, log io.Writer, args ...string) (url string, stop, crash func()) {
+	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := exec.CommandContext(ctx, klockBin, append([]string{"tools", "serve", "--listen", addr}, args...)...)
-	srv.Stdout, srv.Stderr = logWriter{t}, logWriter{t}
+	var out io.Writer = logWriter{t}
+	if log != nil {
+		out = io.MultiWriter(out, log)
+	}
+	srv.Stdout, srv.Stderr = out, out
 	srv.Dir, srv.Env = dir, env
 	srv.Cancel = func() error { return srv.Process.Signal(os.Interrupt) }
 	if err := srv.Start(); err != nil {
