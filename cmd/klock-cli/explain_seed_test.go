@@ -15,9 +15,12 @@ func TestExplainShowsConditionTranslation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The one line added: its must_belong_to names the lookup that
-	// enforces it (policy's TestSeed002ContractNeedsOnlyALookup).
-	contract = []byte(strings.Replace(string(contract), "must_belong_to: customer_id }", "must_belong_to: customer_id, lookup: get_transactions }", 1))
+	// The lines changed: its must_belong_to names the lookup that
+	// enforces it, and its permission is entries, not prose (policy's
+	// TestSeed002ContractNeedsALookupAndEntries).
+	contract = []byte(strings.NewReplacer("must_belong_to: customer_id }", "must_belong_to: customer_id, lookup: get_transactions }",
+		`scope: "refund the named customer's own transactions only"`, `scope: "customer_id=c_*, transaction_id=t*"`,
+		`forbidden: "cross-customer access, payouts, plan changes"`, `forbidden: "*=po_*, *=plan_*"`).Replace(string(contract)))
 	lines := strings.Split(strings.TrimRight(string(contract), "\n"), "\n")
 	var b strings.Builder
 	b.WriteString("apiVersion: klock/v1\nagent: {id: refund-agent-02}\nintents: []\ndeclared_tools:\n  - " + lines[0] + "\n")

@@ -24,6 +24,7 @@ func (p *Proxy) HTTPHandler(upstream *url.URL) http.Handler {
 			r.SetURL(upstream)
 			r.Out.URL.Path, r.Out.URL.RawPath = upstream.Path, upstream.RawPath
 			r.Out.Host = upstream.Host
+			setActsAs(r.Out.Header, "") // only a checked tools/call carries one
 		},
 		FlushInterval: -1, // SSE: flush every event
 	}
@@ -73,7 +74,8 @@ func (p *Proxy) HTTPHandler(upstream *url.URL) http.Handler {
 			}
 			return
 		}
-		x.finish(p.call(r.Context(), *target, x.send, httpInvoker(client, upstream, r)))
+		x.body, x.actsAs = p.stamp(body), p.callee(*target)
+		x.finish(p.call(r.Context(), *target, x.send, p.httpInvoker(client, upstream, r)))
 	})
 }
 
@@ -90,6 +92,7 @@ type exchange struct {
 	sse      bool
 	raw      []byte // the upstream's response frame, as received
 	upHeader http.Header
+	actsAs   string // HeaderActsAs of a tools/call
 }
 
 var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
@@ -105,6 +108,7 @@ func (x *exchange) send(ctx context.Context) (message, error) {
 			req.Header[k] = v
 		}
 	}
+	setActsAs(req.Header, x.actsAs)
 	resp, err := x.client.Do(req)
 	if err != nil {
 		return message{}, fmt.Errorf("upstream: %w", err)

@@ -137,6 +137,7 @@ func (s *stdioSession) one(ctx context.Context, m message, raw []byte) error {
 		s.mu.Unlock()
 		return s.server.write(raw)
 	case m.isRequest() && m.Method == "tools/call":
+		raw = s.p.stamp(raw)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
