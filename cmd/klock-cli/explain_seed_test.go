@@ -70,3 +70,36 @@ func TestExplainSaysWhichNamesMayResolvePrivate(t *testing.T) {
 		t.Errorf("explain without a private declaration: %d\n%s", code, out)
 	}
 }
+
+// klock explain says what the gateway does with a contract's permission
+// and KCC's cost_per_invocation: charged per call when the tool has a
+// grant, declared only when it has none or counts tokens.
+func TestExplainShowsPermissionAndCostPerInvocation(t *testing.T) {
+	dir := t.TempDir()
+	m := strings.Replace(testutil.ManifestYAML("cost-bot", "strict", dir), "declared_tools: []\n", `declared_tools:
+  - {name: search, blast_radius: read, side_effects: READ, cost_per_invocation: 0.01, permission: {acts_as: svc-search, forbidden: ["q=*password*"]}}
+  - {name: notes, blast_radius: read, side_effects: READ, cost_per_invocation: "0.02 EUR"}
+  - {name: summarize, blast_radius: read, side_effects: READ, cost_per_invocation: {tokens: 1200}}
+`, 1) + `grants:
+  - {tool: search, max_total_cost: "1.00 USD"}
+`
+	f := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(f, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "explain", f)
+	for _, want := range []string{
+		`search: acts as "svc-search" (sent with every call); forbidden q=*password*`,
+		"search: cost_per_invocation 0.01 USD charged per call on top of the reported cost, to its grant",
+		"notes: cost_per_invocation 0.02 EUR declared, not charged: no grant names notes",
+		"summarize: cost_per_invocation 1200 tokens (tokens: declared, not charged to a money budget)",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("explain: %d, want %q\n%s", code, want, out)
+		}
+	}
+	js, code := run(t, "explain", "--json", f)
+	if code != exitOK || !strings.Contains(js, `"cost_per_invocation": "0.01 USD"`) || !strings.Contains(js, `"forbidden": [`) {
+		t.Fatalf("explain --json: %d\n%s", code, js)
+	}
+}
