@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,4 +184,67 @@ func TestValidateRefusesProsePermission(t *testing.T) {
 		strings.Contains(string(out), "forbidden[1]") {
 		t.Fatalf("klock validate: %v\n%s", err, out)
 	}
+}
+
+// permHTTPServer is permServer over streamable HTTP (JSON answers, no
+// session): whoami also says what Klock-Acts-As header reached it.
+const permHTTPServer = `const http = require('http');
+http.createServer((req, res) => {
+  if (req.method !== 'POST') { res.writeHead(405); res.end(); return; }
+  let body = '';
+  req.on('data', (c) => { body += c; });
+  req.on('end', () => {
+    const m = JSON.parse(body);
+    if (m.id === undefined) { res.writeHead(202); res.end(); return; }
+    let r = {};
+    if (m.method === 'initialize') r = {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}}, serverInfo: {name: 'perm', version: '1'}};
+    if (m.method === 'tools/list') r = {tools: [{name: 'whoami', inputSchema: {type: 'object'}}]};
+    if (m.method === 'tools/call') {
+      const meta = m.params._meta || {};
+      r = {content: [{type: 'text', text: 'acts_as=' + (meta['klock/acts_as'] || '(none)') + ' header=' + (req.headers['klock-acts-as'] || '(none)')}]};
+    }
+    res.writeHead(200, {'Content-Type': 'application/json'});
+    res.end(JSON.stringify({jsonrpc: '2.0', id: m.id, result: r}));
+  });
+}).listen(parseInt(process.argv[2], 10), '127.0.0.1');
+`
+
+// TestActsAsOverStreamableHTTP: through klock mcp --listen --upstream the
+// declared identity reaches the server in _meta and in the Klock-Acts-As
+// header, whatever header and _meta the client sent.
+func TestActsAsOverStreamableHTTP(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		testutil.Unavailable(t, "node is not installed")
+	}
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	writeFile(t, filepath.Join(base, "perm-http.js"), permHTTPServer)
+	up, px := freePort(t), freePort(t)
+	start(t, exec.Command("node", filepath.Join(base, "perm-http.js"), fmt.Sprint(up)))
+	waitPort(t, up)
+	start(t, exec.Command(klockBin, "mcp", "-m", permManifest(t, base), "--state-dir", filepath.Join(base, "state"), "--control", filepath.Join(base, "c.sock"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", px), "--upstream", fmt.Sprintf("http://127.0.0.1:%d/mcp", up)))
+	waitPort(t, px)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hc := &http.Client{Transport: claimTransport{}}
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "klock-test", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", px), HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Meta: mcp.Meta{"klock/acts_as": "root"}})
+	if err != nil || r.IsError || text(r) != "acts_as=svc-support, customer-bound header=svc-support, customer-bound" {
+		t.Fatalf("whoami over HTTP: %v %s", err, text(r))
+	}
+}
+
+// claimTransport is a client that claims an identity in every request's
+// header.
+type claimTransport struct{}
+
+func (claimTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Klock-Acts-As", "root")
+	return http.DefaultTransport.RoundTrip(r)
 }
