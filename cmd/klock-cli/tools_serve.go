@@ -58,6 +58,7 @@ nothing and reach no network, unless permissions name paths
 #!/bin/sh entry that starts another program (sh -c id) is stopped. A plugin that
 reaches past that is stopped by the kernel and the call returns
 tool_sandbox_violation. The entry reads {"tool","args","context"} on stdin
+(context.acts_as: the contract's permission.acts_as)
 and writes {"output":...,"tokens_used":N,"cost":"0.01 USD"} (or {"error":...})
 on stdout; a "breakdown" of named amounts ({"compute":"0.01 USD",...}) is
 charged as its sum and recorded in the receipt. Plugins need root (kernel enforcement); without it serve refuses
