@@ -38,6 +38,25 @@ rl.on('line', (line) => {
 });
 `
 
+// permSetup writes the server and the manifest into a new directory:
+// it returns the directory and the manifest.
+func permSetup(t *testing.T) (string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		testutil.Unavailable(t, "node is not installed")
+	}
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	writeFile(t, filepath.Join(base, "perm.js"), permServer)
+	return base, permManifest(t, base)
+}
+
+// permConnect starts klock mcp over the server permSetup wrote.
+func permConnect(t *testing.T, base, manifest string, extra ...string) *mcp.ClientSession {
+	t.Helper()
+	args := append([]string{"-m", manifest, "--state-dir", filepath.Join(base, "state"), "--control", filepath.Join(base, "c.sock")}, extra...)
+	return connect(t, append(args, "--", "node", filepath.Join(base, "perm.js"))...)
+}
+
 func permManifest(t *testing.T, base string) string {
 	t.Helper()
 	manifest := filepath.Join(base, "agent.yaml")
@@ -72,19 +91,14 @@ hitl: {default_mode: HOTL}
 // with tool_restricted naming the field and the argument, before the
 // server sees them.
 func TestPermissionOnTheWire(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		testutil.Unavailable(t, "node is not installed")
-	}
-	base, _ := filepath.EvalSymlinks(t.TempDir())
+	base, manifest := permSetup(t)
 	ws := filepath.Join(base, "ws")
 	writeFile(t, filepath.Join(ws, "notes.txt"), "n\n")
 	writeFile(t, filepath.Join(ws, "secret", "key"), "k\n")
 	if err := os.Symlink(filepath.Join(ws, "secret"), filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(base, "perm.js"), permServer)
-	manifest := permManifest(t, base)
-	s := connect(t, "-m", manifest, "--state-dir", filepath.Join(base, "state"), "--control", filepath.Join(base, "c.sock"), "--", "node", filepath.Join(base, "perm.js"))
+	s := permConnect(t, base, manifest)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -117,15 +131,10 @@ func TestPermissionOnTheWire(t *testing.T) {
 // TestPermissionUnsentWithoutActsAs: a tool whose contract declares no
 // acts_as receives no identity, even one the client wrote in _meta.
 func TestPermissionUnsentWithoutActsAs(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		testutil.Unavailable(t, "node is not installed")
-	}
-	base, _ := filepath.EvalSymlinks(t.TempDir())
-	writeFile(t, filepath.Join(base, "perm.js"), permServer)
-	manifest := permManifest(t, base)
+	base, manifest := permSetup(t)
 	data, _ := os.ReadFile(manifest)
 	writeFile(t, manifest, strings.Replace(string(data), `, permission: {acts_as: "svc-support, customer-bound"}`, "", 1))
-	s := connect(t, "-m", manifest, "--state-dir", filepath.Join(base, "state"), "--control", filepath.Join(base, "c.sock"), "--", "node", filepath.Join(base, "perm.js"))
+	s := permConnect(t, base, manifest)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Meta: mcp.Meta{"klock/acts_as": "root"}})
@@ -140,14 +149,9 @@ func TestPermissionUnsentWithoutActsAs(t *testing.T) {
 // approve lets exactly that repeat through; other arguments pass, and the
 // next repeat asks again.
 func TestNonIdempotentRetryNeedsApproval(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		testutil.Unavailable(t, "node is not installed")
-	}
-	base, _ := filepath.EvalSymlinks(t.TempDir())
-	writeFile(t, filepath.Join(base, "perm.js"), permServer)
-	manifest := permManifest(t, base)
+	base, manifest := permSetup(t)
 	state := filepath.Join(base, "state")
-	s := connect(t, "-m", manifest, "--state-dir", state, "--control", filepath.Join(base, "c.sock"), "--approval-wait", "200ms", "--", "node", filepath.Join(base, "perm.js"))
+	s := permConnect(t, base, manifest, "--approval-wait", "200ms")
 	msg := map[string]any{"to": "ada", "body": "hello"}
 	if got := text(call(t, s, "send", msg)); got != "sent 1" {
 		t.Fatalf("first send: %s", got)
