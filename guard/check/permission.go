@@ -62,18 +62,23 @@ type pathArg struct {
 }
 
 // checkPermission holds the call's arguments to the tool's permission;
-// paths are where its type path arguments lead (checkArgs).
-func (c *contract) checkPermission(args map[string]any, paths map[string]pathViews) *toolerr.Error {
+// paths are where its type path arguments lead (checkArgs). A refusal in
+// a confidential call names the argument and the entry, not the value.
+func (c *contract) checkPermission(args map[string]any, paths map[string]pathViews, confidential bool) *toolerr.Error {
 	p := c.perm
 	if p == nil {
 		return nil
 	}
-	pas, e := c.pathArgs(args, paths)
+	show := func(v string) string { return short(v) }
+	if confidential {
+		show = func(string) string { return "(confidential)" }
+	}
+	pas, e := c.pathArgs(args, paths, show)
 	if e != nil {
 		return e
 	}
 	for _, pa := range pas {
-		if e := c.checkPathPermission(pa); e != nil {
+		if e := c.checkPathPermission(pa, show); e != nil {
 			return e
 		}
 	}
@@ -88,7 +93,7 @@ func (c *contract) checkPermission(args map[string]any, paths map[string]pathVie
 			// A path argument is matched as written and where it leads.
 			vals = append(vals, v.kernel, v.lexical)
 		}
-		if e := c.checkArgPermission(n, vals); e != nil {
+		if e := c.checkArgPermission(n, vals, show); e != nil {
 			return e
 		}
 	}
@@ -98,7 +103,7 @@ func (c *contract) checkPermission(args map[string]any, paths map[string]pathVie
 // pathArgs lists the call's path values: its type path arguments when the
 // tool has an input_schema, else every absolute path or file:// URI among
 // its arguments' strings (at the top level or in a list).
-func (c *contract) pathArgs(args map[string]any, paths map[string]pathViews) ([]pathArg, *toolerr.Error) {
+func (c *contract) pathArgs(args map[string]any, paths map[string]pathViews, show func(string) string) ([]pathArg, *toolerr.Error) {
 	var out []pathArg
 	if c.perm.schema {
 		for n, v := range paths {
@@ -123,7 +128,7 @@ func (c *contract) pathArgs(args map[string]any, paths map[string]pathViews) ([]
 				views.lexical, err = resolvePath(path.Clean(p))
 			}
 			if err != nil {
-				return nil, c.permErr("permission_unresolvable", "%s: argument %q is %s, which cannot be resolved (%v): it cannot be checked against permission", c.tool.Name, n, short(s), err)
+				return nil, c.permErr("permission_unresolvable", "%s: argument %q is %s, which cannot be resolved (%v): it cannot be checked against permission", c.tool.Name, n, show(s), err)
 			}
 			out = append(out, pathArg{name: n, raw: s, views: views})
 		}
@@ -134,12 +139,12 @@ func (c *contract) pathArgs(args map[string]any, paths map[string]pathViews) ([]
 
 // checkPathPermission: a path leading into forbidden (either view) is
 // refused, and so is one leading outside every scope path (either view).
-func (c *contract) checkPathPermission(pa pathArg) *toolerr.Error {
+func (c *contract) checkPathPermission(pa pathArg, show func(string) string) *toolerr.Error {
 	for _, leads := range []string{pa.views.kernel, pa.views.lexical} {
 		for _, f := range c.perm.forbidPaths {
 			if covers(f, leads) {
 				return c.permErr("permission_forbidden", "%s: argument %q is %s, which leads to %s, inside %s of permission.forbidden",
-					c.tool.Name, pa.name, short(pa.raw), short(leads), f)
+					c.tool.Name, pa.name, show(pa.raw), show(leads), f)
 			}
 		}
 		if len(c.perm.scopePaths) == 0 {
@@ -151,7 +156,7 @@ func (c *contract) checkPathPermission(pa pathArg) *toolerr.Error {
 		}
 		if !in {
 			return c.permErr("permission_scope", "%s: argument %q is %s, which leads to %s, outside permission.scope (%s)",
-				c.tool.Name, pa.name, short(pa.raw), short(leads), patterns(c.perm.scopePaths))
+				c.tool.Name, pa.name, show(pa.raw), show(leads), patterns(c.perm.scopePaths))
 		}
 	}
 	return nil
@@ -160,14 +165,14 @@ func (c *contract) checkPathPermission(pa pathArg) *toolerr.Error {
 // checkArgPermission holds one argument's values to the argument entries:
 // any value matching a forbidden glob refuses; a scoped argument's every
 // value must match one of its scope globs.
-func (c *contract) checkArgPermission(name string, vals []string) *toolerr.Error {
+func (c *contract) checkArgPermission(name string, vals []string, show func(string) string) *toolerr.Error {
 	for _, f := range c.perm.forbidArgs {
 		if f.Arg != name && f.Arg != policy.AnyArgument {
 			continue
 		}
 		for _, v := range vals {
 			if f.MatchValue(v) {
-				return c.permErr("permission_forbidden", "%s: argument %q holds %s, which matches %q of permission.forbidden", c.tool.Name, name, short(v), f.Raw)
+				return c.permErr("permission_forbidden", "%s: argument %q holds %s, which matches %q of permission.forbidden", c.tool.Name, name, show(v), f.Raw)
 			}
 		}
 	}
@@ -185,7 +190,7 @@ func (c *contract) checkArgPermission(name string, vals []string) *toolerr.Error
 			for i, s := range scope {
 				raws[i] = s.Raw
 			}
-			return c.permErr("permission_scope", "%s: argument %q holds %s, outside permission.scope (%s)", c.tool.Name, name, short(v), strings.Join(raws, ", "))
+			return c.permErr("permission_scope", "%s: argument %q holds %s, outside permission.scope (%s)", c.tool.Name, name, show(v), strings.Join(raws, ", "))
 		}
 	}
 	return nil

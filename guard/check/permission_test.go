@@ -106,3 +106,14 @@ func TestRetryOfANonIdempotentTool(t *testing.T) {
 		t.Fatalf("a READ has no retry key: %+v", d)
 	}
 }
+
+// In a confidential call the refusal names the argument and the entry,
+// never the value (seed 004 §11: no plaintext in records).
+func TestPermissionRefusalWithholdsConfidentialValues(t *testing.T) {
+	root, p := permPipeline(t)
+	WithConfidential()(p)
+	d := p.Decide(&Call{Tool: "read", Args: map[string]any{"path": root + "/w/a", "mode": "w-secret-mode"}})
+	if d.Verdict != Deny || d.Err.Reason != "permission_scope" || strings.Contains(d.Err.Message, "secret-mode") || !strings.Contains(d.Err.Message, `argument "mode"`) {
+		t.Fatalf("%+v", d.Err)
+	}
+}

@@ -236,7 +236,7 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	if e != nil {
 		return deny("schema", t, e)
 	}
-	if e := c.checkPermission(call.Args, paths); e != nil {
+	if e := c.checkPermission(call.Args, paths, d.Confidential); e != nil {
 		return deny("permission", t, e)
 	}
 	// Rate limits per argument value and the idempotency key see a path
