@@ -1,6 +1,8 @@
 package check
 
 import (
+	"fmt"
+
 	"github.com/klocklabs/klock/guard/toolerr"
 	"github.com/klocklabs/klock/policy"
 )
@@ -13,7 +15,38 @@ import (
 // lets exactly that call through (the approval queue's fingerprint is the
 // tool, the arguments and the run). Pending or denied, the agent gets
 // tool_restricted from the approval (check "retry"). The memory of what
-// ran is the pipeline's, for the process's life.
+// ran is the pipeline's, kept by a State that is a DispatchState (guard/
+// ratestate is) so a restarted gateway does not forget it.
+
+// DispatchState is a State that also keeps, per tool and run, the first
+// call of each argument key of a non-idempotent tool that reached it.
+type DispatchState interface {
+	State
+	// LoadDispatched returns tool -> run -> key -> call id.
+	LoadDispatched() (map[string]map[string]map[string]string, error)
+	// SaveDispatched records one, durable before the call is dispatched.
+	SaveDispatched(tool, run, key, callID string) error
+	// ForgetDispatched drops one whose call never reached the tool.
+	ForgetDispatched(tool, run, key string) error
+}
+
+// restoreDispatched loads what reached the tools before a restart.
+func (p *Pipeline) restoreDispatched() error {
+	ds, ok := p.state.(DispatchState)
+	if !ok {
+		return nil
+	}
+	saved, err := ds.LoadDispatched()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	for tool, runs := range saved {
+		if c, ok := p.tools[tool]; ok {
+			c.dispatched = runs
+		}
+	}
+	return nil
+}
 
 // retryOf returns the call id of the call of c with key that already
 // reached the tool in run ("": none). Called with c.mu held.
@@ -54,15 +87,25 @@ func (p *Pipeline) Dispatching(call *Call, d *Decision, callID string) *toolerr.
 		e.Check = "retry"
 		return e
 	}
-	if first == "" {
-		if c.dispatched == nil {
-			c.dispatched = map[string]map[string]string{}
-		}
-		if c.dispatched[call.RunID] == nil {
-			c.dispatched[call.RunID] = map[string]string{}
-		}
-		c.dispatched[call.RunID][d.RetryKey] = callID
+	if first != "" {
+		return nil
 	}
+	// Kept before it runs: a call whose record cannot be kept is refused,
+	// so a restart cannot let its repeat through unseen.
+	if ds, ok := p.state.(DispatchState); ok {
+		if err := ds.SaveDispatched(call.Tool, call.RunID, d.RetryKey, callID); err != nil {
+			e := toolerr.New(toolerr.InternalError, "rate_state", "%s: %v", call.Tool, fmt.Errorf("%w: %w", ErrState, err))
+			e.Check = "retry"
+			return e
+		}
+	}
+	if c.dispatched == nil {
+		c.dispatched = map[string]map[string]string{}
+	}
+	if c.dispatched[call.RunID] == nil {
+		c.dispatched[call.RunID] = map[string]string{}
+	}
+	c.dispatched[call.RunID][d.RetryKey] = callID
 	return nil
 }
 
@@ -75,7 +118,12 @@ func (p *Pipeline) NotDispatched(call *Call, d *Decision, callID string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dispatched[call.RunID][d.RetryKey] == callID {
-		delete(c.dispatched[call.RunID], d.RetryKey)
+	if c.dispatched[call.RunID][d.RetryKey] != callID {
+		return
+	}
+	delete(c.dispatched[call.RunID], d.RetryKey)
+	if ds, ok := p.state.(DispatchState); ok {
+		// Best effort: a record left behind only asks a human once more.
+		_ = ds.ForgetDispatched(call.Tool, call.RunID, d.RetryKey)
 	}
 }

@@ -147,11 +147,11 @@ func TestPermissionUnsentWithoutActsAs(t *testing.T) {
 // same arguments a second time in the run is not sent: it waits for a
 // human (tool_restricted approval_pending, naming the retry). klock
 // approve lets exactly that repeat through; other arguments pass, and the
-// next repeat asks again.
+// next repeat asks again, also after the gateway restarts in the same run.
 func TestNonIdempotentRetryNeedsApproval(t *testing.T) {
 	base, manifest := permSetup(t)
 	state := filepath.Join(base, "state")
-	s := permConnect(t, base, manifest, "--approval-wait", "200ms")
+	s := permConnect(t, base, manifest, "--approval-wait", "200ms", "--run-id", "run-1")
 	msg := map[string]any{"to": "ada", "body": "hello"}
 	if got := text(call(t, s, "send", msg)); got != "sent 1" {
 		t.Fatalf("first send: %s", got)
@@ -173,6 +173,11 @@ func TestNonIdempotentRetryNeedsApproval(t *testing.T) {
 	e = refusal(t, call(t, s, "send", msg))
 	if e.Reason != "approval_pending" || e.ApprovalID == "" {
 		t.Fatalf("a third send with the same arguments: %+v; want a new approval request", e)
+	}
+	s.Close()
+	s = permConnect(t, base, manifest, "--approval-wait", "200ms", "--run-id", "run-1")
+	if e := refusal(t, call(t, s, "send", map[string]any{"to": "bob", "body": "hello"})); e.Reason != "approval_pending" {
+		t.Fatalf("bob's repeat after a restart: %+v; want it held for approval", e)
 	}
 }
 
