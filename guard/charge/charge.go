@@ -165,6 +165,7 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 			evidence = append(evidence, feeEvidence(*res.fee, true, actual.String()))
 			actual, breakdown, act.Cost = total, bd, receipt.U(total.Units)
 		} else {
+			actual, breakdown = res.hold.Reserved, nil
 			u.Reason, act.Source = why+"; the reservation stays charged", ""
 		}
 	}
