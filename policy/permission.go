@@ -43,6 +43,8 @@ func (l *PermissionList) decodeNode(d *decoder, n *yaml.Node, path string) {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
 		for _, e := range strings.Split(n.Value, ",") {
 			if e = strings.TrimSpace(e); e != "" {
+				// Each entry is located at the string that holds it.
+				d.at(n, fmt.Sprintf("%s[%d]", path, len(*l)))
 				*l = append(*l, e)
 			}
 		}

@@ -189,7 +189,7 @@ func TestValidateRefusesProsePermission(t *testing.T) {
 	data, _ := os.ReadFile(manifest)
 	writeFile(t, manifest, strings.Replace(string(data), `forbidden: ["${workdir}/secret/**", "file=*.pem"]`, `forbidden: "payouts, ${workdir}/secret/**"`, 1))
 	out, err := exec.Command(klockBin, "validate", manifest).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "agent.yaml:15:7: declared_tools[1].permission.forbidden[0]") || !strings.Contains(string(out), `"payouts"`) ||
+	if err == nil || !strings.Contains(string(out), "agent.yaml:15:18: declared_tools[1].permission.forbidden[0]") || !strings.Contains(string(out), `"payouts"`) ||
 		strings.Contains(string(out), "forbidden[1]") {
 		t.Fatalf("klock validate: %v\n%s", err, out)
 	}
