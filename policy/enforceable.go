@@ -64,6 +64,7 @@ func validateEnforceable(m *Manifest, r *report) {
 			r.errorf("range", f+".max_consecutive_errors", "use a positive number (default 3)", "%d is negative", t.MaxConsecutiveErrors)
 		}
 		validateBelongs(t, f, byName, r)
+		validatePermission(t, f, r)
 		validateCategory(t, f, r)
 	}
 	for i, g := range m.Grants {

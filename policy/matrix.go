@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -23,6 +24,12 @@ type MatrixRow struct {
 	ApprovalNeeded  string   `json:"approval_needed"`
 	BlastRadius     string   `json:"blast_radius"`
 	Trifecta        []string `json:"trifecta,omitempty"`
+	// CostPerInvocation is KCC's declared cost of one call ("0.03 USD",
+	// "1200 tokens"): money is charged per call on top of the reported
+	// cost, to the tool's grant.
+	CostPerInvocation string `json:"cost_per_invocation,omitempty"`
+	// Permission is the contract's seed 002 permission, as enforced.
+	Permission *Permission `json:"permission,omitempty"`
 }
 
 // PermissionsMatrix rolls the tool contracts up into one table: what the
@@ -73,6 +80,14 @@ func (m *Manifest) PermissionsMatrix() []MatrixRow {
 		}
 		if t.ExternalCommunication {
 			row.Trifecta = append(row.Trifecta, "external")
+		}
+		if c := t.CostPerInvocation; c != nil && c.Money != nil {
+			row.CostPerInvocation = c.Money.String()
+		} else if c != nil && c.Tokens > 0 {
+			row.CostPerInvocation = fmt.Sprintf("%d tokens", c.Tokens)
+		}
+		if p := t.Permission; p.ActsAs != "" || len(p.Scope)+len(p.Forbidden) > 0 {
+			row.Permission = &p
 		}
 		rows = append(rows, row)
 	}

@@ -13,9 +13,10 @@ import (
 
 // seed002Manifest wraps testdata/seed002-contract.yaml, seed 002's Tool
 // Trust Contract as the seed writes it, as a manifest's tool. Its
-// must_belong_to names no lookup, and klock refuses what cannot be
-// enforced (TestSeed002ContractNeedsOnlyALookup): the one line added
-// here names one, with the READ tool it calls.
+// must_belong_to names no lookup and its permission is prose, and klock
+// refuses what cannot be enforced (TestSeed002ContractNeedsALookupAndEntries):
+// the lines changed here name a lookup, with the READ tool it calls, and
+// write scope and forbidden as entries (Seed002Permission).
 func seed002Manifest(t *testing.T) string {
 	t.Helper()
 	return seed002Wrapped(t, true)
@@ -29,6 +30,7 @@ func seed002Wrapped(t *testing.T, withLookup bool) string {
 	}
 	if withLookup {
 		data = []byte(strings.Replace(string(data), "must_belong_to: customer_id }", "must_belong_to: customer_id, lookup: get_transactions }", 1))
+		data = []byte(seed002Permission.Replace(string(data)))
 	}
 	var tool strings.Builder
 	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
@@ -44,15 +46,36 @@ func seed002Wrapped(t *testing.T, withLookup bool) string {
 	return manifest([]string{"CONSUMES FILE:/w/**"}, tool.String())
 }
 
-// TestSeed002ContractNeedsOnlyALookup: seed 002's contract verbatim is
-// refused for one reason alone, located: its must_belong_to cannot be
-// enforced without a lookup tool (item 6). Every other field loads.
-func TestSeed002ContractNeedsOnlyALookup(t *testing.T) {
+// seed002Permission writes seed 002's prose scope and forbidden as
+// entries the gateway checks (the prose's customer is must_match's, its
+// transactions must_belong_to's).
+var seed002Permission = strings.NewReplacer(
+	`scope: "refund the named customer's own transactions only"`, `scope: "customer_id=c_*, transaction_id=t*"`,
+	`forbidden: "cross-customer access, payouts, plan changes"`, `forbidden: "*=po_*, *=plan_*"`)
+
+// TestSeed002ContractNeedsALookupAndEntries: seed 002's contract verbatim
+// is refused, located, for what the gateway could not enforce alone: its
+// must_belong_to names no lookup tool, and its permission's scope and
+// forbidden are prose (one diagnostic per entry of the comma-separated
+// string). Every other field loads.
+func TestSeed002ContractNeedsALookupAndEntries(t *testing.T) {
 	_, err := Parse("test.yaml", []byte(seed002Wrapped(t, false)))
 	var ve *ValidationError
-	if !errors.As(err, &ve) || len(ve.Diags) != 1 || ve.Diags[0].Code != "unenforceable" ||
-		!strings.HasSuffix(ve.Diags[0].Field, "transaction_id.must_belong_to") {
-		t.Fatalf("want exactly one located unenforceable must_belong_to, got %v", err)
+	if !errors.As(err, &ve) {
+		t.Fatalf("want a validation error, got %v", err)
+	}
+	var got []string
+	for _, d := range ve.Diags {
+		if d.Code != "unenforceable" || d.Pos.Line == 0 {
+			t.Errorf("diagnostic %s %s at %v: want unenforceable, located", d.Code, d.Field, d.Pos)
+		}
+		got = append(got, d.Field[strings.Index(d.Field, "]")+2:])
+	}
+	want := []string{"permission.scope[0]", "permission.forbidden[0]", "permission.forbidden[1]", "permission.forbidden[2]", "input_schema.transaction_id.must_belong_to"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("diagnostics on %v, want %v (%v)", got, want, err)
 	}
 }
 

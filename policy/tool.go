@@ -78,11 +78,18 @@ const (
 	SideEffectIrreversibleWrite SideEffect = "IRREVERSIBLE-WRITE"
 )
 
-// Permission: who the tool acts as and what it may touch.
+// Idempotent: calling the tool twice with the same arguments does it once
+// (seed 002): a READ, or idempotency mode natural or key.
+func (t *Tool) Idempotent() bool {
+	return t.SideEffects == SideEffectRead || t.Idempotency.Mode == "natural" || t.Idempotency.Mode == "key"
+}
+
+// Permission: who the tool acts as and what it may touch (permission.go
+// says what the entries of scope and forbidden mean).
 type Permission struct {
-	ActsAs    string `yaml:"acts_as" json:"acts_as,omitempty"`
-	Scope     string `yaml:"scope" json:"scope,omitempty"`
-	Forbidden string `yaml:"forbidden" json:"forbidden,omitempty"`
+	ActsAs    string         `yaml:"acts_as" json:"acts_as,omitempty" jsonschema:"description=the identity the tool acts as: passed to the tool with every call (MCP _meta klock/acts_as; a plugin's context.acts_as)"`
+	Scope     PermissionList `yaml:"scope" json:"scope,omitempty"`
+	Forbidden PermissionList `yaml:"forbidden" json:"forbidden,omitempty"`
 }
 
 // ParamSchema is one argument's type and constraints.

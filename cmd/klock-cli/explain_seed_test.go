@@ -15,9 +15,12 @@ func TestExplainShowsConditionTranslation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The one line added: its must_belong_to names the lookup that
-	// enforces it (policy's TestSeed002ContractNeedsOnlyALookup).
-	contract = []byte(strings.Replace(string(contract), "must_belong_to: customer_id }", "must_belong_to: customer_id, lookup: get_transactions }", 1))
+	// The lines changed: its must_belong_to names the lookup that
+	// enforces it, and its permission is entries, not prose (policy's
+	// TestSeed002ContractNeedsALookupAndEntries).
+	contract = []byte(strings.NewReplacer("must_belong_to: customer_id }", "must_belong_to: customer_id, lookup: get_transactions }",
+		`scope: "refund the named customer's own transactions only"`, `scope: "customer_id=c_*, transaction_id=t*"`,
+		`forbidden: "cross-customer access, payouts, plan changes"`, `forbidden: "*=po_*, *=plan_*"`).Replace(string(contract)))
 	lines := strings.Split(strings.TrimRight(string(contract), "\n"), "\n")
 	var b strings.Builder
 	b.WriteString("apiVersion: klock/v1\nagent: {id: refund-agent-02}\nintents: []\ndeclared_tools:\n  - " + lines[0] + "\n")
@@ -65,5 +68,38 @@ func TestExplainSaysWhichNamesMayResolvePrivate(t *testing.T) {
 	out, code = run(t, "explain", write("public.yaml", "CONSUMES NET:svc.test:80/tcp", "CONSUMES NET:93.184.216.34:443/tcp"))
 	if code != exitOK || strings.Contains(out, "DNS:") {
 		t.Errorf("explain without a private declaration: %d\n%s", code, out)
+	}
+}
+
+// klock explain says what the gateway does with a contract's permission
+// and KCC's cost_per_invocation: charged per call when the tool has a
+// grant, declared only when it has none or counts tokens.
+func TestExplainShowsPermissionAndCostPerInvocation(t *testing.T) {
+	dir := t.TempDir()
+	m := strings.Replace(testutil.ManifestYAML("cost-bot", "strict", dir), "declared_tools: []\n", `declared_tools:
+  - {name: search, blast_radius: read, side_effects: READ, cost_per_invocation: 0.01, permission: {acts_as: svc-search, forbidden: ["q=*password*"]}}
+  - {name: notes, blast_radius: read, side_effects: READ, cost_per_invocation: "0.02 EUR"}
+  - {name: summarize, blast_radius: read, side_effects: READ, cost_per_invocation: {tokens: 1200}}
+`, 1) + `grants:
+  - {tool: search, max_total_cost: "1.00 USD"}
+`
+	f := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(f, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "explain", f)
+	for _, want := range []string{
+		`search: acts as "svc-search" (sent with every call); forbidden q=*password*`,
+		"search: cost_per_invocation 0.01 USD charged per call on top of the reported cost, to its grant",
+		"notes: cost_per_invocation 0.02 EUR declared, not charged: no grant names notes",
+		"summarize: cost_per_invocation 1200 tokens (tokens: declared, not charged to a money budget)",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("explain: %d, want %q\n%s", code, want, out)
+		}
+	}
+	js, code := run(t, "explain", "--json", f)
+	if code != exitOK || !strings.Contains(js, `"cost_per_invocation": "0.01 USD"`) || !strings.Contains(js, `"forbidden": [`) {
+		t.Fatalf("explain --json: %d\n%s", code, js)
 	}
 }

@@ -247,7 +247,13 @@ stop a tool for the run; a category C tool needs tool.<name>.sensitive and
 a category D tool's first call in a run waits for approval; a cost the
 server reports in the result's _meta ({"cost":"0.12 USD"}, or {"cost":
 {"units":15,"currency":"USD","breakdown":{"compute":12,"io":3}}}, charged
-as the breakdown's sum) is charged.
+as the breakdown's sum) is charged, with the tool's cost_per_invocation on
+top. The contract's permission holds too: acts_as reaches the server in the
+call's _meta ("klock/acts_as"; over HTTP also the Klock-Acts-As header), and
+a call whose arguments, or where its paths lead, fall outside scope or match
+forbidden is refused (tool_restricted, reason permission_scope or
+permission_forbidden). A tool that is not idempotent is never retried
+blindly: the same call again in the run waits for approval.
 
 stdio (default): klock mcp starts SERVER and speaks MCP on its own stdin/
 stdout; put it where the client expects the server's command.

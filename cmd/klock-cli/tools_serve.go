@@ -60,6 +60,7 @@ no shell: exec may not list one, and the entry's #! shell runs once, as its
 interpreter (sh -c, bash -c, a system() call kill the session). A plugin that
 reaches past that is stopped by the kernel and the call returns
 tool_sandbox_violation. The entry reads {"tool","args","context"} on stdin
+(context.acts_as: the contract's permission.acts_as)
 and writes {"output":...,"tokens_used":N,"cost":"0.01 USD"} (or {"error":...})
 on stdout; a "breakdown" of named amounts ({"compute":"0.01 USD",...}) is
 charged as its sum and recorded in the receipt. Plugins need root (kernel enforcement); without it serve refuses

@@ -27,6 +27,7 @@ type Ledger interface {
 type Charger struct {
 	auth       budget.Authorizer
 	grants     map[string]budget.Grant // by tool name
+	fees       map[string]money.Amount // declared cost_per_invocation (fee.go)
 	policyHash string                  // the manifest's, for every receipt
 }
 
@@ -66,7 +67,7 @@ func New(ctx context.Context, m *policy.Manifest, l Ledger, session string, opts
 	if err != nil {
 		return nil, err
 	}
-	c := &Charger{auth: l, grants: map[string]budget.Grant{}}
+	c := &Charger{auth: l, grants: map[string]budget.Grant{}, fees: fees(m)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -87,6 +88,7 @@ func (c *Charger) Charged(tool string) bool { _, ok := c.grants[tool]; return ok
 type reservation struct {
 	hold budget.Hold
 	tool string
+	fee  *money.Amount // the tool's declared cost_per_invocation
 }
 
 // Reserve pre-charges the grant's worst case for call.
@@ -105,11 +107,15 @@ func (c *Charger) Reserve(ctx context.Context, call *check.Call, d *check.Decisi
 	if err != nil {
 		return nil, toolerr.New(toolerr.InvalidArgs, "budget", "%s: arguments cannot be recorded in a receipt: %v", call.Tool, err)
 	}
-	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash})
-	if err != nil {
+	req := budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash}
+	res := &reservation{tool: call.Tool}
+	if fee, ok := c.fees[call.Tool]; ok {
+		req.Cost, res.fee = reserveFee(g, fee), &fee
+	}
+	if res.hold, err = c.auth.Reserve(ctx, req); err != nil {
 		return nil, reserveErr(call.Tool, err)
 	}
-	return &reservation{hold: hold, tool: call.Tool}, nil
+	return res, nil
 }
 
 func reserveErr(tool string, err error) *toolerr.Error {
@@ -143,6 +149,7 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 	act := &receipt.Actual{TokensOut: receipt.Units(max(u.TokensUsed, 0))}
 	actual := res.hold.Reserved
 	var breakdown []byte
+	var evidence []receipt.Evidence
 	if u.Known {
 		a, err := money.New(u.CostUnits, u.Currency)
 		if err != nil {
@@ -152,6 +159,19 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 			act.Cost, act.Source = receipt.U(a.Units), string(tokenguard.HarnessReported)
 		}
 	}
+	if res.fee != nil && act.Source != "" {
+		total, bd, why, ok := withFee(u, *res.fee)
+		if ok {
+			evidence = append(evidence, feeEvidence(*res.fee, true, actual.String()))
+			actual, breakdown, act.Cost = total, bd, receipt.U(total.Units)
+		} else {
+			actual, breakdown = res.hold.Reserved, nil
+			u.Reason, act.Source = why+"; the reservation stays charged", ""
+		}
+	}
+	if res.fee != nil && act.Source == "" {
+		evidence = append(evidence, feeEvidence(*res.fee, false, ""))
+	}
 	if !u.Known || act.Source == "" {
 		reason := u.Reason
 		if reason == "" {
@@ -160,7 +180,7 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason}
 	}
 	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act, Kind: receipt.KindTool},
-		Breakdown: breakdown, PolicyHash: c.policyHash, ContentHash: u.ContentHash, Evidence: []receipt.Evidence{costEvidence(act, u)}})
+		Breakdown: breakdown, PolicyHash: c.policyHash, ContentHash: u.ContentHash, Evidence: append([]receipt.Evidence{costEvidence(act, u)}, evidence...)})
 	if err != nil {
 		return nil, err
 	}

@@ -26,10 +26,12 @@ declared_tools:
   - {name: lookup, type: read, blast_radius: read, category: A, side_effects: READ}
   - {name: quote, type: read, blast_radius: read, category: A, side_effects: READ}
   - {name: free, type: read, blast_radius: read, category: A, side_effects: READ}
+  - {name: priced, type: read, blast_radius: read, category: A, side_effects: READ, cost_per_invocation: "0.03 USD"}
 cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.7, expected_cost: "0.01 USD", max_cost: "0.02 USD"}
 grants:
   - {tool: lookup, max_invocations: 2}
   - {tool: quote, max_cost_per_invocation: "0.05 USD", max_total_cost: "0.10 USD"}
+  - {tool: priced, max_total_cost: "1.00 USD"}
 `
 
 type env struct {

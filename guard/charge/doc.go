@@ -14,8 +14,9 @@
 // (policy_hash, WithPolicyHash), the call's content (content_hash, which
 // the gateway computes, keyed in confidential mode) and where the charged
 // cost came from (evidence "cost-source"); a tool's breakdown is copied
-// into cost_breakdown. A tool without a grant is not charged and leaves no
-// receipt.
+// into cost_breakdown. A tool's declared cost_per_invocation in money is a
+// fee charged on top of the reported cost and itemized (fee.go). A tool
+// without a grant is not charged and leaves no receipt.
 //
 // Error semantics: Reserve returns a *toolerr.Error: tool_restricted
 // (reason "budget") naming the limit when the budget refuses,

@@ -55,6 +55,11 @@ type Decision struct {
 	// Governance: the escalation is a category D tool's first use in its
 	// run; once approved, the gateway calls Pipeline.Governed.
 	Governance bool
+	// RetryKey identifies the call's arguments when its tool is not
+	// idempotent (retry.go; "" otherwise); Retry: the call repeats one
+	// that reached the tool in its run, so it escalated.
+	RetryKey string
+	Retry    bool
 	// ArgsDigest is the gateway's keyed digest of the arguments in
 	// confidential mode (what a receipt may hold instead of them).
 	ArgsDigest string

@@ -10,11 +10,17 @@
 //     contract leaves open
 //  3. schema     arguments against input_schema (types, min/max, lengths,
 //     pattern, enum; no undeclared argument), context bindings (must_match),
-//     and type path arguments confined to within where they lead (path.go)
+//     and type path arguments confined to within where they lead (path.go);
+//     then (check "permission") seed 002's permission.scope and forbidden held against the
+//     arguments and where their paths lead (permission.go; policy's
+//     permission.go defines the entries): tool_restricted, reason
+//     permission_scope or permission_forbidden
 //  4. rate       token buckets per run, per minute/hour/day and per argument value;
 //     governance may only narrow them (ErrWiden), and a State (WithState)
 //     keeps the counters and governance across restarts
-//  5. idempotency the call's idempotency key (the store lives in guard/idem)
+//  5. idempotency the call's idempotency key (the store lives in guard/idem);
+//     a non-idempotent tool's repeat of a call that reached it in the run
+//     escalates (retry.go; Dispatching settles racing repeats)
 //  6. effect     side-effect class: an IRREVERSIBLE-WRITE never runs unsupervised
 //  7. autonomy   unsupervised / unsupervised_if (CEL), else escalate or deny;
 //     HITL mode (declared, or forced by the lethal trifecta) escalates every

@@ -24,6 +24,7 @@ type contract struct {
 	idemArgs          []string // key_source arguments; nil = all arguments
 	timeout           time.Duration
 	categoryPerMinute int
+	perm              *permission // permission.scope and forbidden (nil: none)
 
 	mu       sync.Mutex
 	disabled string             // non-empty: disabled by governance, with the reason
@@ -33,6 +34,9 @@ type contract struct {
 	// governed holds the runs a human approved a category D tool for.
 	errors   map[string]int
 	governed map[string]bool
+	// dispatched holds, per run, the first call of each argument key of
+	// a non-idempotent tool that reached it (retry.go).
+	dispatched map[string]map[string]string
 }
 
 // declared is what the manifest allows: its rate_limits, KCC's rate_limit
@@ -123,6 +127,9 @@ func New(m *policy.Manifest, opts ...Option) (*Pipeline, error) {
 		}
 		if c.outputs, err = compileSchema(t.OutputSchema, m.Workdir); err != nil {
 			return nil, fmt.Errorf("tool %s: output_schema: %w", t.Name, err)
+		}
+		if c.perm, err = compilePermission(t, m.Workdir); err != nil {
+			return nil, fmt.Errorf("tool %s: permission: %w", t.Name, err)
 		}
 		for _, pr := range c.params {
 			c.argNames = append(c.argNames, pr.name)
@@ -229,6 +236,9 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	if e != nil {
 		return deny("schema", t, e)
 	}
+	if e := c.checkPermission(call.Args, paths, d.Confidential); e != nil {
+		return deny("permission", t, e)
+	}
 	// Rate limits per argument value and the idempotency key see a path
 	// as where it leads: "/d/x" and "/d//x" are one file, one effect.
 	canon := call
@@ -254,24 +264,34 @@ func (p *Pipeline) Decide(call *Call) Decision {
 		}
 		d.IdemKey = k
 	}
+	d.RetryKey = retryKey(t, canon.Args)
 	// 6–7. side effect, autonomy, HITL / trifecta.
 	d.Verdict, d.Check, d.Why = p.autonomy(c, call, paths)
 	if d.Verdict == Deny {
 		return deny("autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
 	}
+	if first := c.retryOf(call.RunID, d.RetryKey); d.RetryKey != "" && first != "" {
+		escalate(&d, "retry", t.Name+" is not idempotent and already ran with these arguments in this run ("+first+"): a second call could do it twice")
+		d.Retry = true
+	}
 	// Seed 004 §3.4: a category D tool is governance-only. Its first use
 	// in a run waits for a human even where its autonomy would allow it;
 	// one approval covers both when the call escalates anyway.
 	if c.needsGovernance(call.RunID) {
-		why := t.Name + " is category D (governance-only): its first use in a run needs a governance approval"
-		if d.Verdict == Escalate {
-			d.Why += "; " + why
-		} else {
-			d.Verdict, d.Check, d.Why = Escalate, "category", why
-		}
+		escalate(&d, "category", t.Name+" is category D (governance-only): its first use in a run needs a governance approval")
 		d.Governance = true
 	}
 	return d
+}
+
+// escalate makes d an escalation for why: one approval covers every
+// reason when the call escalates anyway.
+func escalate(d *Decision, check, why string) {
+	if d.Verdict == Escalate {
+		d.Why += "; " + why
+		return
+	}
+	d.Verdict, d.Check, d.Why = Escalate, check, why
 }
 
 // autonomy decides allow or escalate (or deny for else: DENY), mirroring

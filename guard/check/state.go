@@ -64,6 +64,9 @@ func (p *Pipeline) restore() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrState, err)
 	}
+	if err := p.restoreDispatched(); err != nil {
+		return err
+	}
 	for name, st := range saved {
 		c, ok := p.tools[name]
 		if !ok {

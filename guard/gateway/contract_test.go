@@ -141,8 +141,10 @@ func TestRollbackWhenTheSessionIsKilled(t *testing.T) {
 		undone = append(undone, c.Tool+":"+c.Args["refund_id"].(string))
 		return Outcome{Result: json.RawMessage(`{"voided":true}`)}, nil
 	}
-	for _, id := range []string{"rf_1", "rf_2"} {
-		if _, te := g.CallWith(context.Background(), &check.Call{Tool: "issue_refund", Args: map[string]any{"amount_usd": 5.0}, RunID: "r1"},
+	for i, id := range []string{"rf_1", "rf_2"} {
+		// Two refunds, not one retried: a non-idempotent tool's repeat
+		// would wait for a human (check's retry rule).
+		if _, te := g.CallWith(context.Background(), &check.Call{Tool: "issue_refund", Args: map[string]any{"amount_usd": 5.0 + float64(i)}, RunID: "r1"},
 			answer(`{"refund_id":"`+id+`"}`), invoke); te != nil {
 			t.Fatal(te)
 		}

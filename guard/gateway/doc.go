@@ -3,7 +3,8 @@
 //
 //	check.Decide → (escalate: approval queue) → idempotency store →
 //	leases (WithLeases, optional) → budget reservation (check.Charger,
-//	optional) → dispatch with the contract's timeout → reconcile → audit
+//	optional) → check.Dispatching (a non-idempotent tool's repeat) →
+//	dispatch with the contract's timeout → reconcile → audit
 //
 // With WithLeases a call holds KLIS leases (enforcer/lease) on what its
 // tool's contract touches, else the broader MUTATES of the workdir, from

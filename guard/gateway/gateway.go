@@ -187,10 +187,21 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 			return c.refuse(e, "deny")
 		}
 	}
+	// Seed 002: a non-idempotent tool is never retried blindly; the
+	// check and the record are one step, so two identical calls racing
+	// here do not both run.
+	if e := g.p.Dispatching(call, &c.d, c.callID); e != nil {
+		c.g.release(c.ctx, call, c.res, "a call with the same arguments reached the tool first")
+		return c.refuse(e, "deny")
+	}
 	if e := c.recordDispatch(); e != nil {
+		g.p.NotDispatched(call, &c.d, c.callID)
 		return Outcome{}, e
 	}
 	out, te, err := c.dispatch(dispatch)
+	if errors.Is(err, ErrNotDispatched) {
+		g.p.NotDispatched(call, &c.d, c.callID)
+	}
 	chargeErr := c.reconcile(&out, te, err)
 	if err == nil || out.Charged != nil {
 		c.g.ran(call, c.callID, c.approvalID, &out, te)
@@ -486,10 +497,7 @@ func auditErr(err error) *toolerr.Error {
 
 // idempotent: safe to call again with the same arguments.
 func idempotent(t *policy.Tool) bool {
-	if t == nil {
-		return false
-	}
-	return t.SideEffects == policy.SideEffectRead || t.Idempotency.Mode == "natural" || t.Idempotency.Mode == "key"
+	return t != nil && t.Idempotent()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -22,11 +22,11 @@ workdir: /srv/repo
 intents: []
 hitl: {default_mode: HOTL}
 declared_tools:
-  - {name: opaque_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}}
-  - {name: db_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}, touches: ["MUTATES FILE:${workdir}/db/**"]}
+  - {name: opaque_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, idempotency: {mode: natural}, autonomy: {unsupervised: always}}
+  - {name: db_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, idempotency: {mode: natural}, autonomy: {unsupervised: always}, touches: ["MUTATES FILE:${workdir}/db/**"]}
   - {name: lookup, blast_radius: read, side_effects: READ}
-  - {name: slow_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}, timeout_ms: 50, touches: ["MUTATES FILE:${workdir}/db/**"]}
-  - {name: saas, blast_radius: domain, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, autonomy: {unsupervised: always}, touches: []}
+  - {name: slow_write, blast_radius: local, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, idempotency: {mode: natural}, autonomy: {unsupervised: always}, timeout_ms: 50, touches: ["MUTATES FILE:${workdir}/db/**"]}
+  - {name: saas, blast_radius: domain, side_effects: REVERSIBLE-WRITE, rollback: {mechanism: undo}, idempotency: {mode: natural}, autonomy: {unsupervised: always}, touches: []}
 cost_envelope: {expected_tokens_in: 1, max_tokens_in: 2, expected_tokens_out: 1, max_tokens_out: 2, expected_latency_ms: 1, max_latency_ms: 2, context_efficiency: 0.5, expected_cost: "0.01 USD", max_cost: "0.02 USD"}
 `
 

@@ -12,7 +12,10 @@
 //     a CallToolResult with isError true whose structuredContent (and text)
 //     is the typed error {ok:false, error_class, retryable, message}; an
 //     allowed call is forwarded and its result returned, with nulls in
-//     structuredContent replaced by the MISSING sentinel.
+//     structuredContent replaced by the MISSING sentinel. A forwarded call
+//     carries the tool contract's permission.acts_as in its params' _meta
+//     ("klock/acts_as"; over HTTP also the Klock-Acts-As header), set by
+//     the proxy and never the client's (identity.go).
 //
 // Error semantics: a malformed frame from the client is answered with a
 // JSON-RPC parse error (-32700) and never forwarded; the proxy stops when

@@ -24,6 +24,7 @@ func (p *Proxy) HTTPHandler(upstream *url.URL) http.Handler {
 			r.SetURL(upstream)
 			r.Out.URL.Path, r.Out.URL.RawPath = upstream.Path, upstream.RawPath
 			r.Out.Host = upstream.Host
+			setActsAs(r.Out.Header, "") // only a checked tools/call carries one
 		},
 		FlushInterval: -1, // SSE: flush every event
 	}
@@ -73,14 +74,17 @@ func (p *Proxy) HTTPHandler(upstream *url.URL) http.Handler {
 			}
 			return
 		}
+		x.body, x.actsAs = p.stamp(body), p.callee(*target)
 		x.finish(p.call(r.Context(), *target, func(ctx context.Context) (message, error) {
+			// The gateway may have replaced arguments (confidential
+			// handles): re-encode, then stamp the identity again.
 			body, err := withToolArgs(ctx, *target, x.body)
 			if err != nil {
 				return message{}, err
 			}
-			x.body = body
+			x.body = p.stamp(body)
 			return x.send(ctx)
-		}, httpInvoker(client, upstream, r)))
+		}, p.httpInvoker(client, upstream, r)))
 	})
 }
 
@@ -97,6 +101,7 @@ type exchange struct {
 	sse      bool
 	raw      []byte // the upstream's response frame, as received
 	upHeader http.Header
+	actsAs   string // HeaderActsAs of a tools/call
 }
 
 var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
@@ -112,6 +117,7 @@ func (x *exchange) send(ctx context.Context) (message, error) {
 			req.Header[k] = v
 		}
 	}
+	setActsAs(req.Header, x.actsAs)
 	resp, err := x.client.Do(req)
 	if err != nil {
 		return message{}, fmt.Errorf("upstream: %w", err)

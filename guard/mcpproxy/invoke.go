@@ -18,9 +18,13 @@ import (
 
 var ownIDs atomic.Uint64
 
-func ownCall(ctx context.Context, c *check.Call) (message, []byte, error) {
+func (p *Proxy) ownCall(ctx context.Context, c *check.Call) (message, []byte, error) {
 	id, _ := json.Marshal(fmt.Sprintf("klock-%d", ownIDs.Add(1)))
-	params, err := json.Marshal(map[string]any{"name": c.Tool, "arguments": gateway.ToolArgs(ctx, c)})
+	call := map[string]any{"name": c.Tool, "arguments": gateway.ToolArgs(ctx, c)}
+	if who := p.actsAs(c.Tool); who != "" {
+		call["_meta"] = map[string]string{MetaActsAs: who}
+	}
+	params, err := json.Marshal(call)
 	if err != nil {
 		return message{}, nil, fmt.Errorf("encode the call of %s: %w", c.Tool, err)
 	}
@@ -41,7 +45,7 @@ func outcomeOf(resp message) gateway.Outcome {
 // stdioInvoker reaches the server of a stdio session.
 func (s *stdioSession) invoker() gateway.Invoker {
 	return func(ctx context.Context, c *check.Call) (gateway.Outcome, error) {
-		m, raw, err := ownCall(ctx, c)
+		m, raw, err := s.p.ownCall(ctx, c)
 		if err != nil {
 			return gateway.Outcome{}, fmt.Errorf("%w: %v", gateway.ErrNotDispatched, err)
 		}
@@ -56,14 +60,14 @@ func (s *stdioSession) invoker() gateway.Invoker {
 // httpInvoker reaches the upstream with the client's session headers (its
 // Mcp-Session-Id and authorization), copied so it still works after the
 // client's request has been answered.
-func httpInvoker(client *http.Client, upstream *url.URL, in *http.Request) gateway.Invoker {
+func (p *Proxy) httpInvoker(client *http.Client, upstream *url.URL, in *http.Request) gateway.Invoker {
 	hdr := in.Header.Clone()
 	return func(ctx context.Context, c *check.Call) (gateway.Outcome, error) {
-		m, raw, err := ownCall(ctx, c)
+		m, raw, err := p.ownCall(ctx, c)
 		if err != nil {
 			return gateway.Outcome{}, fmt.Errorf("%w: %v", gateway.ErrNotDispatched, err)
 		}
-		x := &exchange{client: client, upstream: upstream, in: &http.Request{Header: hdr}, body: raw, w: discard{}, id: m.ID}
+		x := &exchange{client: client, upstream: upstream, in: &http.Request{Header: hdr}, body: raw, w: discard{}, id: m.ID, actsAs: p.actsAs(c.Tool)}
 		resp, err := x.send(ctx)
 		if err != nil {
 			return gateway.Outcome{}, err

@@ -137,6 +137,7 @@ func (s *stdioSession) one(ctx context.Context, m message, raw []byte) error {
 		s.mu.Unlock()
 		return s.server.write(raw)
 	case m.isRequest() && m.Method == "tools/call":
+		raw = s.p.stamp(raw)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -145,7 +146,9 @@ func (s *stdioSession) one(ctx context.Context, m message, raw []byte) error {
 				if err != nil {
 					return message{}, err
 				}
-				return s.dispatch(ctx, m, raw)
+				// Re-encoded from the call as the agent sent it: the
+				// identity is stamped again.
+				return s.dispatch(ctx, m, s.p.stamp(raw))
 			}, s.invoker())
 			_ = s.client.write(out)
 		}()

@@ -41,7 +41,11 @@
 // The call protocol is JSON over the entry's stdin and stdout. stdin:
 //
 //	{"tool": "greet", "args": {...},
-//	 "context": {"agent_run_id": "...", "team_id": "...", "capabilities": [...]}}
+//	 "context": {"agent_run_id": "...", "team_id": "...", "capabilities": [...],
+//	             "acts_as": "..."}}
+//
+// acts_as is the tool contract's permission.acts_as (absent when it
+// declares none): the identity the plugin must act as, set by the gateway.
 //
 // stdout, one JSON object: {"output": ANY, "tokens_used": N, "cost": "0.01 USD"}
 // (tokens_used and cost optional: a cost the plugin does not report is

@@ -23,6 +23,9 @@ type InputContext struct {
 	AgentRunID   string   `json:"agent_run_id,omitempty"`
 	TeamID       string   `json:"team_id,omitempty"`
 	Capabilities []string `json:"capabilities"`
+	// ActsAs is the identity the tool's contract declares it acts as
+	// (seed 002's permission.acts_as), set by the gateway, never the agent.
+	ActsAs string `json:"acts_as,omitempty"`
 }
 
 // answer is what the entry writes on stdout: klock's form

@@ -15,6 +15,7 @@ import (
 type Provider struct {
 	plugins map[string]*Plugin
 	caps    map[string]string // tool -> its capability code
+	actsAs  map[string]string // tool -> its permission.acts_as
 	runner  *Runner
 }
 
@@ -28,7 +29,7 @@ type Provider struct {
 // permission (seed 004 §3.1: safe tools reach no network and touch no
 // files): it is refused too.
 func NewProvider(plugins map[string]*Plugin, declared func(name string) (*policy.Tool, bool), r *Runner) (*Provider, error) {
-	p := &Provider{plugins: map[string]*Plugin{}, caps: map[string]string{}, runner: r}
+	p := &Provider{plugins: map[string]*Plugin{}, caps: map[string]string{}, actsAs: map[string]string{}, runner: r}
 	for name, pl := range plugins {
 		t, ok := declared(name)
 		if !ok {
@@ -43,7 +44,7 @@ func NewProvider(plugins map[string]*Plugin, declared func(name string) (*policy
 		if !pl.Serves(capCode) && !pl.Serves("tool."+name+".invoke") {
 			return nil, fmt.Errorf("%w: plugin %s (%s) serves %v, not the declared tool's capability %s", ErrManifest, name, pl.Dir, pl.Capabilities, capCode)
 		}
-		p.plugins[name], p.caps[name] = pl, capCode
+		p.plugins[name], p.caps[name], p.actsAs[name] = pl, capCode, t.Permission.ActsAs
 	}
 	return p, nil
 }
@@ -62,7 +63,7 @@ func (p *Provider) Invoke(ctx context.Context, call *check.Call) (gateway.Outcom
 	}
 	team, _ := call.Context["team_id"].(string)
 	res, err := p.runner.Run(ctx, pl, Input{Tool: call.Tool, Args: gateway.ToolArgs(ctx, call),
-		Context: InputContext{AgentRunID: call.RunID, TeamID: team, Capabilities: []string{p.caps[call.Tool]}}})
+		Context: InputContext{AgentRunID: call.RunID, TeamID: team, Capabilities: []string{p.caps[call.Tool]}, ActsAs: p.actsAs[call.Tool]}})
 	if err != nil {
 		return gateway.Outcome{}, err
 	}

@@ -2,7 +2,9 @@
 // (disabled tools, narrowed limits) in an embedded SQLite database
 // (modernc.org/sqlite, as guard/budget's ledger), so a restart forgets
 // neither: a per_day: 1 tool used today stays used, a tool an operator
-// disabled stays disabled. It implements check.State.
+// disabled stays disabled, a non-idempotent call that reached its tool is
+// still known, so its repeat in the run still waits for a human. It
+// implements check.State and check.DispatchState.
 //
 // One gateway process owns the database (exclusive locking, WAL). Every
 // allowed call's counters are written, synchronously, before the call is

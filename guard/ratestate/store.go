@@ -53,7 +53,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrOpen, path, err)
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
+	if _, err := db.Exec(schema + dispatchedSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w: %s: %w (is another gateway of this agent running?)", ErrOpen, path, err)
 	}

@@ -11,7 +11,7 @@ type Class string
 const (
 	CapabilityMissing Class = "tool_capability_missing" // the agent has no right to the tool
 	Timeout           Class = "tool_timeout"            // the tool ran past its deadline
-	Restricted        Class = "tool_restricted"         // forbidden now: disabled, rate-limited, pending or denied approval
+	Restricted        Class = "tool_restricted"         // forbidden now: disabled, rate-limited, outside permission, a blind retry, pending or denied approval
 	InvalidArgs       Class = "tool_invalid_args"       // arguments outside the tool's contract
 	SandboxViolation  Class = "tool_sandbox_violation"  // the call broke a rule of its context (a context binding)
 	InternalError     Class = "tool_internal_error"     // the tool or the gateway failed

@@ -131,6 +131,7 @@ func Text(w io.Writer, r Report) error {
 			if row.UnsupervisedCEL != "" && row.UnsupervisedCEL != row.Unsupervised {
 				p("  %s: unsupervised_if %q is seed 002's syntax; it runs as the CEL %s\n", row.Tool, row.Unsupervised, row.UnsupervisedCEL)
 			}
+			contractNotes(p, row, r.Grants)
 		}
 	} else {
 		p("\nNo declared tools: the tool gateway lets nothing through.\n")
@@ -210,4 +211,37 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// contractNotes says what the gateway does with a tool's permission and
+// its declared cost_per_invocation.
+func contractNotes(p func(string, ...any), row policy.MatrixRow, grants []policy.Grant) {
+	if pm := row.Permission; pm != nil {
+		var parts []string
+		if pm.ActsAs != "" {
+			parts = append(parts, fmt.Sprintf("acts as %q (sent with every call)", pm.ActsAs))
+		}
+		if len(pm.Scope) > 0 {
+			parts = append(parts, "scope "+strings.Join(pm.Scope, ", "))
+		}
+		if len(pm.Forbidden) > 0 {
+			parts = append(parts, "forbidden "+strings.Join(pm.Forbidden, ", "))
+		}
+		p("  %s: %s\n", row.Tool, strings.Join(parts, "; "))
+	}
+	if row.CostPerInvocation == "" {
+		return
+	}
+	granted := false
+	for _, g := range grants {
+		granted = granted || g.Tool == row.Tool
+	}
+	switch {
+	case strings.HasSuffix(row.CostPerInvocation, " tokens"):
+		p("  %s: cost_per_invocation %s (tokens: declared, not charged to a money budget)\n", row.Tool, row.CostPerInvocation)
+	case granted:
+		p("  %s: cost_per_invocation %s charged per call on top of the reported cost, to its grant\n", row.Tool, row.CostPerInvocation)
+	default:
+		p("  %s: cost_per_invocation %s declared, not charged: no grant names %s\n", row.Tool, row.CostPerInvocation, row.Tool)
+	}
 }
