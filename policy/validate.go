@@ -152,6 +152,9 @@ func validateSideEffects(t *Tool, f string, r *report) {
 		r.errorf("no-rollback", f+".side_effects", "name the compensating action in rollback.mechanism (e.g. void_refund(refund_id)), or classify it IRREVERSIBLE-WRITE",
 			"REVERSIBLE-WRITE without a named rollback mechanism is IRREVERSIBLE-WRITE (seed 002)")
 	}
+	if _, _, err := t.Rollback.Duration(); err != nil && t.SideEffects == SideEffectReversibleWrite {
+		r.errorf("rollback-window", f+".rollback.window", "start the window with a duration (24h, 30m, 7d), or write prose without one (session): klock runs the compensation only within it", "%v", err)
+	}
 	if t.SideEffects == SideEffectIrreversibleWrite && (t.Autonomy.Unsupervised == "always" || t.Autonomy.UnsupervisedIf != "") {
 		r.errorf("irreversible-unsupervised", f+".autonomy", "remove unsupervised/unsupervised_if: an IRREVERSIBLE-WRITE always needs approval",
 			"an IRREVERSIBLE-WRITE tool can never run unsupervised")

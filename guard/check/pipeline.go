@@ -33,6 +33,9 @@ type contract struct {
 	// governed holds the runs a human approved a category D tool for.
 	errors   map[string]int
 	governed map[string]bool
+	// expired holds, by run, why the tool's REVERSIBLE-WRITE effect in
+	// that run is past its rollback window (Irreversible).
+	expired map[string]string
 }
 
 // declared is what the manifest allows: its rate_limits, KCC's rate_limit
@@ -295,6 +298,8 @@ func (p *Pipeline) autonomy(c *contract, call *Call, paths map[string]pathViews)
 	switch {
 	case t.SideEffects == policy.SideEffectIrreversibleWrite:
 		return Escalate, "effect", "IRREVERSIBLE-WRITE never runs unsupervised"
+	case c.expired[call.RunID] != "":
+		return Escalate, "effect", "treated as IRREVERSIBLE-WRITE for the rest of the run: " + c.expired[call.RunID]
 	case c.autonomy != nil:
 		ok, err := c.evalAutonomy(call, paths)
 		if ok && err == nil {

@@ -74,6 +74,7 @@ type Gateway struct {
 	policyHash string
 	leases     *leasing // WithLeases (nil: calls take no leases)
 	events     eventlog.Sink
+	now        func() time.Time // WithClock: the rollback windows' clock
 }
 
 // Option configures New.
@@ -81,6 +82,10 @@ type Option func(*Gateway)
 
 // WithCharger sets the budget seam (nil: no budget).
 func WithCharger(c check.Charger) Option { return func(g *Gateway) { g.charger = c } }
+
+// WithClock sets the clock rollback windows are measured with (default
+// time.Now; tests move it).
+func WithClock(now func() time.Time) Option { return func(g *Gateway) { g.now = now } }
 
 // WithEvents publishes the gateway's decisions that matter to a security
 // team as event records (package eventlog): approval asked and given,
@@ -103,7 +108,7 @@ func New(m *policy.Manifest, p *check.Pipeline, a *audit.Log, ap approval.Queue,
 	if p == nil || a == nil || ap == nil || is == nil {
 		return nil, errors.New("gateway: the pipeline, audit log, approval store and idempotency store are all required")
 	}
-	g := &Gateway{p: p, audit: a, approvals: ap, idem: is, agent: m.Agent.ID, timeout: DefaultApprovalTimeout, hash: a.Hasher()}
+	g := &Gateway{p: p, audit: a, approvals: ap, idem: is, agent: m.Agent.ID, timeout: DefaultApprovalTimeout, hash: a.Hasher(), now: time.Now}
 	if s := m.HITL.ApprovalTimeoutSeconds; s > 0 {
 		g.timeout = time.Duration(s) * time.Second
 	}
@@ -144,6 +149,9 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispatch, invoke Invoker) (Outcome, *toolerr.Error) {
 	c := &gatewayCall{g: g, ctx: ctx, call: call, invoke: invoke, start: time.Now()}
 	c.callID = newCallID()
+	// A REVERSIBLE-WRITE of this run past its window changes how the
+	// pipeline decides its tool: mark them first.
+	g.expire(call.RunID)
 	c.d = g.p.Decide(call)
 	if e, verdict := c.authorize(); e != nil {
 		return c.refuse(e, verdict)
