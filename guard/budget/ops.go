@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/policy/money"
@@ -263,6 +264,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 	}
 	deny := func(limit string, holder *grantState, detail string) (Hold, error) {
 		rc.Decision = receipt.Decision{Verdict: receipt.Deny, Reason: limit + ": " + detail, Guard: "budget"}
+		rc.Evidence = append(rc.Evidence, receipt.Evidence{GuardName: "budget", Verdict: false, Details: fmt.Sprintf("grant %s: %s: %s", holder.key, limit, detail)})
 		fin.SettlementStatus = receipt.NotApplicable
 		fin.AttemptedCost = receipt.U(cost.Units)
 		v.emit(rc)
@@ -310,6 +312,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 	nf.SettlementStatus, nf.OriginalCost, nf.OracleEvidence = receipt.Pending, fin.OriginalCost, fin.OracleEvidence
 	rc.Metadata.Financial = nf
 	rc.Decision = receipt.Decision{Verdict: receipt.Allow}
+	rc.Evidence = append(rc.Evidence, budgetEvidence(chain, cost))
 	v.emit(rc)
 	h.id = "hold-" + strconv.FormatUint(rc.LedgerEvent, 10)
 	nf.HoldID = h.id
@@ -418,9 +421,28 @@ func (v *view) release(id, reason, guard string) (*receipt.Receipt, error) {
 	leaf := chain[0]
 	rc := v.baseReceipt(leaf, h.tool, "", receipt.PhaseReverse)
 	rc.Decision = receipt.Decision{Verdict: receipt.Deny, Reason: reason, Guard: guard}
+	rc.Evidence = []receipt.Evidence{{GuardName: guard, Verdict: false, Details: "reversed hold " + id + ": " + reason}}
 	f := v.financial(leaf, chain)
 	f.LedgerCredit, f.InvocationDelta, f.HoldID, f.SettlementStatus = receipt.Units(h.reserved), -1, id, receipt.NotApplicable
 	rc.Metadata.Financial = f
 	v.emit(rc)
 	return rc, nil
+}
+
+// budgetEvidence is an allowed pre-charge's: what was reserved and what
+// each grant of the chain (the leaf, then its delegating ancestors) has
+// left after it.
+func budgetEvidence(chain []*grantState, cost money.Amount) receipt.Evidence {
+	d := "reserved " + cost.String()
+	for _, g := range chain {
+		d += "; grant " + g.key.String() + ":"
+		if t := g.limits.Total; t != nil {
+			d += fmt.Sprintf(" %s of max_total_cost %s left,", money.Amount{Units: *t - min(g.charged, *t), Currency: g.limits.Currency}, money.Amount{Units: *t, Currency: g.limits.Currency})
+		}
+		if g.limits.MaxInvocations != 0 {
+			d += fmt.Sprintf(" %d of %d invocations used,", g.invocations, g.limits.MaxInvocations)
+		}
+		d = strings.TrimSuffix(d, ",")
+	}
+	return receipt.Evidence{GuardName: "budget", Verdict: true, Details: d}
 }

@@ -85,8 +85,9 @@ func New(ctx context.Context, m *policy.Manifest, l Ledger, session string, opts
 func (c *Charger) Charged(tool string) bool { _, ok := c.grants[tool]; return ok }
 
 type reservation struct {
-	hold budget.Hold
-	tool string
+	hold     budget.Hold
+	tool     string
+	evidence []receipt.Evidence // the checks that let the call reach its reservation
 }
 
 // Reserve pre-charges the grant's worst case for call.
@@ -105,11 +106,12 @@ func (c *Charger) Reserve(ctx context.Context, call *check.Call, d *check.Decisi
 	if err != nil {
 		return nil, toolerr.New(toolerr.InvalidArgs, "budget", "%s: arguments cannot be recorded in a receipt: %v", call.Tool, err)
 	}
-	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash})
+	ev := d.Evidence
+	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash, Evidence: ev})
 	if err != nil {
 		return nil, reserveErr(call.Tool, err)
 	}
-	return &reservation{hold: hold, tool: call.Tool}, nil
+	return &reservation{hold: hold, tool: call.Tool, evidence: ev}, nil
 }
 
 func reserveErr(tool string, err error) *toolerr.Error {
@@ -160,7 +162,7 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason}
 	}
 	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act, Kind: receipt.KindTool},
-		Breakdown: breakdown, PolicyHash: c.policyHash, ContentHash: u.ContentHash, Evidence: []receipt.Evidence{costEvidence(act, u)}})
+		Breakdown: breakdown, PolicyHash: c.policyHash, ContentHash: u.ContentHash, Evidence: append(res.evidence[:len(res.evidence):len(res.evidence)], costEvidence(act, u))})
 	if err != nil {
 		return nil, err
 	}

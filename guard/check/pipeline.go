@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -223,6 +224,7 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	if stop != nil {
 		return deny("declared", t, stop)
 	}
+	ev := []Evidence{{GuardName: "declared", Verdict: true, Details: "declared; capability " + t.CapabilityCode() + " held"}}
 	// 2. category defaults are compiled into c.timeout and the rate windows.
 	d := Decision{Tool: t, Timeout: c.timeout, Confidential: p.confidential || t.AuditLogging.Confidential}
 	// 3. schema and context bindings: outside the lock, since a type path
@@ -230,8 +232,9 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	// hold every other call of the tool.
 	paths, e := c.checkArgs(call.Args, call.Context)
 	if e != nil {
-		return deny("schema", t, e)
+		return denyAfter(ev, "schema", t, e)
 	}
+	ev = append(ev, schemaEvidence(c, paths))
 	// Rate limits per argument value and the idempotency key see a path
 	// as where it leads: "/d/x" and "/d//x" are one file, one effect.
 	canon := call
@@ -242,25 +245,27 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	defer c.mu.Unlock()
 	// 4. rate limits.
 	if e := c.lim.take(c, canon, p.now()); e != nil {
-		return deny("rate", t, e)
+		return denyAfter(ev, "rate", t, e)
 	}
 	// Counted in memory already: a call whose count cannot be kept is
 	// refused, and the memory stays the stricter of the two.
 	if err := p.saveUse(c, canon.RunID); err != nil {
-		return deny("rate", t, toolerr.New(toolerr.InternalError, "rate_state", "%s: %v", t.Name, err))
+		return denyAfter(ev, "rate", t, toolerr.New(toolerr.InternalError, "rate_state", "%s: %v", t.Name, err))
 	}
+	ev = append(ev, rateEvidence(c.limits()))
 	// 5. idempotency key.
 	if t.Idempotency.Mode == "key" {
 		k, err := idemKey(t.Name, c.idemArgs, canon.Args)
 		if err != nil {
-			return deny("idempotency", t, toolerr.New(toolerr.InvalidArgs, "idempotency_key", "%s: %v", t.Name, err))
+			return denyAfter(ev, "idempotency", t, toolerr.New(toolerr.InvalidArgs, "idempotency_key", "%s: %v", t.Name, err))
 		}
 		d.IdemKey = k
+		ev = append(ev, Evidence{GuardName: "idempotency", Verdict: true, Details: "mode key: one effect per key of " + strings.Join(c.idemArgs, ", ")})
 	}
 	// 6–7. side effect, autonomy, HITL / trifecta.
 	d.Verdict, d.Check, d.Why = p.autonomy(c, call, paths)
 	if d.Verdict == Deny {
-		return deny("autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
+		return denyAfter(ev, "autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
 	}
 	// Seed 004 §3.4: a category D tool is governance-only. Its first use
 	// in a run waits for a human even where its autonomy would allow it;
@@ -274,6 +279,7 @@ func (p *Pipeline) Decide(call *Call) Decision {
 		}
 		d.Governance = true
 	}
+	d.Evidence = append(ev, effectEvidence(t, d.Verdict, d.Check, d.Why))
 	return d
 }
 

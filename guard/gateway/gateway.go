@@ -175,6 +175,7 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 		}
 		defer release()
 		held = leases
+		c.d.Evidence = append(c.d.Evidence, leaseEvidence(leases))
 		if holder != (lease.Holder{}) {
 			// A plugin run under klock for this call takes its leases as
 			// the call's (session.Options.LeaseHolder).
@@ -237,6 +238,7 @@ func (c *gatewayCall) refuse(e *toolerr.Error, verdict string) (Outcome, *tooler
 	r.SetArgs(c.call.Args, c.d.Confidential, c.g.hash)
 	r.DurationMS = ms(time.Since(c.start))
 	c.g.refused(c.call, c.callID, e)
+	c.receiptRefusal(e)
 	if err := c.g.audit.Append(r); err != nil {
 		// The refusal stands; the agent learns the audit failed too.
 		e = toolerr.New(toolerr.InternalError, "audit", "%s (and the refusal could not be audited: %v)", e.Message, err)
@@ -259,12 +261,16 @@ func (c *gatewayCall) authorize() (*toolerr.Error, string) {
 			return e, "escalate"
 		}
 		c.verdict, c.approvalID = "approved", req.ID
+		c.d.Evidence = append(c.d.Evidence, check.Evidence{GuardName: "approval", Verdict: true, Details: "approved by " + req.DecidedBy + " (" + req.ID + ")"})
 		if c.d.Governance {
 			c.g.p.Governed(c.call.Tool, c.call.RunID)
 		}
 	}
 	if e := c.g.checkBelongs(c.ctx, c.call, c.d.Tool, c.invoke); e != nil {
 		return e, "deny"
+	}
+	if n := belongsChecked(c.d.Tool); n != "" {
+		c.d.Evidence = append(c.d.Evidence, check.Evidence{GuardName: "must_belong_to", Verdict: true, Details: n})
 	}
 	return nil, ""
 }
@@ -407,6 +413,7 @@ func (c *gatewayCall) accept(out Outcome, te *toolerr.Error) *toolerr.Error {
 func (c *gatewayCall) recordResult(out Outcome, te *toolerr.Error, chargeErr error) {
 	r := c.rec("result")
 	r.CallID, r.DurationMS, r.IdemKey, r.ApprovalID = c.callID, ms(c.dur), c.d.IdemKey, c.approvalID
+	r.TokensUsed = max(out.Usage.TokensUsed, 0)
 	switch {
 	case te != nil:
 		r.Result, r.Reason, r.Message = string(te.Class), te.Reason, te.Message
