@@ -279,11 +279,17 @@ func validateHITL(m *Manifest, r *report) {
 	}
 }
 
+// parentGrantRe is a budget grant key: capability#index.
+var parentGrantRe = regexp.MustCompile(`^[^#\s]+#[0-9]{1,9}$`)
+
 func validateCost(m *Manifest, r *report) {
 	c := m.CostEnvelope
 	if c == nil {
 		r.errorf("no-cost-envelope", "cost_envelope", "add cost_envelope with expected_*/max_* tokens, latency, cost and context_efficiency (KCC surface 5)", "missing: an agent without a cost envelope is rejected")
 		return
+	}
+	if c.ParentGrant != "" && !parentGrantRe.MatchString(c.ParentGrant) {
+		r.errorf("format", "cost_envelope.parent_grant", "write the delegating grant as capability#index (e.g. orchestrator-01#0)", "%q is not a grant", c.ParentGrant)
 	}
 	type pair struct {
 		name          string

@@ -79,6 +79,16 @@ func TestRules(t *testing.T) {
 	}
 }
 
+func TestParentGrantFormat(t *testing.T) {
+	for grant, want := range map[string]string{"orchestrator-01#0": "", "orchestrator-01": "format", "#0": "format", "a b#1": "format"} {
+		src := strings.Replace(manifest([]string{"CONSUMES FILE:/w/**"}, ""), "max_tokens_in: 200", "max_tokens_in: 200\n  parent_grant: \""+grant+"\"", 1)
+		_, err := Parse("t.yaml", []byte(src))
+		if got := codes(err); want == "" && err != nil || want != "" && !slices.Contains(got, want) {
+			t.Errorf("parent_grant %q: %v, want %q", grant, err, want)
+		}
+	}
+}
+
 func TestEveryErrorReportedAtOnce(t *testing.T) {
 	src := strings.NewReplacer("mode", "mdoe", "context_efficiency: 0.7", "context_efficiency: 0.1").Replace(
 		"mode: strict\n" + manifest([]string{"MUTATE FILE:/x", "CONSUMES FILE:/a/*.c"}, "  - name: any\n    blast_radius: read\n    side_effects: READ\n"))

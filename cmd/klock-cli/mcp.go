@@ -29,6 +29,7 @@ import (
 type gatewayFlags struct {
 	manifest, stateDir, auditPath, runID, control string
 	receipts, receiptKey, session, rates          string
+	parentGrant                                   string
 	context                                       []string
 	approvalWait, leaseWait                       time.Duration
 	confidential                                  bool
@@ -54,6 +55,7 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&f.rates, "rates", "", "rates file for charges in another currency than their grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
 	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
+	c.Flags().StringVar(&f.parentGrant, "parent-grant", "", "delegate this agent's grants from the grant capability#index of the same ledger (--receipts): they may only tighten it, and their spend is charged to it too (default: the manifest's cost_envelope.parent_grant)")
 	f.trust.register(c)
 	f.events.register(c, "the gateway's (approvals asked and given, budget refusals, denied calls; also sent to klockd when it runs)")
 	_ = c.MarkFlagRequired("manifest")
@@ -191,6 +193,9 @@ func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (ch *
 	session := f.session
 	if session == "" {
 		session = m.Agent.ID
+	}
+	if f.parentGrant != "" && m.CostEnvelope != nil {
+		m.CostEnvelope.ParentGrant = f.parentGrant
 	}
 	if ch, err = charge.New(ctx, m, led, session, charge.WithPolicyHash(ph)); err != nil {
 		closeB()

@@ -172,6 +172,10 @@ func (v *view) define(d Grant) error {
 		return fmt.Errorf("%w: grant %s: %v", ErrBadRequest, d.Key, err)
 	}
 	g := &grantState{key: d.Key, limits: d.Limits, tool: d.Tool, server: d.Server, root: d.RootHolder}
+	old, err := v.grant(d.Key)
+	if err != nil {
+		return err
+	}
 	if d.Parent != nil {
 		p, err := v.grant(*d.Parent)
 		if err != nil {
@@ -183,14 +187,17 @@ func (v *view) define(d Grant) error {
 		if err := tightens(p.limits, d.Limits); err != nil {
 			return fmt.Errorf("delegating %s from %s: %w", d.Key, p.key, err)
 		}
+		if old == nil {
+			// Issued now: within what the parent has left, not only its
+			// limits (seed 003: a child never widens the budget).
+			if err := withinRemaining(p, d.Limits); err != nil {
+				return fmt.Errorf("delegating %s from %s: %w", d.Key, p.key, err)
+			}
+		}
 		pk := p.key
 		g.parent, g.depth, g.root = &pk, p.depth+1, p.root
 	} else if g.root == "" {
 		g.root = d.Key.Capability
-	}
-	old, err := v.grant(d.Key)
-	if err != nil {
-		return err
 	}
 	if old != nil {
 		same := old.limits.equal(d.Limits) && (old.parent == nil) == (g.parent == nil) && (old.parent == nil || *old.parent == *g.parent)
@@ -214,6 +221,9 @@ func paramHash(p []byte) string {
 func (v *view) financial(leaf *grantState, chain []*grantState) *receipt.Financial {
 	f := &receipt.Financial{GrantIndex: leaf.key.Grant, Currency: leaf.limits.Currency, DelegationDepth: leaf.depth,
 		RootBudgetHolder: leaf.root, InvocationsUsed: receipt.Units(leaf.invocations)}
+	if leaf.parent != nil {
+		f.ParentGrant = leaf.parent.String()
+	}
 	if leaf.limits.Total != nil {
 		f.BudgetTotal = receipt.U(*leaf.limits.Total)
 		rem := uint64(0)

@@ -47,15 +47,33 @@ func Grants(m *policy.Manifest, session string) ([]budget.Grant, error) {
 	if m.CostEnvelope != nil && m.CostEnvelope.MaxCost != nil {
 		fallback = m.CostEnvelope.MaxCost.Currency
 	}
+	parent, err := ParentGrant(m)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]budget.Grant, 0, len(m.Grants))
 	for i, g := range m.Grants {
 		l, err := budget.FromGrant(g, fallback)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID})
+		out = append(out, budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID, Parent: parent})
 	}
 	return out, nil
+}
+
+// ParentGrant is the grant the manifest's cost_envelope.parent_grant
+// delegates from (nil: none): its grants are defined as that grant's
+// children (seed 003's delegation).
+func ParentGrant(m *policy.Manifest) (*budget.Key, error) {
+	if m.CostEnvelope == nil || m.CostEnvelope.ParentGrant == "" {
+		return nil, nil
+	}
+	k, err := budget.ParseKey(m.CostEnvelope.ParentGrant)
+	if err != nil {
+		return nil, fmt.Errorf("cost_envelope.parent_grant: %w", err)
+	}
+	return &k, nil
 }
 
 // New defines the manifest's grants in the ledger (idempotent across
@@ -70,8 +88,12 @@ func New(ctx context.Context, m *policy.Manifest, l Ledger, session string, opts
 	for _, o := range opts {
 		o(c)
 	}
-	for _, g := range gs {
+	for i, g := range gs {
 		if err := l.Define(ctx, g); err != nil {
+			if g.Parent != nil {
+				// Located: the grant and the delegation that refused it.
+				return nil, fmt.Errorf("grants[%d] (%s) delegated by cost_envelope.parent_grant %s: %w", i, g.Tool, g.Parent, err)
+			}
 			return nil, fmt.Errorf("define the budget of grant %s (%s): %w", g.Key, g.Tool, err)
 		}
 		if _, dup := c.grants[g.Tool]; !dup {

@@ -1,0 +1,80 @@
+package tools
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/internal/testutil"
+)
+
+// Seed 003's delegation, end to end with two real gateways sharing one
+// budget ledger in turn: the parent spends; a sub-agent's gateway started
+// with --parent-grant spends under a child grant that only tightens it,
+// and the child's spend is charged to the parent too (the parent's next
+// run has less left); a child that would widen what the parent has left is
+// refused at start, naming the grant and the limit; klock report shows
+// the tree.
+func TestDelegatedChildSpendIsChargedToBoth(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	os.Chmod(root, 0o755)
+	os.Chmod(filepath.Dir(root), 0o755)
+	plugins, receipts := filepath.Join(root, "plugins"), filepath.Join(root, "receipts")
+	plugin(t, plugins, "quote", `{"network":false,"filesystem":false}`, "read -r line\nprintf '{\"output\":\"ok\",\"cost\":\"0.30 USD\"}\\n'\n")
+	base := func(name string) string {
+		d := filepath.Join(root, name)
+		os.MkdirAll(d, 0o755)
+		return d
+	}
+	parent := base("parent")
+	parentDecl := readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"1.00 USD\"}\n"
+	url, stop := serve(t, parent, plugins, parentDecl, "--receipts", receipts)
+	if r := post(t, url, `{"tool":"quote","args":{}}`); !r.OK || r.Charged == nil || r.Charged.Units != 30 {
+		t.Fatalf("parent's call: %+v", r)
+	}
+	stop()
+	grant := agentID(t, parent) + "#0"
+
+	// The child: 0.50 USD of the 0.70 USD its parent has left.
+	childDecl := readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"0.50 USD\"}\n"
+	url, stop = serve(t, base("child"), plugins, childDecl, "--receipts", receipts, "--parent-grant", grant)
+	if r := post(t, url, `{"tool":"quote","args":{}}`); !r.OK || r.Charged == nil || r.Charged.Units != 30 {
+		t.Fatalf("child's call: %+v", r)
+	}
+	stop()
+
+	// A second child asking for 0.50 USD of the 0.40 USD left is refused.
+	wide := base("wide")
+	serve(t, wide, plugins, childDecl, "--receipts", filepath.Join(wide, "own-receipts")) // writes its manifest
+	out, err := exec.Command(klockBin, "tools", "serve", "--listen", freeAddr(t), "-m", filepath.Join(wide, "agent.yaml"), "--plugins", plugins,
+		"--state-dir", filepath.Join(wide, "state2"), "--receipts", receipts, "--parent-grant", grant).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 ||
+		!strings.Contains(string(out), "grants[0] (quote) delegated by cost_envelope.parent_grant "+grant) ||
+		!strings.Contains(string(out), "max_total_cost 0.50 USD is more than the parent's remaining 0.40 USD") {
+		t.Fatalf("a widening child: %v\n%s", err, out)
+	}
+
+	// The parent's ledger counted the child's 0.30: of its 1.00 USD, 0.60
+	// is spent, so one more 0.40 pre-charge fits and a second does not
+	// (without the child's spend it would: 0.60 + 0.40).
+	url, stop = serve(t, parent, plugins, parentDecl, "--receipts", receipts)
+	if r := post(t, url, `{"tool":"quote","args":{}}`); !r.OK {
+		t.Fatalf("parent's second call: %+v", r)
+	}
+	if r := post(t, url, `{"tool":"quote","args":{}}`); r.OK || r.Reason != "budget" || !strings.Contains(r.Message, "max_total_cost") {
+		t.Fatalf("parent's third call, past what the child left: %+v", r)
+	}
+	stop()
+	rep, err := exec.Command(klockBin, "report", receipts).CombinedOutput()
+	want := []string{
+		fmt.Sprintf("delegation %s (quote): 0.90 USD charged (own calls 0.60 USD), 2 invocation(s) of its own", grant),
+		fmt.Sprintf("  └ %s#0 (quote): 0.30 USD charged, 1 invocation(s) of its own", agentID(t, filepath.Join(root, "child"))),
+	}
+	if err != nil || !strings.Contains(string(rep), strings.Join(want, "\n")) {
+		t.Fatalf("klock report: %v\n%s\nwant:\n%s", err, rep, strings.Join(want, "\n"))
+	}
+}
