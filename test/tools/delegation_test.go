@@ -19,10 +19,7 @@ import (
 // refused at start, naming the grant and the limit; klock report shows
 // the tree.
 func TestDelegatedChildSpendIsChargedToBoth(t *testing.T) {
-	testutil.RequirePrivileged(t)
-	root, _ := filepath.EvalSymlinks(t.TempDir())
-	os.Chmod(root, 0o755)
-	os.Chmod(filepath.Dir(root), 0o755)
+	root := privilegedRoot(t)
 	plugins, receipts := filepath.Join(root, "plugins"), filepath.Join(root, "receipts")
 	plugin(t, plugins, "quote", `{"network":false,"filesystem":false}`, "read -r line\nprintf '{\"output\":\"ok\",\"cost\":\"0.30 USD\"}\\n'\n")
 	base := func(name string) string {
@@ -77,4 +74,21 @@ func TestDelegatedChildSpendIsChargedToBoth(t *testing.T) {
 	if err != nil || !strings.Contains(string(rep), strings.Join(want, "\n")) {
 		t.Fatalf("klock report: %v\n%s\nwant:\n%s", err, rep, strings.Join(want, "\n"))
 	}
+}
+
+// privilegedRoot is a test's directory, reachable by the plugins' user, for
+// a test that needs root.
+func privilegedRoot(t *testing.T) string {
+	t.Helper()
+	testutil.RequirePrivileged(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{root, filepath.Dir(root)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }
