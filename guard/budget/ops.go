@@ -259,6 +259,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 	}
 	leaf := chain[0]
 	rc := v.baseReceipt(leaf, req.Tool, req.Server, receipt.PhasePreCharge)
+	rc.AgentID = req.AgentID
 	rc.Action = receipt.Action{Parameters: req.Parameters, ParameterHash: paramHash(req.Parameters)}
 	rc.Metadata.Cost = req.CostMeta
 	rc.PolicyHash, rc.Evidence = req.PolicyHash, append([]receipt.Evidence(nil), req.Evidence...)
@@ -316,7 +317,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 		g.invocations++
 		g.charged += cost.Units
 	}
-	h := &holdState{key: leaf.key, reserved: cost.Units, open: true, tool: rc.ToolName}
+	h := &holdState{key: leaf.key, reserved: cost.Units, open: true, tool: rc.ToolName, agent: req.AgentID}
 	nf := v.financial(leaf, chain)
 	nf.CostCharged, nf.LedgerDebit, nf.InvocationDelta = receipt.Units(cost.Units), receipt.Units(cost.Units), 1
 	nf.SettlementStatus, nf.OriginalCost, nf.OracleEvidence = receipt.Pending, fin.OriginalCost, fin.OracleEvidence
@@ -401,6 +402,7 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	}
 	h.open = false
 	rc := v.baseReceipt(leaf, h.tool, "", receipt.PhaseReconcile)
+	rc.AgentID = h.agent
 	rc.Decision = receipt.Decision{Verdict: receipt.Allow}
 	rc.Metadata.Cost = st.CostMeta
 	rc.Evidence = append(rateEv, st.Evidence...)
@@ -430,6 +432,7 @@ func (v *view) release(id, reason, guard string) (*receipt.Receipt, error) {
 	h.open = false
 	leaf := chain[0]
 	rc := v.baseReceipt(leaf, h.tool, "", receipt.PhaseReverse)
+	rc.AgentID = h.agent
 	rc.Decision = receipt.Decision{Verdict: receipt.Deny, Reason: reason, Guard: guard}
 	rc.Evidence = []receipt.Evidence{{GuardName: guard, Verdict: false, Details: "reversed hold " + id + ": " + reason}}
 	f := v.financial(leaf, chain)

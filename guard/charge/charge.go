@@ -28,6 +28,7 @@ type Charger struct {
 	auth       budget.Authorizer
 	grants     map[string]budget.Grant // by tool name
 	policyHash string                  // the manifest's, for every receipt
+	agent      string                  // the manifest's agent.id, named in every receipt
 }
 
 // Option configures New.
@@ -84,7 +85,7 @@ func New(ctx context.Context, m *policy.Manifest, l Ledger, session string, opts
 	if err != nil {
 		return nil, err
 	}
-	c := &Charger{auth: l, grants: map[string]budget.Grant{}}
+	c := &Charger{auth: l, grants: map[string]budget.Grant{}, agent: m.Agent.ID}
 	for _, o := range opts {
 		o(c)
 	}
@@ -129,7 +130,7 @@ func (c *Charger) Reserve(ctx context.Context, call *check.Call, d *check.Decisi
 		return nil, toolerr.New(toolerr.InvalidArgs, "budget", "%s: arguments cannot be recorded in a receipt: %v", call.Tool, err)
 	}
 	ev := d.Evidence
-	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash, Evidence: ev})
+	hold, err := c.auth.Reserve(ctx, budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash, Evidence: ev, AgentID: c.agent})
 	if err != nil {
 		return nil, reserveErr(call.Tool, err)
 	}

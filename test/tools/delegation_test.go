@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
@@ -91,4 +92,73 @@ func privilegedRoot(t *testing.T) string {
 		}
 	}
 	return root
+}
+
+// The same delegation with both gateways running at once: the
+// sub-agent's gateway charges its child grant in the parent's ledger
+// through the parent's control socket (--parent-gateway), so the parent's
+// next call sees the child's spend at once; a widening child is refused at
+// start; the child's receipts are in the parent's chain, naming the child.
+func TestDelegatedChildChargesThroughTheParentsGateway(t *testing.T) {
+	root := privilegedRoot(t)
+	plugins, receipts := filepath.Join(root, "plugins"), filepath.Join(root, "receipts")
+	plugin(t, plugins, "quote", `{"network":false,"filesystem":false}`, "read -r line\nprintf '{\"output\":\"ok\",\"cost\":\"0.30 USD\"}\\n'\n")
+	dir := func(name string) string {
+		d := filepath.Join(root, name)
+		os.MkdirAll(d, 0o755)
+		return d
+	}
+	parent := dir("parent")
+	parentURL, stopParent := serve(t, parent, plugins, readTools("quote")+
+		"grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"1.00 USD\"}\n", "--receipts", receipts)
+	grant, sock := agentID(t, parent)+"#0", filepath.Join(parent, "state", "control.sock")
+	if r := post(t, parentURL, `{"tool":"quote","args":{}}`); !r.OK {
+		t.Fatalf("parent's call: %+v", r)
+	}
+	childDecl := readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"0.50 USD\"}\n"
+	child := dir("child")
+	childURL, stopChild := serve(t, child, plugins, childDecl, "--parent-gateway", sock, "--parent-grant", grant)
+	if r := post(t, childURL, `{"tool":"quote","args":{}}`); !r.OK || r.Charged == nil || r.Charged.Units != 30 {
+		t.Fatalf("child's call: %+v", r)
+	}
+	// 0.60 of the parent's 1.00 is spent: one more 0.40 pre-charge fits,
+	// a second does not.
+	if r := post(t, parentURL, `{"tool":"quote","args":{}}`); !r.OK {
+		t.Fatalf("parent's second call: %+v", r)
+	}
+	if r := post(t, parentURL, `{"tool":"quote","args":{}}`); r.OK || r.Reason != "budget" {
+		t.Fatalf("parent's third call, past what the child left: %+v", r)
+	}
+	// 0.10 is left: a new child asking for 0.50 is refused at start.
+	wide := dir("wide")
+	serve(t, wide, plugins, childDecl, "--receipts", filepath.Join(wide, "own-receipts")) // writes its manifest
+	out, err := exec.Command(klockBin, "tools", "serve", "--listen", freeAddr(t), "-m", filepath.Join(wide, "agent.yaml"), "--plugins", plugins,
+		"--state-dir", filepath.Join(wide, "state2"), "--parent-gateway", sock, "--parent-grant", grant).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "is more than the parent's remaining 0.10 USD") {
+		t.Fatalf("a widening child: %v\n%s", err, out)
+	}
+	stopChild()
+	stopParent()
+	rep, err := exec.Command(klockBin, "report", receipts).CombinedOutput()
+	childGrant := agentID(t, child) + "#0"
+	if err != nil || !strings.Contains(string(rep), fmt.Sprintf("delegation %s (quote): 0.90 USD charged (own calls 0.60 USD)", grant)) ||
+		!strings.Contains(string(rep), "└ "+childGrant+" (quote): 0.30 USD charged") {
+		t.Fatalf("klock report: %v\n%s", err, rep)
+	}
+	if out, err := exec.Command(klockBin, "receipts", "verify", receipts).CombinedOutput(); err != nil {
+		t.Fatalf("klock receipts verify: %v\n%s", err, out)
+	}
+	// The child's pre-charge and reconcile are in the parent's chain,
+	// naming the child and its parent grant.
+	var named []string
+	receipt.VerifyFile(filepath.Join(receipts, "receipts.jsonl"), nil, func(r *receipt.Receipt) error {
+		if r.CapabilityID == agentID(t, child) {
+			named = append(named, r.Phase+" "+r.AgentID+" "+r.Metadata.Financial.ParentGrant)
+		}
+		return nil
+	})
+	id := agentID(t, child)
+	if strings.Join(named, ",") != "pre-charge "+id+" "+grant+",reconcile "+id+" "+grant {
+		t.Fatalf("the child's receipts in the parent's chain: %v", named)
+	}
 }
