@@ -223,13 +223,18 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, c *call, env polic
 		c.deadline = started.Add(time.Duration(env.MaxLatencyMS) * time.Millisecond)
 	}
 	fp := sha256.Sum256(append([]byte(p.c.AgentID+"\x00"+c.run+"\x00"+r.URL.Path+"\x00"), body...))
-	if _, err := p.c.Guard.AdmitRequest(r.Context(), tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + c.req.Model,
-		Fingerprint: hex.EncodeToString(fp[:]), Estimate: est}, p.c.Approver); err != nil {
+	d, err := p.c.Guard.AdmitRequest(r.Context(), tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + c.req.Model,
+		Fingerprint: hex.EncodeToString(fp[:]), Estimate: est}, p.c.Approver)
+	if err != nil {
 		p.refuseAdmission(w, r, c, err)
 		return false
 	}
+	how := "within the envelope"
+	if d.Verdict == tokenguard.Escalate {
+		how = "near the envelope, approved by a human (" + strings.Join(d.Near, "; ") + ")"
+	}
 	c.evidence = append(c.evidence, receipt.Evidence{GuardName: "token-guard", Verdict: true, Details: fmt.Sprintf(
-		"invocation estimate %d tokens in, %d out, within the envelope (max_tokens_in %d, max_tokens_out %d)", est.TokensIn, est.TokensOut, env.MaxTokensIn, env.MaxTokensOut)})
+		"invocation estimate %d tokens in, %d out: %s (max_tokens_in %d, max_tokens_out %d)", est.TokensIn, est.TokensOut, how, env.MaxTokensIn, env.MaxTokensOut)})
 	return true
 }
 
