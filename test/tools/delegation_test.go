@@ -20,16 +20,9 @@ import (
 // refused at start, naming the grant and the limit; klock report shows
 // the tree.
 func TestDelegatedChildSpendIsChargedToBoth(t *testing.T) {
-	root := privilegedRoot(t)
-	plugins, receipts := filepath.Join(root, "plugins"), filepath.Join(root, "receipts")
-	plugin(t, plugins, "quote", `{"network":false,"filesystem":false}`, "read -r line\nprintf '{\"output\":\"ok\",\"cost\":\"0.30 USD\"}\\n'\n")
-	base := func(name string) string {
-		d := filepath.Join(root, name)
-		os.MkdirAll(d, 0o755)
-		return d
-	}
+	f := newDelegation(t)
+	plugins, receipts, base := f.plugins, f.receipts, f.dir
 	parent := base("parent")
-	parentDecl := readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"1.00 USD\"}\n"
 	url, stop := serve(t, parent, plugins, parentDecl, "--receipts", receipts)
 	if r := post(t, url, `{"tool":"quote","args":{}}`); !r.OK || r.Charged == nil || r.Charged.Units != 30 {
 		t.Fatalf("parent's call: %+v", r)
@@ -38,7 +31,6 @@ func TestDelegatedChildSpendIsChargedToBoth(t *testing.T) {
 	grant := agentID(t, parent) + "#0"
 
 	// The child: 0.50 USD of the 0.70 USD its parent has left.
-	childDecl := readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"0.50 USD\"}\n"
 	url, stop = serve(t, base("child"), plugins, childDecl, "--receipts", receipts, "--parent-grant", grant)
 	if r := post(t, url, `{"tool":"quote","args":{}}`); !r.OK || r.Charged == nil || r.Charged.Units != 30 {
 		t.Fatalf("child's call: %+v", r)
@@ -46,10 +38,7 @@ func TestDelegatedChildSpendIsChargedToBoth(t *testing.T) {
 	stop()
 
 	// A second child asking for 0.50 USD of the 0.40 USD left is refused.
-	wide := base("wide")
-	serve(t, wide, plugins, childDecl, "--receipts", filepath.Join(wide, "own-receipts")) // writes its manifest
-	out, err := exec.Command(klockBin, "tools", "serve", "--listen", freeAddr(t), "-m", filepath.Join(wide, "agent.yaml"), "--plugins", plugins,
-		"--state-dir", filepath.Join(wide, "state2"), "--receipts", receipts, "--parent-grant", grant).CombinedOutput()
+	out, err := f.wideChild(t, "--receipts", receipts, "--parent-grant", grant)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 ||
 		!strings.Contains(string(out), "grants[0] (quote) delegated by cost_envelope.parent_grant "+grant) ||
 		!strings.Contains(string(out), "max_total_cost 0.50 USD is more than the parent's remaining 0.40 USD") {
@@ -70,11 +59,44 @@ func TestDelegatedChildSpendIsChargedToBoth(t *testing.T) {
 	rep, err := exec.Command(klockBin, "report", receipts).CombinedOutput()
 	want := []string{
 		fmt.Sprintf("delegation %s (quote): 0.90 USD charged (own calls 0.60 USD), 2 invocation(s) of its own", grant),
-		fmt.Sprintf("  └ %s#0 (quote): 0.30 USD charged, 1 invocation(s) of its own", agentID(t, filepath.Join(root, "child"))),
+		fmt.Sprintf("  └ %s#0 (quote): 0.30 USD charged, 1 invocation(s) of its own", agentID(t, filepath.Join(f.root, "child"))),
 	}
 	if err != nil || !strings.Contains(string(rep), strings.Join(want, "\n")) {
 		t.Fatalf("klock report: %v\n%s\nwant:\n%s", err, rep, strings.Join(want, "\n"))
 	}
+}
+
+// The parent's grant: 0.40 USD a call, 1.00 USD in all; a child's: 0.50
+// USD in all. The quote plugin costs 0.30 USD a call.
+var (
+	parentDecl = readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"1.00 USD\"}\n"
+	childDecl  = readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"0.50 USD\"}\n"
+)
+
+// delegation is a delegation test's plugins and shared receipts directory.
+type delegation struct{ root, plugins, receipts string }
+
+func newDelegation(t *testing.T) *delegation {
+	root := privilegedRoot(t)
+	f := &delegation{root: root, plugins: filepath.Join(root, "plugins"), receipts: filepath.Join(root, "receipts")}
+	plugin(t, f.plugins, "quote", `{"network":false,"filesystem":false}`, "read -r line\nprintf '{\"output\":\"ok\",\"cost\":\"0.30 USD\"}\\n'\n")
+	return f
+}
+
+// dir is an agent's directory (its manifest and state) under the root.
+func (f *delegation) dir(name string) string {
+	d := filepath.Join(f.root, name)
+	os.MkdirAll(d, 0o755)
+	return d
+}
+
+// wideChild starts a child gateway asking for 0.50 USD with args (the
+// ledger flags), expecting it to be refused: its output and exit.
+func (f *delegation) wideChild(t *testing.T, args ...string) ([]byte, error) {
+	wide := f.dir("wide")
+	serve(t, wide, f.plugins, childDecl, "--receipts", filepath.Join(wide, "own-receipts")) // writes its manifest
+	return exec.Command(klockBin, append([]string{"tools", "serve", "--listen", freeAddr(t), "-m", filepath.Join(wide, "agent.yaml"),
+		"--plugins", f.plugins, "--state-dir", filepath.Join(wide, "state2")}, args...)...).CombinedOutput()
 }
 
 // privilegedRoot is a test's directory, reachable by the plugins' user, for
@@ -100,22 +122,14 @@ func privilegedRoot(t *testing.T) string {
 // next call sees the child's spend at once; a widening child is refused at
 // start; the child's receipts are in the parent's chain, naming the child.
 func TestDelegatedChildChargesThroughTheParentsGateway(t *testing.T) {
-	root := privilegedRoot(t)
-	plugins, receipts := filepath.Join(root, "plugins"), filepath.Join(root, "receipts")
-	plugin(t, plugins, "quote", `{"network":false,"filesystem":false}`, "read -r line\nprintf '{\"output\":\"ok\",\"cost\":\"0.30 USD\"}\\n'\n")
-	dir := func(name string) string {
-		d := filepath.Join(root, name)
-		os.MkdirAll(d, 0o755)
-		return d
-	}
+	f := newDelegation(t)
+	plugins, receipts, dir := f.plugins, f.receipts, f.dir
 	parent := dir("parent")
-	parentURL, stopParent := serve(t, parent, plugins, readTools("quote")+
-		"grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"1.00 USD\"}\n", "--receipts", receipts)
+	parentURL, stopParent := serve(t, parent, plugins, parentDecl, "--receipts", receipts)
 	grant, sock := agentID(t, parent)+"#0", filepath.Join(parent, "state", "control.sock")
 	if r := post(t, parentURL, `{"tool":"quote","args":{}}`); !r.OK {
 		t.Fatalf("parent's call: %+v", r)
 	}
-	childDecl := readTools("quote") + "grants:\n  - {tool: quote, max_cost_per_invocation: \"0.40 USD\", max_total_cost: \"0.50 USD\"}\n"
 	child := dir("child")
 	childURL, stopChild := serve(t, child, plugins, childDecl, "--parent-gateway", sock, "--parent-grant", grant)
 	if r := post(t, childURL, `{"tool":"quote","args":{}}`); !r.OK || r.Charged == nil || r.Charged.Units != 30 {
@@ -130,10 +144,7 @@ func TestDelegatedChildChargesThroughTheParentsGateway(t *testing.T) {
 		t.Fatalf("parent's third call, past what the child left: %+v", r)
 	}
 	// 0.10 is left: a new child asking for 0.50 is refused at start.
-	wide := dir("wide")
-	serve(t, wide, plugins, childDecl, "--receipts", filepath.Join(wide, "own-receipts")) // writes its manifest
-	out, err := exec.Command(klockBin, "tools", "serve", "--listen", freeAddr(t), "-m", filepath.Join(wide, "agent.yaml"), "--plugins", plugins,
-		"--state-dir", filepath.Join(wide, "state2"), "--parent-gateway", sock, "--parent-grant", grant).CombinedOutput()
+	out, err := f.wideChild(t, "--parent-gateway", sock, "--parent-grant", grant)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "is more than the parent's remaining 0.10 USD") {
 		t.Fatalf("a widening child: %v\n%s", err, out)
 	}
