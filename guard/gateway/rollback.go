@@ -208,6 +208,9 @@ func (g *Gateway) Rollback(ctx context.Context, run, reason string) ([]RollbackR
 	expired := false
 	for i := len(list) - 1; i >= 0; i-- {
 		p := list[i]
+		// The window is read again as each runs: the ones before may
+		// have taken their tools' whole timeouts.
+		p.expired = p.expired || !p.deadline.IsZero() && !g.now().Before(p.deadline)
 		if p.invoke == nil && p.problem == "" && !p.expired {
 			if p.invoke = fallback; p.invoke == nil {
 				p.problem = "this gateway has no way to reach " + p.rollback + " (restored from the journal; its proxy has not started)"
