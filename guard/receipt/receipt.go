@@ -95,31 +95,30 @@ type Metadata struct {
 // Financial is seed 003's FinancialReceiptMetadata plus the ledger movement
 // this decision made (LedgerDebit, LedgerCredit, InvocationDelta), so that
 // for every grant sum(debit) - sum(credit) equals the ledger's charged total.
+// ParentGrant is the delegating grant (capability#index) of a grant delegated
+// from another (DelegationDepth > 0): every charge to it is charged there too.
 type Financial struct {
-	AttemptedCost   *Units            `json:"attempted_cost,omitempty"`
-	BudgetRemaining *Units            `json:"budget_remaining,omitempty"`
-	BudgetTotal     *Units            `json:"budget_total,omitempty"`
-	CostBreakdown   json.RawMessage   `json:"cost_breakdown,omitempty"`
-	CostCharged     Units             `json:"cost_charged"`
-	Currency        string            `json:"currency"`
-	DelegationDepth uint32            `json:"delegation_depth"`
-	Extra           map[string]string `json:"extra,omitempty"`
-	GrantIndex      uint32            `json:"grant_index"`
-	HoldID          string            `json:"hold_id,omitempty"`
-	InvocationDelta int8              `json:"invocation_delta"`
-	InvocationsUsed Units             `json:"invocations_used"`
-	LedgerCredit    Units             `json:"ledger_credit"`
-	LedgerDebit     Units             `json:"ledger_debit"`
-	OracleEvidence  *OracleEvidence   `json:"oracle_evidence,omitempty"`
-	OriginalCost    *OriginalAmount   `json:"original_cost,omitempty"`
-	Overrun         *Units            `json:"overrun,omitempty"`
-	// ParentGrant is the delegating grant (capability#index) of a grant
-	// delegated from another (DelegationDepth > 0): every charge to this
-	// grant is charged to it too.
-	ParentGrant      string `json:"parent_grant,omitempty"`
-	PaymentReference string `json:"payment_reference,omitempty"`
-	RootBudgetHolder string `json:"root_budget_holder"`
-	SettlementStatus string `json:"settlement_status"`
+	AttemptedCost    *Units            `json:"attempted_cost,omitempty"`
+	BudgetRemaining  *Units            `json:"budget_remaining,omitempty"`
+	BudgetTotal      *Units            `json:"budget_total,omitempty"`
+	CostBreakdown    json.RawMessage   `json:"cost_breakdown,omitempty"`
+	CostCharged      Units             `json:"cost_charged"`
+	Currency         string            `json:"currency"`
+	DelegationDepth  uint32            `json:"delegation_depth"`
+	Extra            map[string]string `json:"extra,omitempty"`
+	GrantIndex       uint32            `json:"grant_index"`
+	HoldID           string            `json:"hold_id,omitempty"`
+	InvocationDelta  int8              `json:"invocation_delta"`
+	InvocationsUsed  Units             `json:"invocations_used"`
+	LedgerCredit     Units             `json:"ledger_credit"`
+	LedgerDebit      Units             `json:"ledger_debit"`
+	OracleEvidence   *OracleEvidence   `json:"oracle_evidence,omitempty"`
+	OriginalCost     *OriginalAmount   `json:"original_cost,omitempty"`
+	Overrun          *Units            `json:"overrun,omitempty"`
+	ParentGrant      string            `json:"parent_grant,omitempty"`
+	PaymentReference string            `json:"payment_reference,omitempty"`
+	RootBudgetHolder string            `json:"root_budget_holder"`
+	SettlementStatus string            `json:"settlement_status"`
 }
 
 // OriginalAmount is a cost as the tool reported it, before conversion.
