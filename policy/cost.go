@@ -66,6 +66,10 @@ type CostEnvelope struct {
 	ContextEfficiency float64 `yaml:"context_efficiency" json:"context_efficiency" jsonschema:"minimum=0.3,maximum=1"`
 	ExpectedCost      *Money  `yaml:"expected_cost" json:"expected_cost"`
 	MaxCost           *Money  `yaml:"max_cost" json:"max_cost"`
+	// ParentGrant delegates this agent's grants from another's (seed 003):
+	// each is defined under that grant, may only tighten it, and what it
+	// charges is charged to the parent too.
+	ParentGrant string `yaml:"parent_grant" json:"parent_grant,omitempty" jsonschema:"description=capability#index of the delegating agent's grant in the same budget ledger (e.g. orchestrator-01#0): this agent's grants are its children and may only tighten it"`
 
 	// KCC's spelling: bare decimals of US dollars, read exactly from their
 	// text (never as floats). Parse moves them into ExpectedCost and MaxCost.

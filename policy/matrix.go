@@ -2,11 +2,8 @@ package policy
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
-
-var durationRe = regexp.MustCompile(`^[0-9]+(s|m|h|d|w|min|days?|hours?)$`)
 
 // MatrixRow is one row of seed 002's permissions matrix.
 type MatrixRow struct {
@@ -97,8 +94,8 @@ func (m *Manifest) PermissionsMatrix() []MatrixRow {
 // SideEffectLabel renders a side effect with its rollback window, as seed 002
 // writes "REVERSIBLE-WRITE (24h)".
 func (r MatrixRow) SideEffectLabel() string {
-	if w := strings.Fields(r.Window); r.SideEffect == SideEffectReversibleWrite && len(w) > 0 && durationRe.MatchString(w[0]) {
-		return string(r.SideEffect) + " (" + w[0] + ")"
+	if w := windowRe.FindString(strings.TrimSpace(r.Window)); r.SideEffect == SideEffectReversibleWrite && w != "" {
+		return string(r.SideEffect) + " (" + w + ")"
 	}
 	return string(r.SideEffect)
 }

@@ -153,6 +153,9 @@ func validateSideEffects(t *Tool, f string, r *report) {
 		r.errorf("no-rollback", f+".side_effects", "name the compensating action in rollback.mechanism (e.g. void_refund(refund_id)), or classify it IRREVERSIBLE-WRITE",
 			"REVERSIBLE-WRITE without a named rollback mechanism is IRREVERSIBLE-WRITE (seed 002)")
 	}
+	if _, _, err := t.Rollback.Duration(); err != nil && t.SideEffects == SideEffectReversibleWrite {
+		r.errorf("rollback-window", f+".rollback.window", "start the window with a duration (24h, 30m, 7d), or write prose without one (session): klock runs the compensation only within it", "%v", err)
+	}
 	if t.SideEffects == SideEffectIrreversibleWrite && (t.Autonomy.Unsupervised == "always" || t.Autonomy.UnsupervisedIf != "") {
 		r.errorf("irreversible-unsupervised", f+".autonomy", "remove unsupervised/unsupervised_if: an IRREVERSIBLE-WRITE always needs approval",
 			"an IRREVERSIBLE-WRITE tool can never run unsupervised")
@@ -277,11 +280,17 @@ func validateHITL(m *Manifest, r *report) {
 	}
 }
 
+// parentGrantRe is a budget grant key: capability#index.
+var parentGrantRe = regexp.MustCompile(`^[^#\s]+#[0-9]{1,9}$`)
+
 func validateCost(m *Manifest, r *report) {
 	c := m.CostEnvelope
 	if c == nil {
 		r.errorf("no-cost-envelope", "cost_envelope", "add cost_envelope with expected_*/max_* tokens, latency, cost and context_efficiency (KCC surface 5)", "missing: an agent without a cost envelope is rejected")
 		return
+	}
+	if c.ParentGrant != "" && !parentGrantRe.MatchString(c.ParentGrant) {
+		r.errorf("format", "cost_envelope.parent_grant", "write the delegating grant as capability#index (e.g. orchestrator-01#0)", "%q is not a grant", c.ParentGrant)
 	}
 	type pair struct {
 		name          string

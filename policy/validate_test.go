@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func warningCodes(m *Manifest) []string {
@@ -46,6 +48,7 @@ func TestRules(t *testing.T) {
 		{"contract without side effect", tool("    input_schema: {s: {type: string}}\n"), "required"},
 		{"reversible no rollback", tool("    side_effects: REVERSIBLE-WRITE\n"), "no-rollback"},
 		{"reversible with rollback", tool("    side_effects: REVERSIBLE-WRITE\n    rollback: {mechanism: undo_t1}\n"), ""},
+		{"unreadable window", tool("    side_effects: REVERSIBLE-WRITE\n    rollback: {mechanism: undo_t1, window: 24 fortnights}\n"), "rollback-window"},
 		{"irreversible conditional", tool("    side_effects: IRREVERSIBLE-WRITE\n    autonomy: {unsupervised_if: 'true'}\n"), "irreversible-unsupervised"},
 		{"key without source", tool("    side_effects: READ\n    idempotency: {mode: key}\n"), "required"},
 		{"enum without values", tool("    side_effects: READ\n    input_schema: {r: {type: enum}}\n"), "required"},
@@ -72,6 +75,16 @@ func TestRules(t *testing.T) {
 		}
 		if !slices.Contains(got, tc.code) {
 			t.Errorf("%s: codes %v, want %s (%v)", tc.name, got, tc.code, err)
+		}
+	}
+}
+
+func TestParentGrantFormat(t *testing.T) {
+	for grant, want := range map[string]string{"orchestrator-01#0": "", "orchestrator-01": "format", "#0": "format", "a b#1": "format"} {
+		src := strings.Replace(manifest([]string{"CONSUMES FILE:/w/**"}, ""), "max_tokens_in: 200", "max_tokens_in: 200\n  parent_grant: \""+grant+"\"", 1)
+		_, err := Parse("t.yaml", []byte(src))
+		if got := codes(err); want == "" && err != nil || want != "" && !slices.Contains(got, want) {
+			t.Errorf("parent_grant %q: %v, want %q", grant, err, want)
 		}
 	}
 }
@@ -152,5 +165,25 @@ func TestAutonomyEval(t *testing.T) {
 	}
 	if _, err := cond.Eval(map[string]any{}, acct("pro")); err == nil {
 		t.Error("a missing argument must be an evaluation error (treated as not unsupervised)")
+	}
+}
+
+func TestRollbackWindowDuration(t *testing.T) {
+	for w, want := range map[string]time.Duration{"24h from issue": 24 * time.Hour, "30m": 30 * time.Minute, "15 min": 15 * time.Minute,
+		"7d": 7 * 24 * time.Hour, "2 weeks": 14 * 24 * time.Hour, "90s": 90 * time.Second, "3 hours": 3 * time.Hour} {
+		d, ok, err := Rollback{Window: w}.Duration()
+		if err != nil || !ok || d != want {
+			t.Errorf("%q: %v %v %v, want %v", w, d, ok, err, want)
+		}
+	}
+	for _, w := range []string{"", "session", "until sent"} {
+		if _, ok, err := (Rollback{Window: w}).Duration(); ok || err != nil {
+			t.Errorf("%q: a prose window is not a clock: %v %v", w, ok, err)
+		}
+	}
+	for _, w := range []string{"24 fortnights", "0h", "99999999999999999999h"} {
+		if _, _, err := (Rollback{Window: w}).Duration(); !errors.Is(err, ErrRollbackWindow) {
+			t.Errorf("%q: %v, want ErrRollbackWindow", w, err)
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 type gatewayFlags struct {
 	manifest, stateDir, auditPath, runID, control string
 	receipts, receiptKey, session, rates          string
+	parentGrant, parentGateway                    string
 	context                                       []string
 	approvalWait, leaseWait                       time.Duration
 	confidential                                  bool
@@ -54,6 +55,8 @@ func (f *gatewayFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.receiptKey, "receipt-key", "", "ed25519 private key for receipts (default receipts.key in the receipts directory, created if missing)")
 	c.Flags().StringVar(&f.rates, "rates", "", "rates file for charges in another currency than their grant's: each rate with its source and time, recorded in receipts (default: the manifest's rates:)")
 	c.Flags().StringVar(&f.session, "session", "", "capability/session id the grants' budgets are kept under (default: agent.id)")
+	c.Flags().StringVar(&f.parentGateway, "parent-gateway", "", "control socket of the parent agent's gateway: charge this agent's delegated grants (--parent-grant) in its ledger while it runs, receipts in its chain, instead of opening a ledger (--receipts is then unused)")
+	c.Flags().StringVar(&f.parentGrant, "parent-grant", "", "delegate this agent's grants from the grant capability#index of the same ledger (--receipts): they may only tighten it, and their spend is charged to it too (default: the manifest's cost_envelope.parent_grant)")
 	f.trust.register(c)
 	f.events.register(c, "the gateway's (approvals asked and given, budget refusals, denied calls; also sent to klockd when it runs)")
 	_ = c.MarkFlagRequired("manifest")
@@ -103,24 +106,11 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	if f.approvalWait > 0 {
 		gopts = append(gopts, gateway.WithApprovalWait(f.approvalWait))
 	}
-	closeBudget := func() {}
-	// The ledger holds the grants' charges and the rollbacks' receipts: it
-	// is opened when there is either.
-	_, noReceipts := receiptsDir(m, f.manifest, f.receipts)
-	if len(m.Grants) == 0 && reversible(m) && noReceipts != nil {
-		slog.Warn("klock: rollbacks of REVERSIBLE-WRITE calls will be audited but not receipted: pass --receipts DIR (or set workdir)", "manifest", f.manifest)
+	bopts, ledger, closeBudget, err := f.budgetOptions(ctx, m)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if len(m.Grants) > 0 || reversible(m) && noReceipts == nil {
-		ch, store, ph, closeB, err := f.openBudget(ctx, m)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if len(m.Grants) > 0 {
-			gopts = append(gopts, gateway.WithCharger(ch))
-		}
-		gopts = append(gopts, gateway.WithReceipts(store.Record), gateway.WithPolicyHash(ph))
-		closeBudget = closeB
-	}
+	gopts = append(gopts, bopts...)
 	// Each call holds leases on what its tool touches while it runs
 	// (KLIS-6 §5): a tool cannot change what an agent session holds.
 	leases, closeLeases, err := toolLeases()
@@ -157,13 +147,72 @@ func (f *gatewayFlags) open(ctx context.Context) (*policy.Manifest, *gateway.Gat
 	if sock == "" {
 		sock = l.Control()
 	}
-	stop, err := control.Serve(ctx, sock, gw.Pipeline(), control.WithRollback(gw.Rollback))
+	sopts := []control.ServeOption{control.WithRollback(gw.Rollback)}
+	if ledger != nil {
+		// Sub-agents' gateways (--parent-gateway) charge their delegated
+		// grants in this ledger.
+		sopts = append(sopts, control.WithLedger(ledger))
+	}
+	stop, err := control.Serve(ctx, sock, gw.Pipeline(), sopts...)
 	if err != nil {
 		st.Close()
 		closeStores()
 		return nil, nil, nil, err
 	}
 	return m, gw, func() { stop(); st.Close(); closeStores() }, nil
+}
+
+// budgetOptions charges the manifest's grants and receipts its rollbacks:
+// in the ledger the gateway opens, when there is either to record (which it
+// returns, to serve to sub-agents), or, with --parent-gateway, in the
+// ledger of the parent's gateway on that socket.
+func (f *gatewayFlags) budgetOptions(ctx context.Context, m *policy.Manifest) ([]gateway.Option, charge.Ledger, func(), error) {
+	if f.parentGateway != "" {
+		return f.parentLedger(ctx, m)
+	}
+	_, noReceipts := receiptsDir(m, f.manifest, f.receipts)
+	if len(m.Grants) == 0 && reversible(m) && noReceipts != nil {
+		slog.Warn("klock: rollbacks of REVERSIBLE-WRITE calls will be audited but not receipted: pass --receipts DIR (or set workdir)", "manifest", f.manifest)
+	}
+	if len(m.Grants) == 0 && (!reversible(m) || noReceipts != nil) {
+		return nil, nil, func() {}, nil
+	}
+	ch, store, ph, closeB, err := f.openBudget(ctx, m)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var opts []gateway.Option
+	if len(m.Grants) > 0 {
+		opts = append(opts, gateway.WithCharger(ch))
+	}
+	return append(opts, gateway.WithReceipts(store.Record), gateway.WithPolicyHash(ph)), store, closeB, nil
+}
+
+// parentLedger charges a sub-agent's delegated grants (cost_envelope.
+// parent_grant or --parent-grant) in its parent's ledger, through the
+// parent's gateway's control socket: both run at once, one process owning
+// the ledger; the receipts go to the parent's chain.
+func (f *gatewayFlags) parentLedger(ctx context.Context, m *policy.Manifest) ([]gateway.Option, charge.Ledger, func(), error) {
+	if f.parentGrant != "" && m.CostEnvelope != nil {
+		m.CostEnvelope.ParentGrant = f.parentGrant
+	}
+	if m.CostEnvelope == nil || m.CostEnvelope.ParentGrant == "" {
+		return nil, nil, nil, &exitError{code: exitUsage, err: errors.New("--parent-gateway charges delegated grants: name the parent's grant (--parent-grant or cost_envelope.parent_grant)")}
+	}
+	ph, err := charge.PolicyHash(f.data)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("policy_hash of %s: %w", f.manifest, err)
+	}
+	led := control.Dial(f.parentGateway).Ledger()
+	session := f.session
+	if session == "" {
+		session = m.Agent.ID
+	}
+	ch, err := charge.New(ctx, m, led, session, charge.WithPolicyHash(ph))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return []gateway.Option{gateway.WithCharger(ch), gateway.WithReceipts(led.Record), gateway.WithPolicyHash(ph)}, nil, func() {}, nil
 }
 
 // openBudget opens the ledger and the charger for the manifest's grants
@@ -191,6 +240,9 @@ func (f *gatewayFlags) openBudget(ctx context.Context, m *policy.Manifest) (ch *
 	session := f.session
 	if session == "" {
 		session = m.Agent.ID
+	}
+	if f.parentGrant != "" && m.CostEnvelope != nil {
+		m.CostEnvelope.ParentGrant = f.parentGrant
 	}
 	if ch, err = charge.New(ctx, m, led, session, charge.WithPolicyHash(ph)); err != nil {
 		closeB()

@@ -224,7 +224,12 @@ func meterGrant(m *policy.Manifest, session, tool, currency string) (budget.Gran
 			if err != nil {
 				return budget.Grant{}, err
 			}
-			return budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID}, nil
+			// A delegated agent's model grant is its parent's child too.
+			parent, err := charge.ParentGrant(m)
+			if err != nil {
+				return budget.Grant{}, err
+			}
+			return budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID, Parent: parent}, nil
 		}
 	}
 	l := budget.Limits{Currency: currency}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/fleet"
+	"github.com/klocklabs/klock/guard/budget"
 	"github.com/klocklabs/klock/guard/fleetbudget"
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/guard/tokenguard"
@@ -126,6 +127,10 @@ capability-maintainer review when at least --share percent of at least
 --min-runs measured calls exceeded it. Calls without a measured actual are
 counted apart, never as evidence.
 
+Grants delegated from others (cost_envelope.parent_grant) are shown as a
+tree: each parent grant with what it was charged in all (its own calls and
+its children's, as its ledger counts them) and each child with its own.
+
 Exit status: 0 report printed (flagged or not), 1 a chain did not verify.`,
 		Example: `  klock report /srv/agent/.klock/receipts
   klock report --min-runs 10 --share 30 --json a/receipts b/receipts`,
@@ -134,8 +139,15 @@ Exit status: 0 report printed (flagged or not), 1 a chain did not verify.`,
 				args = []string{filepath.Join(".klock", "receipts")}
 			}
 			rep := tokenguard.NewReporter(tokenguard.WithMinRuns(minRuns), tokenguard.WithShare(share*100))
+			var del budget.Delegations
+			each := func(r *receipt.Receipt) error {
+				if err := del.Add(r); err != nil {
+					return err
+				}
+				return rep.Add(r)
+			}
 			for _, a := range args {
-				if _, err := receipt.VerifyFile(chainPath(a), nil, rep.Add); err != nil {
+				if _, err := receipt.VerifyFile(chainPath(a), nil, each); err != nil {
 					return &exitError{code: exitInvalid, err: fmt.Errorf("%s: %w", chainPath(a), err)}
 				}
 			}
@@ -159,6 +171,7 @@ Exit status: 0 report printed (flagged or not), 1 a chain did not verify.`,
 				}
 				fmt.Fprintln(cmd.OutOrStdout())
 			}
+			printDelegations(cmd, del.Trees())
 			return nil
 		},
 	}
@@ -260,4 +273,31 @@ func (o *verifyOptions) compareFleet(cmd *cobra.Command, tally fleetbudget.Tally
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "the chains add up to the fleet ledger (etcd %s prefix %s): %d grant(s)\n", strings.Join(cfg.Endpoints, ","), cfg.Prefix, len(fl))
 	return nil
+}
+
+// printDelegations prints each delegation tree: a parent grant with its
+// total (own and delegated spend) and its children, indented.
+func printDelegations(cmd *cobra.Command, roots []*budget.Node) {
+	var walk func(n *budget.Node, depth int)
+	walk = func(n *budget.Node, depth int) {
+		lead := "delegation "
+		if depth > 0 {
+			lead = strings.Repeat("  ", depth) + "└ "
+		}
+		name := n.Key.String()
+		if n.Tool != "" {
+			name += " (" + n.Tool + ")"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s%s: %s charged", lead, name, n.Amount(n.Total()))
+		if len(n.Children) > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), " (own calls %s)", n.Amount(n.Own))
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), ", %d invocation(s) of its own\n", n.Invocations)
+		for _, c := range n.Children {
+			walk(c, depth+1)
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
 }

@@ -28,8 +28,15 @@ compensated once. RUN is the gateway's run id (--run-id of klock mcp / tools
 serve); klock run --gateway SOCKET --gateway-run RUN sends this itself when
 it kills a strict session.
 
+A compensation works only within its contract's rollback.window when that
+starts with a duration ("24h from issue"): a call past it is not
+compensated but listed as EXPIRED (its receipt is incomplete, its audit
+record says expired), and from then on the gateway treats that tool's
+calls in the run as IRREVERSIBLE-WRITE (they need an approval).
+
 Exit status: 0 every call undone (or none to undo), 1 some could not be
-undone (listed; undo them by hand), 125 no gateway listens on the socket.`,
+undone or had expired (listed; undo them by hand), 125 no gateway listens
+on the socket.`,
 		Example: `  klock tools rollback --agent refund-agent-01 --run run_42 --reason "session 20261125T1200-ab killed"`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +69,10 @@ func printRollback(cmd *cobra.Command, out control.RollbackReply) {
 	}
 	for _, r := range out.Results {
 		state := "undone"
-		if !r.OK {
+		switch {
+		case r.Expired:
+			state = "EXPIRED, NOT undone: " + r.Message
+		case !r.OK:
 			state = "NOT undone: " + r.Message
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "%s (%s) via %s: %s\n", r.CallID, r.Tool, r.Rollback, state)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/klocklabs/klock/guard/budget"
 
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/policy/trust"
@@ -39,5 +40,8 @@ func (f *trustFlags) load(path string) (*policy.Manifest, []byte, error) {
 // (invalid manifest or signature) unless the command has its own.
 func manifestRefused(err error) bool {
 	var ve *policy.ValidationError
-	return errors.As(err, &ve) || errors.Is(err, policy.ErrSignature) || errors.Is(err, trust.ErrRoots)
+	// A delegation that would widen its parent's budget, or names no
+	// grant of the ledger, is the manifest's fault too.
+	return errors.As(err, &ve) || errors.Is(err, policy.ErrSignature) || errors.Is(err, trust.ErrRoots) ||
+		errors.Is(err, budget.ErrWiden) || errors.Is(err, budget.ErrUnknownGrant)
 }

@@ -47,6 +47,7 @@ type Record struct {
 	ApprovalID string            `json:"approval_id,omitempty"`
 	IdemKey    string            `json:"idempotency_key,omitempty"`
 	DurationMS float64           `json:"duration_ms,omitempty"`
+	TokensUsed int64             `json:"tokens_used,omitempty"` // the tool's report (seed 004 §13: tokens and duration)
 	OutSHA256  string            `json:"output_sha256,omitempty"`
 	OutBytes   int               `json:"output_bytes,omitempty"`
 	// Recorded holds the values the contract's audit_logging.records names

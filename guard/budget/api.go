@@ -41,6 +41,10 @@ type Request struct {
 	// (the receipt's policy_hash); Evidence is added to the receipt's.
 	PolicyHash string
 	Evidence   []receipt.Evidence
+	// AgentID names the agent whose call it is in its receipts (default
+	// the store's, WithAgent): a sub-agent charging its parent's ledger
+	// through the parent's gateway names itself.
+	AgentID string
 }
 
 // Hold is a granted pre-charge.

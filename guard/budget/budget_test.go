@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/klocklabs/klock/guard/receipt"
@@ -148,12 +149,32 @@ func TestDelegationOnlyTightensAndChargesTheParent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hc.Receipt.Metadata.Financial.DelegationDepth != 1 || hc.Receipt.Metadata.Financial.RootBudgetHolder != "orchestrator" {
+	if f := hc.Receipt.Metadata.Financial; f.DelegationDepth != 1 || f.RootBudgetHolder != "orchestrator" || f.ParentGrant != "orchestrator#0" {
 		t.Fatalf("child receipt %+v", hc.Receipt.Metadata.Financial)
 	}
 	ru, _ := s.Usage(ctx, root.Key)
 	if ru.Charged != usd(1000) || ru.Invocations != 11 {
 		t.Fatalf("root usage %+v", ru)
+	}
+	// The issued child is defined again (a restart) although the root has
+	// less left now; a new child is issued only within what is left.
+	if err := s.Define(ctx, child); err != nil {
+		t.Fatalf("the same child again: %v", err)
+	}
+	late := Grant{Key: Key{"late", 0}, Parent: &root.Key, Limits: Limits{Currency: "USD", PerInvocation: u(50), Total: u(10), MaxInvocations: 5}}
+	if err := s.Define(ctx, late); !errors.Is(err, ErrWiden) || !strings.Contains(err.Error(), "remaining 0.00 USD") {
+		t.Fatalf("a child issued past what the root has left: %v", err)
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	if k, err := ParseKey("team#a#3"); err != nil || k != (Key{"team#a", 3}) {
+		t.Fatalf("ParseKey: %v %v", k, err)
+	}
+	for _, bad := range []string{"team", "#1", "team#", "team#x", "team#99999999999"} {
+		if _, err := ParseKey(bad); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("ParseKey(%q): %v", bad, err)
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package budget
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/policy/money"
@@ -15,6 +17,19 @@ type Key struct {
 }
 
 func (k Key) String() string { return fmt.Sprintf("%s#%d", k.Capability, k.Grant) }
+
+// ParseKey reads a key as String writes it: capability#index.
+func ParseKey(s string) (Key, error) {
+	i := strings.LastIndexByte(s, '#')
+	if i <= 0 {
+		return Key{}, fmt.Errorf("%w: grant %q: want capability#index (e.g. orchestrator#0)", ErrBadRequest, s)
+	}
+	n, err := strconv.ParseUint(s[i+1:], 10, 32)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: grant %q: the index after # must be a grant number (e.g. orchestrator#0)", ErrBadRequest, s)
+	}
+	return Key{Capability: s[:i], Grant: uint32(n)}, nil
+}
 
 // Limits are a grant's three independent budget limits. A nil cost limit or
 // a zero MaxInvocations means that limit is not set.
@@ -129,6 +144,23 @@ func tightens(parent, child Limits) error {
 	}
 	if parent.MaxInvocations != 0 && (child.MaxInvocations == 0 || child.MaxInvocations > parent.MaxInvocations) {
 		return fmt.Errorf("%w: %s is wider than the parent's", ErrWiden, LimitInvocations)
+	}
+	return nil
+}
+
+// withinRemaining reports why a child issued now would have more than its
+// parent has left (nil when it would not): its max_total_cost above the
+// parent's unspent total, its max_invocations above the parent's unused.
+func withinRemaining(p *grantState, child Limits) error {
+	if t := p.limits.Total; t != nil && child.Total != nil {
+		left := *t - min(p.charged, *t)
+		if *child.Total > left {
+			return fmt.Errorf("%w: %s %s is more than the parent's remaining %s", ErrWiden, LimitTotal,
+				money.Amount{Units: *child.Total, Currency: child.Currency}, money.Amount{Units: left, Currency: child.Currency})
+		}
+	}
+	if m := p.limits.MaxInvocations; m != 0 && child.MaxInvocations > m-min(p.invocations, m) {
+		return fmt.Errorf("%w: %s %d is more than the parent's remaining %d", ErrWiden, LimitInvocations, child.MaxInvocations, m-min(p.invocations, m))
 	}
 	return nil
 }

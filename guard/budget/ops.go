@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/klocklabs/klock/guard/receipt"
 	"github.com/klocklabs/klock/policy/money"
@@ -171,6 +172,10 @@ func (v *view) define(d Grant) error {
 		return fmt.Errorf("%w: grant %s: %v", ErrBadRequest, d.Key, err)
 	}
 	g := &grantState{key: d.Key, limits: d.Limits, tool: d.Tool, server: d.Server, root: d.RootHolder}
+	old, err := v.grant(d.Key)
+	if err != nil {
+		return err
+	}
 	if d.Parent != nil {
 		p, err := v.grant(*d.Parent)
 		if err != nil {
@@ -182,14 +187,17 @@ func (v *view) define(d Grant) error {
 		if err := tightens(p.limits, d.Limits); err != nil {
 			return fmt.Errorf("delegating %s from %s: %w", d.Key, p.key, err)
 		}
+		if old == nil {
+			// Issued now: within what the parent has left, not only its
+			// limits (seed 003: a child never widens the budget).
+			if err := withinRemaining(p, d.Limits); err != nil {
+				return fmt.Errorf("delegating %s from %s: %w", d.Key, p.key, err)
+			}
+		}
 		pk := p.key
 		g.parent, g.depth, g.root = &pk, p.depth+1, p.root
 	} else if g.root == "" {
 		g.root = d.Key.Capability
-	}
-	old, err := v.grant(d.Key)
-	if err != nil {
-		return err
 	}
 	if old != nil {
 		same := old.limits.equal(d.Limits) && (old.parent == nil) == (g.parent == nil) && (old.parent == nil || *old.parent == *g.parent)
@@ -213,6 +221,9 @@ func paramHash(p []byte) string {
 func (v *view) financial(leaf *grantState, chain []*grantState) *receipt.Financial {
 	f := &receipt.Financial{GrantIndex: leaf.key.Grant, Currency: leaf.limits.Currency, DelegationDepth: leaf.depth,
 		RootBudgetHolder: leaf.root, InvocationsUsed: receipt.Units(leaf.invocations)}
+	if leaf.parent != nil {
+		f.ParentGrant = leaf.parent.String()
+	}
 	if leaf.limits.Total != nil {
 		f.BudgetTotal = receipt.U(*leaf.limits.Total)
 		rem := uint64(0)
@@ -248,6 +259,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 	}
 	leaf := chain[0]
 	rc := v.baseReceipt(leaf, req.Tool, req.Server, receipt.PhasePreCharge)
+	rc.AgentID = req.AgentID
 	rc.Action = receipt.Action{Parameters: req.Parameters, ParameterHash: paramHash(req.Parameters)}
 	rc.Metadata.Cost = req.CostMeta
 	rc.PolicyHash, rc.Evidence = req.PolicyHash, append([]receipt.Evidence(nil), req.Evidence...)
@@ -263,6 +275,7 @@ func (v *view) reserve(req Request) (Hold, error) {
 	}
 	deny := func(limit string, holder *grantState, detail string) (Hold, error) {
 		rc.Decision = receipt.Decision{Verdict: receipt.Deny, Reason: limit + ": " + detail, Guard: "budget"}
+		rc.Evidence = append(rc.Evidence, receipt.Evidence{GuardName: "budget", Verdict: false, Details: fmt.Sprintf("grant %s: %s: %s", holder.key, limit, detail)})
 		fin.SettlementStatus = receipt.NotApplicable
 		fin.AttemptedCost = receipt.U(cost.Units)
 		v.emit(rc)
@@ -304,12 +317,13 @@ func (v *view) reserve(req Request) (Hold, error) {
 		g.invocations++
 		g.charged += cost.Units
 	}
-	h := &holdState{key: leaf.key, reserved: cost.Units, open: true, tool: rc.ToolName}
+	h := &holdState{key: leaf.key, reserved: cost.Units, open: true, tool: rc.ToolName, agent: req.AgentID}
 	nf := v.financial(leaf, chain)
 	nf.CostCharged, nf.LedgerDebit, nf.InvocationDelta = receipt.Units(cost.Units), receipt.Units(cost.Units), 1
 	nf.SettlementStatus, nf.OriginalCost, nf.OracleEvidence = receipt.Pending, fin.OriginalCost, fin.OracleEvidence
 	rc.Metadata.Financial = nf
 	rc.Decision = receipt.Decision{Verdict: receipt.Allow}
+	rc.Evidence = append(rc.Evidence, budgetEvidence(chain, cost))
 	v.emit(rc)
 	h.id = "hold-" + strconv.FormatUint(rc.LedgerEvent, 10)
 	nf.HoldID = h.id
@@ -388,6 +402,7 @@ func (v *view) reconcile(id string, st Settle) (Settlement, error) {
 	}
 	h.open = false
 	rc := v.baseReceipt(leaf, h.tool, "", receipt.PhaseReconcile)
+	rc.AgentID = h.agent
 	rc.Decision = receipt.Decision{Verdict: receipt.Allow}
 	rc.Metadata.Cost = st.CostMeta
 	rc.Evidence = append(rateEv, st.Evidence...)
@@ -417,10 +432,30 @@ func (v *view) release(id, reason, guard string) (*receipt.Receipt, error) {
 	h.open = false
 	leaf := chain[0]
 	rc := v.baseReceipt(leaf, h.tool, "", receipt.PhaseReverse)
+	rc.AgentID = h.agent
 	rc.Decision = receipt.Decision{Verdict: receipt.Deny, Reason: reason, Guard: guard}
+	rc.Evidence = []receipt.Evidence{{GuardName: guard, Verdict: false, Details: "reversed hold " + id + ": " + reason}}
 	f := v.financial(leaf, chain)
 	f.LedgerCredit, f.InvocationDelta, f.HoldID, f.SettlementStatus = receipt.Units(h.reserved), -1, id, receipt.NotApplicable
 	rc.Metadata.Financial = f
 	v.emit(rc)
 	return rc, nil
+}
+
+// budgetEvidence is an allowed pre-charge's: what was reserved and what
+// each grant of the chain (the leaf, then its delegating ancestors) has
+// left after it.
+func budgetEvidence(chain []*grantState, cost money.Amount) receipt.Evidence {
+	d := "reserved " + cost.String()
+	for _, g := range chain {
+		d += "; grant " + g.key.String() + ":"
+		if t := g.limits.Total; t != nil {
+			d += fmt.Sprintf(" %s of max_total_cost %s left,", money.Amount{Units: *t - min(g.charged, *t), Currency: g.limits.Currency}, money.Amount{Units: *t, Currency: g.limits.Currency})
+		}
+		if g.limits.MaxInvocations != 0 {
+			d += fmt.Sprintf(" %d of %d invocations used,", g.invocations, g.limits.MaxInvocations)
+		}
+		d = strings.TrimSuffix(d, ",")
+	}
+	return receipt.Evidence{GuardName: "budget", Verdict: true, Details: d}
 }

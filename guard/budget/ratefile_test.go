@@ -34,7 +34,7 @@ func TestRatesFileEvidenceReachesTheReceipt(t *testing.T) {
 	if ev == nil || ev.OracleSource != "ECB reference rate" || ev.RateTimestamp != 1795616100 || ev.RateNumerator != 108 {
 		t.Fatalf("oracle evidence %+v", ev)
 	}
-	if len(h.Receipt.Evidence) != 1 || h.Receipt.Evidence[0].GuardName != EvidenceRate ||
+	if len(h.Receipt.Evidence) != 2 || h.Receipt.Evidence[0].GuardName != EvidenceRate || h.Receipt.Evidence[1].GuardName != "budget" ||
 		!strings.Contains(h.Receipt.Evidence[0].Details, rates.FileSHA256) || h.Receipt.PolicyHash != "sha256:abc" {
 		t.Fatalf("receipt evidence %+v policy %q", h.Receipt.Evidence, h.Receipt.PolicyHash)
 	}

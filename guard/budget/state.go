@@ -26,6 +26,7 @@ type holdState struct {
 	reserved uint64 // in the grant's currency
 	open     bool
 	tool     string
+	agent    string // Request.AgentID, for the reconcile's or reversal's receipt (memory only)
 }
 
 // SQLite integers are signed 64-bit; u64 minor units (wei reach 2^63 at

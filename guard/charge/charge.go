@@ -29,6 +29,7 @@ type Charger struct {
 	grants     map[string]budget.Grant // by tool name
 	fees       map[string]money.Amount // declared cost_per_invocation (fee.go)
 	policyHash string                  // the manifest's, for every receipt
+	agent      string                  // the manifest's agent.id, named in every receipt
 }
 
 // Option configures New.
@@ -48,15 +49,33 @@ func Grants(m *policy.Manifest, session string) ([]budget.Grant, error) {
 	if m.CostEnvelope != nil && m.CostEnvelope.MaxCost != nil {
 		fallback = m.CostEnvelope.MaxCost.Currency
 	}
+	parent, err := ParentGrant(m)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]budget.Grant, 0, len(m.Grants))
 	for i, g := range m.Grants {
 		l, err := budget.FromGrant(g, fallback)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID})
+		out = append(out, budget.Grant{Key: budget.Key{Capability: session, Grant: uint32(i)}, Limits: l, Tool: g.Tool, Server: g.ServerID, Parent: parent})
 	}
 	return out, nil
+}
+
+// ParentGrant is the grant the manifest's cost_envelope.parent_grant
+// delegates from (nil: none): its grants are defined as that grant's
+// children (seed 003's delegation).
+func ParentGrant(m *policy.Manifest) (*budget.Key, error) {
+	if m.CostEnvelope == nil || m.CostEnvelope.ParentGrant == "" {
+		return nil, nil
+	}
+	k, err := budget.ParseKey(m.CostEnvelope.ParentGrant)
+	if err != nil {
+		return nil, fmt.Errorf("cost_envelope.parent_grant: %w", err)
+	}
+	return &k, nil
 }
 
 // New defines the manifest's grants in the ledger (idempotent across
@@ -67,12 +86,16 @@ func New(ctx context.Context, m *policy.Manifest, l Ledger, session string, opts
 	if err != nil {
 		return nil, err
 	}
-	c := &Charger{auth: l, grants: map[string]budget.Grant{}, fees: fees(m)}
+	c := &Charger{auth: l, grants: map[string]budget.Grant{}, fees: fees(m), agent: m.Agent.ID}
 	for _, o := range opts {
 		o(c)
 	}
-	for _, g := range gs {
+	for i, g := range gs {
 		if err := l.Define(ctx, g); err != nil {
+			if g.Parent != nil {
+				// Located: the grant and the delegation that refused it.
+				return nil, fmt.Errorf("grants[%d] (%s) delegated by cost_envelope.parent_grant %s: %w", i, g.Tool, g.Parent, err)
+			}
 			return nil, fmt.Errorf("define the budget of grant %s (%s): %w", g.Key, g.Tool, err)
 		}
 		if _, dup := c.grants[g.Tool]; !dup {
@@ -86,9 +109,10 @@ func New(ctx context.Context, m *policy.Manifest, l Ledger, session string, opts
 func (c *Charger) Charged(tool string) bool { _, ok := c.grants[tool]; return ok }
 
 type reservation struct {
-	hold budget.Hold
-	tool string
-	fee  *money.Amount // the tool's declared cost_per_invocation
+	hold     budget.Hold
+	tool     string
+	fee      *money.Amount      // the tool's declared cost_per_invocation
+	evidence []receipt.Evidence // the checks that let the call reach its reservation
 }
 
 // Reserve pre-charges the grant's worst case for call.
@@ -107,8 +131,9 @@ func (c *Charger) Reserve(ctx context.Context, call *check.Call, d *check.Decisi
 	if err != nil {
 		return nil, toolerr.New(toolerr.InvalidArgs, "budget", "%s: arguments cannot be recorded in a receipt: %v", call.Tool, err)
 	}
-	req := budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash}
-	res := &reservation{tool: call.Tool}
+	ev := d.Evidence
+	req := budget.Request{Key: g.Key, Tool: call.Tool, Server: g.Server, Parameters: raw, PolicyHash: c.policyHash, Evidence: ev, AgentID: c.agent}
+	res := &reservation{tool: call.Tool, evidence: ev}
 	if fee, ok := c.fees[call.Tool]; ok {
 		req.Cost, res.fee = reserveFee(g, fee), &fee
 	}
@@ -180,7 +205,8 @@ func (c *Charger) Reconcile(ctx context.Context, r check.Reservation, u check.Us
 		act = &receipt.Actual{Source: string(tokenguard.Unavailable), UnavailableReason: reason}
 	}
 	st, err := c.auth.Reconcile(ctx, res.hold.ID, budget.Settle{Actual: actual, CostMeta: &receipt.Cost{Actual: act, Kind: receipt.KindTool},
-		Breakdown: breakdown, PolicyHash: c.policyHash, ContentHash: u.ContentHash, Evidence: append([]receipt.Evidence{costEvidence(act, u)}, evidence...)})
+		Breakdown: breakdown, PolicyHash: c.policyHash, ContentHash: u.ContentHash,
+		Evidence: append(append(res.evidence[:len(res.evidence):len(res.evidence)], costEvidence(act, u)), evidence...)})
 	if err != nil {
 		return nil, err
 	}

@@ -40,9 +40,14 @@ func TestReceiptsCarryPolicyContentAndEvidence(t *testing.T) {
 	if !strings.HasPrefix(rec.ContentHash, "sha256:") || len(rec.ContentHash) != len("sha256:")+64 {
 		t.Fatalf("content_hash %q", rec.ContentHash)
 	}
-	if len(rec.Evidence) != 1 || rec.Evidence[0].GuardName != EvidenceCostSource || !rec.Evidence[0].Verdict ||
-		!strings.Contains(rec.Evidence[0].Details, "plugin quote") {
-		t.Fatalf("evidence %+v", rec.Evidence)
+	// Every guard that decided is in both receipts, the budget's in the
+	// pre-charge, where the cost came from in the reconcile.
+	if g := guards(pre); g != "declared,schema,rate,autonomy,budget" {
+		t.Fatalf("pre-charge evidence: %s %+v", g, pre.Evidence)
+	}
+	last := rec.Evidence[len(rec.Evidence)-1]
+	if g := guards(rec); g != "declared,schema,rate,autonomy,cost-source" || !last.Verdict || !strings.Contains(last.Details, "plugin quote") {
+		t.Fatalf("reconcile evidence %s %+v", g, rec.Evidence)
 	}
 	if got := string(rec.Metadata.Financial.CostBreakdown); got != `{"compute":2,"io":1}` {
 		t.Fatalf("cost_breakdown %s", got)
@@ -52,4 +57,13 @@ func TestReceiptsCarryPolicyContentAndEvidence(t *testing.T) {
 		t.Fatalf("breakdown %s", rec.Metadata.Financial.CostBreakdown)
 	}
 	_ = gateway.Outcome{}
+}
+
+// guards lists the guard names of r's evidence, in order.
+func guards(r *receipt.Receipt) string {
+	var out []string
+	for _, e := range r.Evidence {
+		out = append(out, e.GuardName)
+	}
+	return strings.Join(out, ",")
 }

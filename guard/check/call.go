@@ -63,9 +63,20 @@ type Decision struct {
 	// ArgsDigest is the gateway's keyed digest of the arguments in
 	// confidential mode (what a receipt may hold instead of them).
 	ArgsDigest string
+	// Evidence is each stage's verdict, in pipeline order, ending with the
+	// refusing stage's on a deny; the gateway adds its own (approval,
+	// ownership, leases) and the receipts carry them all.
+	Evidence []Evidence
 }
 
 func deny(check string, t *policy.Tool, e *toolerr.Error) Decision {
 	e.Check = check
-	return Decision{Verdict: Deny, Err: e, Tool: t, Check: check}
+	return Decision{Verdict: Deny, Err: e, Tool: t, Check: check, Evidence: []Evidence{refusal(check, e)}}
+}
+
+// denyAfter is deny with the evidence of the stages passed before.
+func denyAfter(ev []Evidence, check string, t *policy.Tool, e *toolerr.Error) Decision {
+	d := deny(check, t, e)
+	d.Evidence = append(ev, d.Evidence...)
+	return d
 }

@@ -21,7 +21,9 @@
 //  5. idempotency the call's idempotency key (the store lives in guard/idem);
 //     a non-idempotent tool's repeat of a call that reached it in the run
 //     escalates (retry.go; Dispatching settles racing repeats)
-//  6. effect     side-effect class: an IRREVERSIBLE-WRITE never runs unsupervised
+//  6. effect     side-effect class: an IRREVERSIBLE-WRITE never runs unsupervised,
+//     nor, for the rest of a run, a REVERSIBLE-WRITE whose earlier call in
+//     the run is past its rollback window (Irreversible)
 //  7. autonomy   unsupervised / unsupervised_if (CEL), else escalate or deny;
 //     HITL mode (declared, or forced by the lethal trifecta) escalates every
 //     non-READ or externally communicating call (declared or inferred;

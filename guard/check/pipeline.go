@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type contract struct {
 	// dispatched holds, per run, the first call of each argument key of
 	// a non-idempotent tool that reached it (retry.go).
 	dispatched map[string]map[string]string
+	// expired holds, by run, why the tool's REVERSIBLE-WRITE effect in
+	// that run is past its rollback window (Irreversible).
+	expired map[string]string
 }
 
 // declared is what the manifest allows: its rate_limits, KCC's rate_limit
@@ -227,6 +231,7 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	if stop != nil {
 		return deny("declared", t, stop)
 	}
+	ev := []Evidence{{GuardName: "declared", Verdict: true, Details: "declared; capability " + t.CapabilityCode() + " held"}}
 	// 2. category defaults are compiled into c.timeout and the rate windows.
 	d := Decision{Tool: t, Timeout: c.timeout, Confidential: p.confidential || t.AuditLogging.Confidential}
 	// 3. schema and context bindings: outside the lock, since a type path
@@ -234,10 +239,14 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	// hold every other call of the tool.
 	paths, e := c.checkArgs(call.Args, call.Context)
 	if e != nil {
-		return deny("schema", t, e)
+		return denyAfter(ev, "schema", t, e)
 	}
+	ev = append(ev, schemaEvidence(c, paths))
 	if e := c.checkPermission(call.Args, paths, d.Confidential); e != nil {
-		return deny("permission", t, e)
+		return denyAfter(ev, "permission", t, e)
+	}
+	if c.perm != nil {
+		ev = append(ev, Evidence{GuardName: "permission", Verdict: true, Details: "arguments within the contract's scope, none forbidden"})
 	}
 	// Rate limits per argument value and the idempotency key see a path
 	// as where it leads: "/d/x" and "/d//x" are one file, one effect.
@@ -249,26 +258,28 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	defer c.mu.Unlock()
 	// 4. rate limits.
 	if e := c.lim.take(c, canon, p.now()); e != nil {
-		return deny("rate", t, e)
+		return denyAfter(ev, "rate", t, e)
 	}
 	// Counted in memory already: a call whose count cannot be kept is
 	// refused, and the memory stays the stricter of the two.
 	if err := p.saveUse(c, canon.RunID); err != nil {
-		return deny("rate", t, toolerr.New(toolerr.InternalError, "rate_state", "%s: %v", t.Name, err))
+		return denyAfter(ev, "rate", t, toolerr.New(toolerr.InternalError, "rate_state", "%s: %v", t.Name, err))
 	}
+	ev = append(ev, rateEvidence(c.limits()))
 	// 5. idempotency key.
 	if t.Idempotency.Mode == "key" {
 		k, err := idemKey(t.Name, c.idemArgs, canon.Args)
 		if err != nil {
-			return deny("idempotency", t, toolerr.New(toolerr.InvalidArgs, "idempotency_key", "%s: %v", t.Name, err))
+			return denyAfter(ev, "idempotency", t, toolerr.New(toolerr.InvalidArgs, "idempotency_key", "%s: %v", t.Name, err))
 		}
 		d.IdemKey = k
+		ev = append(ev, Evidence{GuardName: "idempotency", Verdict: true, Details: "mode key: one effect per key of " + strings.Join(c.idemArgs, ", ")})
 	}
 	d.RetryKey = retryKey(t, canon.Args)
 	// 6–7. side effect, autonomy, HITL / trifecta.
 	d.Verdict, d.Check, d.Why = p.autonomy(c, call, paths)
 	if d.Verdict == Deny {
-		return deny("autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
+		return denyAfter(ev, "autonomy", t, toolerr.New(toolerr.Restricted, "autonomy_denied", "%s: %s", t.Name, d.Why))
 	}
 	if first := c.retryOf(call.RunID, d.RetryKey); d.RetryKey != "" && first != "" {
 		escalate(&d, "retry", t.Name+" is not idempotent and already ran with these arguments in this run ("+first+"): a second call could do it twice")
@@ -281,6 +292,7 @@ func (p *Pipeline) Decide(call *Call) Decision {
 		escalate(&d, "category", t.Name+" is category D (governance-only): its first use in a run needs a governance approval")
 		d.Governance = true
 	}
+	d.Evidence = append(ev, effectEvidence(t, d.Verdict, d.Check, d.Why))
 	return d
 }
 
@@ -315,6 +327,8 @@ func (p *Pipeline) autonomy(c *contract, call *Call, paths map[string]pathViews)
 	switch {
 	case t.SideEffects == policy.SideEffectIrreversibleWrite:
 		return Escalate, "effect", "IRREVERSIBLE-WRITE never runs unsupervised"
+	case c.expired[call.RunID] != "":
+		return Escalate, "effect", "treated as IRREVERSIBLE-WRITE for the rest of the run: " + c.expired[call.RunID]
 	case c.autonomy != nil:
 		ok, err := c.evalAutonomy(call, paths)
 		if ok && err == nil {

@@ -1,6 +1,9 @@
 package check
 
-import "github.com/klocklabs/klock/guard/toolerr"
+import (
+	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/policy"
+)
 
 // Seed 002: "the orchestration layer ... trips the stopping rule after N
 // consecutive errors". The gateway reports each dispatched call's outcome
@@ -62,4 +65,25 @@ func (p *Pipeline) Governed(tool, run string) {
 		c.governed = map[string]bool{}
 	}
 	c.governed[run] = true
+}
+
+// Irreversible records that a REVERSIBLE-WRITE call of tool in run is past
+// its rollback window (why says which): its effect can no longer be
+// undone, so for the rest of the run the tool's calls are decided as an
+// IRREVERSIBLE-WRITE's (seed 002: "within a known window"; past it the
+// autonomy granted for being undoable no longer holds). The gateway
+// reports it (its rollback journal keeps it across restarts).
+func (p *Pipeline) Irreversible(tool, run, why string) {
+	c, ok := p.tools[tool]
+	if !ok || c.tool.SideEffects != policy.SideEffectReversibleWrite {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.expired == nil {
+		c.expired = map[string]string{}
+	}
+	if c.expired[run] == "" {
+		c.expired[run] = why
+	}
 }

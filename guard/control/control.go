@@ -30,7 +30,10 @@ type Rollbacker func(ctx context.Context, run, reason string) ([]gateway.Rollbac
 // ServeOption configures Serve.
 type ServeOption func(*serveConfig)
 
-type serveConfig struct{ rollback Rollbacker }
+type serveConfig struct {
+	rollback Rollbacker
+	ledger   *ledgerServer // WithLedger
+}
 
 // WithRollback serves POST /runs/{run}/rollback: a killed session's run is
 // compensated (klock tools rollback, klock run --gateway).
@@ -119,6 +122,9 @@ func handler(p *check.Pipeline, cfg serveConfig) http.Handler {
 		}
 		reply(w, 200, map[string]any{"tool": r.PathValue("name"), "limits": now})
 	})
+	if cfg.ledger != nil {
+		cfg.ledger.register(mux)
+	}
 	if cfg.rollback != nil {
 		mux.HandleFunc("POST /runs/{run}/rollback", func(w http.ResponseWriter, r *http.Request) {
 			var body struct{ Reason string }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/klocklabs/klock/guard/audit"
 	"github.com/klocklabs/klock/guard/check"
@@ -160,4 +161,20 @@ func short(v any) string {
 		s = s[:77] + `…"`
 	}
 	return s
+}
+
+// belongsChecked names the must_belong_to bindings checkBelongs confirmed
+// through their lookup tools ("" when the tool has none).
+func belongsChecked(t *policy.Tool) string {
+	if t == nil {
+		return ""
+	}
+	var out []string
+	for n, s := range t.InputSchema {
+		if s != nil && s.MustBelongTo != "" && s.Lookup != "" {
+			out = append(out, n+" belongs to "+s.MustBelongTo+" per "+s.Lookup)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
 }

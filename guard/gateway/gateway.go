@@ -74,7 +74,8 @@ type Gateway struct {
 	policyHash string
 	leases     *leasing // WithLeases (nil: calls take no leases)
 	events     eventlog.Sink
-	vault      vault // confidential arguments' handles (confidential.go)
+	vault      vault            // confidential arguments' handles (confidential.go)
+	now        func() time.Time // WithClock: the rollback windows' clock
 }
 
 // Option configures New.
@@ -82,6 +83,10 @@ type Option func(*Gateway)
 
 // WithCharger sets the budget seam (nil: no budget).
 func WithCharger(c check.Charger) Option { return func(g *Gateway) { g.charger = c } }
+
+// WithClock sets the clock rollback windows are measured with (default
+// time.Now; tests move it).
+func WithClock(now func() time.Time) Option { return func(g *Gateway) { g.now = now } }
 
 // WithEvents publishes the gateway's decisions that matter to a security
 // team as event records (package eventlog): approval asked and given,
@@ -104,7 +109,7 @@ func New(m *policy.Manifest, p *check.Pipeline, a *audit.Log, ap approval.Queue,
 	if p == nil || a == nil || ap == nil || is == nil {
 		return nil, errors.New("gateway: the pipeline, audit log, approval store and idempotency store are all required")
 	}
-	g := &Gateway{p: p, audit: a, approvals: ap, idem: is, agent: m.Agent.ID, timeout: DefaultApprovalTimeout, hash: a.Hasher()}
+	g := &Gateway{p: p, audit: a, approvals: ap, idem: is, agent: m.Agent.ID, timeout: DefaultApprovalTimeout, hash: a.Hasher(), now: time.Now}
 	if s := m.HITL.ApprovalTimeoutSeconds; s > 0 {
 		g.timeout = time.Duration(s) * time.Second
 	}
@@ -145,6 +150,9 @@ func (g *Gateway) Call(ctx context.Context, call *check.Call, dispatch Dispatch)
 func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispatch, invoke Invoker) (Outcome, *toolerr.Error) {
 	c := &gatewayCall{g: g, ctx: ctx, call: call, invoke: invoke, start: time.Now()}
 	c.callID = newCallID()
+	// A REVERSIBLE-WRITE of this run past its window changes how the
+	// pipeline decides its tool: mark them first.
+	g.expire(call.RunID)
 	if e := c.decide(); e != nil {
 		return c.refuse(e, "deny")
 	}
@@ -170,6 +178,7 @@ func (g *Gateway) CallWith(ctx context.Context, call *check.Call, dispatch Dispa
 		}
 		defer release()
 		held = leases
+		c.d.Evidence = append(c.d.Evidence, leaseEvidence(leases))
 		if holder != (lease.Holder{}) {
 			// A plugin run under klock for this call takes its leases as
 			// the call's (session.Options.LeaseHolder).
@@ -276,6 +285,7 @@ func (c *gatewayCall) refuse(e *toolerr.Error, verdict string) (Outcome, *tooler
 	r.SetArgs(c.call.Args, c.d.Confidential, c.g.hash)
 	r.DurationMS = ms(time.Since(c.start))
 	c.g.refused(c.call, c.callID, e)
+	c.receiptRefusal(e)
 	if err := c.g.audit.Append(r); err != nil {
 		// The refusal stands; the agent learns the audit failed too.
 		e = toolerr.New(toolerr.InternalError, "audit", "%s (and the refusal could not be audited: %v)", e.Message, err)
@@ -298,12 +308,16 @@ func (c *gatewayCall) authorize() (*toolerr.Error, string) {
 			return e, "escalate"
 		}
 		c.verdict, c.approvalID = "approved", req.ID
+		c.d.Evidence = append(c.d.Evidence, check.Evidence{GuardName: "approval", Verdict: true, Details: "approved by " + req.DecidedBy + " (" + req.ID + ")"})
 		if c.d.Governance {
 			c.g.p.Governed(c.call.Tool, c.call.RunID)
 		}
 	}
 	if e := c.g.checkBelongs(c.ctx, c.call, c.d.Tool, c.invoke); e != nil {
 		return e, "deny"
+	}
+	if n := belongsChecked(c.d.Tool); n != "" {
+		c.d.Evidence = append(c.d.Evidence, check.Evidence{GuardName: "must_belong_to", Verdict: true, Details: n})
 	}
 	return nil, ""
 }
@@ -456,6 +470,7 @@ func (c *gatewayCall) accept(out Outcome, te *toolerr.Error) *toolerr.Error {
 func (c *gatewayCall) recordResult(out Outcome, te *toolerr.Error, chargeErr error) {
 	r := c.rec("result")
 	r.CallID, r.DurationMS, r.IdemKey, r.ApprovalID = c.callID, ms(c.dur), c.d.IdemKey, c.approvalID
+	r.TokensUsed = max(out.Usage.TokensUsed, 0)
 	switch {
 	case te != nil:
 		r.Result, r.Reason, r.Message = string(te.Class), te.Reason, te.Message

@@ -128,5 +128,13 @@ func Open(m *policy.Manifest, l Layout, auditPath string, checkOpts []check.Opti
 		return nil, nil, err
 	}
 	g.rb.journal, g.rb.run = j, open
+	// What expired before the restart still decides the run's calls.
+	for run, list := range open {
+		for _, p := range list {
+			if p.expired {
+				g.p.Irreversible(p.tool, run, p.expiredWhy())
+			}
+		}
+	}
 	return g, st, nil
 }

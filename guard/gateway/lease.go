@@ -223,3 +223,15 @@ func conflictErr(tool string, d lease.Decision) *toolerr.Error {
 	e.Check = "lease"
 	return e
 }
+
+// leaseEvidence names what the call holds leases on.
+func leaseEvidence(held []lease.Lease) check.Evidence {
+	if len(held) == 0 {
+		return check.Evidence{GuardName: "lease", Verdict: true, Details: "the tool touches nothing here: no lease needed"}
+	}
+	objs := make([]string, 0, len(held))
+	for _, l := range held {
+		objs = append(objs, string(l.Predicate)+" "+l.Object)
+	}
+	return check.Evidence{GuardName: "lease", Verdict: true, Details: "held for the call: " + strings.Join(objs, ", ")}
+}

@@ -26,12 +26,17 @@ type rbRecord struct {
 	Rollback string         `json:"rollback,omitempty"`
 	Args     map[string]any `json:"args,omitempty"`
 	Problem  string         `json:"problem,omitempty"`
-	At       string         `json:"at"`
+	// Window and Deadline: the contract's rollback.window and, when it
+	// names a duration, when it ends (RFC 3339, the gateway's clock).
+	Window   string `json:"window,omitempty"`
+	Deadline string `json:"deadline,omitempty"`
+	At       string `json:"at"`
 }
 
 const (
-	rbAdd  = "add"
-	rbDone = "done"
+	rbAdd     = "add"
+	rbDone    = "done"
+	rbExpired = "expired" // past its window: never run, reported as such
 )
 
 type rbJournal struct {
@@ -62,7 +67,15 @@ func openRBJournal(path string) (*rbJournal, map[string][]pending, error) {
 		}
 		switch r.Op {
 		case rbAdd:
-			open[r.Run] = append(open[r.Run], pending{callID: r.CallID, tool: r.Tool, rollback: r.Rollback, args: r.Args, problem: r.Problem})
+			p := pending{callID: r.CallID, tool: r.Tool, rollback: r.Rollback, args: r.Args, problem: r.Problem, window: r.Window}
+			p.deadline, _ = time.Parse(time.RFC3339Nano, r.Deadline)
+			open[r.Run] = append(open[r.Run], p)
+		case rbExpired:
+			for i := range open[r.Run] {
+				if open[r.Run][i].callID == r.CallID {
+					open[r.Run][i].expired = true
+				}
+			}
 		case rbDone:
 			list := open[r.Run]
 			for i, p := range list {
@@ -83,11 +96,11 @@ func openRBJournal(path string) (*rbJournal, map[string][]pending, error) {
 	return &rbJournal{f: f, path: path}, open, nil
 }
 
-func (j *rbJournal) append(r rbRecord) error {
+func (j *rbJournal) append(r rbRecord, now time.Time) error {
 	if j == nil {
 		return nil
 	}
-	r.At = time.Now().UTC().Format(time.RFC3339Nano)
+	r.At = now.UTC().Format(time.RFC3339Nano)
 	line, err := json.Marshal(r)
 	if err != nil {
 		return err

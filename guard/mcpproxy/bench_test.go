@@ -34,6 +34,12 @@ func pipeTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
 // the proxy when p is not nil, over newline-delimited JSON byte streams.
 func session(t testing.TB, p *Proxy) *mcp.ClientSession {
 	t.Helper()
+	return serverSession(t, echoServer(), p)
+}
+
+// serverSession is session with another server.
+func serverSession(t testing.TB, srv *mcp.Server, p *Proxy) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	// client <-> [proxy] <-> server
@@ -47,7 +53,7 @@ func session(t testing.TB, p *Proxy) *mcp.ClientSession {
 		go p.ServeStdio(ctx, pr, pw, xw, xr)
 		srvIn, srvOut = sr, sw
 	}
-	if _, err := echoServer().Connect(ctx, pipeTransport(srvIn, srvOut), nil); err != nil {
+	if _, err := srv.Connect(ctx, pipeTransport(srvIn, srvOut), nil); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, pipeTransport(cr, cw), nil)

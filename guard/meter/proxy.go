@@ -150,6 +150,9 @@ type call struct {
 	run      string
 	used     tokenguard.Usage
 	deadline time.Time
+	// evidence is each guard's verdict so far, carried by the call's
+	// receipts (pre-charge, refusal, reconcile).
+	evidence []receipt.Evidence
 }
 
 // serve meters one model call: estimate it, admit it through the Token
@@ -220,11 +223,18 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, c *call, env polic
 		c.deadline = started.Add(time.Duration(env.MaxLatencyMS) * time.Millisecond)
 	}
 	fp := sha256.Sum256(append([]byte(p.c.AgentID+"\x00"+c.run+"\x00"+r.URL.Path+"\x00"), body...))
-	if _, err := p.c.Guard.AdmitRequest(r.Context(), tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + c.req.Model,
-		Fingerprint: hex.EncodeToString(fp[:]), Estimate: est}, p.c.Approver); err != nil {
+	d, err := p.c.Guard.AdmitRequest(r.Context(), tokenguard.ApprovalRequest{Subject: p.c.AgentID, Tool: "model:" + c.req.Model,
+		Fingerprint: hex.EncodeToString(fp[:]), Estimate: est}, p.c.Approver)
+	if err != nil {
 		p.refuseAdmission(w, r, c, err)
 		return false
 	}
+	how := "within the envelope"
+	if d.Verdict == tokenguard.Escalate {
+		how = "near the envelope, approved by a human (" + strings.Join(d.Near, "; ") + ")"
+	}
+	c.evidence = append(c.evidence, receipt.Evidence{GuardName: "token-guard", Verdict: true, Details: fmt.Sprintf(
+		"invocation estimate %d tokens in, %d out: %s (max_tokens_in %d, max_tokens_out %d)", est.TokensIn, est.TokensOut, how, env.MaxTokensIn, env.MaxTokensOut)})
 	return true
 }
 
@@ -258,6 +268,8 @@ func (p *Proxy) capOutput(w http.ResponseWriter, r *http.Request, c *call, env p
 			fmt.Errorf("%w: the remaining budget does not cover the input of this call", budget.ErrDenied))
 		return false
 	}
+	c.evidence = append(c.evidence, receipt.Evidence{GuardName: "output-cap", Verdict: true,
+		Details: fmt.Sprintf("output capped at %d tokens (what the envelope, the request and the money left allow)", c.capOut)})
 	return true
 }
 
@@ -272,7 +284,7 @@ func (p *Proxy) reserve(w http.ResponseWriter, r *http.Request, c *call) bool {
 	}
 	params, _ := json.Marshal(map[string]any{"api": req.API, "model": req.Model, "stream": req.Stream, "max_output_tokens": c.capOut})
 	c.hold, err = p.c.Budget.Reserve(r.Context(), budget.Request{Key: p.c.Key, Cost: worst, Tool: req.Model, Server: p.c.Upstream.Host,
-		Parameters: params, PolicyHash: p.c.PolicyHash, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}})
+		Parameters: params, PolicyHash: p.c.PolicyHash, Evidence: c.evidence, CostMeta: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}})
 	if err != nil {
 		status, class, retry := http.StatusPaymentRequired, "budget_denied", false
 		if errors.Is(err, budget.ErrLedger) {
@@ -334,7 +346,8 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, c *call, status i
 func (p *Proxy) refuseRetry(w http.ResponseWriter, r *http.Request, c *call, status int, class string, retry bool, cause error) {
 	rc := &receipt.Receipt{CapabilityID: p.c.Key.Capability, AgentID: p.c.AgentID, ToolName: c.req.Model, ToolServer: p.c.Upstream.Host,
 		Phase: receipt.PhaseGuard, Decision: receipt.Decision{Verdict: receipt.Deny, Reason: cause.Error(), Guard: class},
-		Metadata: receipt.Metadata{Cost: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}}}
+		Metadata: receipt.Metadata{Cost: &receipt.Cost{Envelope: c.envelope, Estimate: c.estimate, Kind: receipt.KindModel, RunID: c.run}},
+		Evidence: append(c.evidence[:len(c.evidence):len(c.evidence)], receipt.Evidence{GuardName: class, Verdict: false, Details: cause.Error()})}
 	if err := p.c.Budget.Record(r.Context(), rc); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "ledger", true, fmt.Errorf("%v (and the refusal could not be recorded: %w)", cause, err))
 		return
@@ -398,7 +411,12 @@ func (p *Proxy) settle(c *call, t *Tally, cutReason string) {
 		}
 		p.c.Runs.Add(c.run, u)
 	}
-	if _, err := p.c.Budget.Reconcile(context.Background(), c.hold.ID, budget.Settle{Actual: actual, CostMeta: meta, PolicyHash: p.c.PolicyHash}); err != nil {
+	ev := receipt.Evidence{GuardName: "cost-source", Verdict: act.Source == string(tokenguard.APIUsage), Details: act.Source}
+	if act.UnavailableReason != "" {
+		ev.Details += ": " + act.UnavailableReason
+	}
+	settle := budget.Settle{Actual: actual, CostMeta: meta, PolicyHash: p.c.PolicyHash, Evidence: append(c.evidence[:len(c.evidence):len(c.evidence)], ev)}
+	if _, err := p.c.Budget.Reconcile(context.Background(), c.hold.ID, settle); err != nil {
 		p.c.Log.Error("meter: reconcile failed; the reservation stays charged", "hold", c.hold.ID, "err", err)
 	}
 }

@@ -159,6 +159,7 @@ func TestCurlStreamsThroughTheMeterAndIsCutAtTheBudget(t *testing.T) {
 	}
 	var settled []*receipt.Receipt
 	var refusals int
+	evidence := map[string]string{} // each phase's guards, in order
 	if _, err := receipt.VerifyFile(chain, pub, func(r *receipt.Receipt) error {
 		if r.Phase == receipt.PhaseReconcile {
 			settled = append(settled, r)
@@ -166,12 +167,24 @@ func TestCurlStreamsThroughTheMeterAndIsCutAtTheBudget(t *testing.T) {
 		if r.Phase == receipt.PhaseGuard && r.Decision.Verdict == receipt.Deny {
 			refusals++
 		}
+		var g []string
+		for _, e := range r.Evidence {
+			g = append(g, e.GuardName+map[bool]string{true: "+", false: "-"}[e.Verdict])
+		}
+		evidence[r.Phase+" "+r.Decision.Verdict] = strings.Join(g, " ")
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if len(settled) != 2 || refusals != 1 {
 		t.Fatalf("%d reconcile receipts, %d refusals", len(settled), refusals)
+	}
+	// Model calls carry the Token Guard's and the output cap's verdicts.
+	for k, want := range map[string]string{"pre-charge allow": "token-guard+ output-cap+ budget+", "reconcile allow": "token-guard+ output-cap+ cost-source-",
+		"guard deny": "token-guard+ budget_exhausted-"} {
+		if evidence[k] != want {
+			t.Errorf("%s evidence: %q, want %q", k, evidence[k], want)
+		}
 	}
 	a := settled[0].Metadata.Cost.Actual
 	if a.Source != "api-usage" || a.TokensIn != 40 || a.TokensOut != 5 || *a.Cost != 9 {

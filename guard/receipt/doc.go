@@ -23,7 +23,9 @@
 //
 // Verification failures wrap hashchain.ErrBroken (the chain) and carry
 // ErrSignature, ErrProof (a leaf, path or root that does not hash up to
-// the signed root) or ErrMalformed in their reason; Check returns them
+// the signed root), ErrEvidence (a decision its evidence contradicts:
+// each guard that decided records its verdict and the facts it used in
+// "evidence") or ErrMalformed in their reason; Check returns them
 // wrapped; Decode returns ErrMalformed.
 // The package never decides whether money may be spent: it records what the
 // budget package decided.

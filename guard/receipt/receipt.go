@@ -95,6 +95,8 @@ type Metadata struct {
 // Financial is seed 003's FinancialReceiptMetadata plus the ledger movement
 // this decision made (LedgerDebit, LedgerCredit, InvocationDelta), so that
 // for every grant sum(debit) - sum(credit) equals the ledger's charged total.
+// ParentGrant is the delegating grant (capability#index) of a grant delegated
+// from another (DelegationDepth > 0): every charge to it is charged there too.
 type Financial struct {
 	AttemptedCost    *Units            `json:"attempted_cost,omitempty"`
 	BudgetRemaining  *Units            `json:"budget_remaining,omitempty"`
@@ -113,6 +115,7 @@ type Financial struct {
 	OracleEvidence   *OracleEvidence   `json:"oracle_evidence,omitempty"`
 	OriginalCost     *OriginalAmount   `json:"original_cost,omitempty"`
 	Overrun          *Units            `json:"overrun,omitempty"`
+	ParentGrant      string            `json:"parent_grant,omitempty"`
 	PaymentReference string            `json:"payment_reference,omitempty"`
 	RootBudgetHolder string            `json:"root_budget_holder"`
 	SettlementStatus string            `json:"settlement_status"`

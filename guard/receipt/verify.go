@@ -20,7 +20,8 @@ type Summary struct {
 
 // Verify checks every receipt of a chain offline: its JSON, its signature,
 // that its seq matches its position, that every receipt is signed by the
-// same key (the trusted one when given), and the hash links. Each decoded
+// same key (the trusted one when given), the hash links, and that each
+// decision agrees with its evidence (CheckEvidence). Each decoded
 // receipt is passed to each (may be nil) in order.
 func Verify(r io.Reader, trusted ed25519.PublicKey, each func(*Receipt) error) (Summary, error) {
 	var s Summary
@@ -49,6 +50,9 @@ func Verify(r io.Reader, trusted ed25519.PublicKey, each func(*Receipt) error) (
 			return err
 		}
 		if err := checkLine(pub, line, sig, rc, roots); err != nil {
+			return err
+		}
+		if err := CheckEvidence(rc); err != nil {
 			return err
 		}
 		if each != nil {

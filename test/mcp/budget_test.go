@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,11 @@ func TestBudgetChargesFilesystemCalls(t *testing.T) {
 	if e.Class != "tool_restricted" || e.Reason != "budget" || !strings.Contains(e.Message, "max_invocations") {
 		t.Fatalf("third read: %+v", e)
 	}
+	// Refused by its input_schema before the budget saw it: a deny receipt
+	// of its own, the schema's verdict last.
+	if e := refusal(t, call(t, s, "read_text_file", map[string]any{"path": "/etc/passwd"})); e.Class != "tool_invalid_args" {
+		t.Fatalf("read outside data/: %+v", e)
+	}
 	for i := 0; i < 2; i++ {
 		p := filepath.Join(root, "data", "w"+string(rune('1'+i))+".txt")
 		if r := call(t, s, "write_file", map[string]any{"path": p, "content": "x"}); r.IsError {
@@ -75,6 +81,12 @@ func TestBudgetChargesFilesystemCalls(t *testing.T) {
 			k += " " + r.Metadata.Cost.Actual.Source
 		}
 		count[k]++
+		// Each guard that decided is in the receipt, in order.
+		var ev []string
+		for _, e := range r.Evidence {
+			ev = append(ev, fmt.Sprintf("%s%s", e.GuardName, map[bool]string{true: "+", false: "-"}[e.Verdict]))
+		}
+		count[k+" ["+strings.Join(ev, " ")+"]"]++
 		return nil
 	})
 	if err != nil {
@@ -83,6 +95,11 @@ func TestBudgetChargesFilesystemCalls(t *testing.T) {
 	want := map[string]int{
 		"read_text_file pre-charge allow": 2, "read_text_file pre-charge deny": 1, "read_text_file reconcile allow unavailable": 2,
 		"write_file pre-charge allow": 2, "write_file pre-charge deny": 1, "write_file reconcile allow unavailable": 2,
+		"read_text_file guard deny":                                                                          1,
+		"read_text_file guard deny [declared+ schema-]":                                                      1,
+		"read_text_file pre-charge allow [declared+ schema+ rate+ autonomy+ lease+ budget+]":                 2,
+		"read_text_file pre-charge deny [declared+ schema+ rate+ autonomy+ lease+ budget-]":                  1,
+		"read_text_file reconcile allow unavailable [declared+ schema+ rate+ autonomy+ lease+ cost-source-]": 2,
 	}
 	for k, n := range want {
 		if count[k] != n {
