@@ -92,9 +92,13 @@ func TestRollbackWindowOnTheWire(t *testing.T) {
 	var voided []string
 	cs := serverSession(t, refundServer(&voided), New(gw, WithRunID("r1")))
 	ctx := context.Background()
+	// Each refund is for another amount: the same arguments twice in a
+	// run would wait for approval as a retry of a non-idempotent tool.
+	amount := 4
 	refund := func() *mcp.CallToolResult {
 		t.Helper()
-		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "issue_refund", Arguments: map[string]any{"amount_usd": 5}})
+		amount++
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "issue_refund", Arguments: map[string]any{"amount_usd": amount}})
 		if err != nil {
 			t.Fatal(err)
 		}
