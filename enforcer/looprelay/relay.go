@@ -38,22 +38,30 @@ const udpIdle = 2 * time.Minute
 // reads (of at most 256 KiB) for TCP. Out* is what reached the service;
 // Over* what the agent sent past the egress budget, which the relay held
 // (never forwarded): the agent sent Out + Over.
+//
+// Handed counts the TCP connections handed a socket of the host's
+// (HandOff: the kernel carries their bytes, not counted here); Copied
+// those the relay copied.
 type Counts struct {
 	OutPackets, OutBytes, InPackets, InBytes uint64
 	OverPackets, OverBytes                   uint64
+	Handed, Copied                           uint64
 }
 
 type counts struct {
 	outP, outB, inP, inB, overP, overB atomic.Uint64
+	handed, copied                     atomic.Uint64
 }
 
 // Relay is one session's set of loopback relays.
 type Relay struct {
 	ns *os.File // the agent's network namespace
 
-	mu      sync.Mutex
-	closed  bool
-	keys    map[string]bool // "tcp 127.0.0.1:8080"
+	mu     sync.Mutex
+	closed bool
+	keys   map[string]bool // "tcp 127.0.0.1:8080"
+	// tcp: the TCP services relayed, by address (unmapped), for HandOff.
+	tcp     map[netip.AddrPort]*counts
 	closers []io.Closer
 	byName  map[string]*counts
 	wg      sync.WaitGroup
@@ -70,6 +78,12 @@ type Relay struct {
 	spent       atomic.Bool
 	over        func()
 	done        chan struct{} // closed by Close: a held flow lets go
+
+	// The handoff (handoff.go): the namespace's cookie and default TCP
+	// buffer sizes, and whether the kernel refused an addfd.
+	nsCookie uint64
+	nsBufs   [2]int
+	noAddfd  atomic.Bool
 }
 
 // New opens the network namespace of pid (the agent's, or its stage 2's
@@ -85,7 +99,7 @@ func Open(path string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
 	}
-	r := &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, sources: map[syscall.Conn]bool{}, done: make(chan struct{})}
+	r := &Relay{ns: f, keys: map[string]bool{}, tcp: map[netip.AddrPort]*counts{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, sources: map[syscall.Conn]bool{}, done: make(chan struct{})}
 	r.limit.Store(noLimit)
 	return r, nil
 }
@@ -155,6 +169,7 @@ func (r *Relay) add(name, network string, ap netip.AddrPort) error {
 	r.keys[key] = true
 	r.wg.Add(1)
 	if ln != nil {
+		r.tcp[ap] = c
 		r.closers = append(r.closers, ln)
 		go r.serveTCP(ln, ap, c)
 	} else {
@@ -204,6 +219,7 @@ func (r *Relay) serveTCP(ln net.Listener, to netip.AddrPort, c *counts) {
 				return // the agent sees its connection closed, as a refused one
 			}
 			defer out.Close()
+			c.copied.Add(1)
 			if !r.track(in, out) {
 				return
 			}
@@ -367,7 +383,7 @@ func (r *Relay) Counters() map[string]Counts {
 	out := make(map[string]Counts, len(r.byName))
 	for n, c := range r.byName {
 		out[n] = Counts{OutPackets: c.outP.Load(), OutBytes: c.outB.Load(), InPackets: c.inP.Load(), InBytes: c.inB.Load(),
-			OverPackets: c.overP.Load(), OverBytes: c.overB.Load()}
+			OverPackets: c.overP.Load(), OverBytes: c.overB.Load(), Handed: c.handed.Load(), Copied: c.copied.Load()}
 	}
 	return out
 }
@@ -466,6 +482,9 @@ func (r *Relay) Close() error {
 	// Flows end when either side closes: the agent is gone by now, and the
 	// namespace's sockets with it; the host side gets EOF or its deadline.
 	r.wg.Wait()
+	if r.ns == nil {
+		return nil
+	}
 	return r.ns.Close()
 }
 
