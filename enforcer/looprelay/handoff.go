@@ -179,7 +179,12 @@ func (r *Relay) answer(lfd int, n *seccompNotif) {
 		_ = notifReturn(lfd, n.id, errno)
 		return
 	}
+	cookie, cerr := unix.GetsockoptUint64(h.host, unix.SOL_SOCKET, unix.SO_COOKIE)
+	counted := cerr == nil && h.r.count(cookie, h.c)
 	if err := notifAddfd(lfd, n.id, h.host, h.fd, h.cloexec); err != nil {
+		if counted {
+			h.r.uncount(cookie)
+		}
 		if errors.Is(err, unix.ENOENT) {
 			return // the agent's call is gone: nothing waits for the answer
 		}
@@ -190,6 +195,9 @@ func (r *Relay) answer(lfd int, n *seccompNotif) {
 		return
 	}
 	h.c.handed.Add(1)
+	if !counted {
+		h.c.uncounted.Add(1)
+	}
 	// Not SECCOMP_ADDFD_FLAG_SEND: it makes the syscall return the new
 	// fd's number, and connect(2) returns 0. The agent's thread waits in
 	// the call until this answer, whatever the order.
@@ -199,7 +207,22 @@ func (r *Relay) answer(lfd int, n *seccompNotif) {
 		// at once and SO_ERROR is 0, as after any completed handshake.
 		ret = unix.EINPROGRESS
 	}
-	_ = notifReturn(lfd, n.id, ret)
+	if err := notifReturn(lfd, n.id, ret); errors.Is(err, unix.ENOENT) && cerr == nil {
+		// A signal took the agent's thread out of the call after the
+		// socket was put in place (the Go runtime's preemption signal
+		// does, often): the call restarts, on the socket handed over,
+		// and gets this answer (examine), not the kernel's EISCONN.
+		h.r.restarts.Store(restartKey{int(n.pid), h.fd}, restart{cookie, ret})
+	}
+}
+
+// restartKey is a thread's fd whose connect was answered with a socket
+// while the thread was out of the call; restart is that answer.
+type restartKey struct{ tid, fd int }
+
+type restart struct {
+	cookie uint64
+	ret    unix.Errno
 }
 
 // errGone: the notification is no longer valid (the agent's thread left
@@ -264,7 +287,12 @@ func (r *Relay) examine(lfd int, n *seccompNotif) (*handoff, error) {
 		// continued, whatever the sockaddr (the kernel would connect
 		// it in the host's namespace). Connected, it gives the
 		// kernel's answer; a disconnect (AF_UNSPEC) is refused.
-		h.close()
+		defer h.close()
+		if v, ok := r.restarts.LoadAndDelete(restartKey{tid, fd}); ok {
+			if ck, err := unix.GetsockoptUint64(agent, unix.SOL_SOCKET, unix.SO_COOKIE); err == nil && ck == v.(restart).cookie {
+				return nil, v.(restart).ret
+			}
+		}
 		if saErr == nil && len(sa) >= 2 && sa[0] == unix.AF_UNSPEC && sa[1] == 0 {
 			return nil, unix.EPERM
 		}
@@ -374,6 +402,28 @@ func (h *handoff) connect() unix.Errno {
 		}
 	}
 	return 0
+}
+
+// count has the handed-over socket's bytes added to c once the kernel
+// destroys it (tcpinfo.go); false when they cannot be.
+func (r *Relay) count(cookie uint64, c *counts) bool {
+	r.live.Add(1)
+	ok := destroyed.watch(cookie, func(e ended) {
+		c.outP.Add(e.outP)
+		c.outB.Add(e.outB)
+		c.inP.Add(e.inP)
+		c.inB.Add(e.inB)
+		r.live.Add(-1)
+	})
+	if !ok {
+		r.live.Add(-1)
+	}
+	return ok
+}
+
+func (r *Relay) uncount(cookie uint64) {
+	destroyed.forget(cookie)
+	r.live.Add(-1)
 }
 
 func errnoOf(err error) unix.Errno {

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -108,6 +109,11 @@ func agentStep(op, arg string) string {
 		got, err := hello(fd)
 		if err != nil {
 			return "error " + err.Error()
+		}
+		if op == "block" {
+			if n, err := unix.Write(fd, make([]byte, sentBytes)); n != sentBytes {
+				return fmt.Sprintf("error wrote %d: %v", n, err)
+			}
 		}
 		// A second connect on the same socket, then a disconnect: the
 		// kernel's answer for a connected socket, and a refusal.
@@ -237,6 +243,9 @@ func toctou(arg string) string {
 	return fmt.Sprint(counts)
 }
 
+// sentBytes is what the blocking connect's client sends.
+const sentBytes = 1000
+
 // service listens on the host's loopback and greets every client with
 // its name; it records the clients' addresses.
 type service struct {
@@ -244,6 +253,7 @@ type service struct {
 	port  uint16
 	mu    sync.Mutex
 	peers []netip.AddrPort
+	read  atomic.Int64
 }
 
 func startService(t *testing.T, name string) *service {
@@ -263,7 +273,11 @@ func startService(t *testing.T, name string) *service {
 			s.peers = append(s.peers, c.RemoteAddr().(*net.TCPAddr).AddrPort())
 			s.mu.Unlock()
 			c.Write([]byte(name))
-			go func() { io.Copy(io.Discard, c); c.Close() }()
+			go func() {
+				n, _ := io.Copy(io.Discard, c)
+				s.read.Add(n)
+				c.Close()
+			}()
 		}
 	}()
 	return s
@@ -382,17 +396,29 @@ func TestHandOffConnects(t *testing.T) {
 			t.Errorf("%s: the agent's local port %d is not one the service saw (%v): a second hop", op, port, svc.clients())
 		}
 	}
-	if strings.Contains(res["toctou"], "undeclared") || !strings.Contains(res["toctou"], "declared:") {
+	// Each attempt reached the declared service (handed over, or
+	// continued to the copying relay) or was refused in the namespace.
+	if !toctouOK.MatchString(res["toctou"]) {
 		t.Errorf("toctou: %s", res["toctou"])
 	}
 	for _, c := range other.clients() {
 		t.Errorf("the undeclared service was reached, from %s", c)
 	}
+	r.WaitCounted(5 * time.Second)
 	c := r.Counters()["svc"]
-	if c.Handed < 2 {
-		t.Errorf("counters %+v: want the connects handed over", c)
+	t.Logf("counters: %+v", c)
+	if c.Handed < 2 || c.Uncounted != 0 {
+		t.Errorf("counters %+v: want the connects handed over, counted", c)
+	}
+	// Exact out of the session; in, the service's FIN counts one more
+	// on a handed connection (tcp_info's bytes_received).
+	greet := uint64(len("declared")) * (c.Handed + c.Copied)
+	if c.OutBytes != sentBytes || svc.read.Load() != sentBytes || c.InBytes < greet || c.InBytes > greet+c.Handed {
+		t.Errorf("counters %+v: want %d bytes out (the service read %d), %d..%d in", c, sentBytes, svc.read.Load(), greet, greet+c.Handed)
 	}
 }
+
+var toctouOK = regexp.MustCompile(`^map\[(ECONNREFUSED:\d+ )?declared:\d+\]$`)
 
 // TestRefusedUndeclaredPort: with the trap, an undeclared host loopback
 // port is refused (no listener in the namespace), as without it.

@@ -46,11 +46,15 @@ type Counts struct {
 	OutPackets, OutBytes, InPackets, InBytes uint64
 	OverPackets, OverBytes                   uint64
 	Handed, Copied                           uint64
+	// Uncounted: handed connections whose bytes the kernel could not
+	// report (sock_diag unavailable), or had not yet when read.
+	Uncounted uint64
 }
 
 type counts struct {
 	outP, outB, inP, inB, overP, overB atomic.Uint64
 	handed, copied                     atomic.Uint64
+	uncounted                          atomic.Uint64
 }
 
 // Relay is one session's set of loopback relays.
@@ -84,6 +88,12 @@ type Relay struct {
 	nsCookie uint64
 	nsBufs   [2]int
 	noAddfd  atomic.Bool
+	// live: handed-over sockets whose bytes are not counted yet (the
+	// kernel has not destroyed them).
+	live atomic.Int64
+	// restarts: connects answered while their thread was out of the
+	// call (restartKey -> restart), for the restarted call.
+	restarts sync.Map
 }
 
 // New opens the network namespace of pid (the agent's, or its stage 2's
@@ -383,7 +393,8 @@ func (r *Relay) Counters() map[string]Counts {
 	out := make(map[string]Counts, len(r.byName))
 	for n, c := range r.byName {
 		out[n] = Counts{OutPackets: c.outP.Load(), OutBytes: c.outB.Load(), InPackets: c.inP.Load(), InBytes: c.inB.Load(),
-			OverPackets: c.overP.Load(), OverBytes: c.overB.Load(), Handed: c.handed.Load(), Copied: c.copied.Load()}
+			OverPackets: c.overP.Load(), OverBytes: c.overB.Load(), Handed: c.handed.Load(), Copied: c.copied.Load(),
+			Uncounted: c.uncounted.Load()}
 	}
 	return out
 }
@@ -449,6 +460,26 @@ func pending(sc syscall.Conn) bool {
 		return false
 	}
 	return mem[unix.SK_MEMINFO_RMEM_ALLOC] > 0
+}
+
+// WaitCounted waits, for at most max, until every handed-over socket's
+// bytes are counted: the kernel destroys a socket once the agent (and
+// every process it shared it with) closed it and TCP is done with it.
+// The session calls it after the agent exited, before reading Counters.
+func (r *Relay) WaitCounted(max time.Duration) {
+	deadline := time.Now().Add(max)
+	for r.live.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Uncounted says how many handed-over connections' bytes are not in
+// Counters: those sock_diag could not report, and those still open.
+func (r *Relay) Uncounted() (unreported, open uint64) {
+	for _, c := range r.Counters() {
+		unreported += c.Uncounted
+	}
+	return unreported, uint64(max(r.live.Load(), 0))
 }
 
 // Listening lists what the relay listens on ("tcp 127.0.0.1:8080").

@@ -429,8 +429,11 @@ func (n *sessionNet) backend() vlog.Backend {
 	n.mu.Lock()
 	handing := n.handing
 	n.mu.Unlock()
+	if uncounted, open := n.relay.Uncounted(); uncounted+open > 0 {
+		d = append(d, fmt.Sprintf("loopback relay: the bytes of %d handed-over connections are not in the counters (%d the kernel could not report, %d still open when this log was written)", uncounted+open, uncounted, open))
+	}
 	if handing {
-		d = append(d, "the agent's TCP connects to those services are handed a socket klock connected in the host's namespace (seccomp user notification, SECCOMP_IOCTL_NOTIF_ADDFD): the kernel carries their bytes, no copy (a peer's counters say 'addfd'; its bytes are the copied flows' only); any other connect goes on as the agent made it, to the walls")
+		d = append(d, "the agent's TCP connects to those services are handed a socket klock connected in the host's namespace (seccomp user notification, SECCOMP_IOCTL_NOTIF_ADDFD): the kernel carries their bytes, no copy, and counts them (tcp_info, reported by sock_diag when the socket ends; a peer's counters say 'addfd', and a connection's bytes in count the service's FIN as one); any other connect goes on as the agent made it, to the walls")
 	}
 	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
 		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))
