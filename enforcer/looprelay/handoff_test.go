@@ -65,7 +65,14 @@ func trapConnect() []unix.SockFilter {
 	}
 }
 
+// directEnv makes the agent run its steps on the host's network, with no
+// trap: the benchmark's baseline.
+const directEnv = "LOOPRELAY_TEST_DIRECT"
+
 func agentMain(steps []string) error {
+	if os.Getenv(directEnv) == "1" {
+		return runSteps(steps)
+	}
 	if err := netnsdo.LoopbackUp(); err != nil {
 		return err
 	}
@@ -89,6 +96,10 @@ func agentMain(steps []string) error {
 	if _, err := unix.Read(3, b[:]); err != nil {
 		return err
 	}
+	return runSteps(steps)
+}
+
+func runSteps(steps []string) error {
 	for _, s := range steps {
 		op, arg, _ := strings.Cut(s, "=")
 		fmt.Println(op, agentStep(op, arg))
@@ -122,6 +133,8 @@ func agentStep(op, arg string) string {
 		return fmt.Sprintf("%s local=%d again=%v unspec=%v", got, local, errName(e1), errName(e2))
 	case "toctou":
 		return toctou(arg)
+	case "send":
+		return send(arg)
 	}
 	return "unknown step"
 }
@@ -199,6 +212,34 @@ func hello(fd int) (string, error) {
 	}
 }
 
+// send connects to ap (arg "ap,bytes"), sends the bytes, waits for the
+// service's end, and says how long it took (ns).
+func send(arg string) string {
+	ap, ns, _ := strings.Cut(arg, ",")
+	n, _ := strconv.Atoi(ns)
+	t := time.Now()
+	fd, _, err := dial(ap, false)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 256<<10)
+	for n > 0 {
+		w, err := unix.Write(fd, buf[:min(n, len(buf))])
+		if err != nil {
+			return "error " + err.Error()
+		}
+		n -= w
+	}
+	unix.Shutdown(fd, unix.SHUT_WR)
+	for {
+		if k, err := unix.Read(fd, buf); k <= 0 || err != nil {
+			break
+		}
+	}
+	return strconv.FormatInt(time.Since(t).Nanoseconds(), 10)
+}
+
 // toctou connects to the declared service's address while another thread
 // rewrites the port in the sockaddr to the undeclared one and back, as
 // fast as it can: no connect may reach the undeclared service.
@@ -256,7 +297,7 @@ type service struct {
 	read  atomic.Int64
 }
 
-func startService(t *testing.T, name string) *service {
+func startService(t testing.TB, name string) *service {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +335,7 @@ func (s *service) clients() []netip.AddrPort {
 // runAgent starts the agent with steps in a namespace of its own, lets
 // setup prepare the relay (given the agent's pid and its listener), and
 // returns the agent's result lines by step.
-func runAgent(t *testing.T, steps []string, setup func(pid int, listener *os.File) *Relay) (map[string]string, *Relay) {
+func runAgent(t testing.TB, steps []string, setup func(pid int, listener *os.File) *Relay) (map[string]string, *Relay) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -331,19 +372,37 @@ func runAgent(t *testing.T, steps []string, setup func(pid int, listener *os.Fil
 	if _, err := mine.Write([]byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	res := map[string]string{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		op, rest, _ := strings.Cut(sc.Text(), " ")
-		res[op] = rest
-	}
+	res := results(out)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the agent: %v (%v)", err, res)
 	}
 	return res, r
 }
 
-func relayOf(t *testing.T, pid int, svc *service, budget bool) *Relay {
+func results(out io.Reader) map[string]string {
+	res := map[string]string{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		op, rest, _ := strings.Cut(sc.Text(), " ")
+		res[op] = rest
+	}
+	return res
+}
+
+// runDirect runs the agent's steps on the host's network, untrapped.
+func runDirect(t testing.TB, steps []string) map[string]string {
+	t.Helper()
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), agentEnv+"="+strings.Join(steps, " "), directEnv+"=1")
+	cmd.Stderr = os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the direct agent: %v", err)
+	}
+	return results(strings.NewReader(string(b)))
+}
+
+func relayOf(t testing.TB, pid int, svc *service, budget bool) *Relay {
 	r, err := New(pid)
 	if err != nil {
 		t.Fatal(err)
