@@ -53,7 +53,9 @@ func trapConnect() []unix.SockFilter {
 	if runtime.GOARCH == "arm64" {
 		arch = 0xc00000b7 // AUDIT_ARCH_AARCH64
 	}
-	ld := func(k uint32) unix.SockFilter { return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: k} }
+	ld := func(k uint32) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: k}
+	}
 	jeq := func(k uint32, jt, jf uint8) unix.SockFilter {
 		return unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k, Jt: jt, Jf: jf}
 	}

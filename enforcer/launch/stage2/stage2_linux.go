@@ -86,6 +86,19 @@ func awaitRelease(goFD int) error {
 	}
 }
 
+// specFilter is the filter s asks for, assembled.
+func specFilter(s *Spec) (filterOptions, []unix.SockFilter, error) {
+	fo := filterOptions{allowIOURing: s.IOURing, denyMetaIoctls: s.DenyMetaIoctls, trapConnect: s.NotifyFD != 0}
+	if fo.trapConnect && !isSocket(s.NotifyFD) {
+		return fo, nil, fail("spec", fmt.Errorf("notify fd %d is not a socket", s.NotifyFD))
+	}
+	prog, err := seccompProgram(fo)
+	if err != nil {
+		return fo, nil, fail("seccomp", err)
+	}
+	return fo, prog, nil
+}
+
 // enforceSeccomp loads the filter; with the connect trap, it sends the
 // filter's listener on notifyFD and closes both. A kernel that refuses
 // the listener (before 5.0) gets the filter without the trap: the
@@ -217,13 +230,9 @@ func runStage2(specFD, goFD int) (err error) {
 			return fail("netns", err)
 		}
 	}
-	fo := filterOptions{allowIOURing: s.IOURing, denyMetaIoctls: s.DenyMetaIoctls, trapConnect: s.NotifyFD != 0}
-	if fo.trapConnect && !isSocket(s.NotifyFD) {
-		return fail("spec", fmt.Errorf("notify fd %d is not a socket", s.NotifyFD))
-	}
-	prog, err := seccompProgram(fo)
+	fo, prog, err := specFilter(&s)
 	if err != nil {
-		return fail("seccomp", err)
+		return err
 	}
 	// Paths are opened while still root, so the wall does not depend on the
 	// agent's permission to traverse to them.
