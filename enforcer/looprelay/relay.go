@@ -40,8 +40,8 @@ const udpIdle = 2 * time.Minute
 // (never forwarded): the agent sent Out + Over.
 //
 // Handed counts the TCP connections handed a socket of the host's
-// (HandOff: the kernel carries their bytes, not counted here); Copied
-// those the relay copied.
+// (HandOff: the kernel carries their bytes, counted from its tcp_info);
+// Copied the flows the relay copied (TCP connections, UDP flows).
 type Counts struct {
 	OutPackets, OutBytes, InPackets, InBytes uint64
 	OverPackets, OverBytes                   uint64
@@ -356,6 +356,7 @@ func (r *Relay) serveUDP(pc net.PacketConn, to netip.AddrPort, c *counts) {
 				continue
 			}
 			flows[from.String()] = up
+			c.copied.Add(1)
 			a := r.own(up)
 			r.wg.Add(1)
 			go func() {
