@@ -147,10 +147,14 @@ func fdCloexec(tid, fd int) bool {
 // its family, or longer than any).
 var errShortAddr = errors.New("looprelay: sockaddr out of range")
 
+// sockaddrStorage is sizeof(struct sockaddr_storage): the longest
+// sockaddr connect(2) takes (move_addr_to_kernel).
+const sockaddrStorage = 128
+
 // readSockaddr copies the agent's sockaddr (addrlen bytes at ptr) out of
 // its memory, once: the decision and the connect both use this copy.
 func readSockaddr(tid int, ptr, addrlen uint64) ([]byte, error) {
-	if addrlen < 2 || addrlen > unix.SizeofSockaddrAny {
+	if addrlen < 2 || addrlen > sockaddrStorage {
 		return nil, errShortAddr
 	}
 	b := make([]byte, addrlen)
