@@ -272,6 +272,11 @@ func (r *Relay) examine(lfd int, n *seccompNotif) (*handoff, error) {
 	if err != nil {
 		agent = -1
 	}
+	if errors.Is(err, unix.EPERM) || errors.Is(saErr, unix.EPERM) {
+		// klock may not read the agent (no CAP_SYS_PTRACE): it never
+		// will, every connect continues to the copying relay.
+		r.noAddfd.Store(true)
+	}
 	h := &handoff{r: r, fd: fd, agent: agent, host: -1}
 	// Valid still: the pid was the caller's when the memory and the fd
 	// were read, not a recycled one.

@@ -463,6 +463,11 @@ func pending(sc syscall.Conn) bool {
 	return mem[unix.SK_MEMINFO_RMEM_ALLOC] > 0
 }
 
+// AddfdRefused reports whether the handoff stopped: the kernel refused
+// an addfd, or the namespace could not be read; every connect since
+// continued to the copying relay.
+func (r *Relay) AddfdRefused() bool { return r.noAddfd.Load() }
+
 // WaitCounted waits, for at most max, until every handed-over socket's
 // bytes are counted: the kernel destroys a socket once the agent (and
 // every process it shared it with) closed it and TCP is done with it.

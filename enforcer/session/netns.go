@@ -166,8 +166,10 @@ type sessionNet struct {
 	notRelayed []string
 	// amended: loopback peers a permissive amendment relayed.
 	amended []netPeer
-	// handing: the relay answers the agent's connect calls (HandOff).
+	// handing: the relay answers the agent's connect calls (HandOff);
+	// copyWhy: why it does not, when the session asked it to.
 	handing bool
+	copyWhy string
 	// unrouted: declared IPv6 peers the session cannot reach, and why
 	// (netns6.go); noV6Answers: the host peers already noted there.
 	unrouted    []string
@@ -306,6 +308,17 @@ func (n *sessionNet) handOff(l *os.File) {
 	n.mu.Unlock()
 }
 
+// copyOnly notes why the relay copies every flow although the session
+// asked for the handoff.
+func (n *sessionNet) copyOnly(why string) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.copyWhy = why
+	n.mu.Unlock()
+}
+
 // relayVia names the relay's path for a peer in the log: "addfd" when its
 // connects were handed a socket of the host's, "copy" when copied.
 func relayVia(c looprelay.Counts) string {
@@ -427,8 +440,14 @@ func (n *sessionNet) backend() vlog.Backend {
 		d = append(d, "declared host loopback services relayed into the namespace (copied by klock's process, within the egress budget): "+strings.Join(ls, ", "))
 	}
 	n.mu.Lock()
-	handing := n.handing
+	handing, copyWhy := n.handing, n.copyWhy
 	n.mu.Unlock()
+	if handing && n.relay.AddfdRefused() {
+		copyWhy = "the kernel refused SECCOMP_IOCTL_NOTIF_ADDFD (before Linux 5.9), or klock could not read the agent's calls (CAP_SYS_PTRACE)"
+	}
+	if copyWhy != "" {
+		d = append(d, "loopback relay: connects to the declared host loopback services went on to the copying relay: "+copyWhy)
+	}
 	if uncounted, open := n.relay.Uncounted(); uncounted+open > 0 {
 		d = append(d, fmt.Sprintf("loopback relay: the bytes of %d handed-over connections are not in the counters (%d the kernel could not report, %d still open when this log was written)", uncounted+open, uncounted, open))
 	}

@@ -120,6 +120,8 @@ func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
 	if l := proc.ConnectListener; l != nil {
 		// From here on every connect of the agent waits for an answer.
 		p.be.net.handOff(l)
+	} else if p.spec.TrapConnect {
+		p.be.net.copyOnly("the kernel made no seccomp listener for the agent's connect calls (before Linux 5.0)")
 	}
 	return &prepared{be: p.be, proc: proc, restorer: restorer, start: start}, nil
 }
