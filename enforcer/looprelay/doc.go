@@ -82,10 +82,13 @@
 // buffer sizes are copied only when set (a set size disables the
 // kernel's autotuning).
 //
-// Measured (test/perf BenchmarkNetThroughput, 256 MiB to a host loopback
-// service from a strict session, against the same sender run directly,
-// one run, this 2-vCPU VM under load 7-8): handed over 0.88x direct,
-// copied 0.56x.
+// Measured on this 2-vCPU VM under load 5-9 (docs/benchmarks.md):
+// test/perf BenchmarkNetThroughput, 256 MiB to a host loopback service
+// from a strict session against the same sender run directly, both paths
+// in each run: handed over 0.61-0.88x, copied 0.31-0.56x (six runs);
+// BenchmarkHandOffThroughput, the handoff alone (child processes, no
+// other wall): 0.92-1.32x direct, BenchmarkRelayThroughput's copy
+// 0.58-0.80x.
 //
 // # The copying relay
 //
