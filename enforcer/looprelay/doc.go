@@ -80,7 +80,18 @@
 // after (the epoll entry follows the replaced file; event loops register
 // after connect, as Go, Python's asyncio, libuv and curl do); socket
 // buffer sizes are copied only when set (a set size disables the
-// kernel's autotuning).
+// kernel's autotuning); a process that shared the socket before the
+// connect (a fork) keeps the agent's own.
+//
+// What is left to the socket filter: a continued call refetches its fd,
+// so an agent thread that swaps a handed-over socket onto the fd of a
+// connect the relay let continue (dup2 racing the kernel) can disconnect
+// it (AF_UNSPEC) and reuse it in the host's namespace: listen, or
+// connect elsewhere. lockToPeer makes that worthless but for the SYNs
+// it sends: no answer but the service's reaches the socket, so no
+// connection completes and no client gets in (TCP Fast Open's data in a
+// SYN reaches a server that takes it without a handshake, with a cookie
+// the host's namespace holds for it).
 //
 // Measured on this 2-vCPU VM under load 5-9 (docs/benchmarks.md):
 // test/perf BenchmarkNetThroughput, 256 MiB to a host loopback service
