@@ -101,7 +101,7 @@ func BenchmarkHandOffThroughput(b *testing.B) {
 	for b.Loop() {
 		direct += ns(runDirect(b, step))
 		res, r := runAgent(b, step, func(pid int, l *os.File) *Relay {
-			r := relayOf(b, pid, svc, false)
+			r := relayOf(b, pid, svc)
 			if err := r.HandOff(l); err != nil {
 				b.Fatal(err)
 			}

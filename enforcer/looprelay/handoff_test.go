@@ -404,7 +404,7 @@ func runDirect(t testing.TB, steps []string) map[string]string {
 	return results(strings.NewReader(string(b)))
 }
 
-func relayOf(t testing.TB, pid int, svc *service, budget bool) *Relay {
+func relayOf(t testing.TB, pid int, svc *service) *Relay {
 	r, err := New(pid)
 	if err != nil {
 		t.Fatal(err)
@@ -412,9 +412,6 @@ func relayOf(t testing.TB, pid int, svc *service, budget bool) *Relay {
 	t.Cleanup(func() { r.Close() })
 	if err := r.Add("svc", netip.MustParseAddr("127.0.0.1"), policy.PortRange{Lo: svc.port, Hi: svc.port}, policy.ProtoTCP); err != nil {
 		t.Fatal(err)
-	}
-	if budget {
-		r.SetBudget(1<<40, nil)
 	}
 	return r
 }
@@ -433,7 +430,7 @@ func TestHandOffConnects(t *testing.T) {
 	svc, other := startService(t, "declared"), startService(t, "undeclared")
 	steps := []string{"block=" + svc.addr(), "nonblock=" + svc.addr(), "refused=" + other.addr(), "toctou=" + svc.addr() + "," + other.addr()}
 	res, r := runAgent(t, steps, func(pid int, l *os.File) *Relay {
-		r := relayOf(t, pid, svc, false)
+		r := relayOf(t, pid, svc)
 		if err := r.HandOff(l); err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +484,7 @@ func TestRefusedUndeclaredPort(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	svc, other := startService(t, "declared"), startService(t, "undeclared")
 	res, _ := runAgent(t, []string{"refused=" + other.addr()}, func(pid int, l *os.File) *Relay {
-		r := relayOf(t, pid, svc, false)
+		r := relayOf(t, pid, svc)
 		if err := r.HandOff(l); err != nil {
 			t.Fatal(err)
 		}
@@ -499,12 +496,19 @@ func TestRefusedUndeclaredPort(t *testing.T) {
 }
 
 // TestBudgetCopies: with an egress budget the relay takes no connect: it
-// continues to the copying relay, which counts every byte.
+// continues to the copying relay, which counts every byte. So does a
+// relay whose kernel refused an addfd (before 5.9).
 func TestBudgetCopies(t *testing.T) {
 	testutil.RequirePrivileged(t)
+	t.Run("budget", func(t *testing.T) { copies(t, func(r *Relay) { r.SetBudget(1<<40, nil) }) })
+	t.Run("no addfd", func(t *testing.T) { copies(t, func(r *Relay) { r.noAddfd.Store(true) }) })
+}
+
+func copies(t *testing.T, set func(*Relay)) {
 	svc := startService(t, "declared")
 	res, r := runAgent(t, []string{"block=" + svc.addr()}, func(pid int, l *os.File) *Relay {
-		r := relayOf(t, pid, svc, true)
+		r := relayOf(t, pid, svc)
+		set(r)
 		if err := r.HandOff(l); err != nil {
 			t.Fatal(err)
 		}
