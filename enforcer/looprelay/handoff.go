@@ -26,11 +26,10 @@ const connectTimeout = 10 * time.Second
 
 // HandOff answers the agent's trapped connect calls that arrive on
 // listener (launch.Process.ConnectListener), until the agent has exited
-// or Close. It takes listener over (closed by Close). Every connect
-// waits for its answer, so once called, answers never stop while the
-// agent runs.
+// or Close. It takes listener over (closed by Close); on an error the
+// caller keeps it. Every connect waits for its answer, so once called,
+// answers never stop while the agent runs.
 func (r *Relay) HandOff(listener *os.File) error {
-	defer listener.Close()
 	cookie, bufs, err := r.nsDefaults()
 	if err != nil {
 		// Every connect then continues, to the copying relay: the
@@ -40,7 +39,7 @@ func (r *Relay) HandOff(listener *os.File) error {
 	}
 	// A nonblocking dup, for the runtime's poller: the listener polls
 	// readable while a notification waits.
-	fd, err := unix.Dup(int(listener.Fd()))
+	fd, err := unix.FcntlInt(listener.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("looprelay: listener: %w", err)
 	}
@@ -55,6 +54,7 @@ func (r *Relay) HandOff(listener *os.File) error {
 		l.Close()
 		return ErrClosed
 	}
+	listener.Close() // the dup serves it
 	r.closers = append(r.closers, l)
 	r.nsCookie, r.nsBufs = cookie, bufs
 	r.wg.Add(1)
@@ -65,11 +65,13 @@ func (r *Relay) HandOff(listener *os.File) error {
 
 // Passthrough serves a connect listener for a session with no relay:
 // every connect continues as the agent made it. It closes listener when
-// the agent has exited.
+// the agent has exited (at once when it cannot serve it: the agent's
+// connects then fail with ENOSYS).
 func Passthrough(listener *os.File) {
 	r := &Relay{tcp: map[netip.AddrPort]*counts{}, done: make(chan struct{})}
 	r.limit.Store(noLimit)
 	if err := r.HandOff(listener); err != nil {
+		listener.Close()
 		return
 	}
 	go func() {
@@ -142,7 +144,7 @@ func (r *Relay) serveNotif(l *os.File) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			_ = rc.Control(func(fd uintptr) { r.answer(int(fd), &n) })
+			r.answer(listenerFD{rc}, &n)
 		}()
 	}
 }
@@ -150,7 +152,7 @@ func (r *Relay) serveNotif(l *os.File) {
 // answer decides one trapped connect and answers it. Its error answers
 // are errors the kernel's connect could give; a connect the relay does
 // not take continues as the agent made it.
-func (r *Relay) answer(lfd int, n *seccompNotif) {
+func (r *Relay) answer(lfd listenerFD, n *seccompNotif) {
 	h, err := r.examine(lfd, n)
 	if h == nil {
 		if errors.Is(err, errGone) {
@@ -256,7 +258,7 @@ func (h *handoff) close() {
 // agent's memory, and the agent's socket (pidfd_getfd). It returns a
 // handoff for a TCP connect to a declared service; else nil and why: an
 // errno to answer, or anything else to continue.
-func (r *Relay) examine(lfd int, n *seccompNotif) (*handoff, error) {
+func (r *Relay) examine(lfd listenerFD, n *seccompNotif) (*handoff, error) {
 	if n.data.nr != unix.SYS_CONNECT {
 		return nil, nil
 	}

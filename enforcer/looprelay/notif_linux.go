@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -69,30 +70,43 @@ func notifRecv(fd int, n *seccompNotif) error {
 	return ioctlPtr(fd, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(n))
 }
 
-func notifValid(fd int, id uint64) bool {
-	return ioctlPtr(fd, unix.SECCOMP_IOCTL_NOTIF_ID_VALID, unsafe.Pointer(&id)) == nil
+// listenerFD makes the answering ioctls on the listener, holding it open
+// for each call only: closing it (Relay.Close) waits for a call in
+// progress, never for a whole answer (a connect of up to connectTimeout).
+type listenerFD struct{ rc syscall.RawConn }
+
+func (l listenerFD) ioctl(req uint, p unsafe.Pointer) error {
+	var e error
+	if err := l.rc.Control(func(fd uintptr) { e = ioctlPtr(int(fd), req, p) }); err != nil {
+		return err
+	}
+	return e
+}
+
+func notifValid(l listenerFD, id uint64) bool {
+	return l.ioctl(unix.SECCOMP_IOCTL_NOTIF_ID_VALID, unsafe.Pointer(&id)) == nil
 }
 
 // notifContinue lets the syscall run as the agent made it.
-func notifContinue(fd int, id uint64) error {
+func notifContinue(l listenerFD, id uint64) error {
 	r := seccompResp{id: id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-	return ioctlPtr(fd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&r))
+	return l.ioctl(unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&r))
 }
 
 // notifReturn answers the syscall: it returns 0, or fails with errno.
-func notifReturn(fd int, id uint64, errno unix.Errno) error {
+func notifReturn(l listenerFD, id uint64, errno unix.Errno) error {
 	r := seccompResp{id: id, error: -int32(errno)}
-	return ioctlPtr(fd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&r))
+	return l.ioctl(unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&r))
 }
 
 // notifAddfd puts src in the agent's fd table at newfd, replacing what
 // was there (SECCOMP_ADDFD_FLAG_SETFD, Linux 5.9).
-func notifAddfd(fd int, id uint64, src, newfd int, cloexec bool) error {
+func notifAddfd(l listenerFD, id uint64, src, newfd int, cloexec bool) error {
 	a := seccompAddfd{id: id, flags: unix.SECCOMP_ADDFD_FLAG_SETFD, srcfd: uint32(src), newfd: uint32(newfd)}
 	if cloexec {
 		a.newfdFlags = unix.O_CLOEXEC
 	}
-	return ioctlPtr(fd, unix.SECCOMP_IOCTL_NOTIF_ADDFD, unsafe.Pointer(&a))
+	return l.ioctl(unix.SECCOMP_IOCTL_NOTIF_ADDFD, unsafe.Pointer(&a))
 }
 
 // pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd for a thread that is
