@@ -96,7 +96,8 @@
 // Measured on this 2-vCPU VM under load 5-9 (docs/benchmarks.md):
 // test/perf BenchmarkNetThroughput, 256 MiB to a host loopback service
 // from a strict session against the same sender run directly, both paths
-// in each run: handed over 0.61-0.88x, copied 0.31-0.56x (six runs);
+// in each run: handed over 0.61-0.92x, copied 0.31-0.56x (nine runs),
+// and 0.90-1.23x of the floor (the direct sender while a session lives);
 // BenchmarkHandOffThroughput, the handoff alone (child processes, no
 // other wall): 0.92-1.32x direct, BenchmarkRelayThroughput's copy
 // 0.58-0.80x.
