@@ -437,7 +437,7 @@ func (n *sessionNet) backend() vlog.Backend {
 	}
 	if ls := n.relay.Listening(); len(ls) > 0 {
 		sort.Strings(ls)
-		d = append(d, "declared host loopback services relayed into the namespace (copied by klock's process, within the egress budget): "+strings.Join(ls, ", "))
+		d = append(d, "declared host loopback services relayed into the namespace (copied by klock's process, within the egress budget, whatever is not handed over below): "+strings.Join(ls, ", "))
 	}
 	n.mu.Lock()
 	handing, copyWhy := n.handing, n.copyWhy
