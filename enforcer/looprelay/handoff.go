@@ -57,6 +57,9 @@ func (r *Relay) HandOff(listener *os.File) error {
 	listener.Close() // the dup serves it
 	r.closers = append(r.closers, l)
 	r.nsCookie, r.nsBufs = cookie, bufs
+	if r.ns != nil && !r.counting {
+		r.counting = destroyed.acquire() == nil
+	}
 	r.wg.Add(1)
 	r.mu.Unlock()
 	go r.serveNotif(l)

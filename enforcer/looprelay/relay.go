@@ -94,6 +94,8 @@ type Relay struct {
 	// restarts: connects answered while their thread was out of the
 	// call (restartKey -> restart), for the restarted call.
 	restarts sync.Map
+	// counting: the relay holds destroyed (tcpinfo.go), released by Close.
+	counting bool
 }
 
 // New opens the network namespace of pid (the agent's, or its stage 2's
@@ -519,6 +521,9 @@ func (r *Relay) Close() error {
 	// Flows end when either side closes: the agent is gone by now, and the
 	// namespace's sockets with it; the host side gets EOF or its deadline.
 	r.wg.Wait()
+	if r.counting {
+		destroyed.release()
+	}
 	if r.ns == nil {
 		return nil
 	}

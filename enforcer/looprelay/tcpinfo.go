@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -36,26 +37,54 @@ type ended struct {
 }
 
 // destroyWatch delivers the destroyed sockets' counts to those waiting
-// for them, by socket cookie (SO_COOKIE).
+// for them, by socket cookie (SO_COOKIE). Every TCP socket of the host
+// that ends is told to it, so it listens only while a relay hands
+// sockets over (acquire, release).
 type destroyWatch struct {
-	once    sync.Once
-	err     error
 	mu      sync.Mutex
+	users   int
+	f       *os.File
 	waiting map[uint64]func(ended)
 }
 
 var destroyed destroyWatch
 
+// acquire starts listening, for one more relay.
+func (w *destroyWatch) acquire() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.users == 0 {
+		f, err := openDestroyGroups()
+		if err != nil {
+			return err
+		}
+		w.f, w.waiting = f, map[uint64]func(ended){}
+		go w.read(f)
+	}
+	w.users++
+	return nil
+}
+
+// release stops listening once no relay needs it; the counts of sockets
+// still open then are not told to anyone.
+func (w *destroyWatch) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.users--; w.users == 0 {
+		w.f.Close()
+		w.f, w.waiting = nil, nil
+	}
+}
+
 // watch calls f with the socket's counts once it is destroyed; false when
-// sock_diag cannot tell (no netlink, no permission).
+// nothing listens (sock_diag unavailable: no netlink, no permission).
 func (w *destroyWatch) watch(cookie uint64, f func(ended)) bool {
-	w.once.Do(func() { w.err = w.start() })
-	if w.err != nil {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
 		return false
 	}
-	w.mu.Lock()
 	w.waiting[cookie] = f
-	w.mu.Unlock()
 	return true
 }
 
@@ -65,32 +94,42 @@ func (w *destroyWatch) forget(cookie uint64) {
 	w.mu.Unlock()
 }
 
-func (w *destroyWatch) start() error {
-	s, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+func openDestroyGroups() (*os.File, error) {
+	s, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
-		return fmt.Errorf("looprelay: sock_diag: %w", err)
+		return nil, fmt.Errorf("looprelay: sock_diag: %w", err)
 	}
 	groups := uint32(1<<(sknlgrpInetTCPDestroy-1) | 1<<(sknlgrpInet6TCPDestroy-1))
 	if err := unix.Bind(s, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: groups}); err != nil {
 		unix.Close(s)
-		return fmt.Errorf("looprelay: sock_diag destroy groups: %w", err)
+		return nil, fmt.Errorf("looprelay: sock_diag destroy groups: %w", err)
 	}
-	// Every TCP socket of the host that ends is told here: a deep queue,
-	// so that a burst loses none of the relay's.
+	// A deep queue, so that a burst of the host's loses none of the
+	// relay's.
 	_ = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
-	w.waiting = map[uint64]func(ended){}
-	go w.read(s)
-	return nil
+	return os.NewFile(uintptr(s), "sock_diag"), nil
 }
 
-func (w *destroyWatch) read(s int) {
+func (w *destroyWatch) read(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
 	buf := make([]byte, 1<<16)
 	for {
-		n, _, err := unix.Recvfrom(s, buf, 0)
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ENOBUFS) {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, _, rerr = unix.Recvfrom(int(fd), buf, 0)
+			return !errors.Is(rerr, unix.EAGAIN)
+		})
+		if err != nil {
+			return // released
+		}
+		if errors.Is(rerr, unix.EINTR) || errors.Is(rerr, unix.ENOBUFS) {
 			continue // ENOBUFS: some were lost; the rest still count
 		}
-		if err != nil {
+		if rerr != nil {
 			return
 		}
 		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
