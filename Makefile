@@ -87,7 +87,9 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./enforcer/observe/ ./enforcer/netguard/
 	@echo "netwall: Setup of a session's veth+nftables wall (goal <= 15 ms; Close apart, after the agent ends), TCP throughput through it vs the same path without (goal >= 0.9x)"
 	$(GO) test -run '^$$' -bench . -benchtime 4x ./enforcer/netwall/
-	@echo "test/perf (among its benchmarks): netwall in sessions, BenchmarkNetSessionStart: start with NET intents (own netns, veth, nft table, loopback relay) vs without, one run (goal <= +15 ms); BenchmarkNetThroughput: TCP throughput to a declared peer under the walls vs direct: a host address (veth+nft) and a host loopback service (relayed) (goal >= 0.9x)"
+	@echo "looprelay: 64 MiB to a host loopback service, direct vs copied by the relay (same process), and direct vs handed a host socket through seccomp addfd (child processes): the relay's own cost (goal >= 0.9x)"
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./enforcer/looprelay/
+	@echo "test/perf (among its benchmarks): netwall in sessions, BenchmarkNetSessionStart: start with NET intents (own netns, veth, nft table, loopback relay) vs without, one run (goal <= +15 ms); BenchmarkNetThroughput: TCP throughput to a declared peer under the walls vs direct: a host address (veth+nft) and a host loopback service, handed a host socket (addfd) and copied by the relay (a session with an egress budget), both beside direct and beside the floor (direct while a session lives) in one run (goal >= 0.9x)"
 	@echo "snapshot (among its benchmarks): BenchmarkSparse: backup and restore of a 4 GiB file holding 1 MB of data, seconds and backup bytes (goals <= 0.5 s each, <= 2 MB), against cp --sparse=always of it in the same run"
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
 	@echo "dns: an A query through the session's DNS proxy vs asked straight of the same resolver, alternated in one run (the proxy adds a second loopback exchange, its own question and a rebuilt answer)"

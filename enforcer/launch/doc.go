@@ -28,6 +28,12 @@
 // no_new_privs, enforces the Landlock ruleset, installs the seccomp filter,
 // and execs the agent.
 //
+// With Spec.TrapConnect the filter also traps connect(2) to a listener
+// (seccomp user notification) that stage 2 sends klock over a socket pair
+// before the release: Process.ConnectListener, which the caller answers
+// for as long as the agent runs (enforcer/looprelay's handoff). A kernel
+// without the listener gets the filter without the trap, and no listener.
+//
 // The seccomp filter also refuses the ioctls that change a file's metadata
 // (internal/metaioctl) when Spec.DenyMetaIoctls: Landlock does not mediate
 // ioctls on files, and the owner needs only a read-only descriptor.

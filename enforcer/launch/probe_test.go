@@ -34,6 +34,14 @@ func probe(mode string, args []string) int {
 		fmt.Printf("pid=%d\n", os.Getpid())
 		// Stay alive until the test has looked at us from outside.
 		_, _ = io.ReadAll(os.Stdin)
+	case "connect":
+		// A TCP connect to the namespace's own loopback, to a port no
+		// rule names: Landlock's EACCES when it goes on to the kernel.
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: 1})
+		}
+		fmt.Printf("connect=%s\n", outcome(err, "ok"))
 	case "fileops":
 		for _, a := range args {
 			op, rest, _ := strings.Cut(a, ":")

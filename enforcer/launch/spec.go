@@ -41,6 +41,11 @@ type Spec struct {
 	// mediate them on files: callers set it when no backend decides them
 	// by path (see MetaIoctlsRefused).
 	DenyMetaIoctls bool
+	// TrapConnect makes every connect(2) of the agent wait for an answer
+	// from the caller, through Process.ConnectListener (seccomp user
+	// notification): the session hands the agent a socket of the host's
+	// for a declared host loopback service (enforcer/looprelay).
+	TrapConnect bool
 
 	Stdin  io.Reader
 	Stdout io.Writer

@@ -33,6 +33,11 @@ type Process struct {
 	// Canaries is what the walls did with the canaries (Spec.Canaries),
 	// the skipped ones included.
 	Canaries []CanaryResult
+	// ConnectListener is the agent's seccomp listener for its connect
+	// calls (Spec.TrapConnect), which the caller must answer for as long
+	// as the agent runs (every connect waits for its answer); nil when
+	// not asked for, or when the kernel could not make one.
+	ConnectListener *os.File
 
 	cmd   *exec.Cmd // nil for an adopted process (Adopt)
 	group *cgroup.Group
@@ -94,6 +99,7 @@ type Pending struct {
 	stop   func() bool
 	goW    *os.File // one byte from here lets stage 2 exec the agent
 	status *os.File // stage 2's report: JSON error, or EOF at exec
+	notify *os.File // stage 2 sends its connect listener here (TrapConnect)
 	ctx    context.Context
 	// retry launches the session again with the running binary as stage
 	// 2, when a klock-stage2 turns out to be from another build; nil when
@@ -152,12 +158,15 @@ func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*
 		return nil, err
 	}
 	defer cgfd.Close()
-	pp, err := openStage2Pipes()
+	pp, err := openStage2Pipes(s.TrapConnect)
 	if err != nil {
 		return nil, err
 	}
 
 	files := append(append([]*os.File(nil), s.ExtraFiles...), pp.specR, pp.statusW, pp.goR)
+	if pp.notifyW != nil {
+		files = append(files, pp.notifyW) // fd notifyFD(s)
+	}
 	path, launcher := selfLauncher, selfLauncher
 	var lid fileID
 	if tryLauncher {
@@ -207,6 +216,9 @@ func encodeStage2Spec(s Spec, plan *LandlockPlan, canary *stage2.Canary) ([]byte
 		DenyMetaIoctls: s.DenyMetaIoctls,
 		Canary:         canary,
 	}
+	if s.TrapConnect {
+		w.NotifyFD = notifyFD(s)
+	}
 	if w.Path == "" {
 		w.Path = s.Args[0]
 	}
@@ -225,15 +237,22 @@ func encodeStage2Spec(s Spec, plan *LandlockPlan, canary *stage2.Canary) ([]byte
 
 // stage2Pipes are the three pipes between klock and stage 2 (the fds
 // stage2.EnvVar names): the spec, stage 2's status report, and the go
-// byte that lets it exec the agent.
+// byte that lets it exec the agent; with Spec.TrapConnect, a socket pair
+// too, for the connect listener (stage2.Spec.NotifyFD).
 type stage2Pipes struct {
 	specR, specW     *os.File
 	statusR, statusW *os.File
 	goR, goW         *os.File
+	notifyR, notifyW *os.File // nil without TrapConnect
 }
 
-// openStage2Pipes opens the pipes; on an error none is left open.
-func openStage2Pipes() (*stage2Pipes, error) {
+// notifyFD is stage 2's fd of the listener's socket: the one after its
+// pipes.
+func notifyFD(s Spec) int { return 3 + len(s.ExtraFiles) + 3 }
+
+// openStage2Pipes opens the pipes (and the listener's socket pair when
+// notify); on an error none is left open.
+func openStage2Pipes(notify bool) (*stage2Pipes, error) {
 	var pipes [3][2]*os.File // spec, status, go: [read, write]
 	closeAll := func() {
 		for _, pp := range pipes {
@@ -251,11 +270,20 @@ func openStage2Pipes() (*stage2Pipes, error) {
 			return nil, fmt.Errorf("launch: %w", err)
 		}
 	}
-	return &stage2Pipes{
+	pp := &stage2Pipes{
 		specR: pipes[0][0], specW: pipes[0][1],
 		statusR: pipes[1][0], statusW: pipes[1][1],
 		goR: pipes[2][0], goW: pipes[2][1],
-	}, nil
+	}
+	if notify {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		pp.notifyR, pp.notifyW = os.NewFile(uintptr(fds[0]), "notify"), os.NewFile(uintptr(fds[1]), "notify")
+	}
+	return pp, nil
 }
 
 // closeChildEnds closes stage 2's ends once it started (or failed to).
@@ -263,6 +291,9 @@ func (pp *stage2Pipes) closeChildEnds() {
 	pp.specR.Close()
 	pp.statusW.Close()
 	pp.goR.Close()
+	if pp.notifyW != nil {
+		pp.notifyW.Close()
+	}
 }
 
 // closeParentEnds closes klock's ends when stage 2 did not start.
@@ -270,6 +301,9 @@ func (pp *stage2Pipes) closeParentEnds() {
 	pp.specW.Close()
 	pp.statusR.Close()
 	pp.goW.Close()
+	if pp.notifyR != nil {
+		pp.notifyR.Close()
+	}
 }
 
 // stage2Cmd is stage 2's command: path (the launcher, or the running
@@ -308,6 +342,7 @@ func newPending(ctx context.Context, s Spec, plan *LandlockPlan, cmd *exec.Cmd, 
 		proc:   &Process{Pid: cmd.Process.Pid, Landlock: plan, Launcher: launcher, cmd: cmd, group: s.Group, done: make(chan struct{})},
 		goW:    pp.goW,
 		status: pp.statusR,
+		notify: pp.notifyR,
 		ctx:    ctx,
 		uid:    s.User.UID,
 	}
@@ -326,6 +361,12 @@ func newPending(ctx context.Context, s Spec, plan *LandlockPlan, cmd *exec.Cmd, 
 		p.stop()
 		pp.goW.Close()
 		pp.statusR.Close()
+		if pp.notifyR != nil {
+			pp.notifyR.Close()
+		}
+		if l := p.proc.ConnectListener; l != nil {
+			l.Close()
+		}
 		_ = s.Group.Kill()
 		_ = cmd.Wait()
 		return nil, err
@@ -355,6 +396,7 @@ func (p *Pending) Release() (*Process, error) {
 	// or goes unread, and the status pipe tells why.
 	_, werr := p.goW.Write([]byte{1})
 	p.goW.Close()
+	p.takeListener()
 	// EOF without data: the status pipe closed at exec, the agent runs.
 	status, err := io.ReadAll(p.status)
 	p.status.Close()
@@ -388,6 +430,34 @@ func (p *Pending) Release() (*Process, error) {
 	}
 	go p.proc.wait(p.stop)
 	return p.proc, nil
+}
+
+// takeListener receives the connect listener stage 2 sent before it
+// waited for the release (nothing when it failed before, or its kernel
+// made none: the socket then reads EOF).
+func (p *Pending) takeListener() {
+	if p.notify == nil {
+		return
+	}
+	defer p.notify.Close()
+	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+	for {
+		_, oobn, _, _, err := unix.Recvmsg(int(p.notify.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || oobn == 0 {
+			return
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return
+		}
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+			p.proc.ConnectListener = os.NewFile(uintptr(fds[0]), "seccomp-listener")
+		}
+		return
+	}
 }
 
 // relaunch replaces a klock-stage2 of another build, which refused the

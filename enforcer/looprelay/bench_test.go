@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,4 +78,43 @@ func BenchmarkRelayThroughput(b *testing.B) {
 	b.ReportMetric(mbs(direct), "MB/s-direct")
 	b.ReportMetric(mbs(relayed), "MB/s-relayed")
 	b.ReportMetric(direct.Seconds()/relayed.Seconds(), "ratio")
+}
+
+// BenchmarkHandOffThroughput: 64 MiB to a host loopback service that
+// discards it, from a child process on the host's network (direct), and
+// from a child in a namespace of its own whose connect traps to the
+// relay and is handed a socket of the host's, alternated. The same
+// sender (raw writes of 256 KiB), the handoff alone: no other wall.
+func BenchmarkHandOffThroughput(b *testing.B) {
+	testutil.RequirePrivileged(b)
+	const size = 64 << 20
+	svc := startService(b, "discard")
+	step := []string{"send=" + svc.addr() + "," + strconv.Itoa(size)}
+	var direct, handed time.Duration
+	ns := func(res map[string]string) time.Duration {
+		n, err := strconv.ParseInt(res["send"], 10, 64)
+		if err != nil {
+			b.Fatalf("send: %q", res["send"])
+		}
+		return time.Duration(n)
+	}
+	for b.Loop() {
+		direct += ns(runDirect(b, step))
+		res, r := runAgent(b, step, func(pid int, l *os.File) *Relay {
+			r := relayOf(b, pid, svc)
+			if err := r.HandOff(l); err != nil {
+				b.Fatal(err)
+			}
+			return r
+		})
+		if r.Counters()["svc"].Handed != 1 {
+			b.Fatalf("not handed over: %+v", r.Counters())
+		}
+		handed += ns(res)
+		r.Close()
+	}
+	mbs := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbs(direct), "MB/s-direct")
+	b.ReportMetric(mbs(handed), "MB/s-handed")
+	b.ReportMetric(direct.Seconds()/handed.Seconds(), "ratio")
 }

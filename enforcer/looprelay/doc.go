@@ -18,6 +18,92 @@
 // loopback peer is relayed only on the ports it names (a range of at most
 // MaxPorts ports; a wider one is not relayed, and Add says so).
 //
+// # The handoff: no second hop (handoff.go)
+//
+// A session with a declared host loopback service and no egress budget
+// launches its agent with connect(2) trapped (launch.Spec.TrapConnect:
+// stage 2's seccomp filter returns SECCOMP_RET_USER_NOTIF for connect,
+// after its arch check, which kills a foreign ABI, and its x32 check,
+// which fails x32 calls with ENOSYS, so no ABI goes around it; the
+// filter's listener reaches the session over a socket pair, SCM_RIGHTS,
+// before the agent runs). HandOff answers every trapped connect. The
+// destination is read once from the agent's memory (process_vm_readv),
+// the agent's socket is opened through pidfd_getfd, and the notification
+// is checked still valid (SECCOMP_IOCTL_NOTIF_ID_VALID: the pid was not
+// recycled in between). A TCP connect of an unbound, unconnected socket
+// of the agent's namespace to a service the relay listens for gets a
+// socket klock makes in the host's namespace, of the same family, with
+// the agent's socket options (copyOptions, as bypass4netns replays
+// them), connected by klock to the copy it read (the agent's memory is
+// never read again: no time-of-check/time-of-use window), locked to its
+// peer by a socket filter (lockToPeer: were the agent ever to disconnect
+// it, nothing but the service could answer it), and put in place of the
+// agent's fd with SECCOMP_IOCTL_NOTIF_ADDFD and SECCOMP_ADDFD_FLAG_SETFD
+// (Linux 5.9), keeping its close-on-exec and O_NONBLOCK. The connect
+// returns 0, or EINPROGRESS for a non-blocking socket (the socket is
+// writable at once, SO_ERROR 0). klock completes the handshake before
+// the handoff (a loopback one takes microseconds; at most
+// connectTimeout), so only a connected socket is ever handed over, and a
+// refused connect fails with ECONNREFUSED at once. SECCOMP_ADDFD_FLAG_SEND
+// (5.14) is not used: it makes the call return the new fd's number, and
+// connect returns 0. A signal that takes the agent's thread out of the
+// call after the fd was put in place restarts the call, which gets the
+// same answer (restarts), not EISCONN.
+//
+// Every other connect continues (SECCOMP_USER_NOTIF_FLAG_CONTINUE): the
+// kernel reads the sockaddr and the fd again, but what continues is a
+// connect of the agent's own socket in its own namespace, which the
+// walls decide on what the kernel uses (cgroup-net, Landlock, netwall);
+// the relay never let anything through, it only did not take it. A
+// connect on a socket of another namespace (one the relay handed over)
+// never continues: EISCONN, as the kernel answers a connected socket,
+// or EPERM for a disconnect (AF_UNSPEC). UDP, a socket the agent bound
+// to a port first, and any connect when the kernel refused an addfd
+// continue to the copying relay, which listens as before: it is the
+// fallback, and what runs when seccomp's listener is unavailable
+// (stage 2 then loads its filter without the trap).
+//
+// The bytes of a handed-over connection go through the kernel, not the
+// relay: they are counted from the kernel's tcp_info for the socket,
+// which sock_diag reports when the socket is destroyed (tcpinfo.go): out
+// is bytes_sent less bytes_retrans, exact; in is bytes_received, which
+// counts the service's FIN as one byte. WaitCounted waits for them after
+// the agent exited. An egress budget cannot hold a flow the kernel
+// carries, so a session with network.max_egress_bytes never traps
+// connect: its relay copies, counts and holds every flow as below.
+// Counts.Handed and Counts.Copied say which path each connection took
+// (the log's "loopback relay (addfd)", "(copy)").
+//
+// What the handoff changes for the agent: its socket is the host's (a
+// getsockname shows the host's loopback port the service sees); a socket
+// it registered with epoll before connecting is not the one in the set
+// after (the epoll entry follows the replaced file; event loops register
+// after connect, as Go, Python's asyncio, libuv and curl do); socket
+// buffer sizes are copied only when set (a set size disables the
+// kernel's autotuning); a process that shared the socket before the
+// connect (a fork) keeps the agent's own.
+//
+// What is left to the socket filter: a continued call refetches its fd,
+// so an agent thread that swaps a handed-over socket onto the fd of a
+// connect the relay let continue (dup2 racing the kernel) can disconnect
+// it (AF_UNSPEC) and reuse it in the host's namespace: listen, or
+// connect elsewhere. lockToPeer makes that worthless but for the SYNs
+// it sends: no answer but the service's reaches the socket, so no
+// connection completes and no client gets in (TCP Fast Open's data in a
+// SYN reaches a server that takes it without a handshake, with a cookie
+// the host's namespace holds for it).
+//
+// Measured on this 2-vCPU VM under load 5-9 (docs/benchmarks.md):
+// test/perf BenchmarkNetThroughput, 256 MiB to a host loopback service
+// from a strict session against the same sender run directly, both paths
+// in each run: handed over 0.61-0.92x, copied 0.31-0.56x (nine runs),
+// and 0.90-1.23x of the floor (the direct sender while a session lives);
+// BenchmarkHandOffThroughput, the handoff alone (child processes, no
+// other wall): 0.92-1.32x direct, BenchmarkRelayThroughput's copy
+// 0.58-0.80x.
+//
+// # The copying relay
+//
 // TCP is copied in klock's process (a 256 KiB buffer each way, every
 // read counted). Two in-kernel alternatives were built and measured on
 // 6.18 (against the throughput goal in docs/benchmarks.md) and left out: a sockmap splice (an
@@ -47,6 +133,9 @@
 // relay sees it: the relay only listens where a declared peer is.
 //
 // Errors: ErrTooWide from Add for a port range wider than MaxPorts;
-// ErrClosed after Close; other errors wrap the failing setns or socket
-// call. Add is idempotent: a listener already there is kept.
+// ErrClosed after Close (Add, HandOff); other errors wrap the failing
+// setns or socket call. Add is idempotent: a listener already there is
+// kept. A trapped connect is always answered: an error of the handoff
+// path is the errno the agent's connect returns (one the kernel's
+// connect could return), or the connect continues.
 package looprelay

@@ -38,22 +38,34 @@ const udpIdle = 2 * time.Minute
 // reads (of at most 256 KiB) for TCP. Out* is what reached the service;
 // Over* what the agent sent past the egress budget, which the relay held
 // (never forwarded): the agent sent Out + Over.
+//
+// Handed counts the TCP connections handed a socket of the host's
+// (HandOff: the kernel carries their bytes, counted from its tcp_info);
+// Copied the flows the relay copied (TCP connections, UDP flows).
 type Counts struct {
 	OutPackets, OutBytes, InPackets, InBytes uint64
 	OverPackets, OverBytes                   uint64
+	Handed, Copied                           uint64
+	// Uncounted: handed connections whose bytes the kernel could not
+	// report (sock_diag unavailable), or had not yet when read.
+	Uncounted uint64
 }
 
 type counts struct {
 	outP, outB, inP, inB, overP, overB atomic.Uint64
+	handed, copied                     atomic.Uint64
+	uncounted                          atomic.Uint64
 }
 
 // Relay is one session's set of loopback relays.
 type Relay struct {
 	ns *os.File // the agent's network namespace
 
-	mu      sync.Mutex
-	closed  bool
-	keys    map[string]bool // "tcp 127.0.0.1:8080"
+	mu     sync.Mutex
+	closed bool
+	keys   map[string]bool // "tcp 127.0.0.1:8080"
+	// tcp: the TCP services relayed, by address (unmapped), for HandOff.
+	tcp     map[netip.AddrPort]*counts
 	closers []io.Closer
 	byName  map[string]*counts
 	wg      sync.WaitGroup
@@ -70,6 +82,20 @@ type Relay struct {
 	spent       atomic.Bool
 	over        func()
 	done        chan struct{} // closed by Close: a held flow lets go
+
+	// The handoff (handoff.go): the namespace's cookie and default TCP
+	// buffer sizes, and whether the kernel refused an addfd.
+	nsCookie uint64
+	nsBufs   [2]int
+	noAddfd  atomic.Bool
+	// live: handed-over sockets whose bytes are not counted yet (the
+	// kernel has not destroyed them).
+	live atomic.Int64
+	// restarts: connects answered while their thread was out of the
+	// call (restartKey -> restart), for the restarted call.
+	restarts sync.Map
+	// counting: the relay holds destroyed (tcpinfo.go), released by Close.
+	counting bool
 }
 
 // New opens the network namespace of pid (the agent's, or its stage 2's
@@ -85,7 +111,7 @@ func Open(path string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
 	}
-	r := &Relay{ns: f, keys: map[string]bool{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, sources: map[syscall.Conn]bool{}, done: make(chan struct{})}
+	r := &Relay{ns: f, keys: map[string]bool{}, tcp: map[netip.AddrPort]*counts{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, sources: map[syscall.Conn]bool{}, done: make(chan struct{})}
 	r.limit.Store(noLimit)
 	return r, nil
 }
@@ -155,6 +181,7 @@ func (r *Relay) add(name, network string, ap netip.AddrPort) error {
 	r.keys[key] = true
 	r.wg.Add(1)
 	if ln != nil {
+		r.tcp[ap] = c
 		r.closers = append(r.closers, ln)
 		go r.serveTCP(ln, ap, c)
 	} else {
@@ -204,6 +231,7 @@ func (r *Relay) serveTCP(ln net.Listener, to netip.AddrPort, c *counts) {
 				return // the agent sees its connection closed, as a refused one
 			}
 			defer out.Close()
+			c.copied.Add(1)
 			if !r.track(in, out) {
 				return
 			}
@@ -330,6 +358,7 @@ func (r *Relay) serveUDP(pc net.PacketConn, to netip.AddrPort, c *counts) {
 				continue
 			}
 			flows[from.String()] = up
+			c.copied.Add(1)
 			a := r.own(up)
 			r.wg.Add(1)
 			go func() {
@@ -367,7 +396,8 @@ func (r *Relay) Counters() map[string]Counts {
 	out := make(map[string]Counts, len(r.byName))
 	for n, c := range r.byName {
 		out[n] = Counts{OutPackets: c.outP.Load(), OutBytes: c.outB.Load(), InPackets: c.inP.Load(), InBytes: c.inB.Load(),
-			OverPackets: c.overP.Load(), OverBytes: c.overB.Load()}
+			OverPackets: c.overP.Load(), OverBytes: c.overB.Load(), Handed: c.handed.Load(), Copied: c.copied.Load(),
+			Uncounted: c.uncounted.Load()}
 	}
 	return out
 }
@@ -435,6 +465,31 @@ func pending(sc syscall.Conn) bool {
 	return mem[unix.SK_MEMINFO_RMEM_ALLOC] > 0
 }
 
+// AddfdRefused reports whether the handoff stopped: the kernel refused
+// an addfd, or the namespace could not be read; every connect since
+// continued to the copying relay.
+func (r *Relay) AddfdRefused() bool { return r.noAddfd.Load() }
+
+// WaitCounted waits, for at most max, until every handed-over socket's
+// bytes are counted: the kernel destroys a socket once the agent (and
+// every process it shared it with) closed it and TCP is done with it.
+// The session calls it after the agent exited, before reading Counters.
+func (r *Relay) WaitCounted(max time.Duration) {
+	deadline := time.Now().Add(max)
+	for r.live.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Uncounted says how many handed-over connections' bytes are not in
+// Counters: those sock_diag could not report, and those still open.
+func (r *Relay) Uncounted() (unreported, open uint64) {
+	for _, c := range r.Counters() {
+		unreported += c.Uncounted
+	}
+	return unreported, uint64(max(r.live.Load(), 0))
+}
+
 // Listening lists what the relay listens on ("tcp 127.0.0.1:8080").
 func (r *Relay) Listening() []string {
 	r.mu.Lock()
@@ -466,6 +521,12 @@ func (r *Relay) Close() error {
 	// Flows end when either side closes: the agent is gone by now, and the
 	// namespace's sockets with it; the host side gets EOF or its deadline.
 	r.wg.Wait()
+	if r.counting {
+		destroyed.release()
+	}
+	if r.ns == nil {
+		return nil
+	}
 	return r.ns.Close()
 }
 

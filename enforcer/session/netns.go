@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -165,6 +166,10 @@ type sessionNet struct {
 	notRelayed []string
 	// amended: loopback peers a permissive amendment relayed.
 	amended []netPeer
+	// handing: the relay answers the agent's connect calls (HandOff);
+	// copyWhy: why it does not, when the session asked it to.
+	handing bool
+	copyWhy string
 	// unrouted: declared IPv6 peers the session cannot reach, and why
 	// (netns6.go); noV6Answers: the host peers already noted there.
 	unrouted    []string
@@ -285,6 +290,49 @@ func (n *sessionNet) widen(t policy.Triple) error {
 	return nil
 }
 
+// handOff serves the agent's connect listener: the relay hands declared
+// host loopback services' connects a socket of the host's; without a
+// relay (the namespace was not walled), every connect continues.
+func (n *sessionNet) handOff(l *os.File) {
+	if n == nil || n.relay == nil {
+		looprelay.Passthrough(l)
+		return
+	}
+	if err := n.relay.HandOff(l); err != nil {
+		n.log.Warn("the loopback relay cannot answer the agent's connect calls", "error", err)
+		looprelay.Passthrough(l)
+		return
+	}
+	n.mu.Lock()
+	n.handing = true
+	n.mu.Unlock()
+}
+
+// copyOnly notes why the relay copies every flow although the session
+// asked for the handoff.
+func (n *sessionNet) copyOnly(why string) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.copyWhy = why
+	n.mu.Unlock()
+}
+
+// relayVia names the relay's path for a peer in the log: "addfd" when its
+// connects were handed a socket of the host's, "copy" when copied.
+func relayVia(c looprelay.Counts) string {
+	switch {
+	case c.Handed > 0 && c.Copied > 0:
+		return viaRelay + " (addfd and copy)"
+	case c.Handed > 0:
+		return viaRelay + " (addfd)"
+	case c.Copied > 0:
+		return viaRelay + " (copy)"
+	}
+	return viaRelay
+}
+
 // counters are the wall's and the relays' counts for the log.
 func (n *sessionNet) counters() (*vlog.Network, error) {
 	out := &vlog.Network{MaxEgressBytes: n.plan.cfg.MaxEgressBytes}
@@ -321,8 +369,11 @@ func (n *sessionNet) counters() (*vlog.Network, error) {
 			c.InBytes += r.InBytes
 			c.OverPackets += r.OverPackets
 			c.OverBytes += r.OverBytes
-			if via == viaWall && (r.OutBytes > 0 || r.InBytes > 0) {
-				via = viaWall + " and " + viaRelay
+			switch {
+			case via == viaRelay:
+				via = relayVia(r)
+			case via == viaWall && (r.OutBytes > 0 || r.InBytes > 0 || r.Handed > 0):
+				via = viaWall + " and " + relayVia(r)
 			}
 		}
 		add(p.name, via, c)
@@ -386,7 +437,22 @@ func (n *sessionNet) backend() vlog.Backend {
 	}
 	if ls := n.relay.Listening(); len(ls) > 0 {
 		sort.Strings(ls)
-		d = append(d, "declared host loopback services relayed into the namespace (copied by klock's process, within the egress budget): "+strings.Join(ls, ", "))
+		d = append(d, "declared host loopback services relayed into the namespace (copied by klock's process, within the egress budget, whatever is not handed over below): "+strings.Join(ls, ", "))
+	}
+	n.mu.Lock()
+	handing, copyWhy := n.handing, n.copyWhy
+	n.mu.Unlock()
+	if handing && n.relay.AddfdRefused() {
+		copyWhy = "the kernel refused SECCOMP_IOCTL_NOTIF_ADDFD (before Linux 5.9), or klock could not read the agent's calls (CAP_SYS_PTRACE)"
+	}
+	if copyWhy != "" {
+		d = append(d, "loopback relay: connects to the declared host loopback services went on to the copying relay: "+copyWhy)
+	}
+	if uncounted, open := n.relay.Uncounted(); uncounted+open > 0 {
+		d = append(d, fmt.Sprintf("loopback relay: the bytes of %d handed-over connections are not in the counters (%d the kernel could not report, %d still open when this log was written)", uncounted+open, uncounted, open))
+	}
+	if handing {
+		d = append(d, "the agent's TCP connects to those services are handed a socket klock connected in the host's namespace (seccomp user notification, SECCOMP_IOCTL_NOTIF_ADDFD): the kernel carries their bytes, no copy, and counts them (tcp_info, reported by sock_diag when the socket ends; a peer's counters say 'addfd', and a connection's bytes in count the service's FIN as one); any other connect goes on as the agent made it, to the walls")
 	}
 	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
 		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))

@@ -117,6 +117,12 @@ func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if l := proc.ConnectListener; l != nil {
+		// From here on every connect of the agent waits for an answer.
+		p.be.net.handOff(l)
+	} else if p.spec.TrapConnect {
+		p.be.net.copyOnly("the kernel made no seccomp listener for the agent's connect calls (before Linux 5.0)")
+	}
 	return &prepared{be: p.be, proc: proc, restorer: restorer, start: start}, nil
 }
 
@@ -213,6 +219,7 @@ func (p *preparing) attachWatchers() error {
 // network namespace.
 func (p *preparing) spawn() error {
 	var err error
+	p.spec.TrapConnect = p.trapsConnect()
 	if p.pending, err = launch.Spawn(p.ctx, p.spec); err != nil {
 		return err
 	}
@@ -265,6 +272,18 @@ func (p *preparing) wallNetNS() error {
 		return p.join(walledNS(p.ctx, o, p.id, pid, plan, p.log))
 	})
 	return nil
+}
+
+// trapsConnect says whether the agent's connect calls trap to the loopback
+// relay (looprelay.HandOff): its namespace is walled, it declares a host
+// loopback service, and it has no egress budget (then the copying relay
+// carries every flow, counted and held to the budget: a handed-over
+// socket's bytes the kernel carries, uncounted by the relay).
+func (p *preparing) trapsConnect() bool {
+	if !p.spec.NewNetNS || launch.NeedsNetNS(p.rs) || p.o.Manifest.EgressBudget() > 0 {
+		return false
+	}
+	return len(planNet(p.rs, 0, netip.Addr{}).relays) > 0
 }
 
 // joinedNet waits for the packet wall wallNetNS is building, if any.

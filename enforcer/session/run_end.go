@@ -140,6 +140,11 @@ func (r *runner) networkCounters(ready *prepared, backends *[]vlog.Backend) *vlo
 	if n == nil {
 		return nil
 	}
+	if n.relay != nil {
+		// The agent is gone: its handed-over sockets end, and the
+		// kernel reports their bytes (looprelay.WaitCounted).
+		n.relay.WaitCounted(time.Second)
+	}
 	*backends = append(*backends, n.backend())
 	network, err := n.counters()
 	if err != nil {

@@ -211,7 +211,8 @@ func TestIPv6UndeclaredPeerRefused(t *testing.T) {
 }
 
 // TestIPv6LoopbackRelayed: a host service on [::1] the agent declared is
-// relayed into its namespace, as a 127.0.0.1 one.
+// reached from its namespace, as a 127.0.0.1 one: handed a socket of the
+// host's (AF_INET6).
 func TestIPv6LoopbackRelayed(t *testing.T) {
 	requireIPv6(t)
 	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
@@ -228,8 +229,8 @@ func TestIPv6LoopbackRelayed(t *testing.T) {
 	if o.Probe[step] != "ok" || s.bytes.Load() != 1000 {
 		t.Fatalf("the [::1] service: probe %q, it read %d bytes\n%s", o.Probe[step], s.bytes.Load(), o.Dump())
 	}
-	if c, ok := peerCounts(o.Log, name); !ok || c.OutBytes != 1000 || c.Via != "loopback relay" {
-		t.Errorf("the log's counters for %s: %+v (want 1000 bytes via the relay)\n%+v", name, c, o.Log.Network)
+	if c, ok := peerCounts(o.Log, name); !ok || c.OutBytes != 1000 || c.Via != "loopback relay (addfd)" {
+		t.Errorf("the log's counters for %s: %+v (want 1000 bytes via the relay, handed over)\n%+v", name, c, o.Log.Network)
 	}
 }
 

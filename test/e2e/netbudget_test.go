@@ -140,7 +140,7 @@ func TestFastExitRelayedUDPBudgetKills(t *testing.T) {
 	step := "udpburst:" + ap + ">" + strconv.Itoa(burstN) + ">" + strconv.Itoa(burstSize)
 	o := w.Run(harness.Spec{Manifest: budgetManifest(w, peer), Command: []string{harness.Probe, step}})
 	checkBurstKilled(t, o, sink, peer, 0)
-	if c, _ := peerCounts(o.Log, peer); c.Via != "loopback relay" || c.OutBytes != uint64(sink.bytes.Load()) {
+	if c, _ := peerCounts(o.Log, peer); c.Via != "loopback relay (copy)" || c.OutBytes != uint64(sink.bytes.Load()) {
 		t.Errorf("via %q, %d bytes delivered, the service received %d", c.Via, c.OutBytes, sink.bytes.Load())
 	}
 }

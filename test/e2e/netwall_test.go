@@ -368,9 +368,12 @@ func TestRelayedEgressCountedAndBudgeted(t *testing.T) {
 	if o.Probe[step] != "ok" || peer.bytes.Load() != mb {
 		t.Fatalf("send: %q, the peer read %d bytes\n%s", o.Probe[step], peer.bytes.Load(), o.Dump())
 	}
+	// Without a budget the agent's connect is handed a socket of the
+	// host's: the kernel's counters for it (bytes in count the
+	// service's FIN as one).
 	c, ok := peerCounts(o.Log, name)
-	if !ok || c.OutBytes != mb || c.InBytes != 0 || c.OutPackets == 0 || c.Via != "loopback relay" {
-		t.Errorf("the log's counters for %s: %+v (want exactly %d bytes out, none in, via the relay)\n%+v", name, c, mb, o.Log.Network)
+	if !ok || c.OutBytes != mb || c.InBytes > 1 || c.OutPackets == 0 || c.Via != "loopback relay (addfd)" {
+		t.Errorf("the log's counters for %s: %+v (want exactly %d bytes out, none in, via the relay's addfd)\n%+v", name, c, mb, o.Log.Network)
 	}
 	t.Logf("%s: %+v", name, c)
 	budgetKills(t, w, lo, mb)

@@ -7,8 +7,9 @@
 // /tmp and /var/tmp: Spec.Binds), masks directories, sets vm.memfd_noexec, brings up lo, builds the
 // Landlock ruleset (paths opened as root), drops every capability and
 // changes identity, re-arms the parent-death signal, chdirs, sets
-// no_new_privs, enforces Landlock and seccomp, waits for the parent's
-// release byte, and execs the agent.
+// no_new_privs, enforces Landlock and seccomp (with Spec.NotifyFD, a
+// filter that traps connect, whose listener it sends on that socket),
+// waits for the parent's release byte, and execs the agent.
 //
 // It is its own package so that it can be its own small binary
 // (cmd/klock-stage2): stage 2 runs once per session, and a binary that

@@ -35,6 +35,7 @@ const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | un
 const (
 	retKillProcess = 0x80000000
 	retErrno       = 0x00050000
+	retUserNotif   = 0x7fc00000
 	retAllow       = 0x7fff0000
 
 	bpfLdAbsW = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
@@ -76,6 +77,9 @@ type filterOptions struct {
 	// denyMetaIoctls: refuse MetaIoctls with EPERM, before their effect
 	// (Spec.DenyMetaIoctls says when).
 	denyMetaIoctls bool
+	// trapConnect: connect(2) waits for the session's answer through the
+	// filter's listener (Spec.NotifyFD).
+	trapConnect bool
 }
 
 func seccompProgramFor(info *arch.Info, o filterOptions) ([]unix.SockFilter, error) {
@@ -101,6 +105,16 @@ func seccompProgramFor(info *arch.Info, o filterOptions) ([]unix.SockFilter, err
 	}
 	if info.ID == arch.X86_64.ID {
 		prog = append(prog, jump(bpfJge, 0x40000000, 0, 1), stmt(bpfRet, retErrno|uint32(unix.ENOSYS)))
+	}
+	if o.trapConnect {
+		// After the arch and x32 checks: a foreign ABI's connect (i386's
+		// socketcall or connect, x32's) never reaches this line, it was
+		// killed or failed above, so none goes around the trap.
+		n, err := nr("connect")
+		if err != nil {
+			return nil, err
+		}
+		prog = append(prog, jump(bpfJeq, n, 0, 1), stmt(bpfRet, retUserNotif))
 	}
 	denied := append([]string(nil), deniedSyscalls...)
 	if !o.allowIOURing {
@@ -190,12 +204,24 @@ func argIn(n, off uint32, vals []uint32) []unix.SockFilter {
 // loadSeccomp installs prog on the calling thread (no TSYNC: stage 2 execs
 // from this thread). no_new_privs must already be set.
 func loadSeccomp(prog []unix.SockFilter) error {
+	_, err := loadSeccompFlags(prog, 0)
+	return err
+}
+
+// loadSeccompListener installs prog with a listener for its
+// SECCOMP_RET_USER_NOTIF (seccomp_unotify(2)) and returns the listener's
+// fd (close-on-exec: the kernel makes it so).
+func loadSeccompListener(prog []unix.SockFilter) (int, error) {
+	return loadSeccompFlags(prog, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+}
+
+func loadSeccompFlags(prog []unix.SockFilter, flags uintptr) (int, error) {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	r, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
 	if e != 0 {
-		return e
+		return -1, e
 	}
-	return nil
+	return int(r), nil
 }
 
 // DeniedSyscalls returns the names of the syscalls the agent's filter fails

@@ -166,3 +166,41 @@ func TestDeniedSyscallsMatchFilter(t *testing.T) {
 		t.Error("DeniedSyscalls shares its slice")
 	}
 }
+
+// TestSeccompTrapConnect: with the connect trap, connect returns
+// SECCOMP_RET_USER_NOTIF on both architectures, an x32 connect still
+// fails with ENOSYS and a foreign arch's is killed (no ABI goes around
+// the trap), and other calls are as without it; without, connect is
+// allowed.
+func TestSeccompTrapConnect(t *testing.T) {
+	for _, info := range []*arch.Info{arch.X86_64, arch.AARCH64} {
+		connect := uint32(info.SyscallNames["connect"])
+		for _, trap := range []bool{false, true} {
+			prog, err := seccompProgramFor(info, filterOptions{trapConnect: trap})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := uint32(retAllow)
+			if trap {
+				want = retUserNotif
+			}
+			if got := runFilter(t, prog, uint32(info.ID), connect, 0); got != want {
+				t.Errorf("%s trap=%v: connect -> %#x, want %#x", info.Name, trap, got, want)
+			}
+			if got := runFilter(t, prog, uint32(info.ID), uint32(info.SyscallNames["sendto"]), 0); got != retAllow {
+				t.Errorf("%s trap=%v: sendto -> %#x", info.Name, trap, got)
+			}
+			if got := runFilter(t, prog, uint32(info.ID), uint32(info.SyscallNames["bpf"]), 0); got != retErrno|uint32(unix.EPERM) {
+				t.Errorf("%s trap=%v: bpf -> %#x", info.Name, trap, got)
+			}
+			if got := runFilter(t, prog, 0x40000003 /* AUDIT_ARCH_I386 */, 362, 0); got != retKillProcess {
+				t.Errorf("%s trap=%v: i386 connect -> %#x, want kill", info.Name, trap, got)
+			}
+			if info.ID == arch.X86_64.ID {
+				if got := runFilter(t, prog, uint32(info.ID), 0x40000000|connect, 0); got != retErrno|uint32(unix.ENOSYS) {
+					t.Errorf("trap=%v: x32 connect -> %#x, want ENOSYS", trap, got)
+				}
+			}
+		}
+	}
+}

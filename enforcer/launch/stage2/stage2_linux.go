@@ -87,6 +87,53 @@ func awaitRelease(goFD int) error {
 	}
 }
 
+// specFilter is the filter s asks for, assembled.
+func specFilter(s *Spec) (filterOptions, []unix.SockFilter, error) {
+	fo := filterOptions{allowIOURing: s.IOURing, denyMetaIoctls: s.DenyMetaIoctls, trapConnect: s.NotifyFD != 0}
+	if fo.trapConnect && !isSocket(s.NotifyFD) {
+		return fo, nil, fail("spec", fmt.Errorf("notify fd %d is not a socket", s.NotifyFD))
+	}
+	prog, err := seccompProgram(fo)
+	if err != nil {
+		return fo, nil, fail("seccomp", err)
+	}
+	return fo, prog, nil
+}
+
+// enforceSeccomp loads the filter; with the connect trap, it sends the
+// filter's listener on notifyFD and closes both. A kernel that refuses
+// the listener (before 5.0) gets the filter without the trap: the
+// session finds no listener and relays by copying.
+func enforceSeccomp(prog []unix.SockFilter, fo filterOptions, notifyFD int) error {
+	if !fo.trapConnect {
+		return loadSeccomp(prog)
+	}
+	defer unix.Close(notifyFD)
+	lfd, err := loadSeccompListener(prog)
+	if err == unix.EINVAL {
+		fo.trapConnect = false
+		if prog, err = seccompProgram(fo); err != nil {
+			return err
+		}
+		return loadSeccomp(prog)
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(lfd)
+	// Not sent, the listener closes with stage 2 and every connect of the
+	// agent fails (ENOSYS): refuse to start it so.
+	if err := unix.Sendmsg(notifyFD, []byte{1}, unix.UnixRights(lfd), nil, 0); err != nil {
+		return fmt.Errorf("send the connect listener: %w", err)
+	}
+	return nil
+}
+
+func isSocket(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK
+}
+
 func isPipe(fd int) bool {
 	var st unix.Stat_t
 	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
@@ -160,9 +207,9 @@ func runStage2(specFD, statusFD, goFD int) (err error) {
 			return fail("netns", err)
 		}
 	}
-	prog, err := seccompProgram(filterOptions{allowIOURing: s.IOURing, denyMetaIoctls: s.DenyMetaIoctls})
+	fo, prog, err := specFilter(&s)
 	if err != nil {
-		return fail("seccomp", err)
+		return err
 	}
 	// Paths are opened while still root, so the wall does not depend on the
 	// agent's permission to traverse to them.
@@ -195,7 +242,7 @@ func runStage2(specFD, statusFD, goFD int) (err error) {
 		}
 		unix.Close(rulesetFD)
 	}
-	if err := loadSeccomp(prog); err != nil {
+	if err := enforceSeccomp(prog, fo, s.NotifyFD); err != nil {
 		return fail("seccomp", err)
 	}
 	// Everything above ran while the parent finished its own preparation;

@@ -33,6 +33,12 @@ type Spec struct {
 	Binds []Bind `json:"binds,omitempty"`
 	// DenyMetaIoctls: the seccomp filter refuses metaioctl.List (EPERM).
 	DenyMetaIoctls bool `json:"deny_meta_ioctls,omitempty"`
+	// NotifyFD, when not 0, is a unix socket of stage 2's: the filter
+	// then traps connect(2) (SECCOMP_RET_USER_NOTIF), and stage 2 sends
+	// the filter's listener on this socket (SCM_RIGHTS) before it waits
+	// for the release. A kernel without the listener gets the filter
+	// without the trap, and the socket is closed with nothing sent.
+	NotifyFD int `json:"notify_fd,omitempty"`
 	// Canary: the operations stage 2 tries under every wall after the
 	// release, before the agent's exec; nil for none.
 	Canary *Canary `json:"canary,omitempty"`
@@ -147,7 +153,7 @@ type PortRule struct {
 
 // Protocol is the version of Spec, the environment variable and the
 // status report. Bump it with any change to them.
-const Protocol = 5
+const Protocol = 6
 
 // Build identifies the build (the Makefile sets it to klock's version with
 // -X, for klock, klockd and klock-stage2 alike); Spec.Build must match it.

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/test/internal/harness"
+)
+
+// greeter is a host loopback HTTP service that answers every request
+// with the client's address as it sees it, and records them.
+type greeter struct {
+	port  int
+	mu    sync.Mutex
+	peers []netip.AddrPort
+}
+
+func startGreeter(t *testing.T) *greeter {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &greeter{port: ln.Addr().(*net.TCPAddr).Port}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ap := netip.MustParseAddrPort(r.RemoteAddr)
+		g.mu.Lock()
+		g.peers = append(g.peers, ap)
+		g.mu.Unlock()
+		fmt.Fprintf(w, "from=%s", ap)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return g
+}
+
+func (g *greeter) clients() []netip.AddrPort {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]netip.AddrPort(nil), g.peers...)
+}
+
+// handoffClients are the agent's clients: curl (a non-blocking connect
+// polled), python's blocking socket (which prints its own local port
+// beside what the service saw), python's asyncio (non-blocking, its
+// event loop registering the socket after the connect), then curl to a
+// port no intent declares.
+const handoffClients = `set -u
+curl -sS --max-time 10 http://127.0.0.1:$1/; echo " curl"
+$2 -I -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+body = b""
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    body += b
+print(body.split(b"\r\n\r\n", 1)[1].decode(), "local=%d" % s.getsockname()[1], "blocking")
+' $1
+$2 -I -c '
+import asyncio, sys
+async def main():
+    r, w = await asyncio.open_connection("127.0.0.1", int(sys.argv[1]))
+    w.write(b"GET / HTTP/1.0\r\n\r\n")
+    await w.drain()
+    body = await r.read()
+    print(body.split(b"\r\n\r\n", 1)[1].decode(), "asyncio")
+asyncio.run(main())
+' $1
+curl -sS --max-time 10 http://127.0.0.1:$3/ >/dev/null 2>&1; echo "undeclared exit=$?"
+`
+
+// TestHandOffRealClients: in a strict session that declares a host
+// loopback service (and no egress budget), curl and python reach it,
+// blocking and non-blocking, each over a socket klock connected in the
+// host's namespace and handed to them (the service sees the client's own
+// local port, from the host's loopback: one hop); a port no intent
+// declares is still refused by the wall (a strict kill), and its service
+// never sees the agent; the log says the path: addfd.
+func TestHandOffRealClients(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	py := harness.Real(t, "/usr/bin/python3")
+	curl := harness.Real(t, "/usr/bin/curl")
+	sh := harness.Real(t, "/bin/sh")
+	w := harness.NewWorld(t)
+	svc, other := startGreeter(t), startGreeter(t)
+	name := "NET:127.0.0.1:" + strconv.Itoa(svc.port) + "/tcp"
+	o := w.Run(harness.Spec{
+		Intents: []string{"PROVIDES PROC:" + sh, "PROVIDES PROC:" + curl, "PROVIDES PROC:" + py, "CONSUMES " + name},
+		Command: []string{sh, "-c", handoffClients, "sh", strconv.Itoa(svc.port), py, strconv.Itoa(other.port)},
+	})
+	t.Logf("agent:\n%s", o.Stdout)
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(o.Stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 0 {
+			lines[f[len(f)-1]] = l
+		}
+	}
+	for _, k := range []string{"curl", "blocking", "asyncio"} {
+		if !strings.HasPrefix(lines[k], "from=127.0.0.1:") {
+			t.Errorf("%s: %q, want the service's answer\n%s", k, lines[k], o.Dump())
+		}
+	}
+	// python's own local port is the one the service saw: no relay hop.
+	if f := strings.Fields(lines["blocking"]); len(f) == 3 && strings.TrimPrefix(f[0], "from=127.0.0.1:") != strings.TrimPrefix(f[1], "local=") {
+		t.Errorf("python's socket is at %s, the service saw %s: a second hop", f[1], f[0])
+	}
+	// The wall refuses it (cgroup-net, in the agent's namespace) and,
+	// strict, kills the session for it.
+	undeclared := "NET:127.0.0.1:" + strconv.Itoa(other.port) + "/tcp"
+	if !o.Res.Killed || !strings.Contains(o.Res.Reason, undeclared) || strings.Contains(o.Stdout, "undeclared exit=0") {
+		t.Errorf("an undeclared port: killed %v (%s), stdout %q", o.Res.Killed, o.Res.Reason, o.Stdout)
+	}
+	if c := other.clients(); len(c) > 0 {
+		t.Errorf("the undeclared service saw %v", c)
+	}
+	for _, c := range svc.clients() {
+		if c.Addr() != netip.MustParseAddr("127.0.0.1") {
+			t.Errorf("the service saw a client from %s", c)
+		}
+	}
+	c, ok := peerCounts(o.Log, name)
+	if !ok || c.Via != "loopback relay (addfd)" || c.InBytes == 0 || c.OutBytes == 0 {
+		t.Errorf("the log's counters for %s: %+v, want them via the relay's addfd, counted\n%+v", name, c, o.Log.Network)
+	}
+}
