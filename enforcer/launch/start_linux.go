@@ -108,6 +108,8 @@ type Pending struct {
 	uid   uint32 // the agent's, for ExecHint
 	// relaunched: see OnRelaunch.
 	relaunched func(pid int) error
+	// onListener: see OnListener.
+	onListener func(*os.File)
 }
 
 // Spawn starts stage 2 of the session described by s (see Start) and
@@ -385,6 +387,12 @@ func (p *Pending) Pid() int { return p.proc.Pid }
 // before the agent runs. An error aborts the session.
 func (p *Pending) OnRelaunch(f func(pid int) error) { p.relaunched = f }
 
+// OnListener sets what Release calls with the agent's connect listener
+// (Process.ConnectListener) as soon as stage 2 hands it over, before the
+// agent's exec: every trapped connect waits for an answer, stage 2's
+// connect canary among them, so the caller must be answering by then.
+func (p *Pending) OnListener(f func(*os.File)) { p.onListener = f }
+
 // Abort kills stage 2 (the whole session cgroup) and waits for it to end.
 func (p *Pending) Abort() { _, _ = p.abort(nil) }
 
@@ -397,6 +405,10 @@ func (p *Pending) Release() (*Process, error) {
 	_, werr := p.goW.Write([]byte{1})
 	p.goW.Close()
 	p.takeListener()
+	if l := p.proc.ConnectListener; l != nil && p.onListener != nil {
+		// Before the status: stage 2's connect canary is trapped too.
+		p.onListener(l)
+	}
 	// EOF without data: the status pipe closed at exec, the agent runs.
 	status, err := io.ReadAll(p.status)
 	p.status.Close()
@@ -472,6 +484,7 @@ func (p *Pending) relaunch() (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	q.onListener = p.onListener
 	if p.relaunched != nil {
 		if err := p.relaunched(q.Pid()); err != nil {
 			return q.abort(err)

@@ -113,14 +113,14 @@ func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
 		return nil, err
 	}
 	a.o.tl.mark("begun log")
+	// From the listener's hand-over on, every connect of stage 2 (its
+	// connect canary) and of the agent waits for an answer.
+	p.pending.OnListener(p.be.net.handOff)
 	proc, err := p.release()
 	if err != nil {
 		return nil, err
 	}
-	if l := proc.ConnectListener; l != nil {
-		// From here on every connect of the agent waits for an answer.
-		p.be.net.handOff(l)
-	} else if p.spec.TrapConnect {
+	if proc.ConnectListener == nil && p.spec.TrapConnect {
 		p.be.net.copyOnly("the kernel made no seccomp listener for the agent's connect calls (before Linux 5.0)")
 	}
 	return &prepared{be: p.be, proc: proc, restorer: restorer, start: start}, nil
