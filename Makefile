@@ -74,8 +74,8 @@ unit: ## Unit and privileged host tests (go test ./...)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
-vmtest: ## Boot Debian's kernel with BPF LSM under qemu; run the enforcement suites there (bpf-lsm forced)
-	vmtests/vmtest.sh
+vmtest: ## Boot Debian's kernels under qemu (6.1 with bpf-lsm and with Landlock forced, 6.12's bpf-lsm); run the kernel suites there
+	vmtests/matrix.sh
 
 bench: deps ## Benchmarks: figures and ratios against no enforcement, from one run (as root)
 	@scripts/deps.sh bench

@@ -17,6 +17,8 @@
 #   KLOCK_VM_BENCHTIME  their -test.benchtime (default 3x)
 #   KLOCK_VM_RUN    run only the tests this -test.run pattern selects, verbosely
 #   KLOCK_VM_CACHE  where kernel packages are kept (default ~/.cache/klock-vm)
+#   KLOCK_VM_TCG_THREAD  qemu's TCG threading, multi (default) or single
+#                   (vmtests/matrix.sh says which kernels need single)
 #   KLOCK_VM_SMP    vCPUs (default: the host's, at most 4)
 #   KLOCK_VM_MEM    memory in MiB (default 3072)
 # The verdict is read from the serial console, never from qemu's exit code.
@@ -130,6 +132,7 @@ for p in "${pkgs[@]}"; do
 	CGO_ENABLED=0 go test -c -o "$root/t/$name.test" "$p"
 	if [ -n "${KLOCK_VM_RUN:-}" ] && [ $bench = 0 ]; then
 		echo "-test.run=$KLOCK_VM_RUN -test.v" >"$root/t/$name.args"
+		touch "$root/t/$name.print" # the whole verbose output
 	elif [ $bench = 0 ]; then
 		# The guest has no container runtime (runc): the rows that need
 		# one run on the host (TestAdoptedContainer covers the adopted

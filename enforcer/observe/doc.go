@@ -149,7 +149,12 @@
 // retries under it): a directory renamed during the walk can give a torn
 // path. The ctime hooks take the last ctime change of the syscall's thread
 // (overlayfs changes the upper inode, then its own), and miss one in a
-// rare cmpxchg race in inode_set_ctime_current. Another thread of the agent
+// rare cmpxchg race in inode_set_ctime_current. Without them (before
+// 6.13) a path-based metadata change is judged by its name resolved after
+// the fact: a relative name, or an absolute one that led through a
+// symlink, is MetadataUnverified (strict fails closed); a
+// /proc/self/fd/N/name is resolved through the fd as it is by then, so an
+// agent that reuses the fd number in between is not caught. Another thread of the agent
 // can rewrite a path buffer between the kernel's copy and ours (the same
 // race exists at sys_enter, the other way round); the inode checks catch it
 // for opens and exec.

@@ -3,6 +3,7 @@
 package observe
 
 import (
+	"bytes"
 	"net/netip"
 	"time"
 
@@ -47,7 +48,11 @@ func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 		// name's base could not be verified, i.e. the agent may have moved
 		// its cwd or directory before the name was resolved.
 		t.rec.MetadataUnverified = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] != '/'
-		t.metaByName = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] == '/'
+		// An absolute name, unless through /proc (its fd links are
+		// resolved as the fd is by then, and a program's
+		// /proc/self/fd/N/name calls must not kill a strict session:
+		// the residual race of a reused fd number is in the package doc).
+		t.metaByName = r.ret >= 0 && len(r.path0) > 0 && r.path0[0] == '/' && !bytes.HasPrefix(r.path0, []byte("/proc/"))
 		t.fileEvent(policy.Mutates, !nofollow)
 	case opSymlink:
 		t.symlink()

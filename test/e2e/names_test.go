@@ -22,6 +22,17 @@ func TestMetadataCallKeepsTheNameItUsed(t *testing.T) {
 		harness.ProbeIntents()...)
 	step := "chmod-rename:" + d + ">1500"
 	o := w.Run(harness.Spec{Intents: intents, Command: []string{harness.Probe, step}})
+	if !harness.LSM() && !harness.CtimeHooks() {
+		// Before 6.13 nothing names the inode a chmod by name changed:
+		// the name is looked up after the fact, and the rename has moved
+		// it by then. Strict mode fails closed (a false kill of pip's
+		// pattern on these kernels, not an escape): this pins it until
+		// the observer names the inode there too.
+		if !o.Res.Killed {
+			t.Fatalf("kernel without ctime tracepoints: want the strict session killed (the name cannot be verified)\n%s", o.Dump())
+		}
+		return
+	}
 	o.AssertClean(t, 0)
 	if o.Probe[step] != "ok" {
 		t.Fatalf("probe %s = %q, want ok\n%s", step, o.Probe[step], o.Dump())

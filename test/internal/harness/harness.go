@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cilium/ebpf/btf"
 	"io"
 	"net/netip"
 	"os"
@@ -79,6 +80,18 @@ func NetRefusal() string {
 		return "EACCES"
 	}
 	return "EPERM"
+}
+
+// CtimeHooks reports whether the kernel has the ctime tracepoints the
+// observer names a path-based metadata change's inode with (6.13+: its
+// BTF has inode_set_ctime_to_ts).
+func CtimeHooks() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	_, err = spec.AnyTypeByName("btf_trace_inode_set_ctime_to_ts")
+	return err == nil
 }
 
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
