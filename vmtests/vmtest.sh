@@ -107,6 +107,11 @@ want_mod ext4
 # nf_tables (inet), conntrack state, masquerade, named quota and objects.
 for m in veth nf_tables nft_ct nft_chain_nat nft_masq nft_quota; do want_mod $m; done
 want_mod nft_objref optional # part of nf_tables since 6.x
+# sock_diag for TCP: the loopback relay counts a handed-over socket's
+# bytes from its destroy notification (the VM has no modprobe to load
+# them on demand, as a host does).
+want_mod inet_diag
+want_mod tcp_diag
 printf '%s\n' "${mods[@]}" >"$root/mod/order"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"

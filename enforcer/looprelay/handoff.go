@@ -324,6 +324,14 @@ func (r *Relay) takes(h *handoff, sa []byte) bool {
 	if !ok || r.limit.Load() != noLimit || r.noAddfd.Load() {
 		return false
 	}
+	r.mu.Lock()
+	counted := r.counting
+	r.mu.Unlock()
+	if !counted {
+		// Its bytes could not be counted (no sock_diag for TCP here):
+		// the copying relay takes it and counts every read.
+		return false
+	}
 	dom, err1 := unix.GetsockoptInt(h.agent, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	typ, err2 := unix.GetsockoptInt(h.agent, unix.SOL_SOCKET, unix.SO_TYPE)
 	proto, err3 := unix.GetsockoptInt(h.agent, unix.SOL_SOCKET, unix.SO_PROTOCOL)

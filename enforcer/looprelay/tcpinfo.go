@@ -107,7 +107,51 @@ func openDestroyGroups() (*os.File, error) {
 	// A deep queue, so that a burst of the host's loses none of the
 	// relay's.
 	_ = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	if err := probeTCPDiag(); err != nil {
+		unix.Close(s)
+		return nil, err
+	}
 	return os.NewFile(uintptr(s), "sock_diag"), nil
+}
+
+// probeTCPDiag asks sock_diag for a dump of no TCP socket: the kernel loads
+// tcp_diag on demand where it can, and answers ENOENT where it has no TCP
+// handler. Without one, no destroy notification ever comes, and a
+// handed-over socket's bytes would be counted as none.
+func probeTCPDiag() error {
+	s, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return fmt.Errorf("looprelay: sock_diag: %w", err)
+	}
+	defer unix.Close(s)
+	// struct nlmsghdr + struct inet_diag_req_v2 {family, protocol, ext,
+	// pad, states, id (48 bytes)}: states 0 matches no socket.
+	req := make([]byte, unix.NLMSG_HDRLEN+56)
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], 20) // SOCK_DIAG_BY_FAMILY
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	req[unix.NLMSG_HDRLEN] = unix.AF_INET
+	req[unix.NLMSG_HDRLEN+1] = unix.IPPROTO_TCP
+	if err := unix.Sendto(s, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("looprelay: sock_diag probe: %w", err)
+	}
+	buf := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(s, buf, 0)
+	if err != nil {
+		return fmt.Errorf("looprelay: sock_diag probe: %w", err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+	if err != nil {
+		return fmt.Errorf("looprelay: sock_diag probe: %w", err)
+	}
+	for _, m := range msgs {
+		if m.Header.Type == unix.NLMSG_ERROR && len(m.Data) >= 4 {
+			if code := int32(binary.NativeEndian.Uint32(m.Data)); code != 0 {
+				return fmt.Errorf("looprelay: sock_diag has no TCP handler (load tcp_diag): %w", syscall.Errno(-code))
+			}
+		}
+	}
+	return nil
 }
 
 func (w *destroyWatch) read(f *os.File) {

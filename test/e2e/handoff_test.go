@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,12 @@ curl -sS --max-time 10 http://127.0.0.1:$3/ >/dev/null 2>&1; echo "undeclared ex
 // never sees the agent; the log says the path: addfd.
 func TestHandOffRealClients(t *testing.T) {
 	testutil.RequirePrivileged(t)
+	if os.Getenv("KLOCK_IN_VM") == "1" {
+		// The VM's root has neither curl nor python; the probe's rows
+		// (TestIPv6LoopbackRelayed, TestRelayedEgressCountedAndBudgeted)
+		// take the handoff there.
+		t.Skip("real clients run on the host (the VM has no curl or python)")
+	}
 	py := harness.Real(t, "/usr/bin/python3")
 	curl := harness.Real(t, "/usr/bin/curl")
 	sh := harness.Real(t, "/bin/sh")

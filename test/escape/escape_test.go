@@ -440,6 +440,7 @@ func rows(t *testing.T, n *nets) []row {
 				want:         detected,
 				strictReason: "klock could not verify which file a",
 				triple:       file("MUTATES", secret),
+				check:        chmoddedUnattributed(secret),
 			}),
 		},
 		{
