@@ -92,6 +92,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	@echo "test/perf (among its benchmarks): netwall in sessions, BenchmarkNetSessionStart: start with NET intents (own netns, veth, nft table, loopback relay) vs without, one run (goal <= +15 ms); BenchmarkNetThroughput: TCP throughput to a declared peer under the walls vs direct: a host address (veth+nft) and a host loopback service, handed a host socket (addfd) and copied by the relay (a session with an egress budget), both beside direct and beside the floor (direct while a session lives) in one run (goal >= 0.9x)"
 	@echo "snapshot (among its benchmarks): BenchmarkSparse: backup and restore of a 4 GiB file holding 1 MB of data, seconds and backup bytes (goals <= 0.5 s each, <= 2 MB), against cp --sparse=always of it in the same run"
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 30m ./test/perf/ ./snapshot/
+	@echo "canaries: a session's start with and without the write, exec and connect every wall must refuse before the agent runs, alternated in one run (µs/canaries)"
+	$(GO) test -run '^$$' -bench Canaries -benchtime 40x ./enforcer/launch/
 	@echo "dns: an A query through the session's DNS proxy vs asked straight of the same resolver, alternated in one run (the proxy adds a second loopback exchange, its own question and a rebuilt answer)"
 	$(GO) test -run '^$$' -bench QueryThroughProxy -benchtime 2000x ./enforcer/dnsproxy/
 	@echo "guard: decisions/s/core on the check path alone (goal >= 20000)"
