@@ -601,6 +601,33 @@ int BPF_PROG(obs_ctime_skip, struct inode *i, struct timespec64 *ts)
 	return ctime_hit(i);
 }
 
+/* Kernels before 6.13 have no ctime tracepoints: there the entry of
+ * notify_change (chmod, chown, utimes and truncate by name all go
+ * through it) and of the xattr setters names the inode instead, into the
+ * same pending entry (fentry: attached only where the tracepoints are
+ * missing). Their first argument is the mount's idmapping, whose type
+ * changed in 6.3; only the dentry after it is read. */
+SEC("fentry/notify_change")
+int BPF_PROG(obs_notify_change, void *idmap, struct dentry *dentry)
+{
+	struct inode *i = BPF_CORE_READ(dentry, d_inode);
+	return i ? ctime_hit(i) : 0;
+}
+
+SEC("fentry/__vfs_setxattr_locked")
+int BPF_PROG(obs_setxattr, void *idmap, struct dentry *dentry)
+{
+	struct inode *i = BPF_CORE_READ(dentry, d_inode);
+	return i ? ctime_hit(i) : 0;
+}
+
+SEC("fentry/__vfs_removexattr_locked")
+int BPF_PROG(obs_removexattr, void *idmap, struct dentry *dentry)
+{
+	struct inode *i = BPF_CORE_READ(dentry, d_inode);
+	return i ? ctime_hit(i) : 0;
+}
+
 /* path_meta_object names the object a path-based metadata call changed, when
  * a ctime tracepoint caught it. */
 static __always_inline void path_meta_object(struct task_struct *t, struct obs_rec *r, long nr)

@@ -119,6 +119,10 @@ type Options struct {
 	// within a millisecond instead of the next poll (BenchmarkDetectToKill
 	// in test/perf). For tests that need the reader to look late.
 	BatchUrgent bool
+	// MetadataByFentry names path-based metadata calls' inodes with the
+	// fentry programs even where the ctime tracepoints exist: a test of
+	// the fallback kernels before 6.13 use, on any kernel.
+	MetadataByFentry bool
 	// PollInterval bounds how long a record can wait unread, and how often
 	// per-session loss counters are read. Default 10ms.
 	PollInterval time.Duration
@@ -155,12 +159,15 @@ type Observer struct {
 	// syscall of every process on the machine through the slow path, which
 	// a bpf-lsm session, deciding in its hooks, does not need. Under o.mu.
 	sysProgs []*ebpf.Program
-	sysLinks []link.Link
-	linger   *time.Timer // pending detach (SyscallLinger), under o.mu
-	rd       *ringbuf.Reader
-	res      *resolver
-	clk      bootClock
-	log      *slog.Logger
+	// metaFentry: the fentry programs that name a metadata change's
+	// inode where the ctime tracepoints are missing (before 6.13).
+	metaFentry []*ebpf.Program
+	sysLinks   []link.Link
+	linger     *time.Timer // pending detach (SyscallLinger), under o.mu
+	rd         *ringbuf.Reader
+	res        *resolver
+	clk        bootClock
+	log        *slog.Logger
 
 	mu      sync.Mutex
 	watches map[uint64]*Watch
@@ -257,6 +264,11 @@ func LoadOptions(opts Options) (*Observer, error) {
 			o.sysProgs = append(o.sysProgs, p)
 		}
 	}
+	for _, p := range []*ebpf.Program{o.objs.ObsNotifyChange, o.objs.ObsSetxattr, o.objs.ObsRemovexattr} {
+		if p != nil {
+			o.metaFentry = append(o.metaFentry, p)
+		}
+	}
 	for _, p := range []*ebpf.Program{o.objs.ObsExec, o.objs.ObsFork, o.objs.ObsExit} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
@@ -328,7 +340,9 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 			break
 		}
 	}
-	if err == nil {
+	if err == nil && o.opts.MetadataByFentry {
+		o.loadMetaFentry(load)
+	} else if err == nil {
 		for _, p := range []struct {
 			name string
 			dst  **ebpf.Program
@@ -338,6 +352,9 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 				o.log.Debug("observe: optional ctime hook unavailable", "prog", p.name, "err", cerr)
 				*p.dst = nil
 			}
+		}
+		if o.objs.ObsCtimeTs == nil && o.objs.ObsCtimeXchg == nil && o.objs.ObsCtimeSkip == nil {
+			o.loadMetaFentry(load)
 		}
 	}
 	<-sysDone
@@ -351,13 +368,22 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 	return nil
 }
 
-// CtimeHooks is the number of ctime tracepoint programs attached while a
-// Watch needs the syscall programs (0 on kernels before 6.13: path-based
-// metadata calls then carry no inode).
+// CtimeHooks is the number of programs attached, while a Watch needs the
+// syscall programs, that name a path-based metadata call's inode: the
+// ctime tracepoints (6.13+), else the fentry programs on notify_change
+// and the xattr setters. 0: such calls carry no inode (no tracepoints,
+// and no BPF trampolines for the fentry programs).
 func (o *Observer) CtimeHooks() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.ctimeHooks
+}
+
+// NamesMetadataInodes reports whether this kernel loaded programs that
+// name a path-based metadata call's inode (the ctime tracepoints, or all
+// of the fentry fallback): what CtimeHooks counts once attached.
+func (o *Observer) NamesMetadataInodes() bool {
+	return o.objs.ObsCtimeTs != nil || o.objs.ObsCtimeXchg != nil || o.objs.ObsCtimeSkip != nil || len(o.metaFentry) == 3
 }
 
 // SyscallsAttached reports whether the syscall programs are attached (some
@@ -396,7 +422,47 @@ func (o *Observer) attachSyscalls() error {
 			o.ctimeHooks++
 		}
 	}
+	o.attachMetaFentry()
 	return nil
+}
+
+// loadMetaFentry loads the fentry programs for a kernel without the ctime
+// tracepoints (optional, like them: a kernel without BPF trampolines or
+// without one of the functions leaves it out).
+func (o *Observer) loadMetaFentry(load func(string) (*ebpf.Program, error)) {
+	for _, p := range []struct {
+		name string
+		dst  **ebpf.Program
+	}{{"obs_notify_change", &o.objs.ObsNotifyChange}, {"obs_setxattr", &o.objs.ObsSetxattr}, {"obs_removexattr", &o.objs.ObsRemovexattr}} {
+		var err error
+		if *p.dst, err = load(p.name); err != nil {
+			o.log.Debug("observe: optional metadata fentry unavailable", "prog", p.name, "err", err)
+			*p.dst = nil
+		}
+	}
+}
+
+// attachMetaFentry attaches the fentry programs, counted as ctime hooks
+// when all three attach (metadata calls by name then carry their inode);
+// none stays attached otherwise. Called with o.mu held.
+func (o *Observer) attachMetaFentry() {
+	if len(o.metaFentry) != 3 {
+		return
+	}
+	var links []link.Link
+	for _, p := range o.metaFentry {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceFEntry})
+		if err != nil {
+			o.log.Debug("observe: optional metadata fentry not attached", "prog", p, "err", err)
+			for _, l := range links {
+				l.Close()
+			}
+			return
+		}
+		links = append(links, l)
+	}
+	o.sysLinks = append(o.sysLinks, links...)
+	o.ctimeHooks += len(links)
 }
 
 // fullWatch reports whether some Watch records syscalls. Called with o.mu

@@ -100,24 +100,27 @@ type observeObsSession struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	observeMapEvents        = "events"
-	observeMapKpbuf         = "kpbuf"
-	observeMapLost          = "lost"
-	observeMapPending       = "pending"
-	observeMapScratch       = "scratch"
-	observeMapSeen          = "seen"
-	observeMapWatched       = "watched"
-	observeProgObsCtimeSkip = "obs_ctime_skip"
-	observeProgObsCtimeTs   = "obs_ctime_ts"
-	observeProgObsCtimeXchg = "obs_ctime_xchg"
-	observeProgObsExec      = "obs_exec"
-	observeProgObsExit      = "obs_exit"
-	observeProgObsFork      = "obs_fork"
-	observeProgObsSysExit   = "obs_sys_exit"
-	observeVarObsGrgen      = "obs_grgen"
-	observeVarUnusedSeen    = "unused_seen"
-	observeVarWakeUrgent    = "wake_urgent"
-	observeVarWakeupBytes   = "wakeup_bytes"
+	observeMapEvents           = "events"
+	observeMapKpbuf            = "kpbuf"
+	observeMapLost             = "lost"
+	observeMapPending          = "pending"
+	observeMapScratch          = "scratch"
+	observeMapSeen             = "seen"
+	observeMapWatched          = "watched"
+	observeProgObsCtimeSkip    = "obs_ctime_skip"
+	observeProgObsCtimeTs      = "obs_ctime_ts"
+	observeProgObsCtimeXchg    = "obs_ctime_xchg"
+	observeProgObsExec         = "obs_exec"
+	observeProgObsExit         = "obs_exit"
+	observeProgObsFork         = "obs_fork"
+	observeProgObsNotifyChange = "obs_notify_change"
+	observeProgObsRemovexattr  = "obs_removexattr"
+	observeProgObsSetxattr     = "obs_setxattr"
+	observeProgObsSysExit      = "obs_sys_exit"
+	observeVarObsGrgen         = "obs_grgen"
+	observeVarUnusedSeen       = "unused_seen"
+	observeVarWakeUrgent       = "wake_urgent"
+	observeVarWakeupBytes      = "wakeup_bytes"
 )
 
 // loadObserve returns the embedded CollectionSpec for observe.
@@ -162,13 +165,16 @@ type observeSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeProgramSpecs struct {
-	ObsCtimeSkip *ebpf.ProgramSpec `ebpf:"obs_ctime_skip"`
-	ObsCtimeTs   *ebpf.ProgramSpec `ebpf:"obs_ctime_ts"`
-	ObsCtimeXchg *ebpf.ProgramSpec `ebpf:"obs_ctime_xchg"`
-	ObsExec      *ebpf.ProgramSpec `ebpf:"obs_exec"`
-	ObsExit      *ebpf.ProgramSpec `ebpf:"obs_exit"`
-	ObsFork      *ebpf.ProgramSpec `ebpf:"obs_fork"`
-	ObsSysExit   *ebpf.ProgramSpec `ebpf:"obs_sys_exit"`
+	ObsCtimeSkip    *ebpf.ProgramSpec `ebpf:"obs_ctime_skip"`
+	ObsCtimeTs      *ebpf.ProgramSpec `ebpf:"obs_ctime_ts"`
+	ObsCtimeXchg    *ebpf.ProgramSpec `ebpf:"obs_ctime_xchg"`
+	ObsExec         *ebpf.ProgramSpec `ebpf:"obs_exec"`
+	ObsExit         *ebpf.ProgramSpec `ebpf:"obs_exit"`
+	ObsFork         *ebpf.ProgramSpec `ebpf:"obs_fork"`
+	ObsNotifyChange *ebpf.ProgramSpec `ebpf:"obs_notify_change"`
+	ObsRemovexattr  *ebpf.ProgramSpec `ebpf:"obs_removexattr"`
+	ObsSetxattr     *ebpf.ProgramSpec `ebpf:"obs_setxattr"`
+	ObsSysExit      *ebpf.ProgramSpec `ebpf:"obs_sys_exit"`
 }
 
 // observeMapSpecs contains maps before they are loaded into the kernel.
@@ -249,13 +255,16 @@ type observeVariables struct {
 //
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observePrograms struct {
-	ObsCtimeSkip *ebpf.Program `ebpf:"obs_ctime_skip"`
-	ObsCtimeTs   *ebpf.Program `ebpf:"obs_ctime_ts"`
-	ObsCtimeXchg *ebpf.Program `ebpf:"obs_ctime_xchg"`
-	ObsExec      *ebpf.Program `ebpf:"obs_exec"`
-	ObsExit      *ebpf.Program `ebpf:"obs_exit"`
-	ObsFork      *ebpf.Program `ebpf:"obs_fork"`
-	ObsSysExit   *ebpf.Program `ebpf:"obs_sys_exit"`
+	ObsCtimeSkip    *ebpf.Program `ebpf:"obs_ctime_skip"`
+	ObsCtimeTs      *ebpf.Program `ebpf:"obs_ctime_ts"`
+	ObsCtimeXchg    *ebpf.Program `ebpf:"obs_ctime_xchg"`
+	ObsExec         *ebpf.Program `ebpf:"obs_exec"`
+	ObsExit         *ebpf.Program `ebpf:"obs_exit"`
+	ObsFork         *ebpf.Program `ebpf:"obs_fork"`
+	ObsNotifyChange *ebpf.Program `ebpf:"obs_notify_change"`
+	ObsRemovexattr  *ebpf.Program `ebpf:"obs_removexattr"`
+	ObsSetxattr     *ebpf.Program `ebpf:"obs_setxattr"`
+	ObsSysExit      *ebpf.Program `ebpf:"obs_sys_exit"`
 }
 
 func (p *observePrograms) Close() error {
@@ -266,6 +275,9 @@ func (p *observePrograms) Close() error {
 		p.ObsExec,
 		p.ObsExit,
 		p.ObsFork,
+		p.ObsNotifyChange,
+		p.ObsRemovexattr,
+		p.ObsSetxattr,
 		p.ObsSysExit,
 	)
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cilium/ebpf/btf"
 	"io"
 	"net/netip"
 	"os"
@@ -82,16 +81,12 @@ func NetRefusal() string {
 	return "EPERM"
 }
 
-// CtimeHooks reports whether the kernel has the ctime tracepoints the
-// observer names a path-based metadata change's inode with (6.13+: its
-// BTF has inode_set_ctime_to_ts).
+// CtimeHooks reports whether the suite's observer names a path-based
+// metadata change's inode (the ctime tracepoints, 6.13+, or the fentry
+// programs that stand in for them before): observe.Observer's
+// NamesMetadataInodes.
 func CtimeHooks() bool {
-	spec, err := btf.LoadKernelSpec()
-	if err != nil {
-		return false
-	}
-	_, err = spec.AnyTypeByName("btf_trace_inode_set_ctime_to_ts")
-	return err == nil
+	return shared != nil && shared.Observer != nil && shared.Observer.NamesMetadataInodes()
 }
 
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
