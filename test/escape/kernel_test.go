@@ -43,11 +43,10 @@ func withoutMemfdNoexec(landlockOnly bool, o row) func() *row {
 }
 
 // withoutCtimeHooks is o under the Landlock wall on a kernel without the
-// ctime tracepoints the observer names a path-based metadata change's
-// inode with (before 6.13: its BTF has no inode_set_ctime_to_ts), else nil.
+// ctime tracepoints (before 6.13), else nil.
 func withoutCtimeHooks(o row) func() *row {
 	return func() *row {
-		if harness.LSM() || harness.CtimeHooks() {
+		if harness.LSM() || harness.CtimeTracepoints() {
 			return nil
 		}
 		return &o

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cilium/ebpf/btf"
 	"io"
 	"net/netip"
 	"os"
@@ -87,6 +88,21 @@ func NetRefusal() string {
 // NamesMetadataInodes.
 func CtimeHooks() bool {
 	return shared != nil && shared.Observer != nil && shared.Observer.NamesMetadataInodes()
+}
+
+// CtimeTracepoints reports whether the kernel has the ctime tracepoints
+// themselves (6.13+: its BTF has inode_set_ctime_to_ts). Before them the
+// fentry fallback names the inode of a chmod by a name that still leads
+// to it, but an object reached through a link swapped since is named by
+// its superblock path only where that path can be checked: the rows that
+// swap links expect the fail-closed outcome there.
+func CtimeTracepoints() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	_, err = spec.AnyTypeByName("btf_trace_inode_set_ctime_to_ts")
+	return err == nil
 }
 
 // Main is TestMain for the suites: launch.Init first (stage 2 of every
