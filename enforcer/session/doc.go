@@ -20,7 +20,8 @@
 // manifest's network.max_egress_bytes as its quota) and the loopback
 // relays (enforcer/looprelay) for declared host loopback peers (one
 // address, at most looprelay.MaxPorts ports; wider ones are unreachable
-// and the log says so; without an egress budget the agent's connects
+// and the log says so; without an egress budget, under the Landlock wall
+// (bpf-lsm's reports would never see such a connect), the agent's connects
 // trap to the relay, launch.Spec.TrapConnect, which hands a TCP connect
 // to such a peer a socket of the host's, with no copy), and starts the session's DNS proxy in the
 // namespace; it runs beside cgroup-net, which still decides every connect

@@ -283,6 +283,14 @@ func (p *preparing) trapsConnect() bool {
 	if !p.spec.NewNetNS || launch.NeedsNetNS(p.rs) || p.o.Manifest.EgressBudget() > 0 {
 		return false
 	}
+	if p.be.lsms != nil {
+		// Under bpf-lsm the agent's connects are reported by cgroup-net
+		// and the LSM, which never see a connect klock made for it: the
+		// declared service's use would go unrecorded (a false "never
+		// used"). The copying relay keeps it; the tracepoints of the
+		// Landlock wall report the handed-over connect itself.
+		return false
+	}
 	return len(planNet(p.rs, 0, netip.Addr{}).relays) > 0
 }
 
