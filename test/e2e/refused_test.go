@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"sync"
+
+	"github.com/klocklabs/klock/enforcer/eventlog"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +26,20 @@ func TestRefusedDeclaredOperationIsNotClean(t *testing.T) {
 	later := w.W("later.txt")
 	intents := []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/cat", "PROVIDES PROC:/usr/bin/sleep",
 		"CONSUMES FILE:" + later}
+	started := startSignal{ch: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		time.Sleep(300 * time.Millisecond)
+		// Only once the agent runs (its wall is built): a file made
+		// before would be walled like any other.
+		select {
+		case <-started.ch:
+		case <-time.After(30 * time.Second):
+		}
 		w.File(later, "made by someone else\n")
 	}()
-	o := w.Run(harness.Spec{Intents: intents, Command: []string{"/bin/sh", "-c",
-		`i=0; while [ ! -e "$L" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; cat "$L"`}, Env: []string{"L=" + later}})
+	o := w.Run(harness.Spec{Intents: intents, Events: &started, Command: []string{"/bin/sh", "-c",
+		`i=0; while [ ! -e "$L" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; cat "$L"`}, Env: []string{"L=" + later}})
 	<-done
 	if harness.LSM() {
 		o.AssertClean(t, 0)
@@ -55,3 +64,18 @@ func TestRefusedDeclaredOperationIsNotClean(t *testing.T) {
 		t.Errorf("the rendered log has no refusal section:\n%s", b.String())
 	}
 }
+
+// startSignal is an event sink that closes ch when the session says its
+// agent runs.
+type startSignal struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (s *startSignal) Publish(r eventlog.Record) {
+	if r.Kind == eventlog.KindSessionStart {
+		s.once.Do(func() { close(s.ch) })
+	}
+}
+
+func (s *startSignal) WantsObserved() bool { return false }
