@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -116,12 +117,8 @@ func Start(cfg Config) (*Proxy, error) {
 	pc, l := cfg.PacketConn, cfg.Listener
 	if pc == nil || l == nil {
 		var err error
-		if pc, err = net.ListenPacket("udp", cfg.Addr); err != nil {
-			return nil, fmt.Errorf("dnsproxy: %w", err)
-		}
-		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
-			pc.Close()
-			return nil, fmt.Errorf("dnsproxy: %w", err)
+		if pc, l, err = listenBoth(cfg.Addr); err != nil {
+			return nil, err
 		}
 	}
 	ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
@@ -402,4 +399,24 @@ func address(rr dns.RR) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return netip.AddrFromSlice(ip)
+}
+
+// listenBoth listens on addr over UDP and TCP, on one port. With port 0
+// the kernel picks the UDP port, which a TCP socket may hold already (an
+// outgoing connection's local port): then another UDP port is tried.
+func listenBoth(addr string) (net.PacketConn, net.Listener, error) {
+	for try := 0; ; try++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dnsproxy: %w", err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if _, port, _ := net.SplitHostPort(addr); port != "0" || try == 20 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, fmt.Errorf("dnsproxy: %w", err)
+		}
+	}
 }
