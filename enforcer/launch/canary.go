@@ -15,13 +15,17 @@ import (
 )
 
 // DefaultCanaryDir is where stage 2 mounts the canaries' tmpfs in the
-// agent's mount namespace (Canaries.Dir unset). Spawn makes the empty
-// directory on the host; the host never sees what is mounted on it.
+// agent's mount namespace. Spawn makes the empty directory on the host;
+// the host never sees what is mounted on it. One fixed place, which the
+// session also uses to keep the canaries' events from its engine.
 const DefaultCanaryDir = "/run/klock-canary"
 
 // CanaryConnect is the connect canary's destination: TEST-NET-1 (RFC
 // 5737), an address no network routes, on the discard port.
 const CanaryConnect = "192.0.2.1:9"
+
+// CanaryPeer is CanaryConnect as an address.
+var CanaryPeer = netip.MustParseAddrPort(CanaryConnect)
 
 // Canaries asks stage 2 to prove the walls before the agent's exec: a
 // write to a file no declared scope covers, an exec of a program none
@@ -32,8 +36,6 @@ const CanaryConnect = "192.0.2.1:9"
 // A canary the walls are meant to let through (a scope that covers its
 // object) is skipped, and says why.
 type Canaries struct {
-	// Dir: DefaultCanaryDir when "".
-	Dir string
 	// NetWall names the network wall that must refuse a connect to
 	// CanaryConnect; "" for no connect canary (a session whose network
 	// klock does not wall).
@@ -56,10 +58,7 @@ func stage2Canary(s Spec, plan *LandlockPlan) (*stage2.Canary, []CanaryResult) {
 	if c == nil {
 		return nil, nil
 	}
-	dir := c.Dir
-	if dir == "" {
-		dir = DefaultCanaryDir
-	}
+	dir := DefaultCanaryDir
 	sc := &stage2.Canary{Dir: dir, Strict: c.Strict, FileWall: "landlock", NetWall: c.NetWall}
 	if s.NoLandlock {
 		sc.FileWall = "bpf-lsm"
@@ -77,7 +76,7 @@ func stage2Canary(s Spec, plan *LandlockPlan) (*stage2.Canary, []CanaryResult) {
 		skip(stage2.CanaryKindExec, x.Path, "the wall as planned lets the agent execute it")
 	}
 	if c.NetWall != "" {
-		if s.Ruleset.Allows(canaryPeer()).Allowed {
+		if s.Ruleset.Allows(policy.NetTriple(policy.Consumes, CanaryPeer, policy.ProtoTCP)).Allowed {
 			skipped = append(skipped, CanaryResult{Kind: stage2.CanaryKindConnect, Target: CanaryConnect, Wall: c.NetWall, Skipped: "a declared peer covers it"})
 		} else {
 			sc.Connect = CanaryConnect
@@ -123,9 +122,4 @@ func makeCanaryMountPoint(c *stage2.Canary) error {
 		return fmt.Errorf("%w: the canaries' mount point: %v", ErrBadSpec, err)
 	}
 	return nil
-}
-
-// canaryPeer is the connect canary as the triple a connect to it is.
-func canaryPeer() policy.Triple {
-	return policy.NetTriple(policy.Consumes, netip.MustParseAddrPort(CanaryConnect), policy.ProtoTCP)
 }

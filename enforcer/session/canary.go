@@ -3,7 +3,6 @@
 package session
 
 import (
-	"net/netip"
 	"strings"
 
 	"github.com/klocklabs/klock/enforcer/event"
@@ -39,9 +38,6 @@ func canaryLog(proc *launch.Process) []vlog.Canary {
 	return out
 }
 
-// canaryPeer is the connect canary's destination.
-var canaryPeer = netip.MustParseAddrPort(launch.CanaryConnect)
-
 // isCanary reports whether ev is about a canary's object: stage 2's own
 // attempts before the agent's exec, which the walls report like any
 // refusal and which are neither the agent's nor in its scope. The
@@ -59,7 +55,7 @@ func canaryObject(t policy.Triple) bool {
 	case policy.ObjFile, policy.ObjProc:
 		return t.Path == launch.DefaultCanaryDir || strings.HasPrefix(t.Path, launch.DefaultCanaryDir+"/")
 	case policy.ObjNet:
-		return t.Addr == canaryPeer
+		return t.Addr == launch.CanaryPeer
 	}
 	return false
 }
