@@ -63,6 +63,7 @@ static __always_inline int ____##name(unsigned long long *ctx, ##args)
 #define EXDEV 18
 #define PIPEFS_MAGIC 0x50495045
 #define SOCKFS_MAGIC 0x534F434B
+#define PIDFS_MAGIC 0x50494446
 #define FMODE_WRITE 0x2
 #define FMODE_CREATED 0x100000
 #define O_TMPFILE_DIR 020000000 /* __O_TMPFILE */
@@ -545,9 +546,12 @@ KLSM_PROG(klock_file_open, struct file *file, int ret)
 	 * (bash's <(...) hands the agent /dev/fd/63): only a process that
 	 * holds it can name it there, and it is no file of any file system,
 	 * so no rule is about it (Landlock leaves it alone too). A named FIFO
-	 * lives on a real file system and is decided as a file. */
+	 * lives on a real file system and is decided as a file. A pidfd is
+	 * the same kind of handle: from 6.9 the kernel opens it on pidfs
+	 * through file_open, read-write, whenever a process is cloned with
+	 * CLONE_PIDFD (Go's os/exec does) or pidfd_open is called. */
 	__u64 magic = BPF_CORE_READ(file, f_inode, i_sb, s_magic);
-	if (magic == PIPEFS_MAGIC || magic == SOCKFS_MAGIC)
+	if (magic == PIPEFS_MAGIC || magic == SOCKFS_MAGIC || magic == PIDFS_MAGIC)
 		return 0;
 	struct vfsmount *vm = BPF_CORE_READ(file, f_path.mnt);
 	int r = check1(s, LSM_OP_OPEN, need, d, vm, 1, flags);

@@ -72,6 +72,11 @@ func agent(steps []string) int {
 			err = unix.Setxattr(a, "user.klock", []byte("x"), 0)
 		case "exec":
 			err = exec.Command(a).Run()
+		case "pidfd": // a handle on this process (pidfs from 6.9: opened through file_open)
+			var fd int
+			if fd, err = unix.PidfdOpen(os.Getpid(), 0); err == nil {
+				unix.Close(fd)
+			}
 		case "waitgone": // until a is gone (a hang guard, not a timing)
 			for deadline := time.Now().Add(20 * time.Second); err == nil; {
 				if _, err = os.Lstat(a); err == nil && time.Now().After(deadline) {
@@ -236,11 +241,12 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 		"uring-read:" + w("work", "ro.txt"),
 		"uring-read:" + w("outside", "secret.txt"),
 		"uring-write:" + w("work", "ro.txt"),
+		"pidfd:self",
 	}
 	// The link would give ro.txt's inode MUTATES by its new name: refused
 	// with EXDEV, Landlock's answer to its REFER rule, so tools copy.
 	want := []string{"ok", "EPERM", "EPERM", "ok", "EPERM", "ok", "ok", "EPERM", "EPERM", "EXDEV", "EPERM", "EPERM",
-		"EPERM", "ok", "EPERM", "ok", "EPERM", "EPERM"}
+		"EPERM", "ok", "EPERM", "ok", "EPERM", "EPERM", "ok"}
 
 	cmd, out := agent(steps...)
 	// The agent owns the world, so only the rules stand in its way.

@@ -102,6 +102,10 @@ func observeKernelPathAfterSwap(t *testing.T, fentry bool) {
 		t.Skip("the fentry programs cannot load on this kernel (no BPF trampolines)")
 	}
 	s := newSession(t, o)
+	if fentry && o.CtimeHooks() == 0 {
+		// Loaded but not attached: the fallback would be silently absent.
+		t.Fatalf("the fentry programs loaded but did not attach: %v", o.MetadataHooksErr())
+	}
 	dir := fixture(t)
 	sh, err := exec.LookPath("sh")
 	if err != nil {

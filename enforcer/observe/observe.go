@@ -181,6 +181,10 @@ type Observer struct {
 
 	decodeErrs uint64
 	ctimeHooks int
+	// metaHooksErr: why no program names a path-based metadata call's
+	// inode on this kernel (the fentry fallback's load or attach error),
+	// so the log can say what is missing rather than guess.
+	metaHooksErr error
 
 	// forget is set by Unwatch: the reader then drops the resolver's
 	// inode-keyed caches before its next record. An ended session's
@@ -379,6 +383,18 @@ func (o *Observer) CtimeHooks() int {
 	return o.ctimeHooks
 }
 
+// MetadataHooksErr says why no program names a path-based metadata call's
+// inode (CtimeHooks is 0): the fentry fallback's load or attach error, nil
+// when the hooks are attached or were never tried.
+func (o *Observer) MetadataHooksErr() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ctimeHooks > 0 {
+		return nil
+	}
+	return o.metaHooksErr
+}
+
 // NamesMetadataInodes reports whether this kernel loaded programs that
 // name a path-based metadata call's inode (the ctime tracepoints, or all
 // of the fentry fallback): what CtimeHooks counts once attached.
@@ -437,6 +453,7 @@ func (o *Observer) loadMetaFentry(load func(string) (*ebpf.Program, error)) {
 		var err error
 		if *p.dst, err = load(p.name); err != nil {
 			o.log.Debug("observe: optional metadata fentry unavailable", "prog", p.name, "err", err)
+			o.metaHooksErr = fmt.Errorf("load %s: %w", p.name, err)
 			*p.dst = nil
 		}
 	}
@@ -454,6 +471,7 @@ func (o *Observer) attachMetaFentry() {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceFEntry})
 		if err != nil {
 			o.log.Debug("observe: optional metadata fentry not attached", "prog", p, "err", err)
+			o.metaHooksErr = fmt.Errorf("attach %s: %w", p, err)
 			for _, l := range links {
 				l.Close()
 			}

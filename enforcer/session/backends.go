@@ -130,7 +130,11 @@ func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []stri
 	if obs.CtimeHooks() == 0 {
 		// Not silent: on this kernel a path-based chmod/chown/utimes/xattr
 		// is judged by its name string, which a symlink swap can change.
-		details = append(details, "degraded: no ctime tracepoints on this kernel (< 6.13), and no BPF trampolines for the fentry programs that stand in for them: path-based metadata changes are judged by their name, not by the inode the kernel changed; a name that cannot be verified (relative, or through a symlink) kills a strict session")
+		why := "no BPF trampolines for the fentry programs that stand in for them"
+		if err := obs.MetadataHooksErr(); err != nil {
+			why = "the fentry programs that stand in for them did not load or attach (" + err.Error() + ")"
+		}
+		details = append(details, "degraded: no ctime tracepoints on this kernel (< 6.13), and "+why+": path-based metadata changes are judged by their name, not by the inode the kernel changed; a name that cannot be verified (relative, or through a symlink) kills a strict session")
 	} else {
 		details = append(details, "kernel paths: path-based metadata changes are checked against the inode the kernel changed (ctime tracepoints; before 6.13, fentry on notify_change and the xattr setters)")
 	}
