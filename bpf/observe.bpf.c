@@ -603,10 +603,12 @@ int BPF_PROG(obs_ctime_skip, struct inode *i, struct timespec64 *ts)
 
 /* Kernels before 6.13 have no ctime tracepoints: there the entry of
  * notify_change (chmod, chown, utimes and truncate by name all go
- * through it) and of the xattr setters names the inode instead, into the
+ * through it) and of the xattr calls names the inode instead, into the
  * same pending entry (fentry: attached only where the tracepoints are
  * missing). Their first argument is the mount's idmapping, whose type
- * changed in 6.3; only the dentry after it is read. */
+ * changed in 6.3; only the dentry after it is read. vfs_setxattr (six
+ * arguments), not __vfs_setxattr_locked (seven): x86 BPF trampolines
+ * before 6.5 refuse a function of more than six (ENOTSUPP at attach). */
 SEC("fentry/notify_change")
 int BPF_PROG(obs_notify_change, void *idmap, struct dentry *dentry)
 {
@@ -614,14 +616,14 @@ int BPF_PROG(obs_notify_change, void *idmap, struct dentry *dentry)
 	return i ? ctime_hit(i) : 0;
 }
 
-SEC("fentry/__vfs_setxattr_locked")
+SEC("fentry/vfs_setxattr")
 int BPF_PROG(obs_setxattr, void *idmap, struct dentry *dentry)
 {
 	struct inode *i = BPF_CORE_READ(dentry, d_inode);
 	return i ? ctime_hit(i) : 0;
 }
 
-SEC("fentry/__vfs_removexattr_locked")
+SEC("fentry/vfs_removexattr")
 int BPF_PROG(obs_removexattr, void *idmap, struct dentry *dentry)
 {
 	struct inode *i = BPF_CORE_READ(dentry, d_inode);
