@@ -6,6 +6,7 @@
 # compared with the kernel's fixture (vmtests/doctor/).
 #
 # Usage: vmtests/vmtest.sh [go test package patterns...]
+#        vmtests/vmtest.sh --fetch-only   only download and unpack the kernel
 #        vmtests/vmtest.sh --bench [packages...]
 #            benchmarks in the VM: by default test/perf's ratios against no
 #            enforcement and enforcer/lsm's split of the hooks' cost
@@ -21,6 +22,9 @@
 #                   (vmtests/matrix.sh says which kernels need single)
 #   KLOCK_VM_SMP    vCPUs (default: the host's, at most 4)
 #   KLOCK_VM_MEM    memory in MiB (default 3072)
+#   KLOCK_VM_CONSOLE  where the whole console is kept (default
+#                   bin/vm-console.log; vmtests/matrix.sh gives each boot
+#                   its own, as it runs some side by side)
 # The verdict is read from the serial console, never from qemu's exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +54,7 @@ if ! ls "$cache"/boot/vmlinuz-* >/dev/null 2>&1; then
 	rm -f "$cache"/*.deb
 fi
 kernel=$(ls "$cache"/boot/vmlinuz-* | head -1)
+[ "${1:-}" != --fetch-only ] || exit 0
 release=${kernel##*/vmlinuz-}
 
 work=$(mktemp -d /tmp/klock-vm.XXXXXX)
@@ -191,7 +196,8 @@ timeout --foreground 45m qemu-system-x86_64 -accel tcg,thread=${KLOCK_VM_TCG_THR
 	-nographic -no-reboot -kernel "$kernel" -initrd "$work/initrd.gz" \
 	-append "console=ttyS0 quiet panic=-1 lsm=$lsm" </dev/null | tee "$work/console.log" | grep --line-buffered -E 'KLOCK-VM|--- FAIL|_test.go:[0-9]+:|^\s+(ok|FAIL)|panic|klock doctor|bpf-lsm|landlock|tracepoints|^Benchmark|^goos|^cpu' || true
 echo "vmtest: VM ran $(( $(date +%s) - start ))s" >&2
-mkdir -p bin && cp "$work/console.log" bin/vm-console.log
+console=${KLOCK_VM_CONSOLE:-bin/vm-console.log}
+mkdir -p "$(dirname "$console")" && cp "$work/console.log" "$console"
 verdict=FAIL
 grep -q 'KLOCK-VM-RESULT PASS' "$work/console.log" && verdict=PASS
 if ! grep -q 'KLOCK-VM-RESULT' "$work/console.log"; then
@@ -217,10 +223,10 @@ if [ $bench = 0 ] && [ -z "${KLOCK_VM_RUN:-}" ] && [ $verdict = PASS ]; then
 		verdict=FAIL
 	fi
 fi
-echo "KLOCK-VM-BOOT $release $wall $verdict $(( $(date +%s) - start ))s" | tee -a bin/vm-console.log
+echo "KLOCK-VM-BOOT $release $wall $verdict $(( $(date +%s) - start ))s" | tee -a "$console"
 if [ $verdict = PASS ]; then
 	echo "vmtest: PASS"
 	exit 0
 fi
-echo "vmtest: FAIL (the whole console is in bin/vm-console.log)" >&2
+echo "vmtest: FAIL (the whole console is in $console)" >&2
 exit 1

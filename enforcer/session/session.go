@@ -415,13 +415,23 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 	case why := <-f.overBudget:
 		s.overBudgetAt(why)
 	case <-f.ctxDone:
-		s.interrupted = !s.killed
-		s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)
-		f.ctxDone = nil // interrupted once
+		s.interrupt(ctx, f)
 	case <-f.procDone:
+		// The launcher kills the cgroup on the same cancel: the agent's
+		// end can win this select, and is still the interruption's.
+		if f.ctxDone != nil && ctx.Err() != nil {
+			s.interrupt(ctx, f)
+		}
 		return true
 	}
 	return false
+}
+
+// interrupt ends the session from outside (its context is done), once.
+func (s *running) interrupt(ctx context.Context, f *feeds) {
+	s.interrupted = !s.killed
+	s.kill("ended from outside: "+context.Cause(ctx).Error(), nil)
+	f.ctxDone = nil
 }
 
 // observeLSM judges one bpf-lsm decision, its objects named as the agent

@@ -75,7 +75,7 @@ func TestInterruptKeepsPermissiveWork(t *testing.T) {
 				t.Fatal(o.err)
 			}
 			if !o.res.Killed || !o.res.Interrupted {
-				t.Fatalf("killed %v interrupted %v, want an interruption", o.res.Killed, o.res.Interrupted)
+				t.Fatalf("killed %v interrupted %v (agent: %v, %s), want an interruption", o.res.Killed, o.res.Interrupted, o.res.Exit, o.res.Reason)
 			}
 			if kept := w.Exists(work); kept != c.wantKept {
 				t.Errorf("after the interrupt %s exists: %v, want %v", work, kept, c.wantKept)
