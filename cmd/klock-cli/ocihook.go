@@ -7,12 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/oci"
-	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/enforcer/oci/statedir"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/spf13/cobra"
 )
@@ -142,21 +141,8 @@ func hookCreate(stderr io.Writer, socket, config string, st *specs.State, spec *
 	if err := oci.CheckReach(found.Manifest, pm); err != nil {
 		return fmt.Errorf("oci-hook: container %s: %w", st.ID, err)
 	}
-	req := &daemon.AdoptRequest{Manifest: found.Data, ManifestPath: found.Path, ContainerID: st.ID, Pid: st.Pid, Bundle: st.Bundle}
-	if req.ManifestPath == "" {
-		req.ManifestPath = found.Source
-	}
-	for _, e := range pm.Entries() {
-		req.Mounts = append(req.Mounts, vlog.Mount{Container: e.Container, Host: e.Host})
-	}
-	if spec.Annotations[oci.AnnotationRuntime] == oci.RuntimeFull {
-		req.WallFile = filepath.Join(oci.StateDir(st.ID), oci.WallFileName)
-	}
-	if u := spec.Process; u != nil {
-		req.UID, req.GID = u.User.UID, u.User.GID
-		req.Groups = u.User.AdditionalGids
-		req.Cwd = u.Cwd
-	}
+	req := oci.NewAdoptRequest(spec, st.ID, st.Bundle, found, pm)
+	req.Pid = st.Pid
 	cl, err := daemon.Dial(socket)
 	if errors.Is(err, daemon.ErrNoDaemon) {
 		return fmt.Errorf("oci-hook: container %s declares a manifest, and klockd is not running (%v): start it (klockd &, or its service) and start the container again; it is not started unwalled", st.ID, err)
@@ -187,26 +173,11 @@ func hookPoststop(stderr io.Writer, socket string, st *specs.State) error {
 	if err != nil {
 		return fmt.Errorf("oci-hook: container %s: %w", st.ID, err)
 	}
-	writeOutcome(st.ID, oci.Outcome{Session: res.ID, Killed: res.Killed, Interrupted: res.Interrupted, Reason: res.Reason, Log: res.LogPath})
+	statedir.WriteOutcome(st.ID, oci.Outcome{Session: res.ID, Killed: res.Killed, Interrupted: res.Interrupted, Reason: res.Reason, Log: res.LogPath})
 	verdict := "ended"
 	if res.Killed {
 		verdict = "killed: " + res.Reason
 	}
 	fmt.Fprintf(stderr, "klock: container %s session %s %s; log: %s\n", st.ID, res.ID, verdict, res.LogPath)
 	return nil
-}
-
-// writeOutcome tells klock-runtime's run how the session ended, when it
-// waits for it: it made the outcome file (nothing is created here: a
-// container started by another runtime, or by create and start, has
-// nobody to read it) and holds it open past the state directory's
-// removal.
-func writeOutcome(id string, o oci.Outcome) {
-	f, err := os.OpenFile(filepath.Join(oci.StateDir(id), oci.OutcomeFileName), os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	b, _ := json.Marshal(o)
-	_, _ = f.Write(b)
 }

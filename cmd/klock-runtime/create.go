@@ -85,6 +85,9 @@ func prepare(inv *invocation, cfg *oci.Config) (string, error) {
 	if err := writeExecPolicy(stateDir, execPolicy{AllowRoot: plan.AllowRoot}); err != nil {
 		return "", err
 	}
+	if err := writeAdopt(stateDir, spec, id, bundle, found); err != nil {
+		return "", err
+	}
 	// The wall itself (wall.json) is written by the container's session
 	// in klockd, at createRuntime, once it knows what walls the files:
 	// Landlock planned on the container's mounts, or bpf-lsm from outside.
@@ -98,6 +101,21 @@ func prepare(inv *invocation, cfg *oci.Config) (string, error) {
 	}
 	ok = true
 	return stateDir, nil
+}
+
+// writeAdopt prepares the createRuntime hook's request to klockd from the
+// rewritten spec (what the runtime will run), so that the hook, which the
+// light klock front serves, only adds the init's pid and sends it: the
+// manifest is parsed and checked here, once.
+func writeAdopt(stateDir string, spec *specs.Spec, id, bundle string, found *oci.Found) error {
+	pm, err := oci.NewPathMap(spec, bundle)
+	if err != nil {
+		return err
+	}
+	if err := oci.CheckReach(found.Manifest, pm); err != nil {
+		return fmt.Errorf("container %s, manifest from %s: %w", id, found.Source, err)
+	}
+	return writeStateFile(stateDir, oci.AdoptFileName, oci.NewAdoptRequest(spec, id, bundle, found, pm))
 }
 
 // writeAtomic replaces file with data: a temporary file in the same

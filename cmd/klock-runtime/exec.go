@@ -55,12 +55,22 @@ type execPolicy struct {
 const execPolicyFile = "exec.json"
 
 func writeExecPolicy(stateDir string, p execPolicy) error {
-	b, _ := json.Marshal(p)
-	tmp := filepath.Join(stateDir, "."+execPolicyFile+".tmp")
+	return writeStateFile(stateDir, execPolicyFile, p)
+}
+
+// writeStateFile writes v's JSON as name in a container's state
+// directory, root's and 0600 (the directory is bound read-only inside the
+// container), whole or not at all.
+func writeStateFile(stateDir, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("state directory: %s: %w", name, err)
+	}
+	tmp := filepath.Join(stateDir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(stateDir, execPolicyFile)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(stateDir, name)); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	return nil

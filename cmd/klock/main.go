@@ -2,7 +2,9 @@
 //
 // This binary is klock's front: it serves `klock run` itself when klockd
 // runs the session (it only sends the request and prints the result, so
-// it links the daemon's wire protocol and nothing heavier), and hands
+// it links the daemon's wire protocol and nothing heavier), and the OCI
+// hooks klock-runtime writes into a container's spec (hook.go: the
+// request klock-runtime prepared goes to klockd as it is), and hands
 // every other command, and a run klockd cannot serve, to the full CLI
 // (klock-cli, beside it) by exec, with the same arguments. The full CLI
 // is cmd/klock-cli; `klock --help` is its help.
@@ -23,6 +25,9 @@ func main() {
 		if code, served := serveRun(os.Args[2:]); served {
 			os.Exit(code)
 		}
+	}
+	if len(os.Args) > 1 && os.Args[1] == "oci-hook" {
+		serveHook(os.Args[2:])
 	}
 	execCLI()
 }

@@ -18,40 +18,12 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// AdoptRequest asks klockd to wall a container its runtime created: the
-// OCI createRuntime hook (klock oci-hook) sends it while the container's
-// init waits. klockd replies "started" once the session holds its leases,
-// the backup is taken and the kernel backends are on the container's
-// cgroup; the session then outlives the connection and ends when the
-// container's init exits. Root only: it names any process.
-type AdoptRequest struct {
-	Manifest     []byte      `json:"manifest"`
-	ManifestPath string      `json:"manifest_path,omitempty"`
-	Mode         policy.Mode `json:"mode,omitempty"`
-	ContainerID  string      `json:"container_id"`
-	Pid          int         `json:"pid"`
-	// Cgroup is the init's cgroup2 directory ("" reads it from /proc).
-	Cgroup string       `json:"cgroup,omitempty"`
-	Bundle string       `json:"bundle,omitempty"`
-	Mounts []vlog.Mount `json:"mounts"`
-	// WallFile is the host path of the wall klock-stage2 reads inside the
-	// container (klock-runtime's mode); "" for hook-only mode.
-	WallFile string   `json:"wall_file,omitempty"`
-	UID      uint32   `json:"uid"`
-	GID      uint32   `json:"gid"`
-	Groups   []uint32 `json:"groups,omitempty"`
-	// Cwd is the entrypoint's working directory in the container.
-	Cwd           string `json:"cwd,omitempty"`
-	AllowDegraded bool   `json:"allow_degraded,omitempty"`
-	Backend       string `json:"backend,omitempty"`
-}
-
-// EndRequest waits for a container's session to end (the OCI poststop
-// hook) and returns its result.
-type EndRequest struct {
-	ContainerID string        `json:"container_id"`
-	Wait        time.Duration `json:"wait"`
-}
+// AdoptRequest and EndRequest are the wire's: the OCI hook sends them
+// from the light klock front.
+type (
+	AdoptRequest = wire.AdoptRequest
+	EndRequest   = wire.EndRequest
+)
 
 // adopted is a container session, kept for a while after it ends so that
 // the poststop hook that comes after the end still gets its result.
@@ -98,7 +70,7 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	}
 	mode := as.m.Mode
 	if req.Mode != "" {
-		mode = req.Mode
+		mode = policy.Mode(req.Mode)
 	}
 	as.id = session.NewID(time.Now())
 	id := as.id
@@ -195,11 +167,11 @@ func (s *Server) adoptOptions(as *adoptSession, slg *slog.Logger, started chan s
 	req, m, id := as.req, as.m, as.id
 	var once sync.Once
 	opts := session.Options{
-		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: req.Mode, ID: id,
+		Manifest: m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: policy.Mode(req.Mode), ID: id,
 		AllowDegraded: req.AllowDegraded, Backend: as.backend, Snapshot: s.cfg.Snapshot, Backends: s.shared,
 		Leases: s.leases, LeaseTenant: "uid:0", Logger: slg, Stage2: s.cfg.Stage2,
 		Events: s.sessionEvents(0),
-		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: req.Mounts,
+		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: logMounts(req.Mounts),
 			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups, Cwd: req.Cwd},
 		Started: func(pid int) {
 			s.mu.Lock()
@@ -304,7 +276,7 @@ func (s *Server) end(w *connWriter, peer Peer, req *EndRequest) {
 func (cl *Client) Adopt(req *AdoptRequest) (*SessionInfo, error) {
 	// The backup of a large workdir takes its time: the runtime's own
 	// hook timeout (if any) bounds it, not this one.
-	r, err := cl.roundTripWithin(&message{Message: wire.Message{Type: typeAdopt}, Adopt: req}, adoptTimeout)
+	r, err := cl.roundTripWithin(msg(wire.Message{Type: typeAdopt, Adopt: req}), adoptTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +289,7 @@ func (cl *Client) Adopt(req *AdoptRequest) (*SessionInfo, error) {
 // End waits up to wait for a container's session to end and returns its
 // result.
 func (cl *Client) End(containerID string, wait time.Duration) (*WireResult, error) {
-	r, err := cl.roundTripWithin(&message{Message: wire.Message{Type: typeEnd}, End: &EndRequest{ContainerID: containerID, Wait: wait}}, wait+requestTimeout)
+	r, err := cl.roundTripWithin(msg(wire.Message{Type: typeEnd, End: &EndRequest{ContainerID: containerID, Wait: wait}}), wait+requestTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -325,4 +297,13 @@ func (cl *Client) End(containerID string, wait time.Duration) (*WireResult, erro
 		return nil, fmt.Errorf("%w: reply %q to end", ErrProtocol, r.Type)
 	}
 	return r.Result, nil
+}
+
+// logMounts is ms as the verification log records them.
+func logMounts(ms []wire.Mount) []vlog.Mount {
+	out := make([]vlog.Mount, len(ms))
+	for i, m := range ms {
+		out[i] = vlog.Mount{Container: m.Container, Host: m.Host}
+	}
+	return out
 }

@@ -31,7 +31,7 @@ var (
 // Error classes on the wire.
 const (
 	ClassForbidden       = "forbidden"
-	ClassNoSession       = "no_session"
+	ClassNoSession       = wire.ClassNoSession
 	ClassBadRequest      = "bad_request"
 	ClassShutdown        = "shutdown"
 	ClassInvalidManifest = wire.ClassInvalidManifest

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/daemon/wire"
 	"github.com/klocklabs/klock/enforcer/session"
-	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -81,7 +81,7 @@ func TestObserverSeesContainerSessions(t *testing.T) {
 	}
 	defer cl.Close()
 	_, err = cl.Adopt(&AdoptRequest{Manifest: data, ManifestPath: "agent.yaml", ContainerID: "observer-test", Pid: init.Process.Pid,
-		Cgroup: g.Path, Mounts: []vlog.Mount{{Container: "/", Host: "/"}}, UID: agentUID, GID: agentUID, AllowDegraded: true})
+		Cgroup: g.Path, Mounts: []wire.Mount{{Container: "/", Host: "/"}}, UID: agentUID, GID: agentUID, AllowDegraded: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,8 +65,6 @@ type (
 type message struct {
 	wire.Message
 	Error  *Error           `json:"error,omitempty"`
-	Adopt  *AdoptRequest    `json:"adopt,omitempty"`
-	End    *EndRequest      `json:"end,omitempty"`
 	Events *EventsRequest   `json:"events,omitempty"`
 	Event  *eventlog.Record `json:"event,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/klocklabs/klock/enforcer/oci/statedir"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -20,9 +21,9 @@ const (
 	AnnotationAllowRoot = "io.klock.allow-root"
 	// AnnotationRuntime = RuntimeFull says klock-runtime rewrote the spec
 	// (full mode: Landlock and seccomp inside); absent means hook-only.
-	AnnotationRuntime = "io.klock.runtime"
+	AnnotationRuntime = statedir.AnnotationRuntime
 	// RuntimeFull is AnnotationRuntime's value.
-	RuntimeFull = "klock-runtime"
+	RuntimeFull = statedir.RuntimeFull
 )
 
 // sandboxAnnotations mark a CRI pod's sandbox (the pause container), as

@@ -36,4 +36,7 @@ func (e *Error) Error() string { return e.Message }
 const (
 	ClassLeaseConflict   = "lease_conflict"
 	ClassInvalidManifest = "invalid_manifest"
+	// ClassNoSession: no session by that id or container (the poststop
+	// hook of a container klockd never adopted ends quietly).
+	ClassNoSession = "no_session"
 )

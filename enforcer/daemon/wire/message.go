@@ -36,10 +36,10 @@ const (
 	TypeEventsEnd = "events_end"
 )
 
-// Message is the part of every frame's JSON body a run's client reads and
-// writes; Type says which fields are set. enforcer/daemon extends it with
-// the requests only the server and the full client know (adopt, end,
-// events), in the same JSON object.
+// Message is the part of every frame's JSON body a light client reads and
+// writes (a run, a container's adopt and end); Type says which fields are
+// set. enforcer/daemon extends it with the requests only the server and
+// the full client know (events), in the same JSON object.
 type Message struct {
 	Type     string        `json:"type"`
 	V        int           `json:"v,omitempty"`
@@ -51,6 +51,8 @@ type Message struct {
 	Log      *LogEvent     `json:"log,omitempty"`
 	Result   *Result       `json:"result,omitempty"`
 	Error    *Error        `json:"error,omitempty"`
+	Adopt    *AdoptRequest `json:"adopt,omitempty"`
+	End      *EndRequest   `json:"end,omitempty"`
 }
 
 // RunRequest is what a client asks klockd to run: everything
