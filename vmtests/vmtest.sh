@@ -92,7 +92,7 @@ case " $* " in
 *" ./test/realworld "*)
 	for d in /usr/lib/git-core /usr/share/git-core /usr/lib/python3 /usr/share/python-wheels \
 		"$(readlink -f /usr/bin/python3 | sed 's,/bin/,/lib/,')"; do
-		cp -a --parents "$d" "$root"
+		mkdir -p "$root${d%/*}" && cp -a "$d" "$root${d%/*}/"
 	done
 	cp -L /usr/bin/git /usr/bin/python3 "$root/usr/bin/"
 	copy_elf /usr/bin/git /usr/bin/python3 $(find /usr/lib/git-core "$root/usr/lib" -name '*.so*' -o -perm -u+x -type f 2>/dev/null | grep -v "^$root/usr/lib/x86_64-linux-gnu")
