@@ -30,7 +30,7 @@ func (t *Table) resetLocked() {
 	t.byGrant, t.byHolder, t.held = map[uint64]*grant{}, map[Holder][]*grant{}, 0
 	t.files, t.nets, t.exp = ptrie{}, netIndex{}, nil
 	t.ended = newEndedHistory(t.ended.changing.max)
-	t.waiters, t.free, t.freed = nil, nil, false
+	t.waiters, t.free, t.spareHeld, t.freed = nil, nil, nil, false
 }
 
 // reloadedLocked tells, after the state was read again from scratch,
@@ -75,7 +75,9 @@ func (t *Table) reloadedLocked(before map[string]Lease, now time.Time) {
 			}
 		}
 		if got != nil {
-			t.noteLocked(id, waitNote{d: &Decision{Outcome: Granted, Leases: got, Age: lw.age}})
+			d := &Decision{Outcome: Granted, Age: lw.age}
+			d.SetLeases(got)
+			t.noteLocked(id, waitNote{d: d})
 		} else {
 			t.noteLocked(id, waitNote{})
 		}
