@@ -8,7 +8,8 @@ import (
 )
 
 // The journal's hot records (grant, end, beat: one or two a lease
-// operation) are written by appendRecord, by hand, without reflection: the
+// operation; ended: a compaction's thousands of ended leases) are written
+// by appendRecord, by hand, without reflection: the
 // same JSON encoding/json writes for them (the decoder reads both), at a
 // fraction of its cost (a Claim's MarshalJSON and every time.Time went
 // through encoding/json's marshaler path, which re-validates each value).
@@ -31,6 +32,17 @@ func appendRecord(dst []byte, r *record) (out []byte, ok bool) {
 					dst = append(dst, ',')
 				}
 				if dst, ok = appendWireGrant(dst, g); !ok {
+					return dst[:start], false
+				}
+			}
+			dst = append(dst, ']')
+		} else if len(r.grants) > 0 { // made here: written from the grants
+			dst = append(dst, `,"grants":[`...)
+			for i, g := range r.grants {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				if dst, ok = appendGrant(dst, g); !ok {
 					return dst[:start], false
 				}
 			}
@@ -62,10 +74,25 @@ func appendRecord(dst []byte, r *record) (out []byte, ok bool) {
 		if dst, ok = appendHolder(dst, r.Holder); !ok {
 			return dst[:start], false
 		}
+	case r.Op == opEnded && r.Holder == nil && len(r.Grants) == 0 && len(r.IDs) == 0:
+		dst = append(dst, `{"op":"ended","at":`...)
+		dst = appendTime(dst, r.At)
+		if len(r.Leases) > 0 {
+			dst = append(dst, `,"leases":[`...)
+			for i := range r.Leases {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				if dst, ok = appendLease(dst, &r.Leases[i]); !ok {
+					return dst[:start], false
+				}
+			}
+			dst = append(dst, ']')
+		}
 	default:
 		return dst, false
 	}
-	if r.State != Active && r.Op != opEnd || r.Queued != nil || r.Leases != nil || r.Why != "" || r.Gen != 0 || r.Format != 0 || r.Size != 0 || r.Lines != 0 {
+	if r.State != Active && r.Op != opEnd || r.Queued != nil || r.Leases != nil && r.Op != opEnded || r.Why != "" || r.Gen != 0 || r.Format != 0 || r.Size != 0 || r.Lines != 0 {
 		return dst[:start], false
 	}
 	if r.Waiter != "" {
@@ -125,6 +152,70 @@ func appendWireGrant(dst []byte, g *wireGrant) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
+// appendGrant appends what appendWireGrant appends of g.wire(), without
+// making it: the objects are the entries' own, rendered once.
+func appendGrant(dst []byte, g *grant) ([]byte, bool) {
+	ok := true
+	dst = append(dst, `{"first":`...)
+	dst = append(dst, '"')
+	dst = appendID(dst, g.base)
+	dst = append(dst, '"')
+	dst = append(dst, `,"holder":`...)
+	if dst, ok = appendHolder(dst, &g.holder); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"age":`...)
+	dst = appendTime(dst, g.age)
+	dst = append(dst, `,"acquired_at":`...)
+	dst = appendTime(dst, g.acquiredAt)
+	dst = append(dst, `,"expires_at":`...)
+	dst = appendTime(dst, g.expiresAt)
+	dst = append(dst, `,"ttl":`...)
+	dst = strconv.AppendInt(dst, int64(g.ttl), 10)
+	dst = append(dst, `,"grace":`...)
+	dst = strconv.AppendInt(dst, int64(g.grace), 10)
+	dst = append(dst, `,"claims":[`...)
+	gone := false
+	for i := range g.entries {
+		e := &g.entries[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"predicate":`...)
+		if dst, ok = appendString(dst, e.predicate.String()); !ok {
+			return dst, false
+		}
+		dst = append(dst, `,"object":`...)
+		if dst, ok = appendString(dst, e.object); !ok {
+			return dst, false
+		}
+		if e.intent != "" {
+			dst = append(dst, `,"intent":`...)
+			if dst, ok = appendString(dst, e.intent); !ok {
+				return dst, false
+			}
+		}
+		dst = append(dst, '}')
+		gone = gone || !e.live
+	}
+	dst = append(dst, ']')
+	if gone {
+		dst = append(dst, `,"gone":[`...)
+		first := true
+		for i := range g.entries {
+			if !g.entries[i].live {
+				if !first {
+					dst = append(dst, ',')
+				}
+				first = false
+				dst = strconv.AppendInt(dst, int64(i), 10)
+			}
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), true
+}
+
 func appendClaim(dst []byte, c *Claim) ([]byte, bool) {
 	ok := true
 	dst = append(dst, `{"predicate":`...)
@@ -140,6 +231,57 @@ func appendClaim(dst []byte, c *Claim) ([]byte, bool) {
 		if dst, ok = appendString(dst, c.Intent); !ok {
 			return dst, false
 		}
+	}
+	return append(dst, '}'), true
+}
+
+func appendLease(dst []byte, l *Lease) ([]byte, bool) {
+	ok := true
+	dst = append(dst, `{"id":`...)
+	if dst, ok = appendString(dst, l.ID); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"holder":`...)
+	if dst, ok = appendHolder(dst, &l.Holder); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"predicate":`...)
+	if dst, ok = appendString(dst, l.Predicate.String()); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"object":`...)
+	if dst, ok = appendString(dst, l.Object); !ok {
+		return dst, false
+	}
+	if l.Intent != "" {
+		dst = append(dst, `,"intent":`...)
+		if dst, ok = appendString(dst, l.Intent); !ok {
+			return dst, false
+		}
+	}
+	dst = append(dst, `,"age":`...)
+	dst = appendTime(dst, l.Age)
+	dst = append(dst, `,"acquired_at":`...)
+	dst = appendTime(dst, l.AcquiredAt)
+	dst = append(dst, `,"expires_at":`...)
+	dst = appendTime(dst, l.ExpiresAt)
+	dst = append(dst, `,"ttl":`...)
+	dst = strconv.AppendInt(dst, int64(l.TTL), 10)
+	dst = append(dst, `,"grace":`...)
+	dst = strconv.AppendInt(dst, int64(l.Grace), 10)
+	dst = append(dst, `,"state":`...)
+	dst = strconv.AppendQuote(dst, l.State.String())
+	dst = append(dst, `,"ended_at":`...)
+	dst = appendTime(dst, l.EndedAt)
+	if l.Host != "" {
+		dst = append(dst, `,"host":`...)
+		if dst, ok = appendString(dst, l.Host); !ok {
+			return dst, false
+		}
+	}
+	if l.Fence != 0 {
+		dst = append(dst, `,"fence":`...)
+		dst = strconv.AppendInt(dst, l.Fence, 10)
 	}
 	return append(dst, '}'), true
 }
@@ -202,6 +344,13 @@ func appendTime(dst []byte, t time.Time) []byte {
 func encodeRecord(dst []byte, r *record) ([]byte, error) {
 	if out, ok := appendRecord(dst, r); ok {
 		return out, nil
+	}
+	if r.Op == opGrant && r.Grants == nil && r.grants != nil {
+		w := *r // encoding/json writes the wire form
+		for _, g := range r.grants {
+			w.Grants = append(w.Grants, g.wire())
+		}
+		r = &w
 	}
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -40,7 +40,8 @@ type record struct {
 	Size   int64 `json:"size,omitempty"`
 	Lines  int   `json:"lines,omitempty"`
 	// grants, in a grant this process made, are its grants already made
-	// (a journaled grant is made again from Grants).
+	// (a journaled grant is made again from Grants); the journal writes
+	// them as Grants.
 	grants []*grant
 	// ending, in an end this process made, are the entries of IDs.
 	ending []*entry

@@ -360,13 +360,7 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 	}
 	d.granted = granted{ids: all, claims: req.Claims, holder: req.Holder, age: req.Age, acquired: now,
 		expires: now.Add(ttl), ttl: ttl, grace: grace}
-	r := record{Op: opGrant, At: now, Waiter: waiter, grants: gs}
-	if t.sink != nil { // the journal's form
-		for _, g := range gs {
-			r.Grants = append(r.Grants, g.wire())
-		}
-	}
-	t.applyLocked(r)
+	t.applyLocked(record{Op: opGrant, At: now, Waiter: waiter, grants: gs})
 	clear(gs)
 	t.grants = gs[:0]
 }
@@ -701,10 +695,29 @@ func (r *endedRing) pushEntry(e *entry, s State, at time.Time) {
 }
 
 func (x *endedLease) lease() Lease {
-	r, _ := ParseResource(x.object)
-	return Lease{ID: x.id, Holder: x.holder, Predicate: x.predicate, Resource: r, Object: x.object, Intent: x.intent,
+	l := x.unparsed()
+	l.Resource, _ = ParseResource(x.object)
+	return l
+}
+
+// unparsed is the lease without its Resource (what the journal writes
+// of it: its object).
+func (x *endedLease) unparsed() Lease {
+	return Lease{ID: x.id, Holder: x.holder, Predicate: x.predicate, Object: x.object, Intent: x.intent,
 		Age: time.Unix(0, x.age), AcquiredAt: time.Unix(0, x.acquired), ExpiresAt: time.Unix(0, x.expires), TTL: x.ttl,
 		Grace: x.grace, State: x.state, EndedAt: time.Unix(0, x.ended)}
+}
+
+// appendUnparsed appends every ended lease, oldest first, without its
+// Resource: a compaction writes them all, and parsing each object back was
+// most of its cost.
+func (h *endedHistory) appendUnparsed(out []Lease) []Lease {
+	for _, r := range [...]*endedRing{&h.changing, &h.other} {
+		for i := range r.buf {
+			out = append(out, r.buf[(r.head+i)%len(r.buf)].unparsed())
+		}
+	}
+	return out
 }
 
 // each calls f with the ended leases that ended at or after since.
