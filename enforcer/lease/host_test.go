@@ -231,6 +231,38 @@ func TestHostCompaction(t *testing.T) {
 	}
 }
 
+// TestHostCompactionSeenThroughALink: a store that has the journal open
+// hears of its compaction even when another name links the old journal
+// (so that renaming over it leaves it a link): it is marked replaced.
+func TestHostCompactionSeenThroughALink(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a := openHost(t, dir, WithCompactSize(4096))
+	b := openHost(t, dir)
+	if _, err := b.List(ctx, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, journalName), filepath.Join(dir, "journal.copy")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		who := fmt.Sprint("s", i%5)
+		if d, err := a.Acquire(ctx, req(t, who, time.Now(), fmt.Sprintf("MUTATES FILE:/repo/%d/**", i%11))); err != nil {
+			t.Fatal(err)
+		} else if d.Outcome == Granted && i%4 != 0 {
+			a.Release(ctx, Holder{Agent: "agent-" + who, Session: who})
+		}
+	}
+	if a.gen < 2 {
+		t.Fatalf("generation %d: the journal was not compacted", a.gen)
+	}
+	want, _ := a.List(ctx, Filter{})
+	got, err := b.List(ctx, Filter{})
+	if err != nil || len(want) == 0 || fmt.Sprint(ids(got)) != fmt.Sprint(ids(want)) {
+		t.Fatalf("after compaction (%v):\n got %v\nwant %v", err, ids(got), ids(want))
+	}
+}
+
 func ids(ls []Lease) []string {
 	var out []string
 	for _, l := range ls {
