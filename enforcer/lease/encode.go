@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/klocklabs/klock/policy"
 )
 
 // The journal's hot records (grant, end, beat: one or two a lease
@@ -25,24 +27,19 @@ func appendRecord(dst []byte, r *record) (out []byte, ok bool) {
 	case r.Op == opGrant && r.Holder == nil && len(r.IDs) == 0:
 		dst = append(dst, `{"op":"grant","at":`...)
 		dst = appendTime(dst, r.At)
-		if len(r.Grants) > 0 {
+		// Grants as read, or the grants made here, written from them.
+		if n := max(len(r.Grants), len(r.grants)); n > 0 {
 			dst = append(dst, `,"grants":[`...)
-			for i, g := range r.Grants {
+			for i := range n {
 				if i > 0 {
 					dst = append(dst, ',')
 				}
-				if dst, ok = appendWireGrant(dst, g); !ok {
-					return dst[:start], false
+				if len(r.Grants) > 0 {
+					dst, ok = appendWireGrant(dst, r.Grants[i])
+				} else {
+					dst, ok = appendGrant(dst, r.grants[i])
 				}
-			}
-			dst = append(dst, ']')
-		} else if len(r.grants) > 0 { // made here: written from the grants
-			dst = append(dst, `,"grants":[`...)
-			for i, g := range r.grants {
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				if dst, ok = appendGrant(dst, g); !ok {
+				if !ok {
 					return dst[:start], false
 				}
 			}
@@ -110,20 +107,9 @@ func appendWireGrant(dst []byte, g *wireGrant) ([]byte, bool) {
 	if dst, ok = appendString(dst, g.First); !ok {
 		return dst, false
 	}
-	dst = append(dst, `,"holder":`...)
-	if dst, ok = appendHolder(dst, &g.Holder); !ok {
+	if dst, ok = appendShared(dst, &g.Holder, g.Age, g.Acquired, g.ExpiresAt, g.TTL, g.Grace); !ok {
 		return dst, false
 	}
-	dst = append(dst, `,"age":`...)
-	dst = appendTime(dst, g.Age)
-	dst = append(dst, `,"acquired_at":`...)
-	dst = appendTime(dst, g.Acquired)
-	dst = append(dst, `,"expires_at":`...)
-	dst = appendTime(dst, g.ExpiresAt)
-	dst = append(dst, `,"ttl":`...)
-	dst = strconv.AppendInt(dst, int64(g.TTL), 10)
-	dst = append(dst, `,"grace":`...)
-	dst = strconv.AppendInt(dst, int64(g.Grace), 10)
 	dst = append(dst, `,"claims":`...)
 	if g.Claims == nil {
 		dst = append(dst, "null"...)
@@ -160,20 +146,9 @@ func appendGrant(dst []byte, g *grant) ([]byte, bool) {
 	dst = append(dst, '"')
 	dst = appendID(dst, g.base)
 	dst = append(dst, '"')
-	dst = append(dst, `,"holder":`...)
-	if dst, ok = appendHolder(dst, &g.holder); !ok {
+	if dst, ok = appendShared(dst, &g.holder, g.age, g.acquiredAt, g.expiresAt, g.ttl, g.grace); !ok {
 		return dst, false
 	}
-	dst = append(dst, `,"age":`...)
-	dst = appendTime(dst, g.age)
-	dst = append(dst, `,"acquired_at":`...)
-	dst = appendTime(dst, g.acquiredAt)
-	dst = append(dst, `,"expires_at":`...)
-	dst = appendTime(dst, g.expiresAt)
-	dst = append(dst, `,"ttl":`...)
-	dst = strconv.AppendInt(dst, int64(g.ttl), 10)
-	dst = append(dst, `,"grace":`...)
-	dst = strconv.AppendInt(dst, int64(g.grace), 10)
 	dst = append(dst, `,"claims":[`...)
 	gone := false
 	for i := range g.entries {
@@ -181,21 +156,9 @@ func appendGrant(dst []byte, g *grant) ([]byte, bool) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, `{"predicate":`...)
-		if dst, ok = appendString(dst, e.predicate.String()); !ok {
+		if dst, ok = appendClaimOf(dst, e.predicate, e.object, e.intent); !ok {
 			return dst, false
 		}
-		dst = append(dst, `,"object":`...)
-		if dst, ok = appendString(dst, e.object); !ok {
-			return dst, false
-		}
-		if e.intent != "" {
-			dst = append(dst, `,"intent":`...)
-			if dst, ok = appendString(dst, e.intent); !ok {
-				return dst, false
-			}
-		}
-		dst = append(dst, '}')
 		gone = gone || !e.live
 	}
 	dst = append(dst, ']')
@@ -216,23 +179,55 @@ func appendGrant(dst []byte, g *grant) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-func appendClaim(dst []byte, c *Claim) ([]byte, bool) {
+// appendShared appends what the leases of a grant share, after its
+// first ID.
+func appendShared(dst []byte, h *Holder, age, acquired, expires time.Time, ttl, grace time.Duration) ([]byte, bool) {
 	ok := true
-	dst = append(dst, `{"predicate":`...)
-	if dst, ok = appendString(dst, c.Predicate.String()); !ok {
+	dst = append(dst, `,"holder":`...)
+	if dst, ok = appendHolder(dst, h); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"age":`...)
+	dst = appendTime(dst, age)
+	dst = append(dst, `,"acquired_at":`...)
+	dst = appendTime(dst, acquired)
+	dst = append(dst, `,"expires_at":`...)
+	dst = appendTime(dst, expires)
+	dst = append(dst, `,"ttl":`...)
+	dst = strconv.AppendInt(dst, int64(ttl), 10)
+	dst = append(dst, `,"grace":`...)
+	dst = strconv.AppendInt(dst, int64(grace), 10)
+	return dst, true
+}
+
+func appendClaim(dst []byte, c *Claim) ([]byte, bool) {
+	return appendClaimOf(dst, c.Predicate, c.Resource.String(), c.Intent)
+}
+
+func appendClaimOf(dst []byte, p policy.Predicate, object, intent string) ([]byte, bool) {
+	dst, ok := appendIntent(append(dst, '{'), p, object, intent)
+	return append(dst, '}'), ok
+}
+
+// appendIntent appends the predicate, object and intent fields of a
+// claim or a lease.
+func appendIntent(dst []byte, p policy.Predicate, object, intent string) ([]byte, bool) {
+	ok := true
+	dst = append(dst, `"predicate":`...)
+	if dst, ok = appendString(dst, p.String()); !ok {
 		return dst, false
 	}
 	dst = append(dst, `,"object":`...)
-	if dst, ok = appendString(dst, c.Resource.String()); !ok {
+	if dst, ok = appendString(dst, object); !ok {
 		return dst, false
 	}
-	if c.Intent != "" {
+	if intent != "" {
 		dst = append(dst, `,"intent":`...)
-		if dst, ok = appendString(dst, c.Intent); !ok {
+		if dst, ok = appendString(dst, intent); !ok {
 			return dst, false
 		}
 	}
-	return append(dst, '}'), true
+	return dst, true
 }
 
 func appendLease(dst []byte, l *Lease) ([]byte, bool) {
@@ -245,19 +240,9 @@ func appendLease(dst []byte, l *Lease) ([]byte, bool) {
 	if dst, ok = appendHolder(dst, &l.Holder); !ok {
 		return dst, false
 	}
-	dst = append(dst, `,"predicate":`...)
-	if dst, ok = appendString(dst, l.Predicate.String()); !ok {
+	dst = append(dst, ',')
+	if dst, ok = appendIntent(dst, l.Predicate, l.Object, l.Intent); !ok {
 		return dst, false
-	}
-	dst = append(dst, `,"object":`...)
-	if dst, ok = appendString(dst, l.Object); !ok {
-		return dst, false
-	}
-	if l.Intent != "" {
-		dst = append(dst, `,"intent":`...)
-		if dst, ok = appendString(dst, l.Intent); !ok {
-			return dst, false
-		}
 	}
 	dst = append(dst, `,"age":`...)
 	dst = appendTime(dst, l.Age)
