@@ -34,25 +34,26 @@ func TestDecisionLeasesAreTheHeldOnes(t *testing.T) {
 			if l.ID != d.LeaseID(i) || !reflect.DeepEqual(l, d.Lease(i)) || l.Resource != r.Claims[i].Resource {
 				t.Errorf("%T: lease %d: %+v, LeaseID %s, claim %v", s, i, l, d.LeaseID(i), r.Claims[i])
 			}
-			if w, ok := byID[l.ID]; !ok || !reflect.DeepEqual(jsonOf(t, l), jsonOf(t, w)) {
-				t.Errorf("%T: lease %d:\n got %s\nheld %s", s, i, jsonOf(t, l), jsonOf(t, w))
+			if w, ok := byID[l.ID]; !ok || !reflect.DeepEqual(jsonOf(l), jsonOf(w)) {
+				t.Errorf("%T: lease %d:\n got %s\nheld %s", s, i, jsonOf(l), jsonOf(w))
 			}
 		}
 		var back Decision
-		if err := json.Unmarshal([]byte(jsonOf(t, d)), &back); err != nil {
+		if err := json.Unmarshal([]byte(jsonOf(d)), &back); err != nil {
 			t.Fatal(err)
 		}
-		if jsonOf(t, back) != jsonOf(t, d) || back.NumLeases() != 3 || back.LeaseID(2) != d.LeaseID(2) {
-			t.Errorf("%T: read back %s\nwrote %s", s, jsonOf(t, back), jsonOf(t, d))
+		if jsonOf(back) != jsonOf(d) || back.NumLeases() != 3 || back.LeaseID(2) != d.LeaseID(2) {
+			t.Errorf("%T: read back %s\nwrote %s", s, jsonOf(back), jsonOf(d))
 		}
 	}
 }
 
-func jsonOf(t *testing.T, v any) string {
-	t.Helper()
+// jsonOf is v's JSON; a value that does not marshal fails the test (it
+// panics).
+func jsonOf(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return string(b)
 }
