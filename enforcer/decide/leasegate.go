@@ -52,8 +52,8 @@ func LeaseGate(o LeaseGateOptions) AmendGate {
 			if d.Outcome != lease.Granted {
 				return denied(r, d)
 			}
-			for _, l := range d.Leases {
-				ids = append(ids, l.ID)
+			for i := range d.NumLeases() {
+				ids = append(ids, d.LeaseID(i))
 			}
 		}
 		if o.Before != nil {

@@ -25,7 +25,7 @@ func holdLease(t *testing.T, tb *lease.Table, h lease.Holder, intent string) lea
 	if err != nil || d.Outcome != lease.Granted {
 		t.Fatalf("acquire %s: %+v %v", intent, d, err)
 	}
-	return d.Leases[0]
+	return d.Lease(0)
 }
 
 // An amendment that conflicts with another session's lease is not made:

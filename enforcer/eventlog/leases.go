@@ -62,7 +62,7 @@ type awaiter struct {
 
 func (a awaiter) Await(ctx context.Context, req lease.Request, max time.Duration) (lease.Decision, error) {
 	d, err := a.aw.Await(ctx, req, max)
-	if err == nil || len(d.Leases) > 0 { // a grant racing ctx's end is held
+	if err == nil || d.NumLeases() > 0 { // a grant racing ctx's end is held
 		a.l.decided(req, d)
 	}
 	return d, err
@@ -84,11 +84,9 @@ func (l *leases) decided(req lease.Request, d lease.Decision) {
 	case lease.Granted:
 		// One record per request: a session's baseline alone is some
 		// thirty leases, taken as one decision.
-		g := &Lease{Count: len(d.Leases)}
-		for i, x := range d.Leases {
-			if i > maxList {
-				break // clip says how many more there were
-			}
+		g := &Lease{Count: d.NumLeases()}
+		for i := range min(g.Count, maxList+1) { // clip says how many more there were
+			x := d.Lease(i)
 			g.Leases = append(g.Leases, x.ID+" "+x.Predicate.String()+" "+x.Object)
 		}
 		r := base

@@ -71,7 +71,9 @@
 //     A line without its newline is a write its writer did not finish:
 //     readers leave it, the next writer cuts it off. The journal is
 //     compacted (a snapshot written beside it and renamed over it, under
-//     the lock) when it outgrows its last snapshot; readers follow.
+//     the lock) when it outgrows its last snapshot; readers follow (the
+//     replaced journal is made read-only: a process that has it open
+//     learns so from the file, without looking its name up each time).
 //
 // A lease a holder stops heartbeating is held until ExpiresAt + Grace,
 // then it is Expired and frees its resources.

@@ -5,10 +5,13 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/klocklabs/klock/policy"
 )
 
 // The journal's hot records (grant, end, beat: one or two a lease
-// operation) are written by appendRecord, by hand, without reflection: the
+// operation; ended: a compaction's thousands of ended leases) are written
+// by appendRecord, by hand, without reflection: the
 // same JSON encoding/json writes for them (the decoder reads both), at a
 // fraction of its cost (a Claim's MarshalJSON and every time.Time went
 // through encoding/json's marshaler path, which re-validates each value).
@@ -24,13 +27,19 @@ func appendRecord(dst []byte, r *record) (out []byte, ok bool) {
 	case r.Op == opGrant && r.Holder == nil && len(r.IDs) == 0:
 		dst = append(dst, `{"op":"grant","at":`...)
 		dst = appendTime(dst, r.At)
-		if len(r.Grants) > 0 {
+		// Grants as read, or the grants made here, written from them.
+		if n := max(len(r.Grants), len(r.grants)); n > 0 {
 			dst = append(dst, `,"grants":[`...)
-			for i, g := range r.Grants {
+			for i := range n {
 				if i > 0 {
 					dst = append(dst, ',')
 				}
-				if dst, ok = appendWireGrant(dst, g); !ok {
+				if len(r.Grants) > 0 {
+					dst, ok = appendWireGrant(dst, r.Grants[i])
+				} else {
+					dst, ok = appendGrant(dst, r.grants[i])
+				}
+				if !ok {
 					return dst[:start], false
 				}
 			}
@@ -62,10 +71,25 @@ func appendRecord(dst []byte, r *record) (out []byte, ok bool) {
 		if dst, ok = appendHolder(dst, r.Holder); !ok {
 			return dst[:start], false
 		}
+	case r.Op == opEnded && r.Holder == nil && len(r.Grants) == 0 && len(r.IDs) == 0:
+		dst = append(dst, `{"op":"ended","at":`...)
+		dst = appendTime(dst, r.At)
+		if len(r.Leases) > 0 {
+			dst = append(dst, `,"leases":[`...)
+			for i := range r.Leases {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				if dst, ok = appendLease(dst, &r.Leases[i]); !ok {
+					return dst[:start], false
+				}
+			}
+			dst = append(dst, ']')
+		}
 	default:
 		return dst, false
 	}
-	if r.State != Active && r.Op != opEnd || r.Queued != nil || r.Leases != nil || r.Why != "" || r.Gen != 0 || r.Format != 0 || r.Size != 0 || r.Lines != 0 {
+	if r.State != Active && r.Op != opEnd || r.Queued != nil || r.Leases != nil && r.Op != opEnded || r.Why != "" || r.Gen != 0 || r.Format != 0 || r.Size != 0 || r.Lines != 0 {
 		return dst[:start], false
 	}
 	if r.Waiter != "" {
@@ -83,20 +107,9 @@ func appendWireGrant(dst []byte, g *wireGrant) ([]byte, bool) {
 	if dst, ok = appendString(dst, g.First); !ok {
 		return dst, false
 	}
-	dst = append(dst, `,"holder":`...)
-	if dst, ok = appendHolder(dst, &g.Holder); !ok {
+	if dst, ok = appendShared(dst, &g.Holder, g.Age, g.Acquired, g.ExpiresAt, g.TTL, g.Grace); !ok {
 		return dst, false
 	}
-	dst = append(dst, `,"age":`...)
-	dst = appendTime(dst, g.Age)
-	dst = append(dst, `,"acquired_at":`...)
-	dst = appendTime(dst, g.Acquired)
-	dst = append(dst, `,"expires_at":`...)
-	dst = appendTime(dst, g.ExpiresAt)
-	dst = append(dst, `,"ttl":`...)
-	dst = strconv.AppendInt(dst, int64(g.TTL), 10)
-	dst = append(dst, `,"grace":`...)
-	dst = strconv.AppendInt(dst, int64(g.Grace), 10)
 	dst = append(dst, `,"claims":`...)
 	if g.Claims == nil {
 		dst = append(dst, "null"...)
@@ -125,21 +138,135 @@ func appendWireGrant(dst []byte, g *wireGrant) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-func appendClaim(dst []byte, c *Claim) ([]byte, bool) {
+// appendGrant appends what appendWireGrant appends of g.wire(), without
+// making it: the objects are the entries' own, rendered once.
+func appendGrant(dst []byte, g *grant) ([]byte, bool) {
 	ok := true
-	dst = append(dst, `{"predicate":`...)
-	if dst, ok = appendString(dst, c.Predicate.String()); !ok {
+	dst = append(dst, `{"first":`...)
+	dst = append(dst, '"')
+	dst = appendID(dst, g.base)
+	dst = append(dst, '"')
+	if dst, ok = appendShared(dst, &g.holder, g.age, g.acquiredAt, g.expiresAt, g.ttl, g.grace); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"claims":[`...)
+	gone := false
+	for i := range g.entries {
+		e := &g.entries[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if dst, ok = appendClaimOf(dst, e.predicate, e.object, e.intent); !ok {
+			return dst, false
+		}
+		gone = gone || !e.live
+	}
+	dst = append(dst, ']')
+	if gone {
+		dst = append(dst, `,"gone":[`...)
+		first := true
+		for i := range g.entries {
+			if !g.entries[i].live {
+				if !first {
+					dst = append(dst, ',')
+				}
+				first = false
+				dst = strconv.AppendInt(dst, int64(i), 10)
+			}
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), true
+}
+
+// appendShared appends what the leases of a grant share, after its
+// first ID.
+func appendShared(dst []byte, h *Holder, age, acquired, expires time.Time, ttl, grace time.Duration) ([]byte, bool) {
+	ok := true
+	dst = append(dst, `,"holder":`...)
+	if dst, ok = appendHolder(dst, h); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"age":`...)
+	dst = appendTime(dst, age)
+	dst = append(dst, `,"acquired_at":`...)
+	dst = appendTime(dst, acquired)
+	dst = append(dst, `,"expires_at":`...)
+	dst = appendTime(dst, expires)
+	dst = append(dst, `,"ttl":`...)
+	dst = strconv.AppendInt(dst, int64(ttl), 10)
+	dst = append(dst, `,"grace":`...)
+	dst = strconv.AppendInt(dst, int64(grace), 10)
+	return dst, true
+}
+
+func appendClaim(dst []byte, c *Claim) ([]byte, bool) {
+	return appendClaimOf(dst, c.Predicate, c.Resource.String(), c.Intent)
+}
+
+func appendClaimOf(dst []byte, p policy.Predicate, object, intent string) ([]byte, bool) {
+	dst, ok := appendIntent(append(dst, '{'), p, object, intent)
+	return append(dst, '}'), ok
+}
+
+// appendIntent appends the predicate, object and intent fields of a
+// claim or a lease.
+func appendIntent(dst []byte, p policy.Predicate, object, intent string) ([]byte, bool) {
+	ok := true
+	dst = append(dst, `"predicate":`...)
+	if dst, ok = appendString(dst, p.String()); !ok {
 		return dst, false
 	}
 	dst = append(dst, `,"object":`...)
-	if dst, ok = appendString(dst, c.Resource.String()); !ok {
+	if dst, ok = appendString(dst, object); !ok {
 		return dst, false
 	}
-	if c.Intent != "" {
+	if intent != "" {
 		dst = append(dst, `,"intent":`...)
-		if dst, ok = appendString(dst, c.Intent); !ok {
+		if dst, ok = appendString(dst, intent); !ok {
 			return dst, false
 		}
+	}
+	return dst, true
+}
+
+func appendLease(dst []byte, l *Lease) ([]byte, bool) {
+	ok := true
+	dst = append(dst, `{"id":`...)
+	if dst, ok = appendString(dst, l.ID); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"holder":`...)
+	if dst, ok = appendHolder(dst, &l.Holder); !ok {
+		return dst, false
+	}
+	dst = append(dst, ',')
+	if dst, ok = appendIntent(dst, l.Predicate, l.Object, l.Intent); !ok {
+		return dst, false
+	}
+	dst = append(dst, `,"age":`...)
+	dst = appendTime(dst, l.Age)
+	dst = append(dst, `,"acquired_at":`...)
+	dst = appendTime(dst, l.AcquiredAt)
+	dst = append(dst, `,"expires_at":`...)
+	dst = appendTime(dst, l.ExpiresAt)
+	dst = append(dst, `,"ttl":`...)
+	dst = strconv.AppendInt(dst, int64(l.TTL), 10)
+	dst = append(dst, `,"grace":`...)
+	dst = strconv.AppendInt(dst, int64(l.Grace), 10)
+	dst = append(dst, `,"state":`...)
+	dst = strconv.AppendQuote(dst, l.State.String())
+	dst = append(dst, `,"ended_at":`...)
+	dst = appendTime(dst, l.EndedAt)
+	if l.Host != "" {
+		dst = append(dst, `,"host":`...)
+		if dst, ok = appendString(dst, l.Host); !ok {
+			return dst, false
+		}
+	}
+	if l.Fence != 0 {
+		dst = append(dst, `,"fence":`...)
+		dst = strconv.AppendInt(dst, l.Fence, 10)
 	}
 	return append(dst, '}'), true
 }
@@ -202,6 +329,13 @@ func appendTime(dst []byte, t time.Time) []byte {
 func encodeRecord(dst []byte, r *record) ([]byte, error) {
 	if out, ok := appendRecord(dst, r); ok {
 		return out, nil
+	}
+	if r.Op == opGrant && r.Grants == nil && r.grants != nil {
+		w := *r // encoding/json writes the wire form
+		for _, g := range r.grants {
+			w.Grants = append(w.Grants, g.wire())
+		}
+		r = &w
 	}
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -37,6 +38,12 @@ func sampleRecords() []record {
 		{Op: opBeat, At: at, Holder: &Holder{Agent: "a\tb", Session: "s"}},
 		{Op: opUnwait, At: at, Waiter: "w-2", Why: "die"},
 		{Op: opEnded, At: at, Leases: []Lease{{ID: "l-9", Holder: h, Predicate: claims[0].Predicate, Object: "FILE:/x", State: Released, EndedAt: at}}},
+		{Op: opEnded, At: local, Leases: []Lease{
+			{ID: "l-8", Holder: grouped, Predicate: claims[1].Predicate, Object: "NET:api.example.com:443/tcp", Intent: "CONSUMES NET:api.example.com:443/tcp",
+				Age: at, AcquiredAt: at, ExpiresAt: local, TTL: time.Minute, Grace: time.Second, State: Expired, EndedAt: local, Host: "h1", Fence: 42},
+			{ID: "l-7", Holder: h, Predicate: claims[2].Predicate, Object: "FILE:/srv/repo/new.go", State: Revoked, EndedAt: at}}},
+		{Op: opEnded, At: at, Leases: []Lease{{ID: "l-6", Holder: h, Object: `FILE:/r<é>`, State: Released, EndedAt: at}}},
+		{Op: opEnded, At: at},
 	}
 }
 
@@ -61,8 +68,8 @@ func TestRecordEncoderWritesWhatEncodingJSONWrites(t *testing.T) {
 			hand++
 		}
 	}
-	if hand != 8 {
-		t.Errorf("%d records written by hand, want 8 (grant, end, beat without escaping)", hand)
+	if hand != 11 {
+		t.Errorf("%d records written by hand, want 11 (grant, end, beat, ended without escaping)", hand)
 	}
 }
 
@@ -78,6 +85,7 @@ func TestRecordEncoderKnowsEveryField(t *testing.T) {
 		{wireGrant{}, "first holder age acquired_at expires_at ttl grace claims gone"},
 		{Holder{}, "tenant agent session group lead"},
 		{claimJSON{}, "predicate object intent"},
+		{Lease{}, "id holder predicate object intent age acquired_at expires_at ttl grace state ended_at host fence"},
 	} {
 		var names []string
 		rt := reflect.TypeOf(c.v)
@@ -149,5 +157,34 @@ func TestJournalLinesDecodeAsRecords(t *testing.T) {
 	var r record
 	if json.Unmarshal(bad, &r) == nil || decodeLine(bad, &r) == nil {
 		t.Error("an object of no known type decoded")
+	}
+}
+
+// TestGrantEncoderWritesTheWireForm: a grant the table holds is written
+// (appendGrant, from the grant itself) as its wire form is (the form the
+// journal decodes), with the leases it no longer holds listed as gone.
+func TestGrantEncoderWritesTheWireForm(t *testing.T) {
+	tb := NewTable()
+	h := Holder{Tenant: "uid:0", Agent: "coder", Session: "s", Group: "run:1", Lead: true}
+	d, err := tb.Acquire(context.Background(), Request{Holder: h, Claims: []Claim{mustClaim("MUTATES FILE:/srv/repo/src/**"),
+		mustClaim("CONSUMES NET:api.example.com:443/tcp"), mustClaim("PROVIDES FILE:/srv/repo/new.go"), mustClaim("CONSUMES NET:10.0.0.0/8:1-99/udp")}})
+	if err != nil || d.Outcome != Granted {
+		t.Fatal(d.Outcome, err)
+	}
+	if n, err := tb.Release(context.Background(), h, d.LeaseID(1), d.LeaseID(3)); n != 2 || err != nil {
+		t.Fatal(n, err)
+	}
+	if len(tb.byGrant) != 1 {
+		t.Fatalf("%d grants", len(tb.byGrant))
+	}
+	for _, g := range tb.byGrant {
+		got, ok := appendGrant(nil, g)
+		want, _ := appendWireGrant(nil, g.wire())
+		if !ok || string(got) != string(want) {
+			t.Errorf("got  %s (%v)\nwant %s", got, ok, want)
+		}
+		if !strings.Contains(string(got), `"gone":[1,3]`) {
+			t.Errorf("the released leases are not gone: %s", got)
+		}
 	}
 }

@@ -40,6 +40,16 @@ func (e *entry) lease() Lease {
 		Intent: e.intent, Age: g.age, AcquiredAt: g.acquiredAt, ExpiresAt: g.expiresAt, TTL: g.ttl, Grace: g.grace}
 }
 
+// appendID appends the ID of lease base+0.
+func appendID(dst []byte, base uint64) []byte {
+	const hexd = "0123456789abcdef"
+	dst = append(dst, 'l', '-')
+	for sh := 60; sh >= 0; sh -= 4 {
+		dst = append(dst, hexd[base>>sh&15])
+	}
+	return dst
+}
+
 // leaseIDs renders the IDs base+0 ... base+n-1 in one string (they differ
 // only in their last four digits): ID i is all[i*idLen:(i+1)*idLen].
 func leaseIDs(base uint64, n int) (all string) {

@@ -53,9 +53,16 @@ type Host struct {
 	reload bool     // t may differ from the journal: load it again
 	bad    error    // a corrupt journal: every operation says so
 
-	chunk, rbuf []byte  // readLocked's
-	wbuf        []byte  // appendLocked's
-	split       opSplit // op's time, by step
+	chunk, rbuf []byte // readLocked's
+	// An operation's records, encoded as they are applied (a record
+	// names grants and entries the operation may change or reuse after
+	// it): wbuf holds recs lines, or encErr says why not.
+	wbuf   []byte
+	recs   int
+	encErr error
+	sink   func(record) // h.encode
+
+	split opSplit // op's time, by step
 
 	okMu      sync.Mutex
 	readsBack map[Resource]struct{} // journalable's
@@ -123,6 +130,7 @@ func OpenHost(dir string, opts ...HostOption) (*Host, error) {
 	}
 	h := &Host{dir: dir, t: NewTable(cfg.tableOpts...), cfg: cfg, lock: lock, reload: true, readsBack: map[Resource]struct{}{}}
 	h.t.onDue = func() { _ = h.op(context.Background(), func(*Table, time.Time) {}) }
+	h.sink = h.encode
 	// Load the journal now, so that an unusable one is said at once.
 	if err := h.op(context.Background(), func(*Table, time.Time) {}); err != nil {
 		lock.Close()
@@ -192,12 +200,12 @@ func (h *Host) op(_ context.Context, f func(t *Table, now time.Time)) error {
 	t2 := time.Now()
 	t := h.t
 	t.mu.Lock()
-	var recs []record
-	t.sink = func(r record) { recs = append(recs, r) }
+	h.wbuf, h.recs, h.encErr = h.wbuf[:0], 0, nil
+	t.sink = h.sink
 	t.runLocked(t.now(), f)
 	t.sink = nil
 	t3 := time.Now()
-	err := h.appendLocked(recs)
+	err := h.appendLocked()
 	t.flushLocked(err == nil)
 	t.armLocked()
 	t.mu.Unlock()

@@ -185,15 +185,7 @@ func TestHostCompaction(t *testing.T) {
 	idle := openHost(t, dir)
 	ev, stop := watching.Subscribe(100000)
 	defer stop()
-	now := time.Now()
-	for i := range 300 {
-		who := fmt.Sprint("s", i%7)
-		if d, err := a.Acquire(ctx, req(t, who, now, fmt.Sprintf("MUTATES FILE:/repo/%d/**", i%13))); err != nil {
-			t.Fatal(err)
-		} else if d.Outcome == Granted && i%3 != 0 {
-			a.Release(ctx, Holder{Agent: "agent-" + who, Session: who})
-		}
-	}
+	churn(t, a, 300, 7, 13, 3)
 	if a.gen < 3 {
 		t.Fatalf("generation %d: the journal was not compacted", a.gen)
 	}
@@ -227,6 +219,47 @@ func TestHostCompaction(t *testing.T) {
 	for _, l := range want {
 		if !held[l.ID] {
 			t.Fatalf("events miss %s", l.ID)
+		}
+	}
+}
+
+// TestHostCompactionSeenThroughALink: a store that has the journal open
+// hears of its compaction even when another name links the old journal
+// (so that renaming over it leaves it a link): it is marked replaced.
+func TestHostCompactionSeenThroughALink(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a := openHost(t, dir, WithCompactSize(4096))
+	b := openHost(t, dir)
+	if _, err := b.List(ctx, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, journalName), filepath.Join(dir, "journal.copy")); err != nil {
+		t.Fatal(err)
+	}
+	churn(t, a, 200, 5, 11, 4)
+	if a.gen < 2 {
+		t.Fatalf("generation %d: the journal was not compacted", a.gen)
+	}
+	want, _ := a.List(ctx, Filter{})
+	got, err := b.List(ctx, Filter{})
+	if err != nil || len(want) == 0 || fmt.Sprint(ids(got)) != fmt.Sprint(ids(want)) {
+		t.Fatalf("after compaction (%v):\n got %v\nwant %v", err, ids(got), ids(want))
+	}
+}
+
+// churn makes n requests of sessions sessions, each for a subtree of one
+// of dirs directories, releasing all but every keep-th one granted.
+func churn(t *testing.T, h *Host, n, sessions, dirs, keep int) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	for i := range n {
+		who := fmt.Sprint("s", i%sessions)
+		if d, err := h.Acquire(ctx, req(t, who, now, fmt.Sprintf("MUTATES FILE:/repo/%d/**", i%dirs))); err != nil {
+			t.Fatal(err)
+		} else if d.Outcome == Granted && i%keep != 0 {
+			h.Release(ctx, Holder{Agent: "agent-" + who, Session: who})
 		}
 	}
 }

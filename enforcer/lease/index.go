@@ -378,6 +378,10 @@ type netIndex struct {
 	cidrs []*entry // ranges narrower than a whole family
 	wide  []*entry // 0.0.0.0/0, ::/0
 	raw   []*entry
+	// spare is the list of the last key emptied, for the next key: a
+	// session that takes and frees one endpoint all day does not make
+	// its list each time.
+	spare []*entry
 }
 
 func hostKey(h string) string { return strings.ToLower(strings.TrimSuffix(h, ".")) }
@@ -407,14 +411,22 @@ func (x *netIndex) insert(e *entry) {
 		if x.hosts == nil {
 			x.hosts = map[string][]*entry{}
 		}
-		e.netAt = len(x.hosts[host])
-		x.hosts[host] = append(x.hosts[host], e)
+		l, ok := x.hosts[host]
+		if !ok && x.spare != nil {
+			l, x.spare = x.spare, nil
+		}
+		e.netAt = len(l)
+		x.hosts[host] = append(l, e)
 	default:
 		if x.addrs == nil {
 			x.addrs = map[netip.Addr][]*entry{}
 		}
-		e.netAt = len(x.addrs[addr])
-		x.addrs[addr] = append(x.addrs[addr], e)
+		l, ok := x.addrs[addr]
+		if !ok && x.spare != nil {
+			l, x.spare = x.spare, nil
+		}
+		e.netAt = len(l)
+		x.addrs[addr] = append(l, e)
 	}
 }
 
@@ -436,12 +448,14 @@ func (x *netIndex) remove(e *entry) {
 			x.hosts[host] = l
 		} else {
 			delete(x.hosts, host)
+			x.spare = l
 		}
 	default:
 		if l := cut(x.addrs[addr], e); len(l) > 0 {
 			x.addrs[addr] = l
 		} else {
 			delete(x.addrs, addr)
+			x.spare = l
 		}
 	}
 }

@@ -118,10 +118,10 @@ func TestTableAgainstBruteForce(t *testing.T) {
 				}
 				stats[got.Outcome]++
 				if got.Outcome == Granted {
-					if len(got.Leases) != len(req.Claims) {
-						t.Fatalf("granted %d leases for %d claims", len(got.Leases), len(req.Claims))
+					if len(got.Leases()) != len(req.Claims) {
+						t.Fatalf("granted %d leases for %d claims", len(got.Leases()), len(req.Claims))
 					}
-					for i, l := range got.Leases {
+					for i, l := range got.Leases() {
 						if l.Resource != req.Claims[i].Resource || l.Holder != h || !l.ExpiresAt.Equal(now.Add(req.TTL)) {
 							t.Fatalf("lease %+v for claim %v", l, req.Claims[i])
 						}

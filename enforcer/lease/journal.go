@@ -82,7 +82,11 @@ func (h *Host) catchUpLocked(locked bool) error {
 		return h.loadLocked(locked)
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(h.journalPath(), &st); err != nil {
+	err := unix.Fstat(int(h.j.Fd()), &st)
+	if err == nil && !unreplaced(&st) {
+		err = unix.Stat(h.journalPath(), &st)
+	}
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			// Removed (an operator, after corruption): start again.
 			return h.loadLocked(locked)
@@ -121,6 +125,24 @@ func (h *Host) catchUpLocked(locked bool) error {
 	}
 	return h.readLocked(locked)
 }
+
+// unreplaced reports whether the journal open as st still is the
+// journal: its one name is the journal's, and no compaction marked it
+// replaced (compactLocked makes the old one read-only once the new one
+// has its name). It saves looking the path up at each operation; when it
+// cannot tell (another name links the file, a mode this store does not
+// give, an old journal whose compactor died before marking it), the path
+// says.
+func unreplaced(st *unix.Stat_t) bool {
+	return st.Nlink == 1 && st.Mode&0o777 == journalMode
+}
+
+// journalMode is a journal's mode; one replaced by a compaction is made
+// replacedMode.
+const (
+	journalMode  = 0o600
+	replacedMode = 0o400
+)
 
 // readHeader reads the snapshot header of a journal: the record and the
 // length of its line.
@@ -349,19 +371,24 @@ func hasNewline(f *os.File) bool {
 	return bytes.IndexByte(buf[:n], '\n') >= 0
 }
 
+// encode adds r to the operation's records (the Table's sink while an
+// operation runs).
+func (h *Host) encode(r record) {
+	if h.encErr == nil {
+		h.wbuf, h.encErr = encodeRecord(h.wbuf, &r)
+		h.recs++
+	}
+}
+
 // appendLocked journals the records of one operation in one write.
-func (h *Host) appendLocked(recs []record) error {
-	if len(recs) == 0 {
+func (h *Host) appendLocked() error {
+	if h.encErr != nil {
+		return fmt.Errorf("lease: host store: %w", h.encErr)
+	}
+	if h.recs == 0 {
 		return nil
 	}
-	buf := h.wbuf[:0]
-	for i := range recs {
-		var err error
-		if buf, err = encodeRecord(buf, &recs[i]); err != nil {
-			return fmt.Errorf("lease: host store: %w", err)
-		}
-	}
-	h.wbuf = buf
+	buf := h.wbuf
 	n, err := h.j.Write(buf)
 	if err == nil && n < len(buf) {
 		err = io.ErrShortWrite
@@ -371,22 +398,24 @@ func (h *Host) appendLocked(recs []record) error {
 		return fmt.Errorf("lease: host store: journaling: %w", err)
 	}
 	h.off += int64(n)
-	h.line += len(recs)
+	h.line += h.recs
 	return nil
 }
 
 // compactLocked replaces the journal by a snapshot of the state.
 func (h *Host) compactLocked() error {
+	// Encoded under the table's lock: the records name its grants.
 	h.t.mu.Lock()
 	body := h.t.snapshotLocked()
-	h.t.mu.Unlock()
 	b := make([]byte, 0, h.base+h.base/2) // about the last snapshot's size
 	for i := range body {
 		var err error
 		if b, err = encodeRecord(b, &body[i]); err != nil {
+			h.t.mu.Unlock()
 			return err
 		}
 	}
+	h.t.mu.Unlock()
 	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(len(b)), Lines: len(body), Format: journalFormat})
 	if err != nil {
 		return err
@@ -406,6 +435,9 @@ func (h *Host) compactLocked() error {
 		os.Remove(tmp)
 		return err
 	}
+	// Marked replaced, for the processes that have it open (unreplaced);
+	// should this fail, its link count (none left) says so too.
+	_ = h.j.Chmod(replacedMode)
 	nf, err := openPrivate(h.journalPath(), os.O_RDWR|os.O_APPEND)
 	if err != nil {
 		h.reload = true

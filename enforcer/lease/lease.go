@@ -150,13 +150,14 @@ type Conflict struct {
 	Outcome Outcome `json:"outcome"`
 }
 
-// Decision answers a request.
+// Decision answers a request. A Granted one holds its leases (one per
+// claim, in the request's order: Leases, Lease, NumLeases).
 type Decision struct {
 	Outcome   Outcome    `json:"outcome"`
-	Leases    []Lease    `json:"leases,omitempty"`    // Granted: one per claim
 	Conflicts []Conflict `json:"conflicts,omitempty"` // Wait, Die: every conflict found
 	// WaitTime is a hint for Wait and Die: when the first conflicting lease
 	// runs out if its holder stops heartbeating.
 	WaitTime time.Duration `json:"wait_time,omitempty"`
 	Age      time.Time     `json:"age"` // the age the request was decided with
+	granted  granted
 }

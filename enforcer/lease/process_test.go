@@ -112,7 +112,7 @@ func holdChild(args []string) int {
 		fmt.Fprintln(os.Stderr, d.Outcome, err)
 		return 1
 	}
-	fmt.Printf("held %d\n", d.Leases[0].ExpiresAt.Add(d.Leases[0].Grace).UnixNano())
+	fmt.Printf("held %d\n", d.Lease(0).ExpiresAt.Add(d.Lease(0).Grace).UnixNano())
 	time.Sleep(time.Hour)
 	return 0
 }

@@ -40,11 +40,9 @@ type record struct {
 	Size   int64 `json:"size,omitempty"`
 	Lines  int   `json:"lines,omitempty"`
 	// grants, in a grant this process made, are its grants already made
-	// (a journaled grant is made again from Grants).
+	// (a journaled grant is made again from Grants); the journal writes
+	// them as Grants.
 	grants []*grant
-	// granted, in a grant this process made, are its leases as the
-	// Decision has them.
-	granted []Lease
 	// ending, in an end this process made, are the entries of IDs.
 	ending []*entry
 }
@@ -94,26 +92,35 @@ type waitNote struct{ d *Decision }
 func (t *Table) applyLocked(r record) {
 	switch r.Op {
 	case opGrant:
-		gs, leases := r.grants, r.granted
+		gs := r.grants
 		if gs == nil {
 			for _, wg := range r.Grants {
 				if g := t.fromWireLocked(wg); g != nil {
 					gs = append(gs, g)
-					leases = liveLeases(g, leases)
 				}
 			}
 		}
 		for _, g := range gs {
 			t.addGrantLocked(g)
 		}
+		// The leases as values only for those who hear of them.
 		if len(t.subs) > 0 {
-			for i := range leases {
-				t.publishLocked(Event{Type: LeaseGranted, Lease: leases[i], Time: r.At})
+			for _, g := range gs {
+				for i := range g.entries {
+					if e := &g.entries[i]; e.live {
+						t.publishLocked(Event{Type: LeaseGranted, Lease: e.lease(), Time: r.At})
+					}
+				}
 			}
 		}
 		if r.Waiter != "" {
 			if w := t.dequeueLocked(r.Waiter); w != nil {
-				d := Decision{Outcome: Granted, Leases: slices.Clone(leases), Age: w.Age}
+				d := Decision{Outcome: Granted, Age: w.Age}
+				var ls []Lease
+				for _, g := range gs {
+					ls = liveLeases(g, ls)
+				}
+				d.SetLeases(ls)
 				t.noteLocked(r.Waiter, waitNote{d: &d})
 			}
 		}
@@ -216,7 +223,7 @@ func (t *Table) fromWireLocked(w *wireGrant) *grant {
 			e.node = t.files.node(e.res.Path.Path)
 			e.object = e.node.object(e.res)
 		} else {
-			e.object = e.res.String()
+			e.object = t.netObjectLocked(e.res)
 		}
 	}
 	for _, i := range w.Gone {
@@ -259,7 +266,10 @@ func (t *Table) newGrantLocked(n int) *grant {
 func (t *Table) addGrantLocked(g *grant) {
 	g.deadline = g.expiresAt.Add(g.grace)
 	t.byGrant[g.base] = g
-	hl := t.byHolder[g.holder]
+	hl, ok := t.byHolder[g.holder]
+	if !ok && t.spareHeld != nil {
+		hl, t.spareHeld = t.spareHeld, nil
+	}
 	g.holdAt = len(hl)
 	t.byHolder[g.holder] = append(hl, g)
 	t.exp.push(g)
@@ -298,6 +308,7 @@ func (t *Table) removeLocked(e *entry) {
 	hl[last] = nil
 	if last == 0 {
 		delete(t.byHolder, g.holder)
+		t.spareHeld = hl[:0] // for the next holder: most hold one grant
 	} else {
 		t.byHolder[g.holder] = hl[:last]
 	}

@@ -30,7 +30,7 @@ func (t *Table) resetLocked() {
 	t.byGrant, t.byHolder, t.held = map[uint64]*grant{}, map[Holder][]*grant{}, 0
 	t.files, t.nets, t.exp = ptrie{}, netIndex{}, nil
 	t.ended = newEndedHistory(t.ended.changing.max)
-	t.waiters, t.free, t.freed = nil, nil, false
+	t.waiters, t.free, t.spareHeld, t.freed = nil, nil, nil, false
 }
 
 // reloadedLocked tells, after the state was read again from scratch,
@@ -75,7 +75,9 @@ func (t *Table) reloadedLocked(before map[string]Lease, now time.Time) {
 			}
 		}
 		if got != nil {
-			t.noteLocked(id, waitNote{d: &Decision{Outcome: Granted, Leases: got, Age: lw.age}})
+			d := &Decision{Outcome: Granted, Age: lw.age}
+			d.SetLeases(got)
+			t.noteLocked(id, waitNote{d: d})
 		} else {
 			t.noteLocked(id, waitNote{})
 		}
@@ -85,9 +87,8 @@ func (t *Table) reloadedLocked(before map[string]Lease, now time.Time) {
 // snapshotLocked is the state as records: the history, the grants (their
 // leases as renewed last), the waiters.
 func (t *Table) snapshotLocked() []record {
-	var out []record
-	var hist []Lease
-	t.ended.each(time.Unix(0, 0), func(l Lease) { hist = append(hist, l) })
+	out := make([]record, 0, len(t.byGrant)+len(t.waiters)+2*DefaultEndedHistory/256+2)
+	hist := t.ended.appendUnparsed(make([]Lease, 0, len(t.ended.changing.buf)+len(t.ended.other.buf)))
 	for len(hist) > 0 {
 		n := min(len(hist), 256)
 		out = append(out, record{Op: opEnded, At: hist[n-1].EndedAt, Leases: hist[:n]})
@@ -98,8 +99,8 @@ func (t *Table) snapshotLocked() []record {
 		gs = append(gs, g)
 	}
 	slices.SortFunc(gs, func(a, b *grant) int { return cmp.Or(a.acquiredAt.Compare(b.acquiredAt), cmp.Compare(a.base, b.base)) })
-	for _, g := range gs {
-		out = append(out, record{Op: opGrant, At: g.acquiredAt, Grants: []*wireGrant{g.wire()}})
+	for i, g := range gs { // written from the grants (appendGrant)
+		out = append(out, record{Op: opGrant, At: g.acquiredAt, grants: gs[i : i+1]})
 	}
 	for _, w := range t.waiters {
 		out = append(out, record{Op: opWait, At: w.Since, Queued: w})

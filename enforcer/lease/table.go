@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/klocklabs/klock/policy"
 )
@@ -49,7 +50,7 @@ type Table struct {
 	// places are where decideLocked found the claims of placesFor, for
 	// grantLocked to put them there without walking the trie again.
 	places    []place
-	placesFor *Request
+	placesFor *Claim   // the request's claims, by their first
 	unclean   []int    // claims decideLocked found on unclean paths
 	grants    []*grant // grantLocked's
 	ending    []*entry // releaseLocked's
@@ -65,8 +66,13 @@ type Table struct {
 	timer   *time.Timer
 	timerAt time.Time
 	onDue   func()
-	// free keeps ended grants for the next ones.
-	free []*grant
+	// free keeps ended grants for the next ones, spareHeld the list of
+	// the holder that held the last of them.
+	free      []*grant
+	spareHeld []*grant
+	// netObjects are NET objects once rendered: a session asks for the
+	// same endpoints again and again.
+	netObjects map[policy.NetPattern]string
 }
 
 // localWaiter is a waiter blocked in Await in this process.
@@ -267,7 +273,7 @@ func (t *Table) decideLocked(req *Request, now time.Time) Decision {
 	d := Decision{Outcome: Granted, Age: req.Age}
 	cur := &t.cursor
 	cur.node = nil
-	t.places, t.placesFor, t.unclean = t.places[:0], req, t.unclean[:0]
+	t.places, t.placesFor, t.unclean = t.places[:0], unsafe.SliceData(req.Claims), t.unclean[:0]
 	for i := range req.Claims {
 		c := &req.Claims[i]
 		mask := conflictMask[bucket(c.Predicate)]
@@ -321,18 +327,19 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 	ttl := clampTTL(req.TTL, DefaultTTL, MaxTTL)
 	grace := clampTTL(req.Grace, DefaultGrace, MaxTTL)
 	n := len(req.Claims)
-	leases := make([]Lease, n)
 	gs := t.grants[:0]
 	places := t.places
-	if t.placesFor != req || len(places) != n {
+	if t.placesFor != unsafe.SliceData(req.Claims) || len(places) != n {
 		places = nil
 	}
+	var all string // every lease's ID, for d
 	for start := 0; start < n; start += maxGrant {
 		end := min(n, start+maxGrant)
 		g := t.newGrantLocked(end - start)
 		g.base, g.holder, g.age, g.acquiredAt, g.expiresAt, g.ttl, g.grace =
 			t.newBaseLocked(), req.Holder, req.Age, now, now.Add(ttl), ttl, grace
 		ids := leaseIDs(g.base, end-start)
+		all += ids // one string but for requests of more than maxGrant claims
 		for i := start; i < end; i++ {
 			c := &req.Claims[i]
 			e := &g.entries[i-start]
@@ -343,23 +350,17 @@ func (t *Table) grantLocked(req *Request, now time.Time, d *Decision, waiter str
 				e.node = t.nodeLocked(c.Resource.Path.Path, places, i)
 				e.object = e.node.object(c.Resource)
 			} else {
-				e.object = c.Resource.String()
+				e.object = t.netObjectLocked(c.Resource)
 			}
-			leases[i] = e.lease()
 		}
 		g.live = end - start
 		gs = append(gs, g)
 		// A later chunk's base must not collide with this one's.
 		t.byGrant[g.base] = g
 	}
-	d.Leases = leases
-	r := record{Op: opGrant, At: now, Waiter: waiter, grants: gs, granted: leases}
-	if t.sink != nil { // the journal's form
-		for _, g := range gs {
-			r.Grants = append(r.Grants, g.wire())
-		}
-	}
-	t.applyLocked(r)
+	d.granted = granted{ids: all, claims: req.Claims, holder: req.Holder, age: req.Age, acquired: now,
+		expires: now.Add(ttl), ttl: ttl, grace: grace}
+	t.applyLocked(record{Op: opGrant, At: now, Waiter: waiter, grants: gs})
 	clear(gs)
 	t.grants = gs[:0]
 }
@@ -395,7 +396,8 @@ func (t *Table) acquireLocked(req *Request, now time.Time) (Decision, error) {
 	if d.Outcome == Granted {
 		t.grantLocked(req, now, &d, "")
 	} else if len(t.subs) > 0 {
-		t.publishLocked(Event{Type: ContentionDetected, Decision: &d, Holder: req.Holder, Time: now})
+		c := d // the event's own: d stays off the heap
+		t.publishLocked(Event{Type: ContentionDetected, Decision: &c, Holder: req.Holder, Time: now})
 	}
 	return d, nil
 }
@@ -599,6 +601,21 @@ func list(ctx context.Context, e engine, f Filter) (out []Lease, err error) {
 // Close implements Store.
 func (t *Table) Close() error { return nil }
 
+const maxNetObjects = 1024
+
+// netObjectLocked renders NET resource r as its object.
+func (t *Table) netObjectLocked(r Resource) string {
+	if s, ok := t.netObjects[r.Net]; ok {
+		return s
+	}
+	if t.netObjects == nil || len(t.netObjects) >= maxNetObjects {
+		t.netObjects = map[policy.NetPattern]string{}
+	}
+	s := r.String()
+	t.netObjects[r.Net] = s
+	return s
+}
+
 // endedHistory is what a Table remembers of ended leases, in two rings
 // of the same size: the leases that let their holders change files
 // (MUTATES, DELETES, RENAMES, PROVIDES on FILE), which a strict rollback
@@ -678,10 +695,29 @@ func (r *endedRing) pushEntry(e *entry, s State, at time.Time) {
 }
 
 func (x *endedLease) lease() Lease {
-	r, _ := ParseResource(x.object)
-	return Lease{ID: x.id, Holder: x.holder, Predicate: x.predicate, Resource: r, Object: x.object, Intent: x.intent,
+	l := x.unparsed()
+	l.Resource, _ = ParseResource(x.object)
+	return l
+}
+
+// unparsed is the lease without its Resource (what the journal writes
+// of it: its object).
+func (x *endedLease) unparsed() Lease {
+	return Lease{ID: x.id, Holder: x.holder, Predicate: x.predicate, Object: x.object, Intent: x.intent,
 		Age: time.Unix(0, x.age), AcquiredAt: time.Unix(0, x.acquired), ExpiresAt: time.Unix(0, x.expires), TTL: x.ttl,
 		Grace: x.grace, State: x.state, EndedAt: time.Unix(0, x.ended)}
+}
+
+// appendUnparsed appends every ended lease, oldest first, without its
+// Resource: a compaction writes them all, and parsing each object back was
+// most of its cost.
+func (h *endedHistory) appendUnparsed(out []Lease) []Lease {
+	for _, r := range [...]*endedRing{&h.changing, &h.other} {
+		for i := range r.buf {
+			out = append(out, r.buf[(r.head+i)%len(r.buf)].unparsed())
+		}
+	}
+	return out
 }
 
 // each calls f with the ended leases that ended at or after since.

@@ -93,9 +93,9 @@ func (s *Server) manifest(w http.ResponseWriter, r *http.Request, id Identity) {
 	if d.Outcome == lease.Granted && r.Context().Err() != nil {
 		// Granted to a caller that went away while it waited: it will
 		// never heartbeat them, so free them now rather than at expiry.
-		ids := make([]string, len(d.Leases))
-		for i := range d.Leases {
-			ids[i] = d.Leases[i].ID
+		ids := make([]string, d.NumLeases())
+		for i := range ids {
+			ids[i] = d.LeaseID(i)
 		}
 		_, _ = s.store.Release(context.WithoutCancel(r.Context()), mr.req.Holder, ids...)
 		return
@@ -109,9 +109,10 @@ func (s *Server) answer(w http.ResponseWriter, id Identity, mr *manifestReq, d *
 	resp := ManifestResponse{Outcome: d.Outcome.String(), Timestamp: d.Age.UnixMilli(), Unleased: mr.unleased, WaitedMS: ms(waited)}
 	if d.Outcome == lease.Granted {
 		resp.OK, resp.Success = true, true
-		resp.Leases = make([]Lease, len(d.Leases))
-		for i := range d.Leases {
-			resp.Leases[i] = view(&d.Leases[i], now)
+		resp.Leases = make([]Lease, d.NumLeases())
+		for i := range resp.Leases {
+			l := d.Lease(i)
+			resp.Leases[i] = view(&l, now)
 		}
 		writeJSON(w, http.StatusOK, resp)
 		return

@@ -131,7 +131,7 @@ func (s *countingStore) decided(d lease.Decision, err error, op string) {
 	switch d.Outcome {
 	case lease.Granted:
 		s.m.decisions.WithLabelValues("granted").Inc()
-		s.m.grants.Add(float64(len(d.Leases)))
+		s.m.grants.Add(float64(d.NumLeases()))
 	case lease.Wait:
 		s.m.decisions.WithLabelValues("wait").Inc()
 		s.m.conflicts.Add(float64(len(d.Conflicts)))

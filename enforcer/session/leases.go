@@ -236,10 +236,11 @@ func acquireLeases(ctx context.Context, o Options, rs *policy.Ruleset, id string
 	// When they were granted, by the store's clock (its leases' times are
 	// compared with it).
 	granted := time.Now()
-	if len(d.Leases) > 0 && !d.Leases[0].AcquiredAt.IsZero() {
-		granted = d.Leases[0].AcquiredAt
+	held := d.Leases()
+	if len(held) > 0 && !held[0].AcquiredAt.IsZero() {
+		granted = held[0].AcquiredAt
 	}
-	l := &leasing{store: store, holder: holder, borrowed: o.LeaseHolder != nil, granted: granted, held: d.Leases, baseline: baseline, log: log, ended: map[string]lease.State{}, renewed: granted}
+	l := &leasing{store: store, holder: holder, borrowed: o.LeaseHolder != nil, granted: granted, held: held, baseline: baseline, log: log, ended: map[string]lease.State{}, renewed: granted}
 	if wait.Attempts > 0 {
 		wait.Attempts++ // the one granted
 		wait.WaitedMS = waited.Milliseconds()

@@ -165,7 +165,7 @@ func (l *leasing) acquire(ctx context.Context, call *check.Call, callID string, 
 		// Every lease of the call's holder: its own, and those a plugin
 		// session took as the call's.
 		_, _ = l.store.Release(context.WithoutCancel(ctx), h)
-	}, d.Leases, h, nil
+	}, d.Leases(), h, nil
 }
 
 // ReasonLeaseLost is the reason of a call refused at dispatch because its

@@ -321,7 +321,7 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease
 		}
 		ops = append(ops, put)
 	}
-	d.Leases = d.Leases[:0]
+	leases := make([]lease.Lease, 0, len(req.Claims))
 	keys := make([]string, 0, len(req.Claims))
 	for _, c := range req.Claims {
 		l := lease.Lease{ID: newID(), Holder: req.Holder, Predicate: c.Predicate, Resource: c.Resource,
@@ -337,8 +337,9 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease
 		k := s.keyOf(c.Resource, l.ID)
 		keys = append(keys, k)
 		ops = append(ops, clientv3.OpPut(k, string(b), clientv3.WithLease(h.id)))
-		d.Leases = append(d.Leases, l)
+		leases = append(leases, l)
 	}
+	d.SetLeases(leases) // its fences are set below, once committed
 	r, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The holder's etcd lease ran out before its keep-alive said
@@ -360,8 +361,8 @@ func (s *Store) commit(ctx context.Context, req *lease.Request, v view, d *lease
 	if !r.Succeeded {
 		return false, nil
 	}
-	for i := range d.Leases {
-		d.Leases[i].Fence = r.Header.Revision
+	for i := range leases {
+		leases[i].Fence = r.Header.Revision
 	}
 	if !s.track(req.Holder, h, keys) { // released while granted: decide again
 		_, _ = s.delete(ctx, keys, lease.Released)

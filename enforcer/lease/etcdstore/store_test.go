@@ -97,7 +97,7 @@ func TestHostAndFence(t *testing.T) {
 	if err != nil || d.Outcome != lease.Granted {
 		t.Fatal(d.Outcome, err)
 	}
-	l := d.Leases[0]
+	l := d.Lease(0)
 	if l.Fence == 0 {
 		t.Fatal("no fencing token")
 	}
@@ -116,7 +116,7 @@ func TestHostAndFence(t *testing.T) {
 	}
 	// The same id granted again gets a new token: the old one stays stale.
 	d2, _ := a.Acquire(ctx, lease.Request{Holder: h, Claims: []lease.Claim{claim(t, "MUTATES FILE:/r/**")}})
-	if d2.Outcome != lease.Granted || d2.Leases[0].Fence <= l.Fence {
+	if d2.Outcome != lease.Granted || d2.Lease(0).Fence <= l.Fence {
 		t.Fatalf("regrant: %+v", d2)
 	}
 	if err := a.CheckFence(ctx, l); !errors.Is(err, lease.ErrGone) {
@@ -216,7 +216,7 @@ func TestAwaitAcrossHosts(t *testing.T) {
 	if n, err := a.Release(ctx, young); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
-	if d := <-done; d.Outcome != lease.Granted || d.Leases[0].Host != "hostB" {
+	if d := <-done; d.Outcome != lease.Granted || d.Lease(0).Host != "hostB" {
 		t.Fatalf("after the release: %+v", d)
 	}
 }
@@ -233,7 +233,7 @@ func TestFreshFenceHolds(t *testing.T) {
 			t.Fatal(d, err)
 		}
 		for _, s := range []*Store{a, b} {
-			if err := s.CheckFence(ctx, d.Leases[0]); err != nil {
+			if err := s.CheckFence(ctx, d.Lease(0)); err != nil {
 				t.Fatalf("grant %d: its fence does not check out right after the grant: %v", i, err)
 			}
 		}
