@@ -23,8 +23,8 @@ cd "$(dirname "$0")/.."
 # pip's chmod-then-rename, no TCP or truncate rights in Landlock); on the
 # others they would add about three minutes a boot.
 ROWS=(
-	linux-image-amd64:bpf-lsm:./enforcer/lsm,./enforcer/detect,./enforcer/daemon,./test/e2e,./test/escape,./test/realworld
-	linux-image-amd64:landlock:./enforcer/detect,./enforcer/daemon,./test/e2e,./test/escape,./test/realworld
+	linux-image-amd64:bpf-lsm:./enforcer/lsm,./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
+	linux-image-amd64:landlock:./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
 	linux-image-6.12-amd64:bpf-lsm
 	linux-image-6.12-amd64:landlock
 	linux-image-6.12-cloud-amd64:bpf-lsm

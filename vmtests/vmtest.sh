@@ -155,7 +155,7 @@ if [ "${1:-}" = --bench ]; then
 fi
 pkgs=("$@")
 if [ ${#pkgs[@]} = 0 ]; then
-	pkgs=(./enforcer/detect ./enforcer/daemon ./test/e2e ./test/escape)
+	pkgs=(./enforcer/detect ./enforcer/daemon ./enforcer/netwall ./enforcer/dnsproxy ./test/e2e ./test/escape)
 	# bpf-lsm's own tests need it on the boot line.
 	[ "$wall" = landlock ] || pkgs=(./enforcer/lsm "${pkgs[@]}")
 fi
