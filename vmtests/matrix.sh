@@ -76,22 +76,9 @@ for run in "${runs[@]}"; do
 done
 # The one-thread boots, up to $lanes at a time.
 declare -A running=()
-for run in "${parallel[@]}"; do
-	while [ ${#running[@]} -ge "$lanes" ]; do
-		wait -n -p done_pid
-		st=$?
-		[ "$st" = 0 ] || fail=1
-		r=${running[$done_pid]}
-		unset "running[$done_pid]"
-		echo "== $r (ended, exit $st)" >&2
-		cat "bin/vm-output.${r/:/.}.log" >&2
-	done
-	IFS=: read -r k w _ <<<"$run"
-	echo "== $run (started beside the others)" >&2
-	boot "$run" >"bin/vm-output.$k.$w.log" 2>&1 &
-	running[$!]=$k:$w
-done
-while [ ${#running[@]} -gt 0 ]; do
+# reap: waits for one boot beside the others to end, and prints its output.
+reap() {
+	local done_pid st r
 	wait -n -p done_pid
 	st=$?
 	[ "$st" = 0 ] || fail=1
@@ -99,7 +86,15 @@ while [ ${#running[@]} -gt 0 ]; do
 	unset "running[$done_pid]"
 	echo "== $r (ended, exit $st)" >&2
 	cat "bin/vm-output.${r/:/.}.log" >&2
+}
+for run in "${parallel[@]}"; do
+	while [ ${#running[@]} -ge "$lanes" ]; do reap; done
+	IFS=: read -r k w _ <<<"$run"
+	echo "== $run (started beside the others)" >&2
+	boot "$run" >"bin/vm-output.$k.$w.log" 2>&1 &
+	running[$!]=$k:$w
 done
+while [ ${#running[@]} -gt 0 ]; do reap; done
 echo "== VM matrix summary" >&2
 cat "$summary" >&2
 exit $fail
