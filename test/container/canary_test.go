@@ -35,10 +35,7 @@ func TestRuncCanaries(t *testing.T) {
 	if lg.Verdict != "CLEAN" {
 		t.Fatalf("verdict %s: %+v", lg.Verdict, lg.Violations)
 	}
-	fileWall := "landlock"
-	if harness.LSM() {
-		fileWall = "bpf-lsm"
-	}
+	fileWall := harness.FileWall()
 	var kinds []string
 	for _, c := range lg.Canaries {
 		kinds = append(kinds, c.Kind)

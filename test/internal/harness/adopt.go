@@ -32,6 +32,22 @@ type Adopted struct {
 // identity mounts: the process sees the host's paths) as AgentUID.
 func (w *World) Adopt(s Spec, a Adopted) *Outcome {
 	w.T.Helper()
+	o, err := w.AdoptErr(s, a)
+	if err != nil {
+		w.T.Fatalf("session.Run (adopted): %v\nstderr:\n%s", err, o.Stderr)
+	}
+	if a.Stage2 {
+		w.checkCanaries(o, Backend(), s.WallNotEnforcing)
+	}
+	return o
+}
+
+// AdoptErr is Adopt returning session.Run's error, with what the session
+// left when it ran (a container's strict canary refusal ends a session
+// that started: its log says so); the Outcome has only Stderr when it
+// did not start.
+func (w *World) AdoptErr(s Spec, a Adopted) (*Outcome, error) {
+	w.T.Helper()
 	mode, m, data, mpath := w.manifest(s)
 	id := NewID()
 	g, err := cgroup.Create("adopt-" + id)
@@ -99,22 +115,18 @@ func (w *World) Adopt(s Spec, a Adopted) *Outcome {
 			release.Close()
 		},
 	})
-	if err != nil {
-		w.T.Fatalf("session.Run (adopted): %v\nstderr:\n%s", err, errb.String())
+	if res == nil {
+		return &Outcome{Stderr: errb.String()}, err
 	}
 	// The session ended with the process; its output is complete once
 	// it is reaped.
 	<-waited
 	reaped = true
-	lg, err := vlog.Read(res.LogPath)
-	if err != nil {
-		w.T.Fatalf("read verification log: %v", err)
+	lg, lerr := vlog.Read(res.LogPath)
+	if lerr != nil {
+		w.T.Fatalf("read verification log: %v", lerr)
 	}
-	o := &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: ParseProbe(out.String()), ManifestPath: mpath}
-	if a.Stage2 {
-		w.checkCanaries(o, Backend(), s.WallNotEnforcing)
-	}
-	return o
+	return &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: ParseProbe(out.String()), ManifestPath: mpath}, err
 }
 
 // canaryDir gives the adopted process (identity mounts: the host's /run)
