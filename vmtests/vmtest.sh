@@ -181,7 +181,7 @@ case " ${pkgs[*]} " in
 *" ./test/e2e "*)
 	if [ $bench = 0 ] && [ -z "${KLOCK_VM_RUN:-}" ]; then
 		CGO_ENABLED=0 go test -c -tags klocktest_brokenwall -o "$root/t/test-e2e-brokenwall.test" ./test/e2e
-		echo "-test.run=^TestCanariesCatchABrokenWall\$" >"$root/t/test-e2e-brokenwall.args"
+		echo "-test.run=^(TestCanariesCatchABrokenWall|TestAdoptedCanariesCatchABrokenWall)\$" >"$root/t/test-e2e-brokenwall.args"
 	fi
 	;;
 esac

@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"github.com/klocklabs/klock/enforcer/oci"
+	"golang.org/x/sys/unix"
 )
 
 // findBinaries finds klock (the hooks run it) and klock-stage2 (copied
@@ -65,7 +68,27 @@ func makeStateDir(id, stage2 string) (string, error) {
 	if err := linkStage2(stage2, filepath.Join(dir, "klock-stage2")); err != nil {
 		return "", fmt.Errorf("copy klock-stage2 into %s: %w", dir, err)
 	}
+	if err := makeCanaryPipe(filepath.Join(dir, oci.CanaryFileName)); err != nil {
+		return "", fmt.Errorf("state directory: the canaries' report pipe: %w", err)
+	}
 	return dir, nil
+}
+
+// makeCanaryPipe makes the pipe the entrypoint's stage 2 reports its
+// canaries on (oci.CanaryFileName): root's, 0622, so the container's user
+// may write it and nobody but root read it.
+func makeCanaryPipe(p string) error {
+	if err := unix.Mkfifo(p, 0o622); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	st, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if st.Mode()&fs.ModeNamedPipe == 0 {
+		return fmt.Errorf("%s is not a pipe", p)
+	}
+	return os.Chmod(p, 0o622) // past the umask
 }
 
 // linkStage2 puts klock-stage2 at dst as a hard link to one copy kept in

@@ -173,6 +173,7 @@ func (s *Server) adoptOptions(as *adoptSession, slg *slog.Logger, started chan s
 		Events: s.sessionEvents(0),
 		Container: &session.Container{ID: req.ContainerID, Pid: req.Pid, Cgroup: req.Cgroup, Mounts: logMounts(req.Mounts),
 			WallFile: req.WallFile, Bundle: req.Bundle, UID: req.UID, GID: req.GID, Groups: req.Groups, Cwd: req.Cwd},
+		NotEnforcing: s.notEnforcing(id),
 		Started: func(pid int) {
 			s.mu.Lock()
 			if l := s.sessions[id]; l != nil {

@@ -685,14 +685,8 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 			}
 			s.mu.Unlock()
 		},
-		LeaseStall: s.leaseStall(id),
-		NotEnforcing: func(walls []string) {
-			s.mu.Lock()
-			if l := s.sessions[id]; l != nil {
-				l.info.NotEnforcing = walls
-			}
-			s.mu.Unlock()
-		},
+		LeaseStall:   s.leaseStall(id),
+		NotEnforcing: s.notEnforcing(id),
 	}
 	// Assign only real files: a nil *os.File in an io.Reader is not nil.
 	if stdio[0] != nil {
@@ -747,5 +741,17 @@ func (s *Server) leaseStall(id string) func(vlog.LeaseStall) {
 		if st.To.IsZero() {
 			l.info.LeaseStall = &LeaseStall{Since: st.From, Frozen: st.Frozen, Why: st.Why}
 		}
+	}
+}
+
+// notEnforcing records, for klock ps, the walls that let session id's
+// canary through (session.Options.NotEnforcing).
+func (s *Server) notEnforcing(id string) func(walls []string) {
+	return func(walls []string) {
+		s.mu.Lock()
+		if l := s.sessions[id]; l != nil {
+			l.info.NotEnforcing = walls
+		}
+		s.mu.Unlock()
 	}
 }

@@ -98,7 +98,11 @@
 // the wall as planned allows is skipped (Skipped says why). In strict
 // mode one let through fails Release with a *StageError (step "canary")
 // matching ErrWallNotEnforcing, naming the wall and the kernel, and the
-// agent never runs.
+// agent never runs. A container's stage 2 tries the canaries its wall
+// names (PlanCanaries, stage2.ContainerWall.Canary) before the
+// entrypoint's exec and reports them on a pipe Adopt reads: the adopted
+// Process's Canaries are known once CanariesKnown is closed, and
+// CanaryError is then the strict refusal, if any.
 //
 // # Errors
 //

@@ -46,6 +46,39 @@ type Process struct {
 	err   error
 	// killed: Kill was called (an adopted process's exit is then SIGKILL).
 	killed atomic.Bool
+	// canariesIn is closed once an adopted container's stage 2 reported
+	// its canaries (nil: known from the start); canaryErr is the failure
+	// it reported with them.
+	canariesIn chan struct{}
+	canaryErr  error
+}
+
+// known is closed: what is known from the start.
+var known = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// CanariesKnown is closed once Canaries says what the walls did: at once
+// for an agent klock launched (Release waited for stage 2's report), once
+// an adopted container's stage 2 reported them, or its init ended
+// without (Adopt). Canaries must not be read before.
+func (p *Process) CanariesKnown() <-chan struct{} {
+	if p.canariesIn == nil {
+		return known
+	}
+	return p.canariesIn
+}
+
+// Canaried says whether the walls were (or are being) proven by canaries:
+// their events, before the agent's exec, are not the agent's.
+func (p *Process) Canaried() bool { return p.canariesIn != nil || len(p.Canaries) > 0 }
+
+// CanaryError is, once CanariesKnown is closed, the failure an adopted
+// container's stage 2 reported with its canaries: a *StageError matching
+// ErrWallNotEnforcing when a wall let one through in strict mode (the
+// entrypoint never ran, stage 2 exited FailExit). Nil otherwise, and
+// always for an agent klock launched (Release returns that error).
+func (p *Process) CanaryError() error {
+	<-p.CanariesKnown()
+	return p.canaryErr
 }
 
 // Exit is how the agent ended.
@@ -147,7 +180,7 @@ func Spawn(ctx context.Context, s Spec) (*Pending, error) {
 // spawn starts stage 2 from klock-stage2 when tryLauncher and one is fit,
 // else from the running binary.
 func spawn(ctx context.Context, s Spec, plan *LandlockPlan, tryLauncher bool) (*Pending, error) {
-	canary, skipped := stage2Canary(s, plan)
+	canary, skipped := PlanCanaries(s.Canaries, s.Ruleset, plan)
 	if err := makeCanaryMountPoint(canary); err != nil {
 		return nil, err
 	}
@@ -415,22 +448,17 @@ func (p *Pending) Release() (*Process, error) {
 	if err != nil {
 		return p.abort(fmt.Errorf("launch: read stage 2 status: %w", err))
 	}
-	ran, status, err := splitStatus(status)
+	ran, se, err := readStatus(status)
 	if err != nil {
 		return p.abort(fmt.Errorf("launch: read stage 2 canaries: %w", err))
 	}
 	p.proc.Canaries = append(p.proc.Canaries, ran...)
-	if len(status) > 0 {
-		se := &StageError{}
-		if jerr := json.Unmarshal(status, se); jerr != nil {
-			se = &StageError{Step: "stage2", Msg: fmt.Sprintf("unreadable status %q", status)}
-		}
+	if se != nil {
 		if se.Step == stage2.StepBuild && p.retry != nil {
 			return p.relaunch()
 		}
-		se.Hint = execHint(se, p.uid)
-		if se.Step == stage2.StepCanary {
-			se.Hint = "The agent was not started. klock doctor says what this kernel enforces; a wall that loads and does not refuse is a defect of klock or of the kernel: report it with klock doctor --json"
+		if se.Hint == "" {
+			se.Hint = execHint(se, p.uid)
 		}
 		return p.abort(se)
 	}

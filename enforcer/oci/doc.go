@@ -8,7 +8,8 @@
 // under klock (Rewrite: klock's hooks, no capabilities, no_new_privs, a
 // non-root user, klock's seccomp deny list merged without widening the
 // container's own profile, a read-only tmpfs over the workdir's .klock, and
-// the Landlock stage 2 prefixed to process.args).
+// the Landlock stage 2 prefixed to process.args, with the tmpfs its
+// canaries use).
 //
 // cmd/klock-runtime does the I/O around it (config.json, the state
 // directory, exec of the real runtime); klock's oci-hook and klockd consume

@@ -19,6 +19,9 @@ const (
 	Stage2Path = StageDir + "/klock-stage2"
 	// WallPath is the wall stage 2 raises (written by klock-runtime).
 	WallPath = StageDir + "/wall.json"
+	// CanaryReportPath is the pipe the entrypoint's stage 2 reports its
+	// canaries on (statedir.CanaryFileName).
+	CanaryReportPath = StageDir + "/" + CanaryFileName
 	// NobodyID is the uid and gid a root container runs as unless root
 	// is allowed.
 	NobodyID = 65534
@@ -59,8 +62,12 @@ type Plan struct {
 //     session's state are klock's, not the agent's (mounts the spec had
 //     there or below are removed, and so are those at /dev/.klock);
 //   - with p.Landlock, p.StateDir bound read-only at /dev/.klock (after
-//     the /dev mount, which would hide it) and process.args prefixed with
-//     /dev/.klock/klock-stage2 --klock-wall=/dev/.klock/wall.json --.
+//     the /dev mount, which would hide it), process.args prefixed with
+//     /dev/.klock/klock-stage2 --klock-wall=/dev/.klock/wall.json
+//     --klock-canary=/dev/.klock/canary --, and the canaries' tmpfs
+//     (4 KiB, owned by process.user, neither noexec nor read-only: a
+//     refusal there can only be a wall's) mounted last at
+//     stage2.CanaryDir, where stage 2 makes the canaries' files.
 //
 // It validates spec and p first and changes nothing when either is
 // unusable (ErrBadSpec). It is idempotent: rewriting a rewritten spec
@@ -124,7 +131,8 @@ func Rewrite(spec *specs.Spec, p Plan) error {
 			}
 		}
 		spec.Mounts = slices.Insert(spec.Mounts, at, bind)
-		prefix := []string{Stage2Path, "--klock-wall=" + WallPath, "--"}
+		canaryMount(spec)
+		prefix := []string{Stage2Path, stage2.WallFlag + WallPath, stage2.CanaryFlag + CanaryReportPath, "--"}
 		// Idempotent: a spec rewritten before (the same bundle created
 		// twice) keeps one prefix; the stage 2 that runs is ours either way.
 		if !slices.Equal(proc.Args[:min(len(prefix), len(proc.Args))], prefix) {
@@ -132,6 +140,17 @@ func Rewrite(spec *specs.Spec, p Plan) error {
 		}
 	}
 	return nil
+}
+
+// canaryMount mounts the canaries' tmpfs last, over anything at
+// stage2.CanaryDir (and drops what the spec had there or below): stage 2,
+// the container's user with no capability, cannot mount it, and makes the
+// canaries' files in it.
+func canaryMount(spec *specs.Spec) {
+	dropMountsAt(spec, stage2.CanaryDir)
+	u := spec.Process.User
+	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: stage2.CanaryDir, Type: "tmpfs", Source: "tmpfs",
+		Options: []string{"nosuid", "nodev", "size=4k", "nr_inodes=4", "mode=0755", fmt.Sprintf("uid=%d", u.UID), fmt.Sprintf("gid=%d", u.GID)}})
 }
 
 // appendHook appends h unless the same hook is already there (a bundle

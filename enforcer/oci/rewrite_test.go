@@ -25,8 +25,15 @@ func TestRewrite(t *testing.T) {
 	}{
 		{name: "runc spec, full", spec: func() *specs.Spec { return runcSpec(t) }, plan: func(p *Plan) { p.Landlock = true },
 			check: func(t *testing.T, s *specs.Spec) {
-				if got := s.Process.Args; !reflect.DeepEqual(got, []string{Stage2Path, "--klock-wall=" + WallPath, "--", "sh"}) {
+				if got := s.Process.Args; !reflect.DeepEqual(got, []string{Stage2Path, "--klock-wall=" + WallPath, "--klock-canary=" + CanaryReportPath, "--", "sh"}) {
 					t.Errorf("args = %q", got)
+				}
+				// The canaries' tmpfs: last (over anything at /run), of the
+				// process's user, neither noexec nor read-only.
+				c := s.Mounts[len(s.Mounts)-1]
+				if c.Destination != "/run/klock-canary" || c.Type != "tmpfs" || !slices.Contains(c.Options, "uid=65534") ||
+					slices.Contains(c.Options, "noexec") || slices.Contains(c.Options, "ro") {
+					t.Errorf("canary mount %+v", c)
 				}
 				devAt, stageAt := -1, -1
 				for i, m := range s.Mounts {
@@ -124,10 +131,10 @@ func TestRewrite(t *testing.T) {
 			if s.Linux == nil || s.Linux.Seccomp == nil || s.Linux.Seccomp.DefaultAction != specs.ActAllow {
 				t.Fatalf("seccomp %+v", s.Linux)
 			}
-			if s.Mounts[len(s.Mounts)-1].Destination != StageDir {
+			if s.Mounts[len(s.Mounts)-2].Destination != StageDir {
 				t.Errorf("mounts %+v", s.Mounts)
 			}
-			if !reflect.DeepEqual(s.Process.Args[3:], []string{"/bin/agent", "-x"}) {
+			if !reflect.DeepEqual(s.Process.Args[4:], []string{"/bin/agent", "-x"}) {
 				t.Errorf("args %q", s.Process.Args)
 			}
 		}},

@@ -11,6 +11,7 @@ const (
 	WallFileName    = statedir.WallFileName
 	OutcomeFileName = statedir.OutcomeFileName
 	AdoptFileName   = statedir.AdoptFileName
+	CanaryFileName  = statedir.CanaryFileName
 )
 
 // Outcome is a container session's end, as the poststop hook writes it.

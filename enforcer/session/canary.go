@@ -60,13 +60,25 @@ func canaryObject(t policy.Triple) bool {
 	return false
 }
 
-// warnNotEnforcing says, at the start of a permissive session, which wall
-// let its canary through (a strict session never gets this far). At the
-// error level: klock run -q still shows it.
-func (s *running) warnNotEnforcing() {
-	for _, c := range s.proc.Canaries {
+// notEnforcing says, once proc's canaries are known, which wall let its
+// canary through in a permissive session (Options.NotEnforcing, and at
+// the error level: klock run -q still shows it). A strict session never
+// gets here with one: it did not start (launch.ErrWallNotEnforcing; for a
+// container, finish says so).
+func (r *runner) notEnforcing(proc *launch.Process) {
+	if proc.CanaryError() != nil {
+		return
+	}
+	walls := vlog.NotEnforcing(canaryLog(proc))
+	if len(walls) == 0 {
+		return
+	}
+	if r.o.NotEnforcing != nil {
+		r.o.NotEnforcing(walls)
+	}
+	for _, c := range proc.Canaries {
 		if !c.Refused && c.Skipped == "" {
-			s.log.Error("a wall is not enforcing: the agent runs without it (permissive)", "canary", c.String())
+			r.log.Error("a wall is not enforcing: the agent runs without it (permissive)", "canary", c.String())
 		}
 	}
 }

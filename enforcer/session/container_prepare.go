@@ -38,6 +38,9 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepar
 		defer func() {
 			if err != nil {
 				p.abort()
+				if p.canaries != nil {
+					p.canaries.Report.Close()
+				}
 			}
 		}()
 		if err := p.attachWatchers(); err != nil {
@@ -58,7 +61,8 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepar
 			return nil, err
 		}
 		a.o.tl.mark("begun log")
-		proc, err := launch.Adopt(p.c.Pid, p.g, p.plan)
+		proc, err := launch.Adopt(p.c.Pid, p.g, p.plan, p.canaries)
+		p.canaries = nil // Adopt's now
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
@@ -73,8 +77,11 @@ type adopting struct {
 	hostRS *policy.Ruleset
 	// plan is the Landlock wall written for stage 2 inside the container
 	// (nil: none, hook-only mode or bpf-lsm).
-	plan  *launch.LandlockPlan
-	memfd chan memfdResult
+	plan *launch.LandlockPlan
+	// canaries are what the entrypoint's stage 2 proves the walls with
+	// (nil: none), until Adopt takes them.
+	canaries *launch.AdoptedCanaries
+	memfd    chan memfdResult
 }
 
 func newAdopting(ctx context.Context, a prepareArgs, hostRS *policy.Ruleset) *adopting {
@@ -130,12 +137,12 @@ func (p *adopting) attachWatchers() error {
 // covers.
 func (p *adopting) writeWall() error {
 	be, o, c := p.be, p.o, p.c
-	plan, err := writeWall(c, p.rs, be.lsms != nil, be.watch != nil)
+	plan, canaries, err := writeWall(c, p.rs, be.lsms != nil, be.watch != nil, p.spec.Canaries)
 	o.tl.mark("wall written")
 	if err != nil {
 		return err
 	}
-	p.plan = plan
+	p.plan, p.canaries = plan, canaries
 	if plan != nil && plan.MemfdNoexec {
 		p.memfd = make(chan memfdResult, 1)
 		go func() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/enforcer/launch/stage2"
+	"github.com/klocklabs/klock/enforcer/oci"
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/policy"
 	"golang.org/x/sys/unix"
@@ -21,35 +22,74 @@ import (
 // writeWall writes what klock-stage2 enforces inside the container
 // (runtime mode): the Landlock wall planned on the container's file system
 // as its mounts will show it, or none when bpf-lsm walls its files from
-// outside. Hook-only mode (no WallFile) has no stage 2: nil, nil.
-func writeWall(c *Container, rs *policy.Ruleset, lsm, observed bool) (*launch.LandlockPlan, error) {
+// outside, and the canaries the entrypoint's stage 2 proves it with
+// (canaries: nil for none), whose report pipe it opens first (stage 2
+// refuses to start the entrypoint with nobody reading it). Hook-only mode
+// (no WallFile) has no stage 2: nil, nil, nil.
+func writeWall(c *Container, rs *policy.Ruleset, lsm, observed bool, canaries *launch.Canaries) (*launch.LandlockPlan, *launch.AdoptedCanaries, error) {
 	if c.WallFile == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	w := stage2.ContainerWall{Protocol: stage2.Protocol, By: "bpf-lsm", DenyMetaIoctls: launch.MetaIoctlsRefused(rs, lsm, observed)}
 	var plan *launch.LandlockPlan
 	if !lsm {
 		abi, err := launch.ProbeABI()
 		if err != nil {
-			return nil, fmt.Errorf("%w: container %s: neither bpf-lsm nor Landlock can wall its files: %v. Fix: klock doctor says what the kernel lacks", ErrDegraded, c.ID, err)
+			return nil, nil, fmt.Errorf("%w: container %s: neither bpf-lsm nor Landlock can wall its files: %v. Fix: klock doctor says what the kernel lacks", ErrDegraded, c.ID, err)
 		}
 		if plan, err = launch.PlanLandlockOn(rs, abi, containerFS{c}); err != nil {
-			return nil, fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
+			return nil, nil, fmt.Errorf("%w: container %s: %v", ErrSetup, c.ID, err)
 		}
 		w.By, w.Landlock = "landlock", plan.Wall()
 	}
+	var adopted *launch.AdoptedCanaries
+	if canaries != nil {
+		report, err := openCanaryReport(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		adopted = &launch.AdoptedCanaries{Report: report}
+		w.Canary, adopted.Skipped = launch.PlanCanaries(canaries, rs, plan)
+	}
+	if err := writeWallFile(c, w); err != nil {
+		if adopted != nil {
+			adopted.Report.Close()
+		}
+		return nil, nil, err
+	}
+	return plan, adopted, nil
+}
+
+func writeWallFile(c *Container, w stage2.ContainerWall) error {
 	b, err := json.Marshal(w)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tmp := c.WallFile + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o444); err != nil {
-		return nil, fmt.Errorf("%w: container %s: write its wall: %v", ErrSetup, c.ID, err)
+		return fmt.Errorf("%w: container %s: write its wall: %v", ErrSetup, c.ID, err)
 	}
 	if err := os.Rename(tmp, c.WallFile); err != nil {
-		return nil, fmt.Errorf("%w: container %s: write its wall: %v", ErrSetup, c.ID, err)
+		return fmt.Errorf("%w: container %s: write its wall: %v", ErrSetup, c.ID, err)
 	}
-	return plan, nil
+	return nil
+}
+
+// openCanaryReport opens the read end of the pipe klock-runtime made
+// beside the wall (oci.CanaryFileName), non-blocking: nothing waits for a
+// writer here, launch.Adopt polls it.
+func openCanaryReport(c *Container) (*os.File, error) {
+	p := filepath.Join(filepath.Dir(c.WallFile), oci.CanaryFileName)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: container %s: the canaries' report pipe: %v (klock-runtime makes it at create: install klock-runtime and klockd of the same build)", ErrSetup, c.ID, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: container %s: %s is not a pipe", ErrSetup, c.ID, p)
+	}
+	return os.NewFile(uintptr(fd), p), nil
 }
 
 // containerFS looks at a container's files as its mounts will show them:

@@ -169,13 +169,18 @@
 // their first report got (decide.Engine.Repeated); they are never judged
 // again against the state the session ended in.
 //
-// Canaries: a launched session (not an observe-only one, not a
-// container's) has stage 2 prove its walls before the agent's exec
+// Canaries: a session (not an observe-only one, not a container's in
+// hook-only mode) has stage 2 prove its walls before the agent's exec
 // (launch.Canaries, canary.go): strict mode refuses to start behind a
 // wall that lets its canary through (launch.ErrWallNotEnforcing);
 // permissive mode starts, says so at the error level, tells
 // Options.NotEnforcing (klockd's ps) and the log (vlog.Log.Canaries, the
-// headline). The canaries' events never reach the engine (isCanary).
+// headline). A container's stage 2 tries them after its runtime starts
+// it, once the session is running: it reads the wall's canaries
+// (launch.PlanCanaries) and reports on a pipe launch.Adopt reads; in
+// strict mode it does not exec the entrypoint, and the session ends
+// killed, Run returning the result with the *launch.StageError. The
+// canaries' events never reach the engine (isCanary).
 //
 // Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup,
 // ErrObserveStrict, ErrLeaseConflict (a *LeaseConflictError) or the

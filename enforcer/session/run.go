@@ -432,8 +432,16 @@ func (r *runner) announce(ready *prepared) {
 		})
 	}
 	r.ev.start(ready.proc.Pid, r.o.Command)
-	if walls := vlog.NotEnforcing(canaryLog(ready.proc)); len(walls) > 0 && r.o.NotEnforcing != nil {
-		r.o.NotEnforcing(walls)
+	select {
+	case <-ready.proc.CanariesKnown():
+		r.notEnforcing(ready.proc)
+	default:
+		// A container's stage 2 proves its walls once its runtime starts
+		// it, after this.
+		go func() {
+			<-ready.proc.CanariesKnown()
+			r.notEnforcing(ready.proc)
+		}()
 	}
 	if r.o.Started != nil {
 		r.o.Started(ready.proc.Pid)
@@ -445,10 +453,9 @@ func (r *runner) announce(ready *prepared) {
 func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 	be, proc := ready.be, ready.proc
 	eng := decide.New(r.rs, r.mode, r.engineOptions(ctx, ready)...)
-	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer, canaried: len(proc.Canaries) > 0,
+	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer, canaried: proc.Canaried(),
 		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, priv: r.priv,
 		forked: map[uint32]bool{}, entrants: map[uint32]int{}, ev: r.ev, execVeto: r.o.ExecVeto}
-	s.warnNotEnforcing()
 	if r.dnsp != nil {
 		r.dnsp.attach(eng, s.wall)
 		s.dnsRefused = r.dnsp.refused

@@ -20,6 +20,14 @@ import (
 func (r *runner) finish(ctx context.Context, ready *prepared, s *running) (*Result, error) {
 	exit, _ := ready.proc.Wait()
 	r.tl.mark("agent ended")
+	// A container's stage 2 that found a wall not enforcing in strict mode
+	// did not start the entrypoint: the session ends as klock's refusal,
+	// with the error that names the wall and the kernel.
+	refused := ready.proc.CanaryError()
+	if refused != nil {
+		r.log.Error("the container's entrypoint was not started", "error", refused)
+		s.kill(refused.Error(), nil)
+	}
 	res := &Result{ID: r.id, Exit: exit, Killed: s.killed, Reason: s.reason, Interrupted: s.interrupted}
 	if s.first != nil && s.first.Err != nil {
 		res.Violation = s.first.Err
@@ -51,7 +59,7 @@ func (r *runner) finish(ctx context.Context, ready *prepared, s *running) (*Resu
 	r.finished(res)
 	r.tl.log(r.log, "session end")
 	r.learn(s, res)
-	return res, nil
+	return res, refused
 }
 
 // rollback undoes a killed session (rollsBack says when) from its

@@ -11,6 +11,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/testutil"
+	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/ctrtest"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
@@ -148,9 +149,14 @@ func (w *world) content(rel string) string {
 // the agent may make and change /workspace/out.txt and run /bin's
 // programs (busybox's applets).
 func (w *world) manifest(extra ...string) string {
+	return w.manifestIn(policy.ModeStrict, extra...)
+}
+
+// manifestIn is manifest in mode (strict or permissive).
+func (w *world) manifestIn(mode policy.Mode, extra ...string) string {
 	intents := append([]string{"PROVIDES FILE:/workspace/out.txt", "MUTATES FILE:/workspace/out.txt", "PROVIDES PROC:/bin/*"}, extra...)
 	p := filepath.Join(filepath.Dir(w.work), "agent.yaml")
-	if err := os.WriteFile(p, []byte(harness.ManifestYAML("/workspace", "strict", intents)), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(harness.ManifestYAML("/workspace", mode, intents)), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
 	return p

@@ -29,10 +29,7 @@ func TestCanariesProveTheWalls(t *testing.T) {
 	for _, c := range o.Log.Canaries {
 		kinds[c.Kind] = c
 	}
-	fileWall := "landlock"
-	if harness.LSM() {
-		fileWall = "bpf-lsm"
-	}
+	fileWall := harness.FileWall()
 	for _, k := range []string{"write", "exec", "connect"} {
 		c, ok := kinds[k]
 		if !ok || !c.Refused {
@@ -83,14 +80,10 @@ func TestCanariesCatchABrokenWall(t *testing.T) {
 	default:
 		broken = brokenStage2(t)
 	}
-	fileWall := "landlock"
-	if harness.LSM() {
-		fileWall = "bpf-lsm"
-	}
+	fileWall := harness.FileWall()
 	w := harness.NewWorld(t)
-	marker := w.W("agent-ran")
-	spec := harness.Spec{Intents: []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/touch", "PROVIDES FILE:" + marker},
-		Command: []string{"/usr/bin/touch", marker}, Stage2: broken}
+	spec, marker := touchMarker(t, w)
+	spec.Stage2 = broken
 	_, err := w.RunErr(spec)
 	if !errors.Is(err, launch.ErrWallNotEnforcing) || !strings.Contains(err.Error(), fileWall) || !strings.Contains(err.Error(), "kernel") {
 		t.Fatalf("strict start with a broken wall: %v, want ErrWallNotEnforcing naming %s and the kernel", err, fileWall)
@@ -106,6 +99,14 @@ func TestCanariesCatchABrokenWall(t *testing.T) {
 	if !strings.Contains(o.Log.Summary, "WALL NOT ENFORCING (canary let through): ") || !strings.Contains(o.Log.Summary, fileWall+" (write)") {
 		t.Errorf("headline %q does not say the wall is not enforcing", o.Log.Summary)
 	}
+}
+
+// touchMarker is a strict session whose agent makes marker, which
+// exists only if the agent ran.
+func touchMarker(t *testing.T, w *harness.World) (spec harness.Spec, marker string) {
+	marker = w.W("agent-ran")
+	return harness.Spec{Intents: []string{"PROVIDES PROC:" + dash(t), "PROVIDES PROC:/usr/bin/touch", "PROVIDES FILE:" + marker},
+		Command: []string{"/usr/bin/touch", marker}}, marker
 }
 
 // brokenStage2 builds the klocktest_brokenwall klock-stage2 into a
@@ -127,4 +128,37 @@ func brokenStage2(t *testing.T) string {
 		t.Fatalf("build the broken stage 2: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// TestAdoptedCanariesCatchABrokenWall: a container's stage 2 (runtime
+// mode, the session adopting its process) proves the walls as klock
+// run's does, so the klocktest_brokenwall build is caught there too: in
+// strict mode the session ends with launch.ErrWallNotEnforcing and the
+// entrypoint never ran; in permissive mode it runs and the headline says
+// so. The adopted process's stage 2 is this test binary, broken only in
+// the VM's klocktest_brokenwall build (bpf-lsm); on the host,
+// test/container's TestRuncCanariesCatchABrokenWall covers Landlock with
+// a broken klock-stage2 behind runc.
+func TestAdoptedCanariesCatchABrokenWall(t *testing.T) {
+	if !brokenwall.On {
+		t.Skip("needs the klocktest_brokenwall test binary as the container's stage 2 (the VM's)")
+	}
+	fileWall := harness.FileWall()
+	w := harness.NewWorld(t)
+	spec, marker := touchMarker(t, w)
+	o, err := w.AdoptErr(spec, harness.Adopted{Stage2: true})
+	if !errors.Is(err, launch.ErrWallNotEnforcing) || !strings.Contains(err.Error(), fileWall) || !strings.Contains(err.Error(), "kernel") {
+		t.Fatalf("strict container with a broken wall: %v, want ErrWallNotEnforcing naming %s and the kernel\n%s", err, fileWall, o.Stderr)
+	}
+	if w.Exists(marker) || o.Log == nil || !o.Log.Exit.KilledByKlock {
+		t.Fatalf("the entrypoint ran although its wall was not enforcing, or the log does not say it was refused\n%s", o.Dump())
+	}
+	spec.Mode, spec.WallNotEnforcing = policy.ModePermissive, true
+	o = w.Adopt(spec, harness.Adopted{Stage2: true})
+	if !w.Exists(marker) {
+		t.Fatalf("the permissive entrypoint did not run\n%s", o.Dump())
+	}
+	if !strings.Contains(o.Log.Summary, "WALL NOT ENFORCING (canary let through): ") || !strings.Contains(o.Log.Summary, fileWall+" (write)") {
+		t.Errorf("headline %q does not say the wall is not enforcing", o.Log.Summary)
+	}
 }

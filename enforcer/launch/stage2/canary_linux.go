@@ -14,18 +14,25 @@ import (
 )
 
 // makeCanaryDir mounts the canaries' own tmpfs on c.Dir in the agent's
-// mount namespace (the host sees nothing of it) and makes the two objects
-// the walls must refuse: CanaryWrite, a file everyone may write (0666),
-// and CanaryExec, an empty file everyone may execute (0755). Their modes
-// let the agent do both as far as owner and mode go, so a refusal can
-// only be a wall's. The mount is neither noexec nor read-only for the
-// same reason. Run as root, before the Landlock rules are opened.
+// mount namespace (the host sees nothing of it) and makes the canaries'
+// files there (makeCanaryFiles). The mount is neither noexec nor
+// read-only: a refusal can only be a wall's. Run as root, before the
+// Landlock rules are opened.
 func makeCanaryDir(c *Canary) error {
 	if err := unix.Mount("tmpfs", c.Dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4k,nr_inodes=4,mode=0755"); err != nil {
 		return fmt.Errorf("tmpfs on %s: %w", c.Dir, err)
 	}
+	return makeCanaryFiles(c.Dir)
+}
+
+// makeCanaryFiles makes, in dir, the two objects the walls must refuse:
+// CanaryWrite, a file everyone may write (0666), and CanaryExec, an empty
+// file everyone may execute (0755). Their modes let the agent do both as
+// far as owner and mode go, so a refusal can only be a wall's. Made
+// before the walls go up.
+func makeCanaryFiles(dir string) error {
 	for name, mode := range map[string]uint32{CanaryWrite: 0o666, CanaryExec: 0o755} {
-		p := filepath.Join(c.Dir, name)
+		p := filepath.Join(dir, name)
 		fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, mode)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)

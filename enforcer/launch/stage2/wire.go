@@ -67,6 +67,13 @@ type Canary struct {
 	NetWall  string `json:"net_wall,omitempty"`
 }
 
+// CanaryDir is where the canaries' files live in the agent's mount
+// namespace: a tmpfs stage 2 mounts there for klock run, one the
+// container's spec mounts there for a container (oci.Rewrite). One fixed
+// place, which the session also uses to keep the canaries' events from
+// its engine.
+const CanaryDir = "/run/klock-canary"
+
 // StepCanary is the failure's step when a wall let a canary through in
 // strict mode.
 const StepCanary = "canary"
@@ -153,7 +160,7 @@ type PortRule struct {
 
 // Protocol is the version of Spec, the environment variable and the
 // status report. Bump it with any change to them.
-const Protocol = 6
+const Protocol = 7
 
 // Build identifies the build (the Makefile sets it to klock's version with
 // -X, for klock, klockd and klock-stage2 alike); Spec.Build must match it.
@@ -204,7 +211,21 @@ type ContainerWall struct {
 	// own (klock run's, which can only narrow it) also refuses the
 	// metadata ioctls (Spec.DenyMetaIoctls).
 	DenyMetaIoctls bool `json:"deny_meta_ioctls,omitempty"`
+	// Canary is what stage 2 proves before the entrypoint's exec, as for
+	// klock run (Spec.Canary: its files in a tmpfs the container's spec
+	// mounts at Canary.Dir); nil for none. Only the stage 2 with
+	// CanaryFlag tries them: the entrypoint's, not a process exec'd into
+	// the container later.
+	Canary *Canary `json:"canary,omitempty"`
 }
 
 // WallFlag is stage 2's flag in a container's process.args.
 const WallFlag = "--klock-wall="
+
+// CanaryFlag, after WallFlag in the entrypoint's process.args (never in
+// an exec'd process's), names the pipe stage 2 reports the canaries on
+// (CanaryReport's line, then a failure's JSON line, if any). The session
+// reads it from the host; stage 2 opens it before the walls go up and
+// refuses to start the entrypoint when nobody reads it (ENXIO): the
+// canaries are never tried unreported.
+const CanaryFlag = "--klock-canary="

@@ -31,6 +31,13 @@ const WallFileName = "wall.json"
 // (hook-only mode, a hooks.d file) is prepared by the hook itself.
 const AdoptFileName = "adopt.json"
 
+// CanaryFileName is the canaries' report pipe (a FIFO klock-runtime makes
+// at create, root's, 0622): the entrypoint's klock-stage2 writes what the
+// walls did with its canaries there, through the read-only bind (which
+// does not apply to a pipe), and the container's session in klockd reads
+// it from the host.
+const CanaryFileName = "canary"
+
 // Dir is a container's state directory on the host.
 func Dir(containerID string) string { return filepath.Join(Root, containerID) }
 

@@ -32,6 +32,22 @@ type Adopted struct {
 // identity mounts: the process sees the host's paths) as AgentUID.
 func (w *World) Adopt(s Spec, a Adopted) *Outcome {
 	w.T.Helper()
+	o, err := w.AdoptErr(s, a)
+	if err != nil {
+		w.T.Fatalf("session.Run (adopted): %v\nstderr:\n%s", err, o.Stderr)
+	}
+	if a.Stage2 {
+		w.checkCanaries(o, Backend(), s.WallNotEnforcing)
+	}
+	return o
+}
+
+// AdoptErr is Adopt returning session.Run's error, with what the session
+// left when it ran (a container's strict canary refusal ends a session
+// that started: its log says so); the Outcome has only Stderr when it
+// did not start.
+func (w *World) AdoptErr(s Spec, a Adopted) (*Outcome, error) {
+	w.T.Helper()
 	mode, m, data, mpath := w.manifest(s)
 	id := NewID()
 	g, err := cgroup.Create("adopt-" + id)
@@ -51,8 +67,16 @@ func (w *World) Adopt(s Spec, a Adopted) *Outcome {
 		dir := w.T.TempDir()
 		os.Chmod(dir, 0o755)
 		wall = filepath.Join(dir, "wall.json")
+		// The canaries' report pipe and their directory, as klock-runtime
+		// makes the one and the container's spec mounts the other.
+		report := filepath.Join(dir, "canary")
+		if err := syscall.Mkfifo(report, 0o622); err != nil {
+			w.T.Fatal(err)
+		}
+		os.Chmod(report, 0o622)
+		w.canaryDir()
 		// The suite's copy of the test binary, where the agent can run it.
-		args = append([]string{Probe, stage2.WallFlag + wall, "--"}, args...)
+		args = append([]string{Probe, stage2.WallFlag + wall, stage2.CanaryFlag + report, "--"}, args...)
 	}
 	// The "init": waits for one line on stdin (the session has adopted
 	// it), then execs the entrypoint, as runc init waits for runc start.
@@ -91,16 +115,33 @@ func (w *World) Adopt(s Spec, a Adopted) *Outcome {
 			release.Close()
 		},
 	})
-	if err != nil {
-		w.T.Fatalf("session.Run (adopted): %v\nstderr:\n%s", err, errb.String())
+	if res == nil {
+		return &Outcome{Stderr: errb.String()}, err
 	}
 	// The session ended with the process; its output is complete once
 	// it is reaped.
 	<-waited
 	reaped = true
-	lg, err := vlog.Read(res.LogPath)
-	if err != nil {
-		w.T.Fatalf("read verification log: %v", err)
+	lg, lerr := vlog.Read(res.LogPath)
+	if lerr != nil {
+		w.T.Fatalf("read verification log: %v", lerr)
 	}
-	return &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: ParseProbe(out.String()), ManifestPath: mpath}
+	return &Outcome{Res: res, Log: lg, Stdout: out.String(), Stderr: errb.String(), Probe: ParseProbe(out.String()), ManifestPath: mpath}, err
+}
+
+// canaryDir gives the adopted process (identity mounts: the host's /run)
+// an empty tmpfs of the agent's at the canaries' place until the test
+// ends, as a container's spec mounts one there: its stage 2 makes the
+// canaries' files in it.
+func (w *World) canaryDir() {
+	w.T.Helper()
+	dir := stage2.CanaryDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		w.T.Fatal(err)
+	}
+	opts := fmt.Sprintf("size=4k,nr_inodes=4,mode=0755,uid=%d,gid=%d", AgentUID, AgentGID)
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+		w.T.Fatalf("the canaries' tmpfs on %s: %v", dir, err)
+	}
+	w.T.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 }

@@ -63,6 +63,15 @@ func Backend() session.Backend {
 // LSM reports whether the suite runs on the bpf-lsm backend.
 func LSM() bool { return Backend() == session.BackendLSM }
 
+// FileWall is the wall that refuses the agent's undeclared file
+// operations, as the log names it: bpf-lsm or landlock.
+func FileWall() string {
+	if LSM() {
+		return "bpf-lsm"
+	}
+	return "landlock"
+}
+
 // Refusal is the errno the file wall answers with: EPERM from bpf-lsm,
 // EACCES from Landlock.
 func Refusal() string {
