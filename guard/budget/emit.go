@@ -90,7 +90,7 @@ func (s *Store) gather(evs []*event) []*event {
 		select {
 		case b := <-s.emitQ:
 			evs = append(evs, b...)
-		case <-s.emitHurry:
+		case <-s.hurryEm:
 			return s.gatherQueued(evs)
 		case <-s.stopEm:
 			return s.gatherQueued(evs)

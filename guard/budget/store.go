@@ -27,26 +27,26 @@ type Store struct {
 	holds  map[string]*holdState
 	lastEv uint64 // id of the last committed ledger event
 
-	queue     chan *op        // group commit
-	syncQ     chan *committed // decided batches waiting for the journal
-	jr        *journalFile    // group commit: the decision journal (journal.go)
-	jepoch    uint64          // this Open's journal epoch
-	jseq      uint64          // seq of the last decided batch (guarded by mu)
-	ap        *applier        // group commit: journal to SQLite
-	replays   int             // journal records Open put into SQLite (tests)
-	wal       *walFile
-	emitQ     chan []*event // committed events waiting for their signed receipt
-	emitMu    sync.Mutex
-	emitted   uint64    // last event whose receipt is in the chain (maybe not yet synced)
-	synced    time.Time // emitter only: when it last synced the chain
-	emitErr   error     // sticky: the chain could not be written
-	emitCnd   *sync.Cond
-	done      chan struct{} // closed by Close: no new decisions
-	stopEm    chan struct{} // closed after the committer stopped: emitter drains and ends
-	emitHurry chan struct{} // Flush waits: the emitter stops lingering (emit.go)
-	wgBatch   sync.WaitGroup
-	wgSync    sync.WaitGroup
-	wgEmit    sync.WaitGroup
+	queue   chan *op        // group commit
+	syncQ   chan *committed // decided batches waiting for the journal
+	jr      *journalFile    // group commit: the decision journal (journal.go)
+	jepoch  uint64          // this Open's journal epoch
+	jseq    uint64          // seq of the last decided batch (guarded by mu)
+	ap      *applier        // group commit: journal to SQLite
+	replays int             // journal records Open put into SQLite (tests)
+	wal     *walFile
+	emitQ   chan []*event // committed events waiting for their signed receipt
+	emitMu  sync.Mutex
+	emitted uint64    // last event whose receipt is in the chain (maybe not yet synced)
+	synced  time.Time // emitter only: when it last synced the chain
+	emitErr error     // sticky: the chain could not be written
+	emitCnd *sync.Cond
+	done    chan struct{} // closed by Close: no new decisions
+	stopEm  chan struct{} // closed after the committer stopped: emitter drains and ends
+	hurryEm chan struct{} // Flush waits: the emitter stops lingering (emit.go)
+	wgBatch sync.WaitGroup
+	wgSync  sync.WaitGroup
+	wgEmit  sync.WaitGroup
 }
 
 type config struct {
@@ -147,7 +147,7 @@ func Open(dbPath, receiptsPath string, priv ed25519.PrivateKey, opts ...Option) 
 		return nil, fmt.Errorf("%w: %v; move the damaged chain aside (klock receipts verify says where it breaks) and restart", ErrLedger, err)
 	}
 	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, stmts: stmts, wal: &walFile{path: dbPath + "-wal"}, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
-		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{}), emitHurry: make(chan struct{}, 1)}
+		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{}), hurryEm: make(chan struct{}, 1)}
 	s.emitCnd = sync.NewCond(&s.emitMu)
 	err = s.replay(dbPath + ".decisions")
 	if err == nil {
@@ -337,7 +337,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	s.emitMu.Lock()
 	for s.emitted < target && s.emitErr == nil {
 		select {
-		case s.emitHurry <- struct{}{}:
+		case s.hurryEm <- struct{}{}:
 		default:
 		}
 		if ctx.Err() != nil {
