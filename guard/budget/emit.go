@@ -10,9 +10,10 @@ import (
 
 // Durable events become signed receipts in ledger order on one emitter
 // goroutine. Their canonical bodies were made when they were decided
-// (view.prepare); the emitter takes every durable batch waiting for it,
-// links and signs their receipts, and appends them, one write per
-// emitChunk. When the emitter falls behind,
+// (view.prepare); the emitter takes every durable batch waiting for it
+// (lingering briefly for a fuller round: emitLinger), links and signs
+// their receipts, and appends them, one write per emitChunk. When the
+// emitter falls behind,
 // its rounds grow, so its fixed costs shrink per receipt instead of piling
 // up.
 //
@@ -62,17 +63,55 @@ func (s *Store) emitter() {
 				}
 			}
 		}
-	more:
-		for len(evs) < maxEmit {
-			select {
-			case b := <-s.emitQ:
-				evs = append(evs, b...)
-			default:
-				break more
-			}
-		}
+		evs = s.gather(evs)
 		s.emit(evs)
 	}
+}
+
+// emitLinger is how long the emitter waits for a round to fill to
+// emitChunk receipts before it signs a smaller one. Woken per durable
+// batch, it signed rounds of a few receipts each: with 16 callers some
+// 2,000 signatures for 40,000 decisions, 3 us of CPU per decision taken
+// from the batcher and syncer that callers wait on. Nobody waits on a
+// receipt but Flush and Close, and they hurry the emitter.
+const emitLinger = 2 * time.Millisecond
+
+// gather adds every batch already queued to evs, then, while the round
+// is short of emitChunk, waits up to emitLinger for more (less if Flush
+// or Close hurries it).
+func (s *Store) gather(evs []*event) []*event {
+	evs = s.gatherQueued(evs)
+	if len(evs) >= emitChunk {
+		return evs
+	}
+	t := time.NewTimer(emitLinger)
+	defer t.Stop()
+	for len(evs) < emitChunk {
+		select {
+		case b := <-s.emitQ:
+			evs = append(evs, b...)
+		case <-s.hurryEm:
+			return s.gatherQueued(evs)
+		case <-s.stopEm:
+			return s.gatherQueued(evs)
+		case <-t.C:
+			return evs
+		}
+	}
+	return evs
+}
+
+// gatherQueued adds every batch already queued to evs, up to maxEmit.
+func (s *Store) gatherQueued(evs []*event) []*event {
+	for len(evs) < maxEmit {
+		select {
+		case b := <-s.emitQ:
+			evs = append(evs, b...)
+		default:
+			return evs
+		}
+	}
+	return evs
 }
 
 func (s *Store) emit(evs []*event) {

@@ -43,6 +43,7 @@ type Store struct {
 	emitCnd *sync.Cond
 	done    chan struct{} // closed by Close: no new decisions
 	stopEm  chan struct{} // closed after the committer stopped: emitter drains and ends
+	hurryEm chan struct{} // Flush waits: the emitter stops lingering (emit.go)
 	wgBatch sync.WaitGroup
 	wgSync  sync.WaitGroup
 	wgEmit  sync.WaitGroup
@@ -146,7 +147,7 @@ func Open(dbPath, receiptsPath string, priv ed25519.PrivateKey, opts ...Option) 
 		return nil, fmt.Errorf("%w: %v; move the damaged chain aside (klock receipts verify says where it breaks) and restart", ErrLedger, err)
 	}
 	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, stmts: stmts, wal: &walFile{path: dbPath + "-wal"}, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
-		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{})}
+		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{}), hurryEm: make(chan struct{}, 1)}
 	s.emitCnd = sync.NewCond(&s.emitMu)
 	err = s.replay(dbPath + ".decisions")
 	if err == nil {
@@ -335,6 +336,10 @@ func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Unlock()
 	s.emitMu.Lock()
 	for s.emitted < target && s.emitErr == nil {
+		select {
+		case s.hurryEm <- struct{}{}:
+		default:
+		}
 		if ctx.Err() != nil {
 			s.emitMu.Unlock()
 			return ctx.Err()

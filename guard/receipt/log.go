@@ -103,9 +103,13 @@ func (l *Log) AppendPrepared(p *Prepared) ([]byte, error) {
 // leaves.
 func (l *Log) AppendBatch(ps []*Prepared) ([][]byte, error) {
 	var lines [][]byte
-	_, err := l.w.AppendAll(func(h hashchain.Head) ([][]byte, error) {
-		lines = l.batchLines(ps, h)
-		return lines, nil
+	// batchLines links the lines and hashes each one's leaf part, which is
+	// what the chain's Linker would hash again: the writer takes its head
+	// (TestAppendBatchVerifies checks the chain against VerifyWith).
+	_, err := l.w.AppendLinked(func(h hashchain.Head) (hashchain.Linked, error) {
+		var head hashchain.Head
+		lines, head = l.batchLines(ps, h)
+		return hashchain.Linked{Lines: lines, Head: head}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -114,8 +118,8 @@ func (l *Log) AppendBatch(ps []*Prepared) ([][]byte, error) {
 }
 
 // batchLines links ps after h and signs them once, over the batch's
-// Merkle root.
-func (l *Log) batchLines(ps []*Prepared, h hashchain.Head) [][]byte {
+// Merkle root. It returns the lines and the chain head after them.
+func (l *Log) batchLines(ps []*Prepared, h hashchain.Head) ([][]byte, hashchain.Head) {
 	lines := make([][]byte, len(ps))
 	leaves := make([][]byte, len(ps))
 	hashes := make([][32]byte, len(ps))
@@ -131,7 +135,7 @@ func (l *Log) batchLines(ps []*Prepared, h hashchain.Head) [][]byte {
 		proof = appendProof(proof[:0], uint64(i), uint64(len(ps)), paths[i], root)
 		lines[i] = p.proved(leaves[i], proof, sig)
 	}
-	return lines
+	return lines, h
 }
 
 // Key is the log's signing key.

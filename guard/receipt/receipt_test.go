@@ -11,7 +11,6 @@ import (
 	"errors"
 	"github.com/gowebpki/jcs"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/klocklabs/klock/internal/hashchain"
@@ -52,12 +51,7 @@ func TestUnitsBeyond2p53AreStrings(t *testing.T) {
 }
 
 func TestSignedChainVerifiesAndEveryByteFlipIsDetected(t *testing.T) {
-	pub, priv := newKey(t)
-	path := filepath.Join(t.TempDir(), "receipts.jsonl")
-	l, err := OpenLog(path, priv, WithoutSync())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, path, pub, priv := tempLog(t)
 	for i := 0; i < 4; i++ {
 		if _, err := l.Append(sample(i)); err != nil {
 			t.Fatal(err)

@@ -229,3 +229,43 @@ func TestLinker(t *testing.T) {
 	}
 	w.Close()
 }
+
+// AppendLinked takes the builder's head: a batch whose head is off by a
+// line, or that holds a newline, is refused whole; a well-linked one
+// continues the chain as AppendAll would.
+func TestAppendLinked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	w, _ := Open(path, WithoutSync())
+	appendN(t, w, 1)
+	pair := func(h Head) (Linked, error) {
+		a, _ := line(h, "a")
+		ha := Head{Seq: h.Next(), Hash: Sum(a)}
+		b, _ := line(ha, "b")
+		return Linked{Lines: [][]byte{a, b}, Head: Head{Seq: ha.Next(), Hash: Sum(b)}}, nil
+	}
+	_, err := w.AppendLinked(func(h Head) (Linked, error) {
+		l, err := pair(h)
+		l.Head.Seq--
+		return l, err
+	})
+	if !errors.Is(err, ErrNotLinked) || w.Head().Seq != 1 {
+		t.Fatalf("a batch whose head is a line short: err %v, head %d", err, w.Head().Seq)
+	}
+	_, err = w.AppendLinked(func(h Head) (Linked, error) {
+		l, err := pair(h)
+		l.Lines[1] = append(l.Lines[1][:len(l.Lines[1]):len(l.Lines[1])], '\n')
+		return l, err
+	})
+	if !errors.Is(err, ErrNotLinked) || w.Head().Seq != 1 {
+		t.Fatalf("a batch with a newline: err %v, head %d", err, w.Head().Seq)
+	}
+	h, err := w.AppendLinked(pair)
+	if err != nil || h.Seq != 3 || w.Head() != h {
+		t.Fatalf("good batch: %+v %v", h, err)
+	}
+	appendN(t, w, 1) // checked against the head AppendLinked took
+	w.Close()
+	if h, err := VerifyFile(path, nil); err != nil || h.Seq != 4 {
+		t.Fatalf("verify: %+v %v", h, err)
+	}
+}
