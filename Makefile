@@ -74,7 +74,7 @@ unit: ## Unit and privileged host tests (go test ./...)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
-vmtest: ## Boot Debian's kernels under qemu (6.1 with bpf-lsm and with Landlock forced, 6.12's bpf-lsm); run the kernel suites there
+vmtest: ## Boot Debian's 6.1, 6.12 and 6.12-cloud under qemu, each with bpf-lsm and with Landlock forced; run every kernel suite in each
 	vmtests/matrix.sh
 
 bench: deps ## Benchmarks: figures and ratios against no enforcement, from one run (as root)

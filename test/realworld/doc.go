@@ -20,6 +20,9 @@
 //	go test ./test/realworld -count=1 -v                    # every workload
 //	go test ./test/realworld -count=1 -v -run 'RealWorld/git' # one workload
 //
+// Flags (after the package): -realworld.only=git,shell runs only the named
+// workloads, in that order; a name no workload has fails the run.
+//
 // Environment:
 //
 //	KLOCK_BIN            the klock binary to test (default: built from this tree for the run)
