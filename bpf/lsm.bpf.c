@@ -161,10 +161,33 @@ const struct klsm_event *unused_event __attribute__((unused));
 const struct klsm_rule *unused_rule __attribute__((unused));
 const struct klsm_seen_key *unused_seen __attribute__((unused));
 
+/* Processes klock runs in a session's cgroup to prove its wall before the
+ * session is armed (the canaries of a container adopted through OCI hooks
+ * alone, whose init is still the runtime's until it execs the
+ * entrypoint): keyed by thread-group id, each decided as if the session
+ * were armed, and its exec never counted towards arming. User space adds
+ * one only for the probe's life. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} lsm_probes SEC(".maps");
+
+static __always_inline bool probing(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	return bpf_map_lookup_elem(&lsm_probes, &tgid) != NULL;
+}
+
 static __always_inline struct klsm_session *armed_in(__u64 cgid)
 {
 	struct klsm_session *s = bpf_map_lookup_elem(&lsm_sessions, &cgid);
-	if (!s || s->state != LSM_ARMED)
+	if (!s)
+		return NULL;
+	/* The probe map is read only while a session arms: an armed
+	 * session's hot path costs no more. */
+	if (s->state != LSM_ARMED && !probing())
 		return NULL;
 	return s;
 }
@@ -577,7 +600,7 @@ KLSM_PROG(klock_bprm_check, struct linux_binprm *bprm, int ret)
 	 * kernel opens it for exec, and file_open checks that read. */
 	if (BPF_CORE_READ(bprm, interp) != BPF_CORE_READ(bprm, filename))
 		return 0;
-	if (s->state != LSM_ARMED) {
+	if (s->state != LSM_ARMED && !probing()) {
 		if (__sync_fetch_and_add(&s->execs, 1) < 1)
 			return 0; /* klock's own stage 2 */
 		s->state = LSM_ARMED;

@@ -18,6 +18,7 @@ import (
 
 func main() {
 	stage2.ContainerInit() // returns only when not first in a container's process.args
+	stage2.ProbeInit()     // returns only when not klockd's canary probe (a hook-only container's)
 	nshelper.Init()        // returns only when not klockd's namespace helper (enforcer/nshelper)
 	stage2.Init()          // returns only when not started by klock
 	fmt.Fprintln(os.Stderr, "klock-stage2 is klock's session launcher (klock and klockd run it); it is not meant to be run by hand")

@@ -13,7 +13,7 @@ import (
 // AdoptedCanaries are an adopted container's canaries: the ones the wall
 // its stage 2 reads asks for (PlanCanaries) are reported on Report, the
 // read end of the pipe stage 2 writes (stage2.CanaryFlag), which Adopt
-// takes over; Skipped are the others.
+// takes over (nil: none was tried); Skipped are the others.
 type AdoptedCanaries struct {
 	Skipped []CanaryResult
 	Report  *os.File
@@ -40,6 +40,8 @@ func Adopt(pid int, g *cgroup.Group, plan *LandlockPlan, canaries *AdoptedCanari
 	var report *canaryReader
 	if canaries != nil {
 		p.Canaries = canaries.Skipped
+	}
+	if canaries != nil && canaries.Report != nil {
 		p.canariesIn = make(chan struct{})
 		report = &canaryReader{f: canaries.Report}
 	}

@@ -14,6 +14,7 @@ import (
 // once. In stage 2 it never returns: it execs the agent, or reports why it
 // could not and exits.
 func Init() {
-	nshelper.Init() // the observer's helper for a container's root (enforcer/nshelper)
+	nshelper.Init()    // the observer's helper for a container's root (enforcer/nshelper)
+	stage2.ProbeInit() // the canary probe of a container adopted through hooks alone
 	stage2.Init()
 }

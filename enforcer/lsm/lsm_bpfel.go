@@ -121,6 +121,7 @@ const (
 	lsmMapLsmEvents               = "lsm_events"
 	lsmMapLsmKeybuf               = "lsm_keybuf"
 	lsmMapLsmMnts                 = "lsm_mnts"
+	lsmMapLsmProbes               = "lsm_probes"
 	lsmMapLsmRules                = "lsm_rules"
 	lsmMapLsmSeen                 = "lsm_seen"
 	lsmMapLsmSessions             = "lsm_sessions"
@@ -232,6 +233,7 @@ type lsmMapSpecs struct {
 	LsmEvents   *ebpf.MapSpec `ebpf:"lsm_events"`
 	LsmKeybuf   *ebpf.MapSpec `ebpf:"lsm_keybuf"`
 	LsmMnts     *ebpf.MapSpec `ebpf:"lsm_mnts"`
+	LsmProbes   *ebpf.MapSpec `ebpf:"lsm_probes"`
 	LsmRules    *ebpf.MapSpec `ebpf:"lsm_rules"`
 	LsmSeen     *ebpf.MapSpec `ebpf:"lsm_seen"`
 	LsmSessions *ebpf.MapSpec `ebpf:"lsm_sessions"`
@@ -277,6 +279,7 @@ type lsmMaps struct {
 	LsmEvents   *ebpf.Map `ebpf:"lsm_events"`
 	LsmKeybuf   *ebpf.Map `ebpf:"lsm_keybuf"`
 	LsmMnts     *ebpf.Map `ebpf:"lsm_mnts"`
+	LsmProbes   *ebpf.Map `ebpf:"lsm_probes"`
 	LsmRules    *ebpf.Map `ebpf:"lsm_rules"`
 	LsmSeen     *ebpf.Map `ebpf:"lsm_seen"`
 	LsmSessions *ebpf.Map `ebpf:"lsm_sessions"`
@@ -290,6 +293,7 @@ func (m *lsmMaps) Close() error {
 		m.LsmEvents,
 		m.LsmKeybuf,
 		m.LsmMnts,
+		m.LsmProbes,
 		m.LsmRules,
 		m.LsmSeen,
 		m.LsmSessions,

@@ -38,7 +38,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepar
 		defer func() {
 			if err != nil {
 				p.abort()
-				if p.canaries != nil {
+				if p.canaries != nil && p.canaries.Report != nil {
 					p.canaries.Report.Close()
 				}
 			}
@@ -51,6 +51,9 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepar
 		}
 		defer p.awaitMemfd() // never left running behind the caller's back
 		if err := p.attachWalls(); err != nil {
+			return nil, err
+		}
+		if err := p.probeCanaries(); err != nil {
 			return nil, err
 		}
 		restorer, err := p.awaitBackup("the container was not started")
@@ -66,6 +69,7 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepar
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
+		p.refuseProbed(proc)
 		return &prepared{be: p.be, proc: proc, restorer: restorer, start: start}, nil
 	}
 }

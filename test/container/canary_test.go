@@ -12,6 +12,7 @@ import (
 
 	"github.com/klocklabs/klock/enforcer/daemon"
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/internal/brokenwall"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
@@ -149,4 +150,14 @@ func (w *world) notEnforcing(t *testing.T) []string {
 	}
 	t.Fatal("klock ps never said a wall was not enforcing")
 	return nil
+}
+
+// canaryRefused reports whether lg's canary of kind was refused by wall.
+func canaryRefused(lg *vlog.Log, kind, wall string) bool {
+	for _, c := range lg.Canaries {
+		if c.Kind == kind {
+			return c.Refused && c.Wall == wall
+		}
+	}
+	return false
 }

@@ -104,5 +104,10 @@ func TestPodmanHooksD(t *testing.T) {
 	if lg.Container == nil || lg.Container.Mode != "hook" {
 		t.Fatalf("log's container: %+v", lg.Container)
 	}
+	// No klock code runs inside: klockd's probe proved the network wall
+	// in the container's cgroup and namespace before the entrypoint.
+	if !canaryRefused(lg, "connect", "cgroup-net") {
+		t.Fatalf("hook-only container's canaries: %v, want the connect refused by cgroup-net", lg.Canaries)
+	}
 	harness.AssertContainerLogged(t, lg, "/workspace/keep.txt", filepath.Join(w.work, "keep.txt"))
 }

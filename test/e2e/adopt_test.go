@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klocklabs/klock/enforcer/vlog"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
@@ -32,6 +33,7 @@ func TestAdoptedContainer(t *testing.T) {
 			if got := w.Content(w.W("out.txt")); got != "declared\n" {
 				t.Fatalf("out.txt = %q after a CLEAN run\nstderr: %s", got, clean.Stderr)
 			}
+			hookCanaries(t, clean, tc.a)
 			if clean.Log.Container == nil || clean.Log.Container.Mode != map[bool]string{false: "hook", true: "runtime"}[tc.a.Stage2] {
 				t.Fatalf("log's container = %+v", clean.Log.Container)
 			}
@@ -50,5 +52,32 @@ func TestAdoptedContainer(t *testing.T) {
 				t.Fatalf("keep.txt = %q after the strict kill, want it restored", got)
 			}
 		})
+	}
+}
+
+// hookCanaries: a hook-only container's canaries are klock's probe's, in
+// its cgroup: the connect canary refused by cgroup-net, and the file
+// canaries refused by bpf-lsm where the kernel has it, else skipped
+// (nothing walls a hook-only container's files: the tracepoints detect).
+func hookCanaries(t *testing.T, o *harness.Outcome, a harness.Adopted) {
+	t.Helper()
+	if a.Stage2 {
+		return
+	}
+	kinds := map[string]vlog.Canary{}
+	for _, c := range o.Log.Canaries {
+		kinds[c.Kind] = c
+	}
+	if c := kinds["connect"]; !c.Refused || c.Wall != "cgroup-net" {
+		t.Errorf("connect canary %s, want refused by cgroup-net\n%s", c, o.Dump())
+	}
+	for _, k := range []string{"write", "exec"} {
+		c := kinds[k]
+		switch {
+		case harness.LSM() && (!c.Refused || c.Wall != "bpf-lsm"):
+			t.Errorf("%s canary %s, want refused by bpf-lsm\n%s", k, c, o.Dump())
+		case !harness.LSM() && c.Skipped == "":
+			t.Errorf("%s canary %s, want skipped: no file wall in hook-only mode without bpf-lsm\n%s", k, c, o.Dump())
+		}
 	}
 }

@@ -132,7 +132,8 @@ func brokenStage2(t *testing.T) string {
 
 // TestAdoptedCanariesCatchABrokenWall: a container's stage 2 (runtime
 // mode, the session adopting its process) proves the walls as klock
-// run's does, so the klocktest_brokenwall build is caught there too: in
+// run's does, and klock's probe does for a hook-only container under
+// bpf-lsm, so the klocktest_brokenwall build is caught there too: in
 // strict mode the session ends with launch.ErrWallNotEnforcing and the
 // entrypoint never ran; in permissive mode it runs and the headline says
 // so. The adopted process's stage 2 is this test binary, broken only in
@@ -143,10 +144,21 @@ func TestAdoptedCanariesCatchABrokenWall(t *testing.T) {
 	if !brokenwall.On {
 		t.Skip("needs the klocktest_brokenwall test binary as the container's stage 2 (the VM's)")
 	}
+	for _, a := range []harness.Adopted{{Stage2: true}, {}} {
+		if !a.Stage2 && !harness.LSM() {
+			continue // hook-only mode without bpf-lsm has no file wall to break
+		}
+		t.Run(map[bool]string{true: "runtime", false: "hook"}[a.Stage2], func(t *testing.T) { adoptedBrokenWall(t, a) })
+	}
+}
+
+// adoptedBrokenWall: a broken file wall refused in strict mode, reported
+// in permissive mode, for a container adopted as a.
+func adoptedBrokenWall(t *testing.T, a harness.Adopted) {
 	fileWall := harness.FileWall()
 	w := harness.NewWorld(t)
 	spec, marker := touchMarker(t, w)
-	o, err := w.AdoptErr(spec, harness.Adopted{Stage2: true})
+	o, err := w.AdoptErr(spec, a)
 	if !errors.Is(err, launch.ErrWallNotEnforcing) || !strings.Contains(err.Error(), fileWall) || !strings.Contains(err.Error(), "kernel") {
 		t.Fatalf("strict container with a broken wall: %v, want ErrWallNotEnforcing naming %s and the kernel\n%s", err, fileWall, o.Stderr)
 	}
@@ -154,7 +166,7 @@ func TestAdoptedCanariesCatchABrokenWall(t *testing.T) {
 		t.Fatalf("the entrypoint ran although its wall was not enforcing, or the log does not say it was refused\n%s", o.Dump())
 	}
 	spec.Mode, spec.WallNotEnforcing = policy.ModePermissive, true
-	o = w.Adopt(spec, harness.Adopted{Stage2: true})
+	o = w.Adopt(spec, a)
 	if !w.Exists(marker) {
 		t.Fatalf("the permissive entrypoint did not run\n%s", o.Dump())
 	}
