@@ -102,7 +102,10 @@
 // names (PlanCanaries, stage2.ContainerWall.Canary) before the
 // entrypoint's exec and reports them on a pipe Adopt reads: the adopted
 // Process's Canaries are known once CanariesKnown is closed, and
-// CanaryError is then the strict refusal, if any.
+// CanaryError is then the strict refusal, if any. A container with no
+// klock code inside (OCI hooks alone) has ProbeCanaries try them from
+// outside: a process of klock-stage2's probe mode joins its network
+// namespace and cgroup, and reports on a pipe Adopt reads alike.
 //
 // # Errors
 //

@@ -16,7 +16,8 @@
 // pathname socket is decided alike by both. A new
 // session is "arming" until the second exec of its first process (klock's
 // stage 2 re-executes itself, then execs the agent): the agent's exec is the
-// first operation decided. Objects are named by the kernel's own path
+// first operation decided; a process Session.Probe names (the canaries
+// of a session still arming) is decided meanwhile. Objects are named by the kernel's own path
 // (bpf/include/kwalk.h, shared with the tracepoint backend); an object with
 // no reachable name is refused. Files the session created (O_CREAT) stay
 // the session's to read, change, delete and rename, as enforcer/decide

@@ -169,8 +169,8 @@
 // their first report got (decide.Engine.Repeated); they are never judged
 // again against the state the session ended in.
 //
-// Canaries: a session (not an observe-only one, not a container's in
-// hook-only mode) has stage 2 prove its walls before the agent's exec
+// Canaries: a session (not an observe-only one) has stage 2 prove its
+// walls before the agent's exec
 // (launch.Canaries, canary.go): strict mode refuses to start behind a
 // wall that lets its canary through (launch.ErrWallNotEnforcing);
 // permissive mode starts, says so at the error level, tells
@@ -179,7 +179,12 @@
 // it, once the session is running: it reads the wall's canaries
 // (launch.PlanCanaries) and reports on a pipe launch.Adopt reads; in
 // strict mode it does not exec the entrypoint, and the session ends
-// killed, Run returning the result with the *launch.StageError. The
+// killed, Run returning the result with the *launch.StageError. A
+// container in hook-only mode has no stage 2: a probe klock starts tries
+// them in its cgroup while its init waits (launch.ProbeCanaries,
+// container_probe.go; bpf-lsm decides for the probe through
+// lsm.Session.Probe), and in strict mode its init is killed before the
+// entrypoint's exec. The
 // canaries' events never reach the engine (isCanary).
 //
 // Errors: refusals before the agent starts wrap ErrDegraded, ErrSetup,
