@@ -433,6 +433,15 @@ func (p *Pending) Abort() { _, _ = p.abort(nil) }
 // reason it could not (a *StageError for failures inside stage 2), in
 // which case nothing is left running.
 func (p *Pending) Release() (*Process, error) {
+	// Ended before the release: nothing of the agent ran. From the
+	// release on, the agent may run at any moment (its exec closes the
+	// status pipe), so an end from then on is the running session's to
+	// handle (killed by p.stop, reported as interrupted): returning an
+	// error would call a session whose agent ran one that never started,
+	// and its log would be dropped.
+	if p.ctx.Err() != nil {
+		return p.abort(fmt.Errorf("launch: %w", p.ctx.Err()))
+	}
 	// A stage 2 that failed, or was killed, reads no byte: the write fails
 	// or goes unread, and the status pipe tells why.
 	_, werr := p.goW.Write([]byte{1})
@@ -462,11 +471,8 @@ func (p *Pending) Release() (*Process, error) {
 		}
 		return p.abort(se)
 	}
-	if werr != nil {
+	if werr != nil && p.ctx.Err() == nil {
 		return p.abort(fmt.Errorf("launch: release stage 2: %w", werr))
-	}
-	if p.ctx.Err() != nil {
-		return p.abort(fmt.Errorf("launch: %w", p.ctx.Err()))
 	}
 	go p.proc.wait(p.stop)
 	return p.proc, nil

@@ -424,7 +424,7 @@ func (o *Observer) SetSyscallLinger(d time.Duration) {
 func (o *Observer) attachSyscalls() error {
 	o.ctimeHooks = 0
 	for i, p := range o.sysProgs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		l, err := attachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			if i == 0 {
 				o.detachSyscalls()
@@ -440,6 +440,31 @@ func (o *Observer) attachSyscalls() error {
 	}
 	o.attachMetaFentry()
 	return nil
+}
+
+// reattachWait bounds how long attachTracing waits for the kernel to let
+// go of a program's previous link.
+const reattachWait = 2 * time.Second
+
+// attachTracing attaches a program that may have been attached before
+// (the syscall programs come and go with the sessions that need them),
+// waiting out its previous link while the kernel still holds it. On
+// kernels whose raw tracepoints key a probe by its program (6.1: the
+// link is not the probe's data), attaching it again answers EEXIST until
+// the old link is released, and a link closed a moment ago is released
+// only when the last copy of its descriptor goes: a child forked before
+// the close keeps one until its exec closes it, after its parent has
+// resumed. Any other error, or one that outlasts reattachWait, is
+// returned.
+func attachTracing(opts link.TracingOptions) (link.Link, error) {
+	deadline := time.Now().Add(reattachWait)
+	for {
+		l, err := link.AttachTracing(opts)
+		if err == nil || !(errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY)) || time.Now().After(deadline) {
+			return l, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // loadMetaFentry loads the fentry programs for a kernel without the ctime
@@ -468,7 +493,7 @@ func (o *Observer) attachMetaFentry() {
 	}
 	var links []link.Link
 	for _, p := range o.metaFentry {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceFEntry})
+		l, err := attachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceFEntry})
 		if err != nil {
 			o.log.Debug("observe: optional metadata fentry not attached", "prog", p, "err", err)
 			o.metaHooksErr = fmt.Errorf("attach %s: %w", p, err)
