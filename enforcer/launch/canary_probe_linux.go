@@ -46,35 +46,53 @@ func ProbeCanaries(ctx context.Context, c *stage2.Canary, skipped []CanaryResult
 			return nil, err
 		}
 	}
+	report, err := probeOnce(ctx, c, pr, OpenHelper(pr.Helper))
+	if err != nil {
+		// A klock-stage2 of another build may not know the probe: the
+		// running binary is one, only slower to start.
+		report, err = probeOnce(ctx, c, pr, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &AdoptedCanaries{Report: report, Skipped: skipped}, nil
+}
+
+// probeOnce runs the probe from bin (nil: the running binary; closed
+// here) and returns the read end of its report, non-blocking for Adopt's
+// reader (canaryReader).
+func probeOnce(ctx context.Context, c *stage2.Canary, pr Probe, bin *os.File) (*os.File, error) {
+	if bin != nil {
+		defer bin.Close()
+	}
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("launch: canary probe: %w", err)
 	}
 	report, w := os.NewFile(uintptr(p[0]), "canary-report"), os.NewFile(uintptr(p[1]), "canary-probe")
-	err := runProbe(ctx, c, pr, w)
+	err := runProbe(ctx, c, pr, bin, w)
 	w.Close()
 	if err == nil {
-		// Adopt's reader takes it without blocking (canaryReader).
 		err = unix.SetNonblock(p[0], true)
 	}
 	if err != nil {
 		report.Close()
 		return nil, err
 	}
-	return &AdoptedCanaries{Report: report, Skipped: skipped}, nil
+	return report, nil
 }
 
-// runProbe starts the probe, registers it, sends it c and waits for it:
-// its report is in out when it returns nil.
-func runProbe(ctx context.Context, c *stage2.Canary, pr Probe, out *os.File) error {
+// runProbe starts the probe from bin (nil: the running binary),
+// registers it, sends it c and waits for it: its report is in out when
+// it returns nil.
+func runProbe(ctx context.Context, c *stage2.Canary, pr Probe, bin, out *os.File) error {
 	cg, err := pr.Group.OpenFD()
 	if err != nil {
 		return err
 	}
 	defer cg.Close()
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
-	if bin := OpenHelper(pr.Helper); bin != nil {
-		defer bin.Close()
+	if bin != nil {
 		cmd = exec.CommandContext(ctx, "/proc/self/fd/3")
 		cmd.ExtraFiles = []*os.File{bin} // exec'd by its descriptor: nothing swapped in by path
 	}
