@@ -478,11 +478,6 @@ func klockTables(t *testing.T) map[string]bool {
 
 // handOffVia is how the log names the path of a connect to a declared
 // host loopback service in a session without an egress budget: handed a
-// host socket (addfd) under the Landlock wall, copied by the relay under
-// bpf-lsm, whose reports would never see a connect klock made.
-func handOffVia() string {
-	if harness.LSM() {
-		return "loopback relay (copy)"
-	}
-	return "loopback relay (addfd)"
-}
+// host socket (addfd), under either file wall (under bpf-lsm the relay
+// reports the connects it answers: TestHandOffReported).
+func handOffVia() string { return "loopback relay (addfd)" }
