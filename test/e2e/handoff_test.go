@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/test/internal/harness"
@@ -156,14 +156,20 @@ func TestHandOffRealClients(t *testing.T) {
 func TestHandOffReported(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	w := harness.NewWorld(t)
-	svc, other := startAcceptor(t), startAcceptor(t)
-	ap := func(a *acceptor) string { return "127.0.0.1:" + strconv.Itoa(a.port) }
+	lo := netip.MustParseAddr("127.0.0.1")
+	svc, other := startSink(t, lo), startSink(t, lo)
+	ap := func(s *sink) string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 	intent := "CONSUMES NET:" + ap(svc) + "/tcp"
 	steps := []string{"tcp:" + ap(svc), "tcp:" + ap(svc)}
 	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), intent), Command: append([]string{harness.Probe}, steps...)})
 	o.AssertClean(t, 0)
-	if o.Probe[steps[0]] != "ok" || svc.accepted.Load() != 2 {
-		t.Fatalf("the declared service: probe %q, it accepted %d connections\n%s", o.Probe[steps[0]], svc.accepted.Load(), o.Dump())
+	// Both handshakes were done before the connects returned: the
+	// accepts only wait for the sink's goroutine (bounded, not timed).
+	for deadline := time.Now().Add(5 * time.Second); svc.conns.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if o.Probe[steps[0]] != "ok" || svc.conns.Load() != 2 {
+		t.Fatalf("the declared service: probe %q, it accepted %d connections\n%s", o.Probe[steps[0]], svc.conns.Load(), o.Dump())
 	}
 	if got, ok := o.Use(intent); !ok || got != 2 {
 		t.Errorf("uses of %s = %d (listed %v), want 2 (each connect once)\n%s", intent, got, ok, o.Dump())
@@ -188,34 +194,7 @@ func TestHandOffReported(t *testing.T) {
 	if !o.Res.Killed || !strings.Contains(o.Res.Reason, undeclared) || o.Violation("CONSUMES "+undeclared) == nil {
 		t.Errorf("a handed socket connected again to an undeclared port: killed %v (%s), want a violation of %s\n%s", o.Res.Killed, o.Res.Reason, undeclared, o.Dump())
 	}
-	if n := other.accepted.Load(); n > 0 {
+	if n := other.conns.Load(); n > 0 {
 		t.Errorf("the undeclared service accepted %d connections", n)
 	}
-}
-
-// acceptor is a host loopback TCP service that counts the connections
-// it accepts and closes them.
-type acceptor struct {
-	port     int
-	accepted atomic.Int64
-}
-
-func startAcceptor(t *testing.T) *acceptor {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	a := &acceptor{port: ln.Addr().(*net.TCPAddr).Port}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			a.accepted.Add(1)
-			c.Close()
-		}
-	}()
-	return a
 }

@@ -65,6 +65,8 @@ func hostPeer(t *testing.T) netip.Addr {
 type sink struct {
 	port  int
 	bytes atomic.Int64
+	// conns counts the connections it accepted.
+	conns atomic.Int64
 }
 
 func startSink(t *testing.T, addr netip.Addr) *sink {
@@ -81,6 +83,7 @@ func startSink(t *testing.T, addr netip.Addr) *sink {
 			if err != nil {
 				return
 			}
+			s.conns.Add(1)
 			go func() {
 				defer c.Close()
 				n, _ := io.Copy(io.Discard, c)
