@@ -485,6 +485,9 @@ func (n *sessionNet) backend() vlog.Backend {
 	}
 	if handing {
 		d = append(d, "the agent's TCP connects to those services are handed a socket klock connected in the host's namespace (seccomp user notification, SECCOMP_IOCTL_NOTIF_ADDFD): the kernel carries their bytes, no copy, and counts them (tcp_info, reported by sock_diag when the socket ends; a peer's counters say 'addfd', and a connection's bytes in count the service's FIN as one); any other connect goes on as the agent made it, to the walls")
+		if n.relayed != nil {
+			d = append(d, "the connects klock answers at the trap never reach cgroup-net's hooks, and this session has no syscall tracepoint (bpf-lsm): the relay reports each to the session's engine itself (source loopback-relay), handed over, failed, or refused at the trap (EISCONN)")
+		}
 	}
 	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
 		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))
