@@ -17,6 +17,10 @@ const (
 	SourceCgroupUnix Source = "cgroup-unix" // cgroup connect_unix/sendmsg_unix programs (blocks)
 	SourceLSM        Source = "bpf-lsm"     // BPF LSM hooks (blocks)
 	SourceDNSProxy   Source = "dns-proxy"   // the session's DNS proxy refused a name or withheld an answer's address (blocks)
+	// SourceLoopRelay: the loopback relay answered a trapped connect
+	// itself (handed it a host socket, or refused it at the trap), where
+	// no wall's hook ran (enforcer/looprelay Report).
+	SourceLoopRelay Source = "loopback-relay"
 )
 
 // Event is one observed operation.

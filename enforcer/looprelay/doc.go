@@ -74,6 +74,17 @@
 // Counts.Handed and Counts.Copied say which path each connection took
 // (the log's "loopback relay (addfd)", "(copy)").
 //
+// Who reports a connect the relay answers (report.go): no wall's hook
+// runs for it (cgroup-net's run inside connect(2), which the agent's
+// thread never enters), but the syscall tracepoints still see the call
+// and its answer, so a session under the Landlock wall needs nothing
+// more. A session under bpf-lsm has no tracepoint: New's Report option
+// has the relay tell the session of each connect it answers itself
+// (handed over, failed with klock's own connect's errno, refused at the
+// trap with EISCONN), as the event the walls would have reported, by
+// the calling thread's process (the notification's pid), before the
+// agent's call returns; Answering says whether an answer is under way.
+//
 // What the handoff changes for the agent: its socket is the host's (a
 // getsockname shows the host's loopback port the service sees); a socket
 // it registered with epoll before connecting is not the one in the set

@@ -145,8 +145,10 @@ func (r *Relay) serveNotif(l *os.File) {
 			return
 		}
 		r.wg.Add(1)
+		r.answering.Add(1)
 		go func() {
 			defer r.wg.Done()
+			defer r.answering.Add(-1)
 			r.answer(listenerFD{rc}, &n)
 		}()
 	}
@@ -181,6 +183,7 @@ func (r *Relay) answer(lfd listenerFD, n *seccompNotif) {
 	defer h.close()
 	errno := h.connect()
 	if errno != 0 {
+		r.tellTo(int(n.pid), h.to, errno)
 		_ = notifReturn(lfd, n.id, errno)
 		return
 	}
@@ -212,6 +215,9 @@ func (r *Relay) answer(lfd listenerFD, n *seccompNotif) {
 		// at once and SO_ERROR is 0, as after any completed handshake.
 		ret = unix.EINPROGRESS
 	}
+	// Told once the socket is the agent's, before its call returns: a
+	// restarted call (below) gets the same answer and is not told again.
+	r.tellTo(int(n.pid), h.to, ret)
 	if err := notifReturn(lfd, n.id, ret); errors.Is(err, unix.ENOENT) && cerr == nil {
 		// A signal took the agent's thread out of the call after the
 		// socket was put in place (the Go runtime's preemption signal
@@ -305,6 +311,11 @@ func (r *Relay) examine(lfd listenerFD, n *seccompNotif) (*handoff, error) {
 		}
 		if saErr == nil && len(sa) >= 2 && sa[0] == unix.AF_UNSPEC && sa[1] == 0 {
 			return nil, unix.EPERM
+		}
+		// Refused here, where the walls would have judged it (and
+		// reported it) had it gone on: told, destination and all.
+		if saErr == nil {
+			r.tell(tid, sa, unix.EISCONN)
 		}
 		return nil, unix.EISCONN
 	}

@@ -404,8 +404,8 @@ func runDirect(t testing.TB, steps []string) map[string]string {
 	return results(strings.NewReader(string(b)))
 }
 
-func relayOf(t testing.TB, pid int, svc *service) *Relay {
-	r, err := New(pid)
+func relayOf(t testing.TB, pid int, svc *service, opts ...Option) *Relay {
+	r, err := New(pid, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

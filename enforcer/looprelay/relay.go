@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/netnsdo"
 	"github.com/klocklabs/klock/policy"
 	"golang.org/x/sys/unix"
@@ -96,23 +97,30 @@ type Relay struct {
 	restarts sync.Map
 	// counting: the relay holds destroyed (tcpinfo.go), released by Close.
 	counting bool
+	// report is told of the connects the relay answers itself (Report);
+	// answering counts the trapped connects being answered.
+	report    func(event.Event)
+	answering atomic.Int64
 }
 
 // New opens the network namespace of pid (the agent's, or its stage 2's
 // before the exec).
-func New(pid int) (*Relay, error) {
-	return Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+func New(pid int, opts ...Option) (*Relay, error) {
+	return Open(fmt.Sprintf("/proc/%d/ns/net", pid), opts...)
 }
 
 // Open opens the network namespace at path (a /proc/<pid>/ns/net, a
 // /proc/self/fd/<fd> of a namespace handle).
-func Open(path string) (*Relay, error) {
+func Open(path string, opts ...Option) (*Relay, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("looprelay: the agent's network namespace: %w", err)
 	}
 	r := &Relay{ns: f, keys: map[string]bool{}, tcp: map[netip.AddrPort]*counts{}, byName: map[string]*counts{}, flows: map[net.Conn]bool{}, sources: map[syscall.Conn]bool{}, done: make(chan struct{})}
 	r.limit.Store(noLimit)
+	for _, o := range opts {
+		o(r)
+	}
 	return r, nil
 }
 

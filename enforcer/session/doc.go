@@ -20,10 +20,13 @@
 // manifest's network.max_egress_bytes as its quota) and the loopback
 // relays (enforcer/looprelay) for declared host loopback peers (one
 // address, at most looprelay.MaxPorts ports; wider ones are unreachable
-// and the log says so; without an egress budget, under the Landlock wall
-// (bpf-lsm's reports would never see such a connect), the agent's connects
+// and the log says so; without an egress budget the agent's connects
 // trap to the relay, launch.Spec.TrapConnect, which hands a TCP connect
-// to such a peer a socket of the host's, with no copy), and starts the session's DNS proxy in the
+// to such a peer a socket of the host's, with no copy; the connects it
+// answers are reported by the syscall tracepoints under the Landlock
+// wall, by the relay itself under bpf-lsm, whose cgroup-net hooks never
+// run for them: looprelay.Report, read by the session's loop like any
+// wall's events), and starts the session's DNS proxy in the
 // namespace; it runs beside cgroup-net, which still decides every connect
 // and send first. With NET:raw the agent's group may open ping sockets
 // there (net.ipv4.ping_group_range, per namespace) and the wall lets

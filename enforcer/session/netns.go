@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/looprelay"
 	"github.com/klocklabs/klock/enforcer/netwall"
 	"github.com/klocklabs/klock/enforcer/vlog"
@@ -60,6 +61,11 @@ type netPlan struct {
 	// echo requests reach the peers' addresses (cfg.PingPeer).
 	raw     bool
 	pingGID uint32
+	// reportRelay: the relay reports the connects it answers itself
+	// (looprelay.Report) on sessionNet.relayed, for the session's engine:
+	// under bpf-lsm, whose session has no syscall tracepoint, nothing
+	// else would (prepare sets it).
+	reportRelay bool
 }
 
 // rawPeer is NET:raw's name in the log: the pings' counters.
@@ -157,6 +163,12 @@ type sessionNet struct {
 	// relayOver is told when the relay reached its share of the egress
 	// budget (it holds the flow; the budget's watcher checks at once).
 	relayOver chan struct{}
+	// relayed: the connects the relay answered itself (plan.reportRelay;
+	// nil without), read by the session's loop; stop lets a report go
+	// once the session no longer reads them (close).
+	relayed  chan event.Event
+	stop     chan struct{}
+	stopOnce sync.Once
 	// pingErr: why the agent's group could not be let open ping sockets
 	// (NET:raw declared), for the log.
 	pingErr error
@@ -179,7 +191,7 @@ type sessionNet struct {
 // setupNet builds the wall around pid's network namespace and the relays
 // into it. On error nothing is left behind.
 func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.Logger) (_ *sessionNet, err error) {
-	n := &sessionNet{id: id, plan: plan, log: log, relayOver: make(chan struct{}, 1)}
+	n := &sessionNet{id: id, plan: plan, log: log, relayOver: make(chan struct{}, 1), stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.close()
@@ -196,7 +208,12 @@ func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.L
 			}
 		}
 	}
-	if n.relay, err = looprelay.New(pid); err != nil {
+	var opts []looprelay.Option
+	if plan.reportRelay {
+		n.relayed = make(chan event.Event, relayedQueue)
+		opts = append(opts, looprelay.Report(n.reportConnect))
+	}
+	if n.relay, err = looprelay.New(pid, opts...); err != nil {
 		return nil, err
 	}
 	if plan.raw {
@@ -227,6 +244,21 @@ func setupNet(ctx context.Context, id string, pid int, plan netPlan, log *slog.L
 		}
 	}
 	return n, nil
+}
+
+// relayedQueue is how many of the relay's reports wait for the session's
+// loop before the agent's next connect the relay answers waits too (the
+// loop starts after the agent does).
+const relayedQueue = 256
+
+// reportConnect queues a connect the relay answered for the session's
+// loop; the agent's call waits until it is queued, so its report is in
+// before the agent can act on the answer (or exit).
+func (n *sessionNet) reportConnect(ev event.Event) {
+	select {
+	case n.relayed <- ev:
+	case <-n.stop:
+	}
 }
 
 // answered opens what the DNS proxy answered for a declared host pattern:
@@ -453,6 +485,9 @@ func (n *sessionNet) backend() vlog.Backend {
 	}
 	if handing {
 		d = append(d, "the agent's TCP connects to those services are handed a socket klock connected in the host's namespace (seccomp user notification, SECCOMP_IOCTL_NOTIF_ADDFD): the kernel carries their bytes, no copy, and counts them (tcp_info, reported by sock_diag when the socket ends; a peer's counters say 'addfd', and a connection's bytes in count the service's FIN as one); any other connect goes on as the agent made it, to the walls")
+		if n.relayed != nil {
+			d = append(d, "the connects klock answers at the trap never reach cgroup-net's hooks, and this session has no syscall tracepoint (bpf-lsm): the relay reports each to the session's engine itself (source loopback-relay), handed over, failed, or refused at the trap (EISCONN)")
+		}
 	}
 	if b := n.plan.cfg.MaxEgressBytes; b > 0 {
 		d = append(d, fmt.Sprintf("egress budget (network.max_egress_bytes): %d bytes; past it the kernel drops the session's packets and a strict session is killed", b))
@@ -484,6 +519,11 @@ func (n *sessionNet) backend() vlog.Backend {
 func (n *sessionNet) close() {
 	if n == nil {
 		return
+	}
+	if n.stop != nil {
+		// Before the relay's Close, which waits for its answers: one
+		// blocked on a report nobody reads lets go.
+		n.stopOnce.Do(func() { close(n.stop) })
 	}
 	if n.relay != nil {
 		_ = n.relay.Close()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/netwall"
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/policy"
@@ -118,5 +119,30 @@ func TestNoIPv6SaysWhichPeers(t *testing.T) {
 	}
 	if len(n.unrouted) != 3 || strings.Contains(got, "192.0.2.1") || !strings.Contains(got, "sysctl -w net.ipv6.conf.all.disable_ipv6=0") {
 		t.Errorf("unreachable peers:\n%s", got)
+	}
+}
+
+// TestRelayReportLetsGoAtClose: a relay's report waits while the
+// session's queue is full (the agent's connect with it), and lets go once
+// the session's network is closed, so that the relay's Close, which
+// waits for its answers, never waits for a reader that is gone.
+func TestRelayReportLetsGoAtClose(t *testing.T) {
+	n := &sessionNet{relayed: make(chan event.Event, 1), stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+	n.reportConnect(event.Event{Syscall: "connect"}) // queued
+	done := make(chan struct{})
+	go func() {
+		n.reportConnect(event.Event{Syscall: "connect"}) // waits: the queue is full
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("a report went past a full queue")
+	default:
+	}
+	n.close()
+	n.close() // again: no second close of stop
+	<-done
+	if len(n.relayed) != 1 {
+		t.Errorf("%d reports queued, want the first", len(n.relayed))
 	}
 }

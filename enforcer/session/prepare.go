@@ -259,6 +259,12 @@ func (p *preparing) wallNetNS() error {
 	}
 	plan := planNet(p.rs, o.Manifest.EgressBudget(), dnsAddr)
 	plan.pingGID = p.spec.User.GID
+	// Under bpf-lsm the session has no syscall tracepoint: a connect the
+	// relay answers at its trap reaches no hook that reports it (cgroup-
+	// net's run inside connect(2)), so the relay reports it. Under the
+	// Landlock wall the tracepoints report every connect, answered at the
+	// trap or not: a second report would count each use twice.
+	plan.reportRelay = p.be.lsms != nil
 	p.joined = make(chan netResult, 1)
 	pid := p.pending.Pid()
 	go func() { p.joined <- walledNS(p.ctx, o, p.id, pid, plan, p.log) }()
@@ -278,17 +284,11 @@ func (p *preparing) wallNetNS() error {
 // relay (looprelay.HandOff): its namespace is walled, it declares a host
 // loopback service, and it has no egress budget (then the copying relay
 // carries every flow, counted and held to the budget: a handed-over
-// socket's bytes the kernel carries, uncounted by the relay).
+// socket's bytes the kernel carries, uncounted by the relay). Under
+// either wall: the connects the relay answers are reported by the
+// tracepoints (Landlock) or by the relay itself (bpf-lsm, wallNetNS).
 func (p *preparing) trapsConnect() bool {
 	if !p.spec.NewNetNS || launch.NeedsNetNS(p.rs) || p.o.Manifest.EgressBudget() > 0 {
-		return false
-	}
-	if p.be.lsms != nil {
-		// Under bpf-lsm the agent's connects are reported by cgroup-net
-		// and the LSM, which never see a connect klock made for it: the
-		// declared service's use would go unrecorded (a false "never
-		// used"). The copying relay keeps it; the tracepoints of the
-		// Landlock wall report the handed-over connect itself.
 		return false
 	}
 	return len(planNet(p.rs, 0, netip.Addr{}).relays) > 0

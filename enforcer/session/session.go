@@ -342,6 +342,9 @@ type feeds struct {
 	obs                        <-chan observe.Record
 	net, unix, lsm             <-chan event.Event
 	netLost, unixLost, lsmLost <-chan event.Lost
+	// relay: the connects the loopback relay answered itself (bpf-lsm
+	// only: sessionNet.relayed).
+	relay <-chan event.Event
 	// Only while the agent runs (nil when draining):
 	dns        <-chan event.Event
 	overBudget <-chan string
@@ -366,19 +369,22 @@ func (s *running) feeds(ctx context.Context) feeds {
 	if s.be.lsms != nil {
 		f.lsm, f.lsmLost = s.be.lsms.Events(), s.be.lsms.Lost()
 	}
+	if s.be.net != nil {
+		f.relay = s.be.net.relayed
+	}
 	return f
 }
 
 // draining are the feeds drain reads once the agent exited: the
 // observer's and the cgroup walls' (bpf-lsm's has drainLSM).
 func (f feeds) draining() feeds {
-	return feeds{obs: f.obs, net: f.net, netLost: f.netLost, unix: f.unix, unixLost: f.unixLost}
+	return feeds{obs: f.obs, net: f.net, netLost: f.netLost, unix: f.unix, unixLost: f.unixLost, relay: f.relay}
 }
 
 // pending says whether a record waits on one of the draining feeds (this
 // goroutine is their only reader: a step then takes one without blocking).
 func (f feeds) pending() bool {
-	return len(f.obs)+len(f.net)+len(f.netLost)+len(f.unix)+len(f.unixLost) > 0
+	return len(f.obs)+len(f.net)+len(f.netLost)+len(f.unix)+len(f.unixLost)+len(f.relay) > 0
 }
 
 // loop feeds events to the engine until the agent has exited and every
@@ -412,6 +418,8 @@ func (s *running) step(ctx context.Context, f *feeds) (ended bool) {
 		s.act(s.eng.Lost(l))
 	case ev := <-f.dns:
 		s.observeDNS(ev)
+	case ev := <-f.relay:
+		s.observe(ev)
 	case why := <-f.overBudget:
 		s.overBudgetAt(why)
 	case <-f.ctxDone:
@@ -510,11 +518,35 @@ func (s *running) drain(f feeds) {
 		}
 	}
 	cancel()
+	s.settleRelay(f)
 	for f.pending() {
 		s.step(context.Background(), &f)
 	}
 	s.repeats()
 }
+
+// settleRelay waits, for at most relaySettle, until the loopback relay
+// answers no trapped connect, reading its reports meanwhile: every
+// connect it answered before the agent exited is reported by then (the
+// relay reports before it answers, and the agent's thread waited for the
+// answer).
+func (s *running) settleRelay(f feeds) {
+	if f.relay == nil || s.be.net == nil || s.be.net.relay == nil {
+		return
+	}
+	deadline := time.Now().Add(relaySettle)
+	for s.be.net.relay.Answering() && time.Now().Before(deadline) {
+		select {
+		case ev := <-f.relay:
+			s.observe(ev)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// relaySettle bounds settleRelay: a connect klock is still making for a
+// thread that is gone gets no answer, and is reported by nobody.
+const relaySettle = time.Second
 
 // repeats adds the opens the observer's kernel side counted instead of
 // reporting again; after Sync, every first record they repeat was read.

@@ -301,6 +301,11 @@ func TestDeclaredOperationsSucceed(t *testing.T) {
 	if !tcpOK.accepted() {
 		t.Error("the declared TCP port saw no connection")
 	}
+	// Handed a host socket under either wall, and counted below as one
+	// use all the same.
+	if c, ok := peerCounts(o.Log, strings.TrimPrefix(in["tcp"], "CONSUMES ")); !ok || c.Via != handOffVia() {
+		t.Errorf("the log's counters for %s: %+v, want them via %s", in["tcp"], c, handOffVia())
+	}
 	if got := udpOK.received(); got != harness.Payload {
 		t.Errorf("the declared UDP port received %q", got)
 	}

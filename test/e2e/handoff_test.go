@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/klocklabs/klock/internal/testutil"
 	"github.com/klocklabs/klock/test/internal/harness"
@@ -138,5 +140,61 @@ func TestHandOffRealClients(t *testing.T) {
 	c, ok := peerCounts(o.Log, name)
 	if !ok || c.Via != "loopback relay (addfd)" || c.InBytes == 0 || c.OutBytes == 0 {
 		t.Errorf("the log's counters for %s: %+v, want them via the relay's addfd, counted\n%+v", name, c, o.Log.Network)
+	}
+}
+
+// TestHandOffReported: a connect the relay answers at its trap is judged
+// as the walls' reports are, under either file wall (the Landlock wall's
+// syscall tracepoints report it; under bpf-lsm, whose session has none
+// and whose cgroup-net hooks a handed-over connect never reaches, the
+// relay does). Two connects to a declared host loopback service, handed
+// over (the log says addfd), are two uses of its intent, each reported
+// once, and the intent is not listed unused; a handed socket connected
+// again, to a port no intent declares, is refused at the trap (EISCONN)
+// and still a violation that kills the strict session, and that port's
+// service never sees the agent.
+func TestHandOffReported(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	w := harness.NewWorld(t)
+	lo := netip.MustParseAddr("127.0.0.1")
+	svc, other := startSink(t, lo), startSink(t, lo)
+	ap := func(s *sink) string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+	intent := "CONSUMES NET:" + ap(svc) + "/tcp"
+	steps := []string{"tcp:" + ap(svc), "tcp:" + ap(svc)}
+	o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), intent), Command: append([]string{harness.Probe}, steps...)})
+	o.AssertClean(t, 0)
+	// Both handshakes were done before the connects returned: the
+	// accepts only wait for the sink's goroutine (bounded, not timed).
+	for deadline := time.Now().Add(5 * time.Second); svc.conns.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if o.Probe[steps[0]] != "ok" || svc.conns.Load() != 2 {
+		t.Fatalf("the declared service: probe %q, it accepted %d connections\n%s", o.Probe[steps[0]], svc.conns.Load(), o.Dump())
+	}
+	if got, ok := o.Use(intent); !ok || got != 2 {
+		t.Errorf("uses of %s = %d (listed %v), want 2 (each connect once)\n%s", intent, got, ok, o.Dump())
+	}
+	if slices.Contains(o.Log.Unused, intent) {
+		t.Errorf("%s is listed unused: %q", intent, o.Log.Unused)
+	}
+	source := "tracepoint"
+	if harness.LSM() {
+		source = "loopback-relay"
+	}
+	if ob := o.Observed(intent); ob == nil || ob.Count != 2 || ob.Failed != 0 || ob.Source != source {
+		t.Errorf("observed %s: %+v, want 2 connects, none failed, reported by %s\n%s", intent, ob, source, o.Dump())
+	}
+	if c, ok := peerCounts(o.Log, intent[len("CONSUMES "):]); !ok || c.Via != handOffVia() {
+		t.Errorf("the log's counters for %s: %+v, want them via %s", intent, c, handOffVia())
+	}
+
+	undeclared := "NET:" + ap(other) + "/tcp"
+	o = w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), intent),
+		Command: []string{harness.Probe, "reconnect:" + ap(svc) + ">" + ap(other)}})
+	if !o.Res.Killed || !strings.Contains(o.Res.Reason, undeclared) || o.Violation("CONSUMES "+undeclared) == nil {
+		t.Errorf("a handed socket connected again to an undeclared port: killed %v (%s), want a violation of %s\n%s", o.Res.Killed, o.Res.Reason, undeclared, o.Dump())
+	}
+	if n := other.conns.Load(); n > 0 {
+		t.Errorf("the undeclared service accepted %d connections", n)
 	}
 }

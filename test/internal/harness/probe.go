@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,6 +195,8 @@ var probeSteps = map[string]func(arg string) error{
 	"lookup":     lookup4,
 	"sendn":      sendNArg,
 	"udpburst":   udpBurst,
+	// ADDR>ADDR2: connect a TCP socket to ADDR (IPv4), then the same socket to ADDR2; the second connect's error (EISCONN)
+	"reconnect": reconnect,
 	// ADDR: one ICMP echo from an ICMP datagram socket; "ok" when a reply came within a second
 	"pingsend":     pingSend,
 	"resolve-dial": resolveDial,
@@ -750,6 +753,38 @@ func dial(network, addr string) error {
 		return err
 	}
 	return c.Close()
+}
+
+// reconnect connects a TCP socket to the first address of arg
+// ("ADDR>ADDR2", IPv4), then connects it again, to the second: the
+// second connect's answer is the step's (a connected socket's is
+// EISCONN, whatever the destination).
+func reconnect(arg string) error {
+	first, second, _ := strings.Cut(arg, ">")
+	sa := func(s string) (*unix.SockaddrInet4, error) {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil || !ap.Addr().Is4() {
+			return nil, fmt.Errorf("reconnect: %q is not an IPv4 address and port", s)
+		}
+		return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}, nil
+	}
+	to, err := sa(first)
+	if err != nil {
+		return err
+	}
+	again, err := sa(second)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, to); err != nil {
+		return err
+	}
+	return unix.Connect(fd, again)
 }
 
 // sendUDP sends one datagram with sendto (an unconnected socket).
