@@ -927,14 +927,24 @@ func pingSend(addr string) error {
 	if err := unix.Sendto(fd, echo, 0, sa); err != nil {
 		return err
 	}
-	tv := unix.NsecToTimeval(int64(time.Second))
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	buf := make([]byte, 1500)
-	if _, _, err := unix.Recvfrom(fd, buf, 0); err != nil {
-		if errors.Is(err, unix.EAGAIN) {
+	// A signal (the Go runtime's preemption, SIGURG) interrupts the wait
+	// with EINTR: wait again for what is left of the second.
+	for deadline := time.Now().Add(time.Second); ; {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return errors.New("no reply")
 		}
-		return err
+		tv := unix.NsecToTimeval(int64(left))
+		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		_, _, err := unix.Recvfrom(fd, buf, 0)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EAGAIN):
+			return errors.New("no reply")
+		case !errors.Is(err, unix.EINTR):
+			return err
+		}
 	}
-	return nil
 }
