@@ -378,7 +378,21 @@ func (t *taker) record() (*Manifest, []Entry, []Entry, error) {
 	if t.agent != nil {
 		m.AgentGIDs = t.agent.gids
 	}
+	// The Meta regions are walked beside the scopes: the two walks share
+	// nothing but the read-only scopes and agent, and a session waits for
+	// the longer of them, not their sum.
+	type metaWalk struct {
+		entries []Entry
+		cut     []string
+		err     error
+	}
+	metaDone := make(chan metaWalk, 1)
+	go func() {
+		e, cut, err := t.walkMeta()
+		metaDone <- metaWalk{e, cut, err}
+	}()
 	entries, err := t.walk()
+	meta := <-metaDone // never left walking behind the caller's back
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -386,9 +400,9 @@ func (t *taker) record() (*Manifest, []Entry, []Entry, error) {
 		afterWalk()
 	}
 	m.Entries = entries
-	metaEntries, cut, err := t.walkMeta()
-	if err != nil {
-		return nil, nil, nil, err
+	metaEntries, cut := meta.entries, meta.cut
+	if meta.err != nil {
+		return nil, nil, nil, meta.err
 	}
 	if err := t.fillAttrs(entries, metaEntries); err != nil {
 		return nil, nil, nil, err
