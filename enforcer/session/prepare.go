@@ -237,7 +237,7 @@ func (p *preparing) attachWatchers() error {
 		return err
 	}
 	o.tl.mark("bpf-lsm")
-	if err := be.attachObserver(p.g, p.l.observer(), p.dirs); err != nil {
+	if err := be.attachObserver(p.g, p.l.observer(), p.dirs, nsHelper(o.Stage2)); err != nil {
 		return err
 	}
 	o.tl.mark("observer")
