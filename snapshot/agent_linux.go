@@ -4,7 +4,6 @@ package snapshot
 
 import (
 	"slices"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -105,8 +104,7 @@ func hasACL(p string, st *unix.Stat_t) bool {
 	}
 	n, err := unix.Lgetxattr(p, "system.posix_acl_access", nil)
 	has := err == nil && n > 0
-	settled := time.Since(time.Unix(st.Ctim.Unix())) > time.Second
-	if settled && (err == nil || err == unix.ENODATA || err == unix.ENOTSUP) {
+	if settled(st.Ctim) && (err == nil || err == unix.ENODATA || err == unix.ENOTSUP) {
 		aclSeen.put(k, has) // a transient failure is asked again
 	}
 	return has

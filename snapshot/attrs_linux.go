@@ -283,7 +283,7 @@ func (t *taker) fillAttrs(lists ...[]Entry) error {
 				if k&255 == 0 && t.ctx.Err() != nil {
 					return
 				}
-				a, err := readAttrs(e.Path, e.Type)
+				a, err := attrsOfEntry(e)
 				if err != nil && e.Other {
 					continue // another session's: best effort, never a refusal
 				}

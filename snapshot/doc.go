@@ -129,6 +129,16 @@
 // parallel (Options.Workers). Restore clones an object the same way and
 // verifies the clone by reading it.
 //
+// A process that takes many backups (klockd takes every session's) keeps
+// what it read warm: each root's index in memory while the index file is
+// the one it read or wrote (not decoded again, and not rewritten when no
+// entry changed), and a file's xattrs, inode flags and ACL answer per
+// inode state (dev, ino, ctime; only for a ctime over a second old),
+// since each of those changes moves the ctime. Every file is still
+// stat'ed by every Take, so a file changed since is read and backed up
+// again. Options.Ready lets a caller start the walk before it knows the
+// backup is wanted: nothing is stored or committed until it says so.
+//
 // # Sparse files
 //
 // A file with a hole that spans an aligned 4 KiB block (lseek(2)

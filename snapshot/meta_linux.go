@@ -199,7 +199,7 @@ func (t *taker) walkMeta() (out []Entry, cut []string, err error) {
 func recordMeta(p string, st *unix.Stat_t) (Entry, error) {
 	e := entryOf(p, st)
 	e.Meta = true
-	x, err := listXattrs(p)
+	x, err := xattrsOf(p, st)
 	if err != nil {
 		if gone(err) {
 			return Entry{}, nil

@@ -77,6 +77,13 @@ type Options struct {
 	// told to reclaim one (Reclaim), and moves a file of theirs the agent
 	// renamed into its own scope back to its name.
 	Others []string
+	// Ready, when set, is called once everything is recorded and copied
+	// under the temporary directory, before anything is stored or
+	// committed: a caller may start the walk before it knows the backup
+	// will be wanted (a session whose walls may still refuse it) and
+	// decide then. An error from it abandons the backup, leaving nothing
+	// behind, and Take returns it.
+	Ready func() error
 }
 
 func checkSession(s string) error {
@@ -189,7 +196,7 @@ func Take(ctx context.Context, rs *policy.Ruleset, opts Options) (*Snapshot, err
 	if workers <= 0 {
 		workers = max(4, runtime.NumCPU())
 	}
-	t := &taker{start: start, others: others, ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, reach: map[string]reach{}}
+	t := &taker{start: start, others: others, ctx: ctx, root: root, workdir: workdir, session: opts.Session, scopes: scopes, exclude: ex, progress: opts.Progress, workers: workers, agentUID: opts.AgentUID, reach: map[string]reach{}, ready: opts.Ready}
 	if opts.AgentUID != nil {
 		t.agent = &agent{uid: *opts.AgentUID, gids: opts.AgentGIDs}
 	}
@@ -225,12 +232,14 @@ type taker struct {
 	metaLimit int
 	progress  func(done, total int64)
 	workers   int
+	ready     func() error // Options.Ready
 
 	reach    map[string]reach // what the agent can do with each directory walked
 	made     []string         // directories Take created (parents first)
 	tmpDir   string           // <root>/.tmp-<session>
 	renamed  []string         // objects Take moved into the store
 	indexTmp string
+	index    index // what indexTmp holds
 	unlock   func()
 	stats    Stats
 }
@@ -272,7 +281,7 @@ func (t *taker) run() (*Snapshot, error) {
 	}
 
 	// Hashes: from the index when the stat matches, otherwise by reading.
-	ix := loadIndex(t.root)
+	ix := indexSeen.load(t.root)
 	jobs, total := t.hashJobs(entries, ix)
 	c := &copier{t: t, entries: entries, jobs: jobs, total: total, rootDev: rootDev,
 		copied: make([]bool, len(entries)), gone: make([]bool, len(entries))}
@@ -285,6 +294,11 @@ func (t *taker) run() (*Snapshot, error) {
 	}
 	c.report(true)
 	t.countCopies(c, kept)
+	if t.ready != nil {
+		if err := t.ready(); err != nil {
+			return nil, err
+		}
+	}
 
 	newBytes, err := t.storeObjects(entries, c.copied)
 	if err != nil {
@@ -364,7 +378,21 @@ func (t *taker) record() (*Manifest, []Entry, []Entry, error) {
 	if t.agent != nil {
 		m.AgentGIDs = t.agent.gids
 	}
+	// The Meta regions are walked beside the scopes: the two walks share
+	// nothing but the read-only scopes and agent, and a session waits for
+	// the longer of them, not their sum.
+	type metaWalk struct {
+		entries []Entry
+		cut     []string
+		err     error
+	}
+	metaDone := make(chan metaWalk, 1)
+	go func() {
+		e, cut, err := t.walkMeta()
+		metaDone <- metaWalk{e, cut, err}
+	}()
 	entries, err := t.walk()
+	meta := <-metaDone // never left walking behind the caller's back
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -372,9 +400,9 @@ func (t *taker) record() (*Manifest, []Entry, []Entry, error) {
 		afterWalk()
 	}
 	m.Entries = entries
-	metaEntries, cut, err := t.walkMeta()
-	if err != nil {
-		return nil, nil, nil, err
+	metaEntries, cut := meta.entries, meta.cut
+	if meta.err != nil {
+		return nil, nil, nil, meta.err
 	}
 	if err := t.fillAttrs(entries, metaEntries); err != nil {
 		return nil, nil, nil, err
@@ -662,17 +690,28 @@ func linkHashes(entries []Entry) {
 // hidden").
 func (t *taker) writeIndex(ix index, entries []Entry) error {
 	now := time.Now().UnixNano()
+	changed := false
 	for i := range entries {
 		e := &entries[i]
 		if e.Type != TypeFile || e.Link != "" || e.Hash == "" {
 			continue
 		}
 		if now-e.Ctime > racyWindow && now-e.Mtime > racyWindow {
-			ix[e.Path] = indexEntry{Dev: e.Dev, Ino: e.Ino, Size: e.Size, Mtime: e.Mtime, Ctime: e.Ctime, Hash: e.Hash}
-		} else {
+			c := indexEntry{Dev: e.Dev, Ino: e.Ino, Size: e.Size, Mtime: e.Mtime, Ctime: e.Ctime, Hash: e.Hash}
+			if old, ok := ix[e.Path]; !ok || old != c {
+				ix[e.Path], changed = c, true
+			}
+		} else if _, ok := ix[e.Path]; ok {
 			delete(ix, e.Path)
+			changed = true
 		}
 	}
+	if _, ok := indexKeyOf(t.root); ok && !changed {
+		// The file holds this index already (a workdir whose files
+		// are all as the last backup saw them): not written again.
+		return nil
+	}
+	t.index = ix
 	var err error
 	if t.indexTmp, err = writeIndexTmp(t.root, ix); err != nil {
 		return pathErr("write index", filepath.Join(t.root, indexFile), err, t.root)
@@ -718,9 +757,13 @@ func (t *taker) commit(m *Manifest, final string, newBytes int64) error {
 		return pathErr("commit", final, err, root)
 	}
 	t.tmpDir = ""
-	if err := os.Rename(t.indexTmp, filepath.Join(root, indexFile)); err != nil {
+	if t.indexTmp == "" {
+		// Unchanged: not rewritten (writeIndex).
+	} else if err := os.Rename(t.indexTmp, filepath.Join(root, indexFile)); err != nil {
 		// The session is committed; a stale index only costs rehashing.
 		os.Remove(t.indexTmp)
+	} else {
+		indexSeen.stored(root, t.index)
 	}
 	t.indexTmp = ""
 	if err := dirsync.Sync(root); err != nil {
@@ -1067,7 +1110,7 @@ func recordEntry(p string, st *unix.Stat_t) (Entry, error) {
 		}
 		e.Target = target
 	}
-	x, err := listXattrs(p)
+	x, err := xattrsOf(p, st)
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return e, pathErr("read xattrs of", p, err, p)
 	}

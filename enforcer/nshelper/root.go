@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -80,8 +79,15 @@ func (v *View) Close() error {
 
 // OpenView returns the root directory and the mount table of the mount
 // namespace ns (an open /proc/<pid>/ns/mnt). Both stay valid after every
-// process of the namespace has exited, as long as ns is held.
-func OpenView(ns *os.File) (*View, error) {
+// process of the namespace has exited, as long as ns is held. With
+// Binary, the helper process is that small binary rather than the
+// running one re-executed (klockd's package initialisation is most of
+// the helper's cost).
+func OpenView(ns *os.File, opts ...Option) (*View, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("nshelper: socketpair: %w", err)
@@ -89,9 +95,9 @@ func OpenView(ns *os.File) (*View, error) {
 	mine := os.NewFile(uintptr(pair[0]), "nshelper")
 	theirs := os.NewFile(uintptr(pair[1]), "nshelper-helper")
 	defer mine.Close()
-	cmd := exec.Command("/proc/self/exe")
-	cmd.ExtraFiles = []*os.File{ns, theirs} // fds 3 and 4
-	cmd.Env = []string{NsRootEnv + "=3,4"}
+	cmd := o.command()
+	cmd.ExtraFiles = append(cmd.ExtraFiles, ns, theirs) // fds 3 and 4, after the binary's
+	cmd.Env = []string{fmt.Sprintf("%s=%d,%d", NsRootEnv, 3+len(cmd.ExtraFiles)-2, 3+len(cmd.ExtraFiles)-1)}
 	err = cmd.Start()
 	theirs.Close()
 	if err != nil {

@@ -69,11 +69,26 @@ exec sleep 60`
 	cmd.Process.Kill()
 	cmd.Wait()
 
-	v, err := OpenView(ns)
+	self, err := os.Open("/proc/self/exe")
 	if err != nil {
-		t.Fatalf("OpenView: %v", err)
+		t.Fatal(err)
 	}
-	defer v.Close()
+	defer self.Close()
+	for name, opts := range map[string][]Option{"re-executed": nil, "binary": {Binary(self)}} {
+		t.Run(name, func(t *testing.T) {
+			v, err := OpenView(ns, opts...)
+			if err != nil {
+				t.Fatalf("OpenView: %v", err)
+			}
+			defer v.Close()
+			checkView(t, v)
+		})
+	}
+}
+
+// checkView checks the view of TestOpenViewAfterEveryProcessExited's
+// namespace: its mount table relative to its root, and a file there.
+func checkView(t *testing.T, v *View) {
 	for i := 0; i < 2; i++ { // read twice: the table is read again from offset 0
 		if _, err := v.Mountinfo.Seek(0, io.SeekStart); err != nil {
 			t.Fatal(err)

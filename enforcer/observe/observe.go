@@ -199,10 +199,11 @@ type Watch struct {
 	id      uint64
 	ch      chan Record
 	closed  bool
-	full    bool           // records syscalls (not ProcessEvents only)
-	root    *ownRoot       // InOwnRoot or InRoot; nil: the observer's root
-	retired []*ownRoot     // roots InRoot replaced, closed by Unwatch
-	losses  bpfprog.Losses // under o.mu
+	full    bool            // records syscalls (not ProcessEvents only)
+	root    *ownRoot        // InOwnRoot or InRoot; nil: the observer's root
+	retired []*ownRoot      // roots InRoot replaced, closed by Unwatch
+	helper  func() *os.File // Helper: opens a root's view
+	losses  bpfprog.Losses  // under o.mu
 	// seeds are KnownDirs by inode; seeded is the resolver generation they
 	// were last put in (the reader re-seeds after a forget).
 	seeds  map[ident]string
@@ -624,7 +625,10 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 		o.releaseSyscalls()
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	if wo.inRoot != nil {
+		wo.inRoot.helper = wo.helper
+	}
+	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, helper: wo.helper, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d.at, &st) == nil {
@@ -685,7 +689,7 @@ func (w *Watch) InRoot(mntns *os.File, init int) {
 		// closed with the Watch.
 		w.retired = append(w.retired, w.root)
 	}
-	w.root = &ownRoot{ns: mntns, init: uint32(init)}
+	w.root = &ownRoot{ns: mntns, init: uint32(init), helper: w.helper}
 }
 
 // Records is the channel of this cgroup's records; it is closed by Unwatch

@@ -626,11 +626,12 @@ func (r *ownRoot) kresolve(pid uint32, full string, follow bool) (path string, i
 
 // ownRoot is a Watch's root of its own (InOwnRoot).
 type ownRoot struct {
-	ns   *os.File // the mount namespace
-	init uint32   // the container's first process (InOwnRoot)
-	once sync.Once
-	view *nshelper.View // its root and mount table, opened once (nil until then, or when it failed)
-	mu   sync.Mutex     // view.Mountinfo's offset
+	ns     *os.File // the mount namespace
+	init   uint32   // the container's first process (InOwnRoot)
+	helper func() *os.File
+	once   sync.Once
+	view   *nshelper.View // its root and mount table, opened once (nil until then, or when it failed)
+	mu     sync.Mutex     // view.Mountinfo's offset
 }
 
 // openView opens the namespace's root and mount table the first time
@@ -641,6 +642,18 @@ func (r *ownRoot) openView() *nshelper.View {
 	r.once.Do(func() {
 		if r.ns == nil {
 			return
+		}
+		if r.helper != nil {
+			if bin := r.helper(); bin != nil {
+				v, err := nshelper.OpenView(r.ns, nshelper.Binary(bin))
+				bin.Close()
+				if err == nil {
+					r.view = v
+					return
+				}
+				// A helper binary of another build may not know this
+				// part: the running binary does the same, only later.
+			}
 		}
 		if v, err := nshelper.OpenView(r.ns); err == nil {
 			r.view = v

@@ -9,6 +9,15 @@ type watchOpts struct {
 	ops    uint64
 	dirs   []knownDir
 	inRoot *ownRoot
+	helper func() *os.File
+}
+
+// Helper names the small binary that opens a mount namespace's root and
+// mount table for the Watch (nshelper.Binary): open returns it, opened,
+// or nil for the running binary re-executed. It is called each time a
+// namespace is first needed, and its file closed after.
+func Helper(open func() *os.File) WatchOption {
+	return func(o *watchOpts) { o.helper = open }
 }
 
 // InOwnRoot says the cgroup's processes have a root of their own (a

@@ -102,6 +102,14 @@ func (b *backends) degrade(what, lost, fix string, err error) error {
 // attachObserver watches g with the observer r (loaded, or taken from
 // Shared), or degrades. Call it before the session's first process exists:
 // the event loop counts that process's execs from the first.
+// nsHelper has the observer open the agent's mount namespace with
+// klock-stage2 (stage2, or the one beside the executable: launch.OpenHelper)
+// rather than by re-executing klockd, whose package initialisation costs
+// several times that small binary's whole start, once every session.
+func nsHelper(stage2 string) observe.WatchOption {
+	return observe.Helper(func() *os.File { return launch.OpenHelper(stage2) })
+}
+
 func (b *backends) attachObserver(g *cgroup.Group, r loadedObserver, dirs []string, extra ...observe.WatchOption) error {
 	watchOpts := append([]observe.WatchOption{observe.KnownDirs(dirs...)}, extra...)
 	if b.lsms != nil {

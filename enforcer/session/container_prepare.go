@@ -126,7 +126,7 @@ func (p *adopting) attachWatchers() error {
 		return fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
 	}
 	be.mntns = append(be.mntns, ns)
-	if err := be.attachObserver(p.g, p.l.observer(), nil, append(knownDirs(c, o.Manifest.Workdir), observe.InOwnRoot(ns, c.Pid))...); err != nil {
+	if err := be.attachObserver(p.g, p.l.observer(), nil, append(knownDirs(c, o.Manifest.Workdir), observe.InOwnRoot(ns, c.Pid), nsHelper(o.Stage2))...); err != nil {
 		return err
 	}
 	o.tl.mark("observer")

@@ -75,6 +75,12 @@ type Preflight struct {
 	// which start empty: nothing there is backed up, and the host's are
 	// neither recorded nor touched by the rollback.
 	PrivateTmp bool
+	// Ready, when set, says whether the backup is still wanted: the
+	// session starts it before its walls are up, and a session refused
+	// meanwhile must leave no backup behind. A Snapshotter calls it once
+	// its walk and copies are done, before it stores or commits anything
+	// (snapshot.Options.Ready), and gives up on an error.
+	Ready func() error
 }
 
 // Backend names the mechanism that walls the agent's file operations.

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/cgroup"
@@ -78,15 +79,17 @@ type backupResult struct {
 
 // prepare puts the kernel backends on g, takes the pre-flight backup and
 // starts the agent once logged (the session's first log is on disk) says
-// so. The independent steps overlap: the BPF loads run in
-// the background from the start, and stage 2 (klock's re-exec, which sets
-// up namespaces, Landlock and seccomp) runs while the network programs are
+// so. The independent steps overlap: the BPF loads run in the background
+// from the start, the backup's walk too (the longest step: it reads every
+// tree the agent may change), and stage 2 (klock's re-exec, which sets up
+// namespaces, Landlock and seccomp) runs while the network programs are
 // attached and the backup is taken; it execs the agent only once all of
 // that is done (launch.Pending.Release). What has to come first still does:
 // bpf-lsm and the observer's watch are in place before stage 2 exists (both
 // count that process's execs to find the agent's), and nothing that can
-// refuse the session (ErrDegraded) comes after the backup is started. On
-// error nothing is left running or loaded.
+// refuse the session (ErrDegraded) comes after the backup is committed
+// (Preflight.Ready holds it until the walls are up). On error nothing is
+// left running or loaded.
 func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
 	p := newPreparing(ctx, a, false)
 	defer func() {
@@ -94,6 +97,7 @@ func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
 			p.abort()
 		}
 	}()
+	p.takeBackup()
 	if err := p.attachWatchers(); err != nil {
 		return nil, err
 	}
@@ -135,6 +139,12 @@ type preparing struct {
 	be      *backends
 	pending *launch.Pending
 	backup  chan backupResult
+	// wallsUp is closed once the walls are up (wallsErr nil) or the
+	// session is refused (wallsErr says why): the backup, started before
+	// them, commits only then (wallsReady).
+	wallsUp   chan struct{}
+	wallsErr  error
+	wallsOnce sync.Once
 	// joined delivers the packet wall built around stage 2's namespace
 	// (nil: none, or already taken).
 	joined chan netResult
@@ -152,7 +162,7 @@ type preparing struct {
 // loads cgroup-net whatever the manifest declares (a container's network
 // namespace is its runtime's: a bridge, the host's).
 func newPreparing(ctx context.Context, a prepareArgs, netAlways bool) *preparing {
-	p := &preparing{prepareArgs: a, ctx: ctx, choice: a.o.Backend}
+	p := &preparing{prepareArgs: a, ctx: ctx, choice: a.o.Backend, wallsUp: make(chan struct{})}
 	if p.choice == "" {
 		p.choice = BackendAuto
 	}
@@ -163,6 +173,7 @@ func newPreparing(ctx context.Context, a prepareArgs, netAlways bool) *preparing
 
 // abort leaves nothing running or loaded after a failed prepare.
 func (p *preparing) abort() {
+	p.wallsDone(errRefused)
 	if p.pending != nil {
 		p.pending.Abort()
 	}
@@ -176,16 +187,42 @@ func (p *preparing) abort() {
 	p.be.close()
 }
 
-// takeBackup starts the pre-flight backup in the background.
+// errRefused tells a backup held for the walls that the session was
+// refused before they were up: it is abandoned.
+var errRefused = errors.New("the session was refused before its walls were up")
+
+// wallsDone releases the backup held for the walls (wallsReady): err nil,
+// they are up; else the session was refused. Only the first call counts.
+func (p *preparing) wallsDone(err error) {
+	p.wallsOnce.Do(func() {
+		p.wallsErr = err
+		close(p.wallsUp)
+	})
+}
+
+// wallsReady is the backup's Preflight.Ready: it waits for the walls.
+// With AllowDegraded nothing after the backup can refuse the session on
+// that account, and it need not wait.
+func (p *preparing) wallsReady() error {
+	<-p.wallsUp
+	return p.wallsErr
+}
+
+// takeBackup starts the pre-flight backup in the background; it commits
+// once the walls are up (wallsDone).
 func (p *preparing) takeBackup() {
 	o, spec := p.o, p.spec
 	if o.Snapshot == nil {
 		return
 	}
+	var ready func() error
+	if !o.AllowDegraded {
+		ready = p.wallsReady
+	}
 	p.backup = make(chan backupResult, 1)
 	go func() {
 		r, err := o.Snapshot(p.ctx, Preflight{Ruleset: p.rs, ID: p.id, AgentUID: spec.User.UID, AgentGIDs: append([]uint32{spec.User.GID}, spec.User.Groups...), Others: p.exclude,
-			PrivateTmp: o.privTmp})
+			PrivateTmp: o.privTmp, Ready: ready})
 		o.tl.mark("backup")
 		p.backup <- backupResult{r, err}
 	}()
@@ -200,7 +237,7 @@ func (p *preparing) attachWatchers() error {
 		return err
 	}
 	o.tl.mark("bpf-lsm")
-	if err := be.attachObserver(p.g, p.l.observer(), p.dirs); err != nil {
+	if err := be.attachObserver(p.g, p.l.observer(), p.dirs, nsHelper(o.Stage2)); err != nil {
 		return err
 	}
 	o.tl.mark("observer")
@@ -325,15 +362,11 @@ func (p *preparing) join(r netResult) error {
 	return nil
 }
 
-// attachWalls puts the cgroup programs on and waits for the packet wall;
-// the backup starts before them when nothing after can refuse the
-// session (--allow-degraded), else after them: nothing that can refuse
-// the session (ErrDegraded) comes after the backup is started.
+// attachWalls puts the cgroup programs on and waits for the packet wall,
+// then lets the backup commit: nothing that can refuse the session
+// (ErrDegraded) comes after the backup is committed.
 func (p *preparing) attachWalls() error {
 	o := p.o
-	if o.AllowDegraded {
-		p.takeBackup()
-	}
 	if err := p.be.attachNet(p.g, p.rs, p.l, p.choice); err != nil {
 		return err
 	}
@@ -346,9 +379,7 @@ func (p *preparing) attachWalls() error {
 		return err
 	}
 	o.tl.mark("netwall")
-	if !o.AllowDegraded {
-		p.takeBackup()
-	}
+	p.wallsDone(nil)
 	return nil
 }
 

@@ -32,7 +32,7 @@ func Backup(progress io.Writer) Snapshotter {
 		rs, agent := p.Ruleset, p.AgentUID
 		// Only what the agent's uid could change is backed up (a /tmp/**
 		// scope holds every user's files): snapshot.Options.AgentUID.
-		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, AgentGIDs: p.AgentGIDs, Others: p.Others}
+		opts := snapshot.Options{Dir: BackupsDir(rs.Workdir), Session: p.ID, AgentUID: &agent, AgentGIDs: p.AgentGIDs, Others: p.Others, Ready: p.Ready}
 		if rs.Workdir != "" {
 			// chmod, chown, utimes and xattrs are not Landlock rights: the
 			// agent can change the metadata of any file it owns, CONSUMES-only
