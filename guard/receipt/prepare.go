@@ -89,7 +89,11 @@ func alreadyCanonical(c *Receipt, js []byte) bool {
 // chained returns the canonical bytes with seq and prev inserted (what the
 // signature covers) and, when sig is set, with the signature too (the line).
 func (p *Prepared) chained(seq uint64, prev, sig string) []byte {
-	b := make([]byte, 0, len(p.canon)+200)
+	return p.appendChained(make([]byte, 0, len(p.canon)+200), seq, prev, sig)
+}
+
+// appendChained appends chained(seq, prev, sig) to b.
+func (p *Prepared) appendChained(b []byte, seq uint64, prev, sig string) []byte {
 	b = append(b, p.canon[:p.at]...)
 	b = append(b, `,"prev":"`...)
 	b = append(b, prev...)
@@ -103,12 +107,11 @@ func (p *Prepared) chained(seq uint64, prev, sig string) []byte {
 	return append(b, p.canon[p.at:]...)
 }
 
-// proved returns the line of a receipt signed in a batch: the leaf bytes
-// (chained without signature) with proof and signature inserted at their
-// sorted places, after prev and around seq.
-func (p *Prepared) proved(leaf []byte, proof []byte, sig string) []byte {
+// appendProved appends the line of a receipt signed in a batch to b: the
+// leaf bytes (chained without signature) with proof and signature
+// inserted at their sorted places, after prev and around seq.
+func (p *Prepared) appendProved(b, leaf, proof []byte, sig string) []byte {
 	seqAt := bytes.LastIndex(leaf[:len(leaf)-(len(p.canon)-p.at)], []byte(`,"seq":`))
-	b := make([]byte, 0, len(leaf)+len(proof)+len(sig)+32)
 	b = append(b, leaf[:seqAt]...)
 	b = append(b, `,"proof":`...)
 	b = append(b, proof...)
