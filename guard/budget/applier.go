@@ -35,10 +35,10 @@ type applier struct {
 	stop    chan struct{}
 	durable chan uint64 // to the syncer: last seq durable in SQLite
 	synced  uint64      // applier only: the last seq sent on durable
-	// unchecked counts the decisions applied since the last checkpoint
-	// (applier only).
-	unchecked int
-	wg        sync.WaitGroup
+	// unchecked and rounds count the decisions applied and the rounds
+	// since the last checkpoint (applier only).
+	unchecked, rounds int
+	wg                sync.WaitGroup
 }
 
 func newApplier(seq uint64) *applier {
@@ -154,12 +154,12 @@ func (s *Store) applyRound() {
 	for _, set := range sets {
 		a.unchecked += len(set.events)
 	}
-	if a.unchecked >= checkpointEvery {
+	if a.rounds++; a.unchecked >= checkpointEvery || a.rounds >= checkpointRounds {
 		if err := s.checkpoint(); err != nil {
 			s.applyFailed(err)
 			return
 		}
-		a.unchecked = 0
+		a.unchecked, a.rounds = 0, 0
 	}
 }
 
@@ -196,8 +196,14 @@ func (s *Store) applyFailed(err error) {
 //
 // checkpointEvery decisions are some 500 KiB of WAL: small pieces for the
 // disk, and a WAL that stays small enough to be rewritten in place
-// instead of growing.
-const checkpointEvery = 512
+// instead of growing. When decisions come slowly each round still
+// rewrites a few pages (the grant, the tables' last leaves), so a
+// checkpoint also comes every checkpointRounds rounds, so that slow
+// decisions do not grow the WAL further than fast ones.
+const (
+	checkpointEvery  = 512
+	checkpointRounds = 64
+)
 
 // checkpoint copies the WAL into the database and makes it durable.
 func (s *Store) checkpoint() error {
