@@ -2,6 +2,7 @@ package budget
 
 import (
 	"database/sql"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -34,7 +35,10 @@ type applier struct {
 	stop    chan struct{}
 	durable chan uint64 // to the syncer: last seq durable in SQLite
 	synced  uint64      // applier only: the last seq sent on durable
-	wg      sync.WaitGroup
+	// unchecked and rounds count the decisions applied and the rounds
+	// since the last checkpoint (applier only).
+	unchecked, rounds int
+	wg                sync.WaitGroup
 }
 
 func newApplier(seq uint64) *applier {
@@ -134,7 +138,7 @@ func (s *Store) applyRound() {
 			}
 		}
 		s.mu.Unlock()
-		err = s.syncLedger()
+		err = s.syncLedger(true)
 	}
 	if err == nil {
 		a.mu.Lock()
@@ -143,17 +147,81 @@ func (s *Store) applyRound() {
 		a.mu.Unlock()
 	}
 	if err != nil {
-		s.emitMu.Lock()
-		s.setBroken(ledgerErr(s.path, "apply the journal to", err))
-		s.emitMu.Unlock()
-		a.mu.Lock()
-		a.err = s.broken()
-		a.cond.Broadcast()
-		a.mu.Unlock()
-		a.tell(a.synced) // a syncer waiting for ring space must see the failure
+		s.applyFailed(err)
 		return
 	}
 	a.tell(last.seq)
+	for _, set := range sets {
+		a.unchecked += len(set.events)
+	}
+	if a.rounds++; a.unchecked >= checkpointEvery || a.rounds >= checkpointRounds {
+		if err := s.checkpoint(); err != nil {
+			s.applyFailed(err)
+			return
+		}
+		a.unchecked, a.rounds = 0, 0
+	}
+}
+
+// applyFailed stops the Store: SQLite could not be written or synced.
+func (s *Store) applyFailed(err error) {
+	a := s.ap
+	s.emitMu.Lock()
+	s.setBroken(ledgerErr(s.path, "apply the journal to", err))
+	s.emitMu.Unlock()
+	a.mu.Lock()
+	a.err = s.broken()
+	a.cond.Broadcast()
+	a.mu.Unlock()
+	a.tell(a.synced) // a syncer waiting for ring space must see the failure
+}
+
+// With group commit the applier checkpoints the WAL into the database
+// itself (Open turns SQLite's automatic checkpoints off), every
+// checkpointEvery decisions, right after the WAL sync that made them
+// durable. SQLite's own checkpoint (synchronous=NORMAL) ends with an
+// fsync of the database that hands the disk some MiB at once, and the
+// journal's fdatasyncs, issued meanwhile for decisions callers wait on,
+// waited behind it. So the checkpoint runs with synchronous=OFF and the
+// applier then writes the database out a piece at a time and fdatasyncs
+// it (package writeout), before anything else is written to SQLite.
+//
+// That is as safe as SQLite's own: the checkpoint copies frames of a WAL
+// already synced (applyRound), and SQLite reuses the WAL from its start,
+// overwriting those frames, only at the next write transaction, which
+// only the applier makes and only after the database is synced; until
+// then a crash leaves the frames in the WAL, and SQLite's recovery copies
+// them again. If the sync fails the Store is broken and nothing more is
+// written.
+//
+// checkpointEvery decisions are some 500 KiB of WAL: small pieces for the
+// disk, and a WAL that stays small enough to be rewritten in place
+// instead of growing. When decisions come slowly each round still
+// rewrites a few pages (the grant, the tables' last leaves), so a
+// checkpoint also comes every checkpointRounds rounds, so that slow
+// decisions do not grow the WAL further than fast ones.
+const (
+	checkpointEvery  = 512
+	checkpointRounds = 64
+)
+
+// checkpoint copies the WAL into the database and makes it durable.
+func (s *Store) checkpoint() error {
+	if _, err := s.db.Exec(`PRAGMA synchronous=OFF`); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	var busy, frames, copied int
+	err := s.db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	if _, e := s.db.Exec(`PRAGMA synchronous=` + s.syncMode); err == nil {
+		err = e
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if !s.cfg.sync {
+		return nil
+	}
+	return s.dbf.sync(true)
 }
 
 // tell sends the syncer the last seq durable in SQLite, replacing a value

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-
-	"github.com/klocklabs/klock/guard/receipt"
 )
 
 // submit runs one decision: through the group-commit queue, or in a
@@ -116,7 +114,7 @@ func (s *Store) decideBatch(ops []*op) *committed {
 	}
 	s.jseq++
 	c := &committed{ops: slices.Clone(ops), events: v.events, set: set, seq: s.jseq}
-	c.rec = appendRecord(make([]byte, 0, 1024*len(ops)), s.jepoch, c.seq, set)
+	c.rec = appendRecord(getRecBuf(), s.jepoch, c.seq, set)
 	// Closed holds stay in memory until the applier has them in SQLite
 	// (applier.go): until then SQLite still has them open.
 	s.commitView(v, true)
@@ -211,7 +209,7 @@ func (v *view) prepare() (*applySet, error) {
 		set.holds = append(set.holds, h)
 	}
 	for _, e := range v.events {
-		p, err := receipt.Prepare(e.r, v.s.log.Key())
+		p, err := v.s.log.Prepare(e.r)
 		if err != nil {
 			return nil, err
 		}

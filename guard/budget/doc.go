@@ -40,6 +40,11 @@
 //     returns (journal.go, durable.go). SQLite gets the same changes
 //     afterwards, up to 20 ms' worth per transaction, and its WAL is
 //     synced before the journal space they took is reused (applier.go).
+//     The applier also checkpoints the WAL into the database itself
+//     (SQLite's automatic checkpoints are off), and writes the WAL and
+//     the database out a piece at a time before each fsync (package
+//     writeout), so that a journal fdatasync, which callers wait on,
+//     queues behind one piece of the ledger's bulk writes, not a burst.
 //     Open first puts into SQLite every journal record it lacks (in order,
 //     up to the first torn or missing one: no record after that one was
 //     ever answered), so SQLite is again the whole ledger, and starts a new

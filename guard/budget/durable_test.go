@@ -56,3 +56,43 @@ func TestUnsyncableLedgerFailsClosed(t *testing.T) {
 		t.Logf("group %v: %d answered before the failure surfaced", opts != nil, answered)
 	}
 }
+
+// With group commit SQLite's automatic checkpoints are off and the applier
+// checkpoints every checkpointEvery decisions itself: the database file,
+// not only the WAL, holds the decisions while the Store is open (without
+// the applier's checkpoints it would grow only at Close), and a ledger
+// reopened after many checkpoints holds every decision.
+func TestApplierCheckpoints(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(t, WithGroupCommit(64))
+	g := Grant{Key: Key{"ckpt", 0}, Tool: "t", Limits: Limits{Currency: "USD"}}
+	if err := s.Define(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20 * checkpointEvery
+	for i := 0; i < n; i++ {
+		if _, err := s.Reserve(ctx, Request{Key: g.Key, Cost: usd(1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Usage(ctx, g.Key); err != nil { // waits for the applier
+		t.Fatal(err)
+	}
+	st, err := os.Stat(f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A decision's receipt row alone is well over 300 bytes; the last
+	// checkpointEvery may still be in the WAL only.
+	if want := int64(n-checkpointEvery) * 300; st.Size() < want {
+		t.Fatalf("the database file is %d bytes after %d decisions, want at least %d: not checkpointed", st.Size(), n, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := f.open(t)
+	defer r.Close()
+	if use, err := r.Usage(ctx, g.Key); err != nil || use.Invocations != n || use.OpenHolds != n {
+		t.Fatalf("reopened: %+v %v, want %d invocations and open holds", use, err, n)
+	}
+}

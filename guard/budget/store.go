@@ -34,19 +34,22 @@ type Store struct {
 	jseq    uint64          // seq of the last decided batch (guarded by mu)
 	ap      *applier        // group commit: journal to SQLite
 	replays int             // journal records Open put into SQLite (tests)
-	wal     *walFile
-	emitQ   chan []*event // committed events waiting for their signed receipt
-	emitMu  sync.Mutex
-	emitted uint64    // last event whose receipt is in the chain (maybe not yet synced)
-	synced  time.Time // emitter only: when it last synced the chain
-	emitErr error     // sticky: the chain could not be written
-	emitCnd *sync.Cond
-	done    chan struct{} // closed by Close: no new decisions
-	stopEm  chan struct{} // closed after the committer stopped: emitter drains and ends
-	hurryEm chan struct{} // Flush waits: the emitter stops lingering (emit.go)
-	wgBatch sync.WaitGroup
-	wgSync  sync.WaitGroup
-	wgEmit  sync.WaitGroup
+	wal     *ledgerFile     // the WAL
+	dbf     *ledgerFile     // the database file (synced after checkpoints: applier.go)
+	// syncMode is the ledger's PRAGMA synchronous.
+	syncMode string
+	emitQ    chan []*event // committed events waiting for their signed receipt
+	emitMu   sync.Mutex
+	emitted  uint64    // last event whose receipt is in the chain (maybe not yet synced)
+	synced   time.Time // emitter only: when it last synced the chain
+	emitErr  error     // sticky: the chain could not be written
+	emitCnd  *sync.Cond
+	done     chan struct{} // closed by Close: no new decisions
+	stopEm   chan struct{} // closed after the committer stopped: emitter drains and ends
+	hurryEm  chan struct{} // Flush waits: the emitter stops lingering (emit.go)
+	wgBatch  sync.WaitGroup
+	wgSync   sync.WaitGroup
+	wgEmit   sync.WaitGroup
 }
 
 type config struct {
@@ -122,6 +125,10 @@ func Open(dbPath, receiptsPath string, priv ed25519.PrivateKey, opts ...Option) 
 	q.Add("_pragma", "locking_mode(EXCLUSIVE)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+syncMode+")")
+	if cfg.group > 0 {
+		// The applier checkpoints, paced (applier.go).
+		q.Add("_pragma", "wal_autocheckpoint(0)")
+	}
 	q.Add("_pragma", "busy_timeout(100)")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+dbPath+"?"+q.Encode())
@@ -146,7 +153,7 @@ func Open(dbPath, receiptsPath string, priv ed25519.PrivateKey, opts ...Option) 
 		db.Close()
 		return nil, fmt.Errorf("%w: %v; move the damaged chain aside (klock receipts verify says where it breaks) and restart", ErrLedger, err)
 	}
-	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, stmts: stmts, wal: &walFile{path: dbPath + "-wal"}, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
+	s := &Store{cfg: cfg, db: db, log: lg, path: dbPath, stmts: stmts, wal: &ledgerFile{path: dbPath + "-wal"}, dbf: &ledgerFile{path: dbPath, grows: true}, syncMode: syncMode, grants: map[Key]*grantState{}, holds: map[string]*holdState{},
 		emitQ: make(chan []*event, 4096), done: make(chan struct{}), stopEm: make(chan struct{}), hurryEm: make(chan struct{}, 1)}
 	s.emitCnd = sync.NewCond(&s.emitMu)
 	err = s.replay(dbPath + ".decisions")
@@ -210,7 +217,7 @@ func (s *Store) replay(path string) error {
 		return err
 	})
 	if err == nil {
-		err = s.syncLedger()
+		err = s.syncLedger(false)
 	}
 	if err != nil {
 		return ledgerErr(s.path, "replay the decision journal into", err)
@@ -276,7 +283,7 @@ func (s *Store) reemit(from uint64) error {
 		if err := json.Unmarshal(body, &r); err != nil {
 			return ledgerErr(s.path, fmt.Sprintf("decode event %d", id), err)
 		}
-		p, err := receipt.Prepare(&r, s.log.Key())
+		p, err := s.log.Prepare(&r)
 		if err != nil {
 			return fmt.Errorf("%w: re-emit receipt for event %d: %v", ErrLedger, id, err)
 		}
@@ -317,6 +324,7 @@ func (s *Store) Close() error {
 	}
 	err2 := s.db.Close()
 	s.wal.close()
+	s.dbf.close()
 	if s.jr != nil {
 		if err := s.jr.f.Close(); err2 == nil {
 			err2 = err

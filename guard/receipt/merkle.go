@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 )
 
 // A batch of receipts appended together (Log.AppendBatch) carries one
@@ -82,8 +83,30 @@ func split(n int) int { return 1 << (bits.Len(uint(n-1)) - 1) }
 // MerkleTree returns the root of leaves (leaf hashes) and each leaf's
 // inclusion path, leaf level first.
 func MerkleTree(leaves [][32]byte) ([32]byte, [][][32]byte) {
-	paths := make([][][32]byte, len(leaves))
-	return subtree(leaves, paths), paths
+	return new(treeScratch).tree(leaves)
+}
+
+// treeScratch holds a tree's paths; the receipt log keeps one from batch
+// to batch so that the paths are not allocated afresh every time.
+type treeScratch struct {
+	paths   [][][32]byte
+	backing [][32]byte
+}
+
+// tree is MerkleTree building the paths in t (valid until the next call).
+// A path is at most ceil(log2 n) long, so one backing array holds every
+// path and subtree's appends never reallocate.
+func (t *treeScratch) tree(leaves [][32]byte) ([32]byte, [][][32]byte) {
+	depth := 0
+	if len(leaves) > 1 {
+		depth = bits.Len(uint(len(leaves) - 1))
+	}
+	t.paths = slices.Grow(t.paths[:0], len(leaves))[:len(leaves)]
+	t.backing = slices.Grow(t.backing[:0], len(leaves)*depth)[:len(leaves)*depth]
+	for i := range t.paths {
+		t.paths[i] = t.backing[i*depth : i*depth : (i+1)*depth]
+	}
+	return subtree(leaves, t.paths), t.paths
 }
 
 func subtree(leaves [][32]byte, paths [][][32]byte) [32]byte {

@@ -207,13 +207,14 @@ func flipSig(t *testing.T, sig string) string {
 }
 
 // The chain writer takes the head AppendBatch computes instead of hashing
-// each line again: batches back to back, then a receipt signed alone
-// (linked by the writer's own check against that head), must verify as a
-// chain, and a reopened log must continue it.
+// each line again: batches back to back (of sizes that grow and shrink, so
+// that the buffers the log keeps between batches are reused both ways),
+// then a receipt signed alone (linked by the writer's own check against
+// that head), must verify as a chain, and a reopened log must continue it.
 func TestAppendBatchVerifies(t *testing.T) {
 	l, path, _, priv := tempLog(t)
 	var err error
-	for _, n := range []int{3, 1, 5} {
+	for _, n := range []int{3, 1, 5, 8, 2} {
 		ps := make([]*Prepared, n)
 		for i := range ps {
 			if ps[i], err = Prepare(sample(i), priv); err != nil {
@@ -235,7 +236,27 @@ func TestAppendBatchVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if s, err := VerifyFile(path, nil, nil); err != nil || s.Receipts != 11 {
+	if s, err := VerifyFile(path, nil, nil); err != nil || s.Receipts != 21 {
 		t.Fatalf("verify: %v (%d receipts)", err, s.Receipts)
+	}
+}
+
+// Log.Prepare formats the key once; what it prepares must be what Prepare
+// with the same key prepares.
+func TestLogPrepareIsPrepare(t *testing.T) {
+	l, _, _, priv := tempLog(t)
+	defer l.Close()
+	for i := 0; i < 3; i++ {
+		a, err := l.Prepare(sample(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Prepare(sample(i), priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Body(), b.Body()) {
+			t.Fatalf("Log.Prepare: %s\nPrepare: %s", a.Body(), b.Body())
+		}
 	}
 }

@@ -19,7 +19,10 @@
 // torn last line left by a crash is cut off when the file is reopened (it
 // was never acknowledged as durable to anyone). After a failed write or
 // fsync the writer refuses every later append (ErrFailed): what reached
-// the disk is then unknown until Open verifies the file again.
+// the disk is then unknown until Open verifies the file again. A sync that
+// has more than a piece of lines to make durable writes them out a piece
+// at a time before its fsync (package writeout), so that a writer that
+// syncs seldom does not hand the disk megabytes at once.
 //
 // By default "prev" hashes the whole previous line. WithLinker lets a chain
 // hash a part of each line instead (for example only what a line's
