@@ -89,6 +89,22 @@ struct obs_seen_key {
 	__u64 rgen;
 };
 
+/* A directory whose files' reads are counted in the kernel instead of
+ * reported (map obs_scoped): the one the file an open returned sits in,
+ * by dentry, mount, inode and generation, under the task's root, at the
+ * session's rename generation. User space adds a key once it has judged
+ * a read there allowed by an intent that allows the same for every name
+ * in that directory (enforcer/observe: Watch.CountIn). */
+struct obs_scope_key {
+	__u64 cgid;
+	__u64 dent;  /* the directory's struct dentry * */
+	__u64 mnt;   /* the file's struct vfsmount * */
+	__u64 root;  /* the task's root dentry: a path is relative to it */
+	__u64 ino;   /* the directory's inode number */
+	__u32 gen;   /* ... and generation */
+	__u32 pad;
+	__u64 rgen;
+};
 
 struct obs_rec {
 	__u64 ts;        /* bpf_ktime_get_boot_ns */
@@ -125,6 +141,9 @@ struct obs_rec {
 	 * such a file and nothing of it outlives its last fd. */
 	__u32 unnamed;
 	struct obs_seen_key seen; /* OBS_F_COUNTED */
+	/* A successful read-only open of a regular file with one name:
+	 * the directory key its reads would be counted under (cgid 0: none). */
+	struct obs_scope_key scope;
 	char comm[OBS_COMM_LEN];
 	/* Only the bytes used are sent: the record up to path0, path0's len0
 	 * bytes, then path1's len1 bytes right after them. The BPF side

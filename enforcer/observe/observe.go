@@ -88,6 +88,10 @@ type Record struct {
 	// counted (Watch.Forget).
 	seen    seenKey
 	counted bool
+	// scope is the key the kernel would count reads of the file's
+	// directory under (CountIn), when the open is such a read.
+	scope    scopeKey
+	scopable bool
 	// ExitStatus: KindExit, the kernel's exit_code (wait status).
 	ExitStatus uint32
 }
@@ -211,6 +215,9 @@ type Watch struct {
 	// counts (Repeats turns the counts into records). Reader goroutine
 	// only, under o.mu.
 	counted map[seenKey]Record
+	// scopes: the directories whose reads the kernel counts (CountIn),
+	// each with the record that made it one. Under o.mu.
+	scopes map[scopeKey]scopeEntry
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -315,7 +322,7 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 	o.objs.observeMaps = maps.observeMaps
 	repl := map[string]*ebpf.Map{
 		observeMapEvents: maps.Events, observeMapKpbuf: maps.Kpbuf, observeMapLost: maps.Lost,
-		observeMapPending: maps.Pending, observeMapScratch: maps.Scratch, observeMapSeen: maps.Seen,
+		observeMapPending: maps.Pending, observeMapScratch: maps.Scratch, observeMapSeen: maps.Seen, observeMapScoped: maps.Scoped,
 		observeMapWatched: maps.Watched, ".rodata": maps.Rodata, ".bss": maps.Bss,
 	}
 	load := func(name string) (*ebpf.Program, error) {
@@ -599,7 +606,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 		o.releaseSyscalls()
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}, scopes: map[scopeKey]scopeEntry{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d.at, &st) == nil {
@@ -630,6 +637,9 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	}
 	if cerr := bpfmap.DeleteOwned[seenKey, uint64](o.objs.Seen, cgroupID, func(k *seenKey) uint64 { return k.Cgid }); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("observe: forget counted opens of cgroup %d: %w", cgroupID, cerr))
+	}
+	if cerr := bpfmap.DeleteOwned[scopeKey, uint64](o.objs.Scoped, cgroupID, func(k *scopeKey) uint64 { return k.Cgid }); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("observe: forget counted directories of cgroup %d: %w", cgroupID, cerr))
 	}
 	w.losses.Deliver(w.lostRecord)
 	w.closed = true
@@ -855,6 +865,9 @@ func (o *Observer) dispatch(r *raw) {
 		if r.kflags&fCounted != 0 {
 			rec.seen, rec.counted = r.seen, true
 			w.counted[r.seen] = rec
+		}
+		if r.scope.Cgid != 0 {
+			rec.scope, rec.scopable = r.scope, true
 		}
 		w.send(rec)
 	})

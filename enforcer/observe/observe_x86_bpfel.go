@@ -73,9 +73,22 @@ type observeObsRec struct {
 	Unnamed  uint32
 	_        [4]byte
 	Seen     observeObsSeenKey
+	Scope    observeObsScopeKey
 	Comm     [16]int8
 	Path0    [4096]int8
 	Path1    [4096]int8
+}
+
+type observeObsScopeKey struct {
+	_    structs.HostLayout
+	Cgid uint64
+	Dent uint64
+	Mnt  uint64
+	Root uint64
+	Ino  uint64
+	Gen  uint32
+	Pad  uint32
+	Rgen uint64
 }
 
 type observeObsSeenKey struct {
@@ -104,6 +117,7 @@ const (
 	observeMapKpbuf            = "kpbuf"
 	observeMapLost             = "lost"
 	observeMapPending          = "pending"
+	observeMapScoped           = "scoped"
 	observeMapScratch          = "scratch"
 	observeMapSeen             = "seen"
 	observeMapWatched          = "watched"
@@ -118,6 +132,7 @@ const (
 	observeProgObsSetxattr     = "obs_setxattr"
 	observeProgObsSysExit      = "obs_sys_exit"
 	observeVarObsGrgen         = "obs_grgen"
+	observeVarUnusedScope      = "unused_scope"
 	observeVarUnusedSeen       = "unused_seen"
 	observeVarWakeUrgent       = "wake_urgent"
 	observeVarWakeupBytes      = "wakeup_bytes"
@@ -185,6 +200,7 @@ type observeMapSpecs struct {
 	Kpbuf   *ebpf.MapSpec `ebpf:"kpbuf"`
 	Lost    *ebpf.MapSpec `ebpf:"lost"`
 	Pending *ebpf.MapSpec `ebpf:"pending"`
+	Scoped  *ebpf.MapSpec `ebpf:"scoped"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 	Seen    *ebpf.MapSpec `ebpf:"seen"`
 	Watched *ebpf.MapSpec `ebpf:"watched"`
@@ -195,6 +211,7 @@ type observeMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeVariableSpecs struct {
 	ObsGrgen    *ebpf.VariableSpec `ebpf:"obs_grgen"`
+	UnusedScope *ebpf.VariableSpec `ebpf:"unused_scope"`
 	UnusedSeen  *ebpf.VariableSpec `ebpf:"unused_seen"`
 	WakeUrgent  *ebpf.VariableSpec `ebpf:"wake_urgent"`
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -224,6 +241,7 @@ type observeMaps struct {
 	Kpbuf   *ebpf.Map `ebpf:"kpbuf"`
 	Lost    *ebpf.Map `ebpf:"lost"`
 	Pending *ebpf.Map `ebpf:"pending"`
+	Scoped  *ebpf.Map `ebpf:"scoped"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
 	Seen    *ebpf.Map `ebpf:"seen"`
 	Watched *ebpf.Map `ebpf:"watched"`
@@ -235,6 +253,7 @@ func (m *observeMaps) Close() error {
 		m.Kpbuf,
 		m.Lost,
 		m.Pending,
+		m.Scoped,
 		m.Scratch,
 		m.Seen,
 		m.Watched,
@@ -246,6 +265,7 @@ func (m *observeMaps) Close() error {
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observeVariables struct {
 	ObsGrgen    *ebpf.Variable `ebpf:"obs_grgen"`
+	UnusedScope *ebpf.Variable `ebpf:"unused_scope"`
 	UnusedSeen  *ebpf.Variable `ebpf:"unused_seen"`
 	WakeUrgent  *ebpf.Variable `ebpf:"wake_urgent"`
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
