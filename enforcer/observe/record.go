@@ -109,9 +109,9 @@ var errShort = errors.New("observe: short record")
 // Field offsets come from the bpf2go-generated type, so they follow the C
 // header by construction.
 var (
-	zr      observeObsRec
-	offP0   = int(unsafe.Offsetof(zr.Path0)) // path1's bytes follow path0's
-	offComm = int(unsafe.Offsetof(zr.Comm))
+	zr       observeObsRec
+	offP0    = int(unsafe.Offsetof(zr.Path0)) // path1's bytes follow path0's
+	offComm  = int(unsafe.Offsetof(zr.Comm))
 	offSeen  = unsafe.Offsetof(zr.Seen)
 	offScope = unsafe.Offsetof(zr.Scope)
 )
