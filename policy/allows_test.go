@@ -278,3 +278,47 @@ func TestWithResolvers(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowsChildren: where it answers for every name in a directory, the
+// answer is Allows' for each name there, intent included; where a rule
+// names a path below the directory, it does not answer.
+func TestAllowsChildren(t *testing.T) {
+	rs := mustCompile(t,
+		"CONSUMES FILE:/srv/repo/**",
+		"MUTATES FILE:/srv/repo/src/**",
+		"PROVIDES FILE:/srv/repo/build/*",
+		"CONSUMES FILE:/srv/repo/docs/*",
+		"MUTATES FILE:/srv/repo/README.md",
+	)
+	names := []string{"a", "README.md", "src", "build", "x.go", "*", ".."}
+	for _, tc := range []struct {
+		dir  string
+		same bool
+	}{
+		{"/srv/repo", false}, // src, build, docs, README.md below
+		{"/srv/repo/src", true},
+		{"/srv/repo/src/pkg/deep", true},
+		{"/srv/repo/build", true},
+		{"/srv/repo/docs", true},
+		{"/srv", false},
+		{"/", false},
+		{"/nowhere/at/all", true},
+	} {
+		for _, p := range []Predicate{Consumes, Mutates, Provides, Deletes} {
+			d, same := rs.AllowsChildren(p, tc.dir)
+			if same != tc.same {
+				t.Errorf("AllowsChildren(%s, %s): same %v, want %v", p, tc.dir, same, tc.same)
+				continue
+			}
+			if !same {
+				continue
+			}
+			for _, n := range names {
+				want := rs.Allows(FileTriple(p, tc.dir+"/"+n))
+				if d.Allowed != want.Allowed || d.Intent != want.Intent || d.Declared != want.Declared {
+					t.Errorf("AllowsChildren(%s, %s) = %+v, Allows of %s = %+v", p, tc.dir, d, n, want)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package decide
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/policy"
+)
+
+// CountedReads are reads of files directly in Dir that a backend counted
+// in the kernel instead of reporting one by one, once the engine said one
+// intent allows every such read there (CountFrom). The read that started
+// them was reported and judged on its own (it is among Observed).
+type CountedReads struct {
+	Dir string
+	// Intent is the index in Records.Intents of the intent that allows
+	// every read there.
+	Intent int
+	Count  uint64
+	// First is when counting started, and the read that started it.
+	First   time.Time
+	PID     uint32
+	Comm    string
+	Syscall string
+}
+
+// CountFrom says whether a backend may count, from now on, the reads of
+// files directly in the directory of ev's file instead of reporting them:
+// ev is a successful read (CONSUMES FILE) that v allowed by an intent,
+// and that intent allows every name in the directory the same way (no
+// rule names a path below it: policy.Ruleset.AllowsChildren), so judging
+// each of them would give v again. It returns the directory; Counted adds
+// what the backend counted there.
+func (e *Engine) CountFrom(ev event.Event, v Verdict) (dir string, ok bool) {
+	t := ev.Triple
+	if t.Type != policy.ObjFile || t.Predicate != policy.Consumes || ev.Extra.Type != 0 || ev.Errno != 0 || ev.Blocked ||
+		v.Action != ActionAllow || v.Intent == nil || v.Created || v.Unnamed || v.Refused || !filepath.IsAbs(t.Path) {
+		return "", false
+	}
+	dir = filepath.Dir(t.Path)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, same := e.rs.AllowsChildren(policy.Consumes, dir)
+	if !same || !d.Allowed || d.Intent != v.Intent {
+		return "", false
+	}
+	if e.counted == nil {
+		e.counted = map[string]*CountedReads{}
+	}
+	if e.counted[dir] == nil {
+		e.counted[dir] = &CountedReads{Dir: dir, Intent: e.index[d.Intent], First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall}
+	}
+	return dir, true
+}
+
+// Counted adds n reads a backend counted in dir since CountFrom named it:
+// to the intent that allows them, and to the session's events. They are
+// never judged again (CountFrom judged them all).
+func (e *Engine) Counted(dir string, n uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.counted[dir]
+	if c == nil || n == 0 {
+		return
+	}
+	c.Count += n
+	e.events += n
+	if c.Intent >= 0 && c.Intent < len(e.uses) {
+		e.uses[c.Intent] += n
+	}
+}
+
+// countedRecords are the directories with counted reads, by first use.
+// Called with e.mu held.
+func (e *Engine) countedRecords() []CountedReads {
+	var out []CountedReads
+	for _, c := range e.counted {
+		if c.Count > 0 {
+			out = append(out, *c)
+		}
+	}
+	slices.SortFunc(out, func(a, b CountedReads) int {
+		if c := a.First.Compare(b.First); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Dir, b.Dir)
+	})
+	return out
+}
