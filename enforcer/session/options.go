@@ -234,6 +234,15 @@ type Options struct {
 	// shell runs only as its entry's interpreter is one.
 	ExecVeto func(ev event.Event) string
 
+	// RecordAll has the tracepoint backend report every allowed operation
+	// on its own, as the verification log then lists it (klock run
+	// --record all; --learn, which learns from each object). Without it
+	// the reads of files in a workdir directory that one intent allows
+	// whole are counted in the kernel once one is judged, and the log
+	// lists them by directory (vlog.RecordCounted); every other
+	// operation, violations included, is reported one by one either way.
+	RecordAll bool
+
 	// KeepTmp keeps the session's private /tmp and /var/tmp (under
 	// PrivateTmpRoot) after it ends, for inspection (klock run
 	// --keep-tmp); else they are removed at its end.

@@ -125,6 +125,9 @@ type running struct {
 	ev emitter
 	// execVeto is Options.ExecVeto.
 	execVeto func(event.Event) string
+	// countIn: reads in a directory below it that one intent allows
+	// whole are counted in the kernel (counted.go); empty: none.
+	countIn string
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a
@@ -171,6 +174,7 @@ func (s *running) act(v decide.Verdict) {
 	case decide.ActionAmended:
 		s.warn("scope amended (permissive)", "lease", v.Lease)
 		s.widen(v)
+		s.takeCounted()
 	case decide.ActionBlocked:
 		s.warn("blocked (permissive)", "triple", v.Triple.String())
 		s.widen(v)
@@ -295,6 +299,7 @@ func (s *running) record(r observe.Record) {
 		}
 		socketAbsent(&ev)
 		v := s.observe(ev)
+		s.countFrom(r, ev, v)
 		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {
 			s.kill(fmt.Sprintf("klock could not verify which file a %s changed (the agent moved its directory or the name before klock resolved %q; it resolved to %s): metadata changes have no kernel wall, so strict mode fails closed",
 				r.Event.Syscall, r.Arg, r.Event.Triple.Path), nil)
@@ -514,6 +519,7 @@ func (s *running) drain(f feeds) {
 		s.step(context.Background(), &f)
 	}
 	s.repeats()
+	s.takeCounted()
 }
 
 // repeats adds the opens the observer's kernel side counted instead of

@@ -90,7 +90,11 @@ func (r *renderer) identity(l *Log) {
 	} else {
 		fmt.Fprintf(tw, "exit\t%s%s\n", l.Exit.Text(), killLatency(l))
 	}
-	fmt.Fprintf(tw, "events\t%d kernel events, %d distinct triples, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
+	rec := ""
+	if l.Recording != "" {
+		rec = ", recording " + l.Recording
+	}
+	fmt.Fprintf(tw, "events\t%d kernel events, %d distinct triples, %d lost%s\n", l.Events, len(l.Observed), l.Lost.Total, rec)
 	if c := l.Container; c != nil {
 		// Its paths above and below are the container's; the rollback's
 		// the host's.
@@ -427,6 +431,19 @@ func (r *renderer) observed(l *Log, max int) {
 	default:
 		r.line("  … %d more (klock log -v lists them)", rest)
 	}
+	r.counted(l)
+}
+
+// counted says how many reads were counted by directory, not listed.
+func (r *renderer) counted(l *Log) {
+	if len(l.Counted) == 0 {
+		return
+	}
+	var n uint64
+	for _, c := range l.Counted {
+		n += c.Count
+	}
+	r.line("  + %d reads in %d directories counted in the kernel, each directory allowed whole by one intent (recording %q; --record all lists each)", n, len(l.Counted), l.Recording)
 }
 
 type renderer struct {

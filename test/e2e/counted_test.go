@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/test/internal/harness"
+)
+
+// TestReadsCountedByDirectory: the agent reads every file of a workdir
+// directory that one intent allows whole, then writes one it may not.
+// Recorded "counted", the reads the kernel counted after the first are
+// listed by directory and not one by one, and every read is in the
+// intent's uses all the same (none lost, none twice); the write is still
+// a violation that kills the session. With --record all, each read is
+// its own observed triple and nothing is counted.
+func TestReadsCountedByDirectory(t *testing.T) {
+	if harness.LSM() {
+		t.Skip("bpf-lsm counts its own repeats; this is the tracepoint backend's recording")
+	}
+	const n = 200
+	for _, all := range []bool{false, true} {
+		t.Run(fmt.Sprintf("record-all=%v", all), func(t *testing.T) {
+			w := harness.NewWorld(t)
+			dir := w.W("data")
+			w.Dir(dir)
+			for i := range n {
+				w.File(fmt.Sprintf("%s/f%03d", dir, i), "x\n")
+			}
+			read := "CONSUMES FILE:" + w.Workdir + "/**"
+			intents := []string{read, "PROVIDES PROC:" + dash(t), "PROVIDES PROC:" + harness.Real(t, "/usr/bin/cat"),
+				"PROVIDES PROC:" + harness.Real(t, "/usr/bin/sleep")}
+			// One read, a pause for the session to judge it, then the
+			// rest and a write nothing declares.
+			script := fmt.Sprintf("cat %[1]s/f000 >/dev/null; sleep 0.5; cat %[1]s/f* >/dev/null; echo y > %[1]s/f001", dir)
+			o := w.Run(harness.Spec{Intents: intents, Command: []string{"/bin/sh", "-c", script}, RecordAll: all})
+			if !o.Res.Killed {
+				t.Fatalf("session not killed for the write\n%s", o.Dump())
+			}
+			o.AssertViolation(t, "MUTATES FILE:"+dir+"/f001", dir+"/f001", true)
+			want := vlog.RecordCounted
+			if all {
+				want = vlog.RecordAll
+			}
+			if o.Log.Recording != want {
+				t.Errorf("recording %q, want %q", o.Log.Recording, want)
+			}
+			var listed, counted uint64
+			for _, ob := range o.Log.Observed {
+				if strings.HasPrefix(ob.Triple, "CONSUMES FILE:"+dir+"/") {
+					listed += ob.Count
+				}
+			}
+			for _, c := range o.Log.Counted {
+				if c.Dir != dir || c.AllowedBy != read {
+					t.Errorf("counted %+v, want reads in %s allowed by %s", c, dir, read)
+				}
+				counted += c.Count
+			}
+			if listed+counted != n+1 {
+				t.Errorf("%d reads listed + %d counted, want %d\n%s", listed, counted, n+1, o.Dump())
+			}
+			if all && counted != 0 {
+				t.Errorf("--record all counted %d reads", counted)
+			}
+			if !all && counted == 0 {
+				t.Logf("nothing counted: the first read was judged after the others ran")
+			}
+			if uses, _ := o.Use(read); uses < n+1 {
+				t.Errorf("%s used %d times, want at least %d", read, uses, n+1)
+			}
+		})
+	}
+}
