@@ -50,8 +50,12 @@ func (e *Engine) CountFrom(ev event.Event, v Verdict) (dir string, ok bool) {
 	if e.counted == nil {
 		e.counted = map[string]*CountedReads{}
 	}
-	if e.counted[dir] == nil {
-		e.counted[dir] = &CountedReads{Dir: dir, Intent: e.index[d.Intent], First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall}
+	i := e.index[d.Intent]
+	switch c := e.counted[dir]; {
+	case c == nil:
+		e.counted[dir] = &CountedReads{Dir: dir, Intent: i, First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall}
+	case c.Intent != i:
+		return "", false // counted under another intent before the scope grew
 	}
 	return dir, true
 }

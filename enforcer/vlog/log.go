@@ -127,7 +127,7 @@ type Log struct {
 	Baseline []IntentUse `json:"baseline,omitempty"`
 	// Unused are declared manifest intents that allowed nothing:
 	// under-utilization, not a violation, useful metadata.
-	Unused     []string    `json:"under_utilization"`
+	Unused   []string   `json:"under_utilization"`
 	Observed []Observed `json:"observed"`
 	// Recording says how allowed operations were recorded: RecordCounted
 	// (reads in a directory one intent allows whole are counted in the
