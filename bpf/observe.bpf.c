@@ -227,19 +227,19 @@ struct {
 /* Force the generated Go type. */
 const struct obs_seen_key *unused_seen __attribute__((unused));
 
-/* Reads counted by directory: a read-only open of a regular file with one
- * name whose directory user space put here (it judged a read there allowed
- * by an intent that allows every name in it the same way) is counted in
- * the entry, not reported. A plain hash, never evicting: a count is
- * never lost; a full table only means more records. */
+/* Reads counted below a directory: a read-only open of a regular file
+ * with one name below the directory user space put here for the session
+ * (it judged a read there allowed by an intent that allows every path
+ * below it the same way) is counted in the entry, not reported. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct obs_scope_key);
-	__type(value, __u64);
-} scoped SEC(".maps");
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct obs_subtree);
+} subtree SEC(".maps");
 
 const struct obs_scope_key *unused_scope __attribute__((unused));
+const struct obs_subtree *unused_subtree __attribute__((unused));
 
 
 /* The inode a path-based metadata call changed, caught inside the syscall
@@ -937,10 +937,57 @@ __noinline int scope_key(struct obs_scope_key *k, __u64 cgid, __u64 rgen, long f
 	return 0;
 }
 
+/* below_count counts a successful open of cgroup cgid (flags fl) that
+ * returned fd when it reads a file below the session's counted directory
+ * (map subtree), and returns 1; else 0. The file must be one scope_key
+ * would name, on the entry's mount, opened by a task with the entry's
+ * root, and the directory (by inode, on that mount) one of its dentry's
+ * ancestors: the walk is made at each open, so a file renamed out of the
+ * directory is reported again at once. Global, like seen_key. */
+__noinline int below_count(__u64 cgid, long fl, long fd)
+{
+	if (fl < 0 || (fl & (O_ACCMODE_ | O_CREAT | O_TRUNC | O_PATH_ | O_TMPFILE_)))
+		return 0;
+	struct obs_subtree *st = bpf_map_lookup_elem(&subtree, &cgid);
+	if (!st || !st->mnt)
+		return 0;
+	struct file *f = fd_file(fd);
+	if (!f)
+		return 0;
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	if ((__u64)vm != st->mnt || (BPF_CORE_READ(f, f_mode) & FMODE_CREATED))
+		return 0;
+	struct inode *i = BPF_CORE_READ(f, f_inode);
+	if (!i || (BPF_CORE_READ(i, i_mode) & S_IFMT) != S_IFREG || BPF_CORE_READ(i, __i_nlink) != 1)
+		return 0;
+	struct task_struct *t = bpf_get_current_task_btf();
+	if ((__u64)BPF_CORE_READ(t, fs, root.dentry) != st->root)
+		return 0;
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct dentry *top = BPF_CORE_READ(vm, mnt_root);
+	__u64 want = st->ino;
+	for (int n = 0; n < 64; n++) {
+		if (!d || d == top)
+			return 0;
+		struct dentry *p = BPF_CORE_READ(d, d_parent);
+		if (!p || p == d)
+			return 0;
+		if (BPF_CORE_READ(p, d_inode, i_ino) == want) {
+			if (!st->first)
+				st->first = bpf_ktime_get_boot_ns();
+			__sync_fetch_and_add(&st->count, 1);
+			return 1;
+		}
+		d = p;
+	}
+	return 0;
+}
+
 /* counted_repeat counts a successful open of cgroup cgid (syscall nr,
  * result ret; a: the argument that holds its flags, open's second, the
  * others' third) that was reported before with the same seen key, or
- * that reads a file in a directory whose reads are counted (scoped), and
+ * that reads a file below the session's counted directory (below_count),
+ * and
  * returns 1; else 0. Global, like seen_key: every
  * branch here would otherwise multiply the states the verifier walks
  * through the rest of obs_sys_exit. */
@@ -982,13 +1029,7 @@ __noinline int counted_repeat(__u64 cgid, __u64 rgen, long nr, long ret, __u64 a
 			return 1;
 		}
 	}
-	if (scope_key(&kr->scope, cgid, rgen, fl, ret))
-		return 0;
-	__u64 *n = bpf_map_lookup_elem(&scoped, &kr->scope);
-	if (!n)
-		return 0;
-	__sync_fetch_and_add(n, 1);
-	return 1;
+	return below_count(cgid, fl, ret);
 }
 
 /* count_from_now makes r, the record of an open about to be reported, the
@@ -1070,8 +1111,8 @@ __noinline int rec_finish(struct obs_rec *r, struct obs_session *s, __u64 rgen)
 		 * names no path: always reported). */
 		if ((r->kflags & (OBS_F_KPATH | OBS_F_FDPATH)) == OBS_F_KPATH) {
 			count_from_now(r, rgen, r->ret);
-			/* The key its directory's reads would be counted under,
-			 * should user space make it one (Watch.CountIn). */
+			/* Where the file is, should user space count the reads
+			 * below a directory it is in (Watch.CountBelow). */
 			if (scope_key(&r->scope, r->cgid, rgen, (__u32)r->flags, r->ret))
 				r->scope.cgid = 0;
 		}

@@ -92,12 +92,12 @@ func (rs *Ruleset) Allows(t Triple) Decision {
 	return Decision{}
 }
 
-// AllowsChildren is Allows for predicate p on FILE:dir/<name> when it
-// is the same for every single name in dir (same answer, same intent):
-// same is false when some rule names a path below dir, where names may
-// be judged otherwise. dir is clean and absolute.
-func (rs *Ruleset) AllowsChildren(p Predicate, dir string) (d Decision, same bool) {
-	best, declared, same := rs.files.lookupChildren(dir, p)
+// AllowsBelow is Allows for predicate p on every FILE path below dir, at
+// any depth, when it is the same for all of them (same answer, same
+// intent): same is false when some rule names a path below dir, where
+// paths may be judged otherwise. dir is clean and absolute.
+func (rs *Ruleset) AllowsBelow(p Predicate, dir string) (d Decision, same bool) {
+	best, declared, same := rs.files.lookupBelow(dir, p)
 	if !same {
 		return Decision{}, false
 	}

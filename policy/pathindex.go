@@ -72,10 +72,11 @@ func (ix *pathIndex) lookup(q string, p Predicate) (best int32, declared Access)
 	return best, declared
 }
 
-// lookupChildren is lookup for dir/<name>, the same for every name, and
-// reports whether it is: false when some rule names a path below dir
-// (dir/x, dir/x/*, dir/x/**), whose names may get another answer.
-func (ix *pathIndex) lookupChildren(dir string, p Predicate) (best int32, declared Access, same bool) {
+// lookupBelow is lookup for every path below dir, at any depth, and
+// reports whether it is the same for all of them: false when some rule
+// names a path below dir (dir/x, dir/x/*, dir/x/**) or its children
+// (dir/*, which deeper paths do not get).
+func (ix *pathIndex) lookupBelow(dir string, p Predicate) (best int32, declared Access, same bool) {
 	if dir == "" || dir == "/" || dir[0] != '/' {
 		return 0, 0, false
 	}
@@ -83,9 +84,9 @@ func (ix *pathIndex) lookupChildren(dir string, p Predicate) (best int32, declar
 	return ix.find(dir+"/*", p, true)
 }
 
-// find is lookup; with children it stops before q's last component and
-// says whether dir's node has none below it.
-func (ix *pathIndex) find(q string, p Predicate, children bool) (best int32, declared Access, same bool) {
+// find is lookup; with below it stops before q's last component and says
+// whether dir's node has no rule below it.
+func (ix *pathIndex) find(q string, p Predicate, below bool) (best int32, declared Access, same bool) {
 	if q == "" || q[0] != '/' {
 		return 0, 0, false
 	}
@@ -116,10 +117,10 @@ func (ix *pathIndex) find(q string, p Predicate, children bool) (best int32, dec
 			comp = rest[:i]
 		}
 		if last {
-			consider(&n.kids, 3*depth+1)
-			if children {
-				return best, declared, len(n.children) == 0
+			if below {
+				return best, declared, len(n.children) == 0 && n.kids.declared == 0
 			}
+			consider(&n.kids, 3*depth+1)
 		}
 		child := n.children[comp]
 		if child == nil {

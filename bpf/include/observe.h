@@ -89,12 +89,11 @@ struct obs_seen_key {
 	__u64 rgen;
 };
 
-/* A directory whose files' reads are counted in the kernel instead of
- * reported (map obs_scoped): the one the file an open returned sits in,
- * by dentry, mount, inode and generation, under the task's root, at the
- * session's rename generation. User space adds a key once it has judged
- * a read there allowed by an intent that allows the same for every name
- * in that directory (enforcer/observe: Watch.CountIn). */
+/* Where a read-only open's file is (struct obs_rec.scope): its
+ * directory (dentry, inode, generation), its mount and the task's root,
+ * at the session's rename generation. User space takes the mount and the
+ * root from the first such read it judged below a directory to count the
+ * next ones there (struct obs_subtree). */
 struct obs_scope_key {
 	__u64 cgid;
 	__u64 dent;  /* the directory's struct dentry * */
@@ -104,6 +103,21 @@ struct obs_scope_key {
 	__u32 gen;   /* ... and generation */
 	__u32 pad;
 	__u64 rgen;
+};
+
+/* A directory below which a session's reads are counted, not reported
+ * (map obs_subtree, key: cgroup id): a read-only open of a regular file
+ * with one name, on mount mnt, by a task whose root is root, whose
+ * dentry has the directory (inode ino on that mount) among its
+ * ancestors. User space sets mnt, root and ino (Watch.CountBelow) once
+ * it judged such a read allowed by an intent that allows every path
+ * below the directory; the kernel counts. */
+struct obs_subtree {
+	__u64 mnt;
+	__u64 root;
+	__u64 ino;
+	__u64 count; /* reads counted */
+	__u64 first; /* bpf_ktime_get_boot_ns of the first */
 };
 
 struct obs_rec {
@@ -142,7 +156,7 @@ struct obs_rec {
 	__u32 unnamed;
 	struct obs_seen_key seen; /* OBS_F_COUNTED */
 	/* A successful read-only open of a regular file with one name:
-	 * the directory key its reads would be counted under (cgid 0: none). */
+	 * where its file is (cgid 0: not such a read). */
 	struct obs_scope_key scope;
 	char comm[OBS_COMM_LEN];
 	/* Only the bytes used are sent: the record up to path0, path0's len0

@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -10,8 +9,8 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// CountedReads are reads of files directly in Dir that a backend counted
-// in the kernel instead of reporting one by one, once the engine said one
+// CountedReads are reads of files below Dir that a backend counted in
+// the kernel instead of reporting one by one, once the engine said one
 // intent allows every such read there (CountFrom). The read that started
 // them was reported and judged on its own (it is among Observed).
 type CountedReads struct {
@@ -28,24 +27,22 @@ type CountedReads struct {
 }
 
 // CountFrom says whether a backend may count, from now on, the reads of
-// files directly in the directory of ev's file instead of reporting them:
-// ev is a successful read (CONSUMES FILE) that v allowed by an intent,
-// and that intent allows every name in the directory the same way (no
-// rule names a path below it: policy.Ruleset.AllowsChildren), so judging
-// each of them would give v again. It returns the directory; Counted adds
-// what the backend counted there.
-func (e *Engine) CountFrom(ev event.Event, v Verdict) (dir string, ok bool) {
+// files below dir (at any depth) instead of reporting them: ev is a
+// successful read (CONSUMES FILE) below dir that v allowed by an intent,
+// and that intent allows every path below dir the same way (no rule
+// names a path below it: policy.Ruleset.AllowsBelow), so judging each of
+// them would give v again. Counted adds what the backend counted there.
+func (e *Engine) CountFrom(ev event.Event, v Verdict, dir string) bool {
 	t := ev.Triple
 	if t.Type != policy.ObjFile || t.Predicate != policy.Consumes || ev.Extra.Type != 0 || ev.Errno != 0 || ev.Blocked ||
-		v.Action != ActionAllow || v.Intent == nil || v.Created || v.Unnamed || v.Refused || !filepath.IsAbs(t.Path) {
-		return "", false
+		v.Action != ActionAllow || v.Intent == nil || v.Created || v.Unnamed || v.Refused || !strings.HasPrefix(t.Path, dir+"/") {
+		return false
 	}
-	dir = filepath.Dir(t.Path)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, same := e.rs.AllowsChildren(policy.Consumes, dir)
+	d, same := e.rs.AllowsBelow(policy.Consumes, dir)
 	if !same || !d.Allowed || d.Intent != v.Intent {
-		return "", false
+		return false
 	}
 	if e.counted == nil {
 		e.counted = map[string]*CountedReads{}
@@ -55,12 +52,12 @@ func (e *Engine) CountFrom(ev event.Event, v Verdict) (dir string, ok bool) {
 	case c == nil:
 		e.counted[dir] = &CountedReads{Dir: dir, Intent: i, First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall}
 	case c.Intent != i:
-		return "", false // counted under another intent before the scope grew
+		return false // counted under another intent before the scope grew
 	}
-	return dir, true
+	return true
 }
 
-// Counted adds n reads a backend counted in dir since CountFrom named it:
+// Counted adds n reads a backend counted below dir since CountFrom named it:
 // to the intent that allows them, and to the session's events. They are
 // never judged again (CountFrom judged them all).
 func (e *Engine) Counted(dir string, n uint64) {
@@ -77,7 +74,8 @@ func (e *Engine) Counted(dir string, n uint64) {
 	}
 }
 
-// countedRecords are the directories with counted reads, by first use.
+// countedRecords are the directories with reads counted below them, by
+// first use.
 // Called with e.mu held.
 func (e *Engine) countedRecords() []CountedReads {
 	var out []CountedReads

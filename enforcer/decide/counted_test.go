@@ -6,11 +6,11 @@ import (
 	"github.com/klocklabs/klock/policy"
 )
 
-// TestCountedReads: a read allowed by an intent that allows every name in
-// its directory makes the directory countable; the counts go to that
+// TestCountedReads: a read allowed by an intent that allows every path
+// below a directory makes the directory countable; the counts go to that
 // intent's uses and to the events, and are listed by directory. A
-// directory with a rule below it, a read another rule allows more
-// narrowly, a write and a refused read are not countable.
+// directory with a rule below it, a read outside the directory, a read
+// another rule allows more narrowly and a write are not countable.
 func TestCountedReads(t *testing.T) {
 	m := manifest(t, "strict", "none",
 		"CONSUMES FILE:/srv/repo/**",
@@ -18,24 +18,22 @@ func TestCountedReads(t *testing.T) {
 		"CONSUMES FILE:/srv/repo/docs/secret.md",
 	)
 	e := New(compile(t, m), policy.ModeStrict, WithClock(fakeClock()))
-	read := func(p string) (Verdict, string, bool) {
+	read := func(p, dir string) bool {
 		ev := fileEv(policy.Consumes, p, "openat")
-		v := e.Observe(ev)
-		dir, ok := e.CountFrom(ev, v)
-		return v, dir, ok
+		return e.CountFrom(ev, e.Observe(ev), dir)
 	}
-	if _, dir, ok := read("/srv/repo/src/a.go"); !ok || dir != "/srv/repo/src" {
-		t.Fatalf("read in /srv/repo/src: countable %v (%q), want true", ok, dir)
+	if !read("/srv/repo/src/pkg/a.go", "/srv/repo/src") {
+		t.Fatal("read below /srv/repo/src: not countable, want countable")
 	}
 	e.Counted("/srv/repo/src", 41)
 	e.Counted("/srv/repo/elsewhere", 7) // never named: ignored
-	for _, p := range []string{"/srv/repo/docs/x.md", "/srv/repo/README.md", "/etc/passwd"} {
-		if _, dir, ok := read(p); ok {
-			t.Errorf("read of %s: countable in %s, want not", p, dir)
+	for _, c := range [][2]string{{"/srv/repo/docs/x.md", "/srv/repo/docs"}, {"/srv/repo/README.md", "/srv/repo"}, {"/etc/passwd", "/srv/repo/src"}} {
+		if read(c[0], c[1]) {
+			t.Errorf("read of %s: countable below %s, want not", c[0], c[1])
 		}
 	}
 	w := fileEv(policy.Mutates, "/srv/repo/src/b.go", "openat")
-	if _, ok := e.CountFrom(w, e.Observe(w)); ok {
+	if e.CountFrom(w, e.Observe(w), "/srv/repo/src") {
 		t.Error("a write made its directory countable")
 	}
 	r := e.Records()

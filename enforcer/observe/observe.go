@@ -88,8 +88,8 @@ type Record struct {
 	// counted (Watch.Forget).
 	seen    seenKey
 	counted bool
-	// scope is the key the kernel would count reads of the file's
-	// directory under (CountIn), when the open is such a read.
+	// scope says where the file of a read-only open is (its mount and
+	// the task's root), for CountBelow, when the open is such a read.
 	scope    scopeKey
 	scopable bool
 	// ExitStatus: KindExit, the kernel's exit_code (wait status).
@@ -215,9 +215,9 @@ type Watch struct {
 	// counts (Repeats turns the counts into records). Reader goroutine
 	// only, under o.mu.
 	counted map[seenKey]Record
-	// scopes: the directories whose reads the kernel counts (CountIn),
-	// each with the record that made it one. Under o.mu.
-	scopes map[scopeKey]scopeEntry
+	// below: the directory below which the kernel counts reads
+	// (CountBelow), and the read that started it. Under o.mu.
+	below *belowEntry
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -322,7 +322,7 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 	o.objs.observeMaps = maps.observeMaps
 	repl := map[string]*ebpf.Map{
 		observeMapEvents: maps.Events, observeMapKpbuf: maps.Kpbuf, observeMapLost: maps.Lost,
-		observeMapPending: maps.Pending, observeMapScratch: maps.Scratch, observeMapSeen: maps.Seen, observeMapScoped: maps.Scoped,
+		observeMapPending: maps.Pending, observeMapScratch: maps.Scratch, observeMapSeen: maps.Seen, observeMapSubtree: maps.Subtree,
 		observeMapWatched: maps.Watched, ".rodata": maps.Rodata, ".bss": maps.Bss,
 	}
 	load := func(name string) (*ebpf.Program, error) {
@@ -606,7 +606,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 		o.releaseSyscalls()
 		return nil, fmt.Errorf("observe: watch cgroup %d: %w", cgroupID, err)
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}, scopes: map[scopeKey]scopeEntry{}}
+	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d.at, &st) == nil {
@@ -638,8 +638,8 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	if cerr := bpfmap.DeleteOwned[seenKey, uint64](o.objs.Seen, cgroupID, func(k *seenKey) uint64 { return k.Cgid }); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("observe: forget counted opens of cgroup %d: %w", cgroupID, cerr))
 	}
-	if cerr := bpfmap.DeleteOwned[scopeKey, uint64](o.objs.Scoped, cgroupID, func(k *scopeKey) uint64 { return k.Cgid }); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("observe: forget counted directories of cgroup %d: %w", cgroupID, cerr))
+	if cerr := o.objs.Subtree.Delete(cgroupID); cerr != nil && !errors.Is(cerr, ebpf.ErrKeyNotExist) {
+		err = errors.Join(err, fmt.Errorf("observe: forget the counted reads of cgroup %d: %w", cgroupID, cerr))
 	}
 	w.losses.Deliver(w.lostRecord)
 	w.closed = true

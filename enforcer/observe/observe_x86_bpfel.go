@@ -109,6 +109,15 @@ type observeObsSession struct {
 	Rgen uint64
 }
 
+type observeObsSubtree struct {
+	_     structs.HostLayout
+	Mnt   uint64
+	Root  uint64
+	Ino   uint64
+	Count uint64
+	First uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -117,9 +126,9 @@ const (
 	observeMapKpbuf            = "kpbuf"
 	observeMapLost             = "lost"
 	observeMapPending          = "pending"
-	observeMapScoped           = "scoped"
 	observeMapScratch          = "scratch"
 	observeMapSeen             = "seen"
+	observeMapSubtree          = "subtree"
 	observeMapWatched          = "watched"
 	observeProgObsCtimeSkip    = "obs_ctime_skip"
 	observeProgObsCtimeTs      = "obs_ctime_ts"
@@ -134,6 +143,7 @@ const (
 	observeVarObsGrgen         = "obs_grgen"
 	observeVarUnusedScope      = "unused_scope"
 	observeVarUnusedSeen       = "unused_seen"
+	observeVarUnusedSubtree    = "unused_subtree"
 	observeVarWakeUrgent       = "wake_urgent"
 	observeVarWakeupBytes      = "wakeup_bytes"
 )
@@ -200,9 +210,9 @@ type observeMapSpecs struct {
 	Kpbuf   *ebpf.MapSpec `ebpf:"kpbuf"`
 	Lost    *ebpf.MapSpec `ebpf:"lost"`
 	Pending *ebpf.MapSpec `ebpf:"pending"`
-	Scoped  *ebpf.MapSpec `ebpf:"scoped"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 	Seen    *ebpf.MapSpec `ebpf:"seen"`
+	Subtree *ebpf.MapSpec `ebpf:"subtree"`
 	Watched *ebpf.MapSpec `ebpf:"watched"`
 }
 
@@ -210,11 +220,12 @@ type observeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeVariableSpecs struct {
-	ObsGrgen    *ebpf.VariableSpec `ebpf:"obs_grgen"`
-	UnusedScope *ebpf.VariableSpec `ebpf:"unused_scope"`
-	UnusedSeen  *ebpf.VariableSpec `ebpf:"unused_seen"`
-	WakeUrgent  *ebpf.VariableSpec `ebpf:"wake_urgent"`
-	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	ObsGrgen      *ebpf.VariableSpec `ebpf:"obs_grgen"`
+	UnusedScope   *ebpf.VariableSpec `ebpf:"unused_scope"`
+	UnusedSeen    *ebpf.VariableSpec `ebpf:"unused_seen"`
+	UnusedSubtree *ebpf.VariableSpec `ebpf:"unused_subtree"`
+	WakeUrgent    *ebpf.VariableSpec `ebpf:"wake_urgent"`
+	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // observeObjects contains all objects after they have been loaded into the kernel.
@@ -241,9 +252,9 @@ type observeMaps struct {
 	Kpbuf   *ebpf.Map `ebpf:"kpbuf"`
 	Lost    *ebpf.Map `ebpf:"lost"`
 	Pending *ebpf.Map `ebpf:"pending"`
-	Scoped  *ebpf.Map `ebpf:"scoped"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
 	Seen    *ebpf.Map `ebpf:"seen"`
+	Subtree *ebpf.Map `ebpf:"subtree"`
 	Watched *ebpf.Map `ebpf:"watched"`
 }
 
@@ -253,9 +264,9 @@ func (m *observeMaps) Close() error {
 		m.Kpbuf,
 		m.Lost,
 		m.Pending,
-		m.Scoped,
 		m.Scratch,
 		m.Seen,
+		m.Subtree,
 		m.Watched,
 	)
 }
@@ -264,11 +275,12 @@ func (m *observeMaps) Close() error {
 //
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observeVariables struct {
-	ObsGrgen    *ebpf.Variable `ebpf:"obs_grgen"`
-	UnusedScope *ebpf.Variable `ebpf:"unused_scope"`
-	UnusedSeen  *ebpf.Variable `ebpf:"unused_seen"`
-	WakeUrgent  *ebpf.Variable `ebpf:"wake_urgent"`
-	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
+	ObsGrgen      *ebpf.Variable `ebpf:"obs_grgen"`
+	UnusedScope   *ebpf.Variable `ebpf:"unused_scope"`
+	UnusedSeen    *ebpf.Variable `ebpf:"unused_seen"`
+	UnusedSubtree *ebpf.Variable `ebpf:"unused_subtree"`
+	WakeUrgent    *ebpf.Variable `ebpf:"wake_urgent"`
+	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // observePrograms contains all programs after they have been loaded into the kernel.

@@ -6,91 +6,97 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
-// scopeEntry is a directory whose reads the kernel counts: the record
-// that made it one, and the directory's path.
-type scopeEntry struct {
+// belowEntry is the directory below which a Watch's reads are counted,
+// and the read that started it.
+type belowEntry struct {
 	rec Record
 	dir string
 }
 
-// Counted is what the kernel counted in one directory CountIn named: N
-// reads of files directly in Dir since, none of them reported. Rec is the
-// read that made Dir counted (reported and judged on its own).
+// subtree mirrors struct obs_subtree.
+type subtree = observeObsSubtree
+
+// Counted is what the kernel counted below the directory CountBelow
+// named: N reads of files below Dir since First, none of them reported.
+// Rec is the read that started it (reported and judged on its own).
 type Counted struct {
-	Rec Record
-	Dir string
-	N   uint64
+	Rec   Record
+	Dir   string
+	N     uint64
+	First time.Time
 }
 
-// Countable reports whether rec is a read the kernel could count by its
-// directory from now on (CountIn): a successful read-only open of a
+// Countable reports whether rec is a read the kernel could count below a
+// directory from now on (CountBelow): a successful read-only open of a
 // regular file with one name, named by the kernel's own path.
 func Countable(rec Record) bool {
 	return rec.scopable && rec.Path == PathKernel && rec.Kind == KindEvent && filepath.IsAbs(rec.Event.Triple.Path)
 }
 
-// CountIn makes the kernel count, instead of report, the reads of the
-// files directly in rec's directory (filepath.Dir of its path), which
-// the caller judged to be allowed by one rule for every name there: a
-// read-only open of a regular file with one name, through the same
-// directory (dentry, mount and generation), from the same root, with no
-// rename since on the machine (the kernel's rename generation). Any
-// other open there, and every other operation, is still reported. It
-// reports whether the directory is counted from now on (false: rec is no
-// such read, or the table is full). TakeCounted hands the counts over.
-func (w *Watch) CountIn(rec Record) (bool, error) {
-	if !Countable(rec) {
+// CountBelow makes the kernel count, instead of report, the reads of
+// files below dir (at any depth), which the caller judged to be allowed
+// by one rule for every path there, from rec, such a read (Countable)
+// below dir, on: a read-only open of a regular file with one name, on the
+// mount rec's file is on, by a task with rec's root, whose dentry has dir
+// (by inode on that mount) among its ancestors at the open. Any other
+// open there, and every other operation, is still reported. It reports
+// whether reads are counted from now on (false: rec is no such read, dir
+// is not its directory's, or a directory is counted already).
+// TakeCounted hands the count over.
+func (w *Watch) CountBelow(rec Record, dir string) (bool, error) {
+	if !Countable(rec) || !strings.HasPrefix(rec.Event.Triple.Path, dir+"/") {
 		return false, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return false, fmt.Errorf("observe: count below %s: %w", dir, err)
 	}
 	w.o.mu.Lock()
 	defer w.o.mu.Unlock()
 	if w.closed {
 		return false, ErrClosed
 	}
-	if _, ok := w.scopes[rec.scope]; ok {
-		return true, nil
+	if w.below != nil {
+		return w.below.dir == dir, nil
 	}
-	var zero uint64
-	if err := w.o.objs.Scoped.Update(&rec.scope, &zero, ebpf.UpdateNoExist); err != nil {
-		// A full table (E2BIG): the reads there go on being reported.
-		return false, nil
+	v := subtree{Mnt: rec.scope.Mnt, Root: rec.scope.Root, Ino: st.Ino}
+	if err := w.o.objs.Subtree.Update(w.id, &v, ebpf.UpdateNoExist); err != nil {
+		return false, fmt.Errorf("observe: count below %s: %w", dir, err)
 	}
-	w.scopes[rec.scope] = scopeEntry{rec: rec, dir: filepath.Dir(rec.Event.Triple.Path)}
+	w.below = &belowEntry{rec: rec, dir: dir}
 	return true, nil
 }
 
-// TakeCounted stops counting in every directory CountIn named and
-// returns what the kernel counted there (each key is taken away with its
-// count atomically, so no read is both counted and reported, nor lost).
-// Call it after Sync once the agent has exited, and whenever the rules
-// the caller judged by change (a read counted after that would stand
-// under the old rule).
-func (w *Watch) TakeCounted() ([]Counted, error) {
+// TakeCounted stops the counting CountBelow started and returns what the
+// kernel counted (the entry is taken away with its count atomically, so
+// no read is both counted and reported, nor lost); ok is false when
+// nothing was counted. Call it after Sync once the agent has exited, and
+// whenever the rules the caller judged by change (a read counted after
+// that would stand under the old rule).
+func (w *Watch) TakeCounted() (c Counted, ok bool, err error) {
 	w.o.mu.Lock()
 	defer w.o.mu.Unlock()
-	var out []Counted
-	var errs []error
-	for k, e := range w.scopes {
-		var n uint64
-		kk := k
-		err := w.o.objs.Scoped.LookupAndDelete(&kk, &n)
-		delete(w.scopes, k)
-		if err != nil {
-			if !errors.Is(err, ebpf.ErrKeyNotExist) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if n > 0 {
-			out = append(out, Counted{Rec: e.rec, Dir: e.dir, N: n})
-		}
+	b := w.below
+	if b == nil {
+		return Counted{}, false, nil
 	}
-	if len(errs) > 0 {
-		return out, fmt.Errorf("observe: take counted reads: %w", errors.Join(errs...))
+	w.below = nil
+	var v subtree
+	if err := w.o.objs.Subtree.LookupAndDelete(w.id, &v); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return Counted{}, false, nil
+		}
+		return Counted{}, false, fmt.Errorf("observe: take the reads counted below %s: %w", b.dir, err)
 	}
-	return out, nil
+	if v.Count == 0 {
+		return Counted{}, false, nil
+	}
+	return Counted{Rec: b.rec, Dir: b.dir, N: v.Count, First: w.o.clock(v.First)}, true, nil
 }

@@ -9,17 +9,16 @@ import (
 	"testing"
 )
 
-// TestCountedDirectory: once CountIn names a read's directory, reads of
-// other files directly in it are counted, not reported, and TakeCounted
+// TestCountedBelow: once CountBelow names a directory, reads of the files
+// below it, at any depth, are counted, not reported, and TakeCounted
 // hands the count over; what the count must not stand for is still
 // reported one by one: a write, a file with a second name (hard link), a
-// file in a subdirectory, a file in another directory, and any read after
-// a rename (the names may have moved).
-func TestCountedDirectory(t *testing.T) {
+// file in another directory, and a file renamed out of the directory.
+func TestCountedBelow(t *testing.T) {
 	o := loadObserver(t)
 	s := newSession(t, o)
 	dir, other := t.TempDir(), t.TempDir()
-	for _, f := range []string{"a", "b", "c", "d", "w", "h", "sub/e", "r1"} {
+	for _, f := range []string{"a", "b", "c", "d", "w", "h", "m", "sub/e", "sub/deep/g"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755)
 		os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
 	}
@@ -51,17 +50,20 @@ func TestCountedDirectory(t *testing.T) {
 	if !Countable(first) {
 		t.Fatalf("the read of %s is not countable: %+v", a, first)
 	}
-	if ok, err := s.w.CountIn(first); !ok || err != nil {
-		t.Fatalf("CountIn: %v %v", ok, err)
+	if ok, err := s.w.CountBelow(first, other); ok || err != nil {
+		t.Fatalf("CountBelow of a directory the read is not in: %v %v", ok, err)
 	}
-	run(": < a; : < b; : < c; : < b; : < h; : >> w; : < sub/e; : < " + filepath.Join(other, "o") +
-		"; /bin/mv r1 r2; : < d")
+	if ok, err := s.w.CountBelow(first, dir); !ok || err != nil {
+		t.Fatalf("CountBelow: %v %v", ok, err)
+	}
+	run(": < a; : < b; : < c; : < b; : < h; : >> w; : < sub/e; : < sub/deep/g; : < " + filepath.Join(other, "o") +
+		"; /bin/mv m " + other + "/m; : < " + other + "/m; : < d")
 	if err := o.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	counted, err := s.w.TakeCounted()
-	if err != nil {
-		t.Fatal(err)
+	counted, ok, err := s.w.TakeCounted()
+	if err != nil || !ok {
+		t.Fatalf("TakeCounted: %v %v", ok, err)
 	}
 	s.drain(t)
 	reported := map[string]int{}
@@ -70,30 +72,27 @@ func TestCountedDirectory(t *testing.T) {
 			reported[r.Event.Triple.Path]++
 		}
 	}
-	for _, f := range []string{"b", "c"} {
+	for _, f := range []string{"b", "c", "d", "sub/e", "sub/deep/g"} {
 		if n := reported[filepath.Join(dir, f)]; n != 0 {
 			t.Errorf("%s: reported %d times, want counted", f, n)
 		}
 	}
 	// a: the first read, reported; the second counted as its repeat
-	// (Repeats), not in the directory.
+	// (Repeats), not below the directory.
 	if n := reported[a]; n != 1 {
 		t.Errorf("a: reported %d times, want 1", n)
 	}
-	for _, p := range []string{filepath.Join(dir, "h"), filepath.Join(dir, "w"), filepath.Join(dir, "sub/e"), filepath.Join(other, "o"), filepath.Join(dir, "d")} {
+	for _, p := range []string{filepath.Join(dir, "h"), filepath.Join(dir, "w"), filepath.Join(other, "o"), filepath.Join(other, "m")} {
 		if reported[p] == 0 {
 			t.Errorf("%s: not reported; got:\n%s", p, describe(s.got))
 		}
 	}
-	if len(counted) != 1 || counted[0].Dir != dir || counted[0].N != 3 || counted[0].Rec.Event.Triple.Path != a {
-		t.Errorf("counted %+v, want 3 reads (b, c, b) in %s under the read of a", counted, dir)
+	if counted.Dir != dir || counted.N != 6 || counted.Rec.Event.Triple.Path != a || counted.First.IsZero() {
+		t.Errorf("counted %+v, want 6 reads (b, c, b, sub/e, sub/deep/g, d) below %s under the read of a", counted, dir)
 	}
-	// Taken: the kernel counts there no more, and Unwatch left nothing.
-	var k scopeKey
-	var v uint64
-	for it := o.objs.Scoped.Iterate(); it.Next(&k, &v); {
-		if k.Cgid == s.g.ID {
-			t.Fatalf("counted directory of cgroup %d outlived TakeCounted and Unwatch: %+v", k.Cgid, k)
-		}
+	// Taken: the kernel counts no more, and Unwatch left nothing.
+	var v subtree
+	if err := o.objs.Subtree.Lookup(s.g.ID, &v); err == nil {
+		t.Fatalf("counted reads of cgroup %d outlived TakeCounted and Unwatch: %+v", s.g.ID, v)
 	}
 }

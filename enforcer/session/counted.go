@@ -10,11 +10,12 @@ import (
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/observe"
 	"github.com/klocklabs/klock/enforcer/vlog"
+	"github.com/klocklabs/klock/policy"
 )
 
 // countReadsIn is the directory below which the tracepoint backend's
-// kernel side counts the reads of a directory one intent allows whole,
-// instead of reporting each (observe.Watch.CountIn): the workdir, which a
+// kernel side counts the reads one intent allows there whole, instead of
+// reporting each (observe.Watch.CountBelow): the workdir, which a
 // strict kill restores whole, so no read there is a rollback root of its
 // own (RollbackRoots). Empty, and every operation reported, with
 // Options.RecordAll (and so --learn, which learns from each object), in
@@ -27,28 +28,25 @@ func (r *runner) countReadsIn(be *backends) string {
 	return filepath.Clean(r.m.Workdir)
 }
 
-// countFrom makes the kernel count the reads in the directory of r, a
-// read the engine just allowed (v), when one intent allows every read
-// there (decide.Engine.CountFrom) and it lies in countIn. Every other
-// operation there, writes and violations included, is still reported
-// one by one.
+// countFrom makes the kernel count the reads below countIn from r on, a
+// read there the engine just allowed (v), when one intent allows every
+// read below it (decide.Engine.CountFrom). Every other operation there,
+// writes and violations included, is still reported one by one.
 func (s *running) countFrom(r observe.Record, ev event.Event, v decide.Verdict) {
-	if s.countIn == "" || !observe.Countable(r) {
+	if s.countIn == "" || s.counting || !observe.Countable(r) || !strings.HasPrefix(ev.Triple.Path, s.countIn+"/") {
 		return
 	}
-	dir := filepath.Dir(ev.Triple.Path)
-	if dir != s.countIn && !strings.HasPrefix(dir, s.countIn+"/") {
-		return
-	}
-	if s.priv != nil && strings.HasPrefix(dir, "/tmp/") {
+	if s.priv != nil && policy.InTmp(ev.Triple.Path) {
 		return // the agent's own /tmp, not the host's at that name
 	}
-	if _, ok := s.eng.CountFrom(ev, v); !ok {
+	if !s.eng.CountFrom(ev, v, s.countIn) {
 		return
 	}
-	if _, err := s.be.watch.CountIn(r); err != nil {
-		s.log.Warn("observer: count reads by directory", "dir", dir, "error", err)
+	ok, err := s.be.watch.CountBelow(r, s.countIn)
+	if err != nil {
+		s.log.Warn("observer: count the reads below the workdir", "error", err)
 	}
+	s.counting = ok
 }
 
 // takeCounted hands what the kernel counted to the engine and stops the
@@ -56,14 +54,15 @@ func (s *running) countFrom(r observe.Record, ev event.Event, v decide.Verdict) 
 // grew (an amendment), so that no read counted under one ruleset stands
 // under another.
 func (s *running) takeCounted() {
-	if s.countIn == "" {
+	if !s.counting {
 		return
 	}
-	cs, err := s.be.watch.TakeCounted()
+	s.counting = false
+	c, ok, err := s.be.watch.TakeCounted()
 	if err != nil {
 		s.log.Warn("observer: counted reads", "error", err)
 	}
-	for _, c := range cs {
+	if ok {
 		s.eng.Counted(c.Dir, c.N)
 	}
 }

@@ -169,6 +169,18 @@
 // their first report got (decide.Engine.Repeated); they are never judged
 // again against the state the session ended in.
 //
+// Counted reads (counted.go): with the tracepoint backend, a read the
+// engine allowed in a workdir directory that one intent allows whole
+// (decide.Engine.CountFrom) makes the observer's kernel side count the
+// next reads of that directory's files instead of reporting them
+// (observe.Watch.CountIn); the counts are taken at the end and at each
+// amendment, credited to that intent, and the log lists them by
+// directory (vlog.Log.Recording "counted"). Only reads of the workdir,
+// which a strict kill restores whole, so none is a rollback root of its
+// own; writes, creations, deletions, metadata changes and violations are
+// reported one by one. Options.RecordAll (klock run --record all,
+// --learn) reports every read.
+//
 // Canaries: a session (not an observe-only one, not a container's in
 // hook-only mode) has stage 2 prove its walls before the agent's exec
 // (launch.Canaries, canary.go): strict mode refuses to start behind a

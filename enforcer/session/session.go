@@ -125,9 +125,11 @@ type running struct {
 	ev emitter
 	// execVeto is Options.ExecVeto.
 	execVeto func(event.Event) string
-	// countIn: reads in a directory below it that one intent allows
-	// whole are counted in the kernel (counted.go); empty: none.
-	countIn string
+	// countIn: reads below it, which one intent allows whole, are
+	// counted in the kernel (counted.go); empty: none. counting: the
+	// kernel counts them now.
+	countIn  string
+	counting bool
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a

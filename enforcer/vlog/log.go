@@ -130,13 +130,13 @@ type Log struct {
 	Unused   []string   `json:"under_utilization"`
 	Observed []Observed `json:"observed"`
 	// Recording says how allowed operations were recorded: RecordCounted
-	// (reads in a directory one intent allows whole are counted in the
-	// kernel, Counted) or RecordAll (every operation on its own, as
-	// Observed lists them); empty in the logs of backends that record
-	// every operation.
+	// (reads below the workdir, when one intent allows them all, are
+	// counted in the kernel, Counted) or RecordAll (every operation on
+	// its own, as Observed lists them); empty in the logs of other
+	// backends.
 	Recording string `json:"recording,omitempty"`
-	// Counted are the reads counted by directory (RecordCounted); the
-	// read that started each is in Observed.
+	// Counted are the reads counted below a directory (RecordCounted);
+	// the read that started each count is in Observed.
 	Counted    []Counted   `json:"counted,omitempty"`
 	Violations []Violation `json:"violations"`
 	Amendments []Amendment `json:"amendments,omitempty"`
@@ -193,16 +193,16 @@ type IntentUse struct {
 
 // How a log's allowed operations were recorded (Log.Recording).
 const (
-	// RecordCounted: the reads of files in a directory that one intent
-	// allows whole were counted in the kernel once one was judged, and
-	// are listed by directory (Log.Counted); every other operation,
-	// violations included, is in Observed on its own.
+	// RecordCounted: the reads of files below the workdir, when one
+	// intent allows them all, were counted in the kernel once one was
+	// judged, and are listed by directory (Log.Counted); every other
+	// operation, violations included, is in Observed on its own.
 	RecordCounted = "counted"
 	// RecordAll: every operation on its own (klock run --record all).
 	RecordAll = "all"
 )
 
-// Counted is the reads of files directly in Dir counted in the kernel
+// Counted is the reads of files below Dir counted in the kernel
 // (RecordCounted): Count of them, allowed by AllowedBy, since First.
 type Counted struct {
 	Dir       string    `json:"dir"`

@@ -434,16 +434,14 @@ func (r *renderer) observed(l *Log, max int) {
 	r.counted(l)
 }
 
-// counted says how many reads were counted by directory, not listed.
+// counted says how many reads were counted below a directory, not listed.
 func (r *renderer) counted(l *Log) {
 	if len(l.Counted) == 0 {
 		return
 	}
-	var n uint64
 	for _, c := range l.Counted {
-		n += c.Count
+		r.line("  + %d more reads below %s counted in the kernel, all allowed by %s (recording %q; --record all lists each)", c.Count, c.Dir, c.AllowedBy, l.Recording)
 	}
-	r.line("  + %d reads in %d directories counted in the kernel, each directory allowed whole by one intent (recording %q; --record all lists each)", n, len(l.Counted), l.Recording)
 }
 
 type renderer struct {

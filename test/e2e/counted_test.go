@@ -9,14 +9,14 @@ import (
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
-// TestReadsCountedByDirectory: the agent reads every file of a workdir
-// directory that one intent allows whole, then writes one it may not.
-// Recorded "counted", the reads the kernel counted after the first are
-// listed by directory and not one by one, and every read is in the
-// intent's uses all the same (none lost, none twice); the write is still
-// a violation that kills the session. With --record all, each read is
-// its own observed triple and nothing is counted.
-func TestReadsCountedByDirectory(t *testing.T) {
+// TestReadsCountedBelowTheWorkdir: the agent reads every file of a
+// workdir directory, all of which one intent allows, then writes one it
+// may not. Recorded "counted", the reads the kernel counted after the
+// first are listed under the workdir and not one by one, and every read
+// is in the intent's uses all the same (none lost, none twice); the
+// write is still a violation that kills the session. With --record all,
+// each read is its own observed triple and nothing is counted.
+func TestReadsCountedBelowTheWorkdir(t *testing.T) {
 	if harness.LSM() {
 		t.Skip("bpf-lsm counts its own repeats; this is the tracepoint backend's recording")
 	}
@@ -54,8 +54,8 @@ func TestReadsCountedByDirectory(t *testing.T) {
 				}
 			}
 			for _, c := range o.Log.Counted {
-				if c.Dir != dir || c.AllowedBy != read {
-					t.Errorf("counted %+v, want reads in %s allowed by %s", c, dir, read)
+				if c.Dir != w.Workdir || c.AllowedBy != read {
+					t.Errorf("counted %+v, want reads below %s allowed by %s", c, w.Workdir, read)
 				}
 				counted += c.Count
 			}
