@@ -181,7 +181,7 @@ session id), as klock tools rollback --run does.`,
 	}
 	o.Register(c.Flags(), session.PrivateTmpRoot)
 	c.Flags().StringVar(&o.learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file (merged with what it holds when it exists); prints a short summary, the detail is in klock log -v")
-	c.Flags().StringVar(&o.record, "record", "counted", "how allowed operations are recorded: counted (reads in a workdir directory one intent allows whole are counted in the kernel and logged by directory) or all (each operation on its own; --learn implies it)")
+	c.Flags().StringVar(&o.record, "record", "counted", "how allowed operations are recorded: counted (reads below the workdir, when one intent allows them all, are counted in the kernel and logged as a number) or all (each operation on its own; --learn implies it)")
 	c.Flags().BoolVar(&o.noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	o.tf.register(c)
 	o.gw.register(c)

@@ -170,12 +170,12 @@
 // again against the state the session ended in.
 //
 // Counted reads (counted.go): with the tracepoint backend, a read the
-// engine allowed in a workdir directory that one intent allows whole
-// (decide.Engine.CountFrom) makes the observer's kernel side count the
-// next reads of that directory's files instead of reporting them
-// (observe.Watch.CountIn); the counts are taken at the end and at each
-// amendment, credited to that intent, and the log lists them by
-// directory (vlog.Log.Recording "counted"). Only reads of the workdir,
+// engine allowed below the workdir, when one intent allows every path
+// below it (decide.Engine.CountFrom), makes the observer's kernel side
+// count the next reads there instead of reporting them
+// (observe.Watch.CountBelow); the count is taken at the end and at each
+// amendment, credited to that intent, and the log lists it under the
+// workdir (vlog.Log.Recording "counted"). Only reads of the workdir,
 // which a strict kill restores whole, so none is a rollback root of its
 // own; writes, creations, deletions, metadata changes and violations are
 // reported one by one. Options.RecordAll (klock run --record all,

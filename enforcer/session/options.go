@@ -237,9 +237,9 @@ type Options struct {
 	// RecordAll has the tracepoint backend report every allowed operation
 	// on its own, as the verification log then lists it (klock run
 	// --record all; --learn, which learns from each object). Without it
-	// the reads of files in a workdir directory that one intent allows
-	// whole are counted in the kernel once one is judged, and the log
-	// lists them by directory (vlog.RecordCounted); every other
+	// the reads of files below the workdir, when one intent allows them
+	// all, are counted in the kernel once one is judged, and the log
+	// gives their number (vlog.RecordCounted); every other
 	// operation, violations included, is reported one by one either way.
 	RecordAll bool
 
