@@ -180,6 +180,7 @@ func (s *running) act(v decide.Verdict) {
 	case decide.ActionBlocked:
 		s.warn("blocked (permissive)", "triple", v.Triple.String())
 		s.widen(v)
+		s.takeCounted()
 	case decide.ActionLeaseDenied:
 		s.warn("scope not amended: another session holds the lease", "why", v.LeaseError)
 	}
