@@ -50,6 +50,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define FMODE_CREATED (1U << 20)
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
+#define S_IFREG 0100000
 #define TS_COMPAT 0x0002
 
 /* Syscall numbers: x86_64 has the legacy path calls, arm64 only the *at ones. */
@@ -226,6 +227,20 @@ struct {
 /* Force the generated Go type. */
 const struct obs_seen_key *unused_seen __attribute__((unused));
 
+/* Reads counted below a directory: a read-only open of a regular file
+ * with one name below the directory user space put here for the session
+ * (it judged a read there allowed by an intent that allows every path
+ * below it the same way) is counted in the entry, not reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct obs_subtree);
+} subtree SEC(".maps");
+
+const struct obs_scope_key *unused_scope __attribute__((unused));
+const struct obs_subtree *unused_subtree __attribute__((unused));
+
 
 /* The inode a path-based metadata call changed, caught inside the syscall
  * by the ctime tracepoints (key: tid), consumed at its sys_exit. */
@@ -281,6 +296,7 @@ static __always_inline struct obs_rec *rec_init(__u64 cgid, __u16 op)
 	__builtin_memset(r->addr, 0, sizeof(r->addr));
 	r->exit_code = 0;
 	r->unnamed = 0;
+	r->scope.cgid = 0;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	return r;
 }
@@ -875,9 +891,103 @@ static __always_inline int open_nr(long nr)
 	return nr == NR_openat || nr == NR_openat2;
 }
 
+/* O_PATH and __O_TMPFILE (uapi fcntl.h). */
+#define O_PATH_ 010000000
+#define O_TMPFILE_ 020000000
+#define O_ACCMODE_ 03
+
+/* scope_key fills k for a successful open (flags fl) that returned fd when
+ * it is a read whose directory may count it (scoped): read-only flags (no
+ * create, truncate, O_PATH or O_TMPFILE), a regular file the open did not
+ * create, with exactly one name (a hard link is another name, which the
+ * count must not stand for), in a directory on the same mount (not a
+ * mount's root: a bind-mounted file's directory is another place). Its
+ * parent dentry, the mount and the task's root say which path the kernel
+ * walk would give; the rename generation, that no name moved since.
+ * Returns 0 when k is usable. Global, like seen_key. */
+__noinline int scope_key(struct obs_scope_key *k, __u64 cgid, __u64 rgen, long fl, long fd)
+{
+	if (!k || fl < 0 || (fl & (O_ACCMODE_ | O_CREAT | O_TRUNC | O_PATH_ | O_TMPFILE_)))
+		return -1;
+	struct file *f = fd_file(fd);
+	if (!f)
+		return -1;
+	if (BPF_CORE_READ(f, f_mode) & FMODE_CREATED)
+		return -1;
+	struct inode *i = BPF_CORE_READ(f, f_inode);
+	if (!i || (BPF_CORE_READ(i, i_mode) & S_IFMT) != S_IFREG || BPF_CORE_READ(i, __i_nlink) != 1)
+		return -1;
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	struct dentry *p = BPF_CORE_READ(d, d_parent);
+	if (!p || p == d || d == BPF_CORE_READ(vm, mnt_root))
+		return -1;
+	struct inode *pi = BPF_CORE_READ(p, d_inode);
+	if (!pi)
+		return -1;
+	struct task_struct *t = bpf_get_current_task_btf();
+	k->cgid = cgid;
+	k->dent = (__u64)p;
+	k->mnt = (__u64)vm;
+	k->root = (__u64)BPF_CORE_READ(t, fs, root.dentry);
+	k->ino = BPF_CORE_READ(pi, i_ino);
+	k->gen = BPF_CORE_READ(pi, i_generation);
+	k->pad = 0;
+	k->rgen = rgen;
+	return 0;
+}
+
+/* below_count counts a successful open of cgroup cgid (flags fl) that
+ * returned fd when it reads a file below the session's counted directory
+ * (map subtree), and returns 1; else 0. The file must be one scope_key
+ * would name, on the entry's mount, opened by a task with the entry's
+ * root, and the directory (by inode, on that mount) one of its dentry's
+ * ancestors: the walk is made at each open, so a file renamed out of the
+ * directory is reported again at once. Global, like seen_key. */
+__noinline int below_count(__u64 cgid, long fl, long fd)
+{
+	if (fl < 0 || (fl & (O_ACCMODE_ | O_CREAT | O_TRUNC | O_PATH_ | O_TMPFILE_)))
+		return 0;
+	struct obs_subtree *st = bpf_map_lookup_elem(&subtree, &cgid);
+	if (!st || !st->mnt)
+		return 0;
+	struct file *f = fd_file(fd);
+	if (!f)
+		return 0;
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	if ((__u64)vm != st->mnt || (BPF_CORE_READ(f, f_mode) & FMODE_CREATED))
+		return 0;
+	struct inode *i = BPF_CORE_READ(f, f_inode);
+	if (!i || (BPF_CORE_READ(i, i_mode) & S_IFMT) != S_IFREG || BPF_CORE_READ(i, __i_nlink) != 1)
+		return 0;
+	struct task_struct *t = bpf_get_current_task_btf();
+	if ((__u64)BPF_CORE_READ(t, fs, root.dentry) != st->root)
+		return 0;
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct dentry *top = BPF_CORE_READ(vm, mnt_root);
+	__u64 want = st->ino;
+	for (int n = 0; n < 64; n++) {
+		if (!d || d == top)
+			return 0;
+		struct dentry *p = BPF_CORE_READ(d, d_parent);
+		if (!p || p == d)
+			return 0;
+		if (BPF_CORE_READ(p, d_inode, i_ino) == want) {
+			if (!st->first)
+				st->first = bpf_ktime_get_boot_ns();
+			__sync_fetch_and_add(&st->count, 1);
+			return 1;
+		}
+		d = p;
+	}
+	return 0;
+}
+
 /* counted_repeat counts a successful open of cgroup cgid (syscall nr,
  * result ret; a: the argument that holds its flags, open's second, the
- * others' third) that was reported before with the same seen key, and
+ * others' third) that was reported before with the same seen key, or
+ * that reads a file below the session's counted directory (below_count),
+ * and
  * returns 1; else 0. Global, like seen_key: every
  * branch here would otherwise multiply the states the verifier walks
  * through the rest of obs_sys_exit. */
@@ -910,13 +1020,16 @@ __noinline int counted_repeat(__u64 cgid, __u64 rgen, long nr, long ret, __u64 a
 		return 0;
 	__u32 zero = 0;
 	struct obs_rec *kr = bpf_map_lookup_elem(&scratch, &zero);
-	if (!kr || seen_key(&kr->seen, cgid, rgen, fl, ret))
+	if (!kr)
 		return 0;
-	__u64 *cnt = bpf_map_lookup_elem(&seen, &kr->seen);
-	if (!cnt)
-		return 0;
-	__sync_fetch_and_add(cnt, 1);
-	return 1;
+	if (!seen_key(&kr->seen, cgid, rgen, fl, ret)) {
+		__u64 *cnt = bpf_map_lookup_elem(&seen, &kr->seen);
+		if (cnt) {
+			__sync_fetch_and_add(cnt, 1);
+			return 1;
+		}
+	}
+	return below_count(cgid, fl, ret);
 }
 
 /* count_from_now makes r, the record of an open about to be reported, the
@@ -996,8 +1109,13 @@ __noinline int rec_finish(struct obs_rec *r, struct obs_session *s, __u64 rgen)
 		kpath_file(t, r, fd_file(r->ret));
 		/* Its repeats will be counted, not reported (open_by_handle_at
 		 * names no path: always reported). */
-		if ((r->kflags & (OBS_F_KPATH | OBS_F_FDPATH)) == OBS_F_KPATH)
+		if ((r->kflags & (OBS_F_KPATH | OBS_F_FDPATH)) == OBS_F_KPATH) {
 			count_from_now(r, rgen, r->ret);
+			/* Where the file is, should user space count the reads
+			 * below a directory it is in (Watch.CountBelow). */
+			if (scope_key(&r->scope, r->cgid, rgen, (__u32)r->flags, r->ret))
+				r->scope.cgid = 0;
+		}
 	} else if (path_meta_nr(r->nr)) {
 		path_meta_object(t, r, r->nr); /* always consumes the tid's entry */
 	}

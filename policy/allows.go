@@ -92,6 +92,18 @@ func (rs *Ruleset) Allows(t Triple) Decision {
 	return Decision{}
 }
 
+// AllowsBelow is Allows for predicate p on every FILE path below dir, at
+// any depth, when it is the same for all of them (same answer, same
+// intent): same is false when some rule names a path below dir, where
+// paths may be judged otherwise. dir is clean and absolute.
+func (rs *Ruleset) AllowsBelow(p Predicate, dir string) (d Decision, same bool) {
+	best, declared, same := rs.files.lookupBelow(dir, p)
+	if !same {
+		return Decision{}, false
+	}
+	return rs.decision(best, declared), true
+}
+
 func (rs *Ruleset) decision(best int32, declared Access) Decision {
 	if best == 0 {
 		return Decision{Declared: expand(declared)}

@@ -278,3 +278,49 @@ func TestWithResolvers(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowsBelow: where it answers for every path below a directory,
+// the answer is Allows' for each path there, at any depth, intent
+// included; where a rule names a path below the directory (or its
+// children alone), it does not answer.
+func TestAllowsBelow(t *testing.T) {
+	rs := mustCompile(t,
+		"CONSUMES FILE:/srv/repo/**",
+		"MUTATES FILE:/srv/repo/src/**",
+		"PROVIDES FILE:/srv/repo/build/*",
+		"CONSUMES FILE:/srv/repo/docs/*",
+		"MUTATES FILE:/srv/repo/README.md",
+	)
+	below := []string{"a", "README.md", "src", "build", "x.go", "*", "a/b", "src/x/y.go", "build/out.o/z"}
+	for _, tc := range []struct {
+		dir  string
+		same bool
+	}{
+		{"/srv/repo", false}, // src, build, docs, README.md below
+		{"/srv/repo/src", true},
+		{"/srv/repo/src/pkg/deep", true},
+		{"/srv/repo/build", false}, // build/* is not build/x/y's
+		{"/srv/repo/docs", false},
+		{"/srv/repo/lib", true},
+		{"/srv", false},
+		{"/", false},
+		{"/nowhere/at/all", true},
+	} {
+		for _, p := range []Predicate{Consumes, Mutates, Provides, Deletes} {
+			d, same := rs.AllowsBelow(p, tc.dir)
+			if same != tc.same {
+				t.Errorf("AllowsBelow(%s, %s): same %v, want %v", p, tc.dir, same, tc.same)
+				continue
+			}
+			if !same {
+				continue
+			}
+			for _, n := range below {
+				want := rs.Allows(FileTriple(p, tc.dir+"/"+n))
+				if d.Allowed != want.Allowed || d.Intent != want.Intent || d.Declared != want.Declared {
+					t.Errorf("AllowsBelow(%s, %s) = %+v, Allows of %s = %+v", p, tc.dir, d, n, want)
+				}
+			}
+		}
+	}
+}

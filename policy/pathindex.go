@@ -68,8 +68,27 @@ func (ix *pathIndex) add(pat PathPattern, q Predicate, intent int) {
 // clean absolute path q (0 when none does) and the union of predicates
 // declared by every rule that covers q.
 func (ix *pathIndex) lookup(q string, p Predicate) (best int32, declared Access) {
+	best, declared, _ = ix.find(q, p, false)
+	return best, declared
+}
+
+// lookupBelow is lookup for every path below dir, at any depth, and
+// reports whether it is the same for all of them: false when some rule
+// names a path below dir (dir/x, dir/x/*, dir/x/**) or its children
+// (dir/*, which deeper paths do not get).
+func (ix *pathIndex) lookupBelow(dir string, p Predicate) (best int32, declared Access, same bool) {
+	if dir == "" || dir == "/" || dir[0] != '/' {
+		return 0, 0, false
+	}
+	// The last component is never looked at: find stops at dir's node.
+	return ix.find(dir+"/*", p, true)
+}
+
+// find is lookup; with below it stops before q's last component and says
+// whether dir's node has no rule below it.
+func (ix *pathIndex) find(q string, p Predicate, below bool) (best int32, declared Access, same bool) {
 	if q == "" || q[0] != '/' {
-		return 0, 0
+		return 0, 0, false
 	}
 	bestRank := -1
 	// A rule that declares p directly beats one that only implies it (a
@@ -88,7 +107,7 @@ func (ix *pathIndex) lookup(q string, p Predicate) (best int32, declared Access)
 	consider(&n.subtree, 0)
 	if q == "/" {
 		consider(&n.exact, 2)
-		return best, declared
+		return best, declared, false
 	}
 	rest := q[1:]
 	for depth := 1; ; depth++ {
@@ -98,17 +117,20 @@ func (ix *pathIndex) lookup(q string, p Predicate) (best int32, declared Access)
 			comp = rest[:i]
 		}
 		if last {
+			if below {
+				return best, declared, len(n.children) == 0 && n.kids.declared == 0
+			}
 			consider(&n.kids, 3*depth+1)
 		}
 		child := n.children[comp]
 		if child == nil {
-			return best, declared
+			return best, declared, true
 		}
 		n = child
 		consider(&n.subtree, 3*depth)
 		if last {
 			consider(&n.exact, 3*depth+2)
-			return best, declared
+			return best, declared, false
 		}
 		rest = rest[i+1:]
 	}

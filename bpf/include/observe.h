@@ -89,6 +89,36 @@ struct obs_seen_key {
 	__u64 rgen;
 };
 
+/* Where a read-only open's file is (struct obs_rec.scope): its
+ * directory (dentry, inode, generation), its mount and the task's root,
+ * at the session's rename generation. User space takes the mount and the
+ * root from the first such read it judged below a directory to count the
+ * next ones there (struct obs_subtree). */
+struct obs_scope_key {
+	__u64 cgid;
+	__u64 dent;  /* the directory's struct dentry * */
+	__u64 mnt;   /* the file's struct vfsmount * */
+	__u64 root;  /* the task's root dentry: a path is relative to it */
+	__u64 ino;   /* the directory's inode number */
+	__u32 gen;   /* ... and generation */
+	__u32 pad;
+	__u64 rgen;
+};
+
+/* A directory below which a session's reads are counted, not reported
+ * (map obs_subtree, key: cgroup id): a read-only open of a regular file
+ * with one name, on mount mnt, by a task whose root is root, whose
+ * dentry has the directory (inode ino on that mount) among its
+ * ancestors. User space sets mnt, root and ino (Watch.CountBelow) once
+ * it judged such a read allowed by an intent that allows every path
+ * below the directory; the kernel counts. */
+struct obs_subtree {
+	__u64 mnt;
+	__u64 root;
+	__u64 ino;
+	__u64 count; /* reads counted */
+	__u64 first; /* bpf_ktime_get_boot_ns of the first */
+};
 
 struct obs_rec {
 	__u64 ts;        /* bpf_ktime_get_boot_ns */
@@ -125,6 +155,9 @@ struct obs_rec {
 	 * such a file and nothing of it outlives its last fd. */
 	__u32 unnamed;
 	struct obs_seen_key seen; /* OBS_F_COUNTED */
+	/* A successful read-only open of a regular file with one name:
+	 * where its file is (cgid 0: not such a read). */
+	struct obs_scope_key scope;
 	char comm[OBS_COMM_LEN];
 	/* Only the bytes used are sent: the record up to path0, path0's len0
 	 * bytes, then path1's len1 bytes right after them. The BPF side

@@ -35,6 +35,7 @@ const (
 type runOptions struct {
 	runout.Flags
 	learn    string
+	record   string
 	noDaemon bool
 	tf       trustFlags
 	gw       gatewayBinding
@@ -180,6 +181,7 @@ session id), as klock tools rollback --run does.`,
 	}
 	o.Register(c.Flags(), session.PrivateTmpRoot)
 	c.Flags().StringVar(&o.learn, "learn", "", "permissive mode: write the manifest that would have allowed the run to this file (merged with what it holds when it exists); prints a short summary, the detail is in klock log -v")
+	c.Flags().StringVar(&o.record, "record", "counted", "how allowed operations are recorded: counted (reads below the workdir, when one intent allows them all, are counted in the kernel and logged as a number) or all (each operation on its own; --learn implies it)")
 	c.Flags().BoolVar(&o.noDaemon, "no-daemon", false, "run the enforcer embedded even when klockd is running")
 	o.tf.register(c)
 	o.gw.register(c)
@@ -254,6 +256,9 @@ func (o *runOptions) checkMode(m *policy.Manifest) (permissive bool, be session.
 	permissive = policy.Mode(o.Mode) == policy.ModePermissive || (o.Mode == "" && m.Mode == policy.ModePermissive)
 	if o.learn != "" && !permissive {
 		return false, be, &exitError{code: exitUsage, err: errors.New("--learn needs permissive mode (--mode permissive): strict mode stops at the first violation")}
+	}
+	if o.record != "counted" && o.record != "all" {
+		return false, be, &exitError{code: exitUsage, err: fmt.Errorf("--record %q: want counted or all", o.record)}
 	}
 	be, err = session.ParseBackend(o.Backend)
 	if err != nil {

@@ -207,7 +207,7 @@ func RunViaDaemon(ctx context.Context, socket string, o session.Options) (res *s
 			Argv: o.Command, Env: o.Env, Dir: abs(o.Dir),
 			UID: cred.UID, GID: cred.GID, Groups: cred.Groups, AllowRoot: cred.AllowRoot,
 			AllowDegraded: o.AllowDegraded, Backend: string(o.Backend), Learn: true, LogDir: abs(o.LogDir),
-			RollbackOnInterrupt: o.RollbackOnInterrupt, KeepTmp: o.KeepTmp,
+			RollbackOnInterrupt: o.RollbackOnInterrupt, KeepTmp: o.KeepTmp, RecordAll: o.RecordAll,
 			LeaseWait: o.LeaseWait, LeaseTTL: o.LeaseTTL, LeaseGrace: o.LeaseGrace, LeaseGroup: o.LeaseGroup,
 		},
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], Logger: o.Logger,

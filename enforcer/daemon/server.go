@@ -660,7 +660,7 @@ func (s *Server) runOptions(rs *runSession, slg *slog.Logger, fwd *forwarder) se
 	opts := session.Options{
 		Manifest: rs.m, ManifestPath: req.ManifestPath, ManifestData: req.Manifest, Mode: policy.Mode(req.Mode), ID: id,
 		Command: req.Argv, Env: req.Env, Dir: req.Dir, User: rs.cred, AllowDegraded: req.AllowDegraded, Backend: rs.backend,
-		RollbackOnInterrupt: req.RollbackOnInterrupt, KeepTmp: req.KeepTmp,
+		RollbackOnInterrupt: req.RollbackOnInterrupt, KeepTmp: req.KeepTmp, RecordAll: req.RecordAll,
 		Snapshot: snap, LogDir: req.LogDir, Backends: s.shared, Stage2: s.cfg.Stage2,
 		// The client's uid is the leases' tenant (klock leases shows each
 		// uid its own).

@@ -47,6 +47,9 @@ type Engine struct {
 	// otherNames are the pre-session names sharing a file's inode
 	// (WithOtherNames); nil when unknown.
 	otherNames func(path string) []string
+	// counted are the directories whose reads a backend counts instead
+	// of reporting (CountFrom), by directory.
+	counted map[string]*CountedReads
 }
 
 // Option configures an Engine.

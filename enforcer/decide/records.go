@@ -123,6 +123,10 @@ type Records struct {
 	Refused []Refusal
 	// Created are the paths the session created and still owns, sorted.
 	Created []string
+	// Counted are the reads a backend counted by directory instead of
+	// reporting them (CountFrom), by first use; Observed holds the read
+	// that started each.
+	Counted []CountedReads
 	// Kill is the first kill verdict, nil when the session was not killed by klock.
 	Kill *Verdict
 }
@@ -164,6 +168,7 @@ func (e *Engine) Records() Records {
 	slices.SortFunc(r.Refused, func(a, b Refusal) int { return a.Time.Compare(b.Time) })
 	r.Created = e.create.all()
 	sort.Strings(r.Created)
+	r.Counted = e.countedRecords()
 	if e.kill != nil {
 		k := *e.kill
 		r.Kill = &k

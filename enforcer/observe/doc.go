@@ -24,7 +24,15 @@
 //     not a directory) is reported once per object, flags and rename
 //     generation of the session; its repeats are counted in the kernel
 //     (`seen`) and handed over by Watch.Repeats at the end, so the counts
-//     in the verification log stay exact. Records carry only the path
+//     in the verification log stay exact. Reads below a directory: a
+//     read-only open of a regular file with one name carries where its
+//     file is (mount, task root); once the caller has judged such a read
+//     below a directory and names it (Watch.CountBelow, map `subtree`),
+//     the next such reads of files whose dentry has that directory (by
+//     inode, on that mount, under that root) among its ancestors at the
+//     open are counted, not reported, until Watch.TakeCounted takes the
+//     count. Writes, creations, hard-linked files, other mounts and every
+//     other operation are reported as before. Records carry only the path
 //     bytes used, in one copy into the ring buffer (path1 is built right
 //     after path0's bytes). The reader is woken once WakeupBytes are
 //     pending or every PollInterval, except for records it should have at

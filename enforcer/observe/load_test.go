@@ -16,7 +16,7 @@ func TestProgramsShareMaps(t *testing.T) {
 	o := loadObserver(t)
 	named := map[ebpf.MapID]string{}
 	for name, m := range map[string]*ebpf.Map{"events": o.objs.Events, "kpbuf": o.objs.Kpbuf, "lost": o.objs.Lost,
-		"pending": o.objs.Pending, "scratch": o.objs.Scratch, "seen": o.objs.Seen, "watched": o.objs.Watched} {
+		"pending": o.objs.Pending, "scratch": o.objs.Scratch, "seen": o.objs.Seen, "subtree": o.objs.Subtree, "watched": o.objs.Watched} {
 		info, err := m.Info()
 		if err != nil {
 			t.Fatal(err)

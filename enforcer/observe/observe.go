@@ -88,6 +88,10 @@ type Record struct {
 	// counted (Watch.Forget).
 	seen    seenKey
 	counted bool
+	// scope says where the file of a read-only open is (its mount and
+	// the task's root), for CountBelow, when the open is such a read.
+	scope    scopeKey
+	scopable bool
 	// ExitStatus: KindExit, the kernel's exit_code (wait status).
 	ExitStatus uint32
 }
@@ -212,6 +216,9 @@ type Watch struct {
 	// counts (Repeats turns the counts into records). Reader goroutine
 	// only, under o.mu.
 	counted map[seenKey]Record
+	// below: the directory below which the kernel counts reads
+	// (CountBelow), and the read that started it. Under o.mu.
+	below *belowEntry
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -316,7 +323,7 @@ func (o *Observer) load(spec *ebpf.CollectionSpec, btfCache *btf.Cache) error {
 	o.objs.observeMaps = maps.observeMaps
 	repl := map[string]*ebpf.Map{
 		observeMapEvents: maps.Events, observeMapKpbuf: maps.Kpbuf, observeMapLost: maps.Lost,
-		observeMapPending: maps.Pending, observeMapScratch: maps.Scratch, observeMapSeen: maps.Seen,
+		observeMapPending: maps.Pending, observeMapScratch: maps.Scratch, observeMapSeen: maps.Seen, observeMapSubtree: maps.Subtree,
 		observeMapWatched: maps.Watched, ".rodata": maps.Rodata, ".bss": maps.Bss,
 	}
 	load := func(name string) (*ebpf.Program, error) {
@@ -660,6 +667,9 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	if cerr := bpfmap.DeleteOwned[seenKey, uint64](o.objs.Seen, cgroupID, func(k *seenKey) uint64 { return k.Cgid }); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("observe: forget counted opens of cgroup %d: %w", cgroupID, cerr))
 	}
+	if cerr := o.objs.Subtree.Delete(cgroupID); cerr != nil && !errors.Is(cerr, ebpf.ErrKeyNotExist) {
+		err = errors.Join(err, fmt.Errorf("observe: forget the counted reads of cgroup %d: %w", cgroupID, cerr))
+	}
 	w.losses.Deliver(w.lostRecord)
 	w.closed = true
 	close(w.ch)
@@ -884,6 +894,9 @@ func (o *Observer) dispatch(r *raw) {
 		if r.kflags&fCounted != 0 {
 			rec.seen, rec.counted = r.seen, true
 			w.counted[r.seen] = rec
+		}
+		if r.scope.Cgid != 0 {
+			rec.scope, rec.scopable = r.scope, true
 		}
 		w.send(rec)
 	})

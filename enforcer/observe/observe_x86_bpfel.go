@@ -73,9 +73,22 @@ type observeObsRec struct {
 	Unnamed  uint32
 	_        [4]byte
 	Seen     observeObsSeenKey
+	Scope    observeObsScopeKey
 	Comm     [16]int8
 	Path0    [4096]int8
 	Path1    [4096]int8
+}
+
+type observeObsScopeKey struct {
+	_    structs.HostLayout
+	Cgid uint64
+	Dent uint64
+	Mnt  uint64
+	Root uint64
+	Ino  uint64
+	Gen  uint32
+	Pad  uint32
+	Rgen uint64
 }
 
 type observeObsSeenKey struct {
@@ -96,6 +109,15 @@ type observeObsSession struct {
 	Rgen uint64
 }
 
+type observeObsSubtree struct {
+	_     structs.HostLayout
+	Mnt   uint64
+	Root  uint64
+	Ino   uint64
+	Count uint64
+	First uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -106,6 +128,7 @@ const (
 	observeMapPending          = "pending"
 	observeMapScratch          = "scratch"
 	observeMapSeen             = "seen"
+	observeMapSubtree          = "subtree"
 	observeMapWatched          = "watched"
 	observeProgObsCtimeSkip    = "obs_ctime_skip"
 	observeProgObsCtimeTs      = "obs_ctime_ts"
@@ -118,7 +141,9 @@ const (
 	observeProgObsSetxattr     = "obs_setxattr"
 	observeProgObsSysExit      = "obs_sys_exit"
 	observeVarObsGrgen         = "obs_grgen"
+	observeVarUnusedScope      = "unused_scope"
 	observeVarUnusedSeen       = "unused_seen"
+	observeVarUnusedSubtree    = "unused_subtree"
 	observeVarWakeUrgent       = "wake_urgent"
 	observeVarWakeupBytes      = "wakeup_bytes"
 )
@@ -187,6 +212,7 @@ type observeMapSpecs struct {
 	Pending *ebpf.MapSpec `ebpf:"pending"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 	Seen    *ebpf.MapSpec `ebpf:"seen"`
+	Subtree *ebpf.MapSpec `ebpf:"subtree"`
 	Watched *ebpf.MapSpec `ebpf:"watched"`
 }
 
@@ -194,10 +220,12 @@ type observeMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type observeVariableSpecs struct {
-	ObsGrgen    *ebpf.VariableSpec `ebpf:"obs_grgen"`
-	UnusedSeen  *ebpf.VariableSpec `ebpf:"unused_seen"`
-	WakeUrgent  *ebpf.VariableSpec `ebpf:"wake_urgent"`
-	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	ObsGrgen      *ebpf.VariableSpec `ebpf:"obs_grgen"`
+	UnusedScope   *ebpf.VariableSpec `ebpf:"unused_scope"`
+	UnusedSeen    *ebpf.VariableSpec `ebpf:"unused_seen"`
+	UnusedSubtree *ebpf.VariableSpec `ebpf:"unused_subtree"`
+	WakeUrgent    *ebpf.VariableSpec `ebpf:"wake_urgent"`
+	WakeupBytes   *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // observeObjects contains all objects after they have been loaded into the kernel.
@@ -226,6 +254,7 @@ type observeMaps struct {
 	Pending *ebpf.Map `ebpf:"pending"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
 	Seen    *ebpf.Map `ebpf:"seen"`
+	Subtree *ebpf.Map `ebpf:"subtree"`
 	Watched *ebpf.Map `ebpf:"watched"`
 }
 
@@ -237,6 +266,7 @@ func (m *observeMaps) Close() error {
 		m.Pending,
 		m.Scratch,
 		m.Seen,
+		m.Subtree,
 		m.Watched,
 	)
 }
@@ -245,10 +275,12 @@ func (m *observeMaps) Close() error {
 //
 // It can be passed to loadObserveObjects or ebpf.CollectionSpec.LoadAndAssign.
 type observeVariables struct {
-	ObsGrgen    *ebpf.Variable `ebpf:"obs_grgen"`
-	UnusedSeen  *ebpf.Variable `ebpf:"unused_seen"`
-	WakeUrgent  *ebpf.Variable `ebpf:"wake_urgent"`
-	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
+	ObsGrgen      *ebpf.Variable `ebpf:"obs_grgen"`
+	UnusedScope   *ebpf.Variable `ebpf:"unused_scope"`
+	UnusedSeen    *ebpf.Variable `ebpf:"unused_seen"`
+	UnusedSubtree *ebpf.Variable `ebpf:"unused_subtree"`
+	WakeUrgent    *ebpf.Variable `ebpf:"wake_urgent"`
+	WakeupBytes   *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // observePrograms contains all programs after they have been loaded into the kernel.

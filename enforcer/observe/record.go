@@ -66,6 +66,10 @@ const (
 // counts (fCounted) instead of reporting.
 type seenKey = observeObsSeenKey
 
+// scopeKey mirrors struct obs_scope_key: a directory whose reads the
+// kernel counts (map scoped) instead of reporting.
+type scopeKey = observeObsScopeKey
+
 // raw is one decoded kernel record (struct obs_rec without the unused tail).
 type raw struct {
 	ts                    uint64
@@ -95,6 +99,9 @@ type raw struct {
 	// started from (fKBase), carried in path1's buffer.
 	kbase string
 	seen  seenKey // fCounted
+	// scope: the directory key of a read the kernel could count
+	// (Cgid 0: none).
+	scope scopeKey
 }
 
 var errShort = errors.New("observe: short record")
@@ -102,10 +109,11 @@ var errShort = errors.New("observe: short record")
 // Field offsets come from the bpf2go-generated type, so they follow the C
 // header by construction.
 var (
-	zr      observeObsRec
-	offP0   = int(unsafe.Offsetof(zr.Path0)) // path1's bytes follow path0's
-	offComm = int(unsafe.Offsetof(zr.Comm))
-	offSeen = unsafe.Offsetof(zr.Seen)
+	zr       observeObsRec
+	offP0    = int(unsafe.Offsetof(zr.Path0)) // path1's bytes follow path0's
+	offComm  = int(unsafe.Offsetof(zr.Comm))
+	offSeen  = unsafe.Offsetof(zr.Seen)
+	offScope = unsafe.Offsetof(zr.Scope)
 )
 
 func decode(b []byte, r *raw) error {
@@ -174,6 +182,13 @@ func decode(b []byte, r *raw) error {
 			Mnt: u64(k + unsafe.Offsetof(zr.Seen.Mnt)), Ino: u64(k + unsafe.Offsetof(zr.Seen.Ino)),
 			Gen: u32(k + unsafe.Offsetof(zr.Seen.Gen)), Flags: u32(k + unsafe.Offsetof(zr.Seen.Flags)),
 			Rgen: u64(k + unsafe.Offsetof(zr.Seen.Rgen))}
+	}
+	r.scope = scopeKey{}
+	if k := offScope; u64(k+unsafe.Offsetof(zr.Scope.Cgid)) != 0 {
+		r.scope = scopeKey{Cgid: u64(k + unsafe.Offsetof(zr.Scope.Cgid)), Dent: u64(k + unsafe.Offsetof(zr.Scope.Dent)),
+			Mnt: u64(k + unsafe.Offsetof(zr.Scope.Mnt)), Root: u64(k + unsafe.Offsetof(zr.Scope.Root)),
+			Ino: u64(k + unsafe.Offsetof(zr.Scope.Ino)), Gen: u32(k + unsafe.Offsetof(zr.Scope.Gen)),
+			Rgen: u64(k + unsafe.Offsetof(zr.Scope.Rgen))}
 	}
 	r.kpath, r.kbase = "", ""
 	if r.kflags&(fKPath|fKPathSB) != 0 {

@@ -172,6 +172,18 @@
 // their first report got (decide.Engine.Repeated); they are never judged
 // again against the state the session ended in.
 //
+// Counted reads (counted.go): with the tracepoint backend, a read the
+// engine allowed below the workdir, when one intent allows every path
+// below it (decide.Engine.CountFrom), makes the observer's kernel side
+// count the next reads there instead of reporting them
+// (observe.Watch.CountBelow); the count is taken at the end and at each
+// amendment, credited to that intent, and the log lists it under the
+// workdir (vlog.Log.Recording "counted"). Only reads of the workdir,
+// which a strict kill restores whole, so none is a rollback root of its
+// own; writes, creations, deletions, metadata changes and violations are
+// reported one by one. Options.RecordAll (klock run --record all,
+// --learn) reports every read.
+//
 // Canaries: a session (not an observe-only one) has stage 2 prove its
 // walls before the agent's exec
 // (launch.Canaries, canary.go): strict mode refuses to start behind a

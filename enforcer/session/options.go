@@ -240,6 +240,15 @@ type Options struct {
 	// shell runs only as its entry's interpreter is one.
 	ExecVeto func(ev event.Event) string
 
+	// RecordAll has the tracepoint backend report every allowed operation
+	// on its own, as the verification log then lists it (klock run
+	// --record all; --learn, which learns from each object). Without it
+	// the reads of files below the workdir, when one intent allows them
+	// all, are counted in the kernel once one is judged, and the log
+	// gives their number (vlog.RecordCounted); every other
+	// operation, violations included, is reported one by one either way.
+	RecordAll bool
+
 	// KeepTmp keeps the session's private /tmp and /var/tmp (under
 	// PrivateTmpRoot) after it ends, for inspection (klock run
 	// --keep-tmp); else they are removed at its end.

@@ -173,6 +173,7 @@ func (r *runner) buildLog(ready *prepared, s *running, exit launch.Exit, backend
 	})
 	vl.LeaseStalls = r.leases.stallsLog()
 	vl.AddRecords(s.eng.Records())
+	vl.Recording = s.recording()
 	// Another session's agent may have changed a file this one held: its
 	// rollback said what it put back (notice.go).
 	vl.Intrusions = takeNotices(r.o.noticeDir(), r.id)

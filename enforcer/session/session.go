@@ -125,6 +125,11 @@ type running struct {
 	ev emitter
 	// execVeto is Options.ExecVeto.
 	execVeto func(event.Event) string
+	// countIn: reads below it, which one intent allows whole, are
+	// counted in the kernel (counted.go); empty: none. counting: the
+	// kernel counts them now.
+	countIn  string
+	counting bool
 }
 
 // maxLiveWarnings bounds the permissive mode's warnings on the terminal: a
@@ -171,9 +176,11 @@ func (s *running) act(v decide.Verdict) {
 	case decide.ActionAmended:
 		s.warn("scope amended (permissive)", "lease", v.Lease)
 		s.widen(v)
+		s.takeCounted()
 	case decide.ActionBlocked:
 		s.warn("blocked (permissive)", "triple", v.Triple.String())
 		s.widen(v)
+		s.takeCounted()
 	case decide.ActionLeaseDenied:
 		s.warn("scope not amended: another session holds the lease", "why", v.LeaseError)
 	}
@@ -295,6 +302,7 @@ func (s *running) record(r observe.Record) {
 		}
 		socketAbsent(&ev)
 		v := s.observe(ev)
+		s.countFrom(r, ev, v)
 		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {
 			s.kill(fmt.Sprintf("klock could not verify which file a %s changed (the agent moved its directory or the name before klock resolved %q; it resolved to %s): metadata changes have no kernel wall, so strict mode fails closed",
 				r.Event.Syscall, r.Arg, r.Event.Triple.Path), nil)
@@ -523,6 +531,7 @@ func (s *running) drain(f feeds) {
 		s.step(context.Background(), &f)
 	}
 	s.repeats()
+	s.takeCounted()
 }
 
 // settleRelay waits, for at most relaySettle, until the loopback relay

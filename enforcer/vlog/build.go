@@ -134,6 +134,15 @@ func (l *Log) addObserved(r decide.Records) {
 		}
 		l.Observed = append(l.Observed, ob)
 	}
+	l.Counted = nil
+	for _, c := range r.Counted {
+		by := ""
+		if c.Intent >= 0 && c.Intent < len(r.Intents) {
+			by = allowedBy[c.Intent]
+		}
+		l.Counted = append(l.Counted, Counted{Dir: c.Dir, Predicate: policy.Consumes.String(), Count: c.Count,
+			AllowedBy: by, First: c.First, PID: c.PID, Comm: c.Comm})
+	}
 }
 
 // addViolations fills the violations, each with the leases that conflicted

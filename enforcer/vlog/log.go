@@ -127,8 +127,17 @@ type Log struct {
 	Baseline []IntentUse `json:"baseline,omitempty"`
 	// Unused are declared manifest intents that allowed nothing:
 	// under-utilization, not a violation, useful metadata.
-	Unused     []string    `json:"under_utilization"`
-	Observed   []Observed  `json:"observed"`
+	Unused   []string   `json:"under_utilization"`
+	Observed []Observed `json:"observed"`
+	// Recording says how allowed operations were recorded: RecordCounted
+	// (reads below the workdir, when one intent allows them all, are
+	// counted in the kernel, Counted) or RecordAll (every operation on
+	// its own, as Observed lists them); empty in the logs of other
+	// backends.
+	Recording string `json:"recording,omitempty"`
+	// Counted are the reads counted below a directory (RecordCounted);
+	// the read that started each count is in Observed.
+	Counted    []Counted   `json:"counted,omitempty"`
 	Violations []Violation `json:"violations"`
 	Amendments []Amendment `json:"amendments,omitempty"`
 	// Refused are declared operations a wall of klock's refused.
@@ -180,6 +189,29 @@ type IntentUse struct {
 	Intent string `json:"intent"`
 	Origin string `json:"origin"`
 	Uses   uint64 `json:"uses"`
+}
+
+// How a log's allowed operations were recorded (Log.Recording).
+const (
+	// RecordCounted: the reads of files below the workdir, when one
+	// intent allows them all, were counted in the kernel once one was
+	// judged, and are listed by directory (Log.Counted); every other
+	// operation, violations included, is in Observed on its own.
+	RecordCounted = "counted"
+	// RecordAll: every operation on its own (klock run --record all).
+	RecordAll = "all"
+)
+
+// Counted is the reads of files below Dir counted in the kernel
+// (RecordCounted): Count of them, allowed by AllowedBy, since First.
+type Counted struct {
+	Dir       string    `json:"dir"`
+	Predicate string    `json:"predicate"`
+	Count     uint64    `json:"count"`
+	AllowedBy string    `json:"allowed_by"`
+	First     time.Time `json:"first"`
+	PID       uint32    `json:"pid"`
+	Comm      string    `json:"comm"`
 }
 
 // Observed is one distinct observed triple.

@@ -90,7 +90,11 @@ func (r *renderer) identity(l *Log) {
 	} else {
 		fmt.Fprintf(tw, "exit\t%s%s\n", l.Exit.Text(), killLatency(l))
 	}
-	fmt.Fprintf(tw, "events\t%d kernel events, %d distinct triples, %d lost\n", l.Events, len(l.Observed), l.Lost.Total)
+	rec := ""
+	if l.Recording != "" {
+		rec = ", recording " + l.Recording
+	}
+	fmt.Fprintf(tw, "events\t%d kernel events, %d distinct triples, %d lost%s\n", l.Events, len(l.Observed), l.Lost.Total, rec)
 	if c := l.Container; c != nil {
 		// Its paths above and below are the container's; the rollback's
 		// the host's.
@@ -426,6 +430,17 @@ func (r *renderer) observed(l *Log, max int) {
 		r.line("  … %d more, %d of them allowed by the baseline (klock log -v lists them)", rest, baselineLeft)
 	default:
 		r.line("  … %d more (klock log -v lists them)", rest)
+	}
+	r.counted(l)
+}
+
+// counted says how many reads were counted below a directory, not listed.
+func (r *renderer) counted(l *Log) {
+	if len(l.Counted) == 0 {
+		return
+	}
+	for _, c := range l.Counted {
+		r.line("  + %d more reads below %s counted in the kernel, all allowed by %s (recording %q; --record all lists each)", c.Count, c.Dir, c.AllowedBy, l.Recording)
 	}
 }
 

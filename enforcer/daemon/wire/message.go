@@ -90,6 +90,8 @@ type RunRequest struct {
 	KeepTmp bool `json:"keep_tmp,omitempty"`
 	// Learn asks for the learned manifest in the result (permissive mode).
 	Learn bool `json:"learn,omitempty"`
+	// RecordAll is session.Options.RecordAll (klock run --record all).
+	RecordAll bool `json:"record_all,omitempty"`
 	// Summary asks for the verification log's human summary in the result
 	// (Result.Summary), rendered by klockd for a client that does not link
 	// the renderer.

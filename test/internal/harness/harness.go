@@ -307,6 +307,8 @@ type Spec struct {
 	// WallNotEnforcing: the test expects a wall to let its canary through
 	// (every other session must prove each of its walls).
 	WallNotEnforcing bool
+	// RecordAll is session.Options.RecordAll (klock run --record all).
+	RecordAll bool
 }
 
 // Outcome is a finished session.
@@ -374,7 +376,7 @@ func (w *World) RunErr(s Spec) (*Outcome, error) {
 		Stdin:   s.Stdin, Stdout: stdout, Stderr: &errb,
 		Snapshot:     session.Backup(nil),
 		DNSUpstreams: s.DNSUpstreams, Resolve: s.Resolve, Events: s.Events,
-		Stage2: s.Stage2,
+		Stage2: s.Stage2, RecordAll: s.RecordAll,
 	})
 	if err != nil {
 		return &Outcome{Stderr: errb.String()}, err
