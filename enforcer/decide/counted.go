@@ -40,7 +40,11 @@ func (e *Engine) CountFrom(ev event.Event, v Verdict, dir string) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, same := e.rs.AllowsBelow(policy.Consumes, dir)
+	if !e.below.known || e.below.dir != dir {
+		d, same := e.rs.AllowsBelow(policy.Consumes, dir)
+		e.below = belowAnswer{known: true, dir: dir, d: d, same: same}
+	}
+	d, same := e.below.d, e.below.same
 	if !same || !d.Allowed || d.Intent != v.Intent {
 		return false
 	}

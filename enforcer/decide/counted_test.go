@@ -50,3 +50,33 @@ func TestCountedReads(t *testing.T) {
 		t.Errorf("events %d, want 46", r.Events)
 	}
 }
+
+// TestCountFromAsksAgainAfterAnAmendment: the answer for reads below a
+// directory is kept while the ruleset stands and asked again when it
+// changes: a permissive amendment elsewhere leaves the reads there
+// countable under the new ruleset, one that names a path below the
+// directory ends counting there.
+func TestCountFromAsksAgainAfterAnAmendment(t *testing.T) {
+	e := New(compile(t, manifest(t, "permissive", "none", "CONSUMES FILE:/srv/repo/**")), policy.ModePermissive, WithClock(fakeClock()))
+	read := func(p string) bool {
+		ev := fileEv(policy.Consumes, p, "openat")
+		return e.CountFrom(ev, e.Observe(ev), "/srv/repo/src")
+	}
+	amend := func(p string) {
+		w := fileEv(policy.Mutates, p, "openat")
+		if v := e.Observe(w); v.Action == ActionAllow && v.Intent != nil {
+			t.Fatalf("the undeclared write of %s was allowed by %s: the test needs an amendment", p, v.Intent)
+		}
+	}
+	if !read("/srv/repo/src/a.go") {
+		t.Fatal("read below /srv/repo/src: not countable, want countable")
+	}
+	amend("/srv/elsewhere/x")
+	if !read("/srv/repo/src/b.go") {
+		t.Error("reads below /srv/repo/src not countable after an amendment elsewhere")
+	}
+	amend("/srv/repo/src/b.go")
+	if read("/srv/repo/src/c.go") {
+		t.Error("reads below /srv/repo/src still countable after an amendment named a path there")
+	}
+}

@@ -50,6 +50,18 @@ type Engine struct {
 	// counted are the directories whose reads a backend counts instead
 	// of reporting (CountFrom), by directory.
 	counted map[string]*CountedReads
+	// below is the ruleset's answer for every read below a directory
+	// (CountFrom), kept until the ruleset changes: a session whose
+	// scope cannot be counted asks at each read the workdir has.
+	below belowAnswer
+}
+
+// belowAnswer is policy.Ruleset.AllowsBelow's answer for reads below dir.
+type belowAnswer struct {
+	known bool
+	dir   string
+	d     policy.Decision
+	same  bool
 }
 
 // Option configures an Engine.
@@ -104,6 +116,7 @@ func New(rs *policy.Ruleset, mode policy.Mode, opts ...Option) *Engine {
 
 func (e *Engine) setRuleset(rs *policy.Ruleset) {
 	e.rs = rs
+	e.below = belowAnswer{}
 	e.index = make(map[*policy.Intent]int, len(rs.Intents))
 	for i := range rs.Intents {
 		e.index[&rs.Intents[i]] = i
