@@ -519,6 +519,31 @@ static __always_inline void kpath_file(struct task_struct *t, struct obs_rec *r,
 		r->kflags |= OBS_F_KPATH;
 }
 
+/* internal_name names a file of an internal mount (a memfd; no mount in
+ * any namespace, so kpath has nothing to walk) as the kernel's d_path does,
+ * and so /proc/<pid>/exe: "/" and its name, when it sits at the mount's
+ * root or is a root itself. */
+static __always_inline void internal_name(struct obs_rec *r, struct file *f)
+{
+	if (!f)
+		return;
+	struct vfsmount *vm = BPF_CORE_READ(f, f_path.mnt);
+	if (!vm || !(BPF_CORE_READ(vm, mnt_flags) & MNT_INTERNAL))
+		return;
+	/* A memfd's dentry is a pseudo one, its own parent. */
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct dentry *up = d ? BPF_CORE_READ(d, d_parent) : NULL;
+	if (!d || (up != d && up != BPF_CORE_READ(vm, mnt_root)))
+		return;
+	char *b = path1_at(r);
+	b[0] = '/';
+	long n = bpf_probe_read_kernel_str(b + 1, OBS_PATH_MAX - 1, BPF_CORE_READ(d, d_name.name));
+	if (n > 1) {
+		r->len1 = n + 1;
+		r->kflags |= OBS_F_KPATH;
+	}
+}
+
 /* Path-based metadata calls: no fd, so the object is caught inside the
  * syscall, where the kernel updates its ctime. */
 static __always_inline int path_meta_nr(long nr)
@@ -1550,6 +1575,16 @@ int BPF_PROG(obs_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm
 	if (i) {
 		inode_ident(i, &r->ino, &r->dev);
 		r->kflags |= OBS_F_INO;
+	}
+	/* Not a script: path1 is free for the kernel's own name of the file
+	 * loaded, taken now. The name the process passed may not name it
+	 * (/proc/self/fd/N, /dev/fd/N, fexecve), and /proc/<pid>/exe is
+	 * gone once a short program has exited, before user space reads it. */
+	if (!r->len1) {
+		struct file *bf = BPF_CORE_READ(bprm, file);
+		kpath_file(p, r, bf);
+		if (!r->len1)
+			internal_name(r, bf);
 	}
 	/* A relative name resolves against the cwd, which exec keeps. */
 	if (r->len0 > 1 && r->path0[0] != '/') {

@@ -54,9 +54,11 @@ enum obs_kflags {
 	OBS_F_FDPATH    = 1 << 9, /* the object is named by the fd argument, not a path */
 	OBS_F_BASE2     = 1 << 10, /* base2_ino/base2_dev name dirfd2 (or cwd) */
 	/* path1 is the kernel's own path of the object (opens and f* calls,
-	 * which have no second path): the walk of its struct path (dentry
-	 * d_parent/d_name up through the mounts) to the task's root, i.e.
-	 * the path as the process saw it, at sys_exit. */
+	 * which have no second path, and the file an exec that was not a
+	 * script loaded): the walk of its struct path (dentry d_parent/d_name
+	 * up through the mounts) to the task's root, i.e. the path as the
+	 * process saw it, at sys_exit (at sched_process_exec for an exec); for
+	 * a file of an internal mount (a memfd), "/" and its name, as d_path. */
 	OBS_F_KPATH     = 1 << 11,
 	/* path1 is the object's path from the root of its filesystem (dev),
 	 * no mount known: a path-based metadata call whose inode was caught

@@ -63,11 +63,44 @@ func runHelper(name string, args []string) error {
 		}
 	case "loop":
 		return helperLoop(args[0], args[1])
+	case "fdexec":
+		if err := helperFDExec(args[0]); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("unknown scenario %q", name)
 	}
 	fmt.Println("ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	return nil
+}
+
+// helperFDExec runs programs named by a descriptor, not a path: /bin/true
+// copied into a memfd and run through /proc/self/fd/N, then prog (a file on
+// disk) run through /dev/fd/N. Both children have exited before it prints.
+func helperFDExec(prog string) error {
+	src, err := os.ReadFile("/bin/true")
+	if err != nil {
+		return err
+	}
+	mfd, err := unix.MemfdCreate("klock-observe", 0)
+	if err != nil {
+		return must(err, "memfd_create")
+	}
+	if _, err := unix.Write(mfd, src); err != nil {
+		return must(err, "write memfd")
+	}
+	pfd, err := unix.Open(prog, unix.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{fmt.Sprintf("/proc/self/fd/%d", mfd), fmt.Sprintf("/dev/fd/%d", pfd)} {
+		cmd := exec.Command(name)
+		if err := cmd.Run(); err != nil {
+			return must(err, "exec "+name)
+		}
+		fmt.Printf("child %d\n", cmd.Process.Pid)
+	}
 	return nil
 }
 

@@ -443,3 +443,65 @@ func TestObserveIOUringReported(t *testing.T) {
 		t.Errorf("unexpected errno %d", e)
 	}
 }
+
+// TestObserveExecByDescriptor: a program run through a descriptor (a memfd
+// through /proc/self/fd/N, a file on disk through /dev/fd/N) is named by the
+// kernel's name of the file it loaded, taken at the exec, though the child
+// has exited (and /proc/<pid>/exe with it) before the record is read; the
+// name it was run by stays the record's argument.
+func TestObserveExecByDescriptor(t *testing.T) {
+	o := loadObserver(t)
+	s := newSession(t, o)
+	dir := fixture(t)
+	prog := filepath.Join(dir, "prog")
+	src, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := startHelper(t, s, "fdexec", prog)
+	h.finish(t)
+	var pids []uint32
+	for _, l := range h.lines {
+		var pid uint32
+		if _, err := fmt.Sscanf(l, "child %d", &pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 2 {
+		t.Fatalf("helper reported children %v: %q", pids, h.lines)
+	}
+	wants := []struct {
+		pid       uint32
+		triple    string
+		argPrefix string
+	}{
+		{pids[0], "PROVIDES PROC:/memfd:klock-observe", "/proc/self/fd/"},
+		{pids[1], "PROVIDES PROC:" + prog, "/dev/fd/"},
+	}
+	found := func(rs []Record, i int) *Record {
+		for j := range rs {
+			r := &rs[j]
+			if r.Kind == KindEvent && r.Event.PID == wants[i].pid && r.Event.Triple.Type == policy.ObjProc {
+				return r
+			}
+		}
+		return nil
+	}
+	s.collect(t, func(rs []Record) bool { return found(rs, 0) != nil && found(rs, 1) != nil })
+	for i, w := range wants {
+		r := found(s.got, i)
+		if r == nil {
+			t.Errorf("no exec record for pid %d (%s)", w.pid, w.triple)
+			continue
+		}
+		if r.Event.Triple.String() != w.triple || r.Path != PathKernel || !strings.HasPrefix(r.Arg, w.argPrefix) {
+			t.Errorf("exec by descriptor: %s path=%s arg=%q, want %s path=kernel arg %s…", r.Event.Triple, r.Path, r.Arg, w.triple, w.argPrefix)
+		}
+	}
+	if t.Failed() {
+		t.Logf("all records:\n%s", describe(s.got))
+	}
+}

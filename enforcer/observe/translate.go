@@ -409,11 +409,18 @@ func (o *Observer) translateExec(r *raw, rec *Record, obj ident, hasObj bool, re
 	}
 	// sched_process_exec: path0 is the kernel's copy of the name, path1 the
 	// interpreter a #! line named (scripts); the inode is the binary loaded.
+	// The kernel's name of the file loaded, taken at the exec (not a
+	// script): the name the process passed may not name it (an fd through
+	// /proc/self/fd/N), and /proc/<pid>/exe is gone once it has exited.
+	script := len(r.path1) > 0 && string(r.path1) != string(r.path0)
+	if r.kpath != "" && !script {
+		emit(r.kpath, PathKernel, string(r.path0))
+		return
+	}
 	exe, exeOK := "", false
 	if hasObj {
 		exe, exeOK = fdPathExe(r.pid, obj)
 	}
-	script := len(r.path1) > 0 && string(r.path1) != string(r.path0)
 	if script || !exeOK {
 		q := req(r.path0, atFDCWD, true)
 		if !script {
