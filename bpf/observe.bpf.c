@@ -296,6 +296,8 @@ static __always_inline struct obs_rec *rec_init(__u64 cgid, __u16 op)
 	__builtin_memset(r->addr, 0, sizeof(r->addr));
 	r->exit_code = 0;
 	r->unnamed = 0;
+	r->uptr0 = 0;
+	r->uptr1 = 0;
 	r->scope.cgid = 0;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	return r;
@@ -318,10 +320,15 @@ static __always_inline struct obs_rec *rec_begin(struct obs_session **sess, __u1
  * ioctls; not times,
  * which untar and cp -p make by the thousand), and an operation a wall
  * refused. Either is how a violation usually shows, and in strict mode the
- * agent runs on until klock reads it. */
+ * agent runs on until klock reads it. And a record whose path must be read
+ * again from the process. */
 static __always_inline int urgent(const struct obs_rec *r)
 {
 	if (r->op == OBS_OP_CHMOD || r->op == OBS_OP_CHOWN || r->op == OBS_OP_XATTR || r->op == OBS_OP_IOCTL)
+		return 1;
+	/* A path the BPF read faulted on: user space reads it again from
+	 * the process, best while the process still holds it. */
+	if (r->kflags & (OBS_F_FAULT0 | OBS_F_FAULT1))
 		return 1;
 	return r->ret == -EACCES || r->ret == -EPERM;
 }
@@ -378,6 +385,7 @@ static __always_inline void read_path0(struct obs_rec *r, const char *up)
 	long n = bpf_probe_read_user_str(r->path0, sizeof(r->path0), up);
 	if (n < 0) {
 		r->kflags |= OBS_F_FAULT0;
+		r->uptr0 = (__u64)up;
 		r->path0[0] = 0;
 		return;
 	}
@@ -394,6 +402,7 @@ static __always_inline void read_path1(struct obs_rec *r, const char *up)
 	long n = bpf_probe_read_user_str(p1, OBS_PATH_MAX, up);
 	if (n < 0) {
 		r->kflags |= OBS_F_FAULT1;
+		r->uptr1 = (__u64)up;
 		p1[0] = 0;
 		return;
 	}

@@ -156,6 +156,13 @@ struct obs_rec {
 	 * or O_TMPFILE never linked). Nothing outside the process reaches
 	 * such a file and nothing of it outlives its last fd. */
 	__u32 unnamed;
+	/* The user addresses of path0 and path1 when reading them faulted
+	 * (OBS_F_FAULT0/1): the kernel read the string, but its page was
+	 * out of the page tables by sys_exit (reclaim, compaction, the
+	 * process's own madvise), and a BPF read cannot fault it back in.
+	 * User space reads the string again from the process. */
+	__u64 uptr0;
+	__u64 uptr1;
 	struct obs_seen_key seen; /* OBS_F_COUNTED */
 	/* A successful read-only open of a regular file with one name:
 	 * where its file is (cgid 0: not such a read). */

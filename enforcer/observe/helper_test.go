@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,6 +64,14 @@ func runHelper(name string, args []string) error {
 		}
 	case "loop":
 		return helperLoop(args[0], args[1])
+	case "zapped":
+		n, err := strconv.Atoi(args[1])
+		if err != nil {
+			return err
+		}
+		if err := testutil.MkdirsInZappedPage(args[0], n, false); err != nil {
+			return err
+		}
 	case "fdexec":
 		if err := helperFDExec(args[0]); err != nil {
 			return err

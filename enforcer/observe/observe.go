@@ -77,6 +77,15 @@ type Record struct {
 	// after the fact (chdir out, chmod, chdir back): strict mode must not
 	// trust it.
 	MetadataUnverified bool
+	// NameReread: the kernel read the call's path, but the BPF program's
+	// read of it faulted (its page was out of the page tables by the
+	// syscall's exit: reclaim, compaction, or the process's own madvise),
+	// so the path was read again from the process's memory afterwards.
+	// The process could have changed it in between: only a kernel file
+	// wall, which judged the kernel's own copy, backs it. Set only for
+	// operations such a wall mediates (creating, removing, linking and
+	// renaming names).
+	NameReread bool
 	// Ino and Dev identify the object the kernel acted on, when the BPF
 	// program could name it (opens, exec, f* calls, and path-based
 	// metadata calls where the ctime hooks attached); Dev uses stat's
@@ -184,6 +193,9 @@ type Observer struct {
 	flushed chan struct{} // closed by the reader at the Sync's ErrFlushed
 
 	decodeErrs uint64
+	// reread counts paths read again from a process after the BPF read
+	// of them faulted (rereadFaulted).
+	reread     atomic.Uint64
 	ctimeHooks int
 	// metaHooksErr: why no program names a path-based metadata call's
 	// inode on this kernel (the fentry fallback's load or attach error),

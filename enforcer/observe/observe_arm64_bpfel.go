@@ -72,6 +72,8 @@ type observeObsRec struct {
 	ExitCode uint32
 	Unnamed  uint32
 	_        [4]byte
+	Uptr0    uint64
+	Uptr1    uint64
 	Seen     observeObsSeenKey
 	Scope    observeObsScopeKey
 	Comm     [16]int8

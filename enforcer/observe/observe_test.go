@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -503,5 +504,45 @@ func TestObserveExecByDescriptor(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("all records:\n%s", describe(s.got))
+	}
+}
+
+// TestObserveNameInAZappedPage: a path the kernel read but the BPF program
+// could not (its page unmapped from the page tables between the two, as
+// reclaim, compaction or the agent's own madvise do) still names what the
+// call made or found: user space reads it again from the process. No mkdir
+// is reported without its name, the ones that made a directory nor the ones
+// that found it there (EEXIST).
+func TestObserveNameInAZappedPage(t *testing.T) {
+	o := loadObserver(t)
+	s := newSession(t, o)
+	dir := fixture(t)
+	const n = 3000
+	h := startHelper(t, s, "zapped", dir, strconv.Itoa(n))
+	defer h.finish(t)
+	mkdirs := func(rs []Record) (named, unnamed int) {
+		for _, r := range rs {
+			if r.Kind != KindEvent || r.Event.Syscall != "mkdirat" || r.Event.PID != uint32(h.cmd.Process.Pid) {
+				continue
+			}
+			if strings.HasPrefix(r.Event.Triple.Path, dir+"/d") {
+				named++
+			} else {
+				unnamed++
+			}
+		}
+		return
+	}
+	s.collect(t, func(rs []Record) bool { a, b := mkdirs(rs); return a+b >= 2*n })
+	named, unnamed := mkdirs(s.got)
+	t.Logf("%d mkdirs named, %d not (%d faulted reads named again)", named, unnamed, o.reread.Load())
+	if unnamed != 0 || named != 2*n {
+		var bad []Record
+		for _, r := range s.got {
+			if r.Event.Syscall == "mkdirat" && !strings.HasPrefix(r.Event.Triple.Path, dir+"/d") {
+				bad = append(bad, r)
+			}
+		}
+		t.Errorf("%d of %d mkdirs named, %d not:\n%s", named, 2*n, unnamed, describe(bad[:min(len(bad), 10)]))
 	}
 }

@@ -89,6 +89,9 @@ type raw struct {
 	// unnamed: an f* call's file had no name left at sys_exit (i_nlink
 	// 0: unlinked, or O_TMPFILE never linked).
 	unnamed      bool
+	// uptr0, uptr1: the user addresses of path0 and path1 when the BPF
+	// read of them faulted (fFault0, fFault1).
+	uptr0, uptr1 uint64
 	comm         string
 	path0, path1 []byte // raw bytes, NUL-trimmed (path0 of AF_UNIX may start with NUL: abstract)
 	// kpath is the kernel's own path of the object (fKPath: from the
@@ -153,6 +156,8 @@ func decode(b []byte, r *raw) error {
 	copy(r.addr[:], b[unsafe.Offsetof(zr.Addr):])
 	r.exitCode = u32(unsafe.Offsetof(zr.ExitCode))
 	r.unnamed = u32(unsafe.Offsetof(zr.Unnamed)) != 0
+	r.uptr0 = u64(unsafe.Offsetof(zr.Uptr0))
+	r.uptr1 = u64(unsafe.Offsetof(zr.Uptr1))
 	comm := b[offComm : offComm+len(zr.Comm)]
 	if i := bytes.IndexByte(comm, 0); i >= 0 {
 		comm = comm[:i]

@@ -26,6 +26,7 @@ const (
 // inRoot is the Watch's own root (InOwnRoot), nil for the observer's.
 func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 	t := o.newTranslation(r, inRoot, emit)
+	t.rec.NameReread = o.rereadFaulted(r)
 	nofollow := r.flags&atSymlinkNofollow != 0
 
 	switch r.op {
@@ -123,10 +124,15 @@ func (o *Observer) newTranslation(r *raw, inRoot *ownRoot, emit func(Record)) tr
 	return t
 }
 
-// out emits rec. Paths in a session's procfs (resolved from an fd they
+// out emits rec. A name read again from the process was not the kernel's
+// copy: whatever resolved it says no more than best effort, unless an
+// inode the kernel recorded confirmed it. Paths in a session's procfs (resolved from an fd they
 // read as /proc/<host or namespace pid>) are the session's own
 // processes: report them as /proc/self so intents can name them.
 func (t *translation) out(rec Record) {
+	if rec.NameReread && !t.hasObj {
+		rec.Path, rec.ExtraPath = unverified(rec.Path), unverified(rec.ExtraPath)
+	}
 	rec.Event.Triple.Path = sessionProc(rec.Event.Triple.Path)
 	rec.Event.Extra.Path = sessionProc(rec.Event.Extra.Path)
 	t.emit(rec)
@@ -154,6 +160,14 @@ func (t *translation) file(follow bool) (string, PathSource) {
 		return t.fdFile()
 	}
 	if r.kflags&fFault0 != 0 {
+		// The string could not be read; a path-based metadata call's
+		// inode the ctime hooks caught still has the kernel's path.
+		if hasObj && r.kflags&fKPathSB != 0 {
+			if kp, ok := rv.sbPath(r.pid, t.inRoot, obj, r.kpath); ok {
+				rv.name(obj, kp)
+				return kp, PathKernel
+			}
+		}
 		return "", PathNone
 	}
 	q := t.req(r.path0, r.dirfd, follow)

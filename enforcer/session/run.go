@@ -455,7 +455,8 @@ func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 	eng := decide.New(r.rs, r.mode, r.engineOptions(ctx, ready)...)
 	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer, canaried: proc.Canaried(),
 		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, priv: r.priv,
-		forked: map[uint32]bool{}, entrants: map[uint32]int{}, ev: r.ev, execVeto: r.o.ExecVeto, countIn: r.countReadsIn(be)}
+		forked: map[uint32]bool{}, entrants: map[uint32]int{}, ev: r.ev, execVeto: r.o.ExecVeto, countIn: r.countReadsIn(be),
+		fileWalled: r.o.Backend != BackendObserve && (be.lsms != nil || proc.Landlock != nil)}
 	if r.dnsp != nil {
 		r.dnsp.attach(eng, s.wall)
 		s.dnsRefused = r.dnsp.refused

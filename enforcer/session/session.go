@@ -73,6 +73,12 @@ type running struct {
 	// canaried: stage 2 tried the canaries (launch.Canaries), whose
 	// events are not the agent's (isCanary).
 	canaried bool
+	// fileWalled: a kernel file wall (bpf-lsm, or the Landlock plan)
+	// judged the agent's file operations on the kernel's own copy of
+	// their names, so a name the observer read back from the agent after
+	// its BPF read faulted (Record.NameReread) names an operation the
+	// wall allowed. Without one that name is the agent's word.
+	fileWalled bool
 	eng      *decide.Engine
 	proc     *launch.Process
 	be       *backends
@@ -303,6 +309,10 @@ func (s *running) record(r observe.Record) {
 		socketAbsent(&ev)
 		v := s.observe(ev)
 		s.countFrom(r, ev, v)
+		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.NameReread && !s.fileWalled {
+			s.kill(fmt.Sprintf("klock could not read the name a %s used when it returned (its page was out of memory) and read %q back from the agent afterwards; no kernel file wall judged the call in this session, so strict mode fails closed",
+				r.Event.Syscall, r.Arg), nil)
+		}
 		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {
 			s.kill(fmt.Sprintf("klock could not verify which file a %s changed (the agent moved its directory or the name before klock resolved %q; it resolved to %s): metadata changes have no kernel wall, so strict mode fails closed",
 				r.Event.Syscall, r.Arg, r.Event.Triple.Path), nil)

@@ -1058,3 +1058,26 @@ func TestTmpfileLearnedByItsDirectory(t *testing.T) {
 	o2 := w.Run(harness.Spec{Mode: policy.ModeStrict, Manifest: o.Res.Learned, Command: cmd})
 	o2.AssertClean(t, 0)
 }
+
+// TestNamesInAZappedPageKillNothing: strict mode, an agent that makes and
+// removes declared directories whose names sit in a page the kernel keeps
+// losing from the page tables (as reclaim and compaction do to a busy
+// process): the observer's read of such a name faults, and it reads the
+// name back from the agent instead of judging an empty path. CLEAN, and
+// nothing left behind.
+func TestNamesInAZappedPageKillNothing(t *testing.T) {
+	w := harness.NewWorld(t)
+	w.Dir(w.W("out"))
+	step := "zapped-mkdir:" + w.W("out")
+	o := w.Run(harness.Spec{
+		Intents: []string{"PROVIDES FILE:" + w.W("out", "**"), "DELETES FILE:" + w.W("out", "**"), "PROVIDES PROC:" + harness.Probe},
+		Command: []string{harness.Probe, step},
+	})
+	o.AssertClean(t, 0)
+	if o.Probe[step] != "ok" {
+		t.Errorf("probe %s = %q, want ok\n%s", step, o.Probe[step], o.Dump())
+	}
+	if left, _ := os.ReadDir(w.W("out")); len(left) != 0 {
+		t.Errorf("%d directories left in out/", len(left))
+	}
+}

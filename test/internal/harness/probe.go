@@ -136,6 +136,10 @@ var probeSteps = map[string]func(arg string) error{
 	"memfd-exec": func(string) error { return memfdExec(unix.MFD_EXEC) },
 	// memfd_create without MFD_EXEC, then exec through /proc/self/fd
 	"memfd-plain-exec": func(string) error { return memfdExec(0) },
+	// DIR: make 300 directories in DIR, again (EEXIST), then remove them,
+	// each name in a page another thread keeps unmapping (a BPF read of it
+	// faults)
+	"zapped-mkdir": func(dir string) error { return testutil.MkdirsInZappedPage(dir, 300, true) },
 	"tmpfile":          tmpfileLink,
 	"reopen-write":     reopenWrite,
 	"openat-write":     openatWrite,
