@@ -22,18 +22,15 @@ cd "$(dirname "$0")/.."
 # What make test proves on every run: Debian 12's 6.1, 6.12 (backports)
 # and 6.12's cloud flavour (another kernel config), each under both walls,
 # every suite in each, the real workloads (git, pip, pytest, the shell
-# tools) among them, except under 6.12's Landlock wall: there pip's
-# strict run was once killed for a mkdir whose path the syscall
-# tracepoint could not read from the agent's memory (fail closed), a
-# false kill not yet fixed (docs/development.md). The longest boots come
-# first, so that the lanes end together.
+# tools) among them. The longest boots come first, so that the lanes end
+# together.
 ROWS=(
 	linux-image-amd64:bpf-lsm:./enforcer/lsm,./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
 	linux-image-amd64:landlock:./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
 	linux-image-6.12-amd64:bpf-lsm:./enforcer/lsm,./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
 	linux-image-6.12-cloud-amd64:bpf-lsm:./enforcer/lsm,./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
-	linux-image-6.12-amd64:landlock:./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape
-	linux-image-6.12-cloud-amd64:landlock:./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape
+	linux-image-6.12-amd64:landlock:./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
+	linux-image-6.12-cloud-amd64:landlock:./enforcer/detect,./enforcer/daemon,./enforcer/netwall,./enforcer/dnsproxy,./test/e2e,./test/escape,./test/realworld
 )
 runs=("${ROWS[@]}")
 [ $# = 0 ] || runs=("$@")

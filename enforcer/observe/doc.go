@@ -85,6 +85,15 @@
 // completed syscall, no per-thread in-flight state, and args changed by a
 // seccomp tracer are seen as the kernel used them.
 //
+// Resident is not guaranteed: between the kernel's copy and sys_exit the
+// page can leave the page tables (reclaim, compaction, the process's own
+// madvise), and the BPF read, which cannot fault, finds nothing. The record
+// then carries the string's user address, is sent at once, and user space
+// reads it again from /proc/<tid>/mem (Record.NameReread), for the
+// operations a kernel file wall mediates only (reread.go): the process
+// could have rewritten it, and only a wall that judged the kernel's own
+// copy backs such a name. A session with no file wall fails closed on it.
+//
 // # Paths, and the races in resolving them
 //
 // Where the kernel still holds the object at sys_exit, the BPF program
@@ -132,7 +141,10 @@
 //
 // Otherwise the kernel names what it can by inode in each record: the file
 // an open returned, the fd argument of f* calls, the dirfd or cwd a
-// relative path started from, the binary an exec loaded. User space then
+// relative path started from, the binary an exec loaded (and its kernel
+// path, walked at sched_process_exec: a program run through a descriptor,
+// /proc/self/fd/N, is named by its file, a memfd by its name, though it
+// exits before /proc/<pid>/exe can be read). User space then
 // names that object, strongest first (Record.Path says which):
 //
 //   - PathKernel: the kernel's own path from the record (above), or
