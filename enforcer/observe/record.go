@@ -88,7 +88,7 @@ type raw struct {
 	exitCode              uint32
 	// unnamed: an f* call's file had no name left at sys_exit (i_nlink
 	// 0: unlinked, or O_TMPFILE never linked).
-	unnamed      bool
+	unnamed bool
 	// uptr0, uptr1: the user addresses of path0 and path1 when the BPF
 	// read of them faulted (fFault0, fFault1).
 	uptr0, uptr1 uint64

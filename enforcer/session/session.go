@@ -73,17 +73,17 @@ type running struct {
 	// canaried: stage 2 tried the canaries (launch.Canaries), whose
 	// events are not the agent's (isCanary).
 	canaried bool
+	eng      *decide.Engine
+	proc     *launch.Process
+	be       *backends
+	log      *slog.Logger
+	mode     policy.Mode
 	// fileWalled: a kernel file wall (bpf-lsm, or the Landlock plan)
 	// judged the agent's file operations on the kernel's own copy of
 	// their names, so a name the observer read back from the agent after
 	// its BPF read faulted (Record.NameReread) names an operation the
 	// wall allowed. Without one that name is the agent's word.
 	fileWalled bool
-	eng      *decide.Engine
-	proc     *launch.Process
-	be       *backends
-	log      *slog.Logger
-	mode     policy.Mode
 	// before is the pre-flight backup: what existed when the agent
 	// started (nil without one).
 	before Restorer

@@ -139,7 +139,7 @@ var probeSteps = map[string]func(arg string) error{
 	// DIR: make 300 directories in DIR, again (EEXIST), then remove them,
 	// each name in a page another thread keeps unmapping (a BPF read of it
 	// faults)
-	"zapped-mkdir": func(dir string) error { return testutil.MkdirsInZappedPage(dir, 300, true) },
+	"zapped-mkdir":     func(dir string) error { return testutil.MkdirsInZappedPage(dir, 300, true) },
 	"tmpfile":          tmpfileLink,
 	"reopen-write":     reopenWrite,
 	"openat-write":     openatWrite,
