@@ -104,6 +104,15 @@ func (rs *Ruleset) AllowsBelow(p Predicate, dir string) (d Decision, same bool) 
 	return rs.decision(best, declared), true
 }
 
+// AllowsAllBelow says whether p is allowed on every FILE path below dir:
+// an intent on dir's subtree, or on one above it. Intents only allow, so
+// rules on paths below dir can add to that but never take from it. dir is
+// clean and absolute.
+func (rs *Ruleset) AllowsAllBelow(p Predicate, dir string) bool {
+	best, _, _ := rs.files.lookupBelow(dir, p)
+	return best != 0
+}
+
 func (rs *Ruleset) decision(best int32, declared Access) Decision {
 	if best == 0 {
 		return Decision{Declared: expand(declared)}

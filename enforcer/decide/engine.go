@@ -37,6 +37,8 @@ type Engine struct {
 	// refused an operation (WithWall); refused holds the declared
 	// operations it refused, by triple.
 	refuses func(ev event.Event, t policy.Triple) bool
+	// exactWall: WithExactWall.
+	exactWall func(ev event.Event) bool
 	refused map[policy.Triple]*Refusal
 	// names are the answers to the agent's name lookups, by source
 	// (Lookup); nameServers its resolver's servers. For --learn only.
@@ -82,6 +84,16 @@ func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 // Without it no refusal is recorded.
 func WithWall(refuses func(ev event.Event, t policy.Triple) bool) Option {
 	return func(e *Engine) { e.refuses = refuses }
+}
+
+// WithExactWall tells the engine which operations whose name could not be
+// read (event.Event.NameUnread) a kernel wall let through exactly as
+// declared: exact(ev) reports whether every operation like ev the wall
+// allows is one the manifest declares, so it needs no name to be allowed.
+// Without it such an operation is judged on its empty name (a violation),
+// unless it failed without the wall and so changed nothing.
+func WithExactWall(exact func(ev event.Event) bool) Option {
+	return func(e *Engine) { e.exactWall = exact }
 }
 
 // WithOtherNames tells the engine the other names each file's inode had
@@ -239,6 +251,15 @@ func (e *Engine) decideAs(ev event.Event, t policy.Triple, via string) Verdict {
 		// no one else can reach it, nothing of it outlives the process,
 		// and giving it a name again (linkat) is judged then.
 		o.Unnamed, v.Unnamed = true, true
+		return v
+	case ev.NameUnread && ev.Errno != 0 && !ev.Blocked:
+		// Failed, not by a wall: it changed nothing, and nothing
+		// names what it tried.
+		return v
+	case ev.NameUnread && !ev.Blocked && e.exactWall != nil && e.exactWall(ev):
+		// The wall judged the kernel's copy of the name and lets through
+		// only what the manifest declares for such an operation.
+		o.WallExact, v.WallExact = true, true
 		return v
 	case d.Allowed:
 		i := e.index[d.Intent]

@@ -35,6 +35,9 @@ type Observation struct {
 	// Unnamed is true when it was allowed because the file had no name
 	// left (event.Event.Unnamed).
 	Unnamed bool
+	// WallExact is true when it was allowed, its name unread, because the
+	// wall let it through exactly as declared (WithExactWall).
+	WallExact bool
 	// Violation is true when at least one occurrence was outside the scope.
 	Violation bool
 	// Tmpfile is true when every occurrence was an O_TMPFILE open's

@@ -74,6 +74,9 @@ type Verdict struct {
 	// Unnamed is true when the operation was on a file with no name left
 	// (event.Event.Unnamed): allowed, whatever the scope.
 	Unnamed bool
+	// WallExact is true when the operation's name could not be read and
+	// the wall let it through exactly as declared (WithExactWall).
+	WallExact bool
 	// Err is the KLIS-6 §3.1 error for a violation, nil otherwise.
 	Err *policy.ScopeViolationError
 	// Blocked is true when the kernel refused the operation before any effect.

@@ -48,6 +48,11 @@ type Event struct {
 	// reach it, and nothing of it outlives its last fd. Triple.Path is
 	// then only a label for the log.
 	Unnamed bool
+	// NameUnread is true when the kernel read the operation's path but
+	// klock could not (the page was out of the page tables by the time it
+	// looked, and the process had exited or unmapped it before it was
+	// read again): Triple.Path (and Extra's) is empty.
+	NameUnread bool
 	// Tmpfile is true for an open with O_TMPFILE: Triple is PROVIDES of
 	// the directory the unnamed file was made in, which the operation
 	// did not create (the file has no name until a linkat gives it one).

@@ -406,3 +406,43 @@ func TestPlanRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanExact: the wall is exact for a predicate when every rule that
+// grants making (or removing) names is on a directory whose whole tree the
+// manifest declares for it; a glob, or a subtree whose own removal widens
+// the wall to its parent, is not.
+func TestPlanExact(t *testing.T) {
+	wd := planTree(t)
+	for _, c := range []struct {
+		intents                    []string
+		provides, deletes, renames bool
+	}{
+		{[]string{"PROVIDES FILE:${workdir}/**", "DELETES FILE:${workdir}/**"}, true, true, false},
+		{[]string{"PROVIDES FILE:${workdir}/**", "RENAMES FILE:${workdir}/**", "DELETES FILE:${workdir}/**"}, true, true, true},
+		// src/ exists: the rule is on it, no wider.
+		{[]string{"PROVIDES FILE:${workdir}/src/**"}, true, true, true},
+		// A rule covers a whole hierarchy: src/* is walled as src/**.
+		{[]string{"PROVIDES FILE:${workdir}/src/*"}, false, true, true},
+		// Removing src/ itself is a right on the workdir, which Landlock
+		// grants over every name there: wider than src/**.
+		{[]string{"DELETES FILE:${workdir}/src/**"}, true, false, false},
+		{[]string{"CONSUMES FILE:${workdir}/**"}, true, true, true}, // nothing made or removed anywhere
+	} {
+		plan, rs := planFor(t, wd, c.intents...)
+		for _, p := range []struct {
+			pred policy.Predicate
+			want bool
+		}{{policy.Provides, c.provides}, {policy.Deletes, c.deletes}, {policy.Renames, c.renames}} {
+			if got := plan.Exact(p.pred, rs); got != p.want {
+				t.Errorf("%v: Exact(%s) = %v, want %v\n%+v", c.intents, p.pred, got, p.want, plan.Rules)
+			}
+		}
+	}
+	var none *LandlockPlan
+	if none.Exact(policy.Provides, nil) {
+		t.Error("no plan: Exact = true")
+	}
+	if plan, rs := planFor(t, wd, "PROVIDES FILE:${workdir}/**"); plan.Exact(policy.Mutates, rs) {
+		t.Error("Exact(MUTATES) = true: only making, removing and renaming names are")
+	}
+}

@@ -71,3 +71,34 @@ func metadataSyscall(syscall string) bool {
 	}
 	return false
 }
+
+// Exact says whether every operation of predicate pred the wall lets
+// through is one rs declares: each rule granting a right such an operation
+// needs (making a name for PROVIDES, removing one for DELETES and RENAMES)
+// is on a directory below which rs allows pred everywhere. The wall judged
+// the kernel's own copy of the name, so then the operation was declared,
+// whatever name is read back from the agent afterwards. Any other
+// predicate, or a right the ruleset does not handle, is not exact.
+func (p *LandlockPlan) Exact(pred policy.Predicate, rs *policy.Ruleset) bool {
+	var need FSRights
+	switch pred {
+	case policy.Provides:
+		need = rMake
+	case policy.Deletes, policy.Renames:
+		need = rRemoveFile | rRemoveDir
+	default:
+		return false
+	}
+	if p == nil || rs == nil || p.HandledFS&need != need {
+		return false
+	}
+	for _, w := range p.Rules {
+		if w.Rights&need == 0 {
+			continue
+		}
+		if !w.Dir || !rs.AllowsAllBelow(pred, w.Path) {
+			return false
+		}
+	}
+	return true
+}

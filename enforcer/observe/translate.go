@@ -27,6 +27,7 @@ const (
 func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 	t := o.newTranslation(r, inRoot, emit)
 	t.rec.NameReread = o.rereadFaulted(r)
+	t.rec.Event.NameUnread = rereadOp(r.op) && r.kflags&(fFault0|fFault1) != 0
 	nofollow := r.flags&atSymlinkNofollow != 0
 
 	switch r.op {

@@ -456,7 +456,7 @@ func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer, canaried: proc.Canaried(),
 		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, priv: r.priv,
 		forked: map[uint32]bool{}, entrants: map[uint32]int{}, ev: r.ev, execVeto: r.o.ExecVeto, countIn: r.countReadsIn(be),
-		fileWalled: r.o.Backend != BackendObserve && (be.lsms != nil || proc.Landlock != nil)}
+		reread: newRereadTrust(be, proc.Landlock, r.rs, r.o.Backend)}
 	if r.dnsp != nil {
 		r.dnsp.attach(eng, s.wall)
 		s.dnsRefused = r.dnsp.refused
@@ -480,7 +480,8 @@ func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 // pre-session names of hard-linked files.
 func (r *runner) engineOptions(ctx context.Context, ready *prepared) []decide.Option {
 	opts := []decide.Option{decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(ready.be, ready.proc.Landlock, r.o.Backend)),
-		decide.WithNameServers(r.nameServers)}
+		decide.WithNameServers(r.nameServers),
+		decide.WithExactWall(newRereadTrust(ready.be, ready.proc.Landlock, r.rs, r.o.Backend).exact)}
 	if r.mode == policy.ModePermissive && r.leases != nil {
 		// An amendment is one more lease of this session's holder: never
 		// made over another session's lease (KLIS-6 DLA "if no conflict

@@ -78,12 +78,9 @@ type running struct {
 	be       *backends
 	log      *slog.Logger
 	mode     policy.Mode
-	// fileWalled: a kernel file wall (bpf-lsm, or the Landlock plan)
-	// judged the agent's file operations on the kernel's own copy of
-	// their names, so a name the observer read back from the agent after
-	// its BPF read faulted (Record.NameReread) names an operation the
-	// wall allowed. Without one that name is the agent's word.
-	fileWalled bool
+	// reread: when a name the observer read back from the agent stands
+	// for its operation in strict mode (observe.Record.NameReread).
+	reread rereadTrust
 	// before is the pre-flight backup: what existed when the agent
 	// started (nil without one).
 	before Restorer
@@ -309,8 +306,8 @@ func (s *running) record(r observe.Record) {
 		socketAbsent(&ev)
 		v := s.observe(ev)
 		s.countFrom(r, ev, v)
-		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.NameReread && !s.fileWalled {
-			s.kill(fmt.Sprintf("klock could not read the name a %s used when it returned (its page was out of memory) and read %q back from the agent afterwards; no kernel file wall judged the call in this session, so strict mode fails closed",
+		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.NameReread && !s.reread.trusts(ev) {
+			s.kill(fmt.Sprintf("klock could not read the name a %s used when it returned (its page was out of memory) and read %q back from the agent afterwards, which the agent could have rewritten; no wall judged that operation exactly as declared, so strict mode fails closed",
 				r.Event.Syscall, r.Arg), nil)
 		}
 		if s.mode == policy.ModeStrict && v.Action == decide.ActionAllow && r.MetadataUnverified {

@@ -131,6 +131,8 @@ func (l *Log) addObserved(r decide.Records) {
 			ob.AllowedBy = "created by the session"
 		case o.Unnamed:
 			ob.AllowedBy = "a file with no name left (unlinked, O_TMPFILE): no one else reaches it"
+		case o.WallExact:
+			ob.AllowedBy = "its name could not be read, and the wall lets through only what the manifest declares for it"
 		}
 		l.Observed = append(l.Observed, ob)
 	}

@@ -1059,25 +1059,48 @@ func TestTmpfileLearnedByItsDirectory(t *testing.T) {
 	o2.AssertClean(t, 0)
 }
 
-// TestNamesInAZappedPageKillNothing: strict mode, an agent that makes and
-// removes declared directories whose names sit in a page the kernel keeps
-// losing from the page tables (as reclaim and compaction do to a busy
-// process): the observer's read of such a name faults, and it reads the
-// name back from the agent instead of judging an empty path. CLEAN, and
-// nothing left behind.
-func TestNamesInAZappedPageKillNothing(t *testing.T) {
-	w := harness.NewWorld(t)
-	w.Dir(w.W("out"))
-	step := "zapped-mkdir:" + w.W("out")
-	o := w.Run(harness.Spec{
-		Intents: []string{"PROVIDES FILE:" + w.W("out", "**"), "DELETES FILE:" + w.W("out", "**"), "PROVIDES PROC:" + harness.Probe},
-		Command: []string{harness.Probe, step},
-	})
-	o.AssertClean(t, 0)
-	if o.Probe[step] != "ok" {
-		t.Errorf("probe %s = %q, want ok\n%s", step, o.Probe[step], o.Dump())
-	}
-	if left, _ := os.ReadDir(w.W("out")); len(left) != 0 {
-		t.Errorf("%d directories left in out/", len(left))
+// TestNamesInAZappedPage: an agent makes and removes directories whose
+// names sit in a page the kernel keeps losing from the page tables (as
+// reclaim and compaction do to a busy process): the observer's read of such
+// a name faults, and it reads the name back from the agent afterwards. The
+// agent could have rewritten it by then, so the name stands in strict mode
+// only where the wall, which judged the kernel's copy, is exact for the
+// operation:
+//   - intents on the workdir's whole tree: the wall grants making and
+//     removing names there and nowhere else, so CLEAN, nothing left behind;
+//   - intents on out/**: removing out/ itself is a right on the workdir,
+//     which Landlock grants over the whole workdir (wider than declared):
+//     killed, failing closed on the first name read back.
+func TestNamesInAZappedPage(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		scope func(w *harness.World) string
+		clean bool
+	}{
+		{"exact wall", func(w *harness.World) string { return w.W("**") }, true},
+		{"widened wall", func(w *harness.World) string { return w.W("out", "**") }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := harness.NewWorld(t)
+			w.Dir(w.W("out"))
+			step := "zapped-mkdir:" + w.W("out")
+			o := w.Run(harness.Spec{
+				Intents: []string{"PROVIDES FILE:" + c.scope(w), "DELETES FILE:" + c.scope(w), "PROVIDES PROC:" + harness.Probe},
+				Command: []string{harness.Probe, step},
+			})
+			if !c.clean {
+				if !o.Res.Killed || !strings.Contains(o.Res.Reason, "back from the agent afterwards") {
+					t.Errorf("want a kill for a name read back under a widened wall, got killed=%v %q\n%s", o.Res.Killed, o.Res.Reason, o.Dump())
+				}
+				return
+			}
+			o.AssertClean(t, 0)
+			if o.Probe[step] != "ok" {
+				t.Errorf("probe %s = %q, want ok\n%s", step, o.Probe[step], o.Dump())
+			}
+			if left, _ := os.ReadDir(w.W("out")); len(left) != 0 {
+				t.Errorf("%d directories left in out/", len(left))
+			}
+		})
 	}
 }
