@@ -39,7 +39,7 @@ type Engine struct {
 	refuses func(ev event.Event, t policy.Triple) bool
 	// exactWall: WithExactWall.
 	exactWall func(ev event.Event) bool
-	refused map[policy.Triple]*Refusal
+	refused   map[policy.Triple]*Refusal
 	// names are the answers to the agent's name lookups, by source
 	// (Lookup); nameServers its resolver's servers. For --learn only.
 	names       map[NameSource]map[netip.Addr][]string
