@@ -134,6 +134,10 @@ func (t *translation) out(rec Record) {
 	if rec.NameReread && !t.hasObj {
 		rec.Path, rec.ExtraPath = unverified(rec.Path), unverified(rec.ExtraPath)
 	}
+	// Unread only when a name the record reports is missing (an open
+	// still has the kernel's path of what it opened).
+	ev := &rec.Event
+	ev.NameUnread = ev.NameUnread && (ev.Triple.Path == "" || ev.Extra.Type == policy.ObjFile && ev.Extra.Path == "")
 	rec.Event.Triple.Path = sessionProc(rec.Event.Triple.Path)
 	rec.Event.Extra.Path = sessionProc(rec.Event.Extra.Path)
 	t.emit(rec)
