@@ -11,8 +11,8 @@ import (
 // pathMax is the longest path the kernel takes (PATH_MAX with its NUL).
 const pathMax = len(zr.Path0)
 
-// rereadOp: the operations the operations whose path may be read again from the
-// process when the BPF read of it faulted: each is mediated by a kernel
+// rereadOp: the operations whose path may be read again from the process
+// when the BPF read of it faulted: each is mediated by a kernel
 // file wall (Landlock's MAKE_*, REMOVE_*, REFER and write rights, or
 // bpf-lsm's path hooks), which judged the kernel's own copy of the name.
 // Metadata calls and socket addresses have no such wall: a name the process

@@ -9,8 +9,9 @@ import (
 // rereadTrust says when a name the observer read back from the agent after
 // the kernel's copy could not be read (observe.Record.NameReread) may stand
 // for the operation in strict mode, and when an operation whose name could
-// not be read at all (event.Event.NameUnread) is allowed without one. The agent could have rewritten it in
-// between, so it stands only where that cannot hide an effect:
+// not be read at all (event.Event.NameUnread) is allowed without one. The
+// agent could have rewritten the name in between, so it stands only where
+// that cannot hide an effect:
 //   - the call failed without the wall (EEXIST, ENOENT...): it changed
 //     nothing;
 //   - bpf-lsm decided the call on the kernel's own copy of the name;
