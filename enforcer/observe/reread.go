@@ -35,7 +35,7 @@ func (o *Observer) rereadFaulted(r *raw) bool {
 	}
 	again := false
 	if r.kflags&fFault0 != 0 && r.uptr0 != 0 {
-		if p, ok := readUserString(r.tid, r.uptr0); ok {
+		if p, ok := readUserString(r.tid, r.pid, r.uptr0); ok {
 			r.path0, again = p, true
 			r.kflags &^= fFault0
 		}
@@ -43,7 +43,7 @@ func (o *Observer) rereadFaulted(r *raw) bool {
 	// path1's buffer carries the kernel's path of the object when the
 	// BPF program walked one (kpath, kbase): then path1 was not faulted.
 	if r.kflags&fFault1 != 0 && r.uptr1 != 0 && r.kpath == "" && r.kbase == "" {
-		if p, ok := readUserString(r.tid, r.uptr1); ok {
+		if p, ok := readUserString(r.tid, r.pid, r.uptr1); ok {
 			r.path1, again = p, true
 			r.kflags &^= fFault1
 		}
@@ -55,10 +55,14 @@ func (o *Observer) rereadFaulted(r *raw) bool {
 }
 
 // readUserString reads a NUL-terminated string of at most pathMax bytes at
-// addr in tid's memory. ok is false when the thread is gone or the memory
-// cannot be read.
-func readUserString(tid uint32, addr uint64) ([]byte, bool) {
+// addr in the memory of thread tid, or of its process pid once the thread
+// has exited (its threads share one address space). ok is false when both
+// are gone or the memory cannot be read.
+func readUserString(tid, pid uint32, addr uint64) ([]byte, bool) {
 	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/mem")
+	if err != nil && pid != tid {
+		f, err = os.Open("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/mem")
+	}
 	if err != nil {
 		return nil, false
 	}

@@ -27,7 +27,6 @@ const (
 func (o *Observer) translate(r *raw, inRoot *ownRoot, emit func(Record)) {
 	t := o.newTranslation(r, inRoot, emit)
 	t.rec.NameReread = o.rereadFaulted(r)
-	t.rec.Event.NameUnread = rereadOp(r.op) && r.kflags&(fFault0|fFault1) != 0
 	nofollow := r.flags&atSymlinkNofollow != 0
 
 	switch r.op {
@@ -127,17 +126,20 @@ func (o *Observer) newTranslation(r *raw, inRoot *ownRoot, emit func(Record)) tr
 
 // out emits rec. A name read again from the process was not the kernel's
 // copy: whatever resolved it says no more than best effort, unless an
-// inode the kernel recorded confirmed it. Paths in a session's procfs (resolved from an fd they
-// read as /proc/<host or namespace pid>) are the session's own
-// processes: report them as /proc/self so intents can name them.
+// inode the kernel recorded confirmed it. Paths in a session's procfs
+// (resolved from an fd they read as /proc/<host or namespace pid>) are the
+// session's own processes: report them as /proc/self so intents can name
+// them.
 func (t *translation) out(rec Record) {
 	if rec.NameReread && !t.hasObj {
 		rec.Path, rec.ExtraPath = unverified(rec.Path), unverified(rec.ExtraPath)
 	}
-	// Unread only when a name the record reports is missing (an open
-	// still has the kernel's path of what it opened).
+	// A faulted name read again in vain: unread when a name the record
+	// reports is missing (an open still has the kernel's path of what it
+	// opened).
 	ev := &rec.Event
-	ev.NameUnread = ev.NameUnread && (ev.Triple.Path == "" || ev.Extra.Type == policy.ObjFile && ev.Extra.Path == "")
+	ev.NameUnread = rereadOp(t.r.op) && t.r.kflags&(fFault0|fFault1) != 0 &&
+		(ev.Triple.Path == "" || ev.Extra.Type == policy.ObjFile && ev.Extra.Path == "")
 	rec.Event.Triple.Path = sessionProc(rec.Event.Triple.Path)
 	rec.Event.Extra.Path = sessionProc(rec.Event.Extra.Path)
 	t.emit(rec)

@@ -452,11 +452,12 @@ func (r *runner) announce(ready *prepared) {
 // exited and every event it caused is judged.
 func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 	be, proc := ready.be, ready.proc
-	eng := decide.New(r.rs, r.mode, r.engineOptions(ctx, ready)...)
+	reread := newRereadTrust(be, proc.Landlock, r.rs, r.o.Backend)
+	eng := decide.New(r.rs, r.mode, r.engineOptions(ctx, ready, reread)...)
 	s := &running{eng: eng, proc: proc, be: be, log: r.log, mode: r.mode, before: ready.restorer, canaried: proc.Canaried(),
 		wall: &netWall{ngs: be.ngs, eng: eng}, stageExecs: r.o.Container.stageExecs(), ctr: r.o.Container, priv: r.priv,
 		forked: map[uint32]bool{}, entrants: map[uint32]int{}, ev: r.ev, execVeto: r.o.ExecVeto, countIn: r.countReadsIn(be),
-		reread: newRereadTrust(be, proc.Landlock, r.rs, r.o.Backend)}
+		reread: reread}
 	if r.dnsp != nil {
 		r.dnsp.attach(eng, s.wall)
 		s.dnsRefused = r.dnsp.refused
@@ -478,10 +479,10 @@ func (r *runner) serve(ctx context.Context, ready *prepared) *running {
 // engineOptions configure the session's decision engine: the walls that
 // refuse, the name servers, the permissive amendments' lease gate and the
 // pre-session names of hard-linked files.
-func (r *runner) engineOptions(ctx context.Context, ready *prepared) []decide.Option {
+func (r *runner) engineOptions(ctx context.Context, ready *prepared, reread rereadTrust) []decide.Option {
 	opts := []decide.Option{decide.WithLogger(slog.New(slog.DiscardHandler)), decide.WithWall(wallRefuses(ready.be, ready.proc.Landlock, r.o.Backend)),
 		decide.WithNameServers(r.nameServers),
-		decide.WithExactWall(newRereadTrust(ready.be, ready.proc.Landlock, r.rs, r.o.Backend).exact)}
+		decide.WithExactWall(reread.exact)}
 	if r.mode == policy.ModePermissive && r.leases != nil {
 		// An amendment is one more lease of this session's holder: never
 		// made over another session's lease (KLIS-6 DLA "if no conflict
