@@ -137,7 +137,9 @@
 // since each of those changes moves the ctime. Every file is still
 // stat'ed by every Take, so a file changed since is read and backed up
 // again. Options.Ready lets a caller start the walk before it knows the
-// backup is wanted: nothing is stored or committed until it says so.
+// backup is wanted: nothing is stored or committed until it says so (a
+// backup with no new objects is written and flushed under its temporary
+// name meanwhile, and only renamed into place after).
 //
 // # Sparse files
 //

@@ -294,23 +294,40 @@ func (t *taker) run() (*Snapshot, error) {
 	}
 	c.report(true)
 	t.countCopies(c, kept)
+	// With nothing new to store, the backup is written and flushed under
+	// its temporary name while the caller decides (Ready), and only its
+	// rename waits for the answer: a session's walls come up meanwhile.
+	// New objects go into the shared store only once it is wanted.
+	stage := func() error {
+		newBytes, err := t.storeObjects(entries, c.copied)
+		if err != nil {
+			return err
+		}
+		linkHashes(entries)
+		linkHashes(kept) // a copy when a file went: the manifest is made of it
+		if err := t.writeIndex(ix, entries); err != nil {
+			return err
+		}
+		m.Entries = append(kept, metaEntries...)
+		return t.stage(m, newBytes, final)
+	}
+	early := t.stats.Copied == 0
+	if early {
+		if err := stage(); err != nil {
+			return nil, err
+		}
+	}
 	if t.ready != nil {
 		if err := t.ready(); err != nil {
 			return nil, err
 		}
 	}
-
-	newBytes, err := t.storeObjects(entries, c.copied)
-	if err != nil {
-		return nil, err
+	if !early {
+		if err := stage(); err != nil {
+			return nil, err
+		}
 	}
-	linkHashes(entries)
-	linkHashes(kept) // a copy when a file went: the manifest is made of it
-	if err := t.writeIndex(ix, entries); err != nil {
-		return nil, err
-	}
-	m.Entries = append(kept, metaEntries...)
-	if err := t.commit(m, final, newBytes); err != nil {
+	if err := t.publish(final); err != nil {
 		return nil, err
 	}
 	pastStart(t.start)
@@ -719,11 +736,9 @@ func (t *taker) writeIndex(ix index, entries []Entry) error {
 	return nil
 }
 
-// commit writes the manifest and info, flushes, renames the session
-// directory into place and fsyncs its parent (doc.go: "flushed again, and
-// the session directory renamed into place and its parent fsynced"); the
-// index goes in with it.
-func (t *taker) commit(m *Manifest, final string, newBytes int64) error {
+// stage writes the manifest and info under the temporary directory and
+// flushes it (doc.go: "objects renamed into the store, flushed again").
+func (t *taker) stage(m *Manifest, newBytes int64, final string) error {
 	root := t.root
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -753,6 +768,14 @@ func (t *taker) commit(m *Manifest, final string, newBytes int64) error {
 	if err := sync(t.tmpDir); err != nil {
 		return pathErr("sync", root, err, root)
 	}
+	return nil
+}
+
+// publish renames the staged session directory into place and fsyncs its
+// parent (doc.go: "the session directory renamed into place and its
+// parent fsynced"); the index goes in with it.
+func (t *taker) publish(final string) error {
+	root := t.root
 	if err := os.Rename(t.tmpDir, final); err != nil {
 		return pathErr("commit", final, err, root)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,52 @@ func TestTakeNotReady(t *testing.T) {
 	s := f.take(t, "s") // and the session id is free
 	if s.Stats.Files == 0 {
 		t.Errorf("Take after: %+v", s.Stats)
+	}
+}
+
+// TestTakeStagedBeforeReady: with nothing new to store (every file's
+// content already in the store), the backup is written and flushed under
+// its temporary name before Ready is asked, so a session's walls come up
+// meanwhile; refused, it still leaves nothing behind, and accepted, it is
+// the backup.
+func TestTakeStagedBeforeReady(t *testing.T) {
+	f := newFixture(t)
+	time.Sleep(2 * racyWindow * time.Nanosecond) // older than the racy window
+	f.take(t, "first") // the store and the index hold every file now
+	root := filepath.Join(f.W, ".klock", "backups")
+	staged := func(session string) bool {
+		_, err := os.Stat(filepath.Join(root, ".tmp-"+session, manifestFile))
+		return err == nil
+	}
+	no := errors.New("refused")
+	var sawStaged bool
+	_, err := Take(context.Background(), f.rs, Options{Session: "s", Scopes: DeclaredScopes(f.rs), Ready: func() error {
+		sawStaged = staged("s")
+		return no
+	}})
+	if !errors.Is(err, no) {
+		t.Fatalf("Take: %v, want %v", err, no)
+	}
+	if !sawStaged {
+		t.Errorf("Ready was asked before the manifest was staged")
+	}
+	if l, _ := List(root); len(l) != 1 || l[0].Session != "first" {
+		t.Errorf("List after a refused Take: %+v, want only the first", l)
+	}
+	left, _ := os.ReadDir(root)
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), ".tmp-") || e.Name() == "s" {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+	s, err := Take(context.Background(), f.rs, Options{Session: "s", Scopes: DeclaredScopes(f.rs), Ready: func() error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats.Copied != 0 || s.Stats.Files == 0 {
+		t.Errorf("Take after: %+v, want every file recorded, none copied", s.Stats)
+	}
+	if _, err := Open(root, "s"); err != nil {
+		t.Errorf("the accepted backup does not open: %v", err)
 	}
 }
