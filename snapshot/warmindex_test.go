@@ -102,7 +102,7 @@ func TestTakeNotReady(t *testing.T) {
 func TestTakeStagedBeforeReady(t *testing.T) {
 	f := newFixture(t)
 	time.Sleep(2 * racyWindow * time.Nanosecond) // older than the racy window
-	f.take(t, "first") // the store and the index hold every file now
+	f.take(t, "first")                           // the store and the index hold every file now
 	root := filepath.Join(f.W, ".klock", "backups")
 	staged := func(session string) bool {
 		_, err := os.Stat(filepath.Join(root, ".tmp-"+session, manifestFile))

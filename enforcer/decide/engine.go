@@ -49,6 +49,10 @@ type Engine struct {
 	// otherNames are the pre-session names sharing a file's inode
 	// (WithOtherNames); nil when unknown.
 	otherNames func(path string) []string
+	// aliases are the names the session gave existing inodes: each new
+	// name (a hard link's, a rename's destination) with the names its
+	// inode had (refer; Records.Aliases).
+	aliases map[string][]string
 	// counted are the directories whose reads a backend counts instead
 	// of reporting (CountFrom), by directory.
 	counted map[string]*CountedReads
@@ -236,12 +240,12 @@ func (e *Engine) Repeated(ev event.Event) Verdict {
 }
 
 // decide judges one triple of an event and records it.
-func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict { return e.decideAs(ev, t, "") }
+func (e *Engine) decide(ev event.Event, t policy.Triple) Verdict { return e.decideAs(ev, t, "", false) }
 
 // decideAs is decide for a triple the event reached through another name
 // of its object (via, for the log: refer.go), or directly (via "").
-func (e *Engine) decideAs(ev event.Event, t policy.Triple, via string) Verdict {
-	o := e.observation(ev, t)
+func (e *Engine) decideAs(ev event.Event, t policy.Triple, via string, referred bool) Verdict {
+	o := e.observation(ev, t, referred)
 	v := Verdict{Triple: t, Blocked: ev.Blocked}
 	d := e.rs.Allows(t)
 	switch {
@@ -369,13 +373,14 @@ func (e *Engine) refusal(ev event.Event, t policy.Triple, by string) bool {
 	return true
 }
 
-func (e *Engine) observation(ev event.Event, t policy.Triple) *Observation {
+func (e *Engine) observation(ev event.Event, t policy.Triple, referred bool) *Observation {
 	o := e.obs[t]
 	if o == nil {
 		o = &Observation{Triple: t, First: ev.Time, PID: ev.PID, Comm: ev.Comm, Syscall: ev.Syscall, Source: ev.Source, Intent: -1,
-			Tmpfile: ev.Tmpfile && t == ev.Triple}
+			Tmpfile: ev.Tmpfile && t == ev.Triple, Referred: referred}
 		e.obs[t] = o
 	}
+	o.Referred = o.Referred && referred
 	o.Count += 1 + ev.Repeat
 	o.Last = ev.Time
 	// Only unnamed files made there: a mkdir of the same directory is

@@ -44,6 +44,12 @@ type Observation struct {
 	// PROVIDES of the directory the unnamed file was made in
 	// (event.Event.Tmpfile), none the directory's own making.
 	Tmpfile bool
+	// Referred is true when every occurrence was the judgement of a right
+	// a link or rename would give the inode at this name by its new one
+	// (refer.go): no operation on this name, which it changed nothing of.
+	// What the agent then did through the new name is that name's own
+	// observation (Records.Aliases ties the two).
+	Referred bool
 }
 
 // Violation is one triple observed outside the scope.
@@ -124,6 +130,11 @@ type Records struct {
 	// Refused are the declared operations klock's wall refused, in the
 	// order they first happened.
 	Refused []Refusal
+	// Aliases are the names the session gave existing inodes (a hard
+	// link, a rename's destination, that took effect): each new name with
+	// the names its inode had. A change through the new name is a change
+	// of the file at the old ones.
+	Aliases map[string][]string
 	// Created are the paths the session created and still owns, sorted.
 	Created []string
 	// Counted are the reads a backend counted by directory instead of
@@ -171,6 +182,12 @@ func (e *Engine) Records() Records {
 	slices.SortFunc(r.Refused, func(a, b Refusal) int { return a.Time.Compare(b.Time) })
 	r.Created = e.create.all()
 	sort.Strings(r.Created)
+	if len(e.aliases) > 0 {
+		r.Aliases = make(map[string][]string, len(e.aliases))
+		for k, v := range e.aliases {
+			r.Aliases[k] = slices.Clone(v)
+		}
+	}
 	r.Counted = e.countedRecords()
 	if e.kill != nil {
 		k := *e.kill

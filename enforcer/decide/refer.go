@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"slices"
+
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/policy"
 )
@@ -49,6 +51,9 @@ func (e *Engine) refer(ev event.Event) Verdict {
 	if ev.Triple.Predicate == policy.Renames {
 		src, dst, via = ev.Triple.Path, ev.Extra.Path, "renamed to "+ev.Extra.Path
 	}
+	if ev.Errno == 0 && src != "" && dst != "" && src != dst {
+		e.alias(dst, src)
+	}
 	if src == "" || dst == "" || src == dst || e.create.has(src) {
 		// A file the session made has no pre-session state to protect:
 		// it may go anywhere the agent may create (created.go).
@@ -59,7 +64,7 @@ func (e *Engine) refer(ev event.Event) Verdict {
 		if !e.rs.Allows(policy.FileTriple(p, dst)).Allowed {
 			continue
 		}
-		x := e.decideVia(ev, policy.FileTriple(p, src), via)
+		x := e.decideVia(ev, policy.FileTriple(p, src), via, true)
 		if x.Violation() && !first.Violation() {
 			first = x
 		}
@@ -67,7 +72,7 @@ func (e *Engine) refer(ev event.Event) Verdict {
 	// Running a file is a right of its name too (PROC intents). A file
 	// the session wrote could have been written at the new name anyway.
 	if e.rs.Allows(policy.ExecTriple(dst)).Allowed {
-		if x := e.decideVia(ev, policy.ExecTriple(src), via); x.Violation() && !first.Violation() {
+		if x := e.decideVia(ev, policy.ExecTriple(src), via, true); x.Violation() && !first.Violation() {
 			first = x
 		}
 	}
@@ -76,12 +81,25 @@ func (e *Engine) refer(ev event.Event) Verdict {
 
 // decideVia judges t only when the ruleset (or a permissive amendment
 // made now) refuses it: a right the inode already had by its existing name
-// is no new operation and is not recorded as one.
-func (e *Engine) decideVia(ev event.Event, t policy.Triple, via string) Verdict {
+// is no new operation and is not recorded as one. referred: t is a right a
+// link or rename would give (refer), which changes nothing by itself
+// (Observation.Referred).
+func (e *Engine) decideVia(ev event.Event, t policy.Triple, via string, referred bool) Verdict {
 	if e.rs.Allows(t).Allowed || e.create.allows(t) {
 		return Verdict{}
 	}
-	return e.decideAs(ev, t, via)
+	return e.decideAs(ev, t, via, referred)
+}
+
+// alias records that the session gave the inode at existing the new name
+// name (a hard link, a rename that took effect).
+func (e *Engine) alias(name, existing string) {
+	if e.aliases == nil {
+		e.aliases = map[string][]string{}
+	}
+	if !slices.Contains(e.aliases[name], existing) {
+		e.aliases[name] = append(e.aliases[name], existing)
+	}
 }
 
 // throughLinks judges a change of a file's content or metadata against
@@ -99,7 +117,7 @@ func (e *Engine) throughLinks(ev event.Event) Verdict {
 	}
 	var first Verdict
 	for _, q := range e.otherNames(t.Path) {
-		x := e.decideVia(ev, policy.FileTriple(policy.Mutates, q), "through the hard link "+t.Path)
+		x := e.decideVia(ev, policy.FileTriple(policy.Mutates, q), "through the hard link "+t.Path, false)
 		if x.Violation() && !first.Violation() {
 			first = x
 		}

@@ -134,3 +134,45 @@ func TestWriteThroughAPreSessionHardLink(t *testing.T) {
 		t.Fatalf("a file made anew at the name: %v", v.Err)
 	}
 }
+
+// TestReferredChangesNothing: a link's judgement of the rights its new
+// name gives is recorded on the existing name as Referred (it changed
+// nothing there), and the new name is an alias of it, through a second
+// link too; a write of the existing name itself is no judgement.
+func TestReferredChangesNothing(t *testing.T) {
+	e := widenedEngine(t, "strict")
+	e.Observe(linkEv("/srv/repo/secret", "/srv/repo/out/s"))
+	e.Observe(linkEv("/srv/repo/out/s", "/srv/repo/out/t"))
+	refused := linkEv("/srv/repo/other", "/srv/repo/out/o")
+	refused.Errno, refused.Blocked = 13, true
+	e.Observe(refused)
+	r := e.Records()
+	o := observed(t, r, "MUTATES FILE:/srv/repo/secret")
+	if !o.Referred || o.Failed != 0 {
+		t.Errorf("the link's judgement: %+v, want Referred, not failed", o)
+	}
+	if got := r.Aliases["/srv/repo/out/s"]; len(got) != 1 || got[0] != "/srv/repo/secret" {
+		t.Errorf("aliases of out/s = %v, want [/srv/repo/secret]", got)
+	}
+	if got := r.Aliases["/srv/repo/out/t"]; len(got) != 1 || got[0] != "/srv/repo/out/s" {
+		t.Errorf("aliases of out/t = %v, want [/srv/repo/out/s]", got)
+	}
+	if _, ok := r.Aliases["/srv/repo/out/o"]; ok {
+		t.Errorf("a link the wall refused made an alias: %v", r.Aliases)
+	}
+	e.Observe(fileEv(policy.Mutates, "/srv/repo/secret", "openat"))
+	if o := observed(t, e.Records(), "MUTATES FILE:/srv/repo/secret"); o.Referred {
+		t.Errorf("after a write of the name itself: %+v, want not Referred", o)
+	}
+}
+
+func observed(t *testing.T, r Records, triple string) Observation {
+	t.Helper()
+	for _, o := range r.Observed {
+		if o.Triple.String() == triple {
+			return o
+		}
+	}
+	t.Fatalf("%s not observed: %+v", triple, r.Observed)
+	return Observation{}
+}

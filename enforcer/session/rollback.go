@@ -199,12 +199,50 @@ func notIn(paths, drop []string) []string {
 }
 
 // changedPaths are the FILE paths the agent was seen to change (not
-// every attempt failed).
+// every attempt failed). A link or rename's judgement of the rights its
+// new name would give the inode (Observation.Referred) changed nothing at
+// the old name; a change of content or metadata through a name the session
+// gave an existing inode (Records.Aliases) changed the file at the names
+// it had, each of which is changed too.
 func changedPaths(rec decide.Records) []string {
 	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
 	for _, o := range rec.Observed {
-		if o.Triple.Type == policy.ObjFile && policy.Changing.Has(o.Triple.Predicate) && o.Failed < o.Count {
-			out = append(out, o.Triple.Path)
+		t := o.Triple
+		if t.Type != policy.ObjFile || !policy.Changing.Has(t.Predicate) || o.Failed >= o.Count || o.Referred {
+			continue
+		}
+		add(t.Path)
+		if t.Predicate == policy.Mutates {
+			for _, p := range aliased(rec.Aliases, t.Path) {
+				add(p)
+			}
+		}
+	}
+	return out
+}
+
+// aliased are the names the inode at name had before the session gave it
+// name, through every link and rename on the way (a link of a link).
+func aliased(aliases map[string][]string, name string) []string {
+	var out []string
+	seen := map[string]bool{name: true}
+	next := []string{name}
+	for len(next) > 0 {
+		n := next[0]
+		next = next[1:]
+		for _, p := range aliases[n] {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+				next = append(next, p)
+			}
 		}
 	}
 	return out

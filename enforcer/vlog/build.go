@@ -121,7 +121,7 @@ func (l *Log) addObserved(r decide.Records) {
 		ob := Observed{
 			Triple: o.Triple.String(), Count: o.Count, Blocked: o.Blocked, Failed: o.Failed,
 			First: o.First, PID: o.PID, Comm: o.Comm, Syscall: o.Syscall, Source: string(o.Source),
-			Violation: o.Violation,
+			Violation: o.Violation, Referred: o.Referred,
 		}
 		switch {
 		case o.Intent >= 0 && o.Intent < len(r.Intents):

@@ -232,6 +232,11 @@ type Observed struct {
 	// files every program reads), not one the manifest declares.
 	Baseline  bool `json:"baseline,omitempty"`
 	Violation bool `json:"violation,omitempty"`
+	// Referred: every occurrence was the judgement of a right a hard link
+	// or rename would give this file by its new name, which changed
+	// nothing here by itself (what was done through the new name is
+	// logged under that name).
+	Referred bool `json:"referred,omitempty"`
 }
 
 // Violation is one operation outside the declared scope.

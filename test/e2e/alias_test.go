@@ -84,19 +84,57 @@ func TestAliasingANeighboursFile(t *testing.T) {
 				t.Errorf("a/file = %q after a's later work, want it whole", got)
 			}
 			wrote := wroteThrough(b.log(), w.W("a", "file"), w.W("b", "l"), w.W("b", "sl"), w.W("b", "stolen"))
+			moved := succeeded(b.log(), "RENAMES FILE:"+w.W("a", "file"))
 			if reclaimed != nil {
 				assertToldOf(t, a.log(), b.id, w.W("a", "file"))
-				if !wrote {
-					t.Errorf("b's rollback put a/file back, yet its log observed no write through the alias")
+				if !wrote && !moved {
+					t.Errorf("b's rollback put a/file back, yet its log observed no write through the alias, nor its rename")
 				}
-			} else if !harness.LSM() && wrote {
+			} else if !harness.LSM() && (wrote || moved) {
 				// (The kill can land between the alias and the write:
 				// then nothing of a/file changed, and there is nothing
 				// to say of it.)
 				// One line: the VM's result keeps a failure's first line.
-				t.Errorf("Landlock: b wrote through its alias, yet its rollback says nothing of a/file; rollback: %+v; observed: %+v; violation: %+v", b.log().Rollback, b.log().Observed, res.Violation)
+				t.Errorf("Landlock: b wrote through its alias or moved a/file, yet its rollback says nothing of it; rollback: %+v; observed: %+v; violation: %+v", b.log().Rollback, b.log().Observed, res.Violation)
 			}
 		})
+	}
+}
+
+// TestAliasingLinkKeepsTheHoldersWork: B hard-links A's file into its
+// own scope and is killed for it, having written nothing through the
+// link, while A changed the file after B began. B's rollback has nothing
+// of A's file to put back: A's later work stays.
+func TestAliasingLinkKeepsTheHoldersWork(t *testing.T) {
+	w := harness.NewWorld(t)
+	w.File(w.W("a", "file"), "a v1\n")
+	w.File(w.W("b", "mine"), "b v1\n")
+	ino := inode(t, w.W("a", "file"))
+	tbl := lease.NewTable()
+	as, bs := aliasScopes(t, w)
+	a := startLeased(t, w, leasedSpec{leases: tbl, intents: as,
+		script: "echo 'a v2' > a/file; echo up; read x; echo 'a v3' >> a/file; echo wrote; read y || :"})
+	a.line("up")
+	b := startLeased(t, w, leasedSpec{leases: tbl, intents: bs,
+		script: "echo 'b v2' > b/mine; echo ready; read go || :; ln a/file b/l; sleep 2; echo done"})
+	b.line("ready")
+	a.send("x")
+	a.line("wrote") // A's work, after B's backup
+	res, err := b.end()
+	if err != nil || !res.Killed || res.Violation == nil {
+		t.Fatalf("b: %v %+v, want it killed for linking a/file", err, res)
+	}
+	if got := w.Content(w.W("a", "file")); got != "a v2\na v3\n" {
+		t.Errorf("a/file = %q after b's rollback, want a's later work kept; b's rollback: %+v", got, b.log().Rollback)
+	}
+	if got := inode(t, w.W("a", "file")); got != ino {
+		t.Errorf("a/file is inode %d, want %d", got, ino)
+	}
+	if w.Exists(w.W("b", "l")) {
+		t.Errorf("b/l is left after b's rollback")
+	}
+	if res, err := a.end(); err != nil || res.Killed {
+		t.Fatalf("a: %v %+v", err, res)
 	}
 }
 
@@ -239,38 +277,28 @@ func unlinksItself(script string) bool {
 	return false
 }
 
-// wroteThrough says whether the session's log observed a write of one of
-// paths that succeeded (Failed counts the blocked ones and those the kernel
-// failed otherwise: neither changed the file). The engine judges a link or
-// rename as the MUTATES of the inode's existing name it would allow
-// (decide's refer), and the log counts that judgement under the link's
-// syscall: it wrote nothing. In these scripts each path is linked or
-// renamed at most once, and an entry names its first occurrence's
-// syscall, so such an entry's writes are its count less one.
-func wroteThrough(lg *vlog.Log, paths ...string) bool {
+// succeeded says whether the log observed triple and not every attempt
+// failed.
+func succeeded(lg *vlog.Log, triple string) bool {
 	for _, o := range lg.Observed {
-		for _, p := range paths {
-			if o.Triple != "MUTATES FILE:"+p {
-				continue
-			}
-			writes := int64(o.Count) - int64(o.Failed)
-			if referSyscall(o.Syscall) {
-				writes--
-			}
-			if writes > 0 {
-				return true
-			}
+		if o.Triple == triple && o.Count > o.Failed {
+			return true
 		}
 	}
 	return false
 }
 
-// referSyscall: the syscalls (and bpf-lsm's hooks) that give an existing
-// inode another name.
-func referSyscall(name string) bool {
-	switch name {
-	case "link", "linkat", "rename", "renameat", "renameat2", "path_link", "path_rename":
-		return true
+// wroteThrough says whether the session's log observed a write of one of
+// paths that succeeded (Failed counts the blocked ones and those the kernel
+// failed otherwise: neither changed the file). The engine's judgement of
+// the rights a link or rename would give (Referred) is no write.
+func wroteThrough(lg *vlog.Log, paths ...string) bool {
+	for _, o := range lg.Observed {
+		for _, p := range paths {
+			if o.Triple == "MUTATES FILE:"+p && o.Count > o.Failed && !o.Referred {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -30,6 +30,7 @@ type leased struct {
 	t       *testing.T
 	id      string
 	out     *bufio.Reader
+	in      *os.File // the agent's stdin (send)
 	release func()
 	done    chan struct{}
 	started chan struct{}
@@ -70,7 +71,7 @@ func startLeased(t *testing.T, w *harness.World, s leasedSpec) *leased {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &leased{t: t, id: harness.NewID(), out: bufio.NewReader(outR), done: make(chan struct{}), started: make(chan struct{}), logs: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}}
+	l := &leased{t: t, id: harness.NewID(), out: bufio.NewReader(outR), in: inW, done: make(chan struct{}), started: make(chan struct{}), logs: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}}
 	l.release = sync.OnceFunc(func() { inW.Close() })
 	t.Cleanup(func() {
 		l.release()
@@ -112,6 +113,14 @@ func (l *leased) line(want string) {
 		}
 	case <-time.After(60 * time.Second):
 		l.t.Fatalf("session %s did not say %q", l.id, want)
+	}
+}
+
+// send writes a line to the agent's stdin.
+func (l *leased) send(line string) {
+	l.t.Helper()
+	if _, err := l.in.WriteString(line + "\n"); err != nil {
+		l.t.Fatalf("session %s: %v", l.id, err)
 	}
 }
 
