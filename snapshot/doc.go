@@ -8,7 +8,7 @@
 //
 //	Take(ctx, rs *policy.Ruleset, Options) (*Snapshot, error)
 //	Open(root, session string) (*Snapshot, error)
-//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it; ReportUnrecorded; Leave(regions...): another holder's, left as found; Reclaim(paths...): put back there anyway
+//	(*Snapshot).Restore(ctx, ...RestoreOption) (Report, error)  // Only(roots...) limits it; ReportUnrecorded; Leave(regions...): another holder's, left as found; Reclaim(paths...): put back there anyway; ReclaimName(paths...): moved back only
 //	(*Snapshot).Add(ctx, scopes...) ([]Scope, error)  // record more while the session runs (a permissive amendment)
 //	List(root string) ([]Info, error)
 //	GC(root string, keep int) (GCReport, error)
@@ -230,6 +230,10 @@
 // naming the holder session) and a Why that says it was another
 // session's file put back to its state when this session began; one
 // without recorded content fails, saying so and what was done.
+// ReclaimName(paths) is Reclaim for a file whose name alone the agent
+// moved: its inode is moved back, and what it holds then (the holder's
+// writes since) is left as found; an inode that cannot come back is
+// reclaimed whole.
 //
 // Restore is idempotent and resumable. It journals its intent (temp names,
 // moves back and per-path actions, fsynced) before acting; it removes paths that are

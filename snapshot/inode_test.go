@@ -397,3 +397,37 @@ func TestReclaim(t *testing.T) {
 	}
 	wantFile(t, W+"/a/file", "B again\n", 0o640, ino)
 }
+
+// TestReclaimName: another holder's file whose name alone the agent moved
+// into its own scope comes back to its name as the same inode, with what
+// the holder wrote into it since the backup (its work, not the agent's);
+// gone by the time of the restore (its inode cannot come back), it is
+// reclaimed whole, as Reclaim does.
+func TestReclaimName(t *testing.T) {
+	f := newTwoSessions(t)
+	W := f.W
+	s := f.take(t, true)
+	ino := inoOf(t, W+"/a/file")
+	writeThrough(t, W+"/a/file", []byte("A's later work\n")) // the holder, after the backup
+	must(t, os.Chmod(W+"/a/file", 0o600))
+	must(t, os.Rename(W+"/a/file", W+"/b/stolen")) // the agent
+	rep, err := s.Restore(context.Background(), Only(Scope{Path: W + "/b", Tree: true}), Leave(f.regA), ReclaimName(W+"/a/file"))
+	if err != nil {
+		t.Fatalf("Restore: %v\n%v", err, rep.Failed())
+	}
+	wantFile(t, W+"/a/file", "A's later work\n", 0o600, ino)
+	if _, err := os.Lstat(W + "/b/stolen"); !os.IsNotExist(err) {
+		t.Errorf("b/stolen is left: %v", err)
+	}
+	if e, _ := reportOf(rep, W+"/a/file"); e.Action != MovedBack || e.Holder != whyA {
+		t.Errorf("reclaimed by name: %+v", e)
+	}
+
+	must(t, os.Rename(W+"/a/file", W+"/b/stolen"))
+	must(t, os.Remove(W+"/b/stolen"))
+	rep, err = s.Restore(context.Background(), Only(Scope{Path: W + "/b", Tree: true}), Leave(f.regA), ReclaimName(W+"/a/file"))
+	if err != nil {
+		t.Fatalf("Restore: %v\n%v", err, rep.Failed())
+	}
+	wantFile(t, W+"/a/file", "A's work\n", 0o640, 0)
+}

@@ -83,6 +83,28 @@ func Reclaim(paths ...string) RestoreOption {
 	}
 }
 
+// ReclaimName is Reclaim for paths whose file the agent gave another name
+// (a rename into its own scope) but whose content and metadata it was not
+// seen to change: the pre-session inode is moved back to its name, and
+// once it is there, what it holds is left as found (the holder may have
+// changed it since this session began: that is its work). A path whose
+// inode cannot be brought back is reclaimed whole, as by Reclaim. A
+// resumed restore keeps them.
+func ReclaimName(paths ...string) RestoreOption {
+	return func(l *limit) {
+		Reclaim(paths...)(l)
+		if l.nameOnly == nil {
+			l.nameOnly = map[string]bool{}
+		}
+		for _, p := range paths {
+			if p = filepath.Clean(p); filepath.IsAbs(p) && !l.nameOnly[p] {
+				l.nameOnly[p] = true
+				l.namesOnly = append(l.namesOnly, p)
+			}
+		}
+	}
+}
+
 // limit is the set of roots Restore is limited to (on), or none. It is
 // indexed so that a check costs the depth of the path, not the number of
 // roots: a session can touch tens of thousands of paths, and every path
@@ -98,6 +120,10 @@ type limit struct {
 	// reclaim: Reclaim's paths (reclaimed: in order, for the journal).
 	reclaim   map[string]bool
 	reclaimed []string
+	// nameOnly: ReclaimName's paths (namesOnly: in order, for the
+	// journal), reclaimed for their name alone.
+	nameOnly  map[string]bool
+	namesOnly []string
 	roots     []Scope
 	tree      map[string]bool // tree roots
 	exact     map[string]bool // exact roots

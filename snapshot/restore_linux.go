@@ -116,6 +116,8 @@ type jrec struct {
 	Leave []Region `json:"leave,omitempty"`
 	// Reclaim, on begin: Reclaim's paths, kept by a resumed run.
 	Reclaim []string `json:"reclaim,omitempty"`
+	// ReclaimName, on begin: ReclaimName's paths, kept by a resumed run.
+	ReclaimName []string `json:"reclaim_name,omitempty"`
 	// From, on a MovedBack "do" (and "park"): the name the file had.
 	From string `json:"from,omitempty"`
 }
@@ -434,6 +436,7 @@ func (r *restorer) resume(prev []jrec) (resumed, error) {
 				Leave(rec.Leave...)(&r.lim)
 			}
 			Reclaim(rec.Reclaim...)(&r.lim)
+			ReclaimName(rec.ReclaimName...)(&r.lim)
 		}
 	}
 	return was, nil
@@ -476,7 +479,7 @@ func (r *restorer) settleLimit() {
 // journalBegin journals the run's limits, durably, before it acts, so a
 // resumed run keeps them (jrec's begin fields).
 func (r *restorer) journalBegin() error {
-	r.j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare, Leave: r.lim.leave, Reclaim: r.lim.reclaimed})
+	r.j.add(jrec{Op: "begin", Only: r.lim.roots, Limited: r.lim.on, Spare: r.lim.spare, Leave: r.lim.leave, Reclaim: r.lim.reclaimed, ReclaimName: r.lim.namesOnly})
 	return r.flushJournal()
 }
 
@@ -612,6 +615,12 @@ func (r *restorer) makePlan(sr *scanResult, replaced []bool) (*plan, error) {
 			if changedSince(e, r.cur[i]) {
 				r.leave(e.Path, g)
 			}
+			continue
+		}
+		if st := r.cur[i]; r.lim.nameOnly[e.Path] && st != nil && st.Dev == e.Dev && st.Ino == e.Ino {
+			// Its inode is at its name again (moved back, or never
+			// moved): what it holds is the holder's (ReclaimName).
+			pl.leaderIno[i] = st.Ino
 			continue
 		}
 		if i&1023 == 0 {

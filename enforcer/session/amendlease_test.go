@@ -116,7 +116,7 @@ func TestAmendmentBackedUpBeforeGrant(t *testing.T) {
 	}
 	// The path changed before anyone could back it up is reported, not
 	// silently kept.
-	ops, err := backup.Restore(ctx, rollbackRoots(work, eng.Records()), nil, nil)
+	ops, err := backup.Restore(ctx, rollbackRoots(work, eng.Records()), nil, Reclaims{})
 	if !errors.Is(err, snapshot.ErrIncomplete) || !strings.Contains(err.Error(), seen) {
 		t.Fatalf("rollback: %v, want %s reported unrecorded", err, seen)
 	}

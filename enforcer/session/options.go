@@ -39,8 +39,8 @@ var (
 type Restorer interface {
 	// Restore puts back what only covers (nil: everything), leaving what
 	// leave covers except the paths of reclaim (another session's files
-	// the agent changed: put back all the same, snapshot.Reclaim).
-	Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region, reclaim []string) ([]vlog.RollbackOp, error)
+	// the agent changed or moved: put back all the same).
+	Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region, reclaim Reclaims) ([]vlog.RollbackOp, error)
 	// Existed says whether path existed before the agent started: known
 	// when the backup covers it.
 	Existed(path string) (known, existed bool)

@@ -22,11 +22,12 @@ type rollbackPlan struct {
 	// only are the roots to restore (nil: everything the backup holds).
 	only []snapshot.Scope
 	// changed are the FILE paths the agent was seen to change (host
-	// paths), its violations included.
-	changed []string
-	leases  *leasing
-	log     *slog.Logger
-	self    intruder
+	// paths), its violations included; moved are those of them whose
+	// name alone it moved (changedPaths).
+	changed, moved []string
+	leases         *leasing
+	log            *slog.Logger
+	self           intruder
 }
 
 // intruder is the session rolling back, as it names itself to a session
@@ -79,7 +80,8 @@ func rollBack(ctx context.Context, r Restorer, p rollbackPlan) []vlog.RollbackOp
 			Error: fmt.Sprintf("not rolled back: the lease store could not say which paths other sessions hold (%v), and restoring one of theirs would destroy their work; run klock rollback once it answers", err)}}
 	}
 	reclaim := inLeases(p.changed, others)
-	ops, err := r.Restore(ctx, p.only, LeaseRegions(others), reclaim)
+	names := inLeases(p.moved, others)
+	ops, err := r.Restore(ctx, p.only, LeaseRegions(others), Reclaims{Whole: notIn(reclaim, names), Names: names})
 	if err != nil {
 		p.log.Error("rollback incomplete", "error", err)
 		ops = append(ops, vlog.RollbackOp{Path: "*", Action: vlog.RollbackRestored, OK: false, Error: err.Error()})
@@ -128,7 +130,7 @@ func rollBack(ctx context.Context, r Restorer, p rollbackPlan) []vlog.RollbackOp
 func rollBackOwn(ctx context.Context, r Restorer, p rollbackPlan, why error) []vlog.RollbackOp {
 	own := intersectScopes(p.only, p.leases.ownScopes())
 	p.log.Warn("the lease store does not answer: rolling back only what this session's own leases cover", "scopes", len(own), "error", why)
-	ops, err := r.Restore(ctx, own, nil, nil)
+	ops, err := r.Restore(ctx, own, nil, Reclaims{})
 	if err != nil {
 		ops = append(ops, vlog.RollbackOp{Path: "*", Action: vlog.RollbackRestored, OK: false, Error: err.Error()})
 	}
@@ -199,33 +201,41 @@ func notIn(paths, drop []string) []string {
 }
 
 // changedPaths are the FILE paths the agent was seen to change (not
-// every attempt failed). A link or rename's judgement of the rights its
-// new name would give the inode (Observation.Referred) changed nothing at
-// the old name; a change of content or metadata through a name the session
-// gave an existing inode (Records.Aliases) changed the file at the names
-// it had, each of which is changed too.
-func changedPaths(rec decide.Records) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
+// every attempt failed), and moved: those of them whose name alone it
+// moved (a rename, nothing else), whose content and metadata are not its
+// doing. A link or rename's judgement of the rights its new name would
+// give the inode (Observation.Referred) changed nothing at the old name;
+// a change of content or metadata through a name the session gave an
+// existing inode (Records.Aliases) changed the file at the names it had,
+// each of which is changed too.
+func changedPaths(rec decide.Records) (changed, moved []string) {
+	nameOnly := map[string]bool{}
+	add := func(p string, renamed bool) {
+		if was, ok := nameOnly[p]; ok {
+			nameOnly[p] = was && renamed
+			return
 		}
+		nameOnly[p] = renamed
+		changed = append(changed, p)
 	}
 	for _, o := range rec.Observed {
 		t := o.Triple
 		if t.Type != policy.ObjFile || !policy.Changing.Has(t.Predicate) || o.Failed >= o.Count || o.Referred {
 			continue
 		}
-		add(t.Path)
+		add(t.Path, t.Predicate == policy.Renames)
 		if t.Predicate == policy.Mutates {
 			for _, p := range aliased(rec.Aliases, t.Path) {
-				add(p)
+				add(p, false)
 			}
 		}
 	}
-	return out
+	for _, p := range changed {
+		if nameOnly[p] {
+			moved = append(moved, p)
+		}
+	}
+	return changed, moved
 }
 
 // aliased are the names the inode at name had before the session gave it

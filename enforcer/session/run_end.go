@@ -74,16 +74,17 @@ func (r *runner) rollback(ctx context.Context, ready *prepared, s *running) ([]v
 	}
 	start := time.Now()
 	rec := s.eng.Records()
-	roots, changed := rollbackRoots(r.rs.Workdir, rec), changedPaths(rec)
+	roots := rollbackRoots(r.rs.Workdir, rec)
+	changed, moved := changedPaths(rec)
 	c := r.o.Container
 	if c != nil {
-		roots, changed = c.hostScopes(roots), c.hostPaths(changed)
+		roots, changed, moved = c.hostScopes(roots), c.hostPaths(changed), c.hostPaths(moved)
 	}
 	if r.priv != nil {
-		roots, changed = dropTmpScopes(roots), dropTmpPaths(changed)
+		roots, changed, moved = dropTmpScopes(roots), dropTmpPaths(changed), dropTmpPaths(moved)
 	}
 	ops := rollBack(context.WithoutCancel(ctx), restorer, rollbackPlan{
-		only: roots, changed: changed, leases: r.leases, log: r.log,
+		only: roots, changed: changed, moved: moved, leases: r.leases, log: r.log,
 		self: intruder{session: r.id, agent: r.m.Agent.ID, violations: violationsByPath(rec, c), notices: r.o.noticeDir()},
 	})
 	if c != nil {

@@ -96,6 +96,12 @@ func outsideTmp(in []snapshot.Scope) []snapshot.Scope {
 
 type restorer struct{ s *snapshot.Snapshot }
 
+// Reclaims are the files of other sessions' leases a rollback puts back
+// all the same: Whole, which the agent changed (snapshot.Reclaim), and
+// Names, whose name alone it moved (snapshot.ReclaimName: the inode goes
+// back to its name, and what the holder wrote into it since stays).
+type Reclaims struct{ Whole, Names []string }
+
 // Existed is snapshot.Snapshot.Existed.
 func (r restorer) Existed(path string) (known, existed bool) { return r.s.Existed(path) }
 
@@ -105,8 +111,9 @@ func (r restorer) OtherNames(path string) []string { return r.s.OtherNames(path)
 // Restore puts back what only covers (nil: everything the backup holds),
 // leaving the new paths the agent's uid does not own (another process's)
 // and what leave covers (another session's lease) but reclaim.
-func (r restorer) Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region, reclaim []string) ([]vlog.RollbackOp, error) {
-	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew(), snapshot.Leave(leave...), snapshot.Reclaim(reclaim...)}
+func (r restorer) Restore(ctx context.Context, only []snapshot.Scope, leave []snapshot.Region, reclaim Reclaims) ([]vlog.RollbackOp, error) {
+	opts := []snapshot.RestoreOption{snapshot.SpareOthersNew(), snapshot.Leave(leave...),
+		snapshot.Reclaim(reclaim.Whole...), snapshot.ReclaimName(reclaim.Names...)}
 	if only != nil {
 		// A path the agent changed that the backup holds nothing of is a
 		// failure of the rollback, and the log says so.

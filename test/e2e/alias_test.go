@@ -101,40 +101,50 @@ func TestAliasingANeighboursFile(t *testing.T) {
 	}
 }
 
-// TestAliasingLinkKeepsTheHoldersWork: B hard-links A's file into its
-// own scope and is killed for it, having written nothing through the
-// link, while A changed the file after B began. B's rollback has nothing
-// of A's file to put back: A's later work stays.
-func TestAliasingLinkKeepsTheHoldersWork(t *testing.T) {
-	w := harness.NewWorld(t)
-	w.File(w.W("a", "file"), "a v1\n")
-	w.File(w.W("b", "mine"), "b v1\n")
-	ino := inode(t, w.W("a", "file"))
-	tbl := lease.NewTable()
-	as, bs := aliasScopes(t, w)
-	a := startLeased(t, w, leasedSpec{leases: tbl, intents: as,
-		script: "echo 'a v2' > a/file; echo up; read x; echo 'a v3' >> a/file; echo wrote; read y || :"})
-	a.line("up")
-	b := startLeased(t, w, leasedSpec{leases: tbl, intents: bs,
-		script: "echo 'b v2' > b/mine; echo ready; read go || :; ln a/file b/l; sleep 2; echo done"})
-	b.line("ready")
-	a.send("x")
-	a.line("wrote") // A's work, after B's backup
-	res, err := b.end()
-	if err != nil || !res.Killed || res.Violation == nil {
-		t.Fatalf("b: %v %+v, want it killed for linking a/file", err, res)
-	}
-	if got := w.Content(w.W("a", "file")); got != "a v2\na v3\n" {
-		t.Errorf("a/file = %q after b's rollback, want a's later work kept; b's rollback: %+v", got, b.log().Rollback)
-	}
-	if got := inode(t, w.W("a", "file")); got != ino {
-		t.Errorf("a/file is inode %d, want %d", got, ino)
-	}
-	if w.Exists(w.W("b", "l")) {
-		t.Errorf("b/l is left after b's rollback")
-	}
-	if res, err := a.end(); err != nil || res.Killed {
-		t.Fatalf("a: %v %+v", err, res)
+// TestAliasingKeepsTheHoldersWork: B reaches A's file by another name
+// (a hard link, a rename into its own scope) and is killed for it, having
+// written nothing through that name, while A changed the file after B
+// began. B's rollback puts the name back where it moved it, and nothing
+// of the file's content: A's later work stays.
+func TestAliasingKeepsTheHoldersWork(t *testing.T) {
+	for _, at := range []struct{ name, script string }{
+		{"hard link", "ln a/file b/l"},
+		{"rename", "mv a/file b/stolen"},
+	} {
+		t.Run(at.name, func(t *testing.T) {
+			w := harness.NewWorld(t)
+			w.File(w.W("a", "file"), "a v1\n")
+			w.File(w.W("b", "mine"), "b v1\n")
+			ino := inode(t, w.W("a", "file"))
+			tbl := lease.NewTable()
+			as, bs := aliasScopes(t, w)
+			a := startLeased(t, w, leasedSpec{leases: tbl, intents: as,
+				script: "echo 'a v2' > a/file; echo up; read x; echo 'a v3' >> a/file; echo wrote; read y || :"})
+			a.line("up")
+			b := startLeased(t, w, leasedSpec{leases: tbl, intents: bs,
+				script: "echo 'b v2' > b/mine; echo ready; read go || :; " + at.script + "; sleep 2; echo done"})
+			b.line("ready")
+			a.send("x")
+			a.line("wrote") // A's work, after B's backup
+			res, err := b.end()
+			if err != nil || !res.Killed || res.Violation == nil {
+				t.Fatalf("b: %v %+v, want it killed for reaching a/file", err, res)
+			}
+			if got := w.Content(w.W("a", "file")); got != "a v2\na v3\n" {
+				t.Errorf("a/file = %q after b's rollback, want a's later work kept; b's rollback: %+v", got, b.log().Rollback)
+			}
+			if got := inode(t, w.W("a", "file")); got != ino {
+				t.Errorf("a/file is inode %d, want %d", got, ino)
+			}
+			for _, n := range []string{"l", "stolen"} {
+				if w.Exists(w.W("b", n)) {
+					t.Errorf("b/%s is left after b's rollback", n)
+				}
+			}
+			if res, err := a.end(); err != nil || res.Killed {
+				t.Fatalf("a: %v %+v", err, res)
+			}
+		})
 	}
 }
 
