@@ -278,6 +278,20 @@ func TestLearnedPrivateTmpScratch(t *testing.T) {
 		// its change and removal are not implied there.
 		unwanted: []string{"FILE:/tmp", "tmp.Xa12", "pytest-of-dev", "MUTATES FILE:/var/tmp/**", "DELETES FILE:/var/tmp/**"},
 	}.run(t)
+	// A run that made and removed names there, and renamed none: the
+	// next run's rename there is CLEAN (a name made and one removed).
+	learnCase{
+		name: "private, no rename", m: manifestTmp(t, "private", "CONSUMES FILE:/srv/repo/**"),
+		learn: []event.Event{fileEv(policy.Provides, "/tmp/pip-1", "openat"), fileEv(policy.Deletes, "/tmp/pip-1", "unlinkat")},
+		next:  []event.Event{renameEv("/tmp/pip-2", "/tmp/pip-3", false)},
+		want:  []string{"RENAMES FILE:${tmpdir}/** # learned: the run made and removed names in the session's private /tmp"},
+	}.run(t)
+	// Made only: no rename is implied.
+	learnCase{
+		name: "private, made only", m: manifestTmp(t, "private", "CONSUMES FILE:/srv/repo/**"),
+		learn:    []event.Event{fileEv(policy.Provides, "/tmp/out", "openat")},
+		unwanted: []string{"RENAMES", "DELETES"},
+	}.run(t)
 	host := learnCase{name: "host", m: manifestTmp(t, "host", "CONSUMES FILE:/srv/repo/**"), learn: scratch,
 		unwanted: []string{"${tmpdir}", "FILE:/var/tmp/**"}}.run(t)
 	if !strings.Contains(host, "FILE:/tmp/") {

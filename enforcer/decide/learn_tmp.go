@@ -35,7 +35,34 @@ func tmpScopes(need []learnObs, m *policy.Manifest) []learnObs {
 		}
 		kept = append(kept, o)
 	}
-	return kept
+	return append(kept, tmpRenames(kept)...)
+}
+
+// tmpRenames declares RENAMES on a private tmp root where the run both
+// made and removed names: a rename is a name made and a name removed
+// (Landlock's own model of it), which the scratch allows already, and a
+// tool that renamed nothing there this run (pip's temporary files, a
+// cache written atomically) may next time. Declared, it also makes the
+// Landlock wall exact there for renames, so a rename whose name the
+// tracepoint could not read is allowed on the wall's word rather than
+// killed (enforcer/launch's LandlockPlan.Exact).
+func tmpRenames(kept []learnObs) []learnObs {
+	has := map[string]policy.Access{}
+	for _, o := range kept {
+		if o.scope.Match == policy.MatchSubtree && policy.InTmp(o.scope.Path) && o.t.Type == policy.ObjFile {
+			has[o.scope.Path] |= policy.AccessOf(o.t.Predicate)
+		}
+	}
+	var out []learnObs
+	for _, root := range []string{"/tmp", "/var/tmp"} {
+		a := has[root]
+		if a.Has(policy.Provides) && a.Has(policy.Deletes) && !a.Has(policy.Renames) {
+			out = append(out, learnObs{t: policy.FileTriple(policy.Renames, root), count: 1, family: true,
+				scope: policy.PathPattern{Path: root, Match: policy.MatchSubtree},
+				note:  "learned: the run made and removed names in the session's private " + root + ", which a rename does (it starts empty every run); "})
+		}
+	}
+	return out
 }
 
 // privateTmpObs is everything the run did in a private /tmp, the writes
