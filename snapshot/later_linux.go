@@ -152,6 +152,26 @@ func (s *Snapshot) OtherNames(p string) []string {
 	return out
 }
 
+// HiddenNames is how many names the regular file recorded at p had, when
+// the backup was taken, beyond those the backup found (a hard link from a
+// place outside its scopes): 0 for a file whose every name it knows, or
+// that it did not record.
+func (s *Snapshot) HiddenNames(p string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.index()
+	e := s.byPath[p]
+	if e == nil || e.Type != TypeFile || e.Nlink <= 1 {
+		return 0
+	}
+	leader := p
+	if e.Link != "" {
+		leader = e.Link
+	}
+	known := max(len(s.links[leader]), 1)
+	return max(int(e.Nlink)-known, 0)
+}
+
 // index makes byPath (and closed) on first use; the caller holds mu.
 func (s *Snapshot) index() {
 	s.byPathOnce.Do(func() {

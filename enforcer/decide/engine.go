@@ -49,6 +49,8 @@ type Engine struct {
 	// otherNames are the pre-session names sharing a file's inode
 	// (WithOtherNames); nil when unknown.
 	otherNames func(path string) []string
+	// hidden: WithHiddenNames.
+	hidden func(path string) (n int, fsRoot string)
 	// aliases are the names the session gave existing inodes: each new
 	// name (a hard link's, a rename's destination) with the names its
 	// inode had (refer; Records.Aliases).
@@ -98,6 +100,16 @@ func WithWall(refuses func(ev event.Event, t policy.Triple) bool) Option {
 // unless it failed without the wall and so changed nothing.
 func WithExactWall(exact func(ev event.Event) bool) Option {
 	return func(e *Engine) { e.exactWall = exact }
+}
+
+// WithHiddenNames tells the engine how many names each file had before
+// the session that the pre-flight backup did not find (a hard link from
+// outside its scopes), and the root of the file system they lie on: a
+// write through a declared name changes the file by those too, which no
+// manifest short of that whole file system declares and nothing can roll
+// back (refer.go).
+func WithHiddenNames(f func(path string) (n int, fsRoot string)) Option {
+	return func(e *Engine) { e.hidden = f }
 }
 
 // WithOtherNames tells the engine the other names each file's inode had

@@ -45,11 +45,17 @@ type Observation struct {
 	// (event.Event.Tmpfile), none the directory's own making.
 	Tmpfile bool
 	// Referred is true when every occurrence was the judgement of a right
-	// a link or rename would give the inode at this name by its new one
-	// (refer.go): no operation on this name, which it changed nothing of.
-	// What the agent then did through the new name is that name's own
-	// observation (Records.Aliases ties the two).
+	// an operation on another name needed (refer.go): the rights a link or
+	// rename would give the inode at this name by its new one, or a write
+	// through a file with names the backup did not find, judged on the
+	// file system they lie on. It changed nothing at this name; what the
+	// agent did is the other name's own observation (Records.Aliases ties
+	// a link's two).
 	Referred bool
+	// Hidden is true when it judged a write through a file with names the
+	// backup did not find (refer.go's throughHidden): its path is where
+	// they lie, not a path any run declares (--learn lists it, unlearned).
+	Hidden bool
 }
 
 // Violation is one triple observed outside the scope.

@@ -1,7 +1,9 @@
 package decide
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/policy"
@@ -81,9 +83,10 @@ func (e *Engine) refer(ev event.Event) Verdict {
 
 // decideVia judges t only when the ruleset (or a permissive amendment
 // made now) refuses it: a right the inode already had by its existing name
-// is no new operation and is not recorded as one. referred: t is a right a
-// link or rename would give (refer), which changes nothing by itself
-// (Observation.Referred).
+// is no new operation and is not recorded as one. referred: t is a right
+// another name's operation needs (a link or rename's, refer; a write
+// through a file with hidden names, throughHidden), which changes nothing
+// at t's own name (Observation.Referred).
 func (e *Engine) decideVia(ev event.Event, t policy.Triple, via string, referred bool) Verdict {
 	if e.rs.Allows(t).Allowed || e.create.allows(t) {
 		return Verdict{}
@@ -106,21 +109,67 @@ func (e *Engine) alias(name, existing string) {
 // every other name its inode had before the session (WithOtherNames): a
 // hard link planted before the session between a writable name and one
 // the agent may only read makes a write through the first a write of the
-// second. A file the session made anew at that name is another inode.
+// second. A file the session made anew at that name is another inode. A
+// write of its content through a file with names the backup did not find
+// (WithHiddenNames) is judged against the file system they lie on.
 func (e *Engine) throughLinks(ev event.Event) Verdict {
 	t := ev.Triple
-	if e.otherNames == nil || t.Type != policy.ObjFile || t.Predicate != policy.Mutates || ev.Unnamed {
+	if t.Type != policy.ObjFile || t.Predicate != policy.Mutates || ev.Unnamed {
 		return Verdict{}
 	}
 	if ev.Errno != 0 && !ev.Blocked || e.create.has(t.Path) {
 		return Verdict{}
 	}
 	var first Verdict
-	for _, q := range e.otherNames(t.Path) {
-		x := e.decideVia(ev, policy.FileTriple(policy.Mutates, q), "through the hard link "+t.Path, false)
-		if x.Violation() && !first.Violation() {
-			first = x
+	if e.otherNames != nil {
+		for _, q := range e.otherNames(t.Path) {
+			x := e.decideVia(ev, policy.FileTriple(policy.Mutates, q), "through the hard link "+t.Path, false)
+			if x.Violation() && !first.Violation() {
+				first = x
+			}
 		}
 	}
+	if x := e.throughHidden(ev); x.Violation() && !first.Violation() {
+		first = x
+	}
 	return first
+}
+
+// throughHidden judges a write of the content of a file that had names
+// the backup did not find when the session began (WithHiddenNames) as a
+// MUTATES of the root of the file system those names lie on: whichever
+// they are, only a manifest that declares all of it declares them. Its
+// times and attributes (git freshens an
+// object it would write again with utime) and a rename over it (which
+// leaves the other names their content) are not its content. A write that
+// failed changed nothing.
+func (e *Engine) throughHidden(ev event.Event) Verdict {
+	if e.hidden == nil || ev.Errno != 0 || !contentWrite(ev.Syscall) {
+		return Verdict{}
+	}
+	n, root := e.hidden(ev.Triple.Path)
+	if n <= 0 || root == "" {
+		return Verdict{}
+	}
+	via := fmt.Sprintf("through %s, which had %d more name(s) than klock's backup found when the session began (a hard link from outside its scopes, made before it): they lie somewhere on the file system at %s, which the manifest does not declare whole; remove the extra link before the session",
+		ev.Triple.Path, n, root)
+	t := policy.FileTriple(policy.Mutates, root)
+	v := e.decideVia(ev, t, via, true)
+	if o := e.obs[t]; o != nil {
+		o.Hidden = true
+	}
+	return v
+}
+
+// contentWrite: a MUTATES by this syscall (or bpf-lsm hook) may have
+// written the file's content: not a change of its times, mode, owner or
+// attributes, nor a rename over it.
+func contentWrite(syscall string) bool {
+	switch {
+	case timesSyscall(syscall), renameSyscall(syscall),
+		strings.Contains(syscall, "chmod"), strings.Contains(syscall, "chown"),
+		strings.Contains(syscall, "xattr"), syscall == "ioctl":
+		return false
+	}
+	return true
 }

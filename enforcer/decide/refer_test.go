@@ -176,3 +176,57 @@ func observed(t *testing.T, r Records, triple string) Observation {
 	t.Fatalf("%s not observed: %+v", triple, r.Observed)
 	return Observation{}
 }
+
+// TestWriteThroughHiddenNames: a write of the content of a file that had a
+// name the backup did not find is a MUTATES of the file system that name
+// lies on, saying through which file; its times (git's freshening), a
+// failed write, a file with no hidden name, and a manifest that declares
+// that whole file system are not violations.
+func TestWriteThroughHiddenNames(t *testing.T) {
+	hidden := func(p string) (int, string) {
+		if p == "/srv/repo/out/planted" {
+			return 1, "/srv"
+		}
+		return 0, ""
+	}
+	e := New(compile(t, manifest(t, "strict", "none", "MUTATES FILE:/srv/repo/out/**")), policy.ModeStrict,
+		WithClock(fakeClock()), WithHiddenNames(hidden))
+	for _, ev := range []event.Event{
+		fileEv(policy.Mutates, "/srv/repo/out/planted", "utimensat"),
+		fileEv(policy.Mutates, "/srv/repo/out/other", "openat"),
+		func() event.Event {
+			ev := fileEv(policy.Mutates, "/srv/repo/out/planted", "openat")
+			ev.Errno = 2
+			return ev
+		}(),
+	} {
+		if v := e.Observe(ev); v.Violation() {
+			t.Errorf("%s by %s: %+v, want allowed", ev.Triple, ev.Syscall, v)
+		}
+	}
+	v := e.Observe(fileEv(policy.Mutates, "/srv/repo/out/planted", "openat"))
+	if !v.Violation() || v.Triple.String() != "MUTATES FILE:/srv" || !strings.Contains(v.Err.Error(), "through /srv/repo/out/planted, which had 1 more name") {
+		t.Errorf("a write through it: %+v (%v), want a violation of MUTATES FILE:/srv through it", v, v.Err)
+	}
+	wide := New(compile(t, manifest(t, "strict", "none", "MUTATES FILE:/srv/**")), policy.ModeStrict,
+		WithClock(fakeClock()), WithHiddenNames(hidden))
+	if v := wide.Observe(fileEv(policy.Mutates, "/srv/repo/out/planted", "openat")); v.Violation() {
+		t.Errorf("with MUTATES FILE:/srv/** declared: %+v, want allowed", v)
+	}
+}
+
+// TestLearnSkipsHiddenNames: --learn does not declare the file system a
+// written file's hidden names lie on; it lists the write, unlearned.
+func TestLearnSkipsHiddenNames(t *testing.T) {
+	m := manifest(t, "permissive", "none", "MUTATES FILE:/srv/repo/out/**")
+	e := New(compile(t, m), policy.ModePermissive, WithClock(fakeClock()),
+		WithHiddenNames(func(p string) (int, string) { return 1, "/srv" }))
+	e.Observe(fileEv(policy.Mutates, "/srv/repo/out/planted", "openat"))
+	out, err := e.Learned(m, nil)
+	if err != nil {
+		t.Fatalf("Learned: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "- MUTATES FILE:/srv\n") || !strings.Contains(string(out), "#   MUTATES FILE:/srv (a write through a file with a hard link") {
+		t.Errorf("learned:\n%s", out)
+	}
+}

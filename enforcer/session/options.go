@@ -47,6 +47,10 @@ type Restorer interface {
 	// OtherNames are the other names path's inode had when the backup
 	// was taken (hard links), nil when none are known.
 	OtherNames(path string) []string
+	// HiddenNames is how many names path's file had, when the backup was
+	// taken, that the backup did not find (a hard link from outside its
+	// scopes).
+	HiddenNames(path string) int
 }
 
 // Snapshotter takes the pre-flight backup of what the ruleset lets the

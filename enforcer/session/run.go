@@ -497,7 +497,8 @@ func (r *runner) engineOptions(ctx context.Context, ready *prepared, reread rere
 	if ready.restorer != nil {
 		// A write through one name of a hard-linked file writes it by
 		// every other name it had before the session.
-		opts = append(opts, decide.WithOtherNames(otherNames(ready.restorer, r.o.Container)))
+		opts = append(opts, decide.WithOtherNames(otherNames(ready.restorer, r.o.Container)),
+			decide.WithHiddenNames(hiddenNames(ready.restorer, r.o.Container)))
 	}
 	return opts
 }

@@ -105,6 +105,9 @@ type Reclaims struct{ Whole, Names []string }
 // Existed is snapshot.Snapshot.Existed.
 func (r restorer) Existed(path string) (known, existed bool) { return r.s.Existed(path) }
 
+// HiddenNames is snapshot.Snapshot.HiddenNames.
+func (r restorer) HiddenNames(path string) int { return r.s.HiddenNames(path) }
+
 // OtherNames is snapshot.Snapshot.OtherNames.
 func (r restorer) OtherNames(path string) []string { return r.s.OtherNames(path) }
 
@@ -161,12 +164,23 @@ func RollbackRoots(workdir string, lost uint64, seen []policy.Triple) []snapshot
 
 // rollbackRoots is RollbackRoots for the engine's records. A triple whose
 // every occurrence failed (refused, or no such file) changed nothing, and
-// its path needs no restoring, even when it could not be resolved.
+// its path needs no restoring, even when it could not be resolved; nor
+// does a judgement of what an operation on another name needed
+// (Observation.Referred).
 func rollbackRoots(workdir string, rec decide.Records) []snapshot.Scope {
 	seen := make([]policy.Triple, 0, len(rec.Observed))
+	named := map[string]bool{}
 	for _, o := range rec.Observed {
-		if o.Failed < o.Count {
+		if o.Failed < o.Count && !o.Referred {
 			seen = append(seen, o.Triple)
+			named[o.Triple.Path] = true
+		}
+	}
+	// A file changed through a name the session gave it (changedPaths).
+	changed, _ := changedPaths(rec)
+	for _, p := range changed {
+		if !named[p] {
+			seen = append(seen, policy.FileTriple(policy.Mutates, p))
 		}
 	}
 	return RollbackRoots(workdir, rec.LostTotal, seen)
@@ -183,7 +197,7 @@ func LoggedRollbackRoots(workdir string, lg *vlog.Log) []snapshot.Scope {
 	}
 	var seen []policy.Triple
 	for _, o := range lg.Observed {
-		if o.Count > 0 && o.Failed >= o.Count {
+		if o.Count > 0 && o.Failed >= o.Count || o.Referred {
 			continue // changed nothing (rollbackRoots)
 		}
 		pred, obj, ok := strings.Cut(o.Triple, " ")

@@ -232,10 +232,11 @@ type Observed struct {
 	// files every program reads), not one the manifest declares.
 	Baseline  bool `json:"baseline,omitempty"`
 	Violation bool `json:"violation,omitempty"`
-	// Referred: every occurrence was the judgement of a right a hard link
-	// or rename would give this file by its new name, which changed
-	// nothing here by itself (what was done through the new name is
-	// logged under that name).
+	// Referred: every occurrence was the judgement of a right an operation
+	// on another name needed (a hard link or rename giving this file a new
+	// name; a write through a file with names klock's backup did not find,
+	// judged on their file system), which changed nothing here by itself
+	// (what was done is logged under the other name).
 	Referred bool `json:"referred,omitempty"`
 }
 

@@ -3,9 +3,14 @@
 package escape
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/klocklabs/klock/policy"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
@@ -66,6 +71,33 @@ func aliasRows() []row {
 					}
 					e.AssertRestored(o, map[string]string{e.W("ro.txt"): roContent})
 				}},
+		},
+		{
+			name: "a hard link planted before the session from a writable name to a file outside every scope, write through it",
+			why:  "rw/hidden and the outside secret.txt were one inode when the session began, and the backup found one of its two names: a write through rw/hidden writes a file by a name nothing declares, somewhere on its file system. Judged as MUTATES of that file system's root, which nothing declares: detected, killed, and the content put back in place (one inode: the other name gets it back too); on both walls (each lets the write through by its declared name)",
+			setup: func(t *testing.T, e *env) {
+				if err := os.Link(e.O("secret.txt"), e.W("rw", "hidden")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			steps:    steps(op("write", at("rw", "hidden"))),
+			want:     detected,
+			triple:   func(e *env) string { return "MUTATES FILE:" + fsRoot(e.O("secret.txt")) },
+			declared: "?",
+			via: func(e *env) string {
+				return fmt.Sprintf("through %s, which had 1 more name(s) than klock's backup found when the session began (a hard link from outside its scopes, made before it): they lie somewhere on the file system at %s, which the manifest does not declare whole; remove the extra link before the session",
+					e.W("rw", "hidden"), fsRoot(e.O("secret.txt")))
+			},
+			check: func(t *testing.T, e *env, o *harness.Outcome) {
+				t.Helper()
+				want := secretContent
+				if o.Log.Mode == policy.ModePermissive {
+					want = harness.Payload // the write landed
+				}
+				if got := e.Content(e.O("secret.txt")); got != want {
+					t.Errorf("the outside secret.txt = %q, want %q", got, want)
+				}
+			},
 		},
 		{
 			name:    "widened wall: hard link of a CONSUMES-only file into the writable scope, write through it",
@@ -145,5 +177,24 @@ func aliasRows() []row {
 			want:  refusedUnlogged, errno: "EPERM",
 			check: roBack,
 		},
+	}
+}
+
+// fsRoot is the highest directory above p on p's file system, as klock
+// names where a file's hidden names lie (enforcer/session's hidden.go).
+func fsRoot(p string) string {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return "/"
+	}
+	dev, root := st.Dev, filepath.Dir(p)
+	for d := root; ; d = filepath.Dir(d) {
+		if unix.Stat(d, &st) != nil || st.Dev != dev {
+			return root
+		}
+		root = d
+		if d == "/" {
+			return "/"
+		}
 	}
 }
