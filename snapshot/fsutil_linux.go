@@ -381,3 +381,24 @@ func mkdirTracked(p string, mode os.FileMode, made *[]string) error {
 	*made = append(*made, p)
 	return nil
 }
+
+// FSRoot is the highest directory above p on p's file system, found by
+// walking up while the device stays the same: where every other name of
+// a file at p can lie (a hard link cannot leave its file system). "/"
+// when the walk reaches it or p cannot be stat'ed: the widest answer.
+func FSRoot(p string) string {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return "/"
+	}
+	dev, root := st.Dev, filepath.Dir(p)
+	for d := root; ; d = filepath.Dir(d) {
+		if unix.Stat(d, &st) != nil || st.Dev != dev {
+			return root
+		}
+		root = d
+		if d == "/" {
+			return "/"
+		}
+	}
+}

@@ -2,11 +2,7 @@
 
 package session
 
-import (
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
-)
+import "github.com/klocklabs/klock/snapshot"
 
 // hiddenNames is r.HiddenNames for the engine (decide.WithHiddenNames):
 // with the root of the file system the file lies on, found by walking up
@@ -26,31 +22,12 @@ func hiddenNames(r Restorer, c *Container) func(string) (int, string) {
 		if n == 0 {
 			return 0, ""
 		}
-		root := fsRoot(h)
+		root := snapshot.FSRoot(h)
 		if c != nil {
 			if cp, ok := c.ToContainer(root); ok {
 				root = cp
 			}
 		}
 		return n, root
-	}
-}
-
-// fsRoot is the highest directory above p on p's device ("/" when the
-// walk reaches it, or when p cannot be stat'ed: the widest answer).
-func fsRoot(p string) string {
-	var st unix.Stat_t
-	if unix.Lstat(p, &st) != nil {
-		return "/"
-	}
-	dev, root := st.Dev, filepath.Dir(p)
-	for d := root; ; d = filepath.Dir(d) {
-		if unix.Stat(d, &st) != nil || st.Dev != dev {
-			return root
-		}
-		root = d
-		if d == "/" {
-			return "/"
-		}
 	}
 }

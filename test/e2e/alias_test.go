@@ -31,6 +31,22 @@ func aliasScopes(t *testing.T, w *harness.World) (a, b []string) {
 	return a, b
 }
 
+// aliasPair starts A, holding a/ (its file a/file, "a v1"), with
+// aScript, waits for its "up", and starts B, holding b/ (b/mine, "b v1"),
+// with bScript, on one lease table; ino is a/file's inode.
+func aliasPair(t *testing.T, aScript, bScript string) (w *harness.World, ino uint64, a, b *leased) {
+	w = harness.NewWorld(t)
+	w.File(w.W("a", "file"), "a v1\n")
+	w.File(w.W("b", "mine"), "b v1\n")
+	ino = inode(t, w.W("a", "file"))
+	tbl := lease.NewTable()
+	as, bs := aliasScopes(t, w)
+	a = startLeased(t, w, leasedSpec{leases: tbl, intents: as, script: aScript})
+	a.line("up")
+	b = startLeased(t, w, leasedSpec{leases: tbl, intents: bs, script: bScript})
+	return w, ino, a, b
+}
+
 // TestAliasingANeighboursFile: B reaches A's file by another name (a
 // hard link, a symlink, a rename into its own scope) while both run.
 // Every attempt is refused or killed and rolled back; A's file and the
@@ -44,17 +60,8 @@ func TestAliasingANeighboursFile(t *testing.T) {
 	}
 	for _, at := range attacks {
 		t.Run(at.name, func(t *testing.T) {
-			w := harness.NewWorld(t)
-			w.File(w.W("a", "file"), "a v1\n")
-			w.File(w.W("b", "mine"), "b v1\n")
-			ino := inode(t, w.W("a", "file"))
-			tbl := lease.NewTable()
-			as, bs := aliasScopes(t, w)
-			a := startLeased(t, w, leasedSpec{leases: tbl, intents: as,
-				script: "echo 'a v2' > a/file; echo up; read go || :; echo 'a v3' >> a/file"})
-			a.line("up")
-			b := startLeased(t, w, leasedSpec{leases: tbl, intents: bs,
-				script: "echo 'b v2' > b/mine; " + at.script + "; echo done"})
+			w, ino, a, b := aliasPair(t, "echo 'a v2' > a/file; echo up; read go || :; echo 'a v3' >> a/file",
+				"echo 'b v2' > b/mine; "+at.script+"; echo done")
 			res, err := b.end()
 			if err != nil || !res.Killed || res.Violation == nil {
 				t.Fatalf("b: %v %+v, want it killed for reaching a/file", err, res)
@@ -112,17 +119,8 @@ func TestAliasingKeepsTheHoldersWork(t *testing.T) {
 		{"rename", "mv a/file b/stolen"},
 	} {
 		t.Run(at.name, func(t *testing.T) {
-			w := harness.NewWorld(t)
-			w.File(w.W("a", "file"), "a v1\n")
-			w.File(w.W("b", "mine"), "b v1\n")
-			ino := inode(t, w.W("a", "file"))
-			tbl := lease.NewTable()
-			as, bs := aliasScopes(t, w)
-			a := startLeased(t, w, leasedSpec{leases: tbl, intents: as,
-				script: "echo 'a v2' > a/file; echo up; read x; echo 'a v3' >> a/file; echo wrote; read y || :"})
-			a.line("up")
-			b := startLeased(t, w, leasedSpec{leases: tbl, intents: bs,
-				script: "echo 'b v2' > b/mine; echo ready; read go || :; " + at.script + "; sleep 2; echo done"})
+			w, ino, a, b := aliasPair(t, "echo 'a v2' > a/file; echo up; read x; echo 'a v3' >> a/file; echo wrote; read y || :",
+				"echo 'b v2' > b/mine; echo ready; read go || :; "+at.script+"; sleep 2; echo done")
 			b.line("ready")
 			a.send("x")
 			a.line("wrote") // A's work, after B's backup

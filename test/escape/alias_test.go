@@ -5,12 +5,10 @@ package escape
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/snapshot"
 	"github.com/klocklabs/klock/test/internal/harness"
 )
 
@@ -82,11 +80,11 @@ func aliasRows() []row {
 			},
 			steps:    steps(op("write", at("rw", "hidden"))),
 			want:     detected,
-			triple:   func(e *env) string { return "MUTATES FILE:" + fsRoot(e.O("secret.txt")) },
+			triple:   func(e *env) string { return "MUTATES FILE:" + snapshot.FSRoot(e.O("secret.txt")) },
 			declared: "?",
 			via: func(e *env) string {
 				return fmt.Sprintf("through %s, which had 1 more name(s) than klock's backup found when the session began (a hard link from outside its scopes, made before it): they lie somewhere on the file system at %s, which the manifest does not declare whole; remove the extra link before the session",
-					e.W("rw", "hidden"), fsRoot(e.O("secret.txt")))
+					e.W("rw", "hidden"), snapshot.FSRoot(e.O("secret.txt")))
 			},
 			check: func(t *testing.T, e *env, o *harness.Outcome) {
 				t.Helper()
@@ -177,24 +175,5 @@ func aliasRows() []row {
 			want:  refusedUnlogged, errno: "EPERM",
 			check: roBack,
 		},
-	}
-}
-
-// fsRoot is the highest directory above p on p's file system, as klock
-// names where a file's hidden names lie (enforcer/session's hidden.go).
-func fsRoot(p string) string {
-	var st unix.Stat_t
-	if unix.Lstat(p, &st) != nil {
-		return "/"
-	}
-	dev, root := st.Dev, filepath.Dir(p)
-	for d := root; ; d = filepath.Dir(d) {
-		if unix.Stat(d, &st) != nil || st.Dev != dev {
-			return root
-		}
-		root = d
-		if d == "/" {
-			return "/"
-		}
 	}
 }
