@@ -139,10 +139,9 @@ func (e *Engine) throughLinks(ev event.Event) Verdict {
 // the backup did not find when the session began (WithHiddenNames) as a
 // MUTATES of the root of the file system those names lie on: whichever
 // they are, only a manifest that declares all of it declares them. Its
-// times and attributes (git freshens an
-// object it would write again with utime) and a rename over it (which
-// leaves the other names their content) are not its content. A write that
-// failed changed nothing.
+// times and attributes (git freshens an object it would write again with
+// utime) and a rename over it (which leaves the other names their
+// content) are not its content. A write that failed changed nothing.
 func (e *Engine) throughHidden(ev event.Event) Verdict {
 	if e.hidden == nil || ev.Errno != 0 || !contentWrite(ev.Syscall) {
 		return Verdict{}
