@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,8 +97,12 @@ func rollBack(ctx context.Context, r Restorer, p rollbackPlan) []vlog.RollbackOp
 			if !ok {
 				continue
 			}
-			op.Why = fmt.Sprintf("session %s's (agent %s, lease %s on %s): this session's agent changed it; put back to its state when this session began, and session %s is told",
-				x.Holder.Session, x.Holder.Agent, x.ID, x.Object, x.Holder.Session)
+			what := "changed it; put back to its state when this session began"
+			if slices.Contains(names, op.Path) && op.Action == string(snapshot.MovedBack) {
+				what = "moved it; moved back to its name, with what it holds now (the holder's since)"
+			}
+			op.Why = fmt.Sprintf("session %s's (agent %s, lease %s on %s): this session's agent %s, and session %s is told",
+				x.Holder.Session, x.Holder.Agent, x.ID, x.Object, what, x.Holder.Session)
 			notices[x.Holder.Session] = append(notices[x.Holder.Session], vlog.Intrusion{
 				Time: time.Now(), Session: p.self.session, Agent: p.self.agent, Path: op.Path,
 				What: p.self.violations[op.Path], PutBack: op.Action, OK: op.OK, Error: op.Error})

@@ -139,6 +139,9 @@ func TestAliasingKeepsTheHoldersWork(t *testing.T) {
 					t.Errorf("b/%s is left after b's rollback", n)
 				}
 			}
+			if op := rollbackOf(b.log(), w.W("a", "file")); op != nil && op.Action == "moved back" && !strings.Contains(op.Why, "moved back to its name, with what it holds now") {
+				t.Errorf("b's rollback of a/file says %q, want that it moved it back and left its content", op.Why)
+			}
 			if res, err := a.end(); err != nil || res.Killed {
 				t.Fatalf("a: %v %+v", err, res)
 			}
