@@ -71,7 +71,26 @@ func makeStateDir(id, stage2 string) (string, error) {
 	if err := makeCanaryPipe(filepath.Join(dir, oci.CanaryFileName)); err != nil {
 		return "", fmt.Errorf("state directory: the canaries' report pipe: %w", err)
 	}
+	if err := makeRelease(filepath.Join(dir, oci.ReleaseFileName)); err != nil {
+		return "", fmt.Errorf("state directory: the entrypoint's release: %w", err)
+	}
 	return dir, nil
+}
+
+// makeRelease makes the entrypoint's release (oci.ReleaseFileName) empty,
+// root's, 0644: klockd writes it, every stage 2 in the container reads it.
+// A state directory of the same id made before starts empty again: a
+// release left from another container never lets this one's entrypoint go.
+func makeRelease(p string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil { // past the umask
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // makeCanaryPipe makes the pipe the entrypoint's stage 2 reports its

@@ -47,7 +47,8 @@ const maxEndWait = 10 * time.Minute
 
 // adopt serves an adopt request (AdoptRequest): it checks it, registers
 // the container's session, starts it, and replies "started" once the
-// session runs, or the error that ended it first.
+// session runs, or once its stage 2 is held for the session's release
+// (armed), or the error that ended it first.
 func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequest) {
 	received := time.Now()
 	fail := func(err error) {
@@ -101,8 +102,11 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 
 	slg := s.log.With("session", id, "agent", as.m.Agent.ID, "container", req.ContainerID)
 	slg.Info("container session starting", "pid", req.Pid, "mode", mode)
-	started := make(chan struct{})
+	started, armed := make(chan struct{}), make(chan struct{})
 	opts := s.adoptOptions(as, slg, started)
+	// The hook returns once the container is watched and walled, and its
+	// stage 2 waits for the session's release (session.Options.Armed).
+	opts.Armed = func() { close(armed) }
 	finish := s.adoptFinisher(ad)
 	// The poststop hook gets the result as soon as the log is written.
 	opts.Finished = func(res *session.Result) { finish(res, nil) }
@@ -125,6 +129,8 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	}()
 	select {
 	case <-started:
+		_ = w.send(msg(wire.Message{Type: typeStarted, Session: &info}))
+	case <-armed:
 		_ = w.send(msg(wire.Message{Type: typeStarted, Session: &info}))
 	case <-ad.done:
 		err := ad.err

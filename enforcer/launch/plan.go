@@ -149,8 +149,7 @@ func PlanLandlockOn(rs *policy.Ruleset, abi int, fsys PlanFS) (*LandlockPlan, er
 	p.settle()
 	p.network(rs)
 	p.globals()
-	_, err := os.Stat(stage2.MemfdNoexecSysctl)
-	p.plan.MemfdNoexec = err == nil
+	p.plan.MemfdNoexec = MemfdNoexecSupported()
 	if !p.plan.MemfdNoexec {
 		p.residual(Residual{Kind: Unmediated, Reason: "exec of a memfd (memfd_create + execveat) is not seen by Landlock and this kernel lacks vm.memfd_noexec"})
 	}
@@ -477,4 +476,11 @@ func (p *planner) linkOnPath(path string) string {
 		}
 	}
 	return ""
+}
+
+// MemfdNoexecSupported reports whether the kernel has vm.memfd_noexec
+// (Linux 6.3): a Landlock plan then asks for it (LandlockPlan.MemfdNoexec).
+func MemfdNoexecSupported() bool {
+	_, err := os.Stat(stage2.MemfdNoexecSysctl)
+	return err == nil
 }

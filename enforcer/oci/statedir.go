@@ -12,6 +12,7 @@ const (
 	OutcomeFileName = statedir.OutcomeFileName
 	AdoptFileName   = statedir.AdoptFileName
 	CanaryFileName  = statedir.CanaryFileName
+	ReleaseFileName = statedir.ReleaseFileName
 )
 
 // Outcome is a container session's end, as the poststop hook writes it.

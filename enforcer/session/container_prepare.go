@@ -23,7 +23,13 @@ import (
 // init waits (the OCI createRuntime hook), the wall stage 2 enforces
 // inside the container is written (runtime mode), the backup is taken of
 // the host paths (hostRS), and the init is adopted: nothing is launched.
-// The runtime execs the entrypoint once klock's hook returns.
+// The runtime execs stage 2 once klock's hook returns, and stage 2 the
+// entrypoint. With a release gate (klock-runtime's state directory) the
+// hook returns as soon as the watchers are on and the wall is written
+// (Options.Armed), the rest is done while the runtime sets the container
+// up, and every stage 2 there waits for the release, written last: the
+// entrypoint still runs only inside every wall, after the backup and the
+// session's first log.
 func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepareArgs) (*prepared, error) {
 	return func(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
 		if a.o.Backend == BackendObserve {
@@ -32,24 +38,31 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepar
 		p := newAdopting(ctx, a, hostRS)
 		// The backup (of host paths) and the backends (on the cgroup) do
 		// not depend on each other: both only have to be done before the
-		// hook returns and the runtime starts the entrypoint.
+		// entrypoint starts (the release, or the hook's return).
 		start := time.Now()
 		p.takeBackup()
 		defer func() {
 			if err != nil {
+				p.gate.refuse(err)
 				p.abort()
 				if p.canaries != nil && p.canaries.Report != nil {
 					p.canaries.Report.Close()
 				}
 			}
 		}()
+		defer p.awaitMemfd() // never left running behind the caller's back
 		if err := p.attachWatchers(); err != nil {
 			return nil, err
 		}
 		if err := p.writeWall(); err != nil {
 			return nil, err
 		}
-		defer p.awaitMemfd() // never left running behind the caller's back
+		if p.gate != nil && a.o.Armed != nil {
+			// Watched and walled from here on: what is left (the network
+			// programs, the backup, the log) is done while the runtime
+			// sets the container up, and its stage 2 waits for the gate.
+			a.o.Armed()
+		}
 		if err := p.attachWalls(); err != nil {
 			return nil, err
 		}
@@ -70,6 +83,10 @@ func prepareContainer(hostRS *policy.Ruleset) func(ctx context.Context, a prepar
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
 		p.refuseProbed(proc)
+		if err := p.gate.open(); err != nil {
+			_ = proc.Kill()
+			return nil, err
+		}
 		return &prepared{be: p.be, proc: proc, restorer: restorer, start: start}, nil
 	}
 }
@@ -86,6 +103,9 @@ type adopting struct {
 	// (nil: none), until Adopt takes them.
 	canaries *launch.AdoptedCanaries
 	memfd    chan memfdResult
+	// gate holds the container's entrypoint until the preparation is done
+	// (nil: the hook returns only then).
+	gate *releaseGate
 }
 
 func newAdopting(ctx context.Context, a prepareArgs, hostRS *policy.Ruleset) *adopting {
@@ -121,6 +141,12 @@ func (p *adopting) attachWatchers() error {
 		return err
 	}
 	o.tl.mark("bpf-lsm")
+	if c.WallFile != "" && be.lsms == nil && launch.MemfdNoexecSupported() {
+		// Landlock inside will be the wall, and its plan will ask for
+		// unexecutable memfds (launch.LandlockPlan.MemfdNoexec): the
+		// helper, the adopt's longest step, starts now.
+		p.startMemfd()
+	}
 	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", c.Pid))
 	if err != nil {
 		return fmt.Errorf("%w: container %s: its mount namespace: %v", ErrSetup, c.ID, err)
@@ -133,27 +159,23 @@ func (p *adopting) attachWatchers() error {
 	return nil
 }
 
-// writeWall writes the wall stage 2 enforces inside the container and,
-// as klock run's stage 2 does in its own pid namespace (the agent has no
-// capability to, inside the container), starts the helper that makes
-// memfds unexecutable there: the longest step here, run beside the
-// network backends' attach. It refuses a container no wall or tracepoint
-// covers.
+// writeWall writes the wall stage 2 enforces inside the container (and
+// makes sure the memfd helper runs when its plan asks for it). It refuses
+// a container no wall or tracepoint covers.
 func (p *adopting) writeWall() error {
 	be, o, c := p.be, p.o, p.c
-	plan, canaries, err := writeWall(c, p.rs, be.lsms != nil, be.watch != nil, p.spec.Canaries)
+	var err error
+	if p.gate, err = openReleaseGate(c); err != nil {
+		return err
+	}
+	plan, canaries, err := writeWall(c, p.rs, be.lsms != nil, be.watch != nil, p.gate != nil, p.spec.Canaries)
 	o.tl.mark("wall written")
 	if err != nil {
 		return err
 	}
 	p.plan, p.canaries = plan, canaries
 	if plan != nil && plan.MemfdNoexec {
-		p.memfd = make(chan memfdResult, 1)
-		go func() {
-			shared, err := memfdNoexec(c, o.Stage2)
-			o.tl.mark("memfd_noexec")
-			p.memfd <- memfdResult{shared, err}
-		}()
+		p.startMemfd() // started already, as a rule (attachWatchers)
 	}
 	be.metaIoctlsRefused = c.WallFile != "" && launch.MetaIoctlsRefused(p.rs, be.lsms != nil, be.watch != nil)
 	if be.lsms == nil && plan == nil && !o.AllowDegraded && be.watch == nil {
@@ -165,6 +187,21 @@ func (p *adopting) writeWall() error {
 		}})
 	}
 	return nil
+}
+
+// startMemfd starts, once, the helper that makes memfds unexecutable in
+// the container's pid namespace (as klock run's stage 2 does in its own:
+// the agent has no capability to, inside the container).
+func (p *adopting) startMemfd() {
+	if p.memfd != nil {
+		return
+	}
+	p.memfd = make(chan memfdResult, 1)
+	go func() {
+		shared, err := memfdNoexec(p.c, p.o.Stage2)
+		p.o.tl.mark("memfd_noexec")
+		p.memfd <- memfdResult{shared, err}
+	}()
 }
 
 // attachWalls puts the cgroup programs on and waits for the memfd helper.

@@ -24,13 +24,14 @@ import (
 // as its mounts will show it, or none when bpf-lsm walls its files from
 // outside, and the canaries the entrypoint's stage 2 proves it with
 // (canaries: nil for none), whose report pipe it opens first (stage 2
-// refuses to start the entrypoint with nobody reading it). Hook-only mode
+// refuses to start the entrypoint with nobody reading it), and whether it
+// waits for the session's release (gated). Hook-only mode
 // (no WallFile) has no stage 2: nil, nil, nil.
-func writeWall(c *Container, rs *policy.Ruleset, lsm, observed bool, canaries *launch.Canaries) (*launch.LandlockPlan, *launch.AdoptedCanaries, error) {
+func writeWall(c *Container, rs *policy.Ruleset, lsm, observed, gated bool, canaries *launch.Canaries) (*launch.LandlockPlan, *launch.AdoptedCanaries, error) {
 	if c.WallFile == "" {
 		return nil, nil, nil
 	}
-	w := stage2.ContainerWall{Protocol: stage2.Protocol, By: "bpf-lsm", DenyMetaIoctls: launch.MetaIoctlsRefused(rs, lsm, observed)}
+	w := stage2.ContainerWall{Protocol: stage2.Protocol, By: "bpf-lsm", DenyMetaIoctls: launch.MetaIoctlsRefused(rs, lsm, observed), Gated: gated}
 	var plan *launch.LandlockPlan
 	if !lsm {
 		abi, err := launch.ProbeABI()

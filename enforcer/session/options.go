@@ -172,6 +172,12 @@ type Options struct {
 	// done), with its pid; a cancel before that is a session that never
 	// started.
 	Started func(pid int)
+	// Armed, when set, is called once for a container whose stage 2 waits
+	// for the session's release (klock-runtime's state directory has one):
+	// its watchers are on and its wall written, so its runtime may go on
+	// setting it up (the createRuntime hook returns) while the session
+	// finishes preparing; the entrypoint runs only once it has (Started).
+	Armed func()
 	// NotEnforcing, when set, is told before Started which walls let their
 	// canary through (permissive mode: the agent runs without them).
 	NotEnforcing func(walls []string)

@@ -222,3 +222,28 @@ func TestRuncRelativeNameOfTheOnlyProcess(t *testing.T) {
 		t.Errorf("no PROVIDES FILE:/workspace/out.txt observed: %+v", lg.Observed)
 	}
 }
+
+// TestRuncRefusedAfterTheHook: the createRuntime hook returns once the
+// container is watched and walled, and the session finishes preparing
+// while the runtime sets the container up; a step that fails then (here
+// the pre-flight backup: the workdir's .klock/backups is a file) refuses the
+// container all the same. Its entrypoint never runs, the container ends
+// with klock-stage2's exit status, and the error says why.
+func TestRuncRefusedAfterTheHook(t *testing.T) {
+	w := newWorld(t)
+	if err := os.Mkdir(filepath.Join(w.work, ".klock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.file(".klock/backups", "not a directory\n")
+	b := w.bundle([]string{"sh", "-c", "echo ran > /workspace/ran.txt"}, map[string]string{"io.klock.manifest": w.manifest()})
+	r := ctrtest.RunC(t, w.runtime, b, "kc-refused-late")
+	if r.Exit == 0 {
+		t.Fatalf("a container whose backup failed ran: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(w.work, "ran.txt")); err == nil {
+		t.Fatalf("the entrypoint of a refused container ran: %+v", r)
+	}
+	if r.Exit != 125 || !strings.Contains(r.Stderr, "klockd did not release this container: it refused it") || !strings.Contains(r.Stderr, "pre-flight backup") {
+		t.Fatalf("want klock-stage2's refusal (exit 125) saying why (the backup): %+v", r)
+	}
+}

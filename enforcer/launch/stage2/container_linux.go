@@ -49,8 +49,17 @@ func containerMain(wallFile, reportPipe string, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := openRelease(w, wallFile)
+	if err != nil {
+		return err
+	}
 	canary, err := containerCanary(w, reportPipe)
 	if err != nil {
+		// A session that refused the container closed the canaries'
+		// pipe: its release says why.
+		if rerr := awaitContainerRelease(release); rerr != nil {
+			return rerr
+		}
 		return err
 	}
 	// klock run's seccomp filter, stacked on the container's own (a
@@ -80,6 +89,13 @@ func containerMain(wallFile, reportPipe string, args []string) error {
 	}
 	if err := loadSeccomp(prog); err != nil {
 		return fmt.Errorf("seccomp: %v", err)
+	}
+	if err := awaitContainerRelease(release); err != nil {
+		if canary >= 0 {
+			report(canary, err)
+			_, _ = unix.Write(canary, []byte{'\n'})
+		}
+		return err
 	}
 	if canary >= 0 {
 		// As klock run's stage 2: after every wall, before the

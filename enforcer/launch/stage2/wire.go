@@ -160,7 +160,7 @@ type PortRule struct {
 
 // Protocol is the version of Spec, the environment variable and the
 // status report. Bump it with any change to them.
-const Protocol = 7
+const Protocol = 8
 
 // Build identifies the build (the Makefile sets it to klock's version with
 // -X, for klock, klockd and klock-stage2 alike); Spec.Build must match it.
@@ -217,6 +217,12 @@ type ContainerWall struct {
 	// CanaryFlag tries them: the entrypoint's, not a process exec'd into
 	// the container later.
 	Canary *Canary `json:"canary,omitempty"`
+	// Gated: the createRuntime hook returned before the session finished
+	// the container's preparation (its network programs, the backup, the
+	// log), and every stage 2 here waits for its release (ReleaseFileName
+	// beside the wall file) after its own walls and before the canaries
+	// and the exec.
+	Gated bool `json:"gated,omitempty"`
 }
 
 // WallFlag is stage 2's flag in a container's process.args.

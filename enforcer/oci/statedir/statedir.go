@@ -38,6 +38,21 @@ const AdoptFileName = "adopt.json"
 // it from the host.
 const CanaryFileName = "canary"
 
+// ReleaseFileName is the entrypoint's release (a file klock-runtime makes
+// empty at create, root's, 0644): the session holds an exclusive flock
+// of it while it finishes the container's preparation after the
+// createRuntime hook returned, and writes "ok" (ReleaseOK) or why it
+// refused (ReleaseRefused) before it lets go. Each klock-stage2 in the
+// container waits for a shared flock, then reads it: anything but "ok"
+// (nothing at all: klockd ended first) and the entrypoint never runs.
+const ReleaseFileName = "release"
+
+// What the session writes into ReleaseFileName.
+const (
+	ReleaseOK      = "ok\n"
+	ReleaseRefused = "refused: "
+)
+
 // Dir is a container's state directory on the host.
 func Dir(containerID string) string { return filepath.Join(Root, containerID) }
 
