@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/common/types"
+	"sync"
 )
 
 // AutonomyCondition is a compiled autonomy.unsupervised_if expression.
@@ -16,7 +14,49 @@ type AutonomyCondition struct {
 	// Source is the condition as the manifest writes it; CEL is what runs:
 	// Source itself, or its translation from seed 002's syntax.
 	Source, CEL string
-	prg         cel.Program
+	prg         ConditionProgram
+}
+
+// ConditionCompiler compiles an autonomy condition's CEL: expr with the
+// maps args and context and each of vars (name → "string", "double",
+// "int", "bool", "list" or "dyn") declared. policy/celexpr is klock's, with
+// cel-go; a binary installs it with UseConditions.
+type ConditionCompiler interface {
+	Compile(expr string, vars map[string]string) (ConditionProgram, error)
+}
+
+// ConditionProgram is a compiled condition (an alias of an interface type,
+// so that policy/celexpr satisfies ConditionCompiler without importing
+// this package).
+type ConditionProgram = interface {
+	// Output is the CEL type of the result ("bool", "dyn", ...).
+	Output() string
+	// Eval runs the condition over its variables.
+	Eval(vars map[string]any) (bool, error)
+}
+
+// ErrNoConditions: the binary installed no ConditionCompiler, so it can
+// neither check nor run an autonomy condition. Validate then leaves the
+// condition to the binary that runs it (klockd and klock-cli check it).
+var ErrNoConditions = errors.New("no CEL compiler for autonomy conditions in this binary (policy.UseConditions)")
+
+var conditions struct {
+	sync.RWMutex
+	c ConditionCompiler
+}
+
+// UseConditions installs the compiler of autonomy conditions (nil removes
+// it).
+func UseConditions(c ConditionCompiler) {
+	conditions.Lock()
+	conditions.c = c
+	conditions.Unlock()
+}
+
+func conditionCompiler() ConditionCompiler {
+	conditions.RLock()
+	defer conditions.RUnlock()
+	return conditions.c
 }
 
 // Translated reports whether the condition was written in seed 002's
@@ -32,26 +72,26 @@ var celReserved = map[string]bool{
 	"true": true, "false": true, "null": true, "args": true, "context": true,
 }
 
-func celType(s *ParamSchema) *cel.Type {
-	var t *cel.Type
+// conditionKind is the kind a condition sees an argument as
+// (ConditionCompiler's vars): an optional or nullable one may be null, so
+// it is dyn.
+func conditionKind(s *ParamSchema) string {
+	if s.Nullable || !s.IsRequired() {
+		return "dyn"
+	}
 	switch s.Type {
 	case "string", "enum", TypePath:
-		t = cel.StringType
+		return "string"
 	case "number":
-		t = cel.DoubleType
+		return "double"
 	case "integer":
-		t = cel.IntType
+		return "int"
 	case "boolean":
-		t = cel.BoolType
+		return "bool"
 	case "array":
-		t = cel.ListType(cel.DynType)
-	default:
-		t = cel.DynType
+		return "list"
 	}
-	if s.Nullable || !s.IsRequired() {
-		return cel.DynType
-	}
-	return t
+	return "dyn"
 }
 
 // CompileAutonomy compiles t.Autonomy.UnsupervisedIf; it returns nil, nil
@@ -61,19 +101,15 @@ func CompileAutonomy(t *Tool) (*AutonomyCondition, error) {
 	if src == "" {
 		return nil, nil
 	}
-	opts := []cel.EnvOption{
-		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("context", cel.MapType(cel.StringType, cel.DynType)),
-		cel.CrossTypeNumericComparisons(true),
+	cc := conditionCompiler()
+	if cc == nil {
+		return nil, ErrNoConditions
 	}
+	vars := map[string]string{}
 	for name, s := range t.InputSchema {
 		if s != nil && isIdent(name) && !celReserved[name] {
-			opts = append(opts, cel.Variable(name, celType(s)))
+			vars[name] = conditionKind(s)
 		}
-	}
-	env, err := cel.NewEnv(opts...)
-	if err != nil {
-		return nil, err
 	}
 	// A condition is CEL when it compiles as CEL; otherwise it is read as
 	// seed 002's syntax ("amount_usd <= 50 AND account.tier != enterprise")
@@ -81,27 +117,23 @@ func CompileAutonomy(t *Tool) (*AutonomyCondition, error) {
 	// by accident: its AND/OR/=/<> are CEL syntax errors and its bare
 	// context names and values are undeclared references.
 	expr := src
-	ast, iss := env.Compile(src)
-	if iss.Err() != nil {
+	prg, err := cc.Compile(src, vars)
+	if err != nil {
 		tr, terr := TranslateCondition(src, t.InputSchema)
 		if terr != nil {
 			if seedSyntax(src) {
 				return nil, terr
 			}
-			return nil, fmt.Errorf("%q: %w", src, iss.Err())
+			return nil, fmt.Errorf("%q: %w", src, err)
 		}
-		var iss2 *cel.Issues
-		if ast, iss2 = env.Compile(tr); iss2.Err() != nil {
-			return nil, fmt.Errorf("%q, read as seed 002's syntax, is the CEL %q: %w", src, tr, iss2.Err())
+		var err2 error
+		if prg, err2 = cc.Compile(tr, vars); err2 != nil {
+			return nil, fmt.Errorf("%q, read as seed 002's syntax, is the CEL %q: %w", src, tr, err2)
 		}
 		expr = tr
 	}
-	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-		return nil, fmt.Errorf("%q evaluates to %s, not a boolean", expr, ast.OutputType())
-	}
-	prg, err := env.Program(ast, cel.CostLimit(100_000))
-	if err != nil {
-		return nil, err
+	if out := prg.Output(); out != "bool" && out != "dyn" {
+		return nil, fmt.Errorf("%q evaluates to %s, not a boolean", expr, out)
 	}
 	return &AutonomyCondition{Source: src, CEL: expr, prg: prg}, nil
 }
@@ -148,15 +180,11 @@ func (c *AutonomyCondition) Eval(args, context map[string]any) (bool, error) {
 			vars[k] = v
 		}
 	}
-	out, _, err := c.prg.Eval(vars)
+	ok, err := c.prg.Eval(vars)
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", ErrAutonomyEval, err)
 	}
-	b, ok := out.(types.Bool)
-	if !ok {
-		return false, fmt.Errorf("%w: result %v is not a boolean", ErrAutonomyEval, out)
-	}
-	return bool(b), nil
+	return ok, nil
 }
 
 func orEmpty(m map[string]any) map[string]any {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -137,7 +138,9 @@ func validateTools(m *Manifest, r *report) {
 		validateSchema(t.OutputSchema, f+".output_schema", m.Workdir, r)
 		validateRates(t.RateLimits, f+".rate_limits", t, r)
 		validateConfidential(t, f, r)
-		if _, err := CompileAutonomy(t); err != nil {
+		// A binary without conditions (klock-runtime) leaves them to
+		// klockd, which checks the manifest again when it admits it.
+		if _, err := CompileAutonomy(t); err != nil && !errors.Is(err, ErrNoConditions) {
 			r.errorf("cel", f+".autonomy.unsupervised_if", "write a CEL boolean over the arguments, e.g. amount_usd <= 50.0 && context.account.tier != \"enterprise\"", "%v", err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/klocklabs/klock/enforcer/launch"
+	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/celexpr"
 	"github.com/spf13/cobra"
 )
 
@@ -30,6 +32,8 @@ func (e *exitError) Unwrap() error { return e.err }
 func main() {
 	// Stage 2 of klock run: becomes the agent and never returns.
 	launch.Init()
+	// Manifests are checked whole, their autonomy conditions included.
+	policy.UseConditions(celexpr.Compiler{})
 	root := newRoot()
 	err := root.Execute()
 	if err == nil {

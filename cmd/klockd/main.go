@@ -23,6 +23,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/launch"
 	"github.com/klocklabs/klock/internal/logswitch"
 	"github.com/klocklabs/klock/policy"
+	"github.com/klocklabs/klock/policy/celexpr"
 	"github.com/klocklabs/klock/policy/trust"
 )
 
@@ -55,6 +56,8 @@ type options struct {
 func main() {
 	// Stage 2 of every session klockd launches: becomes the agent.
 	launch.Init()
+	// Manifests are checked whole, their autonomy conditions included.
+	policy.UseConditions(celexpr.Compiler{})
 	o, err := parseOptions(os.Args[1:])
 	if err != nil {
 		fatal(err)

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,6 +34,34 @@ func TestLightBinariesLinkNothingHeavy(t *testing.T) {
 					t.Errorf("%s links %s (go list -deps %s): it must stay small; move what needs it to the full CLI or klockd", bin, dep, module+bin)
 				}
 			}
+		}
+	}
+}
+
+// TestRuntimeLinksNoCEL: klock-runtime, which engines run several times
+// per container (create, start, state, kill, delete), parses manifests
+// but never runs an autonomy condition: cel-go and protobuf stay out of
+// it (policy/celexpr), as they stay out of package policy. klockd and
+// klock-cli, which admit manifests, link the compiler and check
+// conditions.
+func TestRuntimeLinksNoCEL(t *testing.T) {
+	deps := func(bin string) []string {
+		out, err := exec.Command("go", "list", "-deps", module+bin).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", bin, err)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, dep := range deps("cmd/klock-runtime") {
+		for _, h := range []string{"cel.dev/cel-go", "google.golang.org/protobuf"} {
+			if dep == h || strings.HasPrefix(dep, h+"/") {
+				t.Errorf("klock-runtime links %s: keep what needs it in klockd (go list -deps %scmd/klock-runtime)", dep, module)
+			}
+		}
+	}
+	for _, bin := range []string{"cmd/klockd", "cmd/klock-cli"} {
+		if !slices.Contains(deps(bin), module+"policy/celexpr") {
+			t.Errorf("%s does not link policy/celexpr: it would admit a manifest whose autonomy condition does not compile", bin)
 		}
 	}
 }
