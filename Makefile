@@ -109,6 +109,8 @@ bench: deps ## Benchmarks: figures and ratios against no enforcement, from one r
 	$(GO) test -run '^$$' -bench SessionWithStalledReader -benchtime 10x ./enforcer/daemon/
 	@echo "containers: run of a busybox container running true, bare runc and crun vs each through klock-runtime with klockd serving (manifest, hooks, session, backup, log); added-ms is the difference (goal <= 10 ms)"
 	$(GO) test -run '^$$' -bench RuncRunTrue -benchtime 30x ./test/container/
+	@echo "containers: a command klock-runtime hands to the runtime (list, as state/start/kill/delete), bare vs through klock-runtime; added-ms is its start and exec"
+	$(GO) test -run '^$$' -bench RuntimePassthrough -benchtime 100x ./test/container/
 	@echo "bpf-lsm in the VM: open/close and file workload ratios against no enforcement (goals 1.2x, 1.05x)"
 	vmtests/vmtest.sh --bench
 

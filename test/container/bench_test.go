@@ -5,6 +5,7 @@ package container
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -105,5 +106,42 @@ func shippedLinger(b *testing.B) {
 	if obs := harness.Shared().Observer; obs != nil {
 		obs.SetSyscallLinger(daemon.DefaultSyscallLinger)
 		b.Cleanup(func() { obs.SetSyscallLinger(0) })
+	}
+}
+
+// BenchmarkRuntimePassthrough: a command klock-runtime only hands to the
+// runtime (`list`, as `state`, `start`, `kill` and `delete` are: an
+// engine runs four to six of them per container), bare and through
+// klock-runtime, paired as in BenchmarkRuncRunTrue. What it adds is the
+// wrapper's and klock-runtime's start and its exec of the runtime: a
+// binary that links little starts sooner (policy without cel-go,
+// test/layout's TestRuntimeLinksNoCEL).
+func BenchmarkRuntimePassthrough(b *testing.B) {
+	w := newWorld(b)
+	root := ctrtest.StateRoot(b)
+	for _, name := range engineNames {
+		b.Run(name, func(b *testing.B) {
+			e := w.engine(b, name)
+			if e.refuses != "" {
+				b.Skip(e.refuses)
+			}
+			list := func(runtime string) time.Duration {
+				start := time.Now()
+				if out, err := exec.Command(runtime, "--root", root, "list").CombinedOutput(); err != nil {
+					b.Fatalf("%s list: %v\n%s", runtime, err, out)
+				}
+				return time.Since(start)
+			}
+			list(e.bare) // warm: the page cache
+			list(e.klock)
+			added := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				added = append(added, list(e.klock)-list(e.bare))
+			}
+			b.StopTimer()
+			slices.Sort(added)
+			b.ReportMetric(float64(added[len(added)/2])/float64(time.Millisecond), "added-ms")
+		})
 	}
 }
