@@ -129,16 +129,16 @@ func (s *Server) adopt(c *net.UnixConn, w *connWriter, peer Peer, req *AdoptRequ
 	}()
 	select {
 	case <-started:
-		_ = w.send(msg(wire.Message{Type: typeStarted, Session: &info}))
 	case <-armed:
-		_ = w.send(msg(wire.Message{Type: typeStarted, Session: &info}))
 	case <-ad.done:
 		err := ad.err
 		if err == nil {
 			err = errors.New("the session ended before the container started")
 		}
 		fail(err)
+		return
 	}
+	_ = w.send(msg(wire.Message{Type: typeStarted, Session: &info}))
 }
 
 // adoptSession is an admitted adopt request: what its session is built
