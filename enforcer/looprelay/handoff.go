@@ -189,6 +189,16 @@ func (r *Relay) answer(lfd listenerFD, n *seccompNotif) {
 	}
 	cookie, cerr := unix.GetsockoptUint64(h.host, unix.SOL_SOCKET, unix.SO_COOKIE)
 	counted := cerr == nil && h.r.count(cookie, h.c)
+	// Once the socket is in place, a signal can take the thread out of
+	// the call and run it again before this goroutine has answered: the
+	// restarted call's examine waits for this answer to be settled.
+	key := restartKey{int(n.pid), h.fd}
+	settled := make(chan struct{})
+	r.handing.Store(key, settled)
+	defer func() {
+		r.handing.CompareAndDelete(key, settled)
+		close(settled)
+	}()
 	if err := notifAddfd(lfd, n.id, h.host, h.fd, h.cloexec); err != nil {
 		if counted {
 			h.r.uncount(cookie)
@@ -223,7 +233,7 @@ func (r *Relay) answer(lfd listenerFD, n *seccompNotif) {
 		// socket was put in place (the Go runtime's preemption signal
 		// does, often): the call restarts, on the socket handed over,
 		// and gets this answer (examine), not the kernel's EISCONN.
-		h.r.restarts.Store(restartKey{int(n.pid), h.fd}, restart{cookie, ret})
+		h.r.restarts.Store(key, restart{cookie, ret})
 	}
 }
 
@@ -304,6 +314,9 @@ func (r *Relay) examine(lfd listenerFD, n *seccompNotif) (*handoff, error) {
 		// it in the host's namespace). Connected, it gives the
 		// kernel's answer; a disconnect (AF_UNSPEC) is refused.
 		defer h.close()
+		if settled, ok := r.handing.Load(restartKey{tid, fd}); ok {
+			<-settled.(chan struct{})
+		}
 		if v, ok := r.restarts.LoadAndDelete(restartKey{tid, fd}); ok {
 			if ck, err := unix.GetsockoptUint64(agent, unix.SOL_SOCKET, unix.SO_COOKIE); err == nil && ck == v.(restart).cookie {
 				return nil, v.(restart).ret

@@ -95,6 +95,10 @@ type Relay struct {
 	// restarts: connects answered while their thread was out of the
 	// call (restartKey -> restart), for the restarted call.
 	restarts sync.Map
+	// handing: the answers under way that put a socket in place of an
+	// agent's fd (restartKey → a channel closed once restarts holds what
+	// the thread's restarted call gets, if it needs it).
+	handing sync.Map
 	// counting: the relay holds destroyed (tcpinfo.go), released by Close.
 	counting bool
 	// report is told of the connects the relay answers itself (Report);

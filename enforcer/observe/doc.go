@@ -59,7 +59,12 @@
 // syscalls of every process in a watched cgroup, with the kernel's answer:
 // Event.Errno is the errno (0 on success) and Event.Blocked is true when a
 // kernel mechanism refused the operation (EACCES or EPERM: Landlock,
-// cgroup-net, DAC). Blocking belongs to Landlock and cgroup-net.
+// cgroup-net, DAC). Blocking belongs to Landlock and cgroup-net. A call a
+// signal interrupted while it waited (its exit carries a kernel restart
+// code, ERESTARTSYS and kin, not an answer) is held until its thread's
+// next record: the same syscall again is the call run again, and its
+// record is the answer; anything else (or a poll interval, the process's
+// exit, Sync) sends the held record with EINTR, what the program got.
 //
 // Covered: open/openat/openat2/creat/open_by_handle_at, mkdir(at),
 // mknod(at), unlink(at), rmdir, rename/renameat/renameat2, link(at),

@@ -72,6 +72,10 @@ func runHelper(name string, args []string) error {
 		if err := testutil.MkdirsInZappedPage(args[0], n, false); err != nil {
 			return err
 		}
+	case "fifo":
+		if err := helperSignalledFIFO(args[0]); err != nil {
+			return err
+		}
 	case "fdexec":
 		if err := helperFDExec(args[0]); err != nil {
 			return err
@@ -82,6 +86,27 @@ func runHelper(name string, args []string) error {
 	fmt.Println("ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	return nil
+}
+
+// helperSignalledFIFO opens the FIFO fifo for reading, which waits for a
+// writer, while signals keep interrupting the open (each one runs it
+// again); a writer opens it 50ms later.
+func helperSignalledFIFO(fifo string) error {
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		if fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+			unix.Close(fd)
+		}
+	}()
+	var fd int
+	err := testutil.WhileSignalled(func() (err error) {
+		fd, err = unix.Open(fifo, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return must(err, "open fifo")
+	}
+	return unix.Close(fd)
 }
 
 // helperFDExec runs programs named by a descriptor, not a path: /bin/true

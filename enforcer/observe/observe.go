@@ -231,6 +231,9 @@ type Watch struct {
 	// below: the directory below which the kernel counts reads
 	// (CountBelow), and the read that started it. Under o.mu.
 	below *belowEntry
+	// held: each thread's interrupted call, until its next record
+	// (interrupted.go). Under o.mu.
+	held map[uint32]*heldCall
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -840,6 +843,10 @@ func (o *Observer) read() {
 			if errors.Is(err, ringbuf.ErrFlushed) {
 				o.pollLost()
 				o.mu.Lock()
+				// Sync delivers everything produced before it.
+				for _, w := range o.watches {
+					w.flushHeld(time.Time{})
+				}
 				if o.flushed != nil {
 					close(o.flushed)
 					o.flushed = nil
@@ -897,7 +904,18 @@ func (o *Observer) dispatch(r *raw) {
 		}
 		w.seeded = o.res.gen + 1
 	}
+	o.mu.Lock()
+	w.settleHeld(r)
+	o.mu.Unlock()
+	// An interrupted call's records wait for its thread's next record
+	// (interrupted.go).
+	var held []Record
+	stop := interrupted(r.ret)
 	o.translate(r, root, func(rec Record) {
+		if stop {
+			held = append(held, rec)
+			return
+		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if w.closed {
@@ -912,6 +930,13 @@ func (o *Observer) dispatch(r *raw) {
 		}
 		w.send(rec)
 	})
+	if len(held) > 0 {
+		o.mu.Lock()
+		if !w.closed {
+			w.hold(r, held, time.Now())
+		}
+		o.mu.Unlock()
+	}
 }
 
 // send delivers rec without blocking the reader (which serves every
@@ -942,12 +967,16 @@ func (w *Watch) lostRecord(n uint64) bool {
 	}
 }
 
+// pollLost reads the loss counters, and sends the interrupted calls held
+// longer than a poll interval.
 func (o *Observer) pollLost() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	cutoff := time.Now().Add(-o.opts.PollInterval)
 	for _, w := range o.watches {
 		o.pollLostLocked(w)
 		w.losses.Deliver(w.lostRecord)
+		w.flushHeld(cutoff)
 	}
 }
 

@@ -425,6 +425,31 @@ func TestObserveMetaIoctl(t *testing.T) {
 	}
 }
 
+// TestObserveInterruptedCall: an open that signals keep interrupting
+// (each exit carries the kernel's restart code, and the call runs again)
+// is reported once, with its answer: the restart codes are not answers.
+func TestObserveInterruptedCall(t *testing.T) {
+	o := loadObserver(t)
+	s := newSession(t, o)
+	dir := fixture(t)
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startHelper(t, s, "fifo", fifo)
+	h.finish(t)
+	s.drain(t)
+	var reads []Record
+	for _, r := range s.got {
+		if r.Event.Triple.String() == "CONSUMES FILE:"+fifo {
+			reads = append(reads, r)
+		}
+	}
+	if len(reads) != 1 || reads[0].Event.Errno != 0 {
+		t.Errorf("want the FIFO's read open reported once, answered 0; got:\n%s", describe(reads))
+	}
+}
+
 // TestObserveIOUringReported: io_uring operations bypass the syscall
 // tracepoints, so setting one up is reported as KindUnobserved.
 func TestObserveIOUringReported(t *testing.T) {

@@ -111,7 +111,12 @@ func (o *Observer) newTranslation(r *raw, inRoot *ownRoot, emit func(Record)) tr
 		Comm:    r.comm,
 		Syscall: syscallName(r),
 	}
-	if r.ret < 0 {
+	switch {
+	case interrupted(r.ret):
+		// Reported only if the call is not run again: the program got
+		// EINTR (interrupted.go).
+		base.Errno = eintr
+	case r.ret < 0:
 		base.Errno = int32(-r.ret)
 		base.Blocked = base.Errno == int32(unix.EACCES) || base.Errno == int32(unix.EPERM)
 	}

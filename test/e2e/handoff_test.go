@@ -198,3 +198,30 @@ func TestHandOffReported(t *testing.T) {
 		t.Errorf("the undeclared service accepted %d connections", n)
 	}
 }
+
+// TestHandOffSignalled: a connect to a declared host loopback service
+// that signals keep interrupting while the relay answers it (each one
+// takes the thread out of the trapped call, and the call runs again) is
+// one use of its intent, reported once and not failed, and the session is
+// clean: an interrupted call's exit is not its answer.
+func TestHandOffSignalled(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	w := harness.NewWorld(t)
+	svc := startSink(t, netip.MustParseAddr("127.0.0.1"))
+	ap := "127.0.0.1:" + strconv.Itoa(svc.port)
+	intent := "CONSUMES NET:" + ap + "/tcp"
+	step := "tcp-signalled:" + ap
+	for range 3 {
+		o := w.Run(harness.Spec{Intents: append(harness.ProbeIntents(), intent), Command: []string{harness.Probe, step}})
+		o.AssertClean(t, 0)
+		if o.Probe[step] != "ok" {
+			t.Fatalf("the declared service: probe %q\n%s", o.Probe[step], o.Dump())
+		}
+		if got, ok := o.Use(intent); !ok || got != 1 {
+			t.Errorf("uses of %s = %d (listed %v), want 1\n%s", intent, got, ok, o.Dump())
+		}
+		if ob := o.Observed(intent); ob == nil || ob.Count != 1 || ob.Failed != 0 {
+			t.Errorf("observed %s: %+v, want 1 connect, not failed\n%s", intent, ob, o.Dump())
+		}
+	}
+}

@@ -717,6 +717,15 @@ func rows(t *testing.T, n *nets) []row {
 			check: netCheck,
 		},
 		{
+			name: "TCP to the undeclared port while signals keep interrupting the connect",
+			why: "a signal (SA_RESTART) takes the thread out of the trapped connect before its answer: the tracepoints see exits with the kernel's restart code, " +
+				"which are not the call's answer; the restarted call's refusal is",
+			extra: netIntent,
+			steps: func(e *env) []string { return []string{fmt.Sprintf("tcp-signalled:127.0.0.1:%d", n.tcpPort)} },
+			want:  blocked, errno: harness.NetRefusal(), triple: func(*env) string { return fmt.Sprintf("CONSUMES NET:127.0.0.1:%d/tcp", n.tcpPort) },
+			check: netCheck,
+		},
+		{
 			name:  "UDP to an undeclared port on ::1",
 			why:   "Landlock has no UDP rules; cgroup/sendmsg6 refuses it (EPERM) and reports it",
 			extra: netIntent,
