@@ -46,9 +46,13 @@
 // connectTimeout), so only a connected socket is ever handed over, and a
 // refused connect fails with ECONNREFUSED at once. SECCOMP_ADDFD_FLAG_SEND
 // (5.14) is not used: it makes the call return the new fd's number, and
-// connect returns 0. A signal that takes the agent's thread out of the
-// call after the fd was put in place restarts the call, which gets the
-// same answer (restarts), not EISCONN.
+// connect returns 0. Stage 2 asks for SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+// (5.19): once HandOff has read a call, only a fatal signal takes the
+// agent's thread out of it. Before 5.19 any signal does; a signal before
+// the fd was put in place makes klock's connect one for nothing (the
+// service sees it closed), and one after it restarts the call, which gets
+// the same answer (restarts; its examine waits for the answer under way
+// on that thread and fd), not EISCONN.
 //
 // Every other connect continues (SECCOMP_USER_NOTIF_FLAG_CONTINUE): the
 // kernel reads the sockaddr and the fd again, but what continues is a

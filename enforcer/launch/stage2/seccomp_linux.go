@@ -3,6 +3,7 @@
 package stage2
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -211,8 +212,20 @@ func loadSeccomp(prog []unix.SockFilter) error {
 // loadSeccompListener installs prog with a listener for its
 // SECCOMP_RET_USER_NOTIF (seccomp_unotify(2)) and returns the listener's
 // fd (close-on-exec: the kernel makes it so).
+//
+// With SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19) where the
+// kernel has it: once the listener has read a trapped call, only a fatal
+// signal takes the agent's thread out of it. Without it, any signal (Go's
+// preemption signal, often) does, after klock connected a host socket for
+// the call: the call runs again and the service sees a connection opened
+// and closed for nothing, one a service that accepts once takes as its
+// client.
 func loadSeccompListener(prog []unix.SockFilter) (int, error) {
-	return loadSeccompFlags(prog, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+	fd, err := loadSeccompFlags(prog, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
+	if errors.Is(err, unix.EINVAL) {
+		return loadSeccompFlags(prog, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+	}
+	return fd, err
 }
 
 func loadSeccompFlags(prog []unix.SockFilter, flags uintptr) (int, error) {
