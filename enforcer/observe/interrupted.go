@@ -56,7 +56,7 @@ func (w *Watch) hold(r *raw, recs []Record, now time.Time) {
 // they were: the program got EINTR). A whole process's exit sends its
 // threads' held calls. Under o.mu.
 func (w *Watch) settleHeld(r *raw) {
-	if len(w.held) == 0 {
+	if len(w.held) == 0 || w.closed {
 		return
 	}
 	if r.op == opExit {
