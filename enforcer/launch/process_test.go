@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -309,6 +310,11 @@ func TestStage2Errors(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	wd := agentDir(t)
 	rs := compile(t, wd, "PROVIDES PROC:/usr/bin/dash")
+	// root's, closed to others: the agent's user cannot reach inside.
+	locked := filepath.Join(wd, "locked")
+	if err := os.MkdirAll(filepath.Join(locked, "in"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name  string
 		spec  Spec
@@ -317,6 +323,8 @@ func TestStage2Errors(t *testing.T) {
 		msg   string
 	}{
 		{"missing dir", Spec{Args: []string{"/bin/sh"}, Dir: wd + "/nope"}, "chdir", syscall.ENOENT, wd + "/nope: no such file or directory"},
+		{"dir the agent cannot reach", Spec{Args: []string{"/bin/sh"}, Dir: locked + "/in"}, "chdir", syscall.EACCES,
+			locked + "/in: permission denied: the agent runs as uid " + strconv.Itoa(int(agentUser().UID)) + ", which cannot reach it: give that user search permission"},
 		{"undeclared binary", Spec{Args: []string{"/usr/bin/id"}}, "exec", syscall.EACCES, "/usr/bin/id: permission denied"},
 		{"not in PATH", Spec{Args: []string{"no-such-tool"}, Env: []string{"PATH=/usr/bin"}}, "exec", syscall.ENOENT, `"no-such-tool" not found`},
 	} {

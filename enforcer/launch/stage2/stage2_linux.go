@@ -227,6 +227,11 @@ func runStage2(specFD, statusFD, goFD int) (err error) {
 		return fail("pdeathsig", err)
 	}
 	if err := unix.Chdir(s.Dir); err != nil {
+		if errors.Is(err, unix.EACCES) {
+			// The agent's user, not root, walks the path now.
+			return fail("chdir", fmt.Errorf("%s: %w: the agent runs as uid %d, which cannot reach it: "+
+				"give that user search permission on each directory of the path, or run the agent as a user who has it (klock run --user)", s.Dir, err, s.UID))
+		}
 		return fail("chdir", fmt.Errorf("%s: %w", s.Dir, err))
 	}
 	path, err := lookPath(s.Path, s.Env)
