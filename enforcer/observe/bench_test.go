@@ -122,3 +122,26 @@ func BenchmarkUnwatchedOverhead(b *testing.B) {
 	b.ReportMetric(float64(loaded.Nanoseconds())/float64(b.N*benchOps), "ns/open-loaded")
 	b.ReportMetric(float64(loaded)/float64(base), "ratio")
 }
+
+// BenchmarkWatch: what a session's Watch and Unwatch cost the observer,
+// the syscall programs attached already (another Watch holds them, as
+// klockd's linger does): the watched map's entry and the Watch's own
+// memory (B/op), paid on every session's start.
+func BenchmarkWatch(b *testing.B) {
+	o := loadObserver(b)
+	newSession(b, o) // keeps the syscall programs attached
+	g := newSession(b, o)
+	if err := o.Unwatch(g.g.ID); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := o.Watch(g.g.ID); err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Unwatch(g.g.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

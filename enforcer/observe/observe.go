@@ -110,12 +110,12 @@ type Options struct {
 	// RingBytes is the kernel ring buffer size (a power of two, at least a
 	// page). Default 16 MiB.
 	RingBytes uint32
-	// Buffer is each Watch's channel capacity. Default 16384: the slack
-	// between the ring's reader and a session that stalls (80 ms of the
-	// fastest agent measured here, BenchmarkObserveEventsPerSecond); a
-	// full channel counts the record lost. A Watch's buffer is touched in
-	// full (records hold pointers the collector scans), ~350 bytes a slot:
-	// 65536 slots made each klockd session cost 22 MB.
+	// Buffer is how many records a Watch holds for its reader at most.
+	// Default 16384: the slack between the ring's reader and a session
+	// that stalls (80 ms of the fastest agent measured here,
+	// BenchmarkObserveEventsPerSecond); past it a record is counted lost.
+	// The first chanSlots are the Watch's channel; the rest is a backlog
+	// that exists only while the session lags (backlog.go).
 	Buffer int
 	// WakeupBytes: the kernel wakes the reader only once this many bytes
 	// are pending (far fewer wakeups under load: about twice the
@@ -234,6 +234,13 @@ type Watch struct {
 	// held: each thread's interrupted call, until its next record
 	// (interrupted.go). Under o.mu.
 	held map[uint32]*heldCall
+	// backlog: the records that found ch full, in order, and whether a
+	// pump moves them into it (backlog.go); limit is Options.Buffer.
+	// Under o.mu.
+	backlog []Record
+	pumping bool
+	limit   int
+	ended   chan struct{} // closed when the Watch ends
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -607,8 +614,8 @@ func (o *Observer) Close() error {
 	o.mu.Lock()
 	for id, w := range o.watches {
 		w.closed = true
-		close(w.ch)
 		delete(o.watches, id)
+		w.end()
 	}
 	o.mu.Unlock()
 	o.links = nil
@@ -650,7 +657,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	if wo.inRoot != nil {
 		wo.inRoot.helper = wo.helper
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, helper: wo.helper, ch: make(chan Record, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, helper: wo.helper, ch: make(chan Record, min(chanSlots, o.opts.Buffer)), limit: o.opts.Buffer, ended: make(chan struct{}), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d.at, &st) == nil {
@@ -687,8 +694,8 @@ func (o *Observer) Unwatch(cgroupID uint64) error {
 	}
 	w.losses.Deliver(w.lostRecord)
 	w.closed = true
-	close(w.ch)
 	delete(o.watches, cgroupID)
+	w.end()
 	for _, r := range append(w.retired, w.root) {
 		if r != nil {
 			r.close()
@@ -717,8 +724,9 @@ func (w *Watch) InRoot(mntns *os.File, init int) {
 	w.root = &ownRoot{ns: mntns, init: uint32(init), helper: w.helper}
 }
 
-// Records is the channel of this cgroup's records; it is closed by Unwatch
-// or Observer.Close.
+// Records is the channel of this cgroup's records. Unwatch and
+// Observer.Close close it behind the records delivered before them
+// (Pending says whether any wait).
 func (w *Watch) Records() <-chan Record { return w.ch }
 
 // Repeats returns, for every open the kernel counted instead of reporting
@@ -936,34 +944,6 @@ func (o *Observer) dispatch(r *raw) {
 			w.hold(r, held, time.Now())
 		}
 		o.mu.Unlock()
-	}
-}
-
-// send delivers rec without blocking the reader (which serves every
-// session): a full channel turns the record into a counted loss, reported
-// as KindLost as soon as there is room. Called with o.mu held.
-func (w *Watch) send(rec Record) {
-	if w.losses.Pending() > 0 {
-		if w.losses.Deliver(w.lostRecord); w.losses.Pending() > 0 {
-			w.losses.Dropped()
-			return
-		}
-	}
-	select {
-	case w.ch <- rec:
-	default:
-		w.losses.Dropped()
-	}
-}
-
-// lostRecord is Losses.Deliver's send for a Watch: a KindLost record,
-// never blocking the reader.
-func (w *Watch) lostRecord(n uint64) bool {
-	select {
-	case w.ch <- Record{Kind: KindLost, CgroupID: w.id, Lost: event.Lost{Time: time.Now(), Count: n}}:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -355,6 +355,7 @@ func (s *running) renamedOntoNothing(dst string) bool {
 // backend; a nil channel is never ready).
 type feeds struct {
 	obs                        <-chan observe.Record
+	watch                      *observe.Watch // obs's (its backlog: pending)
 	net, unix, lsm             <-chan event.Event
 	netLost, unixLost, lsmLost <-chan event.Lost
 	// relay: the connects the loopback relay answered itself (bpf-lsm
@@ -371,7 +372,7 @@ type feeds struct {
 func (s *running) feeds(ctx context.Context) feeds {
 	f := feeds{dns: s.dnsRefused, overBudget: s.overBudget, ctxDone: ctx.Done(), procDone: s.proc.Done()}
 	if s.be.watch != nil {
-		f.obs = s.be.watch.Records()
+		f.obs, f.watch = s.be.watch.Records(), s.be.watch
 	}
 	if s.be.ngs != nil {
 		f.net, f.netLost = s.be.ngs.Events(), s.be.ngs.Lost()
@@ -393,13 +394,16 @@ func (s *running) feeds(ctx context.Context) feeds {
 // draining are the feeds drain reads once the agent exited: the
 // observer's and the cgroup walls' (bpf-lsm's has drainLSM).
 func (f feeds) draining() feeds {
-	return feeds{obs: f.obs, net: f.net, netLost: f.netLost, unix: f.unix, unixLost: f.unixLost, relay: f.relay}
+	return feeds{obs: f.obs, watch: f.watch, net: f.net, netLost: f.netLost, unix: f.unix, unixLost: f.unixLost, relay: f.relay}
 }
 
 // pending says whether a record waits on one of the draining feeds (this
 // goroutine is their only reader: a step then takes one without blocking).
 func (f feeds) pending() bool {
-	return len(f.obs)+len(f.net)+len(f.netLost)+len(f.unix)+len(f.unixLost)+len(f.relay) > 0
+	if f.watch != nil && f.watch.Pending() {
+		return true
+	}
+	return len(f.net)+len(f.netLost)+len(f.unix)+len(f.unixLost)+len(f.relay) > 0
 }
 
 // loop feeds events to the engine until the agent has exited and every
