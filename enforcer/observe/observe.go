@@ -232,7 +232,8 @@ type Watch struct {
 	// (CountBelow), and the read that started it. Under o.mu.
 	below *belowEntry
 	// held: each thread's interrupted call, until its next record
-	// (interrupted.go). Under o.mu.
+	// (interrupted.go). The reader goroutine's alone; sending a held
+	// call takes o.mu.
 	held map[uint32]*heldCall
 	// backlog: the records that found ch full, in order, and whether a
 	// pump moves them into it (backlog.go); limit is Options.Buffer.
@@ -912,9 +913,11 @@ func (o *Observer) dispatch(r *raw) {
 		}
 		w.seeded = o.res.gen + 1
 	}
-	o.mu.Lock()
-	w.settleHeld(r)
-	o.mu.Unlock()
+	if len(w.held) > 0 {
+		o.mu.Lock()
+		w.settleHeld(r)
+		o.mu.Unlock()
+	}
 	// An interrupted call's records wait for its thread's next record
 	// (interrupted.go).
 	var held []Record
