@@ -97,10 +97,14 @@ func (c *Container) vlog() *vlog.Container {
 	return &vlog.Container{ID: c.ID, Mode: c.mode(), Bundle: c.Bundle, Mounts: ms}
 }
 
-// hostManifest is m with its workdir and FILE intents at their host paths
-// (the backup's, the leases', the rollback's and the log's): an intent no
-// mount maps names what only the container has, and is left out. The
-// workdir must map: the backups and the log live under it.
+// hostManifest is m with its workdir and FILE and PROC intents at their
+// host paths (the backup's, the leases', the rollback's and the log's): an
+// intent no mount maps names what only the container has, and is left
+// out. The workdir must map: the backups and the log live under it. A
+// PROC intent names a program of the container's too (a rule to read it
+// comes with it): left at its container path, the host's program of that
+// name was leased, and its directory walked by every backup (the host's
+// /usr/bin for PROVIDES PROC:/bin/*).
 func (c *Container) hostManifest(m *policy.Manifest) (*policy.Manifest, error) {
 	h := *m
 	if m.Workdir != "" {
@@ -112,7 +116,7 @@ func (c *Container) hostManifest(m *policy.Manifest) (*policy.Manifest, error) {
 	}
 	h.Intents = nil
 	for _, in := range m.Intents {
-		if in.Object.Type == policy.ObjFile {
+		if in.Object.Type == policy.ObjFile || in.Object.Type == policy.ObjProc {
 			p, ok := c.ToHost(in.Object.Path.Path)
 			if !ok {
 				continue

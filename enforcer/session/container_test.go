@@ -54,9 +54,10 @@ func TestContainerPaths(t *testing.T) {
 	}
 }
 
-// TestHostManifest: the workdir and FILE intents move to the host; an
-// intent only the container has (a tmpfs) is left out; a workdir no mount
-// shows is refused.
+// TestHostManifest: the workdir, FILE and PROC intents move to the host
+// (a PROC intent names the container's program, in its root filesystem,
+// not the host's of the same name); an intent only the container has (a
+// tmpfs) is left out; a workdir no mount shows is refused.
 func TestHostManifest(t *testing.T) {
 	c := testContainer()
 	m := &policy.Manifest{Workdir: "/workspace"}
@@ -75,7 +76,7 @@ func TestHostManifest(t *testing.T) {
 	for _, in := range h.Intents {
 		got = append(got, in.Predicate.String()+" "+in.Object.String())
 	}
-	want := []string{"MUTATES FILE:/srv/repo/src/**", "PROVIDES PROC:/usr/bin/*", "CONSUMES NET:10.0.0.1:443/tcp"}
+	want := []string{"MUTATES FILE:/srv/repo/src/**", "PROVIDES PROC:/var/lib/ctr/rootfs/usr/bin/*", "CONSUMES NET:10.0.0.1:443/tcp"}
 	if h.Workdir != "/srv/repo" || !slices.Equal(got, want) {
 		t.Fatalf("host manifest: workdir %s intents %q, want /srv/repo %q", h.Workdir, got, want)
 	}
