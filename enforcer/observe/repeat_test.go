@@ -55,11 +55,16 @@ func TestRepeatedOpensAreCounted(t *testing.T) {
 		}
 		return
 	}
-	if recs, ops := count(s.got, file); recs != 1 || ops != 1 {
-		t.Errorf("file: %d records for %d opens, want 1 record (the rest counted)", recs, ops)
-	}
-	if recs, ops := count(reps, file); recs != 1 || ops != n-1 {
-		t.Errorf("file repeats: %d records standing for %d opens, want 1 for %d", recs, ops, n-1)
+	// One record, the rest counted under it; a rename anywhere on the
+	// host meanwhile (a build cache's atomic write, another test: the
+	// global rename generation) may have changed a name, so the next open
+	// is reported again and its repeats counted under it. The total stays
+	// exact.
+	recs, reported := count(s.got, file)
+	repRecs, repeated := count(reps, file)
+	if recs < 1 || recs > 10 || repRecs > recs || reported+repeated != n {
+		t.Errorf("file: %d records for %d opens and %d records standing for %d more, want 1 record (a few at most) and the rest counted, %d in all",
+			recs, reported, repRecs, repeated, n)
 	}
 	if recs, _ := count(s.got, sub); recs != n {
 		t.Errorf("directory: %d records, want %d (never counted)", recs, n)

@@ -87,8 +87,11 @@ func TestCountedBelow(t *testing.T) {
 			t.Errorf("%s: not reported; got:\n%s", p, describe(s.got))
 		}
 	}
-	if counted.Dir != dir || counted.N != 6 || counted.Rec.Event.Triple.Path != a || counted.First.IsZero() {
-		t.Errorf("counted %+v, want 6 reads (b, c, b, sub/e, sub/deep/g, d) below %s under the read of a", counted, dir)
+	// 7 when a rename anywhere on the host (the global rename generation)
+	// came between a's two reads: its second is then no repeat of the
+	// first, and is counted below the directory instead.
+	if counted.Dir != dir || counted.N != 6 && counted.N != 7 || counted.Rec.Event.Triple.Path != a || counted.First.IsZero() {
+		t.Errorf("counted %+v, want 6 reads (b, c, b, sub/e, sub/deep/g, d) below %s under the read of a (7 with a's second)", counted, dir)
 	}
 	// Taken: the kernel counts no more, and Unwatch left nothing.
 	var v subtree
