@@ -7,7 +7,7 @@ import (
 )
 
 func newTestWatch(limit int) *Watch {
-	return &Watch{o: &Observer{}, ch: make(chan Record, min(chanSlots, limit)), limit: limit, ended: make(chan struct{})}
+	return &Watch{o: &Observer{opts: Options{Buffer: limit}}, ch: make(chan Record, min(chanSlots, limit)), ended: make(chan struct{})}
 }
 
 func seq(i int) Record { return Record{Event: event.Event{PID: uint32(i)}} }

@@ -236,11 +236,9 @@ type Watch struct {
 	// call takes o.mu.
 	held map[uint32]*heldCall
 	// backlog: the records that found ch full, in order, and whether a
-	// pump moves them into it (backlog.go); limit is Options.Buffer.
-	// Under o.mu.
+	// pump moves them into it (backlog.go). Under o.mu.
 	backlog []Record
 	pumping bool
-	limit   int
 	ended   chan struct{} // closed when the Watch ends
 }
 
@@ -658,7 +656,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	if wo.inRoot != nil {
 		wo.inRoot.helper = wo.helper
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, helper: wo.helper, ch: make(chan Record, min(chanSlots, o.opts.Buffer)), limit: o.opts.Buffer, ended: make(chan struct{}), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, helper: wo.helper, ch: make(chan Record, min(chanSlots, o.opts.Buffer)), ended: make(chan struct{}), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d.at, &st) == nil {
