@@ -63,7 +63,7 @@
 // signal interrupted while it waited (its exit carries a kernel restart
 // code, ERESTARTSYS and kin, not an answer) is held until its thread's
 // next record: the same syscall again is the call run again, and its
-// record is the answer; anything else (or a poll interval, the process's
+// record is the answer; anything else (or heldMax, 15 s, the process's
 // exit, Sync) sends the held record with EINTR, what the program got.
 //
 // Covered: open/openat/openat2/creat/open_by_handle_at, mkdir(at),

@@ -30,6 +30,16 @@ func interrupted(ret int64) bool {
 	return false
 }
 
+// heldMax bounds how long a held call waits for its thread's next record
+// before it is sent as it was (EINTR). Longer than any call run again
+// waits for its answer in klock's own hands: a connect the loopback relay
+// traps waits up to its 10 s connect timeout, and under a slow (emulated)
+// CPU the relay's answer took longer than a poll interval, which sent the
+// interrupted call as a failed use beside its answer. Only a thread kept
+// in its signal handler or stopped waits this long to have its attempt
+// reported; Sync sends every held call at the session's end.
+const heldMax = 15 * time.Second
+
 // heldCall is the translation of an interrupted call, held until its
 // thread's next record says what became of it.
 type heldCall struct {
@@ -80,7 +90,7 @@ func (w *Watch) settleHeld(r *raw) {
 
 // flushHeld sends the held calls interrupted before cutoff (every one for
 // the zero time): a thread that stays in its signal handler, or is
-// stopped, has its attempt reported within a poll interval. Under o.mu.
+// stopped, has its attempt reported heldMax after it. Under o.mu.
 func (w *Watch) flushHeld(cutoff time.Time) {
 	for tid, h := range w.held {
 		if cutoff.IsZero() || h.at.Before(cutoff) {

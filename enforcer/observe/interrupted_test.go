@@ -25,8 +25,8 @@ func TestHeldCalls(t *testing.T) {
 		{"the process exited", &raw{tid: 5, pid: 5, op: opExit}, 0, []string{"held"}},
 		{"another process exited", &raw{tid: 6, pid: 6, op: opExit}, 0, nil},
 		{"the thread forked", &raw{tid: 7, pid: 5, nr: connect, op: opFork}, 0, []string{"held"}},
-		{"a poll interval went by", nil, -time.Second, []string{"held"}},
-		{"a poll interval has not gone by", nil, time.Second, nil},
+		{"heldMax went by", nil, -time.Second, []string{"held"}},
+		{"heldMax has not gone by", nil, time.Second, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

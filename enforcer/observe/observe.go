@@ -949,11 +949,11 @@ func (o *Observer) dispatch(r *raw) {
 }
 
 // pollLost reads the loss counters, and sends the interrupted calls held
-// longer than a poll interval.
+// longer than heldMax.
 func (o *Observer) pollLost() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	cutoff := time.Now().Add(-o.opts.PollInterval)
+	cutoff := time.Now().Add(-heldMax)
 	for _, w := range o.watches {
 		o.pollLostLocked(w)
 		w.losses.Deliver(w.lostRecord)
