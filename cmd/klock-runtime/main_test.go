@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -639,5 +640,30 @@ func TestLinkStage2(t *testing.T) {
 		if err != nil || !strings.Contains(string(got), want) {
 			t.Fatalf("%s: %q, %v; want %s", d, got, err, want)
 		}
+	}
+	// Containers a and b deleted, a third install: v1's copy, which no
+	// container links, goes (the state root is memory); v2's, which c
+	// links, stays.
+	for _, d := range []string{a, b} {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, src+".new", "#!/bin/sh\n# v3, longer still\n", 0o755)
+	if err := os.Rename(src+".new", src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeStateDir("d", src); err != nil {
+		t.Fatal(err)
+	}
+	copies, _ := filepath.Glob(filepath.Join(stateRoot, "klock-stage2@*"))
+	var kept []string
+	for _, p := range copies {
+		b, _ := os.ReadFile(p)
+		kept = append(kept, strings.TrimSpace(strings.SplitN(string(b), "\n", 3)[1]))
+	}
+	slices.Sort(kept)
+	if want := []string{"# v2, longer", "# v3, longer still"}; !slices.Equal(kept, want) {
+		t.Fatalf("shared copies after the third install: %q, want %q", kept, want)
 	}
 }

@@ -132,6 +132,7 @@ func linkStage2(src, dst string) error {
 		if err := copyExecutable(src, shared); err != nil {
 			return err
 		}
+		sweepStage2Copies(shared)
 	}
 	// Linked under a temporary name and renamed: a container of the same
 	// id still running keeps the binary it exec'd.
@@ -145,6 +146,24 @@ func linkStage2(src, dst string) error {
 		return err
 	}
 	return nil
+}
+
+// sweepStage2Copies removes the copies of earlier installs that no
+// container links any more (a link count of one: the copy's own name).
+// The state root is a tmpfs: each copy left is 3.5 MB of memory, one per
+// install (or per build, on a host that builds klock). A copy a container
+// still links stays until the next new install after that container is
+// deleted. A create of an earlier install racing this finds its copy gone
+// and copies the binary into its own state directory (linkStage2).
+func sweepStage2Copies(keep string) {
+	old, _ := filepath.Glob(filepath.Join(stateRoot, "klock-stage2@*"))
+	for _, p := range old {
+		var st unix.Stat_t
+		if p == keep || unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+			continue
+		}
+		_ = os.Remove(p)
+	}
 }
 
 // copyExecutable copies src to dst through a temporary file and a rename:
