@@ -71,7 +71,9 @@
 //     A line without its newline is a write its writer did not finish:
 //     readers leave it, the next writer cuts it off. The journal is
 //     compacted (a snapshot written beside it and renamed over it, under
-//     the lock) when it outgrows its last snapshot; readers follow (the
+//     the lock) when what was appended after its last snapshot outgrows
+//     a quarter of it (WithCompactSize); a snapshot's history of ended
+//     leases is decoded only once asked for; readers follow (the
 //     replaced journal is made read-only: a process that has it open
 //     learns so from the file, without looking its name up each time).
 //

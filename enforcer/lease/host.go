@@ -44,14 +44,17 @@ type Host struct {
 	mu   sync.Mutex // the journal's file, offset and catching up, in this process
 	lock *os.File   // dir/lock: flock(LOCK_EX) around every operation
 
-	j      *os.File // the journal as this process has it open
-	jID    fileID   // its inode
-	off    int64    // bytes of j applied to t
-	gen    uint64   // its generation (compactions since it was made)
-	line   int      // lines of j applied
-	base   int64    // size of the snapshot at its head (header included)
-	reload bool     // t may differ from the journal: load it again
-	bad    error    // a corrupt journal: every operation says so
+	j    *os.File // the journal as this process has it open
+	jID  fileID   // its inode
+	off  int64    // bytes of j applied to t
+	gen  uint64   // its generation (compactions since it was made)
+	line int      // lines of j applied
+	base int64    // size of the snapshot at its head (header included)
+	// hist is how much of that snapshot is its history of ended leases
+	// (0 when not known: a snapshot followed from its header).
+	hist   int64
+	reload bool  // t may differ from the journal: load it again
+	bad    error // a corrupt journal: every operation says so
 
 	chunk, rbuf []byte // readLocked's
 	// An operation's records, encoded as they are applied (a record
@@ -87,9 +90,15 @@ func WithHostTable(opts ...TableOption) HostOption {
 	return func(c *hostConfig) { c.tableOpts = append(c.tableOpts, opts...) }
 }
 
-// WithCompactSize makes the journal compacted once it is larger than n
-// bytes and than four times its last snapshot (default 4 MiB): rewriting
-// the state costs about what appending three times as much did.
+// WithCompactSize makes the journal compacted once what was appended
+// after its last snapshot is larger than n bytes (default 1 MiB) and than
+// three times the snapshot's state (the snapshot less its history of
+// ended leases) plus a quarter of its history. Every new process decodes
+// the state and what was appended, record by record, but only copies the
+// history (endedHistory), so the appended part is what a klock run's
+// start pays; rewriting the state costs about what appending three times
+// as much did, and the history less (a process that never read it writes
+// its lines again as they were).
 func WithCompactSize(n int64) HostOption { return func(c *hostConfig) { c.compactSize = n } }
 
 // WithRecheck sets how often a waiter looks at the journal without being
@@ -111,7 +120,7 @@ var (
 // (0700; made so): whoever can write the journal can grant itself
 // anything.
 func OpenHost(dir string, opts ...HostOption) (*Host, error) {
-	cfg := hostConfig{compactSize: 4 << 20, recheck: time.Second}
+	cfg := hostConfig{compactSize: 1 << 20, recheck: time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -205,7 +214,12 @@ func (h *Host) op(_ context.Context, f func(t *Table, now time.Time)) error {
 	t.runLocked(t.now(), f)
 	t.sink = nil
 	t3 := time.Now()
-	err := h.appendLocked()
+	var err error
+	if b := t.ended.bad; b != nil {
+		err = h.corruptEnded(b) // f read a history the journal has wrong
+	} else {
+		err = h.appendLocked()
+	}
 	t.flushLocked(err == nil)
 	t.armLocked()
 	t.mu.Unlock()
@@ -215,7 +229,7 @@ func (h *Host) op(_ context.Context, f func(t *Table, now time.Time)) error {
 		h.reload = true // the mirror has what the journal has not
 		return err
 	}
-	if h.off > h.cfg.compactSize && h.off > 4*h.base {
+	if tail := h.off - h.base; tail > h.cfg.compactSize && tail > 3*(h.base-h.hist)+h.hist/4 {
 		// On failure the journal is whole; compacting waits for the
 		// next operation.
 		_ = h.compactLocked()

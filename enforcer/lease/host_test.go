@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -380,5 +381,165 @@ func TestHostJournalOfAnotherFormat(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(j); !strings.Contains(string(b), `"format":2`) || strings.Contains(string(b), `"l-1"`) {
 		t.Fatalf("not started afresh:\n%s", b)
+	}
+}
+
+// TestHostHistoryReadLate: a new store keeps its snapshot's history lines
+// undecoded until the history is asked for; then it has the same history,
+// in the same order, as the store that wrote it, with what ended since
+// after it; and a compaction that never read them writes them again.
+func TestHostHistoryReadLate(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	// A history of 50 a kind: what b keeps of the snapshot's and of the
+	// ends it reads after depends on their order.
+	small := WithHostTable(WithEndedHistory(50))
+	a := openHost(t, dir, WithCompactSize(4096), small)
+	churn(t, a, 300, 7, 13, 3)
+	if a.gen < 2 {
+		t.Fatalf("generation %d: the journal was not compacted", a.gen)
+	}
+	all := Filter{EndedSince: time.Unix(0, 1)}
+	b := openHost(t, dir, WithCompactSize(4096), small)
+	b.t.mu.Lock()
+	unread := len(b.t.ended.unread)
+	b.t.mu.Unlock()
+	if unread == 0 {
+		t.Fatal("the snapshot's history was decoded at the open")
+	}
+	// What ended since a time after the snapshot's history needs none of
+	// it (a session's start asks that of the leases it must leave).
+	if _, err := b.List(ctx, Filter{EndedSince: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	b.t.mu.Lock()
+	unread = len(b.t.ended.unread)
+	b.t.mu.Unlock()
+	if unread == 0 {
+		t.Fatal("the snapshot's history was decoded for leases ended since now")
+	}
+	// More ends after the open, then the history: the snapshot's first.
+	churn(t, a, 40, 5, 13, 2)
+	want, err := a.List(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.List(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ended(got)) != fmt.Sprint(ended(want)) {
+		t.Fatalf("history read late:\n got %v\nwant %v", ended(got), ended(want))
+	}
+	// d, which never read the history, compacts: it writes the
+	// snapshot's history lines as they were, then what ended since; a
+	// store that reads that has the same history as a.
+	d := openHost(t, dir, WithCompactSize(4096), small)
+	gen := d.gen
+	churn(t, d, 300, 7, 13, 3)
+	d.t.mu.Lock()
+	unread = len(d.t.ended.unread)
+	d.t.mu.Unlock()
+	if d.gen <= gen || unread == 0 {
+		t.Fatalf("d compacted %d times and has %d lines unread; want a compaction that kept them", d.gen-gen, unread)
+	}
+	e := openHost(t, dir, small)
+	want, _ = a.List(ctx, all)
+	for name, s := range map[string]*Host{"d": d, "e": e} {
+		got, err := s.List(ctx, all)
+		if err != nil || len(want) == 0 || fmt.Sprint(ended(got)) != fmt.Sprint(ended(want)) {
+			t.Fatalf("%s, after d's compaction: %v\n got %v\nwant %v", name, err, ended(got), ended(want))
+		}
+	}
+	// Stores that never read the history, one after the other, each
+	// compacting, still keep it to its size in the journal: twice it at
+	// most, both kinds, before one reads and trims it.
+	compactions := 0
+	for range 8 {
+		f := openHost(t, dir, WithCompactSize(4096), small)
+		gen = f.gen
+		churn(t, f, 300, 7, 13, 3)
+		compactions += int(f.gen - gen)
+		f.Close()
+	}
+	data, err := os.ReadFile(filepath.Join(dir, journalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if bytes.HasPrefix(l, endedPrefix) {
+			n += bytes.Count(l, leaseStart)
+		}
+	}
+	if compactions < 4 || n == 0 || n > 4*50 {
+		t.Fatalf("after %d compactions the snapshot holds %d ended leases; want 1 to %d", compactions, n, 4*50)
+	}
+}
+
+func ended(ls []Lease) []string {
+	var out []string
+	for _, l := range ls {
+		if l.State != Active {
+			out = append(out, l.ID+"@"+l.EndedAt.Format(time.RFC3339Nano)+"/"+l.Resource.String())
+		}
+	}
+	return out
+}
+
+// TestHostCorruptHistory: a snapshot's history line that does not decode,
+// found when the history is first read, stops the store as a corrupt line
+// found at the open does: the error says where, and no later operation
+// (nor a compaction, which would drop it) goes on.
+func TestHostCorruptHistory(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "leases")
+	a := openHost(t, dir, WithCompactSize(4096))
+	churn(t, a, 300, 7, 13, 3)
+	jp := filepath.Join(dir, journalName)
+	data, err := os.ReadFile(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) < 3 || !bytes.HasPrefix(lines[1], endedPrefix) {
+		t.Fatalf("no history line after the header:\n%.300s", data)
+	}
+	// The holder's session gone from every lease of the line: valid JSON,
+	// not a record a store writes.
+	lines[1] = bytes.ReplaceAll(lines[1], []byte(`"session":"`), []byte(`"x":"`))
+	if err := os.WriteFile(jp+".new", bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(jp+".new", jp); err != nil {
+		t.Fatal(err)
+	}
+	b := openHost(t, dir)
+	if d, err := b.Acquire(ctx, req(t, "z", time.Now(), "MUTATES FILE:/elsewhere/**")); err != nil || d.Outcome != Granted {
+		t.Fatalf("a grant that reads no history: %v %v", d.Outcome, err)
+	}
+	_, err = b.List(ctx, Filter{EndedSince: time.Unix(0, 1)})
+	var ce *CorruptError
+	if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Line != 2 || ce.Offset != int64(len(lines[0])) || ce.Path != jp {
+		t.Fatalf("reading the history: %v", err)
+	}
+	if _, err := b.Acquire(ctx, req(t, "y", time.Now(), "MUTATES FILE:/other/**")); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("after: %v", err)
+	}
+}
+
+// TestLatestEnd: when a history line's last lease ended, read without
+// decoding it; a time it cannot read means "decode me".
+func TestLatestEnd(t *testing.T) {
+	for line, want := range map[string]int64{
+		`{"op":"ended","at":"2026-01-01T00:00:00Z","leases":[{"id":"l-1","ended_at":"2026-01-01T00:00:01Z"},{"id":"l-2","ended_at":"2026-01-01T01:00:00+02:00"},{"id":"l-3","ended_at":"2026-01-01T01:00:00+02:00"}]}`: time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC).UnixNano(),
+		`{"op":"ended","at":"2026-01-01T00:00:00Z","leases":[{"id":"l-1","ended_at":"2026-01-01T00:00:01.5Z"}]}`:                                                                                                       time.Date(2026, 1, 1, 0, 0, 1, 5e8, time.UTC).UnixNano(),
+		`{"op":"ended","at":"2026-01-01T00:00:00Z","leases":[{"id":"l-1","ended_at":"yesterday"}]}`:                                                                                                                    math.MaxInt64,
+		`{"op":"ended","at":"2026-01-01T00:00:00Z","leases":[{"id":"l-1","ended_at":"2026-01-01T00:00:01Z`:                                                                                                             math.MaxInt64,
+		`{"op":"ended","at":"2026-01-01T00:00:00Z"}`: 0,
+	} {
+		if got := latestEnd([]byte(line)); got != want {
+			t.Errorf("%s: %d, want %d", line, got, want)
+		}
 	}
 }

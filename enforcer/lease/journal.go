@@ -117,7 +117,7 @@ func (h *Host) catchUpLocked(locked bool) error {
 		h.j.Close()
 		h.j, h.jID, h.gen = f, idOf(&fst), hd.Gen
 		h.off = n + hd.Size
-		h.base, h.line = h.off, 1+hd.Lines
+		h.base, h.hist, h.line = h.off, 0, 1+hd.Lines
 	} else if st.Size < h.off {
 		return h.loadLocked(locked) // cut by someone: read it all again
 	} else if st.Size == h.off {
@@ -210,8 +210,24 @@ func (h *Host) corrupt(err error) error {
 	return h.bad
 }
 
-// applyLine decodes, checks and applies one journal line.
+// endedPrefix begins a snapshot's history line (encodeRecord).
+var endedPrefix = []byte(`{"op":"ended",`)
+
+// applyLine decodes, checks and applies one journal line; a snapshot's
+// history line is kept to decode when the history is first read
+// (endedHistory.read, endedErr).
 func (h *Host) applyLine(line []byte) error {
+	if h.off > 0 && bytes.HasPrefix(line, endedPrefix) {
+		if h.off < h.base {
+			h.hist += int64(len(line) + 1)
+		}
+		h.t.mu.Lock()
+		deferred := h.t.ended.deferLine(line, h.off, h.line+1)
+		h.t.mu.Unlock()
+		if deferred {
+			return nil
+		}
+	}
 	var r record
 	if err := decodeLine(line, &r); err != nil {
 		return h.corrupt(err)
@@ -342,7 +358,7 @@ func (h *Host) loadLocked(locked bool) error {
 	if h.j != nil {
 		h.j.Close()
 	}
-	h.j, h.jID, h.off, h.line, h.gen, h.base = f, idOf(&st), 0, 0, 0, 0
+	h.j, h.jID, h.off, h.line, h.gen, h.base, h.hist = f, idOf(&st), 0, 0, 0, 0, 0
 	t := h.t
 	t.mu.Lock()
 	before := t.heldLocked()
@@ -362,6 +378,9 @@ func (h *Host) loadLocked(locked bool) error {
 	}
 	h.reload = false
 	t.reloadedLocked(before, time.Now())
+	if b := t.ended.bad; b != nil {
+		return h.corruptEnded(b)
+	}
 	return nil
 }
 
@@ -402,21 +421,50 @@ func (h *Host) appendLocked() error {
 	return nil
 }
 
+// corruptEnded marks the store corrupt at b, a snapshot's history line
+// that did not decode once the history was read (endedHistory.read): as
+// if it had been found at the open, no operation decides on the rest and
+// no compaction drops the line.
+func (h *Host) corruptEnded(b *endedLine) error {
+	h.bad = &CorruptError{Path: h.journalPath(), Offset: b.off, Line: b.n, Err: b.err}
+	return h.bad
+}
+
 // compactLocked replaces the journal by a snapshot of the state.
 func (h *Host) compactLocked() error {
 	// Encoded under the table's lock: the records name its grants.
 	h.t.mu.Lock()
+	ended := &h.t.ended
+	if !ended.keepUnread() {
+		ended.read()
+	}
+	if b := ended.bad; b != nil {
+		h.t.mu.Unlock()
+		return h.corruptEnded(b)
+	}
 	body := h.t.snapshotLocked()
 	b := make([]byte, 0, h.base+h.base/2) // about the last snapshot's size
+	// The history's unread lines first, as they are (older than the
+	// rings'); where they will be, for a line found bad later.
+	at := make([][2]int64, len(ended.unread))
+	for i := range ended.unread {
+		at[i] = [2]int64{int64(len(b)), int64(2 + i)}
+		b = append(b, ended.unread[i].line...)
+		b = append(b, '\n')
+	}
+	hist := len(b)
 	for i := range body {
 		var err error
 		if b, err = encodeRecord(b, &body[i]); err != nil {
 			h.t.mu.Unlock()
 			return err
 		}
+		if body[i].Op == opEnded {
+			hist = len(b) // the history comes first (snapshotLocked)
+		}
 	}
 	h.t.mu.Unlock()
-	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(len(b)), Lines: len(body), Format: journalFormat})
+	hd, err := json.Marshal(record{Op: opSnapshot, At: time.Now(), Gen: h.gen + 1, Size: int64(len(b)), Lines: len(at) + len(body), Format: journalFormat})
 	if err != nil {
 		return err
 	}
@@ -451,8 +499,15 @@ func (h *Host) compactLocked() error {
 	}
 	h.j.Close()
 	h.j, h.jID = nf, idOf(&st)
-	h.off, h.base = st.Size, st.Size
+	h.off, h.base, h.hist = st.Size, st.Size, int64(hist)
 	h.gen++
-	h.line = 1 + len(body)
+	h.line = 1 + len(at) + len(body)
+	h.t.mu.Lock()
+	for i := range at {
+		if i < len(ended.unread) { // (nothing reads them without h.mu)
+			ended.unread[i].off, ended.unread[i].n = int64(len(hd)+1)+at[i][0], int(at[i][1])
+		}
+	}
+	h.t.mu.Unlock()
 	return nil
 }

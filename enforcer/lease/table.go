@@ -1,11 +1,13 @@
 package lease
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -622,7 +624,135 @@ func (t *Table) netObjectLocked(r Resource) string {
 // reads to leave what another session changed while it ran, and the
 // others. A session that reads thousands of files then never pushes a
 // neighbour's writes out of what a rollback is told.
-type endedHistory struct{ changing, other endedRing }
+//
+// A host store's snapshot carries the history as its first lines; a new
+// process reads them only when the history is first asked for (unread,
+// read): a klock run that starts, takes its leases and releases them
+// never does, and decoding some 8,000 ended leases was most of its
+// start on a busy host.
+type endedHistory struct {
+	changing, other endedRing
+	// unread are a snapshot's history lines not decoded yet, oldest
+	// first: older than everything in the rings.
+	unread []endedLine
+	// bad is the first unread line that did not decode (the journal is
+	// corrupt there); its leases are not in the history.
+	bad *endedLine
+}
+
+// endedLine is one journal line of a snapshot's history, where it was.
+type endedLine struct {
+	line   []byte
+	off    int64 // of its first byte
+	n      int   // 1-based
+	leases int   // how many it holds
+	// latest is when the last of its leases ended (Unix nanoseconds),
+	// read without decoding the line; math.MaxInt64 when one's end
+	// could not be read so.
+	latest int64
+	err    error // why it did not decode (bad)
+}
+
+// endedAt precedes each lease's end in a history line (appendLease).
+var endedAt = []byte(`"ended_at":"`)
+
+// latestEnd is when the last lease of a history line ended, read from
+// its "ended_at" fields alone (math.MaxInt64 when one does not parse):
+// a question about what ended since a time after it need not decode the
+// line. Leases of one line mostly ended together: a time equal to the
+// one before is not parsed again.
+func latestEnd(line []byte) int64 {
+	var latest int64
+	var prev []byte
+	for rest := line; ; {
+		i := bytes.Index(rest, endedAt)
+		if i < 0 {
+			return latest
+		}
+		rest = rest[i+len(endedAt):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			return math.MaxInt64
+		}
+		v := rest[:j]
+		rest = rest[j:]
+		if bytes.Equal(v, prev) {
+			continue
+		}
+		prev = v
+		at, err := time.Parse(time.RFC3339Nano, string(v))
+		if err != nil {
+			return math.MaxInt64
+		}
+		latest = max(latest, at.UnixNano())
+	}
+}
+
+// leaseStart begins every lease a history line holds (appendLease); in a
+// JSON string a quote is escaped, so it begins nothing else.
+var leaseStart = []byte(`{"id":`)
+
+// deferLine keeps a snapshot's history line to decode when the history
+// is first read, and says whether it did: only while the rings are empty
+// (a snapshot's history comes first), so that the order holds.
+func (h *endedHistory) deferLine(line []byte, off int64, n int) bool {
+	if h.changing.max == 0 || len(h.changing.buf) > 0 || len(h.other.buf) > 0 {
+		return false
+	}
+	h.unread = append(h.unread, endedLine{line: bytes.Clone(line), off: off, n: n, leases: bytes.Count(line, leaseStart), latest: latestEnd(line)})
+	return true
+}
+
+// keepUnread says whether a compaction may write the unread lines again
+// as they are, before the rings, rather than decode them: while they and
+// the rings hold at most twice the history's size (both kinds), so that
+// a store whose processes never read the history compacts without
+// decoding it, and one that reads it trims it to its size.
+func (h *endedHistory) keepUnread() bool {
+	n := len(h.changing.buf) + len(h.other.buf)
+	for i := range h.unread {
+		n += h.unread[i].leases
+	}
+	return n <= 4*h.changing.max
+}
+
+// read decodes the unread lines into the rings, before what was pushed
+// since (the rings keep the newest). A line that does not decode is left
+// out and kept in bad.
+func (h *endedHistory) read() {
+	if len(h.unread) == 0 {
+		return
+	}
+	lines := h.unread
+	h.unread = nil
+	older := newEndedHistory(h.changing.max)
+	for i := range lines {
+		var r record
+		err := decodeLine(lines[i].line, &r)
+		if err == nil {
+			err = r.check(false)
+		}
+		if err == nil && r.Op != opEnded {
+			err = fmt.Errorf("a %q record among a snapshot's ended leases", r.Op)
+		}
+		if err != nil {
+			if h.bad == nil {
+				h.bad = &endedLine{off: lines[i].off, n: lines[i].n, err: err}
+			}
+			continue
+		}
+		for j := range r.Leases {
+			older.push(&r.Leases[j])
+		}
+	}
+	for _, r := range [...][2]*endedRing{{&older.changing, &h.changing}, {&older.other, &h.other}} {
+		dst, src := r[0], r[1]
+		for i := range src.buf {
+			dst.add(src.buf[(src.head+i)%len(src.buf)])
+		}
+	}
+	h.changing, h.other = older.changing, older.other
+}
 
 func newEndedHistory(n int) endedHistory {
 	return endedHistory{changing: endedRing{max: n}, other: endedRing{max: n}}
@@ -644,6 +774,13 @@ func (h *endedHistory) pushEntry(e *entry, s State, at time.Time) {
 // each calls f with the ended leases that ended at or after since: the
 // changing ones, then the others, each ring oldest first.
 func (h *endedHistory) each(since time.Time, f func(Lease)) {
+	s := since.UnixNano()
+	for i := range h.unread {
+		if h.unread[i].latest >= s {
+			h.read() // it holds a lease that ended since
+			break
+		}
+	}
 	h.changing.each(since, f)
 	h.other.each(since, f)
 }
@@ -708,9 +845,9 @@ func (x *endedLease) unparsed() Lease {
 		Grace: x.grace, State: x.state, EndedAt: time.Unix(0, x.ended)}
 }
 
-// appendUnparsed appends every ended lease, oldest first, without its
-// Resource: a compaction writes them all, and parsing each object back was
-// most of its cost.
+// appendUnparsed appends every ended lease in the rings, oldest first,
+// without its Resource: a compaction writes them all (after the unread
+// lines it keeps), and parsing each object back was most of its cost.
 func (h *endedHistory) appendUnparsed(out []Lease) []Lease {
 	for _, r := range [...]*endedRing{&h.changing, &h.other} {
 		for i := range r.buf {
