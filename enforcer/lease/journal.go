@@ -169,18 +169,33 @@ func (h *Host) readLocked(locked bool) error {
 		h.chunk = make([]byte, 64<<10)
 	}
 	buf, chunk := h.rbuf[:0], h.chunk
-	defer func() { h.rbuf = buf[:0] }()
 	pos := h.off
+	if st, err := h.j.Stat(); err == nil && st.Size()-pos > int64(cap(buf)) && st.Size()-pos < 1<<30 {
+		// A whole journal read at the open: one buffer, not one grown a
+		// chunk at a time (a snapshot's history is megabytes); not kept.
+		buf = make([]byte, 0, st.Size()-pos+int64(len(chunk)))
+	}
+	defer func() {
+		if cap(buf) <= 1<<20 {
+			h.rbuf = buf[:0]
+		}
+	}()
+	scanned := 0 // bytes at buf's start known to hold no newline
 	for {
 		n, err := h.j.ReadAt(chunk, pos)
 		buf = append(buf, chunk[:n]...)
 		pos += int64(n)
-		// Apply the complete lines read so far.
+		// Apply the complete lines read so far (a snapshot's history
+		// line is hundreds of kilobytes: each chunk's bytes are searched
+		// once).
 		for {
-			i := bytes.IndexByte(buf, '\n')
+			i := bytes.IndexByte(buf[scanned:], '\n')
 			if i < 0 {
+				scanned = len(buf)
 				break
 			}
+			i += scanned
+			scanned = 0
 			if err := h.applyLine(buf[:i]); err != nil {
 				return err
 			}

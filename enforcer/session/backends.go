@@ -57,11 +57,12 @@ type backends struct {
 // attachLSM puts the BPF-LSM wall on g when the choice allows and it
 // works; otherwise the session uses Landlock (BackendAuto, the reason kept
 // for the log) or refuses (BackendLSM).
-func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, shared *Shared, choice Backend, opts ...lsm.AttachOption) error {
+func (b *backends) attachLSM(g *cgroup.Group, rs *policy.Ruleset, loads *loading, choice Backend, opts ...lsm.AttachOption) error {
 	if choice == BackendLandlock || choice == BackendObserve {
 		return nil
 	}
-	l, own, err := shared.lsmBackend()
+	r := loads.lsmBackend()
+	l, own, err := r.l, r.own, r.err
 	if err == nil {
 		// Permissive mode keeps the wall (as with Landlock): a refused
 		// operation is reported, the scope amended (Session.Update), and

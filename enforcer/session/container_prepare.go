@@ -137,7 +137,7 @@ func (p *adopting) attachWatchers() error {
 	if c.WallFile == "" {
 		lopts = append(lopts, lsm.ArmAtFirstExec())
 	}
-	if err := be.attachLSM(p.g, p.rs, o.Backends, p.choice, lopts...); err != nil {
+	if err := be.attachLSM(p.g, p.rs, p.l, p.choice, lopts...); err != nil {
 		return err
 	}
 	o.tl.mark("bpf-lsm")

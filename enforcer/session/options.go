@@ -272,6 +272,9 @@ type Options struct {
 	// privTmp: the session's /tmp and /var/tmp are its own (Run sets it
 	// for prepare): the backup leaves the host's alone.
 	privTmp bool
+	// loads are the kernel backends Run started loading before the
+	// session's setup, for prepare to take (loading.claim).
+	loads *loading
 }
 
 // Result is how a session ended.

@@ -166,7 +166,12 @@ func newPreparing(ctx context.Context, a prepareArgs, netAlways bool) *preparing
 	if p.choice == "" {
 		p.choice = BackendAuto
 	}
-	p.l = startLoading(a.o.Backends, netAlways || netWalled(a.rs, p.choice), unixWalled(p.choice))
+	need := needs(a.rs, p.choice, netAlways)
+	if p.l = a.o.loads; !p.l.claim(need) {
+		// Not started before the setup, or for other needs (a name
+		// the setup resolved changed what the session walls).
+		p.l = startLoading(a.o.Backends, need)
+	}
 	p.be = &backends{allowDegraded: a.o.AllowDegraded, log: a.log}
 	return p
 }
@@ -233,7 +238,7 @@ func (p *preparing) takeBackup() {
 // tells stage 2 which walls are its own to build.
 func (p *preparing) attachWatchers() error {
 	be, o := p.be, p.o
-	if err := be.attachLSM(p.g, p.rs, o.Backends, p.choice); err != nil {
+	if err := be.attachLSM(p.g, p.rs, p.l, p.choice); err != nil {
 		return err
 	}
 	o.tl.mark("bpf-lsm")

@@ -33,6 +33,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer r.cleanup()
+	r.startLoading()
 	if ctx, err = r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -133,6 +134,15 @@ func (r *runner) compileHost() error {
 		}
 	}
 	return nil
+}
+
+// startLoading starts loading the kernel backends the session will need
+// (in the embedded path, BPF loads of tens of milliseconds) beside its
+// setup; prepare takes them, or they are discarded when Run returns.
+func (r *runner) startLoading() {
+	l := startLoading(r.o.Backends, needs(r.rs, r.o.Backend, r.o.Container != nil))
+	r.o.loads = l
+	r.defer_(l.unclaimed)
 }
 
 // setup does what must hold before anything is backed up or started:
