@@ -15,6 +15,7 @@ import (
 var (
 	ociOnce sync.Once
 	ociPath string
+	ociDir  string // removed by TestMain
 )
 
 // ociImage is the busybox root filesystem as an OCI image layout tarball,
@@ -25,6 +26,7 @@ func ociImage(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ociDir = d
 		rootfs := ctrtest.BusyboxRootfs(t, filepath.Join(d, "rootfs"))
 		ociPath = ctrtest.OCIArchive(t, rootfs, busyboxImage, filepath.Join(d, "busybox.oci.tar"))
 	})

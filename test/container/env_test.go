@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 		if tarDir != "" {
 			os.RemoveAll(tarDir) // busyboxTar's
 		}
+		if ociDir != "" {
+			os.RemoveAll(ociDir) // ociImage's
+		}
 	})
 }
 
