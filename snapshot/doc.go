@@ -137,9 +137,10 @@
 // since each of those changes moves the ctime. Every file is still
 // stat'ed by every Take, so a file changed since is read and backed up
 // again. Options.Ready lets a caller start the walk before it knows the
-// backup is wanted: nothing is stored or committed until it says so (a
-// backup with no new objects is written and flushed under its temporary
-// name meanwhile, and only renamed into place after).
+// backup is wanted: no new object is stored until it says so, and a
+// backup it refuses is removed (one with no new objects is committed
+// meanwhile, so that nothing is flushed after the answer; a klock
+// stopped before it leaves that backup of a session that never ran).
 //
 // # Sparse files
 //

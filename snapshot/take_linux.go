@@ -78,11 +78,11 @@ type Options struct {
 	// renamed into its own scope back to its name.
 	Others []string
 	// Ready, when set, is called once everything is recorded and copied
-	// under the temporary directory, before anything is stored or
-	// committed: a caller may start the walk before it knows the backup
-	// will be wanted (a session whose walls may still refuse it) and
-	// decide then. An error from it abandons the backup, leaving nothing
-	// behind, and Take returns it.
+	// under the temporary directory, before any new object is stored (a
+	// backup with none is committed before it): a caller may start the
+	// walk before it knows the backup will be wanted (a session whose
+	// walls may still refuse it) and decide then. An error from it
+	// abandons the backup, leaving nothing behind, and Take returns it.
 	Ready func() error
 }
 
@@ -294,10 +294,11 @@ func (t *taker) run() (*Snapshot, error) {
 	}
 	c.report(true)
 	t.countCopies(c, kept)
-	// With nothing new to store, the backup is written and flushed under
-	// its temporary name while the caller decides (Ready), and only its
-	// rename waits for the answer: a session's walls come up meanwhile.
-	// New objects go into the shared store only once it is wanted.
+	// With nothing new to store, the backup is written, flushed and
+	// committed while the caller decides (Ready), and removed if the
+	// answer is no: a session's walls come up meanwhile, and its agent
+	// waits for no fsync after them. New objects go into the shared store
+	// only once the backup is wanted.
 	stage := func() error {
 		newBytes, err := t.storeObjects(entries, c.copied)
 		if err != nil {
@@ -316,9 +317,18 @@ func (t *taker) run() (*Snapshot, error) {
 		if err := stage(); err != nil {
 			return nil, err
 		}
+		if err := t.publish(final); err != nil {
+			return nil, err
+		}
 	}
 	if t.ready != nil {
 		if err := t.ready(); err != nil {
+			if early {
+				// Not wanted after all: gone again. Should klock stop
+				// before this, the backup of a session that never ran
+				// is left (what it recorded is as the files were).
+				os.RemoveAll(final)
+			}
 			return nil, err
 		}
 	}
@@ -326,9 +336,9 @@ func (t *taker) run() (*Snapshot, error) {
 		if err := stage(); err != nil {
 			return nil, err
 		}
-	}
-	if err := t.publish(final); err != nil {
-		return nil, err
+		if err := t.publish(final); err != nil {
+			return nil, err
+		}
 	}
 	pastStart(t.start)
 	t.unlock()

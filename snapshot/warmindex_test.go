@@ -95,17 +95,17 @@ func TestTakeNotReady(t *testing.T) {
 }
 
 // TestTakeStagedBeforeReady: with nothing new to store (every file's
-// content already in the store), the backup is written and flushed under
-// its temporary name before Ready is asked, so a session's walls come up
-// meanwhile; refused, it still leaves nothing behind, and accepted, it is
-// the backup.
+// content already in the store), the backup is written, flushed and
+// committed before Ready is asked, so a session's walls come up
+// meanwhile and its agent waits for no fsync after them; refused, it
+// still leaves nothing behind, and accepted, it is the backup.
 func TestTakeStagedBeforeReady(t *testing.T) {
 	f := newFixture(t)
 	time.Sleep(2 * racyWindow * time.Nanosecond) // older than the racy window
 	f.take(t, "first")                           // the store and the index hold every file now
 	root := filepath.Join(f.W, ".klock", "backups")
 	staged := func(session string) bool {
-		_, err := os.Stat(filepath.Join(root, ".tmp-"+session, manifestFile))
+		_, err := Open(root, session)
 		return err == nil
 	}
 	no := errors.New("refused")
@@ -118,7 +118,7 @@ func TestTakeStagedBeforeReady(t *testing.T) {
 		t.Fatalf("Take: %v, want %v", err, no)
 	}
 	if !sawStaged {
-		t.Errorf("Ready was asked before the manifest was staged")
+		t.Errorf("Ready was asked before the backup was committed")
 	}
 	if l, _ := List(root); len(l) != 1 || l[0].Session != "first" {
 		t.Errorf("List after a refused Take: %+v, want only the first", l)

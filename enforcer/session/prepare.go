@@ -87,9 +87,9 @@ type backupResult struct {
 // that is done (launch.Pending.Release). What has to come first still does:
 // bpf-lsm and the observer's watch are in place before stage 2 exists (both
 // count that process's execs to find the agent's), and nothing that can
-// refuse the session (ErrDegraded) comes after the backup is committed
-// (Preflight.Ready holds it until the walls are up). On error nothing is
-// left running or loaded.
+// refuse the session (ErrDegraded) comes after the backup is kept
+// (Preflight.Ready: a backup the walls refuse is removed). On error
+// nothing is left running or loaded.
 func prepare(ctx context.Context, a prepareArgs) (_ *prepared, err error) {
 	p := newPreparing(ctx, a, false)
 	defer func() {
@@ -141,7 +141,7 @@ type preparing struct {
 	backup  chan backupResult
 	// wallsUp is closed once the walls are up (wallsErr nil) or the
 	// session is refused (wallsErr says why): the backup, started before
-	// them, commits only then (wallsReady).
+	// them, is kept (or removed) only then (wallsReady).
 	wallsUp   chan struct{}
 	wallsErr  error
 	wallsOnce sync.Once
@@ -213,7 +213,7 @@ func (p *preparing) wallsReady() error {
 	return p.wallsErr
 }
 
-// takeBackup starts the pre-flight backup in the background; it commits
+// takeBackup starts the pre-flight backup in the background; it is kept
 // once the walls are up (wallsDone).
 func (p *preparing) takeBackup() {
 	o, spec := p.o, p.spec
@@ -368,8 +368,8 @@ func (p *preparing) join(r netResult) error {
 }
 
 // attachWalls puts the cgroup programs on and waits for the packet wall,
-// then lets the backup commit: nothing that can refuse the session
-// (ErrDegraded) comes after the backup is committed.
+// then lets the backup be kept: nothing that can refuse the session
+// (ErrDegraded) comes after that.
 func (p *preparing) attachWalls() error {
 	o := p.o
 	if err := p.be.attachNet(p.g, p.rs, p.l, p.choice); err != nil {
