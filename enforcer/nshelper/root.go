@@ -77,6 +77,27 @@ func (v *View) Close() error {
 	return errors.Join(v.Root.Close(), v.Mountinfo.Close())
 }
 
+// OpenLiveView returns the root directory and the mount table of the
+// mount namespace of process pid, through /proc, without a helper
+// process: for a process whose root is its namespace's (it made no
+// pivot_root or chroot: klock run's stage 2) and whose pid names it
+// until the caller reaps it (a child not yet waited for). The two stay
+// valid after it exits: the open mountinfo holds its namespace and root,
+// as the helper's does.
+func OpenLiveView(pid int) (*View, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	root, err := os.OpenFile(dir+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("nshelper: %w", err)
+	}
+	mi, err := os.Open(dir + "/mountinfo")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("nshelper: %w", err)
+	}
+	return &View{Root: root, Mountinfo: mi}, nil
+}
+
 // OpenView returns the root directory and the mount table of the mount
 // namespace ns (an open /proc/<pid>/ns/mnt). Both stay valid after every
 // process of the namespace has exited, as long as ns is held. With

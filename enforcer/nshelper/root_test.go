@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,4 +189,58 @@ func waitChild(t *testing.T, pid int) int {
 	}
 	t.Fatalf("process %d started no child in 10 s", pid)
 	return 0
+}
+
+// TestOpenLiveView: the view of a live child's mount namespace, opened
+// through /proc without a helper, still shows that namespace (a mount
+// only it has, in its table and under its root) once the child has
+// exited and been reaped.
+func TestOpenLiveView(t *testing.T) {
+	testutil.RequirePrivileged(t)
+	dir := t.TempDir()
+	script := `set -e
+mkdir "$1/inner"
+mount -t tmpfs inner "$1/inner"
+echo hi > "$1/inner/marker"
+echo ready
+exec sleep 60`
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+		t.Fatalf("the namespace was not set up: %q %v", line, err)
+	}
+	v, err := OpenLiveView(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := os.Stat(filepath.Join(dir, "inner", "marker")); err == nil {
+		t.Fatal("the child's mount is visible on the host: the test shows nothing")
+	}
+	b, err := io.ReadAll(v.Mountinfo)
+	if err != nil || !strings.Contains(string(b), " "+filepath.Join(dir, "inner")+" ") {
+		t.Fatalf("the child's mount table (%v) lacks %s/inner:\n%s", err, dir, b)
+	}
+	fd, err := unix.Openat(int(v.Root.Fd()), strings.TrimPrefix(filepath.Join(dir, "inner", "marker"), "/"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("the marker under the child's root: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "marker")
+	defer f.Close()
+	if b, _ := io.ReadAll(f); string(b) != "hi\n" {
+		t.Fatalf("marker = %q", b)
+	}
+	if _, err := OpenLiveView(cmd.Process.Pid); err == nil {
+		t.Error("OpenLiveView of a reaped pid succeeded")
+	}
 }

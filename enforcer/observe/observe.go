@@ -20,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/enforcer/nshelper"
 	"github.com/klocklabs/klock/internal/bpfmap"
 	"github.com/klocklabs/klock/internal/kbtf"
 )
@@ -721,6 +722,24 @@ func (w *Watch) InRoot(mntns *os.File, init int) {
 		w.retired = append(w.retired, w.root)
 	}
 	w.root = &ownRoot{ns: mntns, init: uint32(init), helper: w.helper}
+}
+
+// InLiveRoot is InRoot for a namespace whose first process, init, is a
+// child of this process not yet reaped that keeps the namespace's root as
+// its own (klock run's stage 2): the root and the mount table are opened
+// now, through /proc, rather than by a helper process when first needed.
+// When they cannot be, it is InRoot.
+func (w *Watch) InLiveRoot(mntns *os.File, init int) {
+	v, err := nshelper.OpenLiveView(init)
+	w.InRoot(mntns, init)
+	if err != nil {
+		return
+	}
+	o := w.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := w.root
+	r.once.Do(func() { r.view = v })
 }
 
 // Records is the channel of this cgroup's records. Unwatch and

@@ -261,7 +261,7 @@ func (b *backends) observeInAgentRoot(pid int) error {
 		return fmt.Errorf("%w: the agent's mount namespace: %v", ErrSetup, err)
 	}
 	b.mntns = append(b.mntns, ns)
-	b.watch.InRoot(ns, pid)
+	b.watch.InLiveRoot(ns, pid) // stage 2: our child, at the namespace's root
 	return nil
 }
 
