@@ -22,10 +22,36 @@ type State interface {
 	// Load returns every tool's saved state.
 	Load() (map[string]ToolState, error)
 	// SaveUse records one allowed call: the run's new count and the
-	// buckets the call took from, durable before the call proceeds.
+	// buckets the call took from, durable before the call proceeds (a
+	// DeferredState's once synced: SyncState).
 	SaveUse(tool string, u Use) error
 	// SaveGovernance records a tool's governance (disable, limits).
 	SaveGovernance(tool string, g Governance) error
+}
+
+// DeferredState is a State whose SaveUse (and DispatchState's
+// SaveDispatched) return once written, before they are durable: Sync
+// makes every save so far durable. The pipeline's caller syncs before the
+// call it counted is dispatched (Pipeline.SyncState), beside its own
+// durable writes (the audit's record of the dispatch), rather than wait
+// for one fsync after the other.
+type DeferredState interface {
+	State
+	Sync() error
+}
+
+// SyncState makes what the state saved so far durable (a DeferredState's;
+// nothing to do for another, or without one). The caller must not
+// dispatch a call this pipeline counted before it returns nil.
+func (p *Pipeline) SyncState() error {
+	d, ok := p.state.(DeferredState)
+	if !ok {
+		return nil
+	}
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	return nil
 }
 
 // ToolState is what State keeps for one tool.

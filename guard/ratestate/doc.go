@@ -7,8 +7,11 @@
 // implements check.State and check.DispatchState.
 //
 // One gateway process owns the database (exclusive locking, WAL). Every
-// allowed call's counters are written, synchronously, before the call is
-// dispatched: a crash never hands back a call already counted.
+// allowed call's counters are written before the call is dispatched, and
+// made durable by Sync (the write-ahead log flushed), which the gateway
+// calls before the dispatch beside the audit's own fsync
+// (check.DeferredState): a crash never hands back a call already
+// counted. A governance change is durable before SaveGovernance returns.
 //
 // Error semantics: Open fails with ErrOpen naming the file and what to do;
 // a failed write is returned to the pipeline, which refuses the call.

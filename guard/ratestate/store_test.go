@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/klocklabs/klock/guard/check"
 	"github.com/klocklabs/klock/policy"
 )
@@ -68,5 +70,48 @@ func TestPerDaySurvivesRestart(t *testing.T) {
 		if st.Name == "issue_refund" && st.Limits.PerRun != 1 {
 			t.Errorf("issue_refund per_run after a restart: %d, want governance's 1", st.Limits.PerRun)
 		}
+	}
+}
+
+// TestSyncFlushesTheLog: Sync flushes the write-ahead log the database
+// writes its commits to (none yet: nothing to flush), and follows a log
+// another connection made after this one's was closed.
+func TestSyncFlushesTheLog(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "limits.db")
+	s, err := Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatalf("Sync before any write: %v", err)
+	}
+	if err := s.SaveUse("t", check.Use{RunID: "r", Calls: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	same := func(s *Store) bool {
+		var a, b unix.Stat_t
+		return s.wal != nil && unix.Fstat(int(s.wal.Fd()), &a) == nil && unix.Stat(db+"-wal", &b) == nil && a.Ino == b.Ino && a.Dev == b.Dev
+	}
+	if !same(s) {
+		t.Fatal("Sync did not flush the database's current log")
+	}
+	s.Close()
+	s2, err := Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := s2.SaveUse("t", check.Use{RunID: "r", Calls: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Sync(); err != nil || !same(s2) {
+		t.Fatalf("Sync of a reopened database: %v, on its log: %v", err, same(s2))
+	}
+	got, err := s2.Load()
+	if err != nil || got["t"].Runs["r"] != 2 {
+		t.Fatalf("Load: %+v %v", got, err)
 	}
 }
