@@ -89,3 +89,22 @@ func benchRun(b *testing.B, cg *cgroup.Group, kind, target string, n int) float6
 	}
 	return total / float64(n)
 }
+
+// BenchmarkAttach measures a session's Attach and Close on one cgroup
+// (the rules written, the programs attached and detached), with its
+// allocations: what every klock session pays for cgroup-net.
+func BenchmarkAttach(b *testing.B) {
+	g := newGuard(b)
+	cg := newCgroup(b, "attach")
+	rs := ruleset(b, nil, "CONSUMES NET:127.0.0.1:443/tcp", "CONSUMES NET:10.0.0.0/8:53/udp")
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := g.Attach(cg, rs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/internal/backlog"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -159,7 +160,7 @@ type Session struct {
 	cg     *cgroup.Group
 	id     uint64
 	links  []link.Link
-	events chan event.Event
+	events *backlog.Queue[event.Event] // EventBuffer at most, eventSlots in a channel
 	lost   chan event.Lost
 
 	flags uint32 // policy flags every rules update keeps (flagReport)
@@ -172,8 +173,15 @@ type Session struct {
 	losses bpfprog.Losses // not yet delivered on lost, and the kernel's counter
 }
 
-// EventBuffer is the capacity of Session.Events.
+// EventBuffer is how many events Session.Events holds for a consumer
+// that lags: the first eventSlots in its channel, the rest in a backlog
+// made only when it is used (internal/backlog).
 const EventBuffer = 4096
+
+// eventSlots is the channel's part of EventBuffer: a session that keeps
+// up needs no more, and a channel of EventBuffer events (256 bytes each)
+// was allocated and scanned by the collector for every session.
+const eventSlots = 256
 
 var attachTypes = []struct {
 	name string
@@ -217,7 +225,7 @@ func (g *Guard) Attach(cg *cgroup.Group, rs *policy.Ruleset, opts ...AttachOptio
 		g.mu.Unlock()
 		return nil, fmt.Errorf("%w: cgroup %s already has a session", ErrAttach, cg.Path)
 	}
-	s := &Session{g: g, cg: cg, id: cg.ID, events: make(chan event.Event, EventBuffer), lost: make(chan event.Lost, 16), flags: ao.flags}
+	s := &Session{g: g, cg: cg, id: cg.ID, events: backlog.New[event.Event](eventSlots, EventBuffer), lost: make(chan event.Lost, 16), flags: ao.flags}
 	g.sessions[cg.ID] = s
 	g.mu.Unlock()
 
@@ -269,7 +277,11 @@ func (s *Session) CgroupID() uint64 { return s.id }
 // allowed operation), in kernel order. It is closed by
 // Close. A consumer that falls EventBuffer events behind loses events; they
 // are counted on Lost.
-func (s *Session) Events() <-chan event.Event { return s.events }
+func (s *Session) Events() <-chan event.Event { return s.events.C() }
+
+// Pending reports whether events wait to be read: in Events' channel, or
+// on their way to it (a receive then returns one, soon).
+func (s *Session) Pending() bool { return s.events.Pending() }
 
 // Lost reports events that were not delivered (ring buffer full in the
 // kernel, or Events full): the denial still happened, its record is gone.
@@ -306,7 +318,7 @@ func (s *Session) teardown() error {
 		if s.g.sessions[s.id] == s {
 			delete(s.g.sessions, s.id)
 		}
-		close(s.events)
+		s.events.End()
 		close(s.lost)
 	}
 	s.g.mu.Unlock()

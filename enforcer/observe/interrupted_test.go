@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/internal/backlog"
 )
 
 // TestHeldCalls: what becomes of an interrupted call's records, by its
@@ -30,7 +31,7 @@ func TestHeldCalls(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := &Watch{ch: make(chan Record, 4)}
+			w := &Watch{q: backlog.New[Record](4, 4)}
 			at := time.Now()
 			w.hold(&raw{tid: 7, pid: 5, nr: connect, op: opConnect}, rec("held"), at)
 			if c.next != nil {
@@ -40,8 +41,8 @@ func TestHeldCalls(t *testing.T) {
 				w.flushHeld(at.Add(-c.flush))
 			}
 			var got []string
-			for len(w.ch) > 0 {
-				got = append(got, (<-w.ch).Event.Comm)
+			for len(w.Records()) > 0 {
+				got = append(got, (<-w.Records()).Event.Comm)
 			}
 			if len(got) != len(c.want) || len(got) > 0 && got[0] != c.want[0] {
 				t.Errorf("sent %q, want %q", got, c.want)
@@ -49,17 +50,17 @@ func TestHeldCalls(t *testing.T) {
 		})
 	}
 	// An unwatched cgroup's channel is closed: nothing more is sent.
-	w := &Watch{ch: make(chan Record, 4)}
+	w := &Watch{q: backlog.New[Record](4, 4)}
 	w.hold(&raw{tid: 7, pid: 5, nr: connect}, rec("a"), time.Now())
 	w.closed = true
-	close(w.ch)
+	w.end()
 	w.settleHeld(&raw{tid: 7, pid: 5, nr: openat})
 	// Sync (a zero cutoff) sends every held call.
-	w = &Watch{ch: make(chan Record, 4)}
+	w = &Watch{q: backlog.New[Record](4, 4)}
 	w.hold(&raw{tid: 7, pid: 5, nr: connect}, rec("a"), time.Now())
 	w.hold(&raw{tid: 9, pid: 5, nr: connect}, rec("b"), time.Now())
 	w.flushHeld(time.Time{})
-	if len(w.ch) != 2 || len(w.held) != 0 {
-		t.Errorf("Sync sent %d of 2 held calls, %d left", len(w.ch), len(w.held))
+	if len(w.Records()) != 2 || len(w.held) != 0 {
+		t.Errorf("Sync sent %d of 2 held calls, %d left", len(w.Records()), len(w.held))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/nshelper"
+	"github.com/klocklabs/klock/internal/backlog"
 	"github.com/klocklabs/klock/internal/bpfmap"
 	"github.com/klocklabs/klock/internal/kbtf"
 )
@@ -116,7 +117,7 @@ type Options struct {
 	// that stalls (80 ms of the fastest agent measured here,
 	// BenchmarkObserveEventsPerSecond); past it a record is counted lost.
 	// The first chanSlots are the Watch's channel; the rest is a backlog
-	// that exists only while the session lags (backlog.go).
+	// that exists only while the session lags (internal/backlog).
 	Buffer int
 	// WakeupBytes: the kernel wakes the reader only once this many bytes
 	// are pending (far fewer wakeups under load: about twice the
@@ -214,7 +215,7 @@ type Observer struct {
 type Watch struct {
 	o       *Observer
 	id      uint64
-	ch      chan Record
+	q       *backlog.Queue[Record] // the session's records (backlog.go)
 	closed  bool
 	full    bool            // records syscalls (not ProcessEvents only)
 	root    *ownRoot        // InOwnRoot or InRoot; nil: the observer's root
@@ -236,11 +237,6 @@ type Watch struct {
 	// (interrupted.go). The reader goroutine's alone; sending a held
 	// call takes o.mu.
 	held map[uint32]*heldCall
-	// backlog: the records that found ch full, in order, and whether a
-	// pump moves them into it (backlog.go). Under o.mu.
-	backlog []Record
-	pumping bool
-	ended   chan struct{} // closed when the Watch ends
 }
 
 // Load loads and attaches the observation programs with default options.
@@ -657,7 +653,7 @@ func (o *Observer) Watch(cgroupID uint64, opts ...WatchOption) (*Watch, error) {
 	if wo.inRoot != nil {
 		wo.inRoot.helper = wo.helper
 	}
-	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, helper: wo.helper, ch: make(chan Record, min(chanSlots, o.opts.Buffer)), ended: make(chan struct{}), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
+	w := &Watch{o: o, id: cgroupID, full: full, root: wo.inRoot, helper: wo.helper, q: backlog.New[Record](chanSlots, o.opts.Buffer), seeds: map[ident]string{}, counted: map[seenKey]Record{}}
 	for _, d := range wo.dirs {
 		var st unix.Stat_t
 		if unix.Stat(d.at, &st) == nil {
@@ -745,7 +741,7 @@ func (w *Watch) InLiveRoot(mntns *os.File, init int) {
 // Records is the channel of this cgroup's records. Unwatch and
 // Observer.Close close it behind the records delivered before them
 // (Pending says whether any wait).
-func (w *Watch) Records() <-chan Record { return w.ch }
+func (w *Watch) Records() <-chan Record { return w.q.C() }
 
 // Repeats returns, for every open the kernel counted instead of reporting
 // again, the record it reported first standing for the unreported

@@ -354,9 +354,10 @@ func (s *running) renamedOntoNothing(dst string) bool {
 // feeds are the channels the session's backends report on (nil: no such
 // backend; a nil channel is never ready).
 type feeds struct {
-	obs                        <-chan observe.Record
-	watch                      *observe.Watch // obs's (its backlog: pending)
-	net, unix, lsm             <-chan event.Event
+	obs            <-chan observe.Record
+	net, unix, lsm <-chan event.Event
+	// queued are the backlogs behind obs, net and unix (pending).
+	queued                     []interface{ Pending() bool }
 	netLost, unixLost, lsmLost <-chan event.Lost
 	// relay: the connects the loopback relay answered itself (bpf-lsm
 	// only: sessionNet.relayed).
@@ -372,15 +373,18 @@ type feeds struct {
 func (s *running) feeds(ctx context.Context) feeds {
 	f := feeds{dns: s.dnsRefused, overBudget: s.overBudget, ctxDone: ctx.Done(), procDone: s.proc.Done()}
 	if s.be.watch != nil {
-		f.obs, f.watch = s.be.watch.Records(), s.be.watch
+		f.obs = s.be.watch.Records()
+		f.queued = append(f.queued, s.be.watch)
 	}
 	if s.be.ngs != nil {
 		f.net, f.netLost = s.be.ngs.Events(), s.be.ngs.Lost()
+		f.queued = append(f.queued, s.be.ngs)
 	}
 	// The cgroup AF_UNIX wall's refusals are cgroup programs' too: they
 	// share the network's channels' handling (and drain).
 	if s.be.ugs != nil {
 		f.unix, f.unixLost = s.be.ugs.Events(), s.be.ugs.Lost()
+		f.queued = append(f.queued, s.be.ugs)
 	}
 	if s.be.lsms != nil {
 		f.lsm, f.lsmLost = s.be.lsms.Events(), s.be.lsms.Lost()
@@ -394,16 +398,18 @@ func (s *running) feeds(ctx context.Context) feeds {
 // draining are the feeds drain reads once the agent exited: the
 // observer's and the cgroup walls' (bpf-lsm's has drainLSM).
 func (f feeds) draining() feeds {
-	return feeds{obs: f.obs, watch: f.watch, net: f.net, netLost: f.netLost, unix: f.unix, unixLost: f.unixLost, relay: f.relay}
+	return feeds{obs: f.obs, queued: f.queued, net: f.net, netLost: f.netLost, unix: f.unix, unixLost: f.unixLost, relay: f.relay}
 }
 
 // pending says whether a record waits on one of the draining feeds (this
 // goroutine is their only reader: a step then takes one without blocking).
 func (f feeds) pending() bool {
-	if f.watch != nil && f.watch.Pending() {
-		return true
+	for _, q := range f.queued {
+		if q.Pending() {
+			return true
+		}
 	}
-	return len(f.net)+len(f.netLost)+len(f.unix)+len(f.unixLost)+len(f.relay) > 0
+	return len(f.netLost)+len(f.unixLost)+len(f.relay) > 0
 }
 
 // loop feeds events to the engine until the agent has exited and every

@@ -106,9 +106,7 @@ func (g *Guard) dispatch(id uint64, ev event.Event) {
 		g.logger.Debug("unixguard: event for a cgroup without session", "cgroup", id, "triple", ev.Triple.String())
 		return
 	}
-	select {
-	case s.events <- ev:
-	default:
+	if !s.events.Put(ev) {
 		s.losses.Dropped()
 		s.flushLostLocked()
 	}

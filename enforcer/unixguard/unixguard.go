@@ -15,6 +15,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/lsm"
+	"github.com/klocklabs/klock/internal/backlog"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -22,8 +23,15 @@ import (
 // step with UG_MAX_SESSIONS in bpf/unixguard.bpf.c).
 const MaxSessions = 1024
 
-// EventBuffer is the capacity of Session.Events.
+// EventBuffer is how many events Session.Events holds for a consumer
+// that lags: the first eventSlots in its channel, the rest in a backlog
+// made only when it is used (internal/backlog).
 const EventBuffer = 1024
+
+// eventSlots is the channel's part of EventBuffer: a session that keeps
+// up needs no more, and a channel of EventBuffer events (256 bytes each)
+// was allocated and scanned by the collector for every session.
+const eventSlots = 256
 
 var (
 	// ErrLoad wraps every failure to load the programs or create the maps:
@@ -95,7 +103,7 @@ type Session struct {
 	g      *Guard
 	cg     *cgroup.Group
 	links  []link.Link
-	events chan event.Event
+	events *backlog.Queue[event.Event] // EventBuffer at most, eventSlots in a channel
 	lost   chan event.Lost
 
 	closeOnce sync.Once
@@ -141,7 +149,7 @@ func (g *Guard) Attach(cg *cgroup.Group, rs *policy.Ruleset) (*Session, error) {
 		return nil, fmt.Errorf("%w: cgroup %s already has a session", ErrAttach, cg.Path)
 	}
 	g.nextSess++
-	s := &Session{g: g, cg: cg, sess: g.nextSess, events: make(chan event.Event, EventBuffer), lost: make(chan event.Lost, 16)}
+	s := &Session{g: g, cg: cg, sess: g.nextSess, events: backlog.New[event.Event](eventSlots, EventBuffer), lost: make(chan event.Lost, 16)}
 	g.sessions[cg.ID] = s
 	g.mu.Unlock()
 
@@ -211,7 +219,11 @@ func (s *Session) Update(rs *policy.Ruleset) error {
 // Events delivers one event per refusal, in kernel order; closed by
 // Close. A consumer EventBuffer events behind loses events, counted on
 // Lost.
-func (s *Session) Events() <-chan event.Event { return s.events }
+func (s *Session) Events() <-chan event.Event { return s.events.C() }
+
+// Pending reports whether events wait to be read: in Events' channel, or
+// on their way to it (a receive then returns one, soon).
+func (s *Session) Pending() bool { return s.events.Pending() }
 
 // Lost reports refusals whose record was not delivered (kernel ring
 // buffer full, or Events full): the call was refused all the same. Strict
@@ -252,7 +264,7 @@ func (s *Session) teardown() error {
 		if g.sessions[s.cg.ID] == s {
 			delete(g.sessions, s.cg.ID)
 		}
-		close(s.events)
+		s.events.End()
 		close(s.lost)
 	}
 	g.mu.Unlock()
