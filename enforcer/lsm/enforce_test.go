@@ -4,6 +4,7 @@ package lsm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -310,9 +311,7 @@ func TestEnforcesBeforeTheEffect(t *testing.T) {
 	}
 	// ro.txt was opened for reading twice (read, then through io_uring):
 	// one record, and the kernel counted the other.
-	for !l.Idle() {
-		time.Sleep(time.Millisecond)
-	}
+	flush(t, l)
 	// Repeats stands for the one unreported open: one event, Repeat 0.
 	var repeats uint64
 	reps, err := s.Repeats()
@@ -412,9 +411,7 @@ func TestCacheForgetsOutsideRenames(t *testing.T) {
 			t.Fatalf("reads reported: %v; want a record under each of %s and %s", opens, a, b)
 		}
 	}
-	for !l.Idle() {
-		time.Sleep(time.Millisecond)
-	}
+	flush(t, l)
 	reps, err := s.Repeats()
 	if err != nil {
 		t.Fatal(err)
@@ -437,4 +434,15 @@ func agentWorld(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// flush waits until every record the kernel produced has reached its
+// session's channel (the channels have room: nothing else reads them).
+func flush(t *testing.T, l *LSM) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
 }

@@ -3,6 +3,7 @@
 package lsm
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -42,14 +43,16 @@ type LSM struct {
 	wg    sync.WaitGroup
 	log   *slog.Logger
 
-	// inflight is held by the reader from a record's read to its delivery,
-	// so Idle can tell "nothing left anywhere".
-	inflight sync.Mutex
+	syncMu sync.Mutex // one Flush at a time
 
 	mu       sync.Mutex
 	sessions map[uint64]*Session
 	nextSess uint32
 	closed   bool
+	// flushed is closed by the reader at the ErrFlushed of Flush's flush:
+	// every record before it has been delivered. Under mu.
+	flushed chan struct{}
+	done    chan struct{} // closed when the reader ends
 }
 
 // Load loads the programs and attaches them to their LSM hooks.
@@ -57,7 +60,7 @@ func Load() (*LSM, error) {
 	if err := bpfprog.Memlock(ErrLoad); err != nil {
 		return nil, err
 	}
-	l := &LSM{sessions: map[uint64]*Session{}, log: slog.Default().With("backend", "bpf-lsm")}
+	l := &LSM{sessions: map[uint64]*Session{}, log: slog.Default().With("backend", "bpf-lsm"), done: make(chan struct{})}
 	spec, err := loadLsm()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
@@ -337,6 +340,7 @@ const (
 
 func (l *LSM) readLoop() {
 	defer l.wg.Done()
+	defer close(l.done)
 	var rec ringbuf.Record
 	l.rd.SetDeadline(time.Now().Add(pollInterval))
 	for {
@@ -347,35 +351,61 @@ func (l *LSM) readLoop() {
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				l.rd.SetDeadline(time.Now().Add(pollInterval))
 			case errors.Is(err, ringbuf.ErrFlushed):
+				// Every record read before this was delivered (this
+				// goroutine delivers each before it reads the next).
+				l.mu.Lock()
+				if l.flushed != nil {
+					close(l.flushed)
+					l.flushed = nil
+				}
+				l.mu.Unlock()
 			default:
 				l.log.Error("read events", "error", err)
 			}
 			continue
 		}
-		l.inflight.Lock()
 		l.deliver(rec.RawSample)
-		l.inflight.Unlock()
 	}
 }
 
-// Idle reports whether every record the kernel produced so far has been
-// delivered to its session's channel.
-func (l *LSM) Idle() bool {
-	if l.rd.AvailableBytes() > 0 {
-		l.rd.Flush() // records that woke nobody: read them now
-		return false
+// Flush returns once every record the kernel produced before the call
+// has been delivered to its session's channel (the ring is read up to
+// where it was, records that woke nobody included), or ctx ends. A
+// delivery waits for room in its session's channel, so the caller keeps
+// reading its session's events meanwhile. One "nothing in the ring and
+// no delivery under way" test is not enough: the reader has a record in
+// hand between taking it off the ring and delivering it.
+func (l *LSM) Flush(ctx context.Context) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	ch := make(chan struct{})
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
 	}
-	// TryLock: a delivery blocked on another session's full channel must
-	// not block this caller; it asks again.
-	if !l.inflight.TryLock() {
-		return false
+	l.flushed = ch
+	l.mu.Unlock()
+	if err := l.rd.Flush(); err != nil {
+		return fmt.Errorf("bpf-lsm: flush: %w", err)
 	}
-	defer l.inflight.Unlock()
-	return l.rd.AvailableBytes() == 0
+	select {
+	case <-ch:
+		return nil
+	case <-l.done:
+		return ErrClosed
+	case <-ctx.Done():
+		l.mu.Lock()
+		if l.flushed == ch {
+			l.flushed = nil
+		}
+		l.mu.Unlock()
+		return ctx.Err()
+	}
 }
 
-// Idle is LSM.Idle for the session's backend.
-func (s *Session) Idle() bool { return s.l.Idle() }
+// Flush is LSM.Flush for the session's backend.
+func (s *Session) Flush(ctx context.Context) error { return s.l.Flush(ctx) }
 
 // deliver decodes one record and hands it to its session (records of a
 // cgroup with no session, torn down since, are dropped).

@@ -481,25 +481,32 @@ func (s *running) drainLSM() {
 	if s.be.lsms == nil {
 		return
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// Everything the kernel produced until now reaches the channel by the
+	// flush's end; it is read meanwhile (a delivery waits for room).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.be.lsms.Flush(ctx) }()
+	for waiting := true; waiting; {
 		select {
 		case ev := <-s.be.lsms.Events():
 			s.observeLSM(ev)
-			continue
 		case l := <-s.be.lsms.Lost():
 			s.act(s.eng.Lost(l))
-			continue
+		case err := <-flushed:
+			if err != nil {
+				s.log.Warn("bpf-lsm events still in flight after 5s", "error", err)
+			}
+			waiting = false
+		}
+	}
+	cancel()
+	for drained := false; !drained; {
+		select {
+		case ev := <-s.be.lsms.Events():
+			s.observeLSM(ev)
 		default:
+			drained = true
 		}
-		if s.be.lsms.Idle() && len(s.be.lsms.Events()) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			s.log.Warn("bpf-lsm events still in flight after 5s")
-			break
-		}
-		time.Sleep(time.Millisecond)
 	}
 	// Opens the kernel counted instead of reporting again.
 	evs, err := s.be.lsms.Repeats()
