@@ -2,6 +2,8 @@ package observe
 
 import (
 	"os"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,14 +100,37 @@ func sbCandidates(ms []mountEnt, dev uint64, rel string) []string {
 // one mount in pid's view can hold it. No lookup of the name now is
 // involved: pip chmods a temporary file and renames it over its target at
 // once, and a name read back after the rename blamed the chmod on the
-// target (a strict session killed in 4 of 7 runs). ok is false when the
-// mount is ambiguous (bind mounts of one filesystem): sbPath decides then.
-func (rv *resolver) sbName(pid uint32, root *ownRoot, obj ident, rel string) (string, bool) {
-	c := sbCandidates(rv.mountsOf(pid, root), obj.dev, rel)
-	if len(c) != 1 {
-		return "", false
+// target (a strict session killed in 4 of 7 runs). When several mounts
+// can hold it (bind mounts of one filesystem: a session's private /tmp is
+// a directory of the host's root filesystem bound at /tmp), it is the one
+// the call's own name gives (named: its clean absolute path string, "" for
+// another), since the kernel and the agent's string then agree on it; else
+// ok is false and sbPath decides, by a lookup now. Without it, pip's
+// utimensat of a file in a temporary directory it removes at once could
+// not be named once the reader came to it late: a strict session killed.
+func (rv *resolver) sbName(pid uint32, root *ownRoot, obj ident, rel, named string) (string, bool) {
+	return pickSbName(sbCandidates(rv.mountsOf(pid, root), obj.dev, rel), named)
+}
+
+// pickSbName is sbName's choice among the candidate names.
+func pickSbName(c []string, named string) (string, bool) {
+	if len(c) == 1 {
+		return c[0], true
 	}
-	return c[0], true
+	if named != "" && slices.Contains(c, named) {
+		return named, true
+	}
+	return "", false
+}
+
+// cleanAbsName is s when it is an absolute path with nothing to clean
+// (no "..", ".", "//" or trailing "/"), else "": a name whose text is the
+// path it gives, symbolic links aside.
+func cleanAbsName(s string) string {
+	if len(s) == 0 || s[0] != '/' || path.Clean(s) != s {
+		return ""
+	}
+	return s
 }
 
 // sbPath names an object the kernel gave as a path from its filesystem's

@@ -190,7 +190,7 @@ func (t *translation) file(follow bool) (string, PathSource) {
 	// the kernel's path of it at the syscall's exit is the name the
 	// call used, whatever has been renamed since (sbName).
 	if hasObj && r.kflags&fKPathSB != 0 {
-		if kp, ok := rv.sbName(r.pid, t.inRoot, obj, r.kpath); ok {
+		if kp, ok := rv.sbName(r.pid, t.inRoot, obj, r.kpath, cleanAbsName(string(r.path0))); ok {
 			rv.name(obj, kp)
 			return kp, PathKernel
 		}
