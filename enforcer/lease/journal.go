@@ -170,10 +170,13 @@ func (h *Host) readLocked(locked bool) error {
 	}
 	buf, chunk := h.rbuf[:0], h.chunk
 	pos := h.off
-	if st, err := h.j.Stat(); err == nil && st.Size()-pos > int64(cap(buf)) && st.Size()-pos < 1<<30 {
+	if pos == 0 {
 		// A whole journal read at the open: one buffer, not one grown a
 		// chunk at a time (a snapshot's history is megabytes); not kept.
-		buf = make([]byte, 0, st.Size()-pos+int64(len(chunk)))
+		// (An operation's catch-up reads what was appended: no stat.)
+		if st, err := h.j.Stat(); err == nil && st.Size() > int64(cap(buf)) && st.Size() < 1<<30 {
+			buf = make([]byte, 0, st.Size()+int64(len(chunk)))
+		}
 	}
 	defer func() {
 		if cap(buf) <= 1<<20 {
@@ -519,7 +522,7 @@ func (h *Host) compactLocked() error {
 	h.line = 1 + len(at) + len(body)
 	h.t.mu.Lock()
 	for i := range at {
-		if i < len(ended.unread) { // (nothing reads them without h.mu)
+		if i < len(ended.unread) { // (h.mu held since: still the lines written)
 			ended.unread[i].off, ended.unread[i].n = int64(len(hd)+1)+at[i][0], int(at[i][1])
 		}
 	}
