@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/klocklabs/klock/enforcer/event"
+	"github.com/klocklabs/klock/internal/ringsync"
 	"github.com/klocklabs/klock/internal/testutil"
 )
 
@@ -40,8 +41,8 @@ func TestLoadSaysWhatTheVerifierSaid(t *testing.T) {
 }
 
 // TestRingHandsEveryRecordBeforeSyncReturns: records a real program wrote
-// reach Read's handler in order, all of them before Sync returns; Every
-// runs beside it; Close stops both and a second Close says the same.
+// reach Read's handler in order, all of them before Sync returns; the
+// poll runs beside it; Close stops both and a second Close says the same.
 func TestRingHandsEveryRecordBeforeSyncReturns(t *testing.T) {
 	testutil.RequirePrivileged(t)
 	if err := Memlock(errTest); err != nil {
@@ -53,19 +54,18 @@ func TestRingHandsEveryRecordBeforeSyncReturns(t *testing.T) {
 	}
 	defer m.Close()
 	prog := testutil.RingWriter(t, m)
-	r, err := OpenRing(m, errTest)
+	ticks := make(chan struct{}, 1)
+	r, err := OpenRing(m, errTest, ringsync.WithPoll(time.Millisecond, func() {
+		select {
+		case ticks <- struct{}{}:
+		default:
+		}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan uint64, 16) // read by this goroutine only after Sync
 	r.Read(func(rec *ringbuf.Record) { got <- binary.NativeEndian.Uint64(rec.RawSample) }, func(err error) { t.Error(err) })
-	ticks := make(chan struct{}, 1)
-	r.Every(time.Millisecond, func() {
-		select {
-		case ticks <- struct{}{}:
-		default:
-		}
-	})
 	for range 3 {
 		if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14)}); err != nil {
 			t.Fatal(err)
@@ -87,11 +87,14 @@ func TestRingHandsEveryRecordBeforeSyncReturns(t *testing.T) {
 	select {
 	case <-ticks:
 	case <-ctx.Done():
-		t.Fatal("Every never ran")
+		t.Fatal("the poll never ran")
 	}
 	err = r.Close()
 	if err2 := r.Close(); err != nil || err2 != nil {
 		t.Fatalf("Close: %v, again: %v", err, err2)
+	}
+	if err := r.Sync(ctx); !errors.Is(err, ringsync.ErrClosed) {
+		t.Fatalf("Sync after Close: %v, want ringsync.ErrClosed", err)
 	}
 }
 

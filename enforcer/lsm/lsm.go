@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/bpfprog"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/bpfmap"
+	"github.com/klocklabs/klock/internal/ringsync"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -40,19 +40,14 @@ type LSM struct {
 	objs  lsmObjects
 	links []link.Link
 	rd    *ringbuf.Reader
+	loop  *ringsync.Loop
 	wg    sync.WaitGroup
 	log   *slog.Logger
-
-	syncMu sync.Mutex // one Flush at a time
 
 	mu       sync.Mutex
 	sessions map[uint64]*Session
 	nextSess uint32
 	closed   bool
-	// flushed is closed by the reader at the ErrFlushed of Flush's flush:
-	// every record before it has been delivered. Under mu.
-	flushed chan struct{}
-	done    chan struct{} // closed when the reader ends
 }
 
 // Load loads the programs and attaches them to their LSM hooks.
@@ -60,7 +55,7 @@ func Load() (*LSM, error) {
 	if err := bpfprog.Memlock(ErrLoad); err != nil {
 		return nil, err
 	}
-	l := &LSM{sessions: map[uint64]*Session{}, log: slog.Default().With("backend", "bpf-lsm"), done: make(chan struct{})}
+	l := &LSM{sessions: map[uint64]*Session{}, log: slog.Default().With("backend", "bpf-lsm")}
 	spec, err := loadLsm()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
@@ -86,8 +81,14 @@ func Load() (*LSM, error) {
 		return nil, fmt.Errorf("%w: ring buffer reader: %w", ErrLoad, err)
 	}
 	l.rd = rd
+	// Allowed decisions wake the reader only past wakeupBytes: it polls.
+	l.loop = ringsync.New(rd, ringsync.WithPoll(pollInterval, nil))
 	l.wg.Add(1)
-	go l.readLoop()
+	go func() {
+		defer l.wg.Done()
+		l.loop.Run(func(rec *ringbuf.Record) { l.deliver(rec.RawSample) },
+			func(err error) { l.log.Error("read events", "error", err) })
+	}()
 	return l, nil
 }
 
@@ -332,76 +333,32 @@ func (s *Session) Close() error {
 }
 
 // Allowed decisions wake the reader once wakeupBytes are waiting; between
-// wake-ups it polls every pollInterval, and Idle flushes what waits.
+// wake-ups it polls every pollInterval, and Flush reads what waits.
 const (
 	wakeupBytes  = 64 << 10
 	pollInterval = 5 * time.Millisecond
 )
 
-func (l *LSM) readLoop() {
-	defer l.wg.Done()
-	defer close(l.done)
-	var rec ringbuf.Record
-	l.rd.SetDeadline(time.Now().Add(pollInterval))
-	for {
-		if err := l.rd.ReadInto(&rec); err != nil {
-			switch {
-			case errors.Is(err, ringbuf.ErrClosed):
-				return
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				l.rd.SetDeadline(time.Now().Add(pollInterval))
-			case errors.Is(err, ringbuf.ErrFlushed):
-				// Every record read before this was delivered (this
-				// goroutine delivers each before it reads the next).
-				l.mu.Lock()
-				if l.flushed != nil {
-					close(l.flushed)
-					l.flushed = nil
-				}
-				l.mu.Unlock()
-			default:
-				l.log.Error("read events", "error", err)
-			}
-			continue
-		}
-		l.deliver(rec.RawSample)
-	}
-}
-
 // Flush returns once every record the kernel produced before the call
 // has been delivered to its session's channel (the ring is read up to
 // where it was, records that woke nobody included), or ctx ends. A
 // delivery waits for room in its session's channel, so the caller keeps
-// reading its session's events meanwhile. One "nothing in the ring and
-// no delivery under way" test is not enough: the reader has a record in
-// hand between taking it off the ring and delivering it.
+// reading its session's events meanwhile.
 func (l *LSM) Flush(ctx context.Context) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	ch := make(chan struct{})
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return ErrClosed
-	}
-	l.flushed = ch
+	closed := l.closed
 	l.mu.Unlock()
-	if err := l.rd.Flush(); err != nil {
-		return fmt.Errorf("bpf-lsm: flush: %w", err)
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-l.done:
+	if closed {
 		return ErrClosed
-	case <-ctx.Done():
-		l.mu.Lock()
-		if l.flushed == ch {
-			l.flushed = nil
-		}
-		l.mu.Unlock()
-		return ctx.Err()
 	}
+	err := l.loop.Sync(ctx)
+	if errors.Is(err, ringsync.ErrClosed) {
+		return ErrClosed
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("bpf-lsm: %w", err)
+	}
+	return err
 }
 
 // Flush is LSM.Flush for the session's backend.

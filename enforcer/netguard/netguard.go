@@ -15,6 +15,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/cgroup"
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/internal/backlog"
+	"github.com/klocklabs/klock/internal/ringsync"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -111,14 +112,13 @@ func Load() (*Guard, error) {
 	if err := bpfprog.Load(ErrLoad, func(opts *ebpf.CollectionOptions) error { return loadNetguardObjects(&g.objs, opts) }); err != nil {
 		return nil, err
 	}
-	ring, err := bpfprog.OpenRing(g.objs.NgEvents, ErrLoad)
+	ring, err := bpfprog.OpenRing(g.objs.NgEvents, ErrLoad, ringsync.WithPoll(lostPoll, g.pollLost))
 	if err != nil {
 		g.objs.Close()
 		return nil, err
 	}
 	g.ring = ring
 	ring.Read(g.handle, func(err error) { g.logger.Error("netguard: read ring buffer", "err", err) })
-	ring.Every(lostPoll, g.pollLost)
 	return g, nil
 }
 

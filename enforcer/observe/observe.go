@@ -24,6 +24,7 @@ import (
 	"github.com/klocklabs/klock/internal/backlog"
 	"github.com/klocklabs/klock/internal/bpfmap"
 	"github.com/klocklabs/klock/internal/kbtf"
+	"github.com/klocklabs/klock/internal/ringsync"
 )
 
 // Kind says what a Record carries.
@@ -180,6 +181,7 @@ type Observer struct {
 	sysLinks   []link.Link
 	linger     *time.Timer // pending detach (SyscallLinger), under o.mu
 	rd         *ringbuf.Reader
+	loop       *ringsync.Loop
 	res        *resolver
 	clk        bootClock
 	log        *slog.Logger
@@ -190,9 +192,6 @@ type Observer struct {
 
 	done chan struct{}
 	wg   sync.WaitGroup
-
-	syncMu  sync.Mutex    // one Sync at a time
-	flushed chan struct{} // closed by the reader at the Sync's ErrFlushed
 
 	decodeErrs uint64
 	// reread counts paths read again from a process after the BPF read
@@ -312,6 +311,9 @@ func LoadOptions(opts Options) (*Observer, error) {
 		o.closeKernel()
 		return nil, fmt.Errorf("observe: ring buffer: %w", err)
 	}
+	// Records below wakeup_bytes wake nobody: the loop polls, and reads
+	// the loss counters there.
+	o.loop = ringsync.New(o.rd, ringsync.WithPoll(o.opts.PollInterval, o.pollLost), ringsync.OnFlush(o.flushed))
 	o.wg.Add(1)
 	go o.read()
 	return o, nil
@@ -821,32 +823,31 @@ func (o *Observer) LostTotal() (uint64, error) {
 // record is produced before the syscall returns, so after a process has
 // exited, Sync then Unwatch loses none of its records.
 func (o *Observer) Sync(ctx context.Context) error {
-	o.syncMu.Lock()
-	defer o.syncMu.Unlock()
-	ch := make(chan struct{})
 	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return ErrClosed
-	}
-	o.flushed = ch
+	closed := o.closed
 	o.mu.Unlock()
-	if err := o.rd.Flush(); err != nil {
-		return fmt.Errorf("observe: flush: %w", err)
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-o.done:
+	if closed {
 		return ErrClosed
-	case <-ctx.Done():
-		o.mu.Lock()
-		if o.flushed == ch {
-			o.flushed = nil
-		}
-		o.mu.Unlock()
-		return ctx.Err()
 	}
+	err := o.loop.Sync(ctx)
+	if errors.Is(err, ringsync.ErrClosed) {
+		return ErrClosed
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("observe: %w", err)
+	}
+	return err
+}
+
+// flushed runs in the reader when a Sync's flush has been read through:
+// the loss counters, and the interrupted calls held back, are delivered.
+func (o *Observer) flushed() {
+	o.pollLost()
+	o.mu.Lock()
+	for _, w := range o.watches {
+		w.flushHeld(time.Time{})
+	}
+	o.mu.Unlock()
 }
 
 func (o *Observer) clock(ns uint64) time.Time { return o.clk.at(ns) }
@@ -854,56 +855,15 @@ func (o *Observer) clock(ns uint64) time.Time { return o.clk.at(ns) }
 // read is the reader goroutine.
 func (o *Observer) read() {
 	defer o.wg.Done()
-	var rec ringbuf.Record
 	var r raw
-	lastPoll := time.Now()
-	o.rd.SetDeadline(lastPoll.Add(o.opts.PollInterval))
-	n := 0
-	for {
-		err := o.rd.ReadInto(&rec)
-		if err != nil {
-			if errors.Is(err, ringbuf.ErrFlushed) {
-				o.pollLost()
-				o.mu.Lock()
-				// Sync delivers everything produced before it.
-				for _, w := range o.watches {
-					w.flushHeld(time.Time{})
-				}
-				if o.flushed != nil {
-					close(o.flushed)
-					o.flushed = nil
-				}
-				o.mu.Unlock()
-				continue
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				o.pollLost()
-				lastPoll = time.Now()
-				o.rd.SetDeadline(lastPoll.Add(o.opts.PollInterval))
-				continue
-			}
-			select {
-			case <-o.done:
-				return
-			default:
-			}
-			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) {
-				return
-			}
-			o.log.Warn("observe: ring buffer read", "err", err)
-			continue
-		}
+	o.loop.Run(func(rec *ringbuf.Record) {
 		if err := decode(rec.RawSample, &r); err != nil {
 			o.decodeErrs++
 			o.log.Warn("observe: bad record", "err", err, "len", len(rec.RawSample))
-			continue
+			return
 		}
 		o.dispatch(&r)
-		if n++; n&1023 == 0 && time.Since(lastPoll) > o.opts.PollInterval {
-			o.pollLost()
-			lastPoll = time.Now()
-		}
-	}
+	}, func(err error) { o.log.Warn("observe: ring buffer read", "err", err) })
 }
 
 func (o *Observer) dispatch(r *raw) {

@@ -16,6 +16,7 @@ import (
 	"github.com/klocklabs/klock/enforcer/event"
 	"github.com/klocklabs/klock/enforcer/lsm"
 	"github.com/klocklabs/klock/internal/backlog"
+	"github.com/klocklabs/klock/internal/ringsync"
 	"github.com/klocklabs/klock/policy"
 )
 
@@ -64,14 +65,13 @@ func Load() (*Guard, error) {
 	if err := bpfprog.Load(ErrLoad, func(opts *ebpf.CollectionOptions) error { return loadUnixguardObjects(&g.objs, opts) }); err != nil {
 		return nil, err
 	}
-	ring, err := bpfprog.OpenRing(g.objs.UgEvents, ErrLoad)
+	ring, err := bpfprog.OpenRing(g.objs.UgEvents, ErrLoad, ringsync.WithPoll(lostPoll, g.pollLost))
 	if err != nil {
 		g.objs.Close()
 		return nil, err
 	}
 	g.ring = ring
 	ring.Read(g.handle, func(err error) { g.logger.Error("unixguard: read ring buffer", "err", err) })
-	ring.Every(lostPoll, g.pollLost)
 	return g, nil
 }
 
