@@ -115,3 +115,22 @@ func TestSyncFlushesTheLog(t *testing.T) {
 		t.Fatalf("Load: %+v %v", got, err)
 	}
 }
+
+// BenchmarkSaveUse: one allowed call's counters saved (a run's count and
+// one bucket), the write a tool call makes before its dispatch; the log's
+// flush is Sync's, beside the audit, and not in it.
+func BenchmarkSaveUse(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "limits.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	u := check.Use{RunID: "run-1", Buckets: map[string]check.BucketState{"per_minute": {Tokens: 5}}}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		u.Calls = i
+		if err := s.SaveUse("echo", u); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
