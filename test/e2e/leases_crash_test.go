@@ -29,12 +29,12 @@ func TestLeasesOfAKilledKlockExpire(t *testing.T) {
 	const ttl, grace = 2 * time.Second, time.Second
 	t.Run("embedded klock run", func(t *testing.T) {
 		env := []string{daemon.SocketEnv + "=" + filepath.Join(t.TempDir(), "no-klockd.sock")}
-		crashAndWait(t, env, func(r *klockRun) { r.cmd.Process.Signal(syscall.SIGKILL); <-r.done }, ttl, grace)
+		crashAndWait(t, env, func(r *klockRun) { r.cmd.Process.Signal(syscall.SIGKILL) }, ttl, grace)
 	})
 	t.Run("klockd", func(t *testing.T) {
 		d, sock := startKlockdProcess(t)
 		env := []string{daemon.SocketEnv + "=" + sock}
-		crashAndWait(t, env, func(*klockRun) { d.Process.Signal(syscall.SIGKILL); d.Wait() }, ttl, grace)
+		crashAndWait(t, env, func(*klockRun) { d.Process.Signal(syscall.SIGKILL) }, ttl, grace)
 	})
 }
 
@@ -75,7 +75,11 @@ func crashAndWait(t *testing.T, env []string, crash func(*klockRun), ttl, grace 
 	// The holder's leases as its klock left them: held until the last
 	// heartbeat's expiry plus grace (KLIS-3). Heartbeats come every TTL/3,
 	// but on a slow (emulated) kernel one can be late, so the bound is
-	// read from the store rather than assumed from the kill's time.
+	// read from the store rather than assumed from the kill's time. Read
+	// at once: a killed process runs no more of its code (a heartbeat it
+	// was writing holds the journal's lock, which the store's read waits
+	// for), while its death (closing its BPF objects) and reaping can take
+	// seconds there, past the leases' expiry.
 	heldUntil := holderExpiry(t, "holder")
 	if code := c.wait(t); code != 0 {
 		t.Fatalf("the waiter: exit %d\n%s", code, c.stderr.String())
