@@ -46,11 +46,15 @@ deps: ## Install what the build and tests need (apt and npm, only when missing)
 	@scripts/deps.sh reflink
 
 build: ## Build bin/klock (the front) and bin/klock-cli (the full CLI), bin/klockd, bin/klock-stage2 (their small session launcher) and bin/klock-runtime (the OCI runtime)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
+	@# The front and klock-runtime start on every session's and container
+	@# command's path: built static (CGO_ENABLED=0; they import net only for
+	@# its unix sockets), no dynamic loader or libc to map at each start.
+	@# klock-cli and klockd keep cgo for NSS user lookups (LDAP, SSSD).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/klock
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-cli ./cmd/klock-cli
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klockd ./cmd/klockd
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-stage2 ./cmd/klock-stage2
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-runtime ./cmd/klock-runtime
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-stage2 ./cmd/klock-stage2
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/klock-runtime ./cmd/klock-runtime
 
 install: build ## Install the binaries, systemd units, /etc/klock/klockd.yaml, completions and man pages (PREFIX=/usr/local, DESTDIR)
 	@scripts/install.sh install '$(DESTDIR)' '$(BINDIR)' '$(UNITDIR)' '$(MANDIR)' '$(PREFIX)/share' '$(SYSCONFDIR)'
