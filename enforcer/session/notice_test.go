@@ -5,6 +5,8 @@ package session
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +46,22 @@ func TestNoticesReachTheirHolderOnce(t *testing.T) {
 	}
 	if got := takeNotices(dir, "holder-2"); len(got) != 1 || got[0].OK || got[0].Error == "" {
 		t.Fatalf("a torn notice: %+v, want it reported", got)
+	}
+}
+
+// TestIsSessionName: the loop accepts what the pattern
+// ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ accepts, and nothing else: ids
+// that could name another directory ("..", "a/b", "") are refused.
+func TestIsSessionName(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	cases := []string{"", ".", "..", "a", "A9", "20261130T062827-e59365", "-a", "_a", ".a", "a/b", "a b", "a\x00", "é",
+		"a..b", "a-", strings.Repeat("a", 128), strings.Repeat("a", 129), "a" + strings.Repeat(".", 127)}
+	for c := 0; c < 256; c++ {
+		cases = append(cases, string([]byte{byte(c)}), "x"+string([]byte{byte(c)}))
+	}
+	for _, s := range cases {
+		if got, want := isSessionName(s), re.MatchString(s); got != want {
+			t.Errorf("isSessionName(%q) = %v, the pattern says %v", s, got, want)
+		}
 	}
 }
