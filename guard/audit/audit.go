@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,6 +58,27 @@ type Record struct {
 	RecordedHMAC map[string]string `json:"recorded_hmac,omitempty"`
 	// Rollback is what a rollback record undid: the call id of the effect.
 	Rollback string `json:"rollback_of,omitempty"`
+	// Counters (dispatch records) is what the call left in the gateway's
+	// rate-limit state: the audit log, flushed before every dispatch, is
+	// that state's write-ahead log (WithReplay).
+	Counters *Counters `json:"counters,omitempty"`
+}
+
+// Counters is one dispatched call's rate-limit state, as absolute
+// values a restart merges (the larger count, the later bucket), so
+// records replayed in any order, or twice, give the same state.
+type Counters struct {
+	Calls   int               `json:"calls"` // the run's calls of the tool, this one included
+	Buckets map[string]Bucket `json:"buckets,omitempty"`
+	// RetryKey: a non-idempotent call's arguments, which a repeat in the
+	// run must not reach the tool with unapproved.
+	RetryKey string `json:"retry_key,omitempty"`
+}
+
+// Bucket is one token bucket after the call took from it.
+type Bucket struct {
+	Tokens float64 `json:"tokens"`
+	LastNS int64   `json:"last_ns"`
 }
 
 // Log appends records to one chain file. Safe for concurrent use.
@@ -76,6 +98,32 @@ type options struct {
 	chain   []hashchain.Option
 	now     func() time.Time
 	keyFile string
+}
+
+// countersField marks the lines WithReplay decodes: the others are only
+// verified.
+var countersField = []byte(`"counters":`)
+
+// WithReplay hands f, while Open verifies the log, every dispatch record
+// of actor that carries Counters, in the log's order: a gateway merges
+// them into its rate-limit state, whose own copy is not flushed before a
+// dispatch. An error from f stops Open.
+func WithReplay(actor string, f func(*Record) error) Option {
+	return func(o *options) {
+		o.chain = append(o.chain, hashchain.WithEachLine(func(_ uint64, line []byte) error {
+			if !bytes.Contains(line, countersField) {
+				return nil
+			}
+			var r Record
+			if err := json.Unmarshal(line, &r); err != nil {
+				return err
+			}
+			if r.Event != EventDispatch || r.Actor != actor || r.Counters == nil {
+				return nil
+			}
+			return f(&r)
+		}))
+	}
 }
 
 // WithKeyFile names the deployment's secret for confidential digests

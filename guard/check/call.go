@@ -60,6 +60,10 @@ type Decision struct {
 	// that reached the tool in its run, so it escalated.
 	RetryKey string
 	Retry    bool
+	// Use is what the call left in its tool's rate-limit counters (an
+	// allowed or escalated call's): the gateway writes it into the
+	// call's dispatch record, which a restart merges back (Merge).
+	Use *Use
 	// ArgsDigest is the gateway's keyed digest of the arguments in
 	// confidential mode (what a receipt may hold instead of them).
 	ArgsDigest string

@@ -262,9 +262,11 @@ func (p *Pipeline) Decide(call *Call) Decision {
 	}
 	// Counted in memory already: a call whose count cannot be kept is
 	// refused, and the memory stays the stricter of the two.
-	if err := p.saveUse(c, canon.RunID); err != nil {
+	u, err := p.saveUse(c, canon.RunID)
+	if err != nil {
 		return denyAfter(ev, "rate", t, toolerr.New(toolerr.InternalError, "rate_state", "%s: %v", t.Name, err))
 	}
+	d.Use = u
 	ev = append(ev, rateEvidence(c.limits()))
 	// 5. idempotency key.
 	if t.Idempotency.Mode == "key" {

@@ -22,36 +22,13 @@ type State interface {
 	// Load returns every tool's saved state.
 	Load() (map[string]ToolState, error)
 	// SaveUse records one allowed call: the run's new count and the
-	// buckets the call took from, durable before the call proceeds (a
-	// DeferredState's once synced: SyncState).
+	// buckets the call took from. It need not be durable when it returns:
+	// the gateway's audit record of the dispatch carries the same values
+	// (Decision.Use), flushed before the call is dispatched, and a
+	// restarted gateway merges those records back (Merge).
 	SaveUse(tool string, u Use) error
 	// SaveGovernance records a tool's governance (disable, limits).
 	SaveGovernance(tool string, g Governance) error
-}
-
-// DeferredState is a State whose SaveUse (and DispatchState's
-// SaveDispatched) return once written, before they are durable: Sync
-// makes every save so far durable. The pipeline's caller syncs before the
-// call it counted is dispatched (Pipeline.SyncState), beside its own
-// durable writes (the audit's record of the dispatch), rather than wait
-// for one fsync after the other.
-type DeferredState interface {
-	State
-	Sync() error
-}
-
-// SyncState makes what the state saved so far durable (a DeferredState's;
-// nothing to do for another, or without one). The caller must not
-// dispatch a call this pipeline counted before it returns nil.
-func (p *Pipeline) SyncState() error {
-	d, ok := p.state.(DeferredState)
-	if !ok {
-		return nil
-	}
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	return nil
 }
 
 // ToolState is what State keeps for one tool.
@@ -110,19 +87,73 @@ func (p *Pipeline) restore() error {
 	return nil
 }
 
-// saveUse persists the call c.lim.take just counted. The caller holds c.mu.
-func (p *Pipeline) saveUse(c *contract, runID string) error {
-	if p.state == nil {
-		return nil
-	}
-	u := Use{RunID: runID, Calls: c.lim.perRun[runID], Buckets: map[string]BucketState{}}
+// saveUse persists the call c.lim.take just counted and returns it. The
+// caller holds c.mu.
+func (p *Pipeline) saveUse(c *contract, runID string) (*Use, error) {
+	u := &Use{RunID: runID, Calls: c.lim.perRun[runID], Buckets: make(map[string]BucketState, len(c.lim.took))}
 	for _, k := range c.lim.took {
 		b := c.lim.buckets[k]
 		u.Buckets[k] = BucketState{Tokens: b.tokens, Last: b.last}
 	}
-	if err := p.state.SaveUse(c.tool.Name, u); err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
+	if p.state == nil {
+		return u, nil
 	}
+	if err := p.state.SaveUse(c.tool.Name, *u); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrState, err)
+	}
+	return u, nil
+}
+
+// Merge puts back what a dispatched call of tool left in the counters
+// (its audit record's, after a restart whose state may have lost it):
+// the run's count if larger, each bucket if it was updated later (at the
+// same time, the emptier). Merging records in any order, or twice, gives
+// the same state. retryKey (non-idempotent tools) is recorded as having
+// reached the tool as callID. A tool no longer declared is skipped.
+func (p *Pipeline) Merge(tool string, u Use, retryKey, callID string) error {
+	c, ok := p.tools[tool]
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	if u.Calls > c.lim.perRun[u.RunID] {
+		c.lim.perRun[u.RunID] = u.Calls
+		changed = true
+	}
+	for k, b := range u.Buckets {
+		cur := c.lim.buckets[k]
+		if cur == nil || b.Last.After(cur.last) || b.Last.Equal(cur.last) && b.Tokens < cur.tokens {
+			c.lim.buckets[k] = &bucket{tokens: b.Tokens, last: b.Last}
+			changed = true
+		}
+	}
+	if changed && p.state != nil {
+		cur := Use{RunID: u.RunID, Calls: c.lim.perRun[u.RunID], Buckets: map[string]BucketState{}}
+		for k := range u.Buckets {
+			b := c.lim.buckets[k]
+			cur.Buckets[k] = BucketState{Tokens: b.tokens, Last: b.last}
+		}
+		if err := p.state.SaveUse(tool, cur); err != nil {
+			return fmt.Errorf("%w: %w", ErrState, err)
+		}
+	}
+	if retryKey == "" || c.retryOf(u.RunID, retryKey) != "" {
+		return nil
+	}
+	if ds, ok := p.state.(DispatchState); ok {
+		if err := ds.SaveDispatched(tool, u.RunID, retryKey, callID); err != nil {
+			return fmt.Errorf("%w: %w", ErrState, err)
+		}
+	}
+	if c.dispatched == nil {
+		c.dispatched = map[string]map[string]string{}
+	}
+	if c.dispatched[u.RunID] == nil {
+		c.dispatched[u.RunID] = map[string]string{}
+	}
+	c.dispatched[u.RunID][retryKey] = callID
 	return nil
 }
 

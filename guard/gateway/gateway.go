@@ -355,26 +355,20 @@ func (c *gatewayCall) reserve() *toolerr.Error {
 	return nil
 }
 
-// recordDispatch audits the dispatch, makes the counters that counted
-// the call durable (both flushes at once: check.DeferredState) and
-// consumes its approval; a call that cannot be audited, whose counters
-// cannot be kept or whose approval cannot be consumed is not dispatched,
-// and its reservation is released.
+// recordDispatch audits the dispatch, with what the call left in the
+// rate-limit counters (the audit log is their write-ahead log: the
+// counters' own store is not flushed on a call's path, and a restart
+// merges these records back, Open), and consumes its approval; a call
+// that cannot be audited or whose approval cannot be consumed is not
+// dispatched, and its reservation is released.
 func (c *gatewayCall) recordDispatch() *toolerr.Error {
 	r := c.rec("dispatch")
 	r.CallID, r.Verdict, r.Check, r.IdemKey, r.ApprovalID = c.callID, c.verdict, c.d.Check, c.d.IdemKey, c.approvalID
 	r.SetArgs(c.call.Args, c.d.Confidential, c.g.hash)
-	synced := make(chan error, 1)
-	go func() { synced <- c.g.p.SyncState() }()
-	err := c.g.audit.Append(r)
-	serr := <-synced
-	if err != nil {
+	r.Counters = countersOf(c.d.Use, c.d.RetryKey)
+	if err := c.g.audit.Append(r); err != nil {
 		c.g.release(c.ctx, c.call, c.res, "the dispatch could not be audited")
 		return auditErr(err)
-	}
-	if serr != nil {
-		c.g.release(c.ctx, c.call, c.res, "the rate-limit state could not be kept")
-		return toolerr.New(toolerr.InternalError, "rate_state", "the call was not dispatched: its rate-limit count could not be made durable: %v", serr)
 	}
 	if c.approvalID != "" {
 		if err := c.g.approvals.MarkUsed(c.approvalID); err != nil {

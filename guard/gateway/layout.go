@@ -102,7 +102,20 @@ func Open(m *policy.Manifest, l Layout, auditPath string, checkOpts []check.Opti
 		auditPath = l.Audit()
 	}
 	st.AuditPath = auditPath
-	if st.Audit, err = audit.Open(auditPath, audit.WithKeyFile(l.AuditKey())); err != nil {
+	// Opening the log merges back what its dispatch records say the
+	// counters were: their own store does not flush before a dispatch.
+	merge, mergeErr := mergeCounters(p), error(nil)
+	replay := audit.WithReplay(m.Agent.ID, func(r *audit.Record) error {
+		if mergeErr == nil {
+			mergeErr = merge(r)
+		}
+		return nil
+	})
+	if st.Audit, err = audit.Open(auditPath, audit.WithKeyFile(l.AuditKey()), replay); err == nil && mergeErr != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("refusing to start without the rate-limit state (--state-dir): the counters of the calls the audit log records as dispatched could not be put back: %w", mergeErr)
+	}
+	if err != nil {
 		st.Close()
 		return nil, nil, fmt.Errorf("refusing to start without an audit log: %w", err)
 	}

@@ -3,75 +3,114 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/klocklabs/klock/guard/approval"
 	"github.com/klocklabs/klock/guard/audit"
 	"github.com/klocklabs/klock/guard/check"
-	"github.com/klocklabs/klock/guard/idem"
 	"github.com/klocklabs/klock/guard/toolerr"
+	"github.com/klocklabs/klock/internal/hashchain"
+	"github.com/klocklabs/klock/policy"
 )
 
-// deferredState keeps the counters in memory and fails Sync on demand.
-type deferredState struct {
-	saves, syncs int
-	syncErr      error
-}
-
-func (s *deferredState) Load() (map[string]check.ToolState, error) { return nil, nil }
-func (s *deferredState) SaveUse(string, check.Use) error           { s.saves++; return nil }
-func (s *deferredState) SaveGovernance(string, check.Governance) error {
-	return nil
-}
-func (s *deferredState) Sync() error { s.syncs++; return s.syncErr }
-
-// TestCountersDurableBeforeDispatch: with a state whose saves are made
-// durable by Sync (ratestate's), the gateway syncs before every dispatch,
-// and a call whose count cannot be made durable never reaches its tool.
-func TestCountersDurableBeforeDispatch(t *testing.T) {
+// TestRestartMergesCountersTheStoreLost: the counters' store does not
+// flush before a dispatch; the dispatch record, flushed first, carries
+// what the call left in them. A gateway whose store lost the call's
+// count (its database as it was before the call: an unflushed commit
+// lost in a power cut) merges it back from the audit log when it opens
+// it: a per_day: 1 tool used before the crash stays used, and the
+// counters are back in the store.
+func TestRestartMergesCountersTheStoreLost(t *testing.T) {
 	m := refundManifest(t)
-	st := &deferredState{}
-	p, err := check.New(m, check.WithState(st))
-	if err != nil {
-		t.Fatal(err)
+	for i := range m.DeclaredTools {
+		if m.DeclaredTools[i].Name == "get_account" {
+			m.DeclaredTools[i].RateLimits = policy.RateLimits{PerDay: 1}
+		}
 	}
-	dir := t.TempDir()
-	a, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ap, err := approval.Open(filepath.Join(dir, "approvals"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := idem.Open(filepath.Join(dir, "idem.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := New(m, p, a, ap, is)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := Layout{Dir: t.TempDir(), Agent: m.Agent.ID}
 	effects := 0
 	dispatch := func(context.Context) (Outcome, error) {
-		if st.syncs < st.saves {
-			t.Errorf("dispatched after %d saves and %d syncs", st.saves, st.syncs)
-		}
 		effects++
 		return Outcome{Result: json.RawMessage(`{"account_id":"a"}`)}, nil
 	}
-	call := func() *check.Call {
-		return &check.Call{Tool: "get_account", Context: ctx42, RunID: "r", Args: map[string]any{"customer_id": "c_42"}}
+	call := &check.Call{Tool: "get_account", Context: ctx42, RunID: "r", Args: map[string]any{"customer_id": "c_42"}}
+	open := func() (*Gateway, *Stores) {
+		t.Helper()
+		g, st, err := Open(m, l, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, st
 	}
-	if _, te := g.CallWith(context.Background(), call(), dispatch, transactions); te != nil || effects != 1 || st.saves == 0 {
-		t.Fatalf("first call: %v, %d effects, %d saves", te, effects, st.saves)
+
+	g, st := open()
+	st.Limits.Sync()
+	before := snapshotFiles(t, l.Limits())
+	if _, te := g.CallWith(context.Background(), call, dispatch, transactions); te != nil || effects != 1 {
+		t.Fatalf("first call: %v, %d effects", te, effects)
 	}
-	st.syncErr = errors.New("disk full")
-	_, te := g.CallWith(context.Background(), call(), dispatch, transactions)
-	if te == nil || te.Class != toolerr.InternalError || te.Reason != "rate_state" || effects != 1 {
-		t.Fatalf("a call whose count cannot be kept: %+v, %d effects", te, effects)
+	st.Close()
+	var rec *audit.Record
+	if _, err := hashchain.VerifyFile(l.Audit(), func(_ uint64, line []byte) error {
+		var r audit.Record
+		if err := json.Unmarshal(line, &r); err == nil && r.Event == audit.EventDispatch {
+			rec = &r
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec == nil || rec.Counters == nil || rec.Counters.Calls != 1 || len(rec.Counters.Buckets) == 0 {
+		t.Fatalf("the dispatch record carries no counters: %+v", rec)
+	}
+
+	restoreFiles(t, l.Limits(), before) // the store's commit of the call, lost
+	g, st = open()
+	_, te := g.CallWith(context.Background(), call, dispatch, transactions)
+	if te == nil || te.Class != toolerr.Restricted || te.Check != "rate" || effects != 1 {
+		t.Fatalf("after a crash that lost the store's count, a per_day: 1 tool's second call: %+v, %d effects; want rate_limited", te, effects)
+	}
+	st.Close()
+
+	// The merge was written to the store: a restart with the audit log
+	// gone still knows the call.
+	os.Remove(l.Audit())
+	g, st = open()
+	defer st.Close()
+	if _, te := g.CallWith(context.Background(), call, dispatch, transactions); te == nil || te.Class != toolerr.Restricted || te.Check != "rate" {
+		t.Fatalf("the merged count was not kept in the store: %+v", te)
+	}
+}
+
+// snapshotFiles reads db and its -wal and -shm files (absent ones nil).
+func snapshotFiles(t *testing.T, db string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, p := range []string{db, db + "-wal", db + "-shm"} {
+		b, err := os.ReadFile(p)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			out[filepath.Base(p)] = b
+		}
+	}
+	return out
+}
+
+// restoreFiles puts back what snapshotFiles read, removing what it did
+// not find.
+func restoreFiles(t *testing.T, db string, files map[string][]byte) {
+	t.Helper()
+	for _, p := range []string{db, db + "-wal", db + "-shm"} {
+		b, ok := files[filepath.Base(p)]
+		if !ok {
+			os.Remove(p)
+			continue
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

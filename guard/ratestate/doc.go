@@ -7,11 +7,13 @@
 // implements check.State and check.DispatchState.
 //
 // One gateway process owns the database (exclusive locking, WAL). Every
-// allowed call's counters are written before the call is dispatched, and
-// made durable by Sync (the write-ahead log flushed), which the gateway
-// calls before the dispatch beside the audit's own fsync
-// (check.DeferredState): a crash never hands back a call already
-// counted. A governance change is durable before SaveGovernance returns.
+// allowed call's counters are written before the call is dispatched,
+// without a flush: the gateway's audit record of the dispatch carries
+// the same counters and is flushed before the call is sent, and a
+// restarted gateway merges every such record back into this store
+// (check.Pipeline.Merge), so a crash never hands back a call already
+// dispatched. Sync flushes the write-ahead log at once; a governance
+// change is durable before SaveGovernance returns.
 //
 // Error semantics: Open fails with ErrOpen naming the file and what to do;
 // a failed write is returned to the pipeline, which refuses the call.

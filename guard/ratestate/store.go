@@ -45,8 +45,6 @@ type Store struct {
 	wal   *os.File
 }
 
-var _ check.DeferredState = (*Store)(nil)
-
 // Open opens (creating) the database at path.
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -55,10 +53,11 @@ func Open(path string) (*Store, error) {
 	q := url.Values{}
 	q.Add("_pragma", "locking_mode(EXCLUSIVE)")
 	q.Add("_pragma", "journal_mode(WAL)")
-	// NORMAL: a commit is written to the log but not flushed; Sync
-	// flushes the log, and the gateway calls it before every dispatch,
-	// beside the audit's fsync (check.DeferredState): a counted call is
-	// on disk before it is dispatched, one wait instead of two.
+	// NORMAL: a commit is written to the log but not flushed (SQLite
+	// flushes it at its checkpoints; Sync does at once). A counted call
+	// is on disk before it is dispatched through its audit record, which
+	// carries its counters and which a restarted gateway merges back
+	// (check.State.SaveUse): one flush on a call's path, not two.
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "busy_timeout(100)")
 	q.Set("_txlock", "immediate")

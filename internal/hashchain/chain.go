@@ -98,6 +98,7 @@ type Writer struct {
 	closed   bool
 	err      error  // sticky: a write or fsync failed
 	buf      []byte // the last write's bytes, reused (see writeLines)
+	each     func(seq uint64, line []byte) error // WithEachLine's, at Open
 
 	fsync func(*os.File) error // (*os.File).Sync; tests count and fail it
 }
@@ -108,6 +109,14 @@ type Option func(*Writer)
 // WithoutSync skips the fsync after each append (tests and benchmarks; a
 // crash may then lose acknowledged lines). Sync still syncs.
 func WithoutSync() Option { return func(w *Writer) { w.sync = false } }
+
+// WithEachLine has Open hand every complete line it verifies to f (its
+// seq, and the line without its newline, valid only during the call): a
+// reader of the chain at start-up shares Open's pass over the file. An
+// error from f stops Open with a BrokenError at that line.
+func WithEachLine(f func(seq uint64, line []byte) error) Option {
+	return func(w *Writer) { w.each = f }
+}
 
 // Linker returns the bytes of a line that the next line's "prev" hashes.
 // The default (nil) is the whole line. A chain written with a linker must
@@ -141,7 +150,7 @@ func Open(path string, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, good, err := scan(f, false, w.linker, nil)
+	head, good, err := scan(f, false, w.linker, w.each)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
