@@ -105,7 +105,8 @@ type options struct {
 var countersField = []byte(`"counters":`)
 
 // WithReplay hands f, while Open verifies the log, every dispatch record
-// of actor that carries Counters, in the log's order: a gateway merges
+// of actor that carries Counters, in the log's order (the record holds
+// only its event, actor, tool, run, call id and counters): a gateway merges
 // them into its rate-limit state, whose own copy is not flushed before a
 // dispatch. An error from f stops Open.
 func WithReplay(actor string, f func(*Record) error) Option {
@@ -114,14 +115,21 @@ func WithReplay(actor string, f func(*Record) error) Option {
 			if !bytes.Contains(line, countersField) {
 				return nil
 			}
-			var r Record
+			// Only what a merge reads is decoded (the arguments and
+			// the recorded values are skipped).
+			var r struct {
+				Event, Actor, Tool string
+				RunID              string `json:"run_id"`
+				CallID             string `json:"call_id"`
+				Counters           *Counters
+			}
 			if err := json.Unmarshal(line, &r); err != nil {
 				return err
 			}
 			if r.Event != EventDispatch || r.Actor != actor || r.Counters == nil {
 				return nil
 			}
-			return f(&r)
+			return f(&Record{Event: r.Event, Actor: r.Actor, Tool: r.Tool, RunID: r.RunID, CallID: r.CallID, Counters: r.Counters})
 		}))
 	}
 }

@@ -52,3 +52,44 @@ func BenchmarkCalls(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpenReplay opens a log of 20,000 calls (a dispatch record with
+// counters and a result record each) as a gateway does at its start:
+// verified only, and verified with its counters replayed (WithReplay).
+// The difference is what merging the counters back adds to a start.
+func BenchmarkOpenReplay(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "audit.jsonl")
+	l, err := Open(path, WithoutSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 20000 {
+		c := &Counters{Calls: i + 1, Buckets: map[string]Bucket{"per_minute": {Tokens: 3, LastNS: int64(i)}}}
+		for _, r := range []*Record{{Event: EventDispatch, Actor: "a", RunID: "r", Tool: "t", CallID: fmt.Sprint(i), Counters: c},
+			{Event: EventResult, Actor: "a", RunID: "r", Tool: "t", CallID: fmt.Sprint(i), Result: "ok"}} {
+			if err := l.Append(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	l.Close()
+	for _, replay := range []bool{false, true} {
+		b.Run(fmt.Sprintf("replay=%v", replay), func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				opts := []Option{WithoutSync()}
+				if replay {
+					opts = append(opts, WithReplay("a", func(*Record) error { n++; return nil }))
+				}
+				l, err := Open(path, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Close()
+			}
+			if replay && n == 0 {
+				b.Fatal("nothing replayed")
+			}
+		})
+	}
+}
