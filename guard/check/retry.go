@@ -99,14 +99,20 @@ func (p *Pipeline) Dispatching(call *Call, d *Decision, callID string) *toolerr.
 			return e
 		}
 	}
+	c.markDispatched(call.RunID, d.RetryKey, callID)
+	return nil
+}
+
+// markDispatched records that the call of c with key reached the tool in
+// run as callID. Called with c.mu held.
+func (c *contract) markDispatched(run, key, callID string) {
 	if c.dispatched == nil {
 		c.dispatched = map[string]map[string]string{}
 	}
-	if c.dispatched[call.RunID] == nil {
-		c.dispatched[call.RunID] = map[string]string{}
+	if c.dispatched[run] == nil {
+		c.dispatched[run] = map[string]string{}
 	}
-	c.dispatched[call.RunID][d.RetryKey] = callID
-	return nil
+	c.dispatched[run][key] = callID
 }
 
 // NotDispatched forgets callID's record when the call never reached its

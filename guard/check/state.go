@@ -147,13 +147,7 @@ func (p *Pipeline) Merge(tool string, u Use, retryKey, callID string) error {
 			return fmt.Errorf("%w: %w", ErrState, err)
 		}
 	}
-	if c.dispatched == nil {
-		c.dispatched = map[string]map[string]string{}
-	}
-	if c.dispatched[u.RunID] == nil {
-		c.dispatched[u.RunID] = map[string]string{}
-	}
-	c.dispatched[u.RunID][retryKey] = callID
+	c.markDispatched(u.RunID, retryKey, callID)
 	return nil
 }
 
