@@ -98,7 +98,8 @@ type Writer struct {
 	closed   bool
 	err      error  // sticky: a write or fsync failed
 	buf      []byte // the last write's bytes, reused (see writeLines)
-	each     func(seq uint64, line []byte) error // WithEachLine's, at Open
+
+	each func(seq uint64, line []byte) error // WithEachLine's, at Open
 
 	fsync func(*os.File) error // (*os.File).Sync; tests count and fail it
 }
