@@ -190,8 +190,7 @@ type Observer struct {
 	watches map[uint64]*Watch
 	closed  bool
 
-	done chan struct{}
-	wg   sync.WaitGroup
+	wg sync.WaitGroup
 
 	decodeErrs uint64
 	// reread counts paths read again from a process after the BPF read
@@ -283,7 +282,7 @@ func LoadOptions(opts Options) (*Observer, error) {
 		}
 	}
 	o := &Observer{opts: opts, res: newResolver(), clk: newBootClock(), log: opts.Logger,
-		watches: make(map[uint64]*Watch), done: make(chan struct{})}
+		watches: make(map[uint64]*Watch)}
 	if err := o.load(spec, btfCache); err != nil {
 		return nil, err
 	}
@@ -606,7 +605,6 @@ func (o *Observer) Close() error {
 	o.mu.Lock()
 	o.detachSyscalls()
 	o.mu.Unlock()
-	close(o.done)
 	err := o.rd.Close()
 	o.wg.Wait()
 	o.mu.Lock()
